@@ -1,0 +1,8 @@
+from django.urls import path
+
+from dashboard import account_views
+
+app_name = "account"
+urlpatterns = [
+    path("tokens/", account_views.token_list, name="tokens"),
+]

@@ -1,0 +1,9 @@
+from django.contrib import admin
+
+from dashboard.models import ApiToken
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ["name", "user", "prefix", "created_at", "last_used_at", "revoked_at"]
+    readonly_fields = ["prefix", "digest", "created_at", "last_used_at"]

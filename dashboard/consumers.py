@@ -1,0 +1,81 @@
+"""The run websocket: `/ws/runs/<id>/?after=<seq>`.
+
+On connect the consumer joins the run's group *first* and then replays the
+events after `after` from the database; group messages with a seq it has
+already sent are dropped, and a gap (a seq beyond the next expected one) is
+filled from the database. So a client that reconnects with the last seq it saw
+receives every later event exactly once, in order.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from optimizer.events import run_group
+from optimizer.models import Run, RunEvent
+
+REPLAY_BATCH = 500
+
+
+def _user_can_view_run(user, run_id: int) -> bool:
+    return Run.objects.visible_to(user).filter(pk=run_id).exists()
+
+
+def _events_after(run_id: int, after: int, limit: int) -> list[dict]:
+    return [
+        event.as_message()
+        for event in RunEvent.objects.filter(run_id=run_id, seq__gt=after).order_by("seq")[:limit]
+    ]
+
+
+class RunConsumer(AsyncJsonWebsocketConsumer):
+    async def connect(self):
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=4401)
+            return
+        self.run_id = int(self.scope["url_route"]["kwargs"]["run_id"])
+        if not await database_sync_to_async(_user_can_view_run)(user, self.run_id):
+            await self.close(code=4403)
+            return
+        query = parse_qs(self.scope.get("query_string", b"").decode())
+        try:
+            self.last_seq = max(0, int(query.get("after", ["0"])[0]))
+        except ValueError:
+            self.last_seq = 0
+        self.group = run_group(self.run_id)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        await self._catch_up()
+
+    async def disconnect(self, code):
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive_json(self, content, **kwargs):
+        # The only thing a client says is "I have up to seq N" (after a gap it noticed).
+        if isinstance(content, dict) and content.get("type") == "resume":
+            await self._catch_up()
+
+    async def _catch_up(self):
+        while True:
+            events = await database_sync_to_async(_events_after)(self.run_id, self.last_seq, REPLAY_BATCH)
+            for event in events:
+                await self.send_json(event)
+                self.last_seq = event["seq"]
+            if len(events) < REPLAY_BATCH:
+                return
+
+    async def run_event(self, message):
+        event = message["message"]
+        seq = event["seq"]
+        if seq <= self.last_seq:
+            return
+        if seq > self.last_seq + 1:
+            await self._catch_up()  # fills the gap and includes this event
+            return
+        await self.send_json(event)
+        self.last_seq = seq

@@ -1,0 +1,49 @@
+"""The embedded Celery worker: a real worker on threads inside this process.
+
+Used by `manage.py serve` in embedded mode (no REDIS_URL): tasks queued by the
+web process on the in-memory broker are consumed here, so one command runs the
+whole product with no services.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+
+from django.conf import settings
+
+log = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+_stack: contextlib.ExitStack | None = None
+
+
+def ensure_worker(concurrency: int | None = None):
+    """Start the embedded worker once per process and return it (idempotent)."""
+    global _stack
+    from celery.contrib.testing.worker import start_worker
+
+    from dashboard.celery import app
+
+    if not settings.EMBEDDED:
+        raise RuntimeError("the embedded worker is only for embedded mode (REDIS_URL is set)")
+    with _lock:
+        if _stack is None:
+            stack = contextlib.ExitStack()
+            worker = stack.enter_context(
+                start_worker(
+                    app,
+                    pool="threads",
+                    concurrency=concurrency or settings.EMBEDDED_WORKER_CONCURRENCY,
+                    perform_ping_check=False,
+                    loglevel="WARNING",
+                    shutdown_timeout=30,
+                    hostname=f"embedded@{socket.gethostname()}",
+                )
+            )
+            stack.worker = worker  # type: ignore[attr-defined]
+            _stack = stack
+            log.info("embedded Celery worker started (%s threads)", worker.concurrency)
+        return _stack.worker  # type: ignore[attr-defined]

@@ -1,0 +1,29 @@
+"""`manage.py serve`: the dashboard under daphne, plus (embedded mode) a Celery
+worker inside the same process, so one command runs the whole product."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Serve the dashboard with daphne; in embedded mode also start the in-process Celery worker."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--no-worker", action="store_true", help="Do not start the embedded worker")
+
+    def handle(self, *args, host, port, no_worker, **options):
+        from daphne.cli import CommandLineInterface
+
+        if settings.EMBEDDED and settings.EMBEDDED_WORKER and not no_worker:
+            from dashboard.embedded import ensure_worker
+
+            worker = ensure_worker()
+            self.stderr.write(f"Embedded Celery worker running ({worker.concurrency} threads, in-memory broker).")
+        elif not settings.EMBEDDED:
+            self.stderr.write("Distributed mode: runs execute on `celery -A dashboard worker` processes.")
+        self.stderr.write(f"Serving Frontier at http://{host}:{port}/")
+        CommandLineInterface().run(["--bind", host, "--port", str(port), "dashboard.asgi:application"])

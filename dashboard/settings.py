@@ -1,0 +1,170 @@
+"""Frontier settings.
+
+Two ways to run, chosen by the environment alone (see README "Configuration"):
+- embedded (default, no variables): SQLite in WAL mode, an in-process channel
+  layer and a Celery worker inside the server process with an in-memory broker;
+- distributed: DATABASE_URL (PostgreSQL) and REDIS_URL (Celery broker and
+  channels-redis) make every process share state through the services.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+from dashboard.env import database_from_url, env_bool, env_int, env_list, env_str, redis_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(env_str("FRONTIER_DATA_DIR", str(BASE_DIR / "var")))
+
+DATABASE_URL = env_str("DATABASE_URL")
+REDIS_URL = env_str("REDIS_URL")
+# Embedded mode (no services configured) is the local, single-process setup:
+# DEBUG defaults on there and off as soon as services are configured.
+EMBEDDED = not REDIS_URL
+DEBUG = env_bool("DEBUG", not (DATABASE_URL or REDIS_URL))
+SECRET_KEY = env_str("SECRET_KEY")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off (or set DEBUG=1 for local development)")
+    SECRET_KEY = "insecure-dev-key-only-for-debug"  # noqa: S105 - DEBUG only
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if DEBUG else [])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "dashboard",
+    "verifiers_app",
+    "optimizer",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "dashboard.middleware.FrontierLoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "dashboard.urls"
+ASGI_APPLICATION = "dashboard.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    }
+]
+
+# --- Database -----------------------------------------------------------------
+if DATABASE_URL:
+    DATABASES = {"default": database_from_url("DATABASE_URL", DATABASE_URL)}
+else:
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": env_str("SQLITE_PATH", str(DATA_DIR / "frontier.sqlite3")),
+            # WAL lets the embedded worker thread write while web requests read;
+            # IMMEDIATE transactions plus a busy timeout make writers queue
+            # instead of failing with "database is locked".
+            "OPTIONS": {
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 30,
+            },
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Channels and Celery -----------------------------------------------------------
+# A prefix keeps several Frontier installations (or test runs) apart on one Redis.
+CHANNEL_PREFIX = env_str("FRONTIER_CHANNEL_PREFIX", "frontier")
+if REDIS_URL:
+    redis_url("REDIS_URL", REDIS_URL)
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": CHANNEL_PREFIX, "capacity": 1000, "expiry": 60},
+        }
+    }
+    CELERY_BROKER_URL = REDIS_URL
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "dashboard.channel_layer.ThreadSafeInMemoryChannelLayer"}}
+    CELERY_BROKER_URL = "memory://"
+
+CELERY_TASK_DEFAULT_QUEUE = env_str("FRONTIER_QUEUE", "frontier")
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Runs are long: a Redis visibility timeout shorter than a run would redeliver it.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("FRONTIER_VISIBILITY_TIMEOUT", 6 * 3600)}
+# The embedded worker starts inside `manage.py serve` unless this is off.
+EMBEDDED_WORKER = EMBEDDED and env_bool("FRONTIER_EMBEDDED_WORKER", True)
+EMBEDDED_WORKER_CONCURRENCY = env_int("FRONTIER_WORKER_CONCURRENCY", 2)
+
+RUNS_DIR = Path(env_str("FRONTIER_RUNS_DIR", str(DATA_DIR / "runs")))
+
+# --- Auth -------------------------------------------------------------------------
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "static"
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "dashboard.staticfiles.PlotlyFinder",
+]
+
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"daphne": {"level": "WARNING"}, "celery": {"level": "WARNING"}},
+}
+
+# Model endpoints a run can choose (ARCHITECTURE "LM providers"). Keys are never
+# stored here: `api_key_env` names the environment variable that holds them.
+FRONTIER_ENDPOINTS_FILE = env_str("FRONTIER_ENDPOINTS_FILE")
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False

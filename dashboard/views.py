@@ -1,0 +1,5 @@
+from django.shortcuts import redirect
+
+
+def home(request):
+    return redirect("runs:list")

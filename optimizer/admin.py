@@ -1,0 +1,51 @@
+from django.contrib import admin
+
+from optimizer.models import Candidate, Evaluation, ModelEndpoint, Run, RunEvent, Task, TaskSet
+
+
+class TaskInline(admin.TabularInline):
+    model = Task
+    extra = 0
+    fields = ["task_id", "split", "input"]
+    show_change_link = True
+
+
+@admin.register(TaskSet)
+class TaskSetAdmin(admin.ModelAdmin):
+    list_display = ["name", "owner", "shared", "updated_at"]
+    search_fields = ["name"]
+    inlines = [TaskInline]
+
+
+@admin.register(Task)
+class TaskAdmin(admin.ModelAdmin):
+    list_display = ["task_id", "task_set", "split"]
+    list_filter = ["split"]
+    search_fields = ["task_id", "input"]
+
+
+@admin.register(ModelEndpoint)
+class ModelEndpointAdmin(admin.ModelAdmin):
+    list_display = ["name", "provider", "model", "base_url", "api_key_env"]
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = ["id", "name", "owner", "status", "best_score", "budget_used", "budget_total", "created_at"]
+    list_filter = ["status"]
+
+
+@admin.register(Candidate)
+class CandidateAdmin(admin.ModelAdmin):
+    list_display = ["run", "index", "origin", "val_score", "on_front"]
+
+
+@admin.register(Evaluation)
+class EvaluationAdmin(admin.ModelAdmin):
+    list_display = ["candidate", "task_key", "split", "score", "verdict"]
+
+
+@admin.register(RunEvent)
+class RunEventAdmin(admin.ModelAdmin):
+    list_display = ["run", "seq", "type", "created_at"]
+    list_filter = ["type"]

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class OptimizerConfig(AppConfig):
+    name = "optimizer"
+    verbose_name = "Optimization runs and task sets"

@@ -1,0 +1,258 @@
+"""Task sets, runs and everything a run records (ARCHITECTURE.md "Data model")."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class SharedQuerySet(models.QuerySet):
+    def visible_to(self, user):
+        """Rows a user may see: their own and shared ones (admins see all)."""
+        if user.is_superuser:
+            return self
+        return self.filter(Q(owner=user) | Q(shared=True))
+
+    def editable_by(self, user):
+        if user.is_superuser:
+            return self
+        return self.filter(owner=user)
+
+
+class TaskSet(models.Model):
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="task_sets")
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    shared = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = SharedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["owner", "name"], name="taskset_unique_name_per_owner")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Split(models.TextChoices):
+    TRAIN = "train", "train"
+    VAL = "val", "val"
+    HOLDOUT = "holdout", "holdout"
+
+
+class Task(models.Model):
+    """One task row (seed 001): input, gold `expected`, `params`, `metadata`
+    (expectations, expectedOutputSchema) and an optional row verifier."""
+
+    task_set = models.ForeignKey(TaskSet, on_delete=models.CASCADE, related_name="tasks")
+    task_id = models.CharField(max_length=200)
+    position = models.PositiveIntegerField(default=0)
+    input = models.TextField()
+    expected = models.JSONField(null=True, blank=True)
+    params = models.JSONField(default=dict, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    verifier = models.JSONField(null=True, blank=True, help_text="Row verifier {kind: in_process, fn_name, expected, params}")
+    split = models.CharField(max_length=10, choices=Split.choices, default=Split.TRAIN)
+
+    class Meta:
+        ordering = ["task_set", "position", "id"]
+        constraints = [models.UniqueConstraint(fields=["task_set", "task_id"], name="task_unique_id_in_set")]
+        indexes = [models.Index(fields=["task_set", "split"])]
+
+    def __str__(self) -> str:
+        return self.task_id
+
+    def as_row(self) -> dict:
+        """The task-row dict the scoring engine reads (`verifiers_app.engine.score(task=…)`)."""
+        row = {
+            "task_id": self.task_id,
+            "input": self.input,
+            "expected": self.expected,
+            "params": self.params or {},
+            "metadata": self.metadata or {},
+        }
+        if self.verifier:
+            row["verifier"] = self.verifier
+        return row
+
+
+class ModelEndpoint(models.Model):
+    """A model endpoint a run can choose, managed in the admin. The API key is
+    never stored: `api_key_env` names the environment variable that holds it."""
+
+    class Provider(models.TextChoices):
+        OPENAI = "openai", "OpenAI-compatible"
+        DEMO = "demo", "Demo simulator (offline)"
+
+    name = models.SlugField(max_length=100, unique=True)
+    provider = models.CharField(max_length=20, choices=Provider.choices, default=Provider.OPENAI)
+    base_url = models.URLField(blank=True)
+    model = models.CharField(max_length=200)
+    api_key_env = models.CharField(max_length=100, blank=True, help_text="Name of the environment variable holding the key")
+    options = models.JSONField(default=dict, blank=True, help_text="temperature, max_tokens, timeout, max_retries …")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.get_provider_display()}: {self.model})"
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued", "queued"
+    RUNNING = "running", "running"
+    STOPPING = "stopping", "stopping"
+    STOPPED = "stopped", "stopped"
+    COMPLETED = "completed", "completed"
+    FAILED = "failed", "failed"
+
+    @classmethod
+    def active(cls) -> list[str]:
+        return [cls.QUEUED, cls.RUNNING, cls.STOPPING]
+
+    @classmethod
+    def finished(cls) -> list[str]:
+        return [cls.STOPPED, cls.COMPLETED, cls.FAILED]
+
+
+class RunQuerySet(models.QuerySet):
+    def visible_to(self, user):
+        """Runs a user may see: their own and those shared with them (admins see all)."""
+        if user.is_superuser:
+            return self
+        return self.filter(Q(owner=user) | Q(shared_with=user)).distinct()
+
+    def active(self):
+        return self.filter(status__in=RunStatus.active())
+
+
+class Run(models.Model):
+    """One optimization run. `config` and `verifier_specs` are frozen at launch, so
+    a later edit of a verifier or a task never changes a past run."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
+    shared_with = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="runs_shared_with_me")
+    name = models.CharField(max_length=200, blank=True)
+    task_set = models.ForeignKey(TaskSet, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs")
+    verifiers = models.ManyToManyField("verifiers_app.Verifier", blank=True, related_name="runs")
+    config = models.JSONField(default=dict)
+    verifier_specs = models.JSONField(default=list)
+    tasks_snapshot = models.JSONField(default=list, blank=True, help_text="Frozen task rows used by the run")
+    status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.QUEUED)
+    phase = models.CharField(max_length=100, blank=True)
+    stop_requested = models.BooleanField(default=False)
+    budget_total = models.PositiveIntegerField(default=0)
+    budget_used = models.PositiveIntegerField(default=0)
+    seed_score = models.FloatField(null=True, blank=True)
+    best_score = models.FloatField(null=True, blank=True)
+    best_candidate = models.ForeignKey("Candidate", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    chosen_candidate = models.ForeignKey("Candidate", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    error = models.TextField(blank=True)
+    last_seq = models.PositiveIntegerField(default=0, help_text="Highest RunEvent.seq written")
+    imported = models.BooleanField(default=False, help_text="Created from an exported run, not executed here")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(condition=Q(budget_used__gte=0), name="run_budget_used_non_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name or f"Run {self.pk}"
+
+    @property
+    def group_name(self) -> str:
+        return f"run-{self.pk}"
+
+
+class Origin(models.TextChoices):
+    SEED = "seed", "seed"
+    REFLECTION = "reflection", "reflection"
+    MERGE = "merge", "merge"
+    IMPORTED = "imported", "imported"
+
+
+class Candidate(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="candidates")
+    index = models.PositiveIntegerField(help_text="GEPA's candidate index")
+    components = models.JSONField(default=dict)
+    parents = models.JSONField(default=list, help_text="Indices of parent candidates")
+    origin = models.CharField(max_length=12, choices=Origin.choices, default=Origin.REFLECTION)
+    iteration = models.IntegerField(default=0)
+    metric_calls = models.PositiveIntegerField(default=0, help_text="Metric calls used when it was born")
+    val_score = models.FloatField(null=True, blank=True)
+    objective_scores = models.JSONField(default=dict, blank=True)
+    on_front = models.BooleanField(default=False)
+    reflection = models.TextField(blank=True, help_text="The reflection's reasoning, when available")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [models.UniqueConstraint(fields=["run", "index"], name="candidate_unique_index_in_run")]
+
+    def __str__(self) -> str:
+        return f"candidate {self.index} of run {self.run_id}"
+
+
+class Evaluation(models.Model):
+    """One candidate on one task: output, score, verdict and the check breakdown."""
+
+    candidate = models.ForeignKey(Candidate, on_delete=models.CASCADE, related_name="evaluations")
+    task = models.ForeignKey(Task, on_delete=models.SET_NULL, null=True, blank=True, related_name="evaluations")
+    task_key = models.CharField(max_length=200, help_text="The task's task_id (kept if the task is deleted)")
+    split = models.CharField(max_length=10, choices=Split.choices, default=Split.VAL)
+    output = models.TextField(blank=True)
+    score = models.FloatField()
+    verdict = models.CharField(max_length=12)
+    passed = models.BooleanField(default=False)
+    result = models.JSONField(default=dict, help_text="The engine's result (verifiers and checks)")
+    feedback = models.TextField(blank=True)
+    attempts = models.JSONField(default=list, blank=True, help_text="verify= loop attempts")
+    latency_ms = models.FloatField(default=0)
+    tokens_in = models.PositiveIntegerField(default=0)
+    tokens_out = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["candidate", "task_key"]
+        constraints = [
+            models.UniqueConstraint(fields=["candidate", "task_key", "split"], name="evaluation_unique_per_task"),
+            models.CheckConstraint(condition=Q(score__gte=0) & Q(score__lte=1), name="evaluation_score_in_unit_range"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.candidate} on {self.task_key}"
+
+
+class RunEvent(models.Model):
+    """The append-only event log of a run: the source of truth for replay."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    type = models.CharField(max_length=50)
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "seq"], name="run_event_unique_seq"),
+            models.CheckConstraint(condition=Q(seq__gte=1), name="run_event_seq_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} #{self.seq} {self.type}"
+
+    def as_message(self) -> dict:
+        """The websocket message shape: {"seq", "type", "data"}."""
+        return {"seq": self.seq, "type": self.type, "data": self.payload}

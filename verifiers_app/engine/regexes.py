@@ -1,0 +1,46 @@
+"""Regular expressions with a time limit.
+
+Patterns come from users (``regex`` checks) and from task rows (the
+``regex_match`` fn), so a catastrophic-backtracking pattern on a large output
+must not stall a run. The ``regex`` package is used in its re-compatible mode
+(``V0``): same syntax and ``search`` semantics as :mod:`re`, plus a per-call
+``timeout``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import regex
+
+#: Seconds a single regex search may take before it is abandoned (scores 0).
+REGEX_TIMEOUT_SECONDS = 0.25
+
+IGNORECASE = regex.IGNORECASE
+RegexError = regex.error
+
+
+class RegexTimeout(TimeoutError):
+    """A search ran past :data:`REGEX_TIMEOUT_SECONDS`."""
+
+
+def compile_pattern(pattern: str, flags: int = 0) -> regex.Pattern:
+    """Compile with re-compatible semantics; raises :class:`RegexError`."""
+    return regex.compile(pattern, flags | regex.V0)
+
+
+@functools.lru_cache(maxsize=1024)
+def cached_pattern(pattern: str, flags: int = 0) -> regex.Pattern:
+    """:func:`compile_pattern` for patterns that arrive per task row."""
+    return compile_pattern(pattern, flags)
+
+
+def search(compiled: regex.Pattern, text: str):
+    """``compiled.search(text)`` or :class:`RegexTimeout` naming the pattern."""
+    try:
+        return compiled.search(text, timeout=REGEX_TIMEOUT_SECONDS)
+    except TimeoutError:
+        raise RegexTimeout(
+            f"pattern {compiled.pattern!r} timed out after {REGEX_TIMEOUT_SECONDS} s "
+            f"on a {len(text):,}-character output"
+        ) from None

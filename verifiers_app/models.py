@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class VerifierQuerySet(models.QuerySet):
+    def visible_to(self, user) -> VerifierQuerySet:
+        """Verifiers a user may see: their own and shared ones (admins see all)."""
+        if user.is_superuser:
+            return self
+        return self.filter(Q(owner=user) | Q(shared=True))
+
+    def editable_by(self, user) -> VerifierQuerySet:
+        if user.is_superuser:
+            return self
+        return self.filter(owner=user)
+
+
+class Verifier(models.Model):
+    """A verifier spec (seed 000 / 001). `spec` is validated by the engine on every
+    write through `verifiers_app.services`; `slug` is the spec's `id`."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="verifiers")
+    slug = models.SlugField(max_length=100, unique=True)
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=100, default="native")
+    spec = models.JSONField()
+    shared = models.BooleanField(default=False)
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    objects = VerifierQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name", "slug"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.slug})"
+
+
+class VerifierVersion(models.Model):
+    """Every saved edit of a verifier, for history and diffs (version 1 = as created)."""
+
+    verifier = models.ForeignKey(Verifier, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    spec = models.JSONField()
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["verifier", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["verifier", "number"], name="verifier_version_unique_number"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.verifier.slug} v{self.number}"
