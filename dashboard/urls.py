@@ -12,6 +12,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", api.urls),
     path("runs/", include("dashboard.run_urls")),
+    path("runs/", include("dashboard.compare_urls")),
     path("verifiers/", include("verifiers_app.urls")),
     path("tasksets/", include("optimizer.taskset_urls")),
     path("account/", include("dashboard.account_urls")),

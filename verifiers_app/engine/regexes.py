@@ -13,6 +13,8 @@ import functools
 
 import regex
 
+from .quoting import quote
+
 #: Seconds a single regex search may take before it is abandoned (scores 0).
 REGEX_TIMEOUT_SECONDS = 0.25
 
@@ -41,6 +43,6 @@ def search(compiled: regex.Pattern, text: str):
         return compiled.search(text, timeout=REGEX_TIMEOUT_SECONDS)
     except TimeoutError:
         raise RegexTimeout(
-            f"pattern {compiled.pattern!r} timed out after {REGEX_TIMEOUT_SECONDS} s "
+            f"pattern {quote(compiled.pattern)} timed out after {REGEX_TIMEOUT_SECONDS} s "
             f"on a {len(text):,}-character output"
         ) from None

@@ -34,7 +34,7 @@ def _demo_steps():
     """Later features plug their demo data in here (examples, demo runs)."""
     steps = []
     try:
-        from optimizer.demo import load_examples
+        from optimizer.examples import load_examples
 
         steps.append(load_examples)
     except ImportError:

@@ -1,0 +1,273 @@
+"""Provider for any OpenAI-compatible chat endpoint (OpenAI, Ollama, vLLM, llama.cpp).
+
+Retries are the openai client's own: with ``max_retries=N`` it retries connection
+errors, timeouts, 408, 409, 429 and every 5xx (openai 3.52,
+``_base_client.SyncAPIClient._should_retry`` and the request loop), honours a
+server's ``Retry-After`` of up to two minutes, and otherwise sleeps
+``0.5 s * 2**n`` (capped at 8 s) minus up to 25 % jitter. The only thing we change
+is the base of that exponential backoff (``LMConfig.retry_initial_delay``), so
+tests and impatient local setups can shrink it; server-directed delays are kept.
+
+The API key is read from the environment variable named in the config at build
+time. It never appears in a repr, a log line or an exception message, and our
+exceptions are raised outside the openai ``except`` block so they do not carry
+the openai exception (whose request holds the Authorization header) as context.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+from openai._constants import INITIAL_RETRY_DELAY, MAX_RETRY_AFTER_DELAY
+
+from .base import LMConfigError, LMError, LMResponse
+from .config import LMConfig
+
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+# Local servers (Ollama, llama.cpp, vLLM without --api-key) ignore the key, but the
+# client insists on a non-empty one.
+PLACEHOLDER_KEY = "not-needed"
+MAX_ERROR_DETAIL = 200
+
+
+class _BackoffScaledOpenAI(openai.OpenAI):
+    """The stock client with a configurable base for its own exponential backoff."""
+
+    def __init__(self, *args: Any, backoff_scale: float = 1.0, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._frontier_backoff_scale = backoff_scale
+
+    def _calculate_retry_timeout(self, remaining_retries, options, response_headers=None):  # type: ignore[override]
+        delay = super()._calculate_retry_timeout(remaining_retries, options, response_headers)
+        retry_after = self._parse_retry_after_header(response_headers)
+        if retry_after is not None and 0 < retry_after <= MAX_RETRY_AFTER_DELAY:
+            return delay  # the server said how long to wait: obey it
+        return delay * self._frontier_backoff_scale
+
+    def __repr__(self) -> str:  # the stock repr is harmless today; keep it that way
+        return f"<OpenAI client base_url={str(self.base_url)!r}>"
+
+
+def resolve_api_key(config: LMConfig) -> str:
+    """The key from the named environment variable; LMConfigError if it is unset."""
+    env_name = config.api_key_env
+    if env_name is None:
+        if config.base_url is not None:
+            return os.environ.get(DEFAULT_KEY_ENV) or PLACEHOLDER_KEY
+        env_name = DEFAULT_KEY_ENV
+    key = os.environ.get(env_name, "").strip()
+    if not key:
+        raise LMConfigError(
+            f"The environment variable {env_name} that should hold the API key for "
+            f"{config.label} is not set (or is empty)."
+        )
+    return key
+
+
+def _endpoint(config: LMConfig) -> str:
+    return config.base_url or "https://api.openai.com/v1"
+
+
+def _short(text: object) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= MAX_ERROR_DETAIL else text[: MAX_ERROR_DETAIL - 1] + "…"
+
+
+def _server_message(error: openai.APIStatusError, key: str) -> str:
+    """The server's own error message, bounded, with the key scrubbed if echoed."""
+    body = error.body
+    message: object = ""
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        message = inner.get("message", "") if isinstance(inner, dict) else inner
+    elif body:
+        message = body
+    text = _short(message)
+    if key and key != PLACEHOLDER_KEY and len(key) >= 4:
+        text = text.replace(key, "[redacted]")
+        # OpenAI echoes a masked key ("sk-ab***yz"); drop anything that starts like ours
+        text = text.replace(key[:6], "[redacted]")
+    return text
+
+
+def _key_source(config: LMConfig) -> str:
+    if config.api_key_env:
+        return f"the API key in environment variable {config.api_key_env}"
+    if config.base_url is None:
+        return f"the API key in environment variable {DEFAULT_KEY_ENV}"
+    return "the endpoint's authentication (set api_key_env to the variable holding a key)"
+
+
+@dataclass
+class UsageTotals:
+    calls: int = 0
+    failures: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    latency_ms: float = 0.0
+
+
+class OpenAIChatModel:
+    """A task or reflection model behind an OpenAI-compatible ``/chat/completions``.
+
+    Thread-safe: the adapter calls ``complete`` from many threads at once.
+    """
+
+    is_simulator = False
+
+    def __init__(self, config: LMConfig) -> None:
+        if config.provider != "openai":
+            raise LMConfigError(f"OpenAIChatModel needs provider 'openai', not {config.provider!r}.")
+        self.config = config
+        self.label = config.label
+        self._api_key = resolve_api_key(config)
+        self._client = _BackoffScaledOpenAI(
+            api_key=self._api_key,
+            base_url=config.base_url,
+            timeout=config.timeout,
+            max_retries=config.max_retries,
+            backoff_scale=config.retry_initial_delay / INITIAL_RETRY_DELAY,
+        )
+        self._lock = threading.Lock()
+        self._totals = UsageTotals()
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel({self.label!r})"
+
+    def usage(self) -> UsageTotals:
+        """A snapshot of calls, failures, tokens and latency so far."""
+        with self._lock:
+            return UsageTotals(**vars(self._totals))
+
+    def complete(self, messages: list[dict[str, str]]) -> LMResponse:
+        config = self.config
+        kwargs: dict[str, Any] = {"model": config.model, "messages": messages, "temperature": config.temperature}
+        if config.max_tokens is not None:
+            kwargs["max_tokens"] = config.max_tokens
+        started = time.perf_counter()
+        failure: LMError | None = None
+        response = None
+        retries_taken = 0
+        try:
+            raw = self._client.chat.completions.with_raw_response.create(**kwargs)
+            retries_taken = raw.retries_taken
+            response = raw.parse()
+        except openai.APITimeoutError:
+            failure = LMError(
+                f"{self.label} did not answer within {config.timeout:g} s "
+                f"({config.max_retries + 1} attempts)."
+            )
+        except openai.APIConnectionError as error:
+            cause = type(error.__cause__).__name__ if error.__cause__ else "connection error"
+            failure = LMError(
+                f"Could not connect to {_endpoint(config)} ({cause}, {config.max_retries + 1} attempts)."
+            )
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as error:
+            failure = LMConfigError(
+                f"{_endpoint(config)} rejected {_key_source(config)} "
+                f"(HTTP {error.status_code}); check that the key is valid for model {config.model!r}."
+            )
+        except openai.NotFoundError as error:
+            detail = _server_message(error, self._api_key)
+            failure = LMConfigError(
+                f"Model {config.model!r} was not found at {_endpoint(config)} (HTTP 404"
+                + (f": {detail}" if detail else "")
+                + "); check the model name and the base URL (it usually ends in /v1)."
+            )
+        except openai.APIStatusError as error:
+            detail = _server_message(error, self._api_key)
+            retried = error.status_code in (408, 409, 429) or error.status_code >= 500
+            attempts = f", {config.max_retries + 1} attempts" if retried else ""
+            failure = LMError(
+                f"{self.label} answered HTTP {error.status_code}{attempts}" + (f": {detail}" if detail else "") + "."
+            )
+        except openai.APIResponseValidationError:
+            failure = LMError(f"{self.label} returned a response that is not a valid chat completion.")
+        except openai.OpenAIError as error:  # anything else the client raises
+            failure = LMError(f"{self.label} call failed: {type(error).__name__}.")
+        latency_ms = (time.perf_counter() - started) * 1000.0
+
+        text: str | None = None
+        if failure is None:
+            text, tokens_in, tokens_out = _read_completion(response)
+            if text is None:
+                failure = LMError(f"{self.label} returned a malformed chat completion (no choices or message).")
+        if failure is not None:
+            with self._lock:
+                self._totals.calls += 1
+                self._totals.failures += 1
+                self._totals.latency_ms += latency_ms
+            raise failure
+
+        with self._lock:
+            self._totals.calls += 1
+            self._totals.tokens_in += tokens_in
+            self._totals.tokens_out += tokens_out
+            self._totals.latency_ms += latency_ms
+        return LMResponse(
+            text=text,
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            latency_ms=latency_ms,
+            model=getattr(response, "model", None) or config.model,
+            attempts=retries_taken + 1,
+        )
+
+
+def _read_completion(response: Any) -> tuple[str | None, int, int]:
+    """(text, prompt tokens, completion tokens); text None when the body is unusable."""
+    choices = getattr(response, "choices", None)
+    if not choices:
+        return None, 0, 0
+    message = getattr(choices[0], "message", None)
+    if message is None:
+        return None, 0, 0
+    text = message.content
+    if text is None:
+        text = getattr(message, "refusal", None) or ""
+    usage = getattr(response, "usage", None)
+    tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0) if usage else 0
+    tokens_out = int(getattr(usage, "completion_tokens", 0) or 0) if usage else 0
+    return str(text), tokens_in, tokens_out
+
+
+def check_openai_endpoint(config: LMConfig, *, timeout: float = 5.0) -> str | None:
+    """A cheap dry-run probe: ``GET /models`` once, no retries, short timeout.
+
+    Returns one sentence describing the problem, or None when the endpoint answers,
+    accepts the key and (if it lists models) serves the configured model.
+    """
+    try:
+        key = resolve_api_key(config)
+    except LMConfigError as error:
+        return str(error)
+    client = _BackoffScaledOpenAI(
+        api_key=key, base_url=config.base_url, timeout=min(timeout, config.timeout), max_retries=0
+    )
+    problem: str | None = None
+    try:
+        page = client.models.list()
+        served = [getattr(model, "id", "") for model in getattr(page, "data", []) or []]
+        if served and config.model not in served:
+            shown = ", ".join(sorted(served)[:10]) + (" …" if len(served) > 10 else "")
+            problem = f"Model {config.model!r} is not served by {_endpoint(config)} (available: {shown})."
+    except openai.APITimeoutError:
+        problem = f"{_endpoint(config)} did not answer within {min(timeout, config.timeout):g} s."
+    except openai.APIConnectionError:
+        problem = f"Could not connect to {_endpoint(config)}; check the base URL and that the server is running."
+    except (openai.AuthenticationError, openai.PermissionDeniedError) as error:
+        problem = f"{_endpoint(config)} rejected {_key_source(config)} (HTTP {error.status_code})."
+    except openai.NotFoundError:
+        problem = f"{_endpoint(config)}/models was not found (HTTP 404); check the base URL (it usually ends in /v1)."
+    except openai.APIStatusError as error:
+        problem = f"{_endpoint(config)} answered HTTP {error.status_code} to a model listing."
+    except (openai.OpenAIError, ValueError, TypeError) as error:
+        problem = f"{_endpoint(config)} returned an unexpected model listing ({type(error).__name__})."
+    finally:
+        client.close()
+    return problem
