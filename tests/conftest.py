@@ -1,0 +1,47 @@
+"""Shared fixtures: an owner, a collaborator-less outsider and an admin, plus
+logged-in Django test clients for each."""
+
+from __future__ import annotations
+
+import pytest
+
+PASSWORD = "correct horse battery"  # noqa: S105 - test users only
+
+
+@pytest.fixture
+def user(django_user_model):
+    return django_user_model.objects.create_user("alice", "alice@example.com", PASSWORD)
+
+
+@pytest.fixture
+def other_user(django_user_model):
+    return django_user_model.objects.create_user("bob", "bob@example.com", PASSWORD)
+
+
+@pytest.fixture
+def admin_user(django_user_model):
+    return django_user_model.objects.create_superuser("root", "root@example.com", PASSWORD)
+
+
+@pytest.fixture
+def user_client(client, user):
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def other_client(django_user_model, other_user):
+    from django.test import Client
+
+    c = Client()
+    c.force_login(other_user)
+    return c
+
+
+@pytest.fixture
+def admin_client_logged_in(admin_user):
+    from django.test import Client
+
+    c = Client()
+    c.force_login(admin_user)
+    return c

@@ -1,0 +1,177 @@
+"""Browser tests: a real `manage.py serve` process (daphne + embedded Celery
+worker, its own SQLite data dir) driven by Playwright in Debian's Chromium.
+
+Fixtures:
+- `frontier_server` (module scope): `.url`, `.data_dir`, `.manage(*args)` runs a
+  management command against the server's database; a superuser
+  `E2E_USERNAME`/`E2E_PASSWORD` exists.
+- `browser` (session scope): Chromium at /usr/bin/chromium.
+- `page`: a fresh browser context logged in as the e2e user, base_url set.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("FRONTIER_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-gpu",
+    "--no-first-run",
+]
+E2E_USERNAME = "e2e"
+E2E_PASSWORD = "e2e-password-123"  # noqa: S105 - test user
+ARTIFACTS = ROOT / "test-artifacts"
+
+pytestmark = pytest.mark.e2e
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "tests/e2e" in str(item.fspath):
+            item.add_marker(pytest.mark.e2e)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _server_env(data_dir: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY"}}
+    env.update(
+        FRONTIER_DATA_DIR=str(data_dir),
+        DEBUG="1",
+        PYTHONUNBUFFERED="1",
+        DJANGO_SETTINGS_MODULE="dashboard.settings",
+    )
+    return env
+
+
+@dataclass
+class FrontierServer:
+    url: str
+    data_dir: Path
+    env: dict
+    process: subprocess.Popen | None = None
+    log_path: Path = field(default=None)
+
+    def manage(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
+        result = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"manage.py {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
+        return result
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path and self.log_path.exists() else ""
+
+
+def _wait_for(url: str, process: subprocess.Popen, server: FrontierServer, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"the server exited with {process.returncode}:\n{server.log()}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError(f"the server did not answer {url} within {timeout}s:\n{server.log()}")
+
+
+@pytest.fixture(scope="module")
+def frontier_server():
+    data_dir = Path(tempfile.mkdtemp(prefix="frontier-e2e-"))
+    port = _free_port()
+    server = FrontierServer(url=f"http://127.0.0.1:{port}", data_dir=data_dir, env=_server_env(data_dir))
+    server.manage("migrate", "--noinput", "-v", "0")
+    env = dict(server.env, DJANGO_SUPERUSER_PASSWORD=E2E_PASSWORD)
+    subprocess.run(
+        [sys.executable, "manage.py", "createsuperuser", "--noinput", "--username", E2E_USERNAME, "--email", "e2e@example.com"],
+        cwd=ROOT, env=env, check=True, capture_output=True,
+    )
+    server.log_path = data_dir / "server.log"
+    with open(server.log_path, "w") as log:
+        server.process = subprocess.Popen(
+            [sys.executable, "manage.py", "serve", "--port", str(port)],
+            cwd=ROOT, env=server.env, stdout=log, stderr=subprocess.STDOUT,
+        )
+    try:
+        _wait_for(server.url + "/login/", server.process, server)
+        yield server
+    finally:
+        server.process.terminate()
+        try:
+            server.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.process.kill()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).exists():
+        message = f"Chromium not found at {CHROMIUM} (apt-get install -y chromium)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def login(page, username: str = E2E_USERNAME, password: str = E2E_PASSWORD) -> None:
+    page.goto("/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(lambda url: "/login/" not in url)
+
+
+@pytest.fixture
+def page(browser, frontier_server, request):
+    context = browser.new_context(base_url=frontier_server.url, viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    login(page)
+    yield page
+    if getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed:
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"{request.node.name}-failure.png"), full_page=True)
+    context.close()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
