@@ -1,0 +1,64 @@
+from hypothesis import given
+from hypothesis import strategies as st
+
+from optimizer.textdiff import ADDED, REMOVED, SAME, LineageNode, sentence_origins, split_sentences, word_diff
+
+
+def _side(ops, keep):
+    return "".join(text for op, text in ops if op in (SAME, keep))
+
+
+def test_it_marks_an_inserted_word_as_added_and_keeps_the_rest():
+    ops = word_diff("Answer the customer.", "Answer the customer politely.")
+    assert (ADDED, " politely") in ops
+    assert not [t for op, t in ops if op == REMOVED]
+
+
+def test_it_marks_a_replaced_word_as_removed_then_added_without_splitting_words():
+    ops = word_diff("Always refund within 30 days.", "Always refund within 14 days.")
+    assert (REMOVED, "30") in ops and (ADDED, "14") in ops
+
+
+@given(st.text(max_size=80), st.text(max_size=80))
+def test_both_texts_can_be_rebuilt_from_any_diff(old, new):
+    ops = word_diff(old, new)
+    assert _side(ops, REMOVED) == old
+    assert _side(ops, ADDED) == new
+
+
+def test_it_splits_sentences_at_end_punctuation_and_line_breaks():
+    assert split_sentences("Be brief. Quote the policy!\nUse JSON? yes") == [
+        "Be brief.", "Quote the policy!", "Use JSON?", "yes",
+    ]
+
+
+def test_each_sentence_is_attributed_to_the_candidate_that_introduced_it():
+    nodes = {
+        0: LineageNode(0, (), {"system": "You are a support agent."}),
+        1: LineageNode(1, (0,), {"system": "You are a support agent. Mention the 30-day window."}),
+        2: LineageNode(2, (1,), {"system": "You are a support agent. Mention the 30-day window. Reply in JSON."}),
+    }
+    assert sentence_origins(nodes, 2, "system") == [
+        ("You are a support agent.", 0),
+        ("Mention the 30-day window.", 1),
+        ("Reply in JSON.", 2),
+    ]
+
+
+def test_a_merge_child_inherits_sentences_from_either_parent():
+    nodes = {
+        0: LineageNode(0, (), {"p": "Base."}),
+        1: LineageNode(1, (0,), {"p": "Base. Left rule."}),
+        2: LineageNode(2, (0,), {"p": "Base. Right rule."}),
+        3: LineageNode(3, (1, 2), {"p": "Base. Left rule. Right rule."}),
+    }
+    assert dict(sentence_origins(nodes, 3, "p")) == {"Base.": 0, "Left rule.": 1, "Right rule.": 2}
+
+
+def test_a_sentence_removed_and_later_reintroduced_belongs_to_the_later_candidate():
+    nodes = {
+        0: LineageNode(0, (), {"p": "Keep. Drop me."}),
+        1: LineageNode(1, (0,), {"p": "Keep."}),
+        2: LineageNode(2, (1,), {"p": "Keep. Drop me."}),
+    }
+    assert dict(sentence_origins(nodes, 2, "p")) == {"Keep.": 0, "Drop me.": 2}
