@@ -85,33 +85,30 @@ def get(name: str) -> VerifierFn:
         raise UnknownFnError(unknown_fn_message(name)) from None
 
 
-def bind(name: str, expected: Any, params: dict) -> Callable[[str], tuple[float, str | None]]:
-    """A one-argument scorer for a row: ``output -> (score in [0, 1], reason)``.
+def call(name: str, output: str, expected: Any, params: dict) -> tuple[float, str | None]:
+    """Score ``output`` with the fn registered as ``name``: ``(score, reason)``.
 
-    The reason is None at 1.0 and concrete below it. Exceptions propagate (the
-    engine turns them into a 0 with the exception as reason).
+    The score is clamped to [0, 1] (NaN → 0); the reason is None at 1.0 and
+    concrete below it. Exceptions from the fn propagate (the engine turns them
+    into a 0 with the exception as reason).
     """
     entry = _REGISTRY.get(name)
     if entry is None:
         raise UnknownFnError(unknown_fn_message(name))
-    fn, explain = entry.fn, entry.explain
-
-    def run(output: str) -> tuple[float, str | None]:
-        returned = fn(output, expected, params)
-        reason = None
-        if isinstance(returned, tuple):
-            returned, reason = returned
-        score = _as_score(returned, name)
-        if score >= 1.0:
-            return 1.0, None
-        if not reason:
-            reason = (
-                explain(output, expected, params) if explain is not None
-                else f"fn {quote(name)} scored {score:.2f} against expected {quote(clip(_text(expected)))}"
-            )
-        return score, str(reason)
-
-    return run
+    returned = entry.fn(output, expected, params)
+    reason = None
+    if isinstance(returned, tuple):
+        returned, reason = returned
+    score = _as_score(returned, name)
+    if score >= 1.0:
+        return 1.0, None
+    if not reason:
+        explain = entry.explain
+        reason = (
+            explain(output, expected, params) if explain is not None
+            else f"fn {quote(name)} scored {score:.2f} against expected {quote(clip(_text(expected)))}"
+        )
+    return score, str(reason)
 
 
 def _as_score(value: Any, name: str) -> float:

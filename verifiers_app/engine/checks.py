@@ -1,0 +1,299 @@
+"""Native check types (seed 000): their params and their compiled form.
+
+Each type has a pydantic params model (strict, unknown params rejected) and a
+builder that turns validated params into ``run(ctx) -> (score, reason)``:
+regexes are compiled, phrases lower-cased and reasons pre-written once, at
+compile time. ``ctx`` is the per-output :class:`Context`, which holds the
+lower-cased output and the one JSON parse shared by every check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from . import regexes
+from .errors import SpecError
+from .quoting import clip, quote, quote_all
+
+PASS = (1.0, None)
+
+#: Check-type aliases accepted in specs (seed 000); specs are normalized to the key.
+TYPE_ALIASES = {"must_contain": "contains", "must_not_contain": "not_contains", "exact_match": "equals"}
+#: Parameter aliases (ARCHITECTURE): alias → canonical name.
+PARAM_ALIASES = {"text": "value", "keys": "requiredKeys"}
+
+
+class Context:
+    """One output being scored, with what several checks share."""
+
+    __slots__ = ("output", "lower", "json_value", "json_error", "task", "prompt")
+
+    output: str
+    lower: str | None  # output.lower(), computed only when a check needs it
+    json_value: Any
+    json_error: str | None  # None when the output parsed (only set when a check needs JSON)
+
+
+Run = Callable[[Context], "tuple[float, str | None]"]
+
+
+@dataclass(frozen=True, slots=True)
+class Built:
+    run: Run
+    hit: str  # what a score of 1 means, for ``Result.hits``
+    needs_lower: bool = False
+    needs_json: bool = False
+
+
+# --- params models --------------------------------------------------------------
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class NoParams(_Params):
+    pass
+
+
+class SubstringParams(_Params):
+    value: Annotated[str, Field(min_length=1)]
+    caseSensitive: bool = False
+
+
+class EqualsParams(_Params):
+    value: str
+    caseSensitive: bool = False
+
+
+class RegexParams(_Params):
+    pattern: Annotated[str, Field(min_length=1)]
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, pattern: str, info: ValidationInfo) -> str:
+        if not (info.context or {}).get("lenient_regex"):
+            try:
+                regexes.compile_pattern(pattern)
+            except regexes.RegexError as exc:
+                raise ValueError(f"invalid regular expression: {exc}") from None
+        return pattern
+
+
+class LengthParams(_Params):
+    value: Annotated[int, Field(ge=0)]
+
+
+class JsonKeysParams(_Params):
+    requiredKeys: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
+
+
+# --- builders ---------------------------------------------------------------------
+
+
+def _task_expectations(params: dict) -> Built:
+    def run(ctx: Context):
+        task = ctx.task
+        if task.expectations_problems:
+            raise SpecError(task.expectations_problems)
+        expectations = task.expectations
+        total = expectations.total
+        if not total:
+            return PASS
+        lower = ctx.lower
+        reasons = None
+        for mention in expectations.mentions:
+            for phrase in mention.lowered:
+                if phrase in lower:
+                    break
+            else:
+                if reasons is None:
+                    reasons = []
+                reasons.append(mention.reason)
+        for forbidden in expectations.forbidden:
+            found = [p for p, low in zip(forbidden.phrases, forbidden.lowered) if low in lower]
+            if found:
+                if reasons is None:
+                    reasons = []
+                reasons.append(f"{forbidden.message} (found: {quote_all(found)})")
+        if reasons is None:
+            return PASS
+        return (total - len(reasons)) / total, "; ".join(reasons)
+
+    return Built(run, "every task expectation is met", needs_lower=True)
+
+
+def _contains(params: dict) -> Built:
+    value, sensitive = params["value"], params["caseSensitive"]
+    reason = f"output does not contain {quote(value)}" + (" (case-sensitive)" if sensitive else "")
+    miss = (0.0, reason)
+    if sensitive:
+        def run(ctx: Context):
+            return PASS if value in ctx.output else miss
+    else:
+        lowered = value.lower()
+
+        def run(ctx: Context):
+            return PASS if lowered in ctx.lower else miss
+    return Built(run, f"output contains {quote(value)}", needs_lower=not sensitive)
+
+
+def _not_contains(params: dict) -> Built:
+    value, sensitive = params["value"], params["caseSensitive"]
+    reason = f"output must not contain {quote(value)}" + (" (case-sensitive)" if sensitive else "")
+    miss = (0.0, reason)
+    if sensitive:
+        def run(ctx: Context):
+            return miss if value in ctx.output else PASS
+    else:
+        lowered = value.lower()
+
+        def run(ctx: Context):
+            return miss if lowered in ctx.lower else PASS
+    return Built(run, f"output avoids {quote(value)}", needs_lower=not sensitive)
+
+
+def _regex(params: dict) -> Built:
+    pattern = params["pattern"]
+    hit = f"output matches pattern {quote(pattern)}"
+    try:
+        compiled = regexes.compile_pattern(pattern)
+    except regexes.RegexError as exc:
+        # Only reachable from scoring (validation rejects it): the check fails, the run goes on.
+        broken = (0.0, f"invalid regular expression {quote(pattern)}: {exc}")
+        return Built(lambda ctx: broken, hit)
+    miss = (0.0, f"output does not match pattern {quote(pattern)}")
+    search = regexes.search
+
+    def run(ctx: Context):
+        try:
+            return PASS if search(compiled, ctx.output) else miss
+        except regexes.RegexTimeout as exc:
+            return 0.0, str(exc)
+
+    return Built(run, hit)
+
+
+def _equals(params: dict) -> Built:
+    value, sensitive = params["value"].strip(), params["caseSensitive"]
+    reason = f"output does not equal {quote(value)}" + (" (case-sensitive)" if sensitive else "")
+
+    if sensitive:
+        def run(ctx: Context):
+            got = ctx.output.strip()
+            return PASS if got == value else (0.0, f"{reason} (got: {quote(clip(got))})")
+    else:
+        lowered = value.lower()
+
+        def run(ctx: Context):
+            if ctx.lower.strip() == lowered:
+                return PASS
+            return 0.0, f"{reason} (got: {quote(clip(ctx.output.strip()))})"
+    return Built(run, f"output equals {quote(value)}", needs_lower=not sensitive)
+
+
+def _min_length(params: dict) -> Built:
+    least = params["value"]
+
+    def run(ctx: Context):
+        length = len(ctx.output)
+        if length >= least:
+            return PASS
+        return 0.0, f"output is too short: {length} characters, needs at least {least}"
+
+    return Built(run, f"output has at least {least} characters")
+
+
+def _max_length(params: dict) -> Built:
+    most = params["value"]
+
+    def run(ctx: Context):
+        length = len(ctx.output)
+        if length <= most:
+            return PASS
+        return 0.0, f"output is too long: {length} characters, must be at most {most}"
+
+    return Built(run, f"output has at most {most} characters")
+
+
+def _json_valid(params: dict) -> Built:
+    def run(ctx: Context):
+        error = ctx.json_error
+        if error is None:
+            return PASS
+        reason = f"output is not valid JSON ({error})"
+        if ctx.output.lstrip().startswith("```"):
+            reason += "; output the bare JSON, without a code fence"
+        return 0.0, reason
+
+    return Built(run, "output is valid JSON", needs_json=True)
+
+
+def _missing_keys(ctx: Context, keys: tuple[str, ...]) -> tuple[float, str | None]:
+    if ctx.json_error is not None:
+        return 0.0, f"missing required keys: {quote_all(keys)} (output is not valid JSON)"
+    value = ctx.json_value
+    if not isinstance(value, dict):
+        return 0.0, f"missing required keys: {quote_all(keys)} (output is a JSON {_json_kind(value)}, not an object)"
+    missing = [key for key in keys if key not in value]
+    if not missing:
+        return PASS
+    return 0.0, f"missing required keys: {quote_all(missing)}"
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if value is None:
+        return "null"
+    return "number"
+
+
+def _json_keys(params: dict) -> Built:
+    keys = tuple(params["requiredKeys"])
+
+    def run(ctx: Context):
+        return _missing_keys(ctx, keys)
+
+    return Built(run, f"output is a JSON object with keys {quote_all(keys)}", needs_json=True)
+
+
+def _expected_output_schema(params: dict) -> Built:
+    def run(ctx: Context):
+        task = ctx.task
+        if task.schema_problems:
+            raise SpecError(task.schema_problems)
+        keys = task.schema_keys
+        if keys is None:  # the task has no schema: nothing to check
+            return PASS
+        return _missing_keys(ctx, keys)
+
+    return Built(run, "output is a JSON object with the task schema's required keys", needs_json=True)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckType:
+    params: type[_Params]
+    build: Callable[[dict], Built]
+
+
+CHECK_TYPES: dict[str, CheckType] = {
+    "task_expectations": CheckType(NoParams, _task_expectations),
+    "contains": CheckType(SubstringParams, _contains),
+    "not_contains": CheckType(SubstringParams, _not_contains),
+    "regex": CheckType(RegexParams, _regex),
+    "equals": CheckType(EqualsParams, _equals),
+    "min_length": CheckType(LengthParams, _min_length),
+    "max_length": CheckType(LengthParams, _max_length),
+    "json_valid": CheckType(NoParams, _json_valid),
+    "json_keys": CheckType(JsonKeysParams, _json_keys),
+    "expected_output_schema": CheckType(NoParams, _expected_output_schema),
+}

@@ -1,0 +1,113 @@
+"""What scoring returns. Built cheaply on the hot path; the per-check objects,
+hits, misses and feedback are materialized on first access."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class CheckResult:
+    __slots__ = ("id", "type", "weight", "required", "score", "skipped", "reason")
+
+    def __init__(self, id, type, weight, required, score, skipped, reason):
+        self.id, self.type, self.weight, self.required = id, type, weight, required
+        self.score, self.skipped, self.reason = score, skipped, reason
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "type": self.type, "weight": self.weight, "required": self.required,
+                "score": self.score, "skipped": self.skipped, "reason": self.reason}
+
+    def __repr__(self) -> str:
+        return f"CheckResult(id={self.id!r}, score={self.score!r}, skipped={self.skipped}, reason={self.reason!r})"
+
+
+class VerifierResult:
+    __slots__ = ("id", "name", "kind", "score", "weight", "required", "passed", "checks")
+
+    def __init__(self, id, name, kind, score, weight, required, passed, checks):
+        self.id, self.name, self.kind, self.score = id, name, kind, score
+        self.weight, self.required, self.passed, self.checks = weight, required, passed, checks
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "score": self.score, "weight": self.weight,
+                "passed": self.passed, "checks": [c.as_dict() for c in self.checks]}
+
+    def __repr__(self) -> str:
+        return f"VerifierResult(id={self.id!r}, score={self.score!r}, passed={self.passed})"
+
+
+class Result:
+    """``score`` (continuous, what GEPA optimizes), ``verdict`` (pass /
+    borderline / fail), ``passed`` (every verifier passed), ``verifiers``,
+    ``hits``, ``misses`` and ``feedback``; ``as_dict()`` is the JSON shape."""
+
+    __slots__ = ("score", "verdict", "passed", "_outcomes", "_verifiers", "_lines")
+
+    def __init__(self, score: float, verdict: str, passed: bool, outcomes: list) -> None:
+        self.score = score
+        self.verdict = verdict
+        self.passed = passed
+        # [(CompiledVerifier, score, passed, [None | (score, reason) per check])]
+        self._outcomes = outcomes
+        self._verifiers = None
+        self._lines = None
+
+    @property
+    def verifiers(self) -> list[VerifierResult]:
+        if self._verifiers is None:
+            self._verifiers = [
+                VerifierResult(
+                    v.id, v.name, v.kind, score, v.weight, v.required, passed,
+                    [
+                        CheckResult(c.id, c.type, c.weight, c.required, 0.0, True, c.skip_reason)
+                        if raw is None
+                        else CheckResult(c.id, c.type, c.weight, c.required, raw[0], False, raw[1])
+                        for c, raw in zip(v.checks, raws)
+                    ],
+                )
+                for v, score, passed, raws in self._outcomes
+            ]
+        return self._verifiers
+
+    def _collect(self) -> tuple[list[str], list[str], list[str]]:
+        if self._lines is None:
+            hits, misses, feedback = [], [], []
+            for v, _, _, raws in self._outcomes:
+                for c, raw in zip(v.checks, raws):
+                    label = f"{v.id}/{c.id}"
+                    if raw is None:
+                        feedback.append(f"{label}: {c.skip_reason}")
+                    elif raw[0] >= 1.0:
+                        hits.append(f"{label}: {c.hit}")
+                    else:
+                        line = f"{label}: {raw[1]}"
+                        misses.append(line)
+                        feedback.append(line)
+            self._lines = (hits, misses, feedback)
+        return self._lines
+
+    @property
+    def hits(self) -> list[str]:
+        return self._collect()[0]
+
+    @property
+    def misses(self) -> list[str]:
+        return self._collect()[1]
+
+    @property
+    def feedback(self) -> str:
+        return "\n".join(self._collect()[2])
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "score": self.score,
+            "verdict": self.verdict,
+            "passed": self.passed,
+            "verifiers": [v.as_dict() for v in self.verifiers],
+            "hits": list(self.hits),
+            "misses": list(self.misses),
+            "feedback": self.feedback,
+        }
+
+    def __repr__(self) -> str:
+        return f"Result(score={self.score!r}, verdict={self.verdict!r}, passed={self.passed})"
