@@ -1,0 +1,64 @@
+"""Read paths for verifier pages and the API."""
+
+from __future__ import annotations
+
+import difflib
+import json
+
+from django.db.models import F, Q, QuerySet
+
+from verifiers_app.engine.checks import CHECK_TYPES
+from verifiers_app.models import Verifier, VerifierVersion
+
+
+def verifier_list(*, user, query: str = "", kind: str = "") -> QuerySet[Verifier]:
+    """Verifiers the user may see, most recently used first, filtered by a search
+    over id and name and by kind."""
+    verifiers = Verifier.objects.visible_to(user).select_related("owner")
+    if query:
+        verifiers = verifiers.filter(Q(slug__icontains=query) | Q(name__icontains=query))
+    if kind:
+        verifiers = verifiers.filter(kind=kind)
+    return verifiers.order_by(F("last_used_at").desc(nulls_last=True), "name", "slug")
+
+
+def verifier_kinds(*, user) -> list[str]:
+    return sorted(set(Verifier.objects.visible_to(user).values_list("kind", flat=True)))
+
+
+def verifier_version_diff(*, verifier: Verifier, old: int, new: int) -> list[tuple[str, str]]:
+    """The unified diff between two saved versions as (css class, line) pairs;
+    `VerifierVersion.DoesNotExist` when either number is not a version."""
+    versions = {v.number: v for v in verifier.versions.filter(number__in=[old, new])}
+    if old not in versions or new not in versions:
+        raise VerifierVersion.DoesNotExist(f"verifier {verifier.slug} has no version {old if old not in versions else new}")
+    lines = difflib.unified_diff(
+        _pretty(versions[old].spec), _pretty(versions[new].spec), f"version {old}", f"version {new}", lineterm=""
+    )
+    return [(_line_class(line), line) for line in lines]
+
+
+def check_type_fields() -> dict[str, list[dict]]:
+    """For the editor's form: each check type's params as {name, type, required, default}."""
+    types = {}
+    for name, check_type in CHECK_TYPES.items():
+        fields = []
+        for param, info in check_type.params.model_fields.items():
+            annotation = str(info.annotation)
+            kind = "list" if "list" in annotation else "bool" if "bool" in annotation else "int" if "int" in annotation else "text"
+            fields.append({"name": param, "type": kind, "required": info.is_required(),
+                           "default": None if info.is_required() else info.default})
+        types[name] = fields
+    return types
+
+
+def _pretty(spec) -> list[str]:
+    return json.dumps(spec, indent=2, ensure_ascii=False).splitlines()
+
+
+def _line_class(line: str) -> str:
+    if line.startswith(("+++", "---")):
+        return "diff-file"
+    if line.startswith("@@"):
+        return "diff-hunk"
+    return {"+": "diff-add", "-": "diff-del"}.get(line[:1], "diff-same")

@@ -1,0 +1,140 @@
+"""Writes to verifiers: create, update (versioned), duplicate, delete, resolve.
+
+Every spec goes through the engine's `validate_spec` before it is stored, so a
+stored spec always compiles; problems surface as `SpecError` naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from django.db import transaction
+
+from optimizer.models import Run
+from verifiers_app.engine import SpecError, validate_spec
+from verifiers_app.models import Verifier, VerifierVersion
+
+MAX_SPEC_BYTES = 256 * 1024
+_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,100}")
+
+
+class VerifierInUse(Exception):
+    """The verifier is used by a run that has not finished."""
+
+
+class VerifierNotFound(LookupError):
+    """A verifier reference is neither a visible verifier id nor a spec file."""
+
+
+def spec_from_json(text: str | bytes, *, source: str = "spec") -> object:
+    """Parse spec JSON text (bounded in size); `SpecError` naming `source` and the line."""
+    if len(text) > MAX_SPEC_BYTES:
+        raise SpecError(f"{source}: larger than {MAX_SPEC_BYTES // 1024} KB")
+    try:
+        return json.loads(text)
+    except UnicodeDecodeError:
+        raise SpecError(f"{source}: not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"{source}: invalid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") from None
+
+
+def _validated(spec: object) -> dict:
+    """The normalized spec, also checking that its id can name a verifier in a URL."""
+    normalized = validate_spec(spec)
+    if not _ID_PATTERN.fullmatch(normalized["id"]):
+        raise SpecError("id: use 1-100 letters, digits, '-' or '_'")
+    return normalized
+
+
+def _apply(verifier: Verifier, spec: dict, normalized: dict) -> None:
+    verifier.spec = spec
+    verifier.slug = normalized["id"]
+    verifier.name = normalized["name"][:200]
+    verifier.kind = normalized["kind"][:100]
+
+
+@transaction.atomic
+def verifier_create(*, owner, spec: object, shared: bool = False) -> Verifier:
+    """Create a verifier from a spec (its `id` becomes the verifier's id) with version 1."""
+    normalized = _validated(spec)
+    if Verifier.objects.filter(slug=normalized["id"]).exists():
+        raise SpecError(f'id: a verifier with id "{normalized["id"]}" already exists; edit it or choose another id')
+    verifier = Verifier(owner=owner, shared=shared, version=1)
+    _apply(verifier, spec, normalized)
+    verifier.save()
+    VerifierVersion.objects.create(verifier=verifier, number=1, spec=spec, created_by=owner)
+    return verifier
+
+
+@transaction.atomic
+def verifier_update(*, verifier: Verifier, spec: object, user, shared: bool | None = None) -> bool:
+    """Save an edited spec as a new version; return False (and write nothing) when
+    the spec means the same as the stored one and `shared` is unchanged."""
+    normalized = _validated(spec)
+    if normalized["id"] != verifier.slug:
+        raise SpecError(f'id: a verifier\'s id cannot change (it is "{verifier.slug}"); duplicate it to use a new id')
+    spec_changed = normalized != validate_spec(verifier.spec)
+    shared_changed = shared is not None and shared != verifier.shared
+    if not (spec_changed or shared_changed):
+        return False
+    if shared_changed:
+        verifier.shared = shared
+    if spec_changed:
+        verifier.version += 1
+        _apply(verifier, spec, normalized)
+        VerifierVersion.objects.create(verifier=verifier, number=verifier.version, spec=spec, created_by=user)
+    verifier.save()
+    return True
+
+
+def verifier_upsert(*, owner, spec: object) -> tuple[Verifier, str]:
+    """Create or update by the spec's id (CLI, imports, examples); returns the
+    verifier and "Created", "Updated" or "Unchanged"."""
+    normalized = _validated(spec)
+    existing = Verifier.objects.filter(slug=normalized["id"]).first()
+    if existing is None:
+        return verifier_create(owner=owner, spec=spec), "Created"
+    if not Verifier.objects.editable_by(owner).filter(pk=existing.pk).exists():
+        if normalized == validate_spec(existing.spec) and Verifier.objects.visible_to(owner).filter(pk=existing.pk).exists():
+            return existing, "Unchanged"
+        raise SpecError(f'id: verifier "{existing.slug}" belongs to another user; choose another id')
+    changed = verifier_update(verifier=existing, spec=spec, user=owner)
+    return existing, "Updated" if changed else "Unchanged"
+
+
+def verifier_duplicate(*, verifier: Verifier, owner) -> Verifier:
+    """A copy owned by `owner` under a fresh id (`<id>-copy`, `<id>-copy-2`, …)."""
+    base = f"{verifier.slug[:94]}-copy"
+    new_id, n = base, 1
+    while Verifier.objects.filter(slug=new_id).exists():
+        n += 1
+        new_id = f"{base}-{n}"
+    spec = {**verifier.spec, "id": new_id, "name": f"{verifier.name} (copy)"}
+    return verifier_create(owner=owner, spec=spec)
+
+
+def verifier_delete(*, verifier: Verifier) -> None:
+    """Delete a verifier unless a queued or running run uses it (finished runs keep
+    their frozen copy of the spec, so they are not affected)."""
+    active = Run.objects.active().filter(verifiers=verifier).first()
+    if active is not None:
+        raise VerifierInUse(f'verifier "{verifier.slug}" is used by {active} ({active.status}); stop the run first')
+    verifier.delete()
+
+
+def verifier_resolve(ref: str, *, owner) -> Verifier:
+    """A verifier id, or a path to a spec JSON file (created or updated on the fly,
+    seed 000 "Creating a verifier"), as accepted wherever a verifier is named."""
+    path = Path(ref)
+    if ref.endswith(".json") or path.is_file():
+        try:
+            text = path.read_bytes()
+        except OSError as exc:
+            raise VerifierNotFound(f"verifier: cannot read {ref}: {exc.strerror}") from None
+        return verifier_upsert(owner=owner, spec=spec_from_json(text, source=ref))[0]
+    verifier = Verifier.objects.visible_to(owner).filter(slug=ref).first()
+    if verifier is None:
+        raise VerifierNotFound(f'verifier: no verifier with id "{ref}" and no spec file at that path')
+    return verifier
