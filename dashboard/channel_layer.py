@@ -75,7 +75,7 @@ class ThreadSafeInMemoryChannelLayer(BaseChannelLayer):
         self._deliver(channel, deepcopy(message), raise_when_full=True)
 
     async def receive(self, channel):
-        self.require_valid_channel_name(channel, receive=True)
+        self.require_valid_channel_name(channel)
         loop = asyncio.get_running_loop()
         with self._lock:
             self._clean_expired()

@@ -47,3 +47,12 @@ def ensure_worker(concurrency: int | None = None):
             _stack = stack
             log.info("embedded Celery worker started (%s threads)", worker.concurrency)
         return _stack.worker  # type: ignore[attr-defined]
+
+
+def stop_worker() -> None:
+    """Stop the embedded worker (tests; a server process simply exits)."""
+    global _stack
+    with _lock:
+        if _stack is not None:
+            _stack.close()
+            _stack = None

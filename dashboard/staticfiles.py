@@ -25,7 +25,7 @@ class PlotlyFinder(BaseFinder):
 
     def find(self, path, find_all=False, **kwargs):
         if path != PLOTLY_STATIC_PATH:
-            return [] if find_all else None
+            return []  # what Django's own finders return for "not here"
         match = str(PLOTLY_DIR / "plotly.min.js")
         return [match] if find_all else match
 

@@ -1,0 +1,75 @@
+"""Settings come from the environment through typed helpers that fail loudly."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from dashboard.env import database_from_url, env_bool, env_int, env_list, redis_url
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_boolean_variable_with_a_typo_is_an_error_naming_it(monkeypatch):
+    monkeypatch.setenv("DEBUG", "ture")
+    with pytest.raises(ImproperlyConfigured, match="DEBUG"):
+        env_bool("DEBUG", False)
+
+
+def test_an_integer_variable_that_is_not_a_number_is_an_error_naming_it(monkeypatch):
+    monkeypatch.setenv("FRONTIER_WORKER_CONCURRENCY", "two")
+    with pytest.raises(ImproperlyConfigured, match="FRONTIER_WORKER_CONCURRENCY"):
+        env_int("FRONTIER_WORKER_CONCURRENCY", 2)
+
+
+def test_lists_are_comma_separated_and_trimmed(monkeypatch):
+    monkeypatch.setenv("ALLOWED_HOSTS", " a.example, b.example ,")
+    assert env_list("ALLOWED_HOSTS", []) == ["a.example", "b.example"]
+
+
+def test_a_postgres_url_becomes_a_database_entry():
+    db = database_from_url("DATABASE_URL", "postgres://frontier:s%40cret@db.internal:5433/frontier")
+    assert db["ENGINE"] == "django.db.backends.postgresql"
+    assert (db["NAME"], db["USER"], db["PASSWORD"], db["HOST"], db["PORT"]) == ("frontier", "frontier", "s@cret", "db.internal", "5433")
+
+
+@pytest.mark.parametrize("url", ["mysql://x/y", "postgres://host-only"])
+def test_a_database_url_we_cannot_use_is_an_error(url):
+    with pytest.raises(ImproperlyConfigured, match="DATABASE_URL"):
+        database_from_url("DATABASE_URL", url)
+
+
+def test_a_redis_url_must_be_redis():
+    assert redis_url("REDIS_URL", "redis://127.0.0.1:6379/0")
+    with pytest.raises(ImproperlyConfigured, match="REDIS_URL"):
+        redis_url("REDIS_URL", "http://127.0.0.1:6379")
+
+
+def _load_settings(**env) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DEBUG"}}
+    clean.update(env)
+    return subprocess.run(
+        [sys.executable, "-c", "import django; django.setup(); from django.conf import settings; print(settings.DEBUG, settings.EMBEDDED)"],
+        cwd=ROOT, env=clean, capture_output=True, text=True, timeout=60,
+    )
+
+
+def test_without_any_variables_it_runs_embedded_with_debug_on():
+    result = _load_settings()
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "True"]
+
+
+def test_outside_debug_a_missing_secret_key_is_an_error():
+    result = _load_settings(DEBUG="0")
+    assert result.returncode != 0
+    assert "SECRET_KEY must be set" in result.stderr
+
+
+def test_with_services_configured_debug_is_off_and_the_mode_is_distributed():
+    result = _load_settings(SECRET_KEY="x" * 50, DATABASE_URL="postgres://u@127.0.0.1/frontier", REDIS_URL="redis://127.0.0.1:6379/0")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "False"]
