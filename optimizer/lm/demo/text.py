@@ -70,6 +70,10 @@ def mask_quotes(text: str) -> tuple[str, list[str]]:
         else:
             phrase = match.group(2) if match.group(2) is not None else match.group(3)
         phrase = phrase.strip()
+        if PLACEHOLDER.fullmatch(phrase):  # ""a": "b"" — a pair in naive outer quotes
+            return phrase
+        # a phrase that swallowed a pair: put the pair's text back
+        phrase = PLACEHOLDER.sub(lambda m: phrases[int(m.group(1))], phrase)
         return keep(phrase) if phrase else match.group(0)
 
     return _QUOTED.sub(single, text), phrases

@@ -1,0 +1,133 @@
+"""The ``demo`` provider: an offline, deterministic, seeded simulator of a task
+model and of a reflection model. It is labelled as a simulator everywhere.
+
+See ``rules.py`` (the grammar and probability model), ``task_model.py`` (how a
+reply is composed), ``feedback.py`` (how verifier reasons are read) and
+``reflection.py`` (how feedback becomes sharper prompt rules).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..base import LMError, LMResponse
+from ..config import DEMO_LABEL, LMConfig
+from .reflection import looks_like_reflection_prompt, records_from_dataset, reflect, reflection_reply
+from .task_model import simulate_reply
+
+__all__ = ["DemoLanguageModel", "DemoReflectionLM", "DemoCandidateProposer", "simulate_reply", "reflect"]
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI content parts
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    return "" if content is None else str(content)
+
+
+def _approx_tokens(text: str) -> int:
+    return math.ceil(len(text) / 4) if text else 0
+
+
+def _pause(config: LMConfig) -> None:
+    if config.simulated_latency_ms > 0:
+        time.sleep(config.simulated_latency_ms / 1000.0)
+
+
+class DemoLanguageModel:
+    """Simulated task model. ``complete`` reads the system messages as the prompt and
+    the last user message as the task; given gepa's reflection prompt it answers as
+    the simulated reflection instead."""
+
+    is_simulator = True
+    label = DEMO_LABEL
+
+    def __init__(self, config: LMConfig) -> None:
+        self.config = config
+
+    def __repr__(self) -> str:
+        return f"DemoLanguageModel(seed={self.config.seed})"
+
+    def complete(self, messages: list[dict[str, str]]) -> LMResponse:
+        started = time.perf_counter()
+        system = "\n\n".join(
+            _text_of(m.get("content")) for m in messages if m.get("role") in ("system", "developer")
+        )
+        users = [_text_of(m.get("content")) for m in messages if m.get("role") == "user"]
+        user = users[-1] if users else ""
+        if looks_like_reflection_prompt(user):
+            try:
+                text, _ = reflection_reply(user)
+            except ValueError as error:
+                raise LMError(f"{DEMO_LABEL}: {error}.") from None
+        else:
+            text = simulate_reply(system, user, self.config.seed)
+        _pause(self.config)
+        return LMResponse(
+            text=text,
+            tokens_in=sum(_approx_tokens(_text_of(m.get("content"))) for m in messages),
+            tokens_out=_approx_tokens(text),
+            latency_ms=(time.perf_counter() - started) * 1000.0,
+            model=self.config.model,
+        )
+
+
+class DemoReflectionLM:
+    """gepa ``reflection_lm`` callable: gepa's reflection prompt in, a reply with the
+    new instruction in a ``` block out (reasoning before the block)."""
+
+    is_simulator = True
+    label = DEMO_LABEL
+
+    def __init__(self, config: LMConfig) -> None:
+        self.config = config
+        self.last_reasoning = ""
+
+    def __repr__(self) -> str:
+        return "DemoReflectionLM()"
+
+    def __call__(self, prompt: str | list[dict[str, Any]]) -> str:
+        if not isinstance(prompt, str):
+            prompt = "\n".join(_text_of(m.get("content")) for m in prompt if isinstance(m, Mapping))
+        reply, self.last_reasoning = reflection_reply(prompt)
+        _pause(self.config)
+        return reply
+
+
+class DemoCandidateProposer:
+    """gepa ``custom_candidate_proposer``: rewrites each component to update from the
+    Feedback of its reflective dataset. ``last_reasoning`` explains the last proposal."""
+
+    is_simulator = True
+    label = DEMO_LABEL
+
+    def __init__(self, config: LMConfig) -> None:
+        self.config = config
+        self.last_reasoning = ""
+        self.last_reasoning_by_component: dict[str, str] = {}
+
+    def __repr__(self) -> str:
+        return "DemoCandidateProposer()"
+
+    def __call__(
+        self,
+        candidate: dict[str, str],
+        reflective_dataset: Mapping[str, Sequence[Mapping[str, Any]]],
+        components_to_update: list[str],
+    ) -> dict[str, str]:
+        proposal: dict[str, str] = {}
+        reasons: dict[str, str] = {}
+        for name in components_to_update:
+            records = records_from_dataset(reflective_dataset.get(name))
+            proposal[name], reasons[name] = reflect(candidate.get(name, ""), records)
+        self.last_reasoning_by_component = reasons
+        if len(reasons) == 1:
+            self.last_reasoning = next(iter(reasons.values()))
+        else:
+            self.last_reasoning = "\n\n".join(f"[{name}]\n{why}" for name, why in reasons.items())
+        _pause(self.config)
+        return proposal
