@@ -16,6 +16,7 @@ from ninja import NinjaAPI
 from ninja.security import HttpBearer, SessionAuth
 
 from dashboard.models import ApiToken
+from verifiers_app.engine import SpecError
 
 
 class TokenAuth(HttpBearer):
@@ -57,6 +58,12 @@ def me(request):
     return {"username": request.user.get_username(), "is_admin": request.user.is_superuser}
 
 
+@api.exception_handler(SpecError)
+def _spec_error(request, exc: SpecError):
+    # Bad specs, task rows and task files are the caller's mistake: a 400 naming every field.
+    return api.create_response(request, {"detail": str(exc), "problems": exc.problems}, status=400)
+
+
 def _mount_routers() -> None:
     # Each app owns its router module; an app that has not built its API yet
     # simply exposes an empty router.
@@ -64,6 +71,10 @@ def _mount_routers() -> None:
     from optimizer.taskset_api import router as tasksets_router
     from verifiers_app.api import router as verifiers_router
 
+    from verifiers_app.services import VerifierInUse, VerifierNotFound
+
+    api.add_exception_handler(VerifierInUse, lambda request, exc: api.create_response(request, {"detail": str(exc)}, status=409))
+    api.add_exception_handler(VerifierNotFound, lambda request, exc: api.create_response(request, {"detail": str(exc)}, status=404))
     api.add_router("/verifiers", verifiers_router, tags=["verifiers"])
     api.add_router("/tasksets", tasksets_router, tags=["task sets"])
     api.add_router("/runs", runs_router, tags=["runs"])

@@ -1,0 +1,100 @@
+import json
+
+import pytest
+
+from dashboard.models import ApiToken
+from optimizer.models import Run, RunStatus
+from verifiers_app.models import Verifier
+from verifiers_app.services import verifier_create
+
+pytestmark = pytest.mark.django_db
+
+SPEC = {"id": "tone", "name": "Tone", "passThreshold": 0.5, "checks": [
+    {"id": "polite", "type": "contains", "weight": 3, "params": {"value": "please"}},
+    {"id": "short", "type": "max_length", "params": {"value": 20}},
+]}
+
+
+def post(client, url, body, **headers):
+    return client.post(url, json.dumps(body), content_type="application/json", **headers)
+
+
+def test_it_creates_reads_updates_and_deletes_a_verifier(user_client):
+    assert post(user_client, "/api/verifiers/", {"spec": SPEC}).status_code == 201
+    assert user_client.get("/api/verifiers/tone").json()["spec"]["checks"][0]["id"] == "polite"
+    response = user_client.put("/api/verifiers/tone", json.dumps({"spec": {**SPEC, "name": "Tone v2"}}),
+                               content_type="application/json")
+    assert response.json()["version"] == 2
+    assert [v["id"] for v in user_client.get("/api/verifiers/").json()] == ["tone"]
+    assert user_client.delete("/api/verifiers/tone").status_code == 204
+    assert not Verifier.objects.exists()
+
+
+def test_an_invalid_spec_is_a_400_naming_the_field_never_a_500(user_client):
+    bad = {"id": "r", "checks": [{"type": "regex", "params": {"pattern": "(unclosed"}}]}
+    response = post(user_client, "/api/verifiers/", {"spec": bad})
+    assert response.status_code == 400
+    assert response.json()["detail"].startswith("checks[0].params.pattern: invalid regular expression")
+
+
+def test_lint_lists_every_problem_without_saving(user_client):
+    bad = {"id": "r", "passThreshold": 2, "checks": [{"type": "json_keys", "params": {}}]}
+    body = post(user_client, "/api/verifiers/lint", {"spec": bad}).json()
+    assert body["valid"] is False
+    assert any(p.startswith("passThreshold:") for p in body["problems"])
+    assert any(p.startswith("checks[0].params.requiredKeys:") for p in body["problems"])
+    assert post(user_client, "/api/verifiers/lint", {"spec": SPEC}).json() == {"valid": True, "problems": []}
+    assert not Verifier.objects.exists()
+
+
+def test_score_returns_the_breakdown_and_feedback(user_client):
+    result = post(user_client, "/api/verifiers/score", {"spec": SPEC, "output": "Do it now, this is a long reply"}).json()
+    checks = {c["id"]: c for c in result["verifiers"][0]["checks"]}
+    assert result["score"] == 0.0 and result["passed"] is False
+    assert checks["polite"]["weight"] == 3 and 'does not contain "please"' in checks["polite"]["reason"]
+    assert "too long" in checks["short"]["reason"]
+    assert "tone/polite" in result["feedback"]
+
+
+def test_score_reads_the_task_expectations(user_client):
+    spec = {"id": "refund", "checks": [{"type": "task_expectations"}]}
+    task = {"metadata": {"expectations": {"mustMention": [{"anyOf": ["refund"], "message": "offer a refund"}],
+                                          "mustNotMention": [{"text": "gift card", "message": "no gift cards"}]}}}
+    result = post(user_client, "/api/verifiers/score", {"spec": spec, "output": "Here is a gift card", "task": task}).json()
+    assert result["score"] == 0.0
+    assert "offer a refund" in result["feedback"] and "no gift cards" in result["feedback"]
+
+
+def test_a_bad_task_in_score_is_a_400_naming_the_task_field(user_client):
+    task = {"metadata": {"expectations": {"mustMention": "refund"}}}
+    response = post(user_client, "/api/verifiers/score", {"spec": SPEC, "output": "x", "task": task})
+    assert response.status_code == 400
+    assert response.json()["detail"].startswith("task.metadata.expectations.mustMention")
+
+
+def test_other_users_cannot_see_or_change_a_private_verifier(user, other_client):
+    verifier_create(owner=user, spec=SPEC)
+    assert other_client.get("/api/verifiers/tone").status_code == 404
+    assert other_client.delete("/api/verifiers/tone").status_code == 404
+    assert other_client.get("/api/verifiers/").json() == []
+
+
+def test_delete_of_a_verifier_in_an_active_run_is_a_409(user, user_client):
+    verifier = verifier_create(owner=user, spec=SPEC)
+    Run.objects.create(owner=user, status=RunStatus.QUEUED).verifiers.add(verifier)
+    response = user_client.delete("/api/verifiers/tone")
+    assert response.status_code == 409 and "stop the run first" in response.json()["detail"]
+
+
+def test_scripts_authenticate_with_a_bearer_token_and_anonymous_calls_get_401(client, user):
+    token = ApiToken.generate()
+    ApiToken.objects.create(user=user, name="ci", prefix=token[:8], digest=ApiToken.hash(token))
+    assert client.get("/api/verifiers/").status_code == 401
+    response = post(client, "/api/verifiers/", {"spec": SPEC}, HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert response.status_code == 201
+    assert Verifier.objects.get().owner == user
+
+
+def test_the_openapi_document_lists_the_verifier_and_taskset_routes(user_client):
+    paths = user_client.get("/api/openapi.json").json()["paths"]
+    assert {"/api/verifiers/lint", "/api/verifiers/score", "/api/tasksets/import", "/api/tasksets/{taskset_id}"} <= set(paths)
