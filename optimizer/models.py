@@ -146,6 +146,10 @@ class Run(models.Model):
     status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.QUEUED)
     phase = models.CharField(max_length=100, blank=True)
     stop_requested = models.BooleanField(default=False)
+    cancel_requested = models.BooleanField(default=False, help_text="Abort now, without finishing the iteration")
+    heartbeat_at = models.DateTimeField(
+        null=True, blank=True, help_text="Last sign of life of the worker executing the run (stale = the worker died)"
+    )
     budget_total = models.PositiveIntegerField(default=0)
     budget_used = models.PositiveIntegerField(default=0)
     seed_score = models.FloatField(null=True, blank=True)
