@@ -1,0 +1,263 @@
+"""Scoring throughput: the engine against a hand-written function doing the same checks.
+
+Run: ``python bench/scoring.py`` (add ``--quick`` for a short run). For each
+case it prints the engine's and the hand-written function's outputs/second
+(medians of several repeats, one core) and the time ratio. Targets (issue #3):
+engine time ≤ 3× hand-written for every case, ≥ 50,000 outputs/s for (a).
+
+(a) facility extraction: task_expectations (4 entries, weight 4), json_valid
+    (weight 2), json_keys (weight 1) on ~300-byte JSON outputs
+(b) refund policy: task_expectations (3 mustMention + 2 mustNotMention) on
+    ~600-byte prose
+(c) a 12-check mixed native verifier on ~300-byte JSON outputs
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from verifiers_app.engine import compile_specs  # noqa: E402
+
+REPEATS = 7
+OUTPUTS_PER_REPEAT = 20_000
+rng = random.Random(3)
+
+# --- (a) facility extraction ------------------------------------------------------------
+
+FACILITY_SPEC = {
+    "id": "facility-extraction-quality",
+    "name": "Facility extraction quality",
+    "kind": "native",
+    "checks": [
+        {"id": "field-labels", "type": "task_expectations", "weight": 4, "params": {}},
+        {"id": "valid-json", "type": "json_valid", "weight": 2, "params": {}},
+        {"id": "required-keys", "type": "json_keys", "weight": 1,
+         "params": {"requiredKeys": ["urgency", "sentiment", "categories"]}},
+    ],
+}
+FACILITY_TASK = {
+    "task_id": "f1",
+    "input": "The lift in block C has been stuck for two days and nobody answers the phone.",
+    "metadata": {"expectations": {"mustMention": [
+        {"anyOf": ["\"urgency\": \"high\""], "message": "urgency should be high"},
+        {"text": "negative", "message": "sentiment should be negative"},
+        {"anyOf": ["elevator", "lift"], "message": "categories should include elevator"},
+        {"text": "maintenance", "message": "categories should include maintenance"},
+    ]}},
+}
+
+
+def facility_outputs(n: int = 256) -> list[str]:
+    outputs = []
+    for i in range(n):
+        record = {
+            "urgency": rng.choice(["high", "high", "medium"]),
+            "sentiment": rng.choice(["negative", "negative", "neutral"]),
+            "categories": rng.sample(["elevator", "maintenance", "security", "cleaning"], 2),
+            "summary": "Tenant reports the lift in block C stuck for two days; phone line unanswered. " * 2,
+        }
+        if i % 10 == 0:
+            del record["sentiment"]
+        text = json.dumps(record)
+        if i % 17 == 0:
+            text = "Here is the triage: " + text  # not JSON
+        outputs.append(text[:330])
+    return outputs
+
+
+def facility_by_hand(output: str, task: dict) -> tuple[float, list[str]]:
+    reasons = []
+    lower = output.lower()
+    entries = task["metadata"]["expectations"]["mustMention"]
+    met = 0
+    for entry in entries:
+        phrases = entry.get("anyOf") or [entry["text"]]
+        if any(p.lower() in lower for p in phrases):
+            met += 1
+        else:
+            reasons.append(entry["message"])
+    expectations = met / len(entries)
+    try:
+        parsed = json.loads(output)
+        valid = 1.0
+    except ValueError as exc:
+        parsed, valid = None, 0.0
+        reasons.append(f"not valid JSON ({exc})")
+    missing = [k for k in ("urgency", "sentiment", "categories") if not isinstance(parsed, dict) or k not in parsed]
+    keys = 0.0 if missing else 1.0
+    if missing:
+        reasons.append(f"missing keys {missing}")
+    return (4 * expectations + 2 * valid + keys) / 7, reasons
+
+
+# --- (b) refund policy ---------------------------------------------------------------------
+
+REFUND_SPEC = {
+    "id": "refund-policy-quality", "name": "Refund policy quality", "kind": "native", "passThreshold": 1.0,
+    "checks": [{"id": "policy-expectations", "type": "task_expectations", "weight": 1, "params": {}}],
+}
+REFUND_TASK = {
+    "task_id": "r1",
+    "input": "My blender arrived broken. What can you do?",
+    "metadata": {"expectations": {
+        "mustMention": [
+            {"anyOf": ["refund", "money back"], "message": "the answer should offer a refund"},
+            {"anyOf": ["30 days", "thirty days"], "message": "state the 30-day window"},
+            {"text": "receipt", "message": "ask for the receipt"},
+        ],
+        "mustNotMention": [
+            {"anyOf": ["gift card", "store credit"], "message": "do not push a gift card instead of a refund"},
+            {"text": "not our problem", "message": "never blame the customer"},
+        ],
+    }},
+}
+REFUND_SENTENCES = [
+    "Thank you for reaching out about your order, and I am sorry the blender arrived damaged.",
+    "You are entitled to a full refund under our returns policy.",
+    "Returns are accepted within 30 days of delivery for any item that arrived faulty.",
+    "Please keep your receipt or order confirmation handy when you contact us.",
+    "If you prefer, we can also offer store credit for a future purchase.",
+    "Our courier will collect the damaged item from your address at no cost to you.",
+    "We will process your request as soon as the item is back in our warehouse.",
+    "Let us know if there is anything else we can help you with today.",
+]
+
+
+def refund_outputs(n: int = 256) -> list[str]:
+    outputs = []
+    for _ in range(n):
+        sentences = rng.sample(REFUND_SENTENCES, 7)
+        outputs.append(" ".join(sentences)[:600])
+    return outputs
+
+
+def refund_by_hand(output: str, task: dict) -> tuple[float, list[str]]:
+    lower = output.lower()
+    expectations = task["metadata"]["expectations"]
+    total = len(expectations["mustMention"]) + len(expectations["mustNotMention"])
+    reasons = []
+    for entry in expectations["mustMention"]:
+        phrases = entry.get("anyOf") or [entry["text"]]
+        if not any(p.lower() in lower for p in phrases):
+            reasons.append(entry["message"])
+    for entry in expectations["mustNotMention"]:
+        phrases = entry.get("anyOf") or [entry["text"]]
+        found = [p for p in phrases if p.lower() in lower]
+        if found:
+            reasons.append(f"{entry['message']} (found: {found})")
+    return (total - len(reasons)) / total, reasons
+
+
+# --- (c) 12-check mixed ----------------------------------------------------------------------
+
+MIXED_SPEC = {
+    "id": "mixed", "name": "Mixed checks", "kind": "native",
+    "checks": [
+        {"id": "expectations", "type": "task_expectations", "weight": 3},
+        {"id": "says-elevator", "type": "contains", "params": {"value": "elevator"}},
+        {"id": "says-Block", "type": "must_contain", "params": {"value": "Block", "caseSensitive": True}},
+        {"id": "no-sorry", "type": "not_contains", "params": {"value": "sorry"}},
+        {"id": "no-lorem", "type": "must_not_contain", "params": {"text": "lorem ipsum"}},
+        {"id": "has-urgency", "type": "regex", "params": {"pattern": r'"urgency":\s*"(high|medium|low)"'}},
+        {"id": "no-todo", "type": "regex", "params": {"pattern": r"^(?!.*TODO)"}},
+        {"id": "not-refused", "type": "equals", "params": {"value": "I cannot help with that."}},
+        {"id": "long-enough", "type": "min_length", "params": {"value": 80}},
+        {"id": "short-enough", "type": "max_length", "params": {"value": 400}},
+        {"id": "valid-json", "type": "json_valid", "weight": 2},
+        {"id": "keys", "type": "json_keys", "params": {"keys": ["urgency", "sentiment", "categories"]}},
+    ],
+}
+MIXED_TASK = {**FACILITY_TASK, "metadata": {**FACILITY_TASK["metadata"],
+                                            "expectedOutputSchema": {"required": ["urgency", "summary"]}}}
+_URGENCY = re.compile(r'"urgency":\s*"(high|medium|low)"')
+_NO_TODO = re.compile(r"^(?!.*TODO)")
+
+
+def mixed_by_hand(output: str, task: dict) -> tuple[float, list[str]]:
+    reasons = []
+    lower = output.lower()
+    entries = task["metadata"]["expectations"]["mustMention"]
+    met = 0
+    for entry in entries:
+        phrases = entry.get("anyOf") or [entry["text"]]
+        if any(p.lower() in lower for p in phrases):
+            met += 1
+        else:
+            reasons.append(entry["message"])
+    scores = [3 * met / len(entries)]
+    def check(ok: bool, reason: str, weight: float = 1.0) -> None:
+        scores.append(weight if ok else 0.0)
+        if not ok:
+            reasons.append(reason)
+    check("elevator" in lower, "no elevator")
+    check("Block" in output, "no Block")
+    check("sorry" not in lower, "sorry")
+    check("lorem ipsum" not in lower, "lorem")
+    check(_URGENCY.search(output) is not None, "no urgency")
+    check(_NO_TODO.search(output) is not None, "todo")
+    check(lower.strip() == "i cannot help with that.", "not equal")
+    check(len(output) >= 80, "too short")
+    check(len(output) <= 400, "too long")
+    try:
+        parsed = json.loads(output)
+        check(True, "", 2.0)
+    except ValueError as exc:
+        parsed = None
+        check(False, f"invalid JSON {exc}", 2.0)
+    check(isinstance(parsed, dict) and all(k in parsed for k in ("urgency", "sentiment", "categories")), "keys")
+    return sum(scores) / 15, reasons
+
+
+# --- measuring ---------------------------------------------------------------------------------
+
+
+def per_second(fn, outputs: list[str], count: int) -> float:
+    """Median outputs/second over REPEATS runs of ``count`` calls."""
+    rates = []
+    n = len(outputs)
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        for i in range(count):
+            fn(outputs[i % n])
+        rates.append(count / (time.perf_counter() - start))
+    return statistics.median(rates)
+
+
+def main() -> int:
+    count = OUTPUTS_PER_REPEAT // 10 if "--quick" in sys.argv else OUTPUTS_PER_REPEAT
+    cases = [
+        ("(a) facility extraction, 3 checks, ~300 B JSON", FACILITY_SPEC, FACILITY_TASK, facility_outputs(), facility_by_hand),
+        ("(b) refund policy expectations, ~600 B prose", REFUND_SPEC, REFUND_TASK, refund_outputs(), refund_by_hand),
+        ("(c) 12-check mixed, ~300 B JSON", MIXED_SPEC, MIXED_TASK, facility_outputs(), mixed_by_hand),
+    ]
+    print(f"median of {REPEATS} repeats × {count:,} outputs, one core\n")
+    print(f"{'case':<48} {'engine/s':>11} {'by hand/s':>11} {'time ratio':>11} {'engine+feedback/s':>18}")
+    ok = True
+    for label, spec, task, outputs, by_hand in cases:
+        scorer = compile_specs(spec)
+        scorer.score(outputs[0], task)  # compile the task row once, as in a run
+        engine_rate = per_second(lambda o: scorer.score(o, task), outputs, count)
+        hand_rate = per_second(lambda o: by_hand(o, task), outputs, count)
+        # The engine writes hits/misses/feedback lazily; this column reads feedback too.
+        full_rate = per_second(lambda o: scorer.score(o, task).feedback, outputs, count)
+        ratio = hand_rate / engine_rate
+        ok &= ratio <= 3.0 and hand_rate / full_rate <= 3.0
+        print(f"{label:<48} {engine_rate:>11,.0f} {hand_rate:>11,.0f} {ratio:>10.2f}× {full_rate:>18,.0f}")
+        if label.startswith("(a)"):
+            a_rate = engine_rate
+    print()
+    print(f"target: time ratio ≤ 3× for every case (with and without feedback): {'met' if ok else 'NOT met'}")
+    print(f"target: ≥ 50,000 outputs/s for (a): {'met' if a_rate >= 50_000 else 'NOT met'} ({a_rate:,.0f}/s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
