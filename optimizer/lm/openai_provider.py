@@ -190,6 +190,8 @@ class OpenAIChatModel:
             failure = LMError(f"{self.label} returned a response that is not a valid chat completion.")
         except openai.OpenAIError as error:  # anything else the client raises
             failure = LMError(f"{self.label} call failed: {type(error).__name__}.")
+        except (ValueError, TypeError):  # a 200 whose body is not JSON / not the expected shape
+            failure = LMError(f"{self.label} returned a malformed chat completion (unreadable body).")
         latency_ms = (time.perf_counter() - started) * 1000.0
 
         text: str | None = None

@@ -55,10 +55,16 @@ _AVOID_CUES = re.compile(
     r"\bavoid\b|\bnot allowed\b|\bunexpected\b|\bprohibited\b|\bmentions?\b",
     re.I,
 )
-_REGEX = re.compile(r"\bmatch(?:es|ed)?\b|\bpattern\b|\bregex\b", re.I)
+_REGEX = re.compile(r"\bmatch(?:es|ed)?\b|\bpattern\b|\bregex\b|\bregular expression\b", re.I)
+# reasons that quote names, not phrases to write: skipped checks, fn / class scores
+_NOT_ACTIONABLE = re.compile(
+    r"\(skipped\)|\bunknown check\b|\binvalid regular expression\b|\bgave reward\b|\bscored [\d.]+ against\b|\bcheck raised\b", re.I
+)
+# what the output actually said ("got: …") is not something to ask for
+_GOT = re.compile(r"\(?\bgot:?\s*\x00\d+\x00\)?", re.I)
 _JSON_BAD = re.compile(
     r"not (?:valid |a )?json|invalid json|json (?:decode|parse)|could not (?:be )?parse|not a json object|"
-    r"expecting value|is not an object",
+    r"expecting value|is not an object|without a code fence|bare json",
     re.I,
 )
 _NUMBER = r"(\d[\d,]{0,9})"
@@ -95,6 +101,7 @@ def _length_asks(plain: str) -> list[Ask]:
 
 
 def clause_asks(masked: str, phrases: list[str]) -> list[Ask]:
+    masked = _GOT.sub(" ", masked)
     plain = PLACEHOLDER.sub(" ", masked).strip()
     quoted = tuple(dict.fromkeys(placeholders_in(masked, phrases)))
     if _SCORE_LINE.match(plain) and not quoted:
@@ -102,19 +109,20 @@ def clause_asks(masked: str, phrases: list[str]) -> list[Ask]:
     asks = _length_asks(plain)
     if asks:
         return asks
+    if quoted and _KEYS.search(plain):
+        return [Ask(kind="keys", phrases=quoted)] + ([Ask(kind="json")] if _JSON_BAD.search(plain) else [])
     if _JSON_BAD.search(plain):
         return [Ask(kind="json")]
-    if not quoted:
-        text = " ".join(plain.split())
+    if not quoted or _NOT_ACTIONABLE.search(plain):
+        text = " ".join(PLACEHOLDER.sub(lambda m: phrases[int(m.group(1))], masked).split())
         return [Ask(kind="note", text=text[:200])] if len(text.split()) >= 4 else []
-    if _KEYS.search(plain):
-        return [Ask(kind="keys", phrases=quoted)]
     if _FOUND.search(plain):
         return [Ask(kind="avoid", phrases=quoted)]
     if _EXPECTED.search(plain):
         return [Ask(kind="include", phrases=quoted)]
     if _REGEX.search(plain) and not _INCLUDE_CUES.search(plain.replace("match", "")):
-        return [Ask(kind="note", text=" ".join(plain.split())[:200])]
+        text = " ".join(PLACEHOLDER.sub(lambda m: phrases[int(m.group(1))], masked).split())
+        return [Ask(kind="note", text=text[:200])]
     if _INCLUDE_CUES.search(plain):
         return [Ask(kind="include", phrases=quoted)]
     if _AVOID_CUES.search(plain):

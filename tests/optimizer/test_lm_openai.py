@@ -1,0 +1,439 @@
+"""The openai provider, driven through the real ``openai`` client against a local
+fake OpenAI-compatible server (stdlib http.server on 127.0.0.1, random port)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from pydantic import ValidationError
+
+from optimizer.lm import (
+    LMConfig,
+    LMConfigError,
+    LMError,
+    build_candidate_proposer,
+    build_lm,
+    build_reflection_lm,
+    check_endpoint,
+)
+
+SECRET = "sk-test-DO-NOT-LEAK-0123456789abcdef"
+KEY_ENV = "FRONTIER_TEST_LM_KEY"
+MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello?"}]
+
+
+def completion(text="Hi there.", model="fake-model", prompt_tokens=11, completion_tokens=3):
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+def error_body(message, kind="invalid_request_error", code=None):
+    return {"error": {"message": message, "type": kind, "code": code}}
+
+
+class FakeOpenAIServer:
+    """Replies from a script: each entry is (status, json body or raw bytes, delay s).
+    When the script runs out, ``default`` answers. Every request is recorded."""
+
+    def __init__(self):
+        self.script: list[tuple[int, object, float]] = []
+        self.default: tuple[int, object, float] = (200, completion(), 0.0)
+        self.models = ["fake-model", "other-model"]
+        self.requests: list[dict] = []
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output quiet
+                pass
+
+            def _reply(self, status, body, delay):
+                if delay:
+                    time.sleep(delay)
+                raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(raw)))
+                    self.end_headers()
+                    self.wfile.write(raw)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout test)
+
+            def _record(self, body):
+                with server.lock:
+                    server.requests.append(
+                        {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body}
+                    )
+                    return server.script.pop(0) if server.script else server.default
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                status, reply, delay = self._record(body)
+                self._reply(status, reply, delay)
+
+            def do_GET(self):
+                status, reply, delay = self._record(None)
+                if status == 200 and self.path.endswith("/models"):
+                    reply = {"object": "list", "data": [{"id": m, "object": "model", "created": 0, "owned_by": "x"} for m in server.models]}
+                self._reply(status, reply, delay)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    @property
+    def base_url(self):
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAIServer() as fake:
+        yield fake
+
+
+@pytest.fixture
+def key(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    return SECRET
+
+
+def config(server, **overrides):
+    values = {
+        "provider": "openai",
+        "model": "fake-model",
+        "base_url": server.base_url,
+        "api_key_env": KEY_ENV,
+        "timeout": 5,
+        "max_retries": 2,
+        "retry_initial_delay": 0.001,
+    }
+    values.update(overrides)
+    return LMConfig(**values)
+
+
+def assert_no_secret(error: BaseException, lm=None):
+    for text in (str(error), repr(error), repr(error.args)):
+        assert SECRET not in text
+        assert SECRET[:10] not in text
+    # raised outside the openai except block: no chained openai error (its request
+    # carries the Authorization header)
+    assert error.__cause__ is None and error.__context__ is None
+    if lm is not None:
+        assert SECRET not in repr(lm) and SECRET not in repr(vars(lm).get("config"))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# ---------------------------------------------------------------- happy path
+
+
+def test_it_returns_the_text_with_token_usage_latency_and_one_attempt(server, key):
+    server.default = (200, completion("Hi there.", prompt_tokens=17, completion_tokens=4), 0.0)
+    response = build_lm(config(server)).complete(MESSAGES)
+    assert response.text == "Hi there."
+    assert (response.tokens_in, response.tokens_out) == (17, 4)
+    assert response.model == "fake-model"
+    assert response.attempts == 1
+    assert response.latency_ms > 0
+
+
+def test_it_sends_the_model_messages_temperature_max_tokens_and_the_key_from_the_named_variable(server, key):
+    build_lm(config(server, temperature=0.7, max_tokens=64)).complete(MESSAGES)
+    request = server.requests[0]
+    assert request["path"] == "/v1/chat/completions"
+    assert request["body"]["model"] == "fake-model"
+    assert request["body"]["messages"] == MESSAGES
+    assert request["body"]["temperature"] == 0.7
+    assert request["body"]["max_tokens"] == 64
+    assert request["headers"]["authorization"] == f"Bearer {SECRET}"
+
+
+def test_it_leaves_max_tokens_out_when_unset(server, key):
+    build_lm(config(server)).complete(MESSAGES)
+    assert "max_tokens" not in server.requests[0]["body"]
+
+
+def test_it_accounts_tokens_and_failures_across_calls(server, key):
+    lm = build_lm(config(server, max_retries=0))
+    server.script = [(200, completion(prompt_tokens=5, completion_tokens=2), 0), (400, error_body("too long"), 0)]
+    lm.complete(MESSAGES)
+    with pytest.raises(LMError):
+        lm.complete(MESSAGES)
+    usage = lm.usage()
+    assert (usage.calls, usage.failures, usage.tokens_in, usage.tokens_out) == (2, 1, 5, 2)
+
+
+def test_it_is_labelled_as_a_real_model_with_its_host(server, key):
+    lm = build_lm(config(server))
+    assert lm.is_simulator is False
+    assert lm.label.startswith("fake-model @ 127.0.0.1:")
+
+
+# ---------------------------------------------------------------- retries
+
+
+def test_it_retries_a_429_and_counts_the_attempts(server, key):
+    server.script = [(429, error_body("slow down", "rate_limit_error"), 0), (429, error_body("slow down"), 0)]
+    response = build_lm(config(server, max_retries=3)).complete(MESSAGES)
+    assert response.text == "Hi there."
+    assert response.attempts == 3
+    assert len(server.requests) == 3
+
+
+def test_it_retries_5xx_until_exhausted_then_raises_lm_error(server, key):
+    server.default = (500, error_body("boom", "server_error"), 0)
+    lm = build_lm(config(server, max_retries=2))
+    with pytest.raises(LMError) as raised:
+        lm.complete(MESSAGES)
+    assert not isinstance(raised.value, LMConfigError)
+    assert len(server.requests) == 3
+    assert "HTTP 500" in str(raised.value) and "3 attempts" in str(raised.value)
+    assert_no_secret(raised.value, lm)
+
+
+def test_it_retries_a_502_then_succeeds(server, key):
+    server.script = [(502, b"<html>bad gateway</html>", 0)]
+    assert build_lm(config(server)).complete(MESSAGES).attempts == 2
+
+
+def test_backoff_follows_the_configured_initial_delay(server, key):
+    server.default = (503, error_body("busy"), 0)
+    started = time.perf_counter()
+    with pytest.raises(LMError):
+        build_lm(config(server, max_retries=2, retry_initial_delay=0.2)).complete(MESSAGES)
+    elapsed = time.perf_counter() - started
+    # 0.2 s then 0.4 s, each minus at most 25 % jitter
+    assert 0.45 <= elapsed < 3.0
+
+
+def test_a_server_retry_after_header_is_obeyed_not_scaled(server, key, monkeypatch):
+    # retry-after-ms: 300 → the client waits 0.3 s even with a tiny configured backoff
+    server.script = [(429, error_body("later"), 0)]
+    original = server.httpd.RequestHandlerClass._reply
+
+    def reply_with_header(self, status, body, delay):
+        if status == 429:
+            raw = json.dumps(body).encode()
+            self.send_response(429)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("retry-after-ms", "300")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+            return
+        original(self, status, body, delay)
+
+    monkeypatch.setattr(server.httpd.RequestHandlerClass, "_reply", reply_with_header)
+    started = time.perf_counter()
+    response = build_lm(config(server, retry_initial_delay=0.001)).complete(MESSAGES)
+    assert response.attempts == 2
+    assert time.perf_counter() - started >= 0.28
+
+
+def test_a_reply_slower_than_the_timeout_is_retried_then_raises_lm_error(server, key):
+    server.default = (200, completion(), 2.0)
+    lm = build_lm(config(server, timeout=0.3, max_retries=1))
+    started = time.perf_counter()
+    with pytest.raises(LMError) as raised:
+        lm.complete(MESSAGES)
+    assert time.perf_counter() - started < 1.9
+    assert not isinstance(raised.value, LMConfigError)
+    assert "did not answer within 0.3 s" in str(raised.value)
+    assert len(server.requests) == 2
+
+
+def test_an_unreachable_endpoint_raises_lm_error_after_retries(key):
+    lm = build_lm(
+        LMConfig(provider="openai", model="m", base_url=f"http://127.0.0.1:{free_port()}/v1",
+                 api_key_env=KEY_ENV, max_retries=1, retry_initial_delay=0.001, timeout=2)
+    )
+    with pytest.raises(LMError) as raised:
+        lm.complete(MESSAGES)
+    assert "Could not connect to http://127.0.0.1:" in str(raised.value)
+    assert_no_secret(raised.value, lm)
+
+
+# ---------------------------------------------------------------- systemic errors
+
+
+def test_a_rejected_key_is_a_config_error_naming_the_variable_but_never_the_key(server, key):
+    server.default = (401, error_body(f"Incorrect API key provided: {SECRET[:8]}***{SECRET[-4:]}", code="invalid_api_key"), 0)
+    lm = build_lm(config(server))
+    with pytest.raises(LMConfigError) as raised:
+        lm.complete(MESSAGES)
+    assert KEY_ENV in str(raised.value)
+    assert "HTTP 401" in str(raised.value)
+    assert len(server.requests) == 1  # 401 is not retried
+    assert_no_secret(raised.value, lm)
+
+
+def test_a_forbidden_key_is_a_config_error(server, key):
+    server.default = (403, error_body("no access"), 0)
+    with pytest.raises(LMConfigError, match="HTTP 403"):
+        build_lm(config(server)).complete(MESSAGES)
+
+
+def test_an_unknown_model_is_a_config_error_naming_the_model(server, key):
+    server.default = (404, error_body("The model `nope` does not exist", code="model_not_found"), 0)
+    lm = build_lm(config(server, model="nope"))
+    with pytest.raises(LMConfigError) as raised:
+        lm.complete(MESSAGES)
+    message = str(raised.value)
+    assert "'nope' was not found" in message and "base URL" in message
+    assert len(server.requests) == 1
+    assert_no_secret(raised.value, lm)
+
+
+def test_a_missing_key_variable_is_a_config_error_at_build_time(server, monkeypatch):
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    with pytest.raises(LMConfigError, match=f"environment variable {KEY_ENV} .* is not set"):
+        build_lm(config(server))
+
+
+def test_a_bad_request_for_one_example_is_an_lm_error_not_a_config_error(server, key):
+    server.default = (400, error_body("context length exceeded"), 0)
+    with pytest.raises(LMError) as raised:
+        build_lm(config(server)).complete(MESSAGES)
+    assert not isinstance(raised.value, LMConfigError)
+    assert "HTTP 400" in str(raised.value) and "context length exceeded" in str(raised.value)
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"this is not json", {"object": "chat.completion", "choices": []}, {"unexpected": True}],
+    ids=["not-json", "no-choices", "wrong-shape"],
+)
+def test_a_malformed_body_is_an_lm_error(server, key, body):
+    server.default = (200, body, 0)
+    with pytest.raises(LMError) as raised:
+        build_lm(config(server)).complete(MESSAGES)
+    assert not isinstance(raised.value, LMConfigError)
+    assert "malformed" in str(raised.value) or "not a valid chat completion" in str(raised.value)
+
+
+def test_a_reply_without_usage_counts_zero_tokens(server, key):
+    body = completion("ok")
+    del body["usage"]
+    server.default = (200, body, 0)
+    response = build_lm(config(server)).complete(MESSAGES)
+    assert (response.text, response.tokens_in, response.tokens_out) == ("ok", 0, 0)
+
+
+# ---------------------------------------------------------------- gepa callables
+
+
+def test_the_reflection_callable_sends_the_prompt_as_one_user_message(server, key):
+    server.default = (200, completion("```\nnew instruction\n```"), 0)
+    reflection_lm = build_reflection_lm(config(server))
+    assert reflection_lm("Improve this prompt") == "```\nnew instruction\n```"
+    assert server.requests[0]["body"]["messages"] == [{"role": "user", "content": "Improve this prompt"}]
+
+
+def test_there_is_no_custom_proposer_for_a_real_model(server, key):
+    assert build_candidate_proposer(config(server)) is None
+
+
+# ---------------------------------------------------------------- dry-run check
+
+
+def test_check_endpoint_passes_when_the_model_is_served(server, key):
+    assert check_endpoint(config(server)) is None
+    assert server.requests[0]["path"] == "/v1/models"
+
+
+def test_check_endpoint_names_a_model_the_server_does_not_serve(server, key):
+    problem = check_endpoint(config(server, model="gpt-missing"))
+    assert "'gpt-missing' is not served" in problem and "fake-model" in problem
+
+
+def test_check_endpoint_reports_a_rejected_key_without_the_key(server, key):
+    server.default = (401, error_body("bad key " + SECRET), 0)
+    problem = check_endpoint(config(server))
+    assert KEY_ENV in problem and SECRET not in problem
+
+
+def test_check_endpoint_reports_a_missing_key_variable(server, monkeypatch):
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    assert KEY_ENV in check_endpoint(config(server))
+
+
+def test_check_endpoint_reports_an_unreachable_server_quickly(key):
+    started = time.perf_counter()
+    problem = check_endpoint(
+        LMConfig(provider="openai", model="m", base_url=f"http://127.0.0.1:{free_port()}/v1", api_key_env=KEY_ENV)
+    )
+    assert problem.startswith("Could not connect to")
+    assert time.perf_counter() - started < 5
+
+
+def test_check_endpoint_reports_a_base_url_without_the_api_path(server, key):
+    server.default = (404, error_body("not found"), 0)
+    assert "check the base URL" in check_endpoint(config(server))
+
+
+def test_check_endpoint_is_silent_for_the_demo_simulator():
+    assert check_endpoint({"provider": "demo", "model": "demo"}) is None
+
+
+# ---------------------------------------------------------------- config
+
+
+def test_config_rejects_a_key_pasted_into_api_key_env_without_echoing_it():
+    with pytest.raises(ValidationError) as raised:
+        LMConfig(provider="openai", model="m", api_key_env=SECRET)
+    assert "name of an environment variable" in str(raised.value)
+    assert SECRET not in str(raised.value)
+
+
+def test_config_rejects_unknown_fields_and_bad_values():
+    with pytest.raises(ValidationError, match="api_key"):
+        LMConfig(provider="openai", model="m", api_key="sk-x")
+    with pytest.raises(ValidationError, match="base_url"):
+        LMConfig(provider="openai", model="m", base_url="localhost:11434")
+    with pytest.raises(ValidationError, match="temperature"):
+        LMConfig(provider="openai", model="m", temperature=3)
+    with pytest.raises(ValidationError, match="provider"):
+        LMConfig(provider="anthropic", model="m")
+
+
+def test_build_lm_turns_an_invalid_dict_into_one_config_error_sentence():
+    with pytest.raises(LMConfigError, match="LM config field 'timeout'"):
+        build_lm({"provider": "openai", "model": "m", "timeout": -1})
+
+
+def test_config_and_model_reprs_hold_no_key(server, key):
+    lm = build_lm(config(server))
+    assert SECRET not in repr(lm) and SECRET not in repr(lm.config) and SECRET not in lm.config.model_dump_json()
