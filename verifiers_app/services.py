@@ -45,6 +45,8 @@ def _validated(spec: object) -> dict:
     normalized = validate_spec(spec)
     if not _ID_PATTERN.fullmatch(normalized["id"]):
         raise SpecError("id: use 1-100 letters, digits, '-' or '_'")
+    if normalized["id"] == "new":
+        raise SpecError('id: "new" is reserved (it is the address of the new-verifier page)')
     return normalized
 
 

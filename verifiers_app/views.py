@@ -1,8 +1,126 @@
-from django.shortcuts import render
+"""Verifier pages: list, detail, the editor (create / edit / import), duplicate,
+delete, export and version diffs. Each view checks access, then calls one
+service or selector."""
 
-from verifiers_app.models import Verifier
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import Http404, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from verifiers_app import selectors, services
+from verifiers_app.engine import SpecError
+from verifiers_app.models import Verifier, VerifierVersion
+
+NEW_SPEC = {"id": "", "name": "", "kind": "native", "passThreshold": 1.0,
+            "checks": [{"id": "expectations", "type": "task_expectations", "weight": 1, "params": {}}]}
+
+
+def _visible(request, slug: str) -> Verifier:
+    return get_object_or_404(Verifier.objects.visible_to(request.user).select_related("owner"), slug=slug)
+
+
+def _editable(request, slug: str) -> Verifier:
+    return get_object_or_404(Verifier.objects.editable_by(request.user).select_related("owner"), slug=slug)
 
 
 def verifier_list(request):
-    verifiers = Verifier.objects.visible_to(request.user).select_related("owner")
-    return render(request, "verifiers/list.html", {"verifiers": verifiers})
+    query, kind = request.GET.get("q", "").strip(), request.GET.get("kind", "")
+    page = Paginator(selectors.verifier_list(user=request.user, query=query, kind=kind), 25).get_page(request.GET.get("page"))
+    return render(request, "verifiers/list.html", {
+        "page": page, "query": query, "kind": kind, "kinds": selectors.verifier_kinds(user=request.user),
+    })
+
+
+def verifier_detail(request, slug):
+    verifier = _visible(request, slug)
+    return render(request, "verifiers/detail.html", {
+        "verifier": verifier,
+        "spec_json": json.dumps(verifier.spec, indent=2, ensure_ascii=False),
+        "versions": verifier.versions.select_related("created_by"),
+        "can_edit": Verifier.objects.editable_by(request.user).filter(pk=verifier.pk).exists(),
+    })
+
+
+def _spec_from_request(request):
+    upload = request.FILES.get("spec_file")
+    if upload is not None:
+        return services.spec_from_json(upload.read(services.MAX_SPEC_BYTES + 1), source=upload.name)
+    return services.spec_from_json(request.POST.get("spec", ""), source="JSON")
+
+
+def _editor(request, *, verifier: Verifier | None, spec_text: str, problems=(), status=200):
+    return render(request, "verifiers/editor.html", {
+        "verifier": verifier, "spec_text": spec_text, "problems": problems,
+        "check_types": selectors.check_type_fields(),
+        "shared": verifier.shared if verifier else request.POST.get("shared") == "on",
+    }, status=status)
+
+
+def verifier_create(request):
+    if request.method == "POST":
+        try:
+            verifier = services.verifier_create(owner=request.user, spec=_spec_from_request(request),
+                                                shared=request.POST.get("shared") == "on")
+        except SpecError as exc:
+            return _editor(request, verifier=None, spec_text=request.POST.get("spec", ""), problems=exc.problems, status=400)
+        messages.success(request, f"Created verifier {verifier.slug} (version 1).")
+        return redirect("verifiers:detail", slug=verifier.slug)
+    return _editor(request, verifier=None, spec_text=json.dumps(NEW_SPEC, indent=2))
+
+
+def verifier_edit(request, slug):
+    verifier = _editable(request, slug)
+    if request.method == "POST":
+        try:
+            changed = services.verifier_update(verifier=verifier, spec=_spec_from_request(request), user=request.user,
+                                               shared=request.POST.get("shared") == "on")
+        except SpecError as exc:
+            return _editor(request, verifier=verifier, spec_text=request.POST.get("spec", ""), problems=exc.problems, status=400)
+        if changed:
+            messages.success(request, f"Saved {verifier.slug} as version {verifier.version}.")
+        else:
+            messages.info(request, "No changes: nothing new was saved.")
+        return redirect("verifiers:detail", slug=verifier.slug)
+    return _editor(request, verifier=verifier, spec_text=json.dumps(verifier.spec, indent=2, ensure_ascii=False))
+
+
+@require_POST
+def verifier_duplicate(request, slug):
+    copy = services.verifier_duplicate(verifier=_visible(request, slug), owner=request.user)
+    messages.success(request, f"Duplicated as {copy.slug}.")
+    return redirect("verifiers:edit", slug=copy.slug)
+
+
+@require_POST
+def verifier_delete(request, slug):
+    verifier = _editable(request, slug)
+    try:
+        services.verifier_delete(verifier=verifier)
+    except services.VerifierInUse as exc:
+        messages.error(request, f"Not deleted: {exc}.")
+        return redirect("verifiers:detail", slug=slug)
+    messages.success(request, f"Deleted verifier {slug}.")
+    return redirect("verifiers:list")
+
+
+def verifier_export(request, slug):
+    verifier = _visible(request, slug)
+    response = JsonResponse(verifier.spec, json_dumps_params={"indent": 2, "ensure_ascii": False})
+    response["Content-Disposition"] = f'attachment; filename="{verifier.slug}.json"'
+    return response
+
+
+def verifier_diff(request, slug):
+    verifier = _visible(request, slug)
+    try:
+        new = int(request.GET.get("new", verifier.version))
+        old = int(request.GET.get("old", new - 1))
+        lines = selectors.verifier_version_diff(verifier=verifier, old=old, new=new)
+    except (ValueError, VerifierVersion.DoesNotExist) as exc:
+        raise Http404(str(exc)) from None
+    return render(request, "verifiers/diff.html", {"verifier": verifier, "old": old, "new": new, "lines": lines})

@@ -1,0 +1,292 @@
+// The verifier editor: a form and the raw JSON kept in sync, live validation
+// through /api/verifiers/lint (errors shown next to the field they name) and the
+// "Try it" panel scoring an output through /api/verifiers/score.
+// Every piece of user or server text is put in the DOM with textContent.
+
+const CHECK_TYPES = JSON.parse(document.getElementById("check-types").textContent);
+const jsonBox = document.getElementById("spec-json");
+const formBox = document.getElementById("spec-form");
+const lintList = document.getElementById("lint-problems");
+const lintStatus = document.getElementById("lint-status");
+const csrf = document.querySelector("#verifier-form [name=csrfmiddlewaretoken]").value;
+const tasksetSelect = document.getElementById("try-taskset");
+const taskSelect = document.getElementById("try-task");
+const taskBox = document.getElementById("try-task-json");
+const outputBox = document.getElementById("try-output");
+const resultBox = document.getElementById("try-result");
+
+let spec = null; // the parsed spec, or null while the JSON does not parse
+let lastProblems = [];
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key === "text") node.textContent = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (value === true) node.setAttribute(key, "");
+    else if (value !== false && value != null) node.setAttribute(key, value);
+  }
+  for (const child of children) if (child) node.append(child);
+  return node;
+}
+
+async function postJSON(url, body) {
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "X-CSRFToken": csrf },
+    body: JSON.stringify(body),
+    credentials: "same-origin",
+  });
+  const data = await response.json().catch(() => ({ detail: `HTTP ${response.status}` }));
+  return { ok: response.ok, data };
+}
+
+function debounce(fn, ms) {
+  let timer;
+  return (...args) => { clearTimeout(timer); timer = setTimeout(() => fn(...args), ms); };
+}
+
+// --- the form, built from the spec -------------------------------------------------
+
+function input(path, label, value, { type = "text", onchange, step } = {}) {
+  const field = el("input", { type, "data-path": path, step, value: value ?? "" });
+  if (type === "checkbox") field.checked = Boolean(value);
+  field.addEventListener(type === "checkbox" ? "change" : "input", () => onchange(field));
+  return el("label", { class: type === "checkbox" ? "checkbox" : null }, type === "checkbox" ? field : label,
+    type === "checkbox" ? label : field);
+}
+
+function paramField(check, index, field) {
+  const path = `checks[${index}].params.${field.name}`;
+  const value = check.params?.[field.name];
+  const set = (v) => {
+    check.params = check.params || {};
+    if (v === undefined) delete check.params[field.name];
+    else check.params[field.name] = v;
+    fromForm();
+  };
+  const label = `${field.name}${field.required ? "" : " (optional)"}`;
+  if (field.type === "bool") return input(path, label, value ?? field.default, { type: "checkbox", onchange: (f) => set(f.checked) });
+  if (field.type === "int") {
+    return input(path, label, value, { type: "number", onchange: (f) => set(f.value === "" ? undefined : Number(f.value)) });
+  }
+  if (field.type === "list") {
+    const shown = Array.isArray(value) ? value.join(", ") : value;
+    return input(path, `${label}, comma-separated`, shown, {
+      onchange: (f) => set(f.value.split(",").map((s) => s.trim()).filter(Boolean)),
+    });
+  }
+  return input(path, label, value, { onchange: (f) => set(f.value === "" && !field.required ? undefined : f.value) });
+}
+
+function checkCard(check, index) {
+  const typeSelect = el("select", { "data-path": `checks[${index}].type` });
+  const types = Object.keys(CHECK_TYPES);
+  if (!types.includes(check.type)) types.push(check.type ?? "");
+  for (const type of types) typeSelect.append(el("option", { value: type, text: type || "(choose)", selected: type === check.type }));
+  typeSelect.addEventListener("change", () => {
+    const fields = (CHECK_TYPES[typeSelect.value] || []).map((f) => f.name);
+    check.type = typeSelect.value;
+    check.params = Object.fromEntries(Object.entries(check.params || {}).filter(([k]) => fields.includes(k)));
+    fromForm(true);
+  });
+  const remove = el("button", { type: "button", class: "danger", text: "Remove",
+    onclick: () => { spec.checks.splice(index, 1); fromForm(true); } });
+  const params = (CHECK_TYPES[check.type] || []).map((field) => paramField(check, index, field));
+  return el("div", { class: "check-card", "data-path": `checks[${index}]` },
+    el("div", { class: "fields" },
+      input(`checks[${index}].id`, "Check id", check.id, { onchange: (f) => { check.id = f.value; fromForm(); } }),
+      el("label", {}, "Type", typeSelect),
+      input(`checks[${index}].weight`, "Weight", check.weight ?? 1,
+        { type: "number", step: "any", onchange: (f) => { check.weight = f.value === "" ? undefined : Number(f.value); fromForm(); } }),
+      remove),
+    input(`checks[${index}].required`, "Required (a failure fails the output whatever the score)", check.required,
+      { type: "checkbox", onchange: (f) => { check.required = f.checked; fromForm(); } }),
+    params.length ? el("div", { class: "params", "data-path": `checks[${index}].params` }, ...params)
+      : el("p", { class: "hint", "data-path": `checks[${index}].params`,
+        text: CHECK_TYPES[check.type] ? "No parameters." : "Unknown type: it will be skipped when scoring." }));
+}
+
+function renderForm() {
+  formBox.replaceChildren();
+  if (spec === null || typeof spec !== "object" || Array.isArray(spec)) {
+    formBox.append(el("p", { class: "hint", text: "Fix the JSON to edit with the form." }));
+    return;
+  }
+  const top = el("div", { class: "fields" },
+    input("id", "Id", spec.id, { onchange: (f) => { spec.id = f.value; fromForm(); } }),
+    input("name", "Name", spec.name, { onchange: (f) => { spec.name = f.value; fromForm(); } }),
+    input("passThreshold", "Pass threshold", spec.passThreshold ?? 1, {
+      type: "number", step: "0.05", onchange: (f) => { spec.passThreshold = f.value === "" ? undefined : Number(f.value); fromForm(); },
+    }));
+  formBox.append(top);
+  if ((spec.kind ?? "native") !== "native") {
+    formBox.append(el("p", { class: "hint", text: `Kind "${spec.kind}": edit its fields in the JSON below.` }));
+    return;
+  }
+  const checks = Array.isArray(spec.checks) ? spec.checks : [];
+  const list = el("div", { "data-path": "checks" }, ...checks.map((check, i) => checkCard(check, i)));
+  const add = el("button", { type: "button", text: "Add a check", onclick: () => {
+    spec.checks = Array.isArray(spec.checks) ? spec.checks : [];
+    spec.checks.push({ id: `check-${spec.checks.length + 1}`, type: "contains", weight: 1, params: {} });
+    fromForm(true);
+  } });
+  formBox.append(list, add);
+}
+
+// --- keeping both sides in sync ------------------------------------------------------
+
+function fromForm(structural = false) {
+  jsonBox.value = JSON.stringify(spec, null, 2);
+  if (structural) renderForm();
+  showProblems(lastProblems);
+  changed();
+}
+
+function fromJSON() {
+  try {
+    spec = JSON.parse(jsonBox.value);
+  } catch (error) {
+    spec = null;
+    renderForm();
+    showProblems([`JSON: ${error.message}`]);
+    return;
+  }
+  renderForm();
+  changed();
+}
+
+// --- live validation -------------------------------------------------------------------
+
+function fieldFor(path) {
+  // The most specific element whose data-path is the problem's path or a prefix of it.
+  let best = null;
+  for (const node of document.querySelectorAll("#spec-form [data-path]")) {
+    const p = node.dataset.path;
+    if (p && (path === p || path.startsWith(`${p}.`) || path.startsWith(`${p}[`)) && (!best || p.length > best.dataset.path.length)) best = node;
+  }
+  return best;
+}
+
+function showProblems(problems) {
+  lastProblems = problems;
+  document.querySelectorAll("#spec-form .field-error").forEach((n) => n.remove());
+  document.querySelectorAll(".invalid").forEach((n) => n.classList.remove("invalid"));
+  lintList.replaceChildren(...problems.map((p) => el("li", { class: "field-error", text: p })));
+  for (const problem of problems) {
+    const path = problem.split(": ", 1)[0];
+    const field = fieldFor(path);
+    if (!field) continue;
+    field.classList.add("invalid");
+    const anchor = field.closest("label") || field;
+    anchor.after(el("span", { class: "field-error", role: "alert", "data-error-for": path, text: problem }));
+  }
+  if (!problems.length) jsonBox.classList.remove("invalid");
+  else if (problems.some((p) => !fieldFor(p.split(": ", 1)[0]))) jsonBox.classList.add("invalid");
+  lintStatus.textContent = problems.length ? `${problems.length} problem${problems.length > 1 ? "s" : ""}` : "Valid";
+}
+
+const lint = debounce(async () => {
+  if (spec === null) return;
+  const { ok, data } = await postJSON("/api/verifiers/lint", { spec });
+  showProblems(ok ? data.problems : [data.detail || "lint failed"]);
+}, 250);
+
+// --- Try it --------------------------------------------------------------------------
+
+function pct(value) { return typeof value === "number" ? value.toFixed(3) : "—"; }
+
+function renderResult(result) {
+  const threshold = typeof spec?.passThreshold === "number" ? spec.passThreshold : 1;
+  const rows = [];
+  for (const verifier of result.verifiers) {
+    for (const check of verifier.checks) {
+      rows.push(el("tr", { class: check.skipped ? "muted" : null },
+        el("td", {}, el("code", { text: `${verifier.id}/${check.id}` })),
+        el("td", { text: check.type }),
+        el("td", { class: "num", text: check.skipped ? "skipped" : pct(check.score) }),
+        el("td", { class: "num", text: String(check.weight) }),
+        el("td", { text: check.required ? "yes" : "" }),
+        el("td", { class: "reason", text: check.reason || "✓" })));
+    }
+  }
+  resultBox.replaceChildren(
+    el("div", { class: "headline" },
+      el("span", { class: "big", "data-testid": "try-score", text: pct(result.score) }),
+      el("span", { class: `verdict-${result.verdict}`, "data-testid": "try-verdict", text: result.verdict }),
+      el("span", { class: result.passed ? "verdict-pass" : "verdict-fail", "data-testid": "try-passed",
+        text: `${result.passed ? "passed" : "failed"} (passThreshold ${threshold})` })),
+    el("table", { class: "data breakdown" },
+      el("thead", {}, el("tr", {}, ...["Check", "Type", "Score", "Weight", "Required", "Reason"].map((h) => el("th", { text: h })))),
+      el("tbody", {}, ...rows)),
+    el("h3", { text: "Feedback GEPA reads" }),
+    el("pre", { "data-testid": "try-feedback", text: result.feedback || "(empty: every check scored 1)" }));
+}
+
+const tryIt = debounce(async () => {
+  if (spec === null) return;
+  let task = null;
+  if (taskBox.value.trim()) {
+    try { task = JSON.parse(taskBox.value); } catch (error) {
+      resultBox.replaceChildren(el("p", { class: "field-error", text: `Task JSON: ${error.message}` }));
+      return;
+    }
+  }
+  const { ok, data } = await postJSON("/api/verifiers/score", { spec, output: outputBox.value, task });
+  if (ok) renderResult(data);
+  else resultBox.replaceChildren(el("p", { class: "field-error", text: `Cannot score yet: ${data.detail || "error"}` }),
+    ...(data.problems || []).slice(1).map((p) => el("p", { class: "field-error", text: p })));
+}, 300);
+
+function changed() {
+  lint();
+  tryIt();
+}
+
+async function getJSON(url) {
+  const response = await fetch(url, { credentials: "same-origin" });
+  return response.ok ? response.json() : null;
+}
+
+let tasks = [];
+
+async function loadTaskSets() {
+  const sets = await getJSON("/api/tasksets/");
+  for (const set of sets || []) tasksetSelect.append(el("option", { value: set.id, text: `${set.name} (${set.task_count})` }));
+}
+
+tasksetSelect.addEventListener("change", async () => {
+  taskSelect.replaceChildren(el("option", { value: "", text: "—" }));
+  taskSelect.disabled = !tasksetSelect.value;
+  if (!tasksetSelect.value) return;
+  const detail = await getJSON(`/api/tasksets/${encodeURIComponent(tasksetSelect.value)}?limit=500`);
+  tasks = detail ? detail.tasks : [];
+  tasks.forEach((task, i) => taskSelect.append(el("option", { value: i, text: `${task.task_id} · ${task.input.slice(0, 60)}` })));
+});
+
+taskSelect.addEventListener("change", () => {
+  const task = tasks[Number(taskSelect.value)];
+  if (!task || taskSelect.value === "") return;
+  const row = { task_id: task.task_id, expected: task.expected, params: task.params, metadata: task.metadata };
+  if (task.verifier) row.verifier = task.verifier;
+  taskBox.value = JSON.stringify(row, null, 2);
+  tryIt();
+});
+
+jsonBox.addEventListener("input", fromJSON);
+taskBox.addEventListener("input", tryIt);
+outputBox.addEventListener("input", tryIt);
+const fileInput = document.querySelector("input[name=spec_file]");
+if (fileInput) {
+  // Importing a file loads it into the editor, so it is validated and tried before saving.
+  fileInput.addEventListener("change", async () => {
+    const file = fileInput.files[0];
+    if (!file) return;
+    jsonBox.value = await file.text();
+    fileInput.value = "";
+    fromJSON();
+  });
+}
+
+fromJSON();
+loadTaskSets();
