@@ -1,0 +1,178 @@
+import pytest
+from django.http import QueryDict
+
+from dashboard import compare_selectors as sel
+from optimizer.export import run_export, run_import
+from optimizer.models import Evaluation
+from tests.dashboard.compare_factories import make_compare_run, parent_of
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def run(user):
+    return make_compare_run(user, candidates=5, val_tasks=8, holdout_tasks=4)
+
+
+def _filters(run, cands, **params):
+    q = QueryDict(mutable=True)
+    q.update(params)
+    return sel.TaskFilters.from_query(q, cands)
+
+
+def _score(run, index, key, split="val"):
+    return Evaluation.objects.get(candidate__run=run, candidate__index=index, task_key=key, split=split).score
+
+
+def test_it_keeps_the_chosen_order_and_drops_repeated_indices(run):
+    assert [c.index for c in sel.compare_candidates(run, ["3", "0", "3"])] == [3, 0]
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    (["1"], "at least two"),
+    (["0", "x"], "'x' is not a candidate index"),
+    (["0", "77"], "no candidate 77"),
+    ([str(i) for i in range(9)], "at most 8"),
+])
+def test_it_rejects_an_unusable_selection_naming_the_parameter(run, raw, message):
+    with pytest.raises(sel.CompareError, match=message) as err:
+        sel.compare_candidates(run, raw)
+    assert str(err.value).startswith("c:")
+
+
+def test_the_table_shows_every_val_task_with_deltas_against_the_baseline(run):
+    cands = sel.compare_candidates(run, ["0", "4"])
+    table = sel.task_table(run, cands, _filters(run, cands))
+    rows = list(table.page)
+    assert table.total == 8 and len(rows) == 8
+    for row in rows:
+        seed, last = row.cells
+        assert seed.delta is None
+        assert last.delta == pytest.approx(_score(run, 4, row.task_key) - _score(run, 0, row.task_key))
+    regressions = sum(1 for r in rows if r.cells[1].change == "regressed")
+    assert table.summaries[1].regressed == regressions >= 1  # the factory always regresses on val-000
+
+
+def test_sorting_by_regression_puts_the_largest_drop_first(run):
+    cands = sel.compare_candidates(run, ["0", "4"])
+    rows = list(sel.task_table(run, cands, _filters(run, cands, sort="regression")).page)
+    deltas = [r.cells[1].delta for r in rows]
+    assert deltas == sorted(deltas)
+    assert rows[0].task_key == "val-000"
+
+
+def test_a_different_baseline_flips_the_deltas(run):
+    cands = sel.compare_candidates(run, ["0", "4"])
+    rows = list(sel.task_table(run, cands, _filters(run, cands, baseline="4")).page)
+    assert all(r.cells[1].delta is None for r in rows)
+    assert rows[0].cells[0].delta == pytest.approx(_score(run, 0, "val-000") - _score(run, 4, "val-000"))
+
+
+def test_filters_keep_only_failures_differences_a_verdict_or_a_search_hit(run):
+    cands = sel.compare_candidates(run, ["0", "1", "4"])
+    fails = list(sel.task_table(run, cands, _filters(run, cands, only="fail")).page)
+    assert fails and all(any(c.verdict == "fail" for c in r.cells) for r in fails)
+    diffs = list(sel.task_table(run, cands, _filters(run, cands, only="diff")).page)
+    assert all(len({c.score for c in r.cells}) > 1 for r in diffs)
+    passes = list(sel.task_table(run, cands, _filters(run, cands, verdict="pass")).page)
+    assert all(any(c.verdict == "pass" for c in r.cells) for r in passes)
+    hits = list(sel.task_table(run, cands, _filters(run, cands, q="order #1003")).page)
+    assert [r.task_key for r in hits] == ["val-003"]  # matched in the task's input
+
+
+def test_the_holdout_split_shows_holdout_tasks_only(run):
+    cands = sel.compare_candidates(run, ["0", "2"])
+    rows = list(sel.task_table(run, cands, _filters(run, cands, split="holdout")).page)
+    assert [r.task_key for r in rows] == ["hold-000", "hold-001", "hold-002", "hold-003"]
+
+
+def test_the_table_paginates_on_the_server(user):
+    big = make_compare_run(user, candidates=2, val_tasks=sel.PAGE_SIZE + 7, holdout_tasks=0, name="big")
+    cands = sel.compare_candidates(big, ["0", "1"])
+    second = sel.task_table(big, cands, _filters(big, cands, page="2")).page
+    assert len(second) == 7 and second.number == 2
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"split": "test"}, "split"), ({"only": "x"}, "only"), ({"verdict": "great"}, "verdict"),
+    ({"sort": "up"}, "sort"), ({"baseline": "3"}, "baseline"), ({"baseline": "z"}, "baseline"),
+])
+def test_bad_filter_parameters_are_rejected_by_name(run, params, field):
+    cands = sel.compare_candidates(run, ["0", "1"])
+    with pytest.raises(sel.CompareError) as err:
+        _filters(run, cands, **params)
+    assert str(err.value).startswith(f"{field}:")
+
+
+def test_diffs_against_the_parent_show_what_the_reflection_added(run):
+    cands = sel.compare_candidates(run, ["0", "2"])
+    seed_diff, child_diff = sel.component_diffs(run, cands, "parent")
+    assert seed_diff.reference is None and seed_diff.components[0].ops is None
+    assert child_diff.reference.index == parent_of(2)
+    added = "".join(t for op, t in child_diff.components[0].ops if op == "added")
+    assert added.strip() and added.strip() in child_diff.candidate.components["system_prompt"]
+    assert added.strip() not in child_diff.reference.components["system_prompt"]
+
+
+def test_diffs_against_the_seed_or_a_fixed_candidate(run):
+    cands = sel.compare_candidates(run, ["2", "4"])
+    assert {d.reference.index for d in sel.component_diffs(run, cands, "seed")} == {0}
+    two_vs = sel.component_diffs(run, cands, "2")
+    assert two_vs[0].reference is None and two_vs[1].reference.index == 2
+    with pytest.raises(sel.CompareError, match="^diff:"):
+        sel.component_diffs(run, cands, "grandparent")
+
+
+def test_prompt_history_attributes_each_sentence_to_the_candidate_that_added_it(run):
+    cand = run.candidates.get(index=2)
+    ancestry, components = sel.prompt_history(run, cand)
+    assert [a.index for a in ancestry] == [0, 1, 2]
+    origins = [s.candidate.index for s in components["system_prompt"]]
+    assert origins[0] == 0 and origins[-1] == 2 and 1 in origins
+    assert components["system_prompt"][-1].candidate.reflection
+
+
+def test_the_lift_breakdown_counts_every_task_once_per_split(run):
+    tables = {t.split: t for t in sel.lift_breakdown(run)}
+    assert set(tables) == {"val", "holdout"}
+    assert sum(map(sum, tables["val"].counts)) == 8
+    assert tables["val"].up + tables["val"].down + tables["val"].same == 8
+    seed, best = tables["val"].seed, tables["val"].best
+    moved_up = 0
+    order = ["fail", "borderline", "pass"]
+    for key in (f"val-{i:03d}" for i in range(8)):
+        before = Evaluation.objects.get(candidate=seed, task_key=key).verdict
+        after = Evaluation.objects.get(candidate=best, task_key=key).verdict
+        moved_up += order.index(after) > order.index(before)
+    assert tables["val"].up == moved_up
+
+
+def test_runs_on_different_task_sets_cannot_be_compared(user):
+    a = make_compare_run(user, name="a")
+    b = make_compare_run(user, name="b")
+    with pytest.raises(sel.CompareError, match="same task set"):
+        sel.check_same_task_set(a, b)
+    sel.check_same_task_set(a, make_compare_run(user, name="c", task_set=a.task_set))
+
+
+def test_an_imported_run_compares_with_runs_on_the_same_task_rows(user):
+    a = make_compare_run(user, name="a")
+    copy = run_import(owner=user, data=run_export(a))
+    sel.check_same_task_set(a, copy)
+    other = make_compare_run(user, name="other", val_tasks=3)
+    with pytest.raises(sel.CompareError, match="same task set"):
+        sel.check_same_task_set(copy, other)
+
+
+def test_the_config_diff_lists_only_settings_that_differ():
+    assert sel.config_diff({"model": "a", "lm": {"t": 0.2, "k": 1}}, {"model": "a", "lm": {"t": 0.7}, "new": True}) == [
+        ("lm.k", "1", None), ("lm.t", "0.2", "0.7"), ("new", None, "true"),
+    ]
+
+
+def test_score_curves_escape_run_names_for_plotly(user):
+    run = make_compare_run(user, name="<img src=x onerror=alert(1)>")
+    figure = sel.score_curves([run])
+    names = [trace["name"] for trace in figure["data"]]
+    assert all("<img" not in n and "&lt;img" in n for n in names)
+    assert figure["data"][0]["y"] == sorted(figure["data"][0]["y"])  # best so far never drops
