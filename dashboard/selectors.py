@@ -1,0 +1,252 @@
+"""Read paths of the run pages: the run list, the run page's JSON snapshot and
+the candidate page.
+
+The snapshot is everything the run page draws, built from the database alone
+(Run, Candidate, Evaluation rows and the tail of the event log), so a finished
+run renders exactly like a live one; the websocket then only appends events
+after `last_seq`. It stays small at scale (300 candidates × 100 val tasks is
+well under 2 MB): per-task scores travel as one matrix of rounded numbers,
+verdicts as one letter per task, prompts as short previews, and the streams
+as bounded tails.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from django.db.models import Count, Max, Q, QuerySet
+
+from optimizer import event_types as ev
+from optimizer.config import RunConfigError, parse_run_config
+from optimizer.models import Candidate, Evaluation, ModelEndpoint, Run, RunEvent, RunStatus, Split, TaskSet
+from verifiers_app.models import Verifier
+
+HOVER_PREVIEW_CHARS = 200
+STREAM_TEXT_CHARS = 600
+PROPOSALS_TAIL = 60
+TRIAL_ITEMS_TAIL = 120
+ERRORS_TAIL = 50
+VERDICT_LETTERS = {"pass": "p", "borderline": "b", "fail": "f"}
+
+
+def _clip(text: str, limit: int) -> str:
+    text = text or ""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def run_model_label(run: Run) -> dict:
+    """The task model as the UI shows it; the demo simulator is labelled as one."""
+    lm = (run.config or {}).get("task_lm") or {}
+    provider = lm.get("provider", "")
+    model = lm.get("model", "")
+    is_simulator = provider == "demo"
+    label = "demo simulator" if is_simulator else (model or "–")
+    return {"label": label, "is_simulator": is_simulator, "model": model}
+
+
+def run_list(*, user, status: str = "", search: str = "") -> QuerySet[Run]:
+    """Runs the user may see, newest first, filtered by status and a search over
+    run name, task set name and owner."""
+    runs = Run.objects.visible_to(user).select_related("task_set", "owner")
+    if status:
+        runs = runs.filter(status=status)
+    if search:
+        runs = runs.filter(
+            Q(name__icontains=search) | Q(task_set__name__icontains=search) | Q(owner__username__icontains=search)
+        )
+    return runs
+
+
+def run_summary(run: Run) -> dict:
+    """The header fields of a run (run list rows and the run page header)."""
+    return {
+        "id": run.pk,
+        "name": str(run),
+        "status": run.status,
+        "phase": run.phase,
+        "active": run.status in RunStatus.active(),
+        "budget_used": run.budget_used,
+        "budget_total": run.budget_total,
+        "seed_score": run.seed_score,
+        "best_score": run.best_score,
+        "delta": (run.best_score - run.seed_score) if run.best_score is not None and run.seed_score is not None else None,
+        "budget_pct": min(100, round(100 * run.budget_used / run.budget_total)) if run.budget_total else 0,
+        "best_index": run.best_candidate.index if run.best_candidate_id else None,
+        "error": run.error,
+        "stop_requested": run.stop_requested,
+        "model": run_model_label(run),
+        "task_set": run.task_set.name if run.task_set_id else "",
+        "owner": run.owner.get_username(),
+        "created_at": run.created_at.isoformat() if run.created_at else None,
+        "started_at": run.started_at.isoformat() if run.started_at else None,
+        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+        "last_seq": run.last_seq,
+    }
+
+
+def _val_task_keys(run: Run, seen: set[str]) -> list[str]:
+    """Val task keys in the task set's order, then any evaluated key not in the snapshot."""
+    val_split = ((run.config or {}).get("splits") or {}).get("val", Split.VAL)
+    keys = [row["task_id"] for row in run.tasks_snapshot or [] if row.get("split") == val_split]
+    known = set(keys)
+    return keys + sorted(seen - known)
+
+
+def _stream_tails(run: Run) -> dict:
+    """The last proposals, trial items and errors, oldest first, texts clipped."""
+    # Only events up to the summary's last_seq: the page's socket asks for the rest.
+    events = RunEvent.objects.filter(run=run, seq__lte=run.last_seq)
+    proposals = list(
+        events.filter(type=ev.PROPOSAL).order_by("-seq").values_list("seq", "payload")[:PROPOSALS_TAIL]
+    )
+    errors = list(events.filter(type=ev.ERROR).order_by("-seq").values_list("seq", "payload")[:ERRORS_TAIL])
+    trials: list[dict] = []
+    for seq, payload in events.filter(type=ev.TRIALS).order_by("-seq").values_list("seq", "payload").iterator():
+        for item in reversed(payload.get("items", [])):
+            trials.append(dict(clip_trial_item(item), candidate=payload.get("candidate"), split=payload.get("split"), seq=seq))
+        if len(trials) >= TRIAL_ITEMS_TAIL:
+            break
+    return {
+        "proposals": [dict(clip_proposal(p), seq=s) for s, p in reversed(proposals)],
+        "trials": list(reversed(trials[:TRIAL_ITEMS_TAIL])),
+        "errors": [dict(p, seq=s) for s, p in reversed(errors)],
+    }
+
+
+def clip_proposal(payload: dict) -> dict:
+    return dict(
+        payload,
+        texts={name: _clip(text, STREAM_TEXT_CHARS) for name, text in (payload.get("texts") or {}).items()},
+        reasoning=_clip(payload.get("reasoning", ""), STREAM_TEXT_CHARS),
+    )
+
+
+def clip_trial_item(item: dict) -> dict:
+    return dict(item, output=_clip(item.get("output", ""), STREAM_TEXT_CHARS), reasons=list(item.get("reasons") or [])[:5])
+
+
+def run_snapshot(run: Run) -> dict:
+    """Everything the run page draws, from the database alone.
+
+    Shape: `run` (run_summary), `verifiers` (ids), `tasks` (val task keys: the
+    heatmap's columns), `candidates` (one dict per candidate, by index, with
+    lineage, scores and size/latency metrics), `scores` (candidates × tasks
+    matrix, null where not evaluated), `verdicts` (one string per candidate, a
+    letter p/b/f/- per task), `front` (`members`, `leaders` task → indices),
+    and the stream tails `proposals`, `trials`, `errors`. Four queries for
+    the rows plus three for the streams, whatever the run's size.
+    """
+    candidates = list(
+        Candidate.objects.filter(run=run)
+        .order_by("index")
+        .values_list(
+            "pk", "index", "parents", "origin", "iteration", "metric_calls", "val_score", "objective_scores", "on_front", "components"
+        )
+    )
+    pk_to_index = {row[0]: row[1] for row in candidates}
+    evaluations = Evaluation.objects.filter(candidate__run=run, split=Split.VAL).values_list(
+        "candidate_id", "task_key", "score", "verdict", "tokens_in", "tokens_out", "latency_ms"
+    )
+    by_candidate: dict[int, dict[str, tuple]] = defaultdict(dict)
+    for candidate_id, task_key, *values in evaluations.iterator(chunk_size=5000):
+        by_candidate[pk_to_index[candidate_id]][task_key] = values
+
+    seen = {key for per_task in by_candidate.values() for key in per_task}
+    tasks = _val_task_keys(run, seen)
+    verifier_ids = [spec.get("id", "") for spec in run.verifier_specs or []]
+
+    rows, matrix, verdicts = [], [], []
+    for _, index, parents, origin, iteration, metric_calls, val_score, objective, on_front, components in candidates:
+        per_task = by_candidate.get(index, {})
+        matrix.append([round(per_task[k][0], 3) if k in per_task else None for k in tasks])
+        verdicts.append("".join(VERDICT_LETTERS.get(per_task[k][1], "-") if k in per_task else "-" for k in tasks))
+        # As the recorder's candidate.new: means over the tasks the model answered.
+        answered = [v for v in per_task.values() if v[2] or v[3]]
+        n = len(answered) or 1
+        preview = "\n\n".join(f"[{name}]\n{text}" for name, text in (components or {}).items())
+        rows.append(
+            {
+                "index": index,
+                "parents": parents or [],
+                "origin": origin,
+                "iteration": iteration,
+                "metric_calls": metric_calls,
+                "val_score": val_score,
+                "objective_scores": objective or {},
+                "on_front": on_front,
+                "prompt_tokens": round(sum(v[2] for v in answered) / n),
+                "mean_output_tokens": round(sum(v[3] for v in answered) / n, 1),
+                "mean_latency_ms": round(sum(v[4] for v in answered) / n, 1),
+                "preview": _clip(preview, HOVER_PREVIEW_CHARS),
+            }
+        )
+
+    leaders = {}
+    for column, key in enumerate(tasks):
+        column_scores = [(row[column], rows[i]["index"]) for i, row in enumerate(matrix) if row[column] is not None]
+        if column_scores:
+            top = max(score for score, _ in column_scores)
+            leaders[key] = [index for score, index in column_scores if score == top]
+    return {
+        "run": run_summary(run),
+        "verifiers": verifier_ids,
+        "tasks": tasks,
+        "candidates": rows,
+        "scores": matrix,
+        "verdicts": verdicts,
+        "front": {"members": [r["index"] for r in rows if r["on_front"]], "leaders": leaders},
+        **_stream_tails(run),
+    }
+
+
+def candidate_detail(run: Run, index: int) -> dict | None:
+    """One candidate: components, parents and children, its place on the front
+    (the tasks it leads) and every val evaluation with its check breakdown."""
+    candidate = Candidate.objects.filter(run=run, index=index).first()
+    if candidate is None:
+        return None
+    evaluations = list(candidate.evaluations.order_by("split", "task_key"))
+    children = list(
+        Candidate.objects.filter(run=run, index__gt=index).order_by("index").values_list("index", "parents")
+    )
+    best_per_task = _best_scores(run, {e.task_key for e in evaluations if e.split == Split.VAL})
+    leads = [e.task_key for e in evaluations if e.split == Split.VAL and e.score >= best_per_task.get(e.task_key, 2)]
+    return {
+        "candidate": candidate,
+        "evaluations": evaluations,
+        "children": [i for i, parents in children if index in (parents or [])],
+        "leads": leads,
+        "val_count": sum(1 for e in evaluations if e.split == Split.VAL),
+    }
+
+
+def _best_scores(run: Run, task_keys: set[str]) -> dict[str, float]:
+    return dict(
+        Evaluation.objects.filter(candidate__run=run, split=Split.VAL, task_key__in=task_keys)
+        .values("task_key")
+        .annotate(top=Max("score"))
+        .values_list("task_key", "top")
+    )
+
+
+def launch_form_choices(*, user) -> dict:
+    """What the launch form offers: usable task sets (with sizes), verifiers and endpoints."""
+    return {
+        "task_sets": TaskSet.objects.visible_to(user).select_related("owner").annotate(task_count=Count("tasks")),
+        "verifiers": Verifier.objects.visible_to(user).only("slug", "name"),
+        "endpoints": ModelEndpoint.objects.all(),
+    }
+
+
+def launch_budget_warning(*, user, config: dict) -> str | None:
+    """The low-budget sentence for a config, or None (also None while the config
+    itself is invalid: its problems are reported first)."""
+    try:
+        parsed = parse_run_config(config)
+    except RunConfigError:
+        return None
+    task_set = TaskSet.objects.visible_to(user).filter(pk=parsed.task_set_id).first()
+    if task_set is None:
+        return None
+    valset_size = task_set.tasks.filter(split=parsed.splits.val).count()
+    return parsed.budget_warning(valset_size) if valset_size else None

@@ -1,0 +1,113 @@
+// The launch form: builds the RunConfig JSON (optimizer/config.py) from the
+// fields, posts it for a dry run or a launch, and lists each problem next to
+// the field its path names (the longest matching data-problems-for prefix).
+const form = document.getElementById("launch-form");
+const components = document.getElementById("components");
+const result = form.querySelector('[data-field="dry-run-result"]');
+const csrf = form.querySelector("[name=csrfmiddlewaretoken]").value;
+
+const value = (name) => (form.elements.namedItem(name)?.value ?? "").trim();
+const checked = (name) => !!form.elements.namedItem(name)?.checked;
+const number = (name) => (value(name) === "" ? undefined : Number(value(name)));
+
+function aggregator() {
+  const type = value("aggregator.type");
+  if (type === "safety_gate") {
+    return { type, required: value("aggregator.required").split(",").map((s) => s.trim()).filter(Boolean) };
+  }
+  if (type === "all_or_nothing" && value("aggregator.threshold") !== "") return { type, threshold: number("aggregator.threshold") };
+  return type;
+}
+
+function seedComponents() {
+  const out = {};
+  for (const block of components.querySelectorAll(".component")) {
+    const name = block.querySelector("[name='component.name']").value.trim();
+    out[name] = block.querySelector("[name='component.text']").value;
+  }
+  return out;
+}
+
+export function buildConfig() {
+  const preset = value("budget.preset");
+  const config = {
+    name: value("name"),
+    task_set_id: number("task_set_id"),
+    splits: { train: value("splits.train"), val: value("splits.val"), holdout: value("splits.holdout") || null },
+    verifier_ids: [...form.querySelectorAll("[name=verifier_ids]:checked")].map((box) => box.value),
+    aggregator: aggregator(),
+    thresholds: { pass: number("thresholds.pass"), borderline: number("thresholds.borderline") },
+    task_lm: value("task_lm"),
+    reflection_lm: value("reflection_lm"),
+    seed_components: seedComponents(),
+    budget: preset ? { preset } : { max_metric_calls: number("budget.max_metric_calls") ?? null },
+    candidate_selection: value("candidate_selection"),
+    frontier_type: value("frontier_type"),
+    minibatch_size: number("minibatch_size"),
+    use_merge: checked("use_merge"),
+    max_merge_invocations: number("max_merge_invocations"),
+    concurrency: number("concurrency"),
+    seed: number("seed"),
+    verify: { enabled: checked("verify.enabled"), judge: value("verify.judge"), max_verify: number("verify.max_verify") },
+  };
+  if (config.verify.judge === "llm") config.verify.judge_lm = config.reflection_lm;
+  return config;
+}
+
+function slot(field) {
+  const parts = field.split(".");
+  for (let n = parts.length; n > 0; n -= 1) {
+    const el = form.querySelector(`[data-problems-for="${CSS.escape(parts.slice(0, n).join("."))}"]`);
+    if (el) return el;
+  }
+  return form.querySelector('[data-problems-for="config"]');
+}
+
+function showProblems(problems = [], warnings = []) {
+  for (const el of form.querySelectorAll("[data-problems-for]")) { el.replaceChildren(); el.hidden = true; }
+  const add = (el, text) => {
+    if (el.childNodes.length) el.append(document.createElement("br"));
+    el.append(text);
+    el.hidden = false;
+  };
+  for (const p of problems) add(slot(p.field), `${p.field}: ${p.message}`);
+  for (const w of warnings) add(form.querySelector('[data-problems-for="budget.warning"]'), w);
+}
+
+async function post(url) {
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "X-CSRFToken": csrf, Accept: "application/json" },
+    body: JSON.stringify(buildConfig()),
+  });
+  return response.json();
+}
+
+form.querySelector('[data-action="dry-run"]').addEventListener("click", async () => {
+  result.textContent = "checking…";
+  const body = await post(form.dataset.dryRunUrl);
+  showProblems(body.problems, body.warnings);
+  result.textContent = body.problems.length ? `${body.problems.length} problem(s) found` : "dry run passed: ready to launch";
+});
+
+form.addEventListener("submit", async (event) => {
+  event.preventDefault();
+  result.textContent = "launching…";
+  const body = await post(form.action);
+  if (body.redirect) { window.location.href = body.redirect; return; }
+  showProblems(body.problems, body.warnings);
+  result.textContent = `${body.problems.length} problem(s): nothing was launched`;
+});
+
+form.querySelector('[data-action="add-component"]').addEventListener("click", () => {
+  const block = components.querySelector(".component").cloneNode(true);
+  block.querySelector("[name='component.name']").value = `component_${components.children.length + 1}`;
+  block.querySelector("[name='component.text']").value = "";
+  components.append(block);
+});
+
+components.addEventListener("click", (event) => {
+  if (event.target.dataset.action !== "remove-component") return;
+  if (components.children.length > 1) event.target.closest(".component").remove();
+  else showProblems([{ field: "seed_components", message: "needs at least one named component" }]);
+});

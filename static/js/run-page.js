@@ -1,0 +1,485 @@
+// The run page: draws the JSON snapshot, then applies websocket events in
+// place (Plotly.extendTraces / restyle on the trace that changed; react only
+// for the small scatter and verdict figures). Every untrusted string reaches
+// the DOM through textContent and Plotly through esc().
+import { LiveSocket } from "./live-socket.js";
+
+const root = document.getElementById("run-page");
+const candidateUrl = (index) => root.dataset.candidateUrl.replace(/\/0\/$/, `/${index}/`);
+const STREAM_LIMIT = 200;
+const PREVIEW_CHARS = 200;
+const COLORS = { best: "#f08c00", front: "#3b5bdb", other: "#adb5bd", selected: "#e03131" };
+const VERDICT_NAMES = { p: "pass", b: "borderline", f: "fail" };
+const PLOT_CONFIG = { displaylogo: false, responsive: true };
+const MARGIN = { l: 50, r: 10, t: 10, b: 40 };
+
+// Plotly renders hover text, tick labels and annotations as HTML-ish markup:
+// escape every untrusted string before it goes there.
+export function esc(value) {
+  return String(value ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+}
+const escLines = (value) => esc(value).replace(/\n/g, "<br>");
+const fmt = (x, digits = 3) => (x === null || x === undefined || Number.isNaN(x) ? "–" : Number(x).toFixed(digits));
+const clip = (text, n) => (text.length > n ? text.slice(0, n - 1) + "…" : text);
+const $ = (field) => root.querySelector(`[data-field="${field}"]`);
+
+const S = {
+  run: null, tasks: [], taskColumn: new Map(), verifiers: [],
+  byIndex: new Map(), order: [], members: new Set(), leaders: {},
+  best: -Infinity, selected: new Set(), finishedAt: null,
+};
+
+// ---- model ---------------------------------------------------------------------
+
+function addCandidate(c) {
+  S.byIndex.set(c.index, c);
+  S.order.push(c.index);
+}
+
+function candidateFromEvent(d) {
+  const preview = Object.entries(d.components || {}).map(([name, text]) => `[${name}]\n${text}`).join("\n\n");
+  return {
+    index: d.index, parents: d.parents || [], origin: d.origin, iteration: d.iteration,
+    metric_calls: d.metric_calls, val_score: d.val_score, objective_scores: d.objective_scores || {},
+    on_front: false, prompt_tokens: d.prompt_tokens, mean_output_tokens: d.mean_output_tokens,
+    mean_latency_ms: d.mean_latency_ms, preview: clip(preview, PREVIEW_CHARS),
+    scores: S.tasks.map((key) => (key in (d.task_scores || {}) ? d.task_scores[key] : null)),
+    verdicts: S.tasks.map((key) => ({ pass: "p", borderline: "b", fail: "f" })[(d.verdicts || {})[key]] || "-").join(""),
+  };
+}
+
+function bestIndex() {
+  if (S.run.best_index !== null && S.run.best_index !== undefined && S.byIndex.has(S.run.best_index)) return S.run.best_index;
+  let best = null;
+  for (const i of S.order) if (best === null || S.byIndex.get(i).val_score > S.byIndex.get(best).val_score) best = i;
+  return best;
+}
+
+function leadCount(index) {
+  let n = 0;
+  for (const group of Object.values(S.leaders)) if (group.includes(index)) n += 1;
+  return n;
+}
+
+function role(index) {
+  if (index === bestIndex()) return "best";
+  return S.members.has(index) ? "front" : "other";
+}
+
+function hover(c) {
+  const parents = c.parents.length ? c.parents.map((p) => `#${p}`).join(" + ") : "none";
+  return `<b>#${c.index}</b> ${esc(c.origin)} · val ${fmt(c.val_score)}<br>parents ${parents} · ${c.metric_calls} calls<br>${escLines(c.preview)}`;
+}
+
+// ---- header ----------------------------------------------------------------------
+
+function renderHeader() {
+  const r = S.run;
+  const status = $("status");
+  status.textContent = r.status;
+  status.className = `status status-${r.status}`;
+  $("phase").textContent = r.phase || "";
+  const seed = r.seed_score ?? S.byIndex.get(0)?.val_score ?? null;
+  const bi = bestIndex();
+  const best = bi === null ? r.best_score : Math.max(r.best_score ?? -Infinity, S.byIndex.get(bi).val_score);
+  $("best").textContent = best === null || best === -Infinity ? "–" : fmt(best);
+  const delta = $("delta");
+  if (seed !== null && best !== null && best !== -Infinity) {
+    const d = best - seed;
+    delta.textContent = `(${d >= 0 ? "+" : ""}${fmt(d)} vs seed)`;
+    delta.className = d >= 0 ? "delta-up" : "delta-down";
+  }
+  const pct = r.budget_total ? Math.min(100, (100 * r.budget_used) / r.budget_total) : 0;
+  $("budget-bar").firstElementChild.style.width = `${pct}%`;
+  $("budget").textContent = `${r.budget_used} / ${r.budget_total}`;
+  $("error").textContent = r.error || "";
+  $("error-panel").hidden = !r.error;
+  renderClock();
+}
+
+function renderClock() {
+  const r = S.run;
+  if (!r.started_at) return;
+  const start = Date.parse(r.started_at);
+  const end = r.finished_at ? Date.parse(r.finished_at) : r.active ? Date.now() : S.finishedAt || Date.now();
+  const seconds = Math.max(0, (end - start) / 1000);
+  $("elapsed").textContent = duration(seconds);
+  const left = r.budget_total - r.budget_used;
+  $("eta").textContent = r.active && r.budget_used > 0 && left > 0 ? `ETA ${duration((seconds * left) / r.budget_used)}` : "";
+}
+
+function duration(seconds) {
+  const s = Math.round(seconds);
+  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60);
+  return h ? `${h}h ${m}m` : m ? `${m}m ${s % 60}s` : `${s % 60}s`;
+}
+
+// ---- charts --------------------------------------------------------------------
+
+const charts = {
+  score: document.getElementById("chart-score"),
+  lineage: document.getElementById("chart-lineage"),
+  front: document.getElementById("chart-front"),
+  scatter: document.getElementById("chart-scatter"),
+  verdicts: document.getElementById("chart-verdicts"),
+};
+
+function drawScore(rejected) {
+  const xs = [], ys = [], text = [], ids = [], bx = [], by = [];
+  let best = -Infinity;
+  for (const i of S.order) {
+    const c = S.byIndex.get(i);
+    xs.push(c.metric_calls); ys.push(c.val_score); text.push(hover(c)); ids.push(i);
+    best = Math.max(best, c.val_score ?? -Infinity);
+    bx.push(c.metric_calls); by.push(best);
+  }
+  S.best = best;
+  Plotly.newPlot(charts.score, [
+    { name: "candidates", x: xs, y: ys, text, customdata: ids, mode: "markers", type: "scatter", hoverinfo: "text", marker: { size: 8, color: COLORS.front } },
+    { name: "best so far", x: bx, y: by, mode: "lines", line: { shape: "hv", color: COLORS.best }, hoverinfo: "skip" },
+    { name: "rejected (minibatch)", x: rejected.map((p) => p.metric_calls), y: rejected.map(minibatchMean), text: rejected.map(proposalHover),
+      mode: "markers", hoverinfo: "text", marker: { size: 6, color: "rgba(224,49,49,0.25)", symbol: "x" } },
+    { name: "selected", x: [], y: [], mode: "markers", hoverinfo: "skip", marker: { size: 14, color: "rgba(0,0,0,0)", line: { color: COLORS.selected, width: 2 } } },
+  ], { margin: MARGIN, xaxis: { title: { text: "metric calls" } }, yaxis: { title: { text: "val score" } }, legend: { orientation: "h", y: -0.25 } }, PLOT_CONFIG);
+  charts.score.on("plotly_click", (e) => { const p = e.points.find((q) => q.curveNumber === 0); if (p) toggleSelected(p.customdata); });
+}
+
+const minibatchMean = (p) => (p.minibatch && p.minibatch.length ? p.after / p.minibatch.length : p.after);
+const proposalHover = (p) => `rejected from #${p.parent} · minibatch ${fmt(p.before, 2)} → ${fmt(p.after, 2)}`;
+
+function lineageEdges(c) {
+  const x = [], y = [];
+  for (const p of c.parents) {
+    const parent = S.byIndex.get(p);
+    if (!parent) continue;
+    x.push(p, c.index, null); y.push(parent.val_score, c.val_score, null);
+  }
+  return { x, y };
+}
+
+function lineageStyle() {
+  return {
+    color: S.order.map((i) => COLORS[role(i)]),
+    line: S.order.map((i) => (S.selected.has(i) ? 3 : 0)),
+    symbol: S.order.map((i) => (S.byIndex.get(i).parents.length > 1 ? "diamond" : "circle")),
+  };
+}
+
+function drawLineage() {
+  const ex = [], ey = [];
+  for (const i of S.order) { const e = lineageEdges(S.byIndex.get(i)); ex.push(...e.x); ey.push(...e.y); }
+  const style = lineageStyle();
+  Plotly.newPlot(charts.lineage, [
+    { name: "parent → child", x: ex, y: ey, mode: "lines", line: { color: "#ced4da", width: 1 }, hoverinfo: "skip" },
+    { name: "candidates", x: [...S.order], y: S.order.map((i) => S.byIndex.get(i).val_score), customdata: [...S.order],
+      text: S.order.map((i) => hover(S.byIndex.get(i))), hoverinfo: "text", mode: "markers",
+      marker: { size: 11, color: style.color, symbol: style.symbol, line: { color: COLORS.selected, width: style.line } } },
+  ], { margin: MARGIN, showlegend: false, xaxis: { title: { text: "candidate (birth order)" } }, yaxis: { title: { text: "val score" } } }, PLOT_CONFIG);
+  // A click opens the candidate; shift/ctrl/cmd-click selects it for comparison.
+  charts.lineage.on("plotly_click", (e) => {
+    const p = e.points.find((q) => q.curveNumber === 1);
+    if (!p) return;
+    const ev = e.event || {};
+    if (ev.shiftKey || ev.ctrlKey || ev.metaKey) toggleSelected(p.customdata);
+    else window.location.href = candidateUrl(p.customdata);
+  });
+}
+
+function restyleLineage() {
+  const style = lineageStyle();
+  Plotly.restyle(charts.lineage, { "marker.color": [style.color], "marker.line.width": [style.line], "marker.symbol": [style.symbol] }, [1]);
+}
+
+const rowLabel = (i) => `#${i}`;
+const taskLabels = () => S.tasks.map(esc);
+
+function heatText(c) {
+  return S.tasks.map((key, k) => `#${c.index} on ${esc(key)}: ${fmt(c.scores[k])}`);
+}
+
+function leaderCells() {
+  const x = [], y = [];
+  for (const [key, group] of Object.entries(S.leaders)) {
+    if (!S.taskColumn.has(key)) continue;
+    for (const i of group) if (S.byIndex.has(i)) { x.push(esc(key)); y.push(rowLabel(i)); }
+  }
+  return { x, y };
+}
+
+function frontTicks() {
+  return {
+    "yaxis.tickvals": S.order.map(rowLabel),
+    "yaxis.ticktext": S.order.map((i) => `${S.members.has(i) ? "★ " : ""}#${i} · leads ${leadCount(i)}`),
+  };
+}
+
+function drawFront() {
+  const z = S.order.map((i) => S.byIndex.get(i).scores);
+  const cells = leaderCells();
+  Plotly.newPlot(charts.front, [
+    { type: "heatmap", x: taskLabels(), y: S.order.map(rowLabel), z, zmin: 0, zmax: 1, colorscale: "Viridis",
+      text: S.order.map((i) => heatText(S.byIndex.get(i))), hoverinfo: "text", colorbar: { title: { text: "score" }, thickness: 10 } },
+    { name: "leads this task", x: cells.x, y: cells.y, mode: "markers", type: "scatter", hoverinfo: "skip",
+      marker: { symbol: "circle-open", size: 6, color: "#fff", line: { width: 1.5 } } },
+  ], { margin: { l: 130, r: 10, t: 10, b: 80 }, showlegend: false, xaxis: { type: "category", tickangle: -45, automargin: true },
+       yaxis: { type: "category", autorange: "reversed", ...Object.fromEntries(Object.entries(frontTicks()).map(([k, v]) => [k.split(".")[1], v])) } }, PLOT_CONFIG);
+  charts.front.on("plotly_click", (e) => {
+    const p = e.points[0];
+    if (p && p.curveNumber === 0) toggleSelected(S.order[p.pointNumber[0]]);
+  });
+}
+
+function restyleFront() {
+  const cells = leaderCells();
+  Plotly.restyle(charts.front, { x: [cells.x], y: [cells.y] }, [1]);
+  Plotly.relayout(charts.front, frontTicks());
+}
+
+// 2-D front on user-picked axes. Scores are maximised; sizes and latency minimised.
+function axisOptions() {
+  return [
+    { key: "val_score", label: "aggregate score", up: true, get: (c) => c.val_score },
+    ...S.verifiers.map((v) => ({ key: `obj:${v}`, label: `${v} score`, up: true, get: (c) => c.objective_scores[v] ?? null })),
+    { key: "prompt_tokens", label: "prompt length (tokens)", up: false, get: (c) => c.prompt_tokens },
+    { key: "mean_output_tokens", label: "mean output tokens", up: false, get: (c) => c.mean_output_tokens },
+    { key: "mean_latency_ms", label: "mean latency (ms)", up: false, get: (c) => c.mean_latency_ms },
+  ];
+}
+
+function setupAxisPickers() {
+  const options = axisOptions();
+  for (const [id, initial] of [["axis-x", "prompt_tokens"], ["axis-y", "val_score"]]) {
+    const select = document.getElementById(id);
+    select.replaceChildren(...options.map((o) => { const el = document.createElement("option"); el.value = o.key; el.textContent = o.label; return el; }));
+    select.value = initial;
+    select.addEventListener("change", drawScatter);
+  }
+}
+
+export function nonDominated(points, xUp, yUp) {
+  // points: [{x, y, id}] → ids of points no other point beats on both axes.
+  const better = (a, b, up) => (up ? a >= b : a <= b);
+  const strictly = (a, b, up) => (up ? a > b : a < b);
+  return points.filter((p) => !points.some((q) => q !== p && better(q.x, p.x, xUp) && better(q.y, p.y, yUp) && (strictly(q.x, p.x, xUp) || strictly(q.y, p.y, yUp))));
+}
+
+function drawScatter() {
+  const options = axisOptions();
+  const ax = options.find((o) => o.key === document.getElementById("axis-x").value) || options[0];
+  const ay = options.find((o) => o.key === document.getElementById("axis-y").value) || options[0];
+  const points = S.order.map((i) => ({ id: i, x: ax.get(S.byIndex.get(i)), y: ay.get(S.byIndex.get(i)) })).filter((p) => p.x !== null && p.y !== null && p.x !== undefined && p.y !== undefined);
+  const front = nonDominated(points, ax.up, ay.up).sort((a, b) => a.x - b.x);
+  Plotly.react(charts.scatter, [
+    { name: "candidates", x: points.map((p) => p.x), y: points.map((p) => p.y), customdata: points.map((p) => p.id),
+      text: points.map((p) => hover(S.byIndex.get(p.id))), hoverinfo: "text", mode: "markers",
+      marker: { size: 8, color: points.map((p) => (S.selected.has(p.id) ? COLORS.selected : COLORS.other)) } },
+    { name: "non-dominated", x: front.map((p) => p.x), y: front.map((p) => p.y), customdata: front.map((p) => p.id),
+      text: front.map((p) => hover(S.byIndex.get(p.id))), hoverinfo: "text", mode: "lines+markers",
+      line: { color: COLORS.front, shape: "linear" }, marker: { size: 10, color: COLORS.front } },
+  ], { margin: MARGIN, legend: { orientation: "h", y: -0.3 }, xaxis: { title: { text: esc(ax.label) } }, yaxis: { title: { text: esc(ay.label) } } }, PLOT_CONFIG);
+}
+
+function verdictCounts(index) {
+  const counts = { p: 0, b: 0, f: 0 };
+  const c = S.byIndex.get(index);
+  if (c) for (const letter of c.verdicts) if (letter in counts) counts[letter] += 1;
+  return ["p", "b", "f"].map((k) => counts[k]);
+}
+
+function drawVerdicts() {
+  const best = bestIndex();
+  const x = Object.values(VERDICT_NAMES);
+  Plotly.react(charts.verdicts, [
+    { name: "seed (#0)", type: "bar", x, y: verdictCounts(0), marker: { color: COLORS.other } },
+    { name: best === null ? "best" : `best (#${best})`, type: "bar", x, y: verdictCounts(best), marker: { color: COLORS.best } },
+  ], { margin: MARGIN, barmode: "group", yaxis: { title: { text: "val tasks" } }, legend: { orientation: "h", y: -0.2 } }, PLOT_CONFIG);
+}
+
+// ---- candidate table -------------------------------------------------------------
+
+function candidateRow(c) {
+  const tr = document.createElement("tr");
+  tr.dataset.candidateIndex = c.index;
+  const cells = [document.createElement("td")];
+  const box = document.createElement("input");
+  box.type = "checkbox"; box.setAttribute("aria-label", `select candidate ${c.index}`);
+  box.addEventListener("change", () => toggleSelected(c.index, box.checked));
+  cells[0].append(box);
+  const link = document.createElement("a");
+  link.href = candidateUrl(c.index); link.textContent = `#${c.index}`;
+  const td = (text, cls) => { const el = document.createElement("td"); el.textContent = text; if (cls) el.className = cls; return el; };
+  const idCell = td("", "num"); idCell.append(link);
+  cells.push(idCell, td(c.origin), td(c.parents.map((p) => `#${p}`).join(" + ") || "–"), td(fmt(c.val_score), "num"),
+    td(String(leadCount(c.index)), "num lead-count"), td(String(c.metric_calls), "num"), td("", "front-mark"));
+  tr.append(...cells);
+  return tr;
+}
+
+function refreshRows() {
+  for (const tr of document.querySelectorAll("#candidate-rows tr")) {
+    const i = Number(tr.dataset.candidateIndex);
+    tr.querySelector(".lead-count").textContent = String(leadCount(i));
+    tr.querySelector(".front-mark").textContent = role(i) === "best" ? "best" : S.members.has(i) ? "★ front" : "";
+    tr.classList.toggle("selected", S.selected.has(i));
+    tr.querySelector("input").checked = S.selected.has(i);
+  }
+}
+
+// ---- selection -------------------------------------------------------------------
+
+function toggleSelected(index, on = !S.selected.has(index)) {
+  if (on) S.selected.add(index); else S.selected.delete(index);
+  renderSelection();
+}
+
+function renderSelection() {
+  const chosen = [...S.selected].sort((a, b) => a - b);
+  $("selection").textContent = chosen.length ? `Selected: ${chosen.map((i) => `#${i}`).join(", ")}` : "No candidates selected";
+  const link = root.querySelector('[data-action="compare"]');
+  const query = new URLSearchParams(chosen.map((i) => ["c", String(i)]));
+  link.href = `${root.dataset.compareUrl}?${query}`;
+  link.setAttribute("aria-disabled", chosen.length < 2 ? "true" : "false");
+  const sel = chosen.filter((i) => S.byIndex.has(i)).map((i) => S.byIndex.get(i));
+  Plotly.restyle(charts.score, { x: [sel.map((c) => c.metric_calls)], y: [sel.map((c) => c.val_score)] }, [3]);
+  restyleLineage();
+  drawScatter();
+  refreshRows();
+}
+
+// ---- streams ---------------------------------------------------------------------
+
+function pushStream(id, li) {
+  const list = document.getElementById(id);
+  list.prepend(li);
+  while (list.children.length > STREAM_LIMIT) list.lastElementChild.remove();
+}
+
+function el(tag, text, cls) {
+  const node = document.createElement(tag);
+  if (text !== undefined) node.textContent = text;
+  if (cls) node.className = cls;
+  return node;
+}
+
+function renderProposal(p) {
+  const li = el("li", undefined, p.accepted ? "accepted" : "rejected");
+  const n = p.minibatch && p.minibatch.length ? p.minibatch.length : 1;
+  li.append(el("strong", p.accepted ? `accepted → #${p.candidate}` : "rejected"),
+    el("span", ` it. ${p.iteration} · from #${p.parent} · minibatch ${fmt(p.before / n, 2)} → ${fmt(p.after / n, 2)} · ${(p.components || []).join(", ")}`, "muted"));
+  const details = el("details");
+  details.append(el("summary", "proposed text"));
+  for (const [name, text] of Object.entries(p.texts || {})) { details.append(el("div", name, "muted"), el("pre", text)); }
+  if (p.reasoning) details.append(el("div", "reasoning", "muted"), el("pre", p.reasoning));
+  li.append(details);
+  pushStream("stream-proposals", li);
+}
+
+function renderTrial(item, candidate, split) {
+  const li = el("li");
+  li.append(el("strong", item.task_key), el("span", ` ${candidate === null || candidate === undefined ? "proposal" : `#${candidate}`} · ${split} · `, "muted"),
+    el("span", `${fmt(item.score)} ${item.verdict}`, `verdict-${item.verdict}`));
+  li.append(el("pre", item.output));
+  if (item.reasons && item.reasons.length) { const ul = el("ul", undefined, "reasons"); for (const r of item.reasons) ul.append(el("li", r)); li.append(ul); }
+  pushStream("stream-trials", li);
+}
+
+function renderError(e) {
+  const li = el("li", undefined, "error");
+  li.append(el("strong", e.where), el("span", ` ${e.iteration === null || e.iteration === undefined ? "" : `it. ${e.iteration} · `}`, "muted"), el("span", e.message));
+  pushStream("stream-errors", li);
+}
+
+// ---- events ----------------------------------------------------------------------
+
+const handlers = {
+  "run.status": (d) => { Object.assign(S.run, { status: d.status, phase: d.phase ?? S.run.phase, active: ["queued", "running", "stopping"].includes(d.status) }); if (d.error) S.run.error = d.error; if (!S.run.started_at && d.status === "running") S.run.started_at = new Date().toISOString(); renderHeader(); },
+  "run.budget": (d) => { S.run.budget_used = d.used; S.run.budget_total = d.total; renderHeader(); },
+  "candidate.new": (d) => {
+    if (S.byIndex.has(d.index)) return; // a resumed run re-announces the seed
+    const c = candidateFromEvent(d);
+    addCandidate(c);
+    if (S.run.seed_score === null && c.index === 0) S.run.seed_score = c.val_score;
+    S.best = Math.max(S.best, c.val_score ?? -Infinity);
+    Plotly.extendTraces(charts.score, { x: [[c.metric_calls], [c.metric_calls]], y: [[c.val_score], [S.best]], text: [[hover(c)], []], customdata: [[c.index], []] }, [0, 1]);
+    const e = lineageEdges(c);
+    Plotly.extendTraces(charts.lineage, { x: [e.x, [c.index]], y: [e.y, [c.val_score]], text: [[], [hover(c)]], customdata: [[], [c.index]] }, [0, 1]);
+    restyleLineage();
+    Plotly.extendTraces(charts.front, { z: [[c.scores]], y: [[rowLabel(c.index)]], text: [[heatText(c)]] }, [0]);
+    Plotly.relayout(charts.front, frontTicks());
+    document.getElementById("candidate-rows").append(candidateRow(c));
+    refreshRows();
+    drawScatter();
+    drawVerdicts();
+    renderHeader();
+  },
+  "front.updated": (d) => {
+    S.members = new Set(d.members || []);
+    S.leaders = d.leaders || {};
+    if (d.best_index !== undefined && d.best_index !== null) S.run.best_index = d.best_index;
+    if (d.best_score !== undefined) S.run.best_score = d.best_score;
+    for (const [i, c] of S.byIndex) c.on_front = S.members.has(i);
+    restyleFront(); restyleLineage(); refreshRows(); drawVerdicts(); renderHeader();
+  },
+  proposal: (d) => {
+    renderProposal(d);
+    if (!d.accepted) Plotly.extendTraces(charts.score, { x: [[d.metric_calls]], y: [[minibatchMean(d)]], text: [[proposalHover(d)]] }, [2]);
+  },
+  trials: (d) => { for (const item of d.items || []) renderTrial(item, d.candidate, d.split); },
+  error: (d) => renderError(d),
+  "run.finished": (d) => {
+    Object.assign(S.run, { status: d.status, active: false, best_index: d.best_index, best_score: d.best_score, seed_score: d.seed_score ?? S.run.seed_score });
+    S.finishedAt = Date.now();
+    renderHeader(); restyleLineage(); refreshRows(); drawVerdicts();
+  },
+};
+
+function applyEvent(event) {
+  const handler = handlers[event.type];
+  if (handler) handler(event.data || {}, event.seq);
+  window.__frontierRun.lastSeq = event.seq;
+  window.__frontierRun.applied += 1;
+}
+
+// ---- boot ------------------------------------------------------------------------
+
+async function boot() {
+  const response = await fetch(root.dataset.snapshotUrl, { headers: { Accept: "application/json" } });
+  if (!response.ok) { $("live").textContent = `could not load the run (${response.status})`; return; }
+  const snap = await response.json();
+  S.run = snap.run;
+  S.tasks = snap.tasks;
+  S.tasks.forEach((key, k) => S.taskColumn.set(key, k));
+  S.verifiers = snap.verifiers;
+  snap.candidates.forEach((c, row) => addCandidate({ ...c, scores: snap.scores[row], verdicts: snap.verdicts[row] }));
+  S.members = new Set(snap.front.members);
+  S.leaders = snap.front.leaders;
+  window.__frontierRun = { lastSeq: S.run.last_seq, applied: 0, candidates: () => S.order.length };
+
+  drawScore(snap.proposals.filter((p) => !p.accepted));
+  drawLineage();
+  drawFront();
+  setupAxisPickers();
+  drawScatter();
+  drawVerdicts();
+  document.getElementById("candidate-rows").append(...S.order.map((i) => candidateRow(S.byIndex.get(i))));
+  snap.proposals.forEach(renderProposal);
+  snap.trials.forEach((t) => renderTrial(t, t.candidate, t.split));
+  snap.errors.forEach(renderError);
+  refreshRows();
+  renderHeader();
+  renderSelection();
+  root.querySelector('[data-action="clear-selection"]').addEventListener("click", () => { S.selected.clear(); renderSelection(); });
+  root.querySelector('[data-action="compare"]').addEventListener("click", (e) => { if (S.selected.size < 2) e.preventDefault(); });
+  setInterval(renderClock, 1000);
+
+  const live = $("live");
+  const socket = new LiveSocket({
+    path: root.dataset.wsPath,
+    after: S.run.last_seq,
+    onEvent: applyEvent,
+    onState: (state) => { live.dataset.state = state; live.textContent = state === "live" ? "● live" : state === "reconnecting" ? "reconnecting…" : state; },
+  });
+  socket.connect();
+}
+
+boot();
