@@ -1,0 +1,209 @@
+"""Compare candidates and runs, prompt history, promotion, export and import
+(issue 7). Views check access, read query parameters, call one selector or
+service and render; bad parameters get a 400 page naming the parameter."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.http import Http404, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.http import urlencode
+from django.views.decorators.http import require_GET, require_http_methods
+
+from dashboard import compare_selectors as sel
+from optimizer.export import RunImportError, run_export, run_export_csv, run_import
+from optimizer.models import Run
+from optimizer.promotion import DEFAULT_MIN_IMPROVEMENT, promotion_report, run_promote
+
+MAX_IMPORT_BYTES = 50 * 1024 * 1024
+
+
+def _run_for(user, run_id: int) -> Run:
+    return get_object_or_404(Run.objects.visible_to(user).select_related("task_set", "owner"), pk=run_id)
+
+
+def _candidate_for(run: Run, index: int):
+    candidate = run.candidates.filter(index=index).first()
+    if candidate is None:
+        raise Http404(f"Run {run.pk} has no candidate {index}.")
+    return candidate
+
+
+def _bad_request(request, message: str, *, run: Run | None = None):
+    return render(request, "compare/error.html", {"message": message, "run": run}, status=400)
+
+
+@require_GET
+def compare(request, run_id: int):
+    run = _run_for(request.user, run_id)
+    chosen = request.GET.getlist("c")
+    if len(chosen) < 2:
+        # No selection yet (or one candidate): let the user pick here too.
+        return render(request, "compare/pick.html", {
+            "run": run, "candidates": run.candidates.order_by("index"), "chosen": chosen,
+        })
+    try:
+        candidates = sel.compare_candidates(run, chosen)
+        filters = sel.TaskFilters.from_query(request.GET, candidates)
+        diffs = sel.component_diffs(run, candidates, request.GET.get("diff", "parent"))
+        table = sel.task_table(run, candidates, filters)
+    except sel.CompareError as exc:
+        return _bad_request(request, str(exc), run=run)
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(request, "compare/compare.html", {
+        "run": run, "candidates": candidates, "diffs": diffs, "diff": request.GET.get("diff", "parent"),
+        "table": table, "filters": filters, "base_query": query.urlencode(),
+        "c_query": urlencode([("c", c.index) for c in candidates]),
+        "lift": sel.lift_breakdown(run), "all_candidates": run.candidates.order_by("index").only("index", "val_score"),
+    })
+
+
+@require_GET
+def compare_task(request, run_id: int):
+    run = _run_for(request.user, run_id)
+    try:
+        candidates = sel.compare_candidates(run, request.GET.getlist("c"))
+        split = request.GET.get("split", "val")
+        task, evaluations = sel.task_drilldown(run, candidates, request.GET.get("task", ""), split)
+    except sel.CompareError as exc:
+        return _bad_request(request, str(exc), run=run)
+    return render(request, "compare/task.html", {
+        "run": run, "task_key": request.GET.get("task"), "split": split, "task": task, "evaluations": evaluations,
+        "back": reverse("compare:compare", args=[run.pk]) + "?" + urlencode([("c", c.index) for c in candidates] + [("split", split)]),
+    })
+
+
+@require_GET
+def history(request, run_id: int, index: int):
+    run = _run_for(request.user, run_id)
+    candidate = _candidate_for(run, index)
+    ancestry, components = sel.prompt_history(run, candidate)
+    return render(request, "compare/history.html", {
+        "run": run, "candidate": candidate, "ancestry": ancestry, "components": components,
+    })
+
+
+def _attachment(response: HttpResponse, filename: str) -> HttpResponse:
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@require_GET
+def download_candidate(request, run_id: int, index: int, fmt: str):
+    run = _run_for(request.user, run_id)
+    candidate = _candidate_for(run, index)
+    name = f"run-{run.pk}-candidate-{candidate.index}.{fmt}"
+    if fmt == "json":
+        return _attachment(JsonResponse({
+            "run": run.pk, "index": candidate.index, "components": candidate.components,
+            "parents": candidate.parents, "origin": candidate.origin, "val_score": candidate.val_score,
+        }, json_dumps_params={"indent": 2, "ensure_ascii": False}), name)
+    if len(candidate.components) == 1:
+        text = next(iter(candidate.components.values()))
+    else:
+        text = "\n\n".join(f"## {k}\n{v}" for k, v in candidate.components.items())
+    return _attachment(HttpResponse(text, content_type="text/plain; charset=utf-8"), name)
+
+
+@require_GET
+def export_json(request, run_id: int):
+    run = _run_for(request.user, run_id)
+    body = json.dumps(run_export(run), ensure_ascii=False)
+    return _attachment(HttpResponse(body, content_type="application/json"), f"run-{run.pk}.json")
+
+
+@require_GET
+def export_csv(request, run_id: int):
+    run = _run_for(request.user, run_id)
+    return _attachment(HttpResponse(run_export_csv(run), content_type="text/csv; charset=utf-8"), f"run-{run.pk}.csv")
+
+
+@require_http_methods(["GET", "POST"])
+def import_run(request):
+    error = None
+    if request.method == "POST":
+        upload = request.FILES.get("file")
+        if upload is None:
+            error = "file: choose an exported run JSON file."
+        elif upload.size > MAX_IMPORT_BYTES:
+            error = f"file: {upload.size} bytes is more than the {MAX_IMPORT_BYTES // (1024 * 1024)} MB limit."
+        else:
+            try:
+                data = json.loads(upload.read().decode("utf-8"))
+                run = run_import(owner=request.user, data=data)
+            except UnicodeDecodeError:
+                error = "file: not UTF-8 text."
+            except json.JSONDecodeError as exc:
+                error = f"file: not valid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg})."
+            except RunImportError as exc:
+                error = str(exc)
+            else:
+                messages.success(request, f"Imported {run} with {run.candidates.count()} candidates.")
+                picks = dict.fromkeys(c.index for c in (sel.seed_candidate(run), sel.best_candidate(run)) if c)
+                return redirect(reverse("compare:compare", args=[run.pk]) + "?" + urlencode([("c", i) for i in picks]))
+    return render(request, "compare/import.html", {"error": error}, status=400 if error else 200)
+
+
+@require_http_methods(["GET", "POST"])
+def promotion(request, run_id: int):
+    run = _run_for(request.user, run_id)
+    seed, best = sel.seed_candidate(run), sel.best_candidate(run)
+    if request.method == "POST":
+        try:
+            index = int(request.POST.get("candidate", ""))
+        except ValueError:
+            messages.error(request, "candidate: not a candidate index.")
+        else:
+            candidate = _candidate_for(run, index)
+            try:
+                run_promote(run=run, candidate=candidate, user=request.user)  # PermissionDenied → 403
+            except ValueError as exc:
+                messages.error(request, str(exc))
+            else:
+                messages.success(request, f"Candidate {candidate.index} is now the run's chosen prompt.")
+        return redirect("compare:promotion", run_id=run.pk)
+    raw = request.GET.get("margin", "")
+    try:
+        margin = float(raw) if raw else DEFAULT_MIN_IMPROVEMENT
+        if not 0 <= margin <= 1:
+            raise ValueError
+    except ValueError:
+        return _bad_request(request, "margin: must be a number between 0 and 1.", run=run)
+    if request.GET.get("c"):
+        try:
+            best = _candidate_for(run, int(request.GET["c"]))
+        except ValueError:
+            return _bad_request(request, "c: not a candidate index.", run=run)
+    report = promotion_report(seed=seed, candidate=best, margin=margin) if seed and best else None
+    return render(request, "compare/promotion.html", {
+        "run": run, "seed": seed, "best": best, "report": report, "margin": margin,
+        "can_promote": request.user.is_superuser or run.owner_id == request.user.pk,
+    })
+
+
+@require_GET
+def compare_runs(request):
+    visible = Run.objects.visible_to(request.user)
+    a_id, b_id = request.GET.get("a"), request.GET.get("b")
+    if not (a_id and b_id):
+        return render(request, "compare/runs_pick.html", {"runs": visible.select_related("task_set")[:200]})
+    try:
+        a, b = (get_object_or_404(visible, pk=int(x)) for x in (a_id, b_id))
+    except ValueError:
+        return _bad_request(request, "a, b: run ids must be numbers.")
+    try:
+        sel.check_same_task_set(a, b)
+    except sel.CompareError as exc:
+        return _bad_request(request, str(exc))
+    best_a, best_b, page = sel.best_vs_best(a, b, request.GET.get("page", "1"))
+    return render(request, "compare/runs.html", {
+        "a": a, "b": b, "best_a": best_a, "best_b": best_b, "page": page,
+        "config_diff": sel.config_diff(a.config, b.config),
+        "figure": sel.score_curves([a, b]),
+        "prompt_diff": sel.prompt_diff(best_a, best_b) if best_a and best_b else [],
+        "base_query": urlencode({"a": a.pk, "b": b.pk}),
+    })

@@ -1,0 +1,161 @@
+import json
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from optimizer.export import run_export
+from optimizer.models import Evaluation, Run
+from tests.dashboard.compare_factories import make_compare_run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def run(user):
+    return make_compare_run(user, candidates=4, val_tasks=6, holdout_tasks=4)
+
+
+def _compare(run, *indices, **params):
+    pairs = [("c", i) for i in indices] + list(params.items())
+    return reverse("compare:compare", args=[run.pk]) + "?" + "&".join(f"{k}={v}" for k, v in pairs)
+
+
+def test_the_compare_view_shows_prompts_side_by_side_with_the_diff_and_a_red_regression_row(user_client, run):
+    response = user_client.get(_compare(run, 0, 3))
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert html.count('class="candidate-col"') == 2
+    assert "<ins>" in html  # candidate 3 adds a rule to its parent, the seed
+    assert 'class="regression" data-task="val-000"' in html
+    assert "cell-regressed" in html
+
+
+def test_outputs_and_prompts_are_escaped_never_executed(user_client, run):
+    cand = run.candidates.get(index=1)
+    cand.components = {"system_prompt": "Be kind. <script>alert('prompt')</script>"}
+    cand.save()
+    compare = user_client.get(_compare(run, 0, 1)).content.decode()
+    task = user_client.get(reverse("compare:task", args=[run.pk]) + "?c=0&c=1&task=val-001").content.decode()
+    assert "<script>alert" not in compare and "&lt;script&gt;alert(&#x27;prompt&#x27;)" in compare
+    assert "<script>alert" not in task and "&lt;script&gt;alert(&#x27;x&#x27;)" in task
+
+
+def test_with_fewer_than_two_candidates_it_offers_a_picker(user_client, run):
+    response = user_client.get(_compare(run, 2))
+    assert response.status_code == 200
+    assert b'name="c" value="3"' in response.content
+
+
+def test_a_bad_parameter_gets_a_400_naming_it(user_client, run):
+    response = user_client.get(_compare(run, 0, 1, verdict="great"))
+    assert response.status_code == 400
+    assert b"verdict: must be one of" in response.content
+
+
+def test_someone_else_s_run_is_not_found(other_client, run):
+    assert other_client.get(_compare(run, 0, 1)).status_code == 404
+    assert other_client.get(reverse("compare:export_json", args=[run.pk])).status_code == 404
+
+
+def test_filter_state_survives_in_the_pagination_links(user_client, user):
+    big = make_compare_run(user, candidates=2, val_tasks=120, holdout_tasks=0, name="big")
+    html = user_client.get(_compare(big, 0, 1, only="diff", sort="regression")).content.decode()
+    assert "only=diff&amp;sort=regression&amp;page=2" in html
+
+
+def test_the_drilldown_shows_each_check_hit_and_miss_and_the_feedback(user_client, run):
+    html = user_client.get(reverse("compare:task", args=[run.pk]) + "?c=0&c=3&task=val-000").content.decode()
+    missed = Evaluation.objects.get(candidate__run=run, candidate__index=3, task_key="val-000")
+    assert missed.feedback and missed.result["misses"]
+    for reason in missed.result["misses"]:
+        assert reason.replace("'", "&#x27;") in html
+    assert "check-miss" in html
+
+
+def test_the_history_page_names_the_candidate_and_reflection_behind_each_sentence(user_client, run):
+    html = user_client.get(reverse("compare:history", args=[run.pk, 2])).content.decode()
+    child = run.candidates.get(index=2)
+    assert "Quote the order number back to the customer." in html
+    assert child.reflection.replace("'", "&#x27;") in html
+
+
+def test_a_candidate_downloads_as_text_and_as_json(user_client, run):
+    text = user_client.get(reverse("compare:download_txt", args=[run.pk, 2]))
+    data = user_client.get(reverse("compare:download_json", args=[run.pk, 2]))
+    components = run.candidates.get(index=2).components
+    assert text["Content-Disposition"] == f'attachment; filename="run-{run.pk}-candidate-2.txt"'
+    assert text.content.decode() == components["system_prompt"]
+    assert json.loads(data.content)["components"] == components
+
+
+def test_the_run_exports_as_json_and_csv_downloads(user_client, run):
+    exported = user_client.get(reverse("compare:export_json", args=[run.pk]))
+    assert json.loads(exported.content) == json.loads(json.dumps(run_export(run)))
+    csv_response = user_client.get(reverse("compare:export_csv", args=[run.pk]))
+    assert csv_response["Content-Type"].startswith("text/csv")
+    assert csv_response.content.decode().splitlines()[0] == "task_key,split,candidate_0,candidate_1,candidate_2,candidate_3"
+
+
+def test_importing_an_export_creates_a_run_with_the_same_scores(other_client, other_user, run):
+    body = json.dumps(run_export(run)).encode()
+    response = other_client.post(reverse("compare:import"), {"file": SimpleUploadedFile("run.json", body)})
+    imported = Run.objects.get(owner=other_user)
+    assert response.status_code == 302 and response["Location"].startswith(reverse("compare:compare", args=[imported.pk]))
+    assert imported.imported
+    ours = sorted(Evaluation.objects.filter(candidate__run=run).values_list("candidate__index", "task_key", "score"))
+    theirs = sorted(Evaluation.objects.filter(candidate__run=imported).values_list("candidate__index", "task_key", "score"))
+    assert theirs == ours
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    (b"{not json", b"file: not valid JSON at line 1, column 2"),
+    (b"\xff\xfe", b"file: not UTF-8 text."),
+    (json.dumps({"format": "frontier.run", "version": 2}).encode(), b"version: Input should be 1"),
+])
+def test_a_broken_import_shows_the_error_and_saves_nothing(other_client, body, message):
+    response = other_client.post(reverse("compare:import"), {"file": SimpleUploadedFile("run.json", body)})
+    assert response.status_code == 400
+    assert message in response.content
+    assert not Run.objects.exists()
+
+
+def test_the_promotion_report_shows_the_rule_verdict_and_per_task_deltas(user_client, run):
+    html = user_client.get(reverse("compare:promotion", args=[run.pk])).content.decode()
+    assert "holdout task" in html and 'data-verdict="' in html
+    assert html.count("<td>hold-") == 4
+
+
+def test_a_huge_margin_turns_the_verdict_to_keep(user_client, run):
+    html = user_client.get(reverse("compare:promotion", args=[run.pk]) + "?margin=1").content.decode()
+    assert 'data-verdict="keep"' in html
+
+
+def test_the_owner_promotes_a_candidate_as_the_chosen_prompt(user_client, run):
+    response = user_client.post(reverse("compare:promotion", args=[run.pk]), {"candidate": "2"})
+    run.refresh_from_db()
+    assert response.status_code == 302 and run.chosen_candidate.index == 2
+
+
+def test_a_collaborator_who_can_see_the_run_cannot_promote(other_client, other_user, run):
+    run.shared_with.add(other_user)
+    response = other_client.post(reverse("compare:promotion", args=[run.pk]), {"candidate": "2"})
+    run.refresh_from_db()
+    assert response.status_code == 403 and run.chosen_candidate is None
+
+
+def test_compare_runs_overlays_curves_and_lists_config_differences(user_client, user, run):
+    other = make_compare_run(user, name="second", task_set=run.task_set, seed=11)
+    Run.objects.filter(pk=other.pk).update(config=other.config | {"model": "demo-large"})
+    response = user_client.get(reverse("compare:runs") + f"?a={run.pk}&b={other.pk}")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "<code>model</code>" in html and "demo-large" in html
+    figure = json.loads(html.split('<script id="figure-data" type="application/json">')[1].split("</script>")[0])
+    assert len(figure["data"]) == 4
+
+
+def test_compare_runs_refuses_runs_on_different_task_sets(user_client, user, run):
+    other = make_compare_run(user, name="elsewhere")
+    response = user_client.get(reverse("compare:runs") + f"?a={run.pk}&b={other.pk}")
+    assert response.status_code == 400 and b"not run on the same task set" in response.content
