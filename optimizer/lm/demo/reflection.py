@@ -37,7 +37,7 @@ from typing import Any
 
 from .feedback import Ask, parse_feedback
 from .rules import MAX_PROMPT_CHARS, MAX_TRIGGERS, Rule, bullet_of, parse_rules, render, rendered_strength
-from .text import content_words, quote, quote_list
+from .text import content_words, quote, quote_list, split_pair
 
 MAX_RECORDS = 50
 MAX_FIELD_CHARS = 20_000
@@ -184,6 +184,13 @@ class _Reflector:
                     a.kind == "include" and key in {p.lower() for p in a.phrases} for a in self.asks[j])]
             clash = any(r.kind == opposite and not r.triggers and r.phrase.lower() in alts for r in self.rules)
             clash = clash or key in opposite_asked
+            pair = split_pair(phrase) if kind == "include" else None
+            if pair:  # "urgency": "high" clashes with an unconditional "urgency": "low"
+                clash = clash or any(
+                    r.kind == "include" and not r.triggers and (other := split_pair(r.phrase))
+                    and other[0] == pair[0] and other[1].lower() != pair[1].lower()
+                    for r in self.rules
+                )
             existing = [r for r in self.rules if r.kind == kind and r.phrase.lower() in alts]
             unconditional = next((r for r in existing if not r.triggers), None)
             conditional = sorted((r for r in existing if r.triggers), key=lambda r: -r.strength)

@@ -163,6 +163,8 @@ def simulate_reply(system: str, user: str, seed: int = 0) -> str:
     rng = random.Random(f"{seed}|{digest(system)}|{decide.task_key}")
 
     include_rules, avoid_rules = _resolve_phrases(rules)
+    # unconditional first: for one JSON key, a triggered (conditional) member is written last and wins
+    include_rules.sort(key=lambda r: bool(r.triggers))
     includes = [r.phrase for r in include_rules if decide.follows(r.strength, "include", r.phrase.lower())]
     avoided = [r.phrase for r in avoid_rules if decide.follows(r.strength, "avoid", r.phrase.lower())]
     # a phrase the model decided to include is not scrubbed by a weaker avoid rule
