@@ -1,0 +1,85 @@
+"""Compare view server time: 5 candidates × 500 tasks (issue #7, target < 1 s).
+
+Run: ``python bench/compare.py`` (``--quick`` for fewer repeats). It builds a
+throwaway SQLite database in a temporary directory (migrations applied), fills
+it with a finished run of 12 candidates over 500 val + 100 holdout tasks (the
+test factory: lineage, growing prompts, engine-shaped results), then times the
+full request → rendered HTML of the compare page through Django's test client
+(URL routing, middleware, auth, selectors, template) for several filter
+settings, and prints the median and worst of the repeats for each.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+os.environ["FRONTIER_DATA_DIR"] = DATA_DIR = tempfile.mkdtemp(prefix="frontier-bench-compare-")
+atexit.register(shutil.rmtree, DATA_DIR, ignore_errors=True)
+for name in ("DATABASE_URL", "REDIS_URL", "SQLITE_PATH"):
+    os.environ.pop(name, None)
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.test import Client  # noqa: E402
+from django.test.utils import setup_test_environment  # noqa: E402
+from django.urls import reverse  # noqa: E402
+
+from tests.dashboard.compare_factories import make_compare_run  # noqa: E402
+
+TARGET_S = 1.0
+CANDIDATES = (0, 3, 6, 9, 11)
+CASES = {
+    "default (val, all tasks, page 1)": "",
+    "largest regression first": "&sort=regression",
+    "only differences, page 3": "&only=diff&page=3",
+    "only failures, baseline #11": "&only=fail&baseline=11",
+    "text search in outputs": "&q=refund+within",
+    "diff against the seed": "&diff=seed&sort=regression",
+}
+
+
+def main() -> int:
+    repeats = 5 if "--quick" in sys.argv else 15
+    setup_test_environment()  # lets the test client use host "testserver"
+    call_command("migrate", verbosity=0)
+    user = get_user_model().objects.create_user("bench", password="bench-password-123")
+    started = time.perf_counter()
+    run = make_compare_run(user, candidates=12, val_tasks=500, holdout_tasks=100, name="bench")
+    print(f"built run {run.pk}: 12 candidates × 600 tasks in {time.perf_counter() - started:.1f} s")
+    client = Client()
+    client.force_login(user)
+    base = reverse("compare:compare", args=[run.pk]) + "?" + "&".join(f"c={i}" for i in CANDIDATES)
+    worst_median = 0.0
+    print(f"{'case':38} {'median ms':>10} {'max ms':>8}")
+    for label, extra in CASES.items():
+        client.get(base + extra)  # warm caches (templates, queries) once
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            response = client.get(base + extra)
+            times.append(time.perf_counter() - t0)
+            assert response.status_code == 200, (label, response.status_code)
+        median = statistics.median(times)
+        worst_median = max(worst_median, median)
+        print(f"{label:38} {median * 1000:10.1f} {max(times) * 1000:8.1f}")
+    verdict = "OK" if worst_median < TARGET_S else "TOO SLOW"
+    print(f"slowest median {worst_median * 1000:.1f} ms (target < {TARGET_S * 1000:.0f} ms): {verdict}")
+    return 0 if worst_median < TARGET_S else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
