@@ -61,13 +61,13 @@ def task_update(*, task: Task, input: str, expected, params: dict, metadata: dic
     if split not in Split.values:
         raise SpecError(f"split: must be one of {', '.join(Split.values)}")
     row = {"task_id": task.task_id, "input": input, "expected": expected, "params": params,
-           "metadata": metadata, "verifier": verifier}
+           "metadata": metadata, "verifier": verifier, "split": split}
     for name in ("params", "metadata"):
         if not isinstance(row[name], dict):
             raise SpecError(f"{name}: must be a JSON object")
     validate_task(row)
     for f in _ROW_FIELDS:
-        setattr(task, f, row[f] if f != "split" else split)
+        setattr(task, f, row[f])
     task.save()
     return task
 

@@ -202,11 +202,10 @@ function renderResult(result) {
   for (const verifier of result.verifiers) {
     for (const check of verifier.checks) {
       rows.push(el("tr", { class: check.skipped ? "muted" : null },
-        el("td", {}, el("code", { text: `${verifier.id}/${check.id}` })),
-        el("td", { text: check.type }),
+        el("td", {}, el("code", { text: `${verifier.id}/${check.id}` }),
+          el("div", { class: "muted", text: check.required ? `${check.type} · required` : check.type })),
         el("td", { class: "num", text: check.skipped ? "skipped" : pct(check.score) }),
         el("td", { class: "num", text: String(check.weight) }),
-        el("td", { text: check.required ? "yes" : "" }),
         el("td", { class: "reason", text: check.reason || "✓" })));
     }
   }
@@ -217,7 +216,7 @@ function renderResult(result) {
       el("span", { class: result.passed ? "verdict-pass" : "verdict-fail", "data-testid": "try-passed",
         text: `${result.passed ? "passed" : "failed"} (passThreshold ${threshold})` })),
     el("table", { class: "data breakdown" },
-      el("thead", {}, el("tr", {}, ...["Check", "Type", "Score", "Weight", "Required", "Reason"].map((h) => el("th", { text: h })))),
+      el("thead", {}, el("tr", {}, ...["Check", "Score", "Weight", "Reason"].map((h) => el("th", { text: h })))),
       el("tbody", {}, ...rows)),
     el("h3", { text: "Feedback GEPA reads" }),
     el("pre", { "data-testid": "try-feedback", text: result.feedback || "(empty: every check scored 1)" }));

@@ -1,0 +1,60 @@
+import re
+
+from playwright.sync_api import expect
+
+from tests.e2e.conftest import ARTIFACTS
+
+
+def test_a_user_writes_a_verifier_sees_the_regex_error_inline_fixes_it_tries_it_and_saves_it(page):
+    page.goto("/verifiers/new/")
+    form = page.locator("#spec-form")
+    form.get_by_label("Id", exact=True).fill("greeting-check")
+    form.get_by_label("Name", exact=True).fill("Greeting <b>check</b>")
+    form.get_by_role("button", name="Add a check").click()
+    second = form.locator(".check-card").nth(1)
+    second.get_by_label("Type").select_option("regex")
+    pattern = second.get_by_label("pattern")
+    pattern.fill("^(Hello")
+
+    error = page.locator('[data-error-for="checks[1].params.pattern"]')
+    expect(error).to_contain_text("checks[1].params.pattern: invalid regular expression")
+    expect(pattern).to_have_class(re.compile("invalid"))
+    # The raw JSON follows the form.
+    expect(page.locator("#spec-json")).to_have_value(re.compile(r'"pattern": "\^\(Hello"'))
+
+    pattern.fill("^Hello")
+    expect(error).to_have_count(0)
+    expect(page.locator("#lint-status")).to_have_text("Valid")
+
+    output = page.get_by_label("Output to score")
+    output.fill("Hi there")
+    expect(page.get_by_test_id("try-score")).to_have_text("0.500")
+    expect(page.get_by_test_id("try-verdict")).to_have_text("fail")
+    expect(page.get_by_test_id("try-passed")).to_have_text("failed (passThreshold 1)")
+    breakdown = page.locator("table.breakdown")
+    expect(breakdown.locator("tr", has_text="greeting-check/check-2")).to_contain_text('output does not match pattern "^Hello"')
+    expect(page.get_by_test_id("try-feedback")).to_contain_text("greeting-check/check-2")
+
+    output.fill("Hello there")
+    expect(page.get_by_test_id("try-score")).to_have_text("1.000")
+    expect(page.get_by_test_id("try-passed")).to_have_text("passed (passThreshold 1)")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "verifier-editor-try-it.png"), full_page=True)
+
+    page.get_by_role("button", name="Save").click()
+    expect(page).to_have_url(re.compile(r"/verifiers/greeting-check/$"))
+    expect(page.get_by_text("Created verifier greeting-check (version 1).")).to_be_visible()
+
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Verifiers").click()
+    page.get_by_role("searchbox").fill("greeting")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.get_by_role("link", name="Greeting <b>check</b>")).to_be_visible()
+
+
+def test_editing_the_json_updates_the_form_and_a_json_typo_is_reported(page):
+    page.goto("/verifiers/new/")
+    spec_json = page.locator("#spec-json")
+    spec_json.fill('{"id": "len", "checks": [{"id": "short", "type": "max_length", "params": {"value": 5}}]}')
+    expect(page.locator("#spec-form").get_by_label("value")).to_have_value("5")
+    spec_json.fill('{"id": "len", "checks": [')
+    expect(page.locator("#lint-problems")).to_contain_text("JSON:")

@@ -1,0 +1,81 @@
+import json
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from optimizer.models import Task, TaskSet
+from optimizer.taskset_services import taskset_import
+
+pytestmark = pytest.mark.django_db
+
+
+def rows(n):
+    return "\n".join(json.dumps({"task_id": f"t{i:02}", "input": f"Ticket number {i}"}) for i in range(n))
+
+
+def upload(name, content):
+    return SimpleUploadedFile(name, content.encode())
+
+
+def test_importing_from_the_browser_creates_the_set_and_reports_counts(user_client):
+    response = user_client.post("/tasksets/import/", {"name": "Tickets", "file": upload("t.jsonl", rows(3))}, follow=True)
+    assert "Imported t.jsonl into Tickets: 3 new, 0 updated, 0 unchanged." in response.content.decode()
+    assert TaskSet.objects.get().tasks.count() == 3
+
+
+def test_a_broken_upload_lists_line_and_field_and_imports_nothing(user_client):
+    content = rows(6) + '\n{"task_id": "x" "input": "y"}\n'
+    response = user_client.post("/tasksets/import/", {"name": "Tickets", "file": upload("t.jsonl", content)})
+    assert response.status_code == 400
+    assert "t.jsonl line 7: invalid JSON (Expecting &#x27;,&#x27; delimiter" in response.content.decode()
+    assert not TaskSet.objects.exists()
+
+
+def test_a_csv_upload_uses_the_column_mapping_from_the_form(user_client):
+    content = "question,answer,topic\nWho painted the Mona Lisa?,Leonardo,art\n"
+    user_client.post("/tasksets/import/", {"name": "Quiz", "file": upload("q.csv", content), "input_column": "question",
+                                           "expected_column": "answer", "metadata_columns": "topic"})
+    task = Task.objects.get()
+    assert (task.input, task.expected, task.metadata) == ("Who painted the Mona Lisa?", "Leonardo", {"topic": "art"})
+
+
+def test_the_browse_page_is_paginated_and_searchable(user, user_client):
+    task_set, _ = taskset_import(owner=user, name="Big", filename="t.jsonl", content=rows(60))
+    first = user_client.get(f"/tasksets/{task_set.pk}/").content.decode()
+    assert "t49" in first and "t50" not in first and "Page 1 of 2" in first
+    found = user_client.get(f"/tasksets/{task_set.pk}/?q=number 55").content.decode()
+    assert "t55" in found and "t01" not in found
+
+
+def test_editing_a_task_validates_it_and_names_the_bad_field(user, user_client):
+    task_set, _ = taskset_import(owner=user, name="S", filename="t.jsonl", content=rows(1))
+    task = task_set.tasks.get()
+    url = f"/tasksets/{task_set.pk}/tasks/{task.pk}/"
+    bad = {"input": "hi", "metadata": '{"expectations": {"mustMention": [{"anyOf": []}]}}', "split": "val"}
+    response = user_client.post(url, bad)
+    assert response.status_code == 400 and "metadata.expectations.mustMention[0].anyOf" in response.content.decode()
+    good = {**bad, "metadata": '{"expectations": {"mustMention": [{"text": "refund"}]}}', "expected": '"yes"'}
+    assert user_client.post(url, good).status_code == 302
+    task.refresh_from_db()
+    assert (task.split, task.expected, task.metadata["expectations"]["mustMention"][0]["text"]) == ("val", "yes", "refund")
+
+
+def test_splits_are_assigned_by_hand_and_by_a_seeded_random_split(user, user_client):
+    task_set, _ = taskset_import(owner=user, name="S", filename="t.jsonl", content=rows(10))
+    user_client.post(f"/tasksets/{task_set.pk}/assign/", {"task_ids": ["t00", "t01"], "split": "holdout"})
+    assert set(task_set.tasks.filter(split="holdout").values_list("task_id", flat=True)) == {"t00", "t01"}
+    response = user_client.post(f"/tasksets/{task_set.pk}/split/", {"train": "0.7", "val": "0.3", "holdout": "0", "seed": "3"}, follow=True)
+    assert "Split with seed 3: 7 train, 3 val." in response.content.decode()
+
+
+def test_other_users_cannot_see_a_private_set_and_cannot_change_a_shared_one(user, other_client):
+    task_set, _ = taskset_import(owner=user, name="S", filename="t.jsonl", content=rows(2))
+    assert other_client.get(f"/tasksets/{task_set.pk}/").status_code == 404
+    task_set.shared = True
+    task_set.save()
+    assert other_client.get(f"/tasksets/{task_set.pk}/").status_code == 200
+    assert other_client.post(f"/tasksets/{task_set.pk}/split/", {"train": "1", "seed": "1"}).status_code == 404
+    task = task_set.tasks.first()
+    other_client.post(f"/tasksets/{task_set.pk}/tasks/{task.pk}/", {"input": "hacked", "split": "train"})
+    task.refresh_from_db()
+    assert task.input != "hacked"
