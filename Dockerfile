@@ -1,0 +1,14 @@
+# One image for every Frontier process (web, worker, migrate), as in docker-compose.yml.
+FROM python:3.11-slim
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY dashboard ./dashboard
+COPY optimizer ./optimizer
+COPY verifiers_app ./verifiers_app
+RUN pip install --no-cache-dir .
+COPY . .
+RUN useradd --create-home frontier && mkdir -p /app/var && chown -R frontier /app/var
+USER frontier
+EXPOSE 8000
+CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "dashboard.asgi:application"]

@@ -1,0 +1,166 @@
+"""Integration tests: PostgreSQL, Redis, and real `daphne` and `celery worker`
+processes started with the same commands docker-compose.yml runs.
+
+They need DATABASE_URL (PostgreSQL) and REDIS_URL. Without them (a laptop with
+no services) they skip with the reason; under CI (CI=true) they fail instead.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "tests/integration" in str(item.fspath):
+            item.add_marker(pytest.mark.integration)
+
+
+def _missing_services() -> list[str]:
+    problems = []
+    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+        problems.append("DATABASE_URL is not set to a PostgreSQL database")
+    else:
+        db = settings.DATABASES["default"]
+        if not _reachable(db["HOST"] or "127.0.0.1", int(db["PORT"] or 5432)):
+            problems.append(f"PostgreSQL at {db['HOST']}:{db['PORT'] or 5432} is not reachable")
+    if not settings.REDIS_URL:
+        problems.append("REDIS_URL is not set")
+    else:
+        parsed = urlparse(settings.REDIS_URL)
+        if not _reachable(parsed.hostname, parsed.port or 6379):
+            problems.append(f"Redis at {parsed.hostname}:{parsed.port or 6379} is not reachable")
+    return problems
+
+
+def _reachable(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _require_services():
+    # Session-scoped and autouse, so it runs before pytest-django tries to
+    # create the test database on a machine that has none.
+    problems = _missing_services()
+    if problems:
+        message = "integration tests need PostgreSQL and Redis: " + "; ".join(problems)
+        if os.environ.get("CI"):
+            pytest.fail(message + " (CI must never skip them)")
+        pytest.skip(message)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def services_env(transactional_db):
+    """Environment for child processes: the *test* database, Redis, and a queue
+    and channel prefix of their own so parallel test runs never cross."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    token = uuid.uuid4().hex[:10]
+    env = {k: v for k, v in os.environ.items() if k not in {"FRONTIER_DATA_DIR"}}
+    env.update(
+        DATABASE_URL=f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
+        REDIS_URL=settings.REDIS_URL,
+        SECRET_KEY="integration-test-secret-key-" + token,
+        DEBUG="0",
+        ALLOWED_HOSTS="127.0.0.1,localhost",
+        FRONTIER_CHANNEL_PREFIX=f"frontier-it-{token}",
+        FRONTIER_QUEUE=f"frontier-it-{token}",
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+class Process:
+    def __init__(self, args: list[str], env: dict, log_path: Path):
+        self.log_path = log_path
+        self._log = open(log_path, "w")
+        self.popen = subprocess.Popen(args, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        self.popen.terminate()
+        try:
+            self.popen.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+        self._log.close()
+
+
+def _bin(name: str) -> str:
+    return str(Path(sys.executable).with_name(name))
+
+
+@pytest.fixture
+def daphne_server(services_env, tmp_path):
+    """`daphne dashboard.asgi:application` (as in docker-compose.yml) on a free port."""
+    port = free_port()
+    process = Process([_bin("daphne"), "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"], services_env, tmp_path / "daphne.log")
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        if process.popen.poll() is not None:
+            pytest.fail(f"daphne exited:\n{process.log()}")
+        try:
+            urllib.request.urlopen(url + "/login/", timeout=2)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                process.stop()
+                pytest.fail(f"daphne did not answer within 60 s:\n{process.log()}")
+            time.sleep(0.2)
+    process.url = url
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def celery_worker(services_env, tmp_path):
+    """`celery -A dashboard worker` (as in docker-compose.yml), consuming this test's queue."""
+    process = Process(
+        [_bin("celery"), "-A", "dashboard", "worker", "--loglevel", "INFO", "--concurrency", "2", "--hostname", f"it-{uuid.uuid4().hex[:6]}@%h"],
+        services_env,
+        tmp_path / "celery.log",
+    )
+    process.queue = services_env["FRONTIER_QUEUE"]
+    deadline = time.monotonic() + 60
+    while "ready." not in process.log():
+        if process.popen.poll() is not None or time.monotonic() > deadline:
+            process.stop()
+            pytest.fail(f"the celery worker did not become ready:\n{process.log()}")
+        time.sleep(0.2)
+    yield process
+    process.stop()
+
+
+def session_cookie(user) -> str:
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"

@@ -1,0 +1,64 @@
+"""Distributed mode for real: a task executed by a `celery worker` process
+reaches a websocket client of a `daphne` process through Redis."""
+
+import json
+import time
+import urllib.request
+
+import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
+
+from dashboard.tasks import worker_ping
+from optimizer.models import Run
+from tests.integration.conftest import session_cookie
+
+
+def ws_url(server, run_id: int, after: int = 0) -> str:
+    return server.url.replace("http://", "ws://") + f"/ws/runs/{run_id}/?after={after}"
+
+
+def test_the_test_process_itself_runs_on_postgresql_and_redis(settings):
+    assert settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+    assert settings.CHANNEL_LAYERS["default"]["BACKEND"] == "channels_redis.core.RedisChannelLayer"
+    assert settings.CELERY_BROKER_URL.startswith("redis://")
+
+
+def test_a_task_in_a_worker_process_reaches_a_websocket_client_through_redis(daphne_server, celery_worker, user):
+    run = Run.objects.create(owner=user, name="distributed")
+    with connect(ws_url(daphne_server, run.pk), additional_headers={"Cookie": session_cookie(user)}, origin=daphne_server.url, open_timeout=10) as ws:
+        sent_at = time.monotonic()
+        worker_ping.apply_async(args=[run.pk, "through redis"], queue=celery_worker.queue)
+        message = json.loads(ws.recv(timeout=30))
+    assert message["type"] == "worker.ping"
+    assert message["data"]["note"] == "through redis"
+    assert message["seq"] == 1
+    assert time.monotonic() - sent_at < 30
+    assert run.events.get(seq=1).type == "worker.ping"
+
+
+def test_a_reconnecting_client_receives_what_it_missed_from_the_database(daphne_server, celery_worker, user):
+    run = Run.objects.create(owner=user, name="replay")
+    for note in ("one", "two", "three"):
+        worker_ping.apply_async(args=[run.pk, note], queue=celery_worker.queue)
+    deadline = time.monotonic() + 30
+    while run.events.count() < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with connect(ws_url(daphne_server, run.pk, after=1), additional_headers={"Cookie": session_cookie(user)}, origin=daphne_server.url) as ws:
+        seqs = [json.loads(ws.recv(timeout=10))["seq"] for _ in range(2)]
+    assert seqs == [2, 3]
+
+
+def test_daphne_refuses_an_anonymous_websocket(daphne_server, user):
+    run = Run.objects.create(owner=user)
+    with pytest.raises(InvalidStatus) as refused:
+        with connect(ws_url(daphne_server, run.pk), origin=daphne_server.url, open_timeout=10):
+            pass
+    assert refused.value.response.status_code == 403
+
+
+def test_daphne_serves_static_files_with_debug_off(daphne_server):
+    for path in ("/static/vendor/plotly.min.js", "/static/css/frontier.css"):
+        with urllib.request.urlopen(daphne_server.url + path, timeout=10) as response:
+            assert response.status == 200
+            assert len(response.read()) > 1000
