@@ -3,6 +3,7 @@
     verifiers score --spec SPEC.json [--spec …] [--aggregator A] [--thresholds JSON]
                     [--task TASK.json] --output FILE|-
     verifiers lint SPEC.json [SPEC.json …]
+    verifiers create SPEC.json [--owner USERNAME]
 
 Bad input (unreadable file, bad JSON, invalid spec or task) exits with status 2
 and one line on stderr naming the file and the field. ``lint`` prints every
@@ -59,6 +60,7 @@ class Command(BaseCommand):
     SUBCOMMANDS = {
         "score": "score one output against one or more specs and print the result JSON",
         "lint": "report every problem in spec files, each with its field path",
+        "create": "create a verifier from a spec file, or update the one with its id",
     }
 
     def add_arguments(self, parser) -> None:
@@ -145,3 +147,22 @@ class Command(BaseCommand):
         if problem_count:
             raise CommandError(f"{problem_count} problem{'s' if problem_count > 1 else ''} found",
                                returncode=PROBLEMS_FOUND)
+
+    # --- create ------------------------------------------------------------------
+
+    def add_create_arguments(self, parser) -> None:
+        parser.add_argument("spec_file", metavar="SPEC", help="verifier spec JSON; its id names the verifier")
+        parser.add_argument("--owner", default=None, metavar="USERNAME",
+                            help="who owns a new verifier (default: the first superuser)")
+
+    def handle_create(self, *, spec_file: str, owner: str | None, **_: Any) -> None:
+        from verifiers_app.management.owner import command_owner
+        from verifiers_app.services import verifier_upsert
+
+        spec = read_json(spec_file)
+        try:
+            verifier, outcome = verifier_upsert(owner=command_owner(owner), spec=spec)
+        except SpecError as exc:
+            raise bad_input(f"{spec_file}: {exc}") from None
+        threshold = validate_spec(verifier.spec)["passThreshold"]
+        self.stdout.write(f"{outcome} verifier {verifier.slug} · pass_threshold {threshold}")
