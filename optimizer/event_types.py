@@ -43,5 +43,9 @@ TRIALS = "trials"
 ERROR = "error"
 # {"status", "best_index", "best_score", "seed_score", "metric_calls"}
 RUN_FINISHED = "run.finished"
+# The promotion report, when the run has a holdout split: the seed and the best
+# candidate scored on it at the end (their Evaluations carry split "holdout"):
+# {"seed_score": float, "best_index": int, "best_score": float, "tasks": int}
+HOLDOUT_SCORED = "holdout.scored"
 # Diagnostics: {"host": str, "note": str}
 WORKER_PING = "worker.ping"

@@ -1,0 +1,203 @@
+"""Our GEPAAdapter (seed 003): run a candidate prompt on task rows and score it.
+
+A candidate's components become the system prompt, a task's input the user
+message. Every output is scored by ONE compiled scorer (the run's frozen specs,
+plus each task row's own verifier). A failure of one example scores 0 with the
+error as its feedback; only systemic failures raise (a configuration error of
+the model, or too many consecutive failures), which fails the run.
+
+What gepa keeps (outputs, trajectories) ends up pickled in the run_dir
+checkpoint, so outputs handed to gepa are bounded text; the full record of each
+evaluation (check breakdown, attempts, tokens) waits in `records` until the
+recorder takes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from gepa import EvaluationBatch
+
+from optimizer.lm.base import LanguageModel, LMConfigError, LMResponse
+from optimizer.verify_loop import Judge, answer_with_verify
+
+MAX_OUTPUT_CHARS = 20_000
+MAX_CONSECUTIVE_FAILURES = 8
+ROW_VERIFIER_ID = "row"
+
+
+class SystemicFailure(RuntimeError):
+    """The run cannot go on (bad model configuration, every call failing)."""
+
+
+def system_prompt(candidate: dict[str, str]) -> str:
+    """One component is the prompt itself; several are joined under their names."""
+    if len(candidate) == 1:
+        return next(iter(candidate.values()))
+    return "\n\n".join(f"## {name}\n\n{text}" for name, text in candidate.items())
+
+
+def candidate_digest(candidate: dict[str, str]) -> str:
+    return hashlib.sha256(json.dumps(candidate, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass
+class EvalRecord:
+    """Everything an Evaluation row stores about one candidate on one task."""
+
+    task_key: str
+    output: str
+    score: float
+    verdict: str
+    passed: bool
+    result: dict
+    feedback: str
+    objective_scores: dict[str, float]
+    attempts: list[dict] = field(default_factory=list)
+    latency_ms: float = 0.0
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+
+class FrontierAdapter:
+    # gepa calls adapter.propose_new_texts when it is not None; reflection is
+    # done by the reflection LM / custom proposer passed to gepa.optimize.
+    propose_new_texts = None
+
+    def __init__(
+        self,
+        *,
+        task_lm: LanguageModel,
+        scorer: Any,
+        concurrency: int = 4,
+        judge_factory: Callable[[dict, str], Judge] | None = None,
+        max_verify: int = 1,
+        max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES,
+        should_abort: Callable[[], bool] = lambda: False,
+    ):
+        self.task_lm = task_lm
+        self.scorer = scorer
+        self.concurrency = concurrency
+        self.judge_factory = judge_factory
+        self.max_verify = max_verify
+        self.max_consecutive_failures = max_consecutive_failures
+        self.should_abort = should_abort
+        self.records: dict[tuple[str, str], EvalRecord] = {}
+        self._lock = threading.Lock()
+        self._consecutive_failures = 0
+        self._last_error = ""
+
+    # -- gepa contract --------------------------------------------------------
+
+    def evaluate(self, batch: list[dict], candidate: dict[str, str], capture_traces: bool = False) -> EvaluationBatch:
+        if self.should_abort():
+            raise SystemicFailure("the run was cancelled")
+        prompt = system_prompt(candidate)
+        with ThreadPoolExecutor(max_workers=max(1, min(self.concurrency, len(batch)))) as pool:
+            records = list(pool.map(lambda row: self._run_one(row, prompt), batch))
+        digest = candidate_digest(candidate)
+        with self._lock:
+            for record in records:
+                self.records[(digest, record.task_key)] = record
+        trajectories = None
+        if capture_traces:
+            trajectories = [
+                {"input": row["input"], "output": r.output, "score": r.score, "verdict": r.verdict, "feedback": r.feedback}
+                for row, r in zip(batch, records, strict=True)
+            ]
+        return EvaluationBatch(
+            outputs=[r.output for r in records],
+            scores=[r.score for r in records],
+            trajectories=trajectories,
+            objective_scores=[r.objective_scores for r in records],
+        )
+
+    def make_reflective_dataset(
+        self, candidate: dict[str, str], eval_batch: EvaluationBatch, components_to_update: list[str]
+    ) -> dict[str, list[dict]]:
+        records = [
+            {
+                "Inputs": {"task": trace["input"]},
+                "Generated Outputs": trace["output"],
+                "Feedback": feedback_with_score(trace),
+            }
+            for trace in eval_batch.trajectories or []
+        ]
+        return {name: records for name in components_to_update}
+
+    # -- our side -------------------------------------------------------------
+
+    def take_record(self, candidate: dict[str, str], task_key: str) -> EvalRecord | None:
+        with self._lock:
+            return self.records.pop((candidate_digest(candidate), task_key), None)
+
+    def forget_records(self) -> None:
+        with self._lock:
+            self.records.clear()
+
+    def _run_one(self, row: dict, prompt: str) -> EvalRecord:
+        if self.should_abort():
+            raise SystemicFailure("the run was cancelled")
+        try:
+            response, attempts = self._answer(row, prompt)
+        except LMConfigError as error:
+            raise SystemicFailure(str(error)) from error
+        except Exception as error:  # one example failed: score 0, the error is its feedback
+            return self._failed(row, f"{type(error).__name__}: {error}")
+        with self._lock:
+            self._consecutive_failures = 0
+        output = response.text[:MAX_OUTPUT_CHARS]
+        result = self.scorer.score(output, task=row, prompt=prompt)
+        return EvalRecord(
+            task_key=row["task_id"],
+            output=output,
+            score=result.score,
+            verdict=result.verdict,
+            passed=result.passed,
+            result=result.as_dict(),
+            feedback=result.feedback,
+            objective_scores={v.id: v.score for v in result.verifiers},
+            attempts=[a.as_dict() for a in attempts],
+            latency_ms=sum(a.latency_ms for a in attempts) if attempts else response.latency_ms,
+            tokens_in=sum(a.tokens_in for a in attempts) if attempts else response.tokens_in,
+            tokens_out=sum(a.tokens_out for a in attempts) if attempts else response.tokens_out,
+        )
+
+    def _answer(self, row: dict, prompt: str) -> tuple[LMResponse, list]:
+        def ask(user_text: str) -> LMResponse:
+            return self.task_lm.complete([{"role": "system", "content": prompt}, {"role": "user", "content": user_text}])
+
+        if self.judge_factory is None:
+            return ask(row["input"]), []
+        return answer_with_verify(
+            ask=ask, task=row["input"], judge=self.judge_factory(row, prompt), max_verify=self.max_verify
+        )
+
+    def _failed(self, row: dict, message: str) -> EvalRecord:
+        with self._lock:
+            self._consecutive_failures += 1
+            failures = self._consecutive_failures
+        if failures >= self.max_consecutive_failures:
+            raise SystemicFailure(f"{failures} task-model calls failed in a row; the last: {message}")
+        ids = self.scorer.verifier_ids + ([ROW_VERIFIER_ID] if row.get("verifier") else [])
+        return EvalRecord(
+            task_key=row["task_id"],
+            output="",
+            score=0.0,
+            verdict="fail",
+            passed=False,
+            result={},
+            feedback=f"The task model failed: {message}",
+            objective_scores={vid: 0.0 for vid in ids},
+        )
+
+
+def feedback_with_score(trace: dict) -> str:
+    feedback = trace["feedback"] or "Every check passed."
+    return f"Score {trace['score']:.2f} ({trace['verdict']}). {feedback}"

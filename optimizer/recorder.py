@@ -1,0 +1,323 @@
+"""The gepa callback that turns an optimization into our rows and events.
+
+gepa calls these methods synchronously on the thread running `optimize`, with
+its live state; we copy what we need and never keep the state (GEPA_NOTES 4).
+Every payload follows optimizer/event_types.py.
+
+Resume (GEPA_NOTES 6): gepa re-evaluates the seed and fires its events again,
+and re-runs the iteration that was in flight. Candidates already in the DB are
+recognised by index and not recorded twice; proposals and trials of iterations
+already recorded are not published twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from statistics import fmean
+from collections.abc import Callable
+from typing import Any
+
+from django.db import transaction
+
+from optimizer import event_types as ev
+from optimizer.adapter import EvalRecord, FrontierAdapter
+from optimizer.events import publish_run_event
+from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, Split
+
+log = logging.getLogger(__name__)
+
+MAX_REASONING_CHARS = 4000
+MAX_REASONS = 5
+
+
+def preview(text: str, limit: int = ev.PREVIEW_CHARS) -> str:
+    text = text or ""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def item_payload(record: EvalRecord) -> dict:
+    reasons = list(record.result.get("misses") or []) or ([record.feedback] if record.feedback else [])
+    return {
+        "task_key": record.task_key,
+        "score": record.score,
+        "verdict": record.verdict,
+        "output": preview(record.output),
+        "reasons": [preview(str(r), 500) for r in reasons[:MAX_REASONS]],
+    }
+
+
+class RunRecorder:
+    def __init__(
+        self,
+        *,
+        run: Run,
+        adapter: FrontierAdapter,
+        trainset: list[dict],
+        valset: list[dict],
+        task_pks: dict[str, int],
+        budget_total: int,
+    ):
+        self.run_id = run.pk
+        self.adapter = adapter
+        self.trainset = trainset
+        self.valset = valset
+        self.task_pks = task_pks
+        self.budget_total = budget_total
+        self.metric_calls = run.budget_used
+        # Resume state, read back from the DB.
+        self.components: dict[int, dict[str, str]] = {}
+        self.task_scores: dict[int, dict[str, float]] = {}
+        self.val_scores: dict[int, float] = {}
+        for c in Candidate.objects.filter(run=run).prefetch_related("evaluations"):
+            self.components[c.index] = c.components
+            self.val_scores[c.index] = c.val_score or 0.0
+            self.task_scores[c.index] = {e.task_key: e.score for e in c.evaluations.all() if e.split == Split.VAL}
+        self.last_recorded_iteration = max(
+            (p["iteration"] for p in RunEvent.objects.filter(run=run, type=ev.PROPOSAL).values_list("payload", flat=True)),
+            default=0,
+        )
+        self.reflection_errors: list[str] = []
+        # A custom proposer (the demo simulator) explains itself outside gepa's events.
+        self.proposer_reasoning: Callable[[], str] = lambda: ""
+        self._reset_iteration()
+
+    def _reset_iteration(self) -> None:
+        self.iteration = 0
+        self.parent: int | None = None
+        self.minibatch: list[str] = []
+        self.before: list[float] = []
+        self.proposed: dict[str, str] = {}
+        self.reasoning = ""
+        self.proposal_starts = 0
+        self.proposal_ends = 0
+        self.merge_parents: list[int] | None = None
+
+    def _replayed(self, iteration: int) -> bool:
+        return iteration <= self.last_recorded_iteration
+
+    # -- gepa callbacks ---------------------------------------------------------
+
+    def on_iteration_start(self, event: dict) -> None:
+        self._reset_iteration()
+        self.iteration = event["iteration"]
+        self.adapter.forget_records()
+
+    def on_candidate_selected(self, event: dict) -> None:
+        self.parent = event["candidate_idx"]
+
+    def on_evaluation_start(self, event: dict) -> None:
+        if event["candidate_idx"] is not None or event["capture_traces"]:
+            self.minibatch = [row["task_id"] for row in event["inputs"]]
+
+    def on_evaluation_end(self, event: dict) -> None:
+        """A minibatch evaluation: the parent's (candidate known) or the child's (not yet in the pool)."""
+        if event["candidate_idx"] is not None:
+            self.before = list(event["scores"])
+            candidate = self.components.get(event["candidate_idx"])
+        else:
+            candidate = {**self.components.get(self.parent, {}), **self.proposed}
+        if self._replayed(event["iteration"]) or candidate is None:
+            return
+        records = [self.adapter.take_record(candidate, key) for key in self.minibatch]
+        items = [item_payload(r) for r in records if r is not None]
+        if items:
+            publish_run_event(
+                self.run_id, ev.TRIALS, {"candidate": event["candidate_idx"], "split": Split.TRAIN, "items": items}
+            )
+
+    def on_proposal_start(self, event: dict) -> None:
+        self.proposal_starts += 1
+
+    def on_proposal_end(self, event: dict) -> None:
+        self.proposal_ends += 1
+        self.proposed = dict(event["new_instructions"])
+        raw = "\n\n".join(str(v) for v in (event.get("raw_lm_outputs") or {}).values())
+        self.reasoning = preview(raw or self.proposer_reasoning(), MAX_REASONING_CHARS)
+
+    def on_budget_updated(self, event: dict) -> None:
+        self.metric_calls = event["metric_calls_used"]
+        Run.objects.filter(pk=self.run_id).update(budget_used=self.metric_calls)
+        publish_run_event(self.run_id, ev.RUN_BUDGET, {"used": self.metric_calls, "total": self.budget_total})
+
+    def on_merge_attempted(self, event: dict) -> None:
+        self.merge_parents = list(event["parent_ids"])
+
+    def on_valset_evaluated(self, event: dict) -> None:
+        index = event["candidate_idx"]
+        if index in self.components:  # the seed again after a resume, or a replayed iteration
+            return
+        parents = [p for p in event["parent_ids"] if p is not None]
+        if index == 0:
+            origin, metric_calls = Origin.SEED, event["total_valset_size"]
+        else:
+            origin = Origin.MERGE if len(parents) > 1 else Origin.REFLECTION
+            metric_calls = self.metric_calls
+        components = dict(event["candidate"])
+        records = {}
+        for val_id, score in event["scores_by_val_id"].items():
+            key = self.valset[val_id]["task_id"]
+            records[key] = self.adapter.take_record(components, key) or EvalRecord(
+                task_key=key, output="", score=score, verdict="fail", passed=False, result={}, feedback="",
+                objective_scores={},
+            )
+        self._record_candidate(
+            index=index,
+            components=components,
+            parents=parents,
+            origin=origin,
+            iteration=event["iteration"],
+            metric_calls=metric_calls,
+            val_score=event["average_score"],
+            records=records,
+        )
+
+    def on_candidate_accepted(self, event: dict) -> None:
+        index = event["new_candidate_idx"]
+        if self.merge_parents is not None:
+            return  # merges publish no reflection proposal
+        Candidate.objects.filter(run_id=self.run_id, index=index, reflection="").update(reflection=self.reasoning)
+        self._publish_proposal(accepted=True, candidate=index, before=sum(self.before), after=event["new_score"])
+
+    def on_candidate_rejected(self, event: dict) -> None:
+        self._publish_proposal(accepted=False, candidate=None, before=event["old_score"], after=event["new_score"])
+
+    def on_iteration_end(self, event: dict) -> None:
+        missing = self.proposal_starts - self.proposal_ends
+        if missing > 0 and not self._replayed(event["iteration"]):
+            cause = self.reflection_errors[-1] if self.reflection_errors else "the reflection returned no new text"
+            publish_run_event(
+                self.run_id,
+                ev.ERROR,
+                {"where": "reflection", "message": preview(f"Reflection failed: {cause}", 1000), "iteration": event["iteration"]},
+            )
+        self.reflection_errors.clear()
+
+    def on_error(self, event: dict) -> None:
+        publish_run_event(
+            self.run_id,
+            ev.ERROR,
+            {"where": "runner", "message": preview(str(event["exception"]), 1000), "iteration": event["iteration"]},
+        )
+
+    # -- writing ----------------------------------------------------------------
+
+    def _publish_proposal(self, *, accepted: bool, candidate: int | None, before: float, after: float) -> None:
+        if self._replayed(self.iteration):
+            return
+        publish_run_event(
+            self.run_id,
+            ev.PROPOSAL,
+            {
+                "iteration": self.iteration,
+                "parent": self.parent,
+                "components": sorted(self.proposed),
+                "accepted": accepted,
+                "candidate": candidate,
+                "before": before,
+                "after": after,
+                "minibatch": self.minibatch,
+                "texts": {name: preview(text) for name, text in self.proposed.items()},
+                "reasoning": self.reasoning,
+                "metric_calls": self.metric_calls,
+            },
+        )
+
+    def record_evaluations(self, *, candidate: Candidate, split: str, records: list[EvalRecord]) -> None:
+        Evaluation.objects.bulk_create(
+            [
+                Evaluation(
+                    candidate=candidate,
+                    task_id=self.task_pks.get(r.task_key),
+                    task_key=r.task_key,
+                    split=split,
+                    output=r.output,
+                    score=min(1.0, max(0.0, r.score)),
+                    verdict=r.verdict,
+                    passed=r.passed,
+                    result=r.result,
+                    feedback=r.feedback,
+                    attempts=r.attempts,
+                    latency_ms=r.latency_ms,
+                    tokens_in=r.tokens_in,
+                    tokens_out=r.tokens_out,
+                )
+                for r in records
+            ],
+            update_conflicts=True,
+            unique_fields=["candidate", "task_key", "split"],
+            update_fields=["output", "score", "verdict", "passed", "result", "feedback", "attempts", "latency_ms", "tokens_in", "tokens_out"],
+        )
+        publish_run_event(
+            self.run_id, ev.TRIALS, {"candidate": candidate.index, "split": split, "items": [item_payload(r) for r in records]}
+        )
+
+    def _record_candidate(self, *, index, components, parents, origin, iteration, metric_calls, val_score, records) -> None:
+        objective_ids = sorted({vid for r in records.values() for vid in r.objective_scores})
+        objective_scores = {
+            vid: fmean(r.objective_scores.get(vid, 0.0) for r in records.values()) for vid in objective_ids
+        }
+        task_scores = {key: r.score for key, r in records.items()}
+        self.components[index] = components
+        self.task_scores[index] = task_scores
+        self.val_scores[index] = val_score
+        leaders = self._leaders()
+        members = sorted({i for group in leaders.values() for i in group})
+        best_index = max(self.val_scores, key=lambda i: (self.val_scores[i], -i))
+        answered = [r for r in records.values() if r.tokens_in or r.tokens_out]
+        prompt_text = "\n\n".join(components.values())
+        with transaction.atomic():
+            candidate = Candidate.objects.create(
+                run_id=self.run_id,
+                index=index,
+                components=components,
+                parents=parents,
+                origin=origin,
+                iteration=iteration,
+                metric_calls=metric_calls,
+                val_score=val_score,
+                objective_scores=objective_scores,
+            )
+            Candidate.objects.filter(run_id=self.run_id).update(on_front=False)
+            Candidate.objects.filter(run_id=self.run_id, index__in=members).update(on_front=True)
+            best = Candidate.objects.get(run_id=self.run_id, index=best_index)
+            updates: dict[str, Any] = {"best_candidate": best, "best_score": self.val_scores[best_index]}
+            if index == 0:
+                updates["seed_score"] = val_score
+            Run.objects.filter(pk=self.run_id).update(**updates)
+            publish_run_event(
+                self.run_id,
+                ev.CANDIDATE_NEW,
+                {
+                    "index": index,
+                    "parents": parents,
+                    "origin": origin,
+                    "iteration": iteration,
+                    "metric_calls": metric_calls,
+                    "val_score": val_score,
+                    "objective_scores": objective_scores,
+                    "task_scores": task_scores,
+                    "verdicts": {key: r.verdict for key, r in records.items()},
+                    "prompt_chars": len(prompt_text),
+                    "prompt_tokens": round(fmean(r.tokens_in for r in answered)) if answered else 0,
+                    "mean_output_tokens": fmean(r.tokens_out for r in answered) if answered else 0.0,
+                    "mean_latency_ms": fmean(r.latency_ms for r in answered) if answered else 0.0,
+                    "components": {name: preview(text) for name, text in components.items()},
+                },
+            )
+            self.record_evaluations(candidate=candidate, split=Split.VAL, records=list(records.values()))
+            publish_run_event(
+                self.run_id,
+                ev.FRONT_UPDATED,
+                {"members": members, "leaders": leaders, "best_index": best_index, "best_score": self.val_scores[best_index]},
+            )
+
+    def _leaders(self) -> dict[str, list[int]]:
+        """The per-task front: for each val task, every candidate with the top score (ties included)."""
+        by_task: dict[str, dict[int, float]] = defaultdict(dict)
+        for index, scores in self.task_scores.items():
+            for key, score in scores.items():
+                by_task[key][index] = score
+        return {
+            key: sorted(i for i, s in scores.items() if s == max(scores.values())) for key, scores in by_task.items()
+        }

@@ -1,0 +1,229 @@
+"""Run workflows: launch, dry-run, stop, cancel, resume, fork.
+
+A run freezes at launch everything it reads later: the resolved model configs,
+every verifier spec and the task rows, so later edits never change it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.utils import timezone
+
+from optimizer import event_types as ev
+from optimizer.config import RunConfig, RunConfigError, parse_run_config
+from optimizer.events import publish_run_event
+from optimizer.lm import LMConfig, check_endpoint
+from optimizer.models import Candidate, ModelEndpoint, Run, RunStatus, TaskSet
+from verifiers_app.engine import SpecError, compile_specs
+from verifiers_app.models import Verifier
+
+
+class RunStateError(ValueError):
+    """The run is not in a state that allows this action."""
+
+
+@dataclass
+class _Prepared:
+    config: RunConfig
+    task_set: TaskSet | None
+    verifiers: list[Verifier]
+    rows: list[dict]
+    problems: list[tuple[str, str]]
+
+    @property
+    def valset_size(self) -> int:
+        return sum(1 for row in self.rows if row["split"] == self.config.splits.val)
+
+
+def _resolve_lm(ref: LMConfig | str, field: str, problems: list) -> LMConfig | str:
+    if isinstance(ref, LMConfig):
+        return ref
+    endpoint = ModelEndpoint.objects.filter(name=ref).first()
+    if endpoint is None:
+        problems.append((field, f'no model endpoint named "{ref}"'))
+        return ref
+    try:
+        return LMConfig.model_validate(
+            {
+                "provider": endpoint.provider,
+                "model": endpoint.model,
+                "base_url": endpoint.base_url or None,
+                "api_key_env": endpoint.api_key_env or None,
+                **(endpoint.options or {}),
+            }
+        )
+    except ValueError as error:
+        problems.append((field, f'model endpoint "{ref}" is misconfigured: {error}'))
+        return ref
+
+
+def _prepare(*, owner, config: dict | RunConfig) -> _Prepared:
+    config = parse_run_config(config)
+    problems: list[tuple[str, str]] = []
+
+    task_set = TaskSet.objects.visible_to(owner).filter(pk=config.task_set_id).first()
+    rows = []
+    if task_set is None:
+        problems.append(("task_set_id", f"no task set {config.task_set_id} that you can use"))
+    else:
+        rows = [dict(task.as_row(), split=task.split) for task in task_set.tasks.all()]
+        for field in ("train", "val", "holdout"):
+            split = getattr(config.splits, field)
+            if split and not any(row["split"] == split for row in rows):
+                problems.append((f"splits.{field}", f'task set "{task_set.name}" has no tasks in split "{split}"'))
+
+    found = {v.slug: v for v in Verifier.objects.visible_to(owner).filter(slug__in=config.verifier_ids)}
+    verifiers = [found[slug] for slug in config.verifier_ids if slug in found]
+    for slug in config.verifier_ids:
+        if slug not in found:
+            problems.append(("verifier_ids", f'no verifier with id "{slug}" that you can use'))
+    if not config.verifier_ids and rows and not any(row.get("verifier") for row in rows):
+        problems.append(("verifier_ids", "choose at least one verifier (no task in the set has its own)"))
+    try:
+        scorer = compile_specs([v.spec for v in verifiers], aggregator=config.aggregator, thresholds=config.thresholds.as_engine())
+        for row in rows:
+            scorer.score("", task={k: v for k, v in row.items() if k != "split"})
+    except SpecError as error:
+        problems.append(("verifier_ids", str(error)))
+
+    updates = {
+        "task_lm": _resolve_lm(config.task_lm, "task_lm", problems),
+        "reflection_lm": _resolve_lm(config.reflection_lm, "reflection_lm", problems),
+    }
+    if config.verify.enabled and config.verify.judge == "llm":
+        judge_lm = _resolve_lm(config.verify.judge_lm, "verify.judge_lm", problems)
+        updates["verify"] = config.verify.model_copy(update={"judge_lm": judge_lm})
+    return _Prepared(config.model_copy(update=updates), task_set, verifiers, rows, problems)
+
+
+def run_dry_run(*, owner, config: dict | RunConfig) -> list[tuple[str, str]]:
+    """Everything that would stop a launch, as (field, problem); [] when it can go.
+    Unlike run_launch, it also contacts each model endpoint."""
+    try:
+        prepared = _prepare(owner=owner, config=config)
+    except RunConfigError as error:
+        return error.problems
+    problems = list(prepared.problems)
+    config = prepared.config
+    models = {"task_lm": config.task_lm, "reflection_lm": config.reflection_lm}
+    if config.verify.enabled and config.verify.judge == "llm":
+        models["verify.judge_lm"] = config.verify.judge_lm
+    for field, lm in models.items():
+        if isinstance(lm, LMConfig):
+            problem = check_endpoint(lm)
+            if problem:
+                problems.append((field, problem))
+    return problems
+
+
+def run_launch(*, owner, config: dict | RunConfig) -> Run:
+    """Freeze the config, verifiers and tasks into a queued Run and queue it after commit.
+    Raises RunConfigError (problems naming each field) and saves nothing when invalid."""
+    prepared = _prepare(owner=owner, config=config)
+    if prepared.problems:
+        raise RunConfigError(prepared.problems)
+    config = prepared.config
+    with transaction.atomic():
+        run = Run.objects.create(
+            owner=owner,
+            name=config.name or f"{prepared.task_set.name} · {timezone.now():%Y-%m-%d %H:%M}",
+            task_set=prepared.task_set,
+            config=config.frozen(),
+            verifier_specs=[v.spec for v in prepared.verifiers],
+            tasks_snapshot=prepared.rows,
+            budget_total=config.max_metric_calls(prepared.valset_size),
+        )
+        run.verifiers.set(prepared.verifiers)
+        Verifier.objects.filter(pk__in=[v.pk for v in prepared.verifiers]).update(last_used_at=timezone.now())
+        publish_run_event(run.pk, ev.RUN_STATUS, {"status": RunStatus.QUEUED, "phase": "queued"})
+        _enqueue(run)
+    return run
+
+
+def run_budget_warning(run: Run) -> str | None:
+    config = parse_run_config(run.config)
+    valset = sum(1 for row in run.tasks_snapshot if row.get("split") == config.splits.val)
+    return config.budget_warning(valset)
+
+
+def _enqueue(run: Run) -> None:
+    from optimizer.tasks import run_optimization
+
+    transaction.on_commit(lambda: run_optimization.delay(run.pk))
+
+
+def _set_status(run: Run, status: str, phase: str, **fields) -> None:
+    for name, value in {"status": status, "phase": phase, **fields}.items():
+        setattr(run, name, value)
+    run.save(update_fields=["status", "phase", *fields])
+    publish_run_event(run.pk, ev.RUN_STATUS, {"status": status, "phase": phase})
+
+
+def run_stop(*, run: Run) -> Run:
+    """Stop between iterations (a queued run stops at once)."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        if run.status == RunStatus.QUEUED:
+            _set_status(run, RunStatus.STOPPED, "stopped before it started", stop_requested=True, finished_at=timezone.now())
+        elif run.status in (RunStatus.RUNNING, RunStatus.STOPPING):
+            _set_status(run, RunStatus.STOPPING, "stopping after this iteration", stop_requested=True)
+        else:
+            raise RunStateError(f"run {run.pk} is {run.status}; only a queued or running run can be stopped")
+    return run
+
+
+def run_cancel(*, run: Run) -> Run:
+    """Abort now: the evaluation in flight is abandoned, what was recorded stays."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        if run.status == RunStatus.QUEUED:
+            _set_status(run, RunStatus.STOPPED, "cancelled", stop_requested=True, cancel_requested=True, finished_at=timezone.now())
+        elif run.status in (RunStatus.RUNNING, RunStatus.STOPPING):
+            _set_status(run, RunStatus.STOPPING, "cancelling", stop_requested=True, cancel_requested=True)
+        else:
+            raise RunStateError(f"run {run.pk} is {run.status}; only a queued or running run can be cancelled")
+    return run
+
+
+def run_resume(*, run: Run, extra_budget: int = 0) -> Run:
+    """Resume a stopped, failed or crashed run from its checkpoint, or continue a
+    completed one with `extra_budget` more metric calls."""
+    from optimizer.runner import STALE_AFTER
+
+    if extra_budget < 0:
+        raise RunStateError("extra_budget: must not be negative")
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        crashed = run.status in (RunStatus.RUNNING, RunStatus.STOPPING) and (
+            run.heartbeat_at is None or timezone.now() - run.heartbeat_at >= STALE_AFTER
+        )
+        if run.imported:
+            raise RunStateError(f"run {run.pk} was imported, not executed here; fork it instead")
+        if run.status == RunStatus.COMPLETED and extra_budget == 0:
+            raise RunStateError("extra_budget: a completed run continues only with more budget")
+        if run.status not in (RunStatus.STOPPED, RunStatus.FAILED, RunStatus.COMPLETED) and not crashed:
+            raise RunStateError(f"run {run.pk} is {run.status}; only a stopped, failed, completed or crashed run resumes")
+        _set_status(
+            run,
+            RunStatus.QUEUED,
+            "queued to resume",
+            stop_requested=False,
+            cancel_requested=False,
+            error="",
+            finished_at=None,
+            budget_total=run.budget_total + extra_budget,
+        )
+        _enqueue(run)
+    return run
+
+
+def run_fork(*, run: Run, candidate_index: int, owner) -> Run:
+    """A new run with the same configuration, seeded from one candidate's components."""
+    candidate = Candidate.objects.filter(run=run, index=candidate_index).first()
+    if candidate is None:
+        raise RunConfigError([("candidate_index", f"run {run.pk} has no candidate {candidate_index}")])
+    config = dict(run.config)
+    config.update(name=f"{run.name} · fork of candidate {candidate_index}", seed_components=candidate.components)
+    return run_launch(owner=owner, config=config)

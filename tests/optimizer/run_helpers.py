@@ -1,0 +1,61 @@
+"""Small builders for run tests: a refund-policy verifier and task set whose
+verifier feedback is concrete enough for the demo simulator to improve on."""
+
+from __future__ import annotations
+
+from optimizer.models import Task, TaskSet
+from verifiers_app.services import verifier_create
+
+REFUND_SPEC = {
+    "id": "refund-policy",
+    "name": "Refund policy",
+    "kind": "native",
+    "checks": [
+        {"id": "window", "type": "contains", "params": {"value": "30 days"}},
+        {"id": "receipt", "type": "contains", "params": {"value": "receipt"}},
+        {"id": "expectations", "type": "task_expectations"},
+        {"id": "no-gift-card", "type": "not_contains", "params": {"value": "gift card"}},
+    ],
+}
+
+REQUESTS = [
+    ("shoes", "I bought running shoes 10 days ago and they hurt. Can I return them?", "store credit"),
+    ("laptop", "My laptop arrived with a cracked screen. What are my options?", "replacement"),
+    ("jacket", "The jacket I ordered is the wrong size. How do I exchange it?", "exchange"),
+    ("blender", "My blender stopped working after two weeks. Can I get my money back?", "full refund"),
+    ("gift", "I received a lamp as a gift and do not like it. Can I return it?", "store credit"),
+    ("late", "My order is 3 weeks late. Can I cancel and get a refund?", "full refund"),
+    ("sofa", "The sofa colour is different from the picture. Can I send it back?", "pickup"),
+    ("phone", "My phone case broke on day one. What can you do?", "replacement"),
+]
+
+
+def refund_verifier(owner):
+    return verifier_create(owner=owner, spec=REFUND_SPEC)
+
+
+def refund_task_set(owner, *, name="Refunds", splits=("train", "train", "train", "train", "val", "val", "val", "val")):
+    task_set = TaskSet.objects.create(owner=owner, name=name)
+    for position, ((key, text, phrase), split) in enumerate(zip(REQUESTS, splits, strict=False)):
+        Task.objects.create(
+            task_set=task_set,
+            task_id=key,
+            position=position,
+            input=text,
+            metadata={"expectations": {"mustMention": [{"text": phrase, "message": f"Offer the {phrase} option"}]}},
+            split=split,
+        )
+    return task_set
+
+
+def run_config(task_set, **overrides) -> dict:
+    config = {
+        "task_set_id": task_set.pk,
+        "verifier_ids": ["refund-policy"],
+        "seed_components": {"instructions": "You answer customer questions for a shop."},
+        "budget": {"max_metric_calls": 120},
+        "minibatch_size": 2,
+        "concurrency": 4,
+    }
+    config.update(overrides)
+    return config

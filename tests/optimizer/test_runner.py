@@ -1,0 +1,227 @@
+"""Real gepa runs with the demo simulator (and the openai provider against a local
+fake server) executed by optimizer.runner, checked through the rows and events a
+user's dashboard reads."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from optimizer import event_types as ev
+from optimizer import runner
+from optimizer.lm.demo import DemoLanguageModel
+from optimizer.models import Candidate, Evaluation, Run, RunEvent, RunStatus
+from optimizer.runner import execute_run
+from optimizer.recorder import RunRecorder
+from optimizer.services import run_launch, run_stop
+from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
+from tests.optimizer.test_lm_openai import KEY_ENV, FakeOpenAIServer
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CANDIDATE_KEYS = {
+    "index", "parents", "origin", "iteration", "metric_calls", "val_score", "objective_scores", "task_scores",
+    "verdicts", "prompt_chars", "prompt_tokens", "mean_output_tokens", "mean_latency_ms", "components",
+}
+PROPOSAL_KEYS = {
+    "iteration", "parent", "components", "accepted", "candidate", "before", "after", "minibatch", "texts",
+    "reasoning", "metric_calls",
+}
+
+
+@pytest.fixture(autouse=True)
+def runs_dir(settings, tmp_path, monkeypatch):
+    settings.RUNS_DIR = tmp_path / "runs"
+    # The test database is a shared-cache in-memory SQLite, where a second thread
+    # writing gets "table is locked" instead of waiting; keep the heartbeat thread
+    # quiet here. Heartbeat, cancel and kill -9 run against a real SQLite file in
+    # test_optimize_command.py.
+    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)
+
+
+@pytest.fixture
+def task_set(user):
+    refund_verifier(user)
+    return refund_task_set(user, splits=["train", "val"] * 4)
+
+
+def launch(user, task_set, **overrides) -> Run:
+    return run_launch(owner=user, config=run_config(task_set, **overrides))
+
+
+def events(run, type=None):
+    rows = RunEvent.objects.filter(run=run).order_by("seq")
+    return [e for e in rows if type is None or e.type == type]
+
+
+def test_a_demo_run_records_candidates_evaluations_and_events_and_improves(user, task_set):
+    run = launch(user, task_set)
+    assert execute_run(run.pk) == RunStatus.COMPLETED
+    run.refresh_from_db()
+
+    candidates = list(Candidate.objects.filter(run=run).order_by("index"))
+    assert [c.index for c in candidates] == list(range(len(candidates)))
+    assert len(candidates) >= 3
+    assert run.best_score > run.seed_score  # the simulator's reflection genuinely helps
+    assert run.best_candidate.val_score == run.best_score == max(c.val_score for c in candidates)
+    assert candidates[0].origin == "seed" and all(c.origin == "reflection" for c in candidates[1:])
+    assert all(c.parents and c.parents[0] < c.index for c in candidates[1:])
+    assert Evaluation.objects.filter(candidate__run=run, split="val").count() == 4 * len(candidates)
+    evaluation = Evaluation.objects.filter(candidate=run.best_candidate).first()
+    assert evaluation.output and evaluation.result["verifiers"][0]["id"] == "refund-policy"
+    assert evaluation.tokens_out > 0
+
+    seqs = [e.seq for e in events(run)]
+    assert seqs == list(range(1, len(seqs) + 1)) and run.last_seq == seqs[-1]
+    new = events(run, ev.CANDIDATE_NEW)
+    assert [e.payload["index"] for e in new] == [c.index for c in candidates]
+    assert all(set(e.payload) == CANDIDATE_KEYS for e in new)
+    assert set(new[0].payload["objective_scores"]) == {"refund-policy"}
+    proposals = events(run, ev.PROPOSAL)
+    assert all(set(e.payload) == PROPOSAL_KEYS for e in proposals)
+    assert sorted(p.payload["candidate"] for p in proposals if p.payload["accepted"]) == list(range(1, len(candidates)))
+    assert all(p.payload["reasoning"] for p in proposals)
+    front = events(run, ev.FRONT_UPDATED)[-1].payload
+    assert front["best_index"] == run.best_candidate.index and set(front["leaders"]) == {"laptop", "blender", "late", "phone"}
+    assert events(run, ev.RUN_BUDGET)[-1].payload == {"used": run.budget_used, "total": 120}
+    finished = events(run)[-1]
+    assert finished.type == ev.RUN_FINISHED and finished.payload["status"] == "completed"
+    assert [e.payload["status"] for e in events(run, ev.RUN_STATUS)] == ["queued", "running", "completed"]
+
+
+def test_a_finished_run_delivered_again_does_nothing(user, task_set):
+    run = launch(user, task_set)
+    execute_run(run.pk)
+    count = RunEvent.objects.filter(run=run).count()
+    assert execute_run(run.pk) is None
+    assert RunEvent.objects.filter(run=run).count() == count
+
+
+def test_a_run_held_by_a_live_worker_is_not_started_twice(user, task_set):
+    run = launch(user, task_set)
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, heartbeat_at=timezone.now())
+    assert execute_run(run.pk) is None
+    assert not Candidate.objects.filter(run=run).exists()
+
+
+class WorkerDied(BaseException):
+    """Stands in for kill -9: nothing in gepa or the runner catches it."""
+
+
+def test_a_run_whose_worker_died_resumes_from_its_checkpoint_without_duplicates(user, task_set, monkeypatch):
+    run = launch(user, task_set, budget={"max_metric_calls": 160})
+    calls = {"n": 0}
+    original = DemoLanguageModel.complete
+
+    def dying(self, messages):
+        calls["n"] += 1
+        if calls["n"] == 10:  # while the first proposal is scored on the valset
+            raise WorkerDied()
+        return original(self, messages)
+
+    monkeypatch.setattr(DemoLanguageModel, "complete", dying)
+    with pytest.raises(WorkerDied):
+        execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == RunStatus.RUNNING
+    before = Candidate.objects.filter(run=run).count()
+    assert before >= 1
+
+    monkeypatch.setattr(DemoLanguageModel, "complete", original)
+    # The broker redelivers once the worker is gone; the heartbeat has gone stale.
+    Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
+    assert execute_run(run.pk) == RunStatus.COMPLETED
+
+    indices = list(Candidate.objects.filter(run=run).order_by("index").values_list("index", flat=True))
+    assert indices == list(range(len(indices))) and len(indices) > before
+    new = [e.payload["index"] for e in events(run, ev.CANDIDATE_NEW)]
+    assert sorted(new) == indices  # each candidate announced exactly once
+    iterations = [e.payload["iteration"] for e in events(run, ev.PROPOSAL)]
+    assert len(iterations) == len(set(iterations))
+    seqs = [e.seq for e in events(run)]
+    assert seqs == list(range(1, len(seqs) + 1))
+    statuses = [e.payload["phase"] for e in events(run, ev.RUN_STATUS)]
+    assert "resuming" in statuses
+
+
+def test_stop_ends_the_run_after_the_iteration_in_flight(user, task_set, monkeypatch):
+    run = launch(user, task_set, budget={"max_metric_calls": 2000})
+    accepted = RunRecorder.on_candidate_accepted
+
+    def stop_at_candidate_two(self, event):
+        accepted(self, event)
+        if event["new_candidate_idx"] == 2:
+            run_stop(run=run)  # what the Stop button does, mid-iteration
+
+    monkeypatch.setattr(RunRecorder, "on_candidate_accepted", stop_at_candidate_two)
+    assert execute_run(run.pk) == RunStatus.STOPPED
+    run.refresh_from_db()
+    assert run.phase == "stopped by the user"
+    assert Candidate.objects.filter(run=run).count() == 3  # the iteration finished, no new one started
+    assert run.budget_used < 2000
+    statuses = [e.payload["status"] for e in events(run, ev.RUN_STATUS)]
+    assert statuses[-2:] == ["stopping", "stopped"]
+
+
+def test_a_failing_reflection_model_surfaces_as_error_events(user, task_set, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "sk-test")
+    with FakeOpenAIServer() as server:
+        server.default = (500, {"error": {"message": "reflection backend down", "type": "server_error"}}, 0.0)
+        reflection = {
+            "provider": "openai", "model": "fake-model", "base_url": server.base_url, "api_key_env": KEY_ENV,
+            "max_retries": 0, "timeout": 5,
+        }
+        run = launch(user, task_set, reflection_lm=reflection, budget={"max_metric_calls": 20})
+        assert execute_run(run.pk) == RunStatus.COMPLETED
+    errors = [e.payload for e in events(run, ev.ERROR)]
+    assert errors and all(e["where"] == "reflection" for e in errors)
+    assert "Reflection failed" in errors[0]["message"] and "500" in errors[0]["message"]
+    assert Candidate.objects.filter(run=run).count() == 1  # nothing was proposed
+
+
+def test_a_task_model_with_a_bad_configuration_fails_the_run_with_a_clear_error(user, task_set, monkeypatch):
+    monkeypatch.delenv("FRONTIER_MISSING_KEY", raising=False)
+    task_lm = {"provider": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "FRONTIER_MISSING_KEY"}
+    run = launch(user, task_set, task_lm=task_lm)
+    assert execute_run(run.pk) == RunStatus.FAILED
+    run.refresh_from_db()
+    assert "FRONTIER_MISSING_KEY" in run.error
+    assert events(run, ev.RUN_STATUS)[-1].payload["error"] == run.error
+    assert events(run)[-1].type == ev.RUN_FINISHED
+
+
+def test_the_openai_provider_drives_a_whole_run_through_the_real_client(user, task_set, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "sk-test")
+    with FakeOpenAIServer() as server:
+        lm = {"provider": "openai", "model": "fake-model", "base_url": server.base_url, "api_key_env": KEY_ENV, "timeout": 5}
+        run = launch(user, task_set, task_lm=lm, budget={"max_metric_calls": 12})
+        assert execute_run(run.pk) == RunStatus.COMPLETED
+        task_calls = [r for r in server.requests if r["body"] and r["body"]["messages"][0]["role"] == "system"]
+    assert task_calls[0]["body"]["messages"][0]["content"] == "You answer customer questions for a shop."
+    assert task_calls[0]["headers"]["authorization"] == "Bearer sk-test"
+    seed = Candidate.objects.get(run=run, index=0)
+    evaluation = seed.evaluations.first()
+    assert evaluation.output == "Hi there." and evaluation.tokens_in == 11 and evaluation.tokens_out == 3
+
+
+def test_a_holdout_split_scores_the_seed_and_the_best_candidate(user):
+    refund_verifier(user)
+    task_set = refund_task_set(user, splits=["train", "val", "holdout"] * 3)
+    run = launch(user, task_set, splits={"holdout": "holdout"})
+    assert execute_run(run.pk) == RunStatus.COMPLETED
+    run.refresh_from_db()
+    holdout = Evaluation.objects.filter(candidate__run=run, split="holdout")
+    assert set(holdout.values_list("candidate__index", flat=True)) == {0, run.best_candidate.index}
+    report = events(run, ev.HOLDOUT_SCORED)[0].payload
+    assert report["best_index"] == run.best_candidate.index and report["tasks"] == 2
+
+
+def test_the_verify_loop_records_its_attempts_per_evaluation(user, task_set):
+    run = launch(user, task_set, verify={"enabled": True, "judge": "verifiers", "max_verify": 2}, budget={"max_metric_calls": 8})
+    assert execute_run(run.pk) == RunStatus.COMPLETED
+    evaluations = list(Evaluation.objects.filter(candidate__run=run))
+    assert evaluations and all(1 <= len(e.attempts) <= 2 for e in evaluations)
+    retried = [e for e in evaluations if len(e.attempts) == 2]
+    assert retried and all(e.attempts[0]["verdict"].startswith("rejected: ") for e in retried)
