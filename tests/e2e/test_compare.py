@@ -1,0 +1,107 @@
+"""Compare and take-away, in a real browser against a real server: pick two
+nodes of the lineage tree, read the diff and a regression; export a run and
+import it back with identical scores.
+
+The finished run is written into the server's database by the compare factory
+(through `manage.py shell`), so it has a known regression: the last candidate
+on val-000."""
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.e2e.conftest import ARTIFACTS, E2E_USERNAME
+
+pytestmark = pytest.mark.e2e
+
+SEED_RUN = """
+from django.contrib.auth import get_user_model
+from tests.dashboard.compare_factories import make_compare_run
+owner = get_user_model().objects.get(username={username!r})
+print(make_compare_run(owner, candidates=4, val_tasks=6, holdout_tasks=3, name={name!r}).pk)
+"""
+
+
+def _seed_run(server, name: str) -> int:
+    result = server.manage("shell", "-c", SEED_RUN.format(username=E2E_USERNAME, name=name))
+    return int(result.stdout.strip().splitlines()[-1])
+
+
+def _import(page, path) -> int:
+    page.goto("/runs/import/")
+    page.get_by_label("Exported run JSON").set_input_files(str(path))
+    page.get_by_role("button", name="Import").click()
+    page.wait_for_url(re.compile(r"/runs/\d+/compare/"))
+    return int(re.search(r"/runs/(\d+)/compare/", page.url).group(1))
+
+
+def _shift_click_lineage_node(page, index: int) -> None:
+    chart = page.locator("#chart-lineage")
+    expect(chart.locator(".scatterlayer .point")).not_to_have_count(0)
+    point = page.evaluate(
+        """(index) => {
+          const el = document.getElementById('chart-lineage');
+          const layout = el._fullLayout, trace = el._fullData[1];
+          const k = trace.customdata.indexOf(index);
+          const box = el.getBoundingClientRect();
+          return { x: box.left + layout._size.l + layout.xaxis.l2p(trace.x[k]),
+                   y: box.top + layout._size.t + layout.yaxis.l2p(trace.y[k]) };
+        }""",
+        index,
+    )
+    page.mouse.move(point["x"], point["y"])
+    page.keyboard.down("Shift")
+    page.mouse.click(point["x"], point["y"])
+    page.keyboard.up("Shift")
+
+
+def test_two_lineage_nodes_open_a_comparison_with_the_diff_and_a_regression_row(page, frontier_server):
+    run_id = _seed_run(frontier_server, "Refund lineage e2e")
+    page.goto(f"/runs/{run_id}/")
+
+    _shift_click_lineage_node(page, 0)
+    _shift_click_lineage_node(page, 3)
+    expect(page.get_by_text("Selected: #0, #3")).to_be_visible()
+    page.get_by_role("link", name="Compare selected").click()
+
+    page.wait_for_url(re.compile(rf"/runs/{run_id}/compare/\?c=0&c=3"))
+    added = page.locator('[data-candidate="3"] pre.diff ins')
+    expect(added).to_have_count(1)
+    expect(added).to_contain_text("Never promise a refund")  # the rule candidate 3 added to the seed
+    regression = page.locator('tr.regression[data-task="val-000"]')
+    expect(regression).to_be_visible()
+    expect(regression.locator("td.cell-regressed .delta-down")).to_have_text(re.compile(r"^-\d\.\d{3}$"))
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "compare-two-candidates.png"), full_page=True)
+
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    copy = page.locator('[data-candidate="3"] button.copy')
+    copy.click()
+    expect(copy).to_have_text("Copied")
+    clipboard = page.evaluate("navigator.clipboard.readText()")
+    assert clipboard.endswith("Never promise a refund before the item is returned.")
+    assert clipboard == page.locator('[data-candidate="3"] pre.diff').text_content()
+
+    page.get_by_label("Sort").select_option("regression")  # filter state goes into the URL
+    page.wait_for_url(re.compile(r"sort=regression"))
+    expect(page.locator("table.tasks tbody tr").first).to_have_attribute("data-task", "val-000")
+
+
+def test_a_run_exported_from_the_browser_imports_back_with_identical_scores(page, frontier_server):
+    original = _seed_run(frontier_server, "Refund export e2e")
+    page.goto(f"/runs/{original}/compare/?c=0&c=1")
+
+    with page.expect_download() as download:
+        page.get_by_role("link", name="Export JSON").click()
+    copy = _import(page, download.value.path())
+
+    assert copy != original
+    expect(page.locator(".messages")).to_contain_text("Imported Refund export e2e with 4 candidates")
+    expect(page.get_by_role("heading", name=re.compile("Refund export e2e"))).to_contain_text("imported")
+    scores = [page.request.get(f"/runs/{run_id}/export.csv").text() for run_id in (original, copy)]
+    assert scores[0].count("\n") == 1 + 9  # header + one row per task
+    assert scores[1] == scores[0]
+    # The promotion report is computed from the imported scores alone.
+    page.goto(f"/runs/{copy}/promotion/")
+    expect(page.get_by_role("heading", name=re.compile("on 3 holdout tasks"))).to_be_visible()
