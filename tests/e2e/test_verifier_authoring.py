@@ -58,3 +58,21 @@ def test_editing_the_json_updates_the_form_and_a_json_typo_is_reported(page):
     expect(page.locator("#spec-form").get_by_label("value")).to_have_value("5")
     spec_json.fill('{"id": "len", "checks": [')
     expect(page.locator("#lint-problems")).to_contain_text("JSON:")
+
+
+def test_try_it_scores_against_a_task_picked_from_a_task_set(page, frontier_server):
+    frontier_server.manage("demo_setup", "--no-run")
+    page.goto("/verifiers/refund-policy-quality/edit/")
+    page.get_by_label("Task set").select_option(label="Refund tickets (20)")
+    page.get_by_label("Task", exact=True).select_option(index=1)
+    expect(page.locator("#try-task-json")).to_have_value(re.compile(r'"task_id": "rt-01"'))
+    output = page.get_by_label("Output to score")
+    output.fill("So sorry! We can send you a gift card right away.")
+    feedback = page.get_by_test_id("try-feedback")
+    expect(feedback).to_contain_text("offer a full refund")
+    expect(feedback).to_contain_text("do not offer a gift card")
+    expect(page.get_by_test_id("try-score")).to_have_text("0.000")
+    output.fill("You will get a full refund. What is your order number?")
+    expect(page.get_by_test_id("try-score")).to_have_text("1.000")
+    expect(page.get_by_test_id("try-verdict")).to_have_text("pass")
+    page.screenshot(path=str(ARTIFACTS / "verifier-try-it-with-task.png"), full_page=True)
