@@ -129,6 +129,8 @@ def _int_field(request, name: str, default: int) -> int:
 
 
 LM_FIELDS = [("task_lm", "Task model"), ("reflection_lm", "Reflection model")]
+# The launch form's value for "the demo simulator"; endpoint names are slugs, so it cannot clash.
+DEMO_CHOICE = "(demo)"
 MAX_CONFIG_BYTES = 200_000
 
 
@@ -156,7 +158,8 @@ def _problems_response(problems, warnings=(), status=200) -> JsonResponse:
 def run_new(request):
     """GET: the launch form. POST (JSON RunConfig): launch, or list the problems."""
     if request.method == "GET":
-        return render(request, "runs/new.html", selectors.launch_form_choices(user=request.user) | {"lm_fields": LM_FIELDS})
+        context = selectors.launch_form_choices(user=request.user) | {"lm_fields": LM_FIELDS, "demo_choice": DEMO_CHOICE}
+        return render(request, "runs/new.html", context)
     config, problems = _config_from_body(request)
     if problems:
         return _problems_response(problems, status=400)

@@ -28,6 +28,13 @@ function seedComponents() {
   return out;
 }
 
+// The demo simulator is a full LM config, not an endpoint name.
+function lm(field, model) {
+  const name = value(field);
+  if (name !== form.dataset.demoChoice) return name;
+  return { provider: "demo", model, simulated_latency_ms: number("simulated_latency_ms") ?? 0 };
+}
+
 export function buildConfig() {
   const preset = value("budget.preset");
   const config = {
@@ -37,8 +44,8 @@ export function buildConfig() {
     verifier_ids: [...form.querySelectorAll("[name=verifier_ids]:checked")].map((box) => box.value),
     aggregator: aggregator(),
     thresholds: { pass: number("thresholds.pass"), borderline: number("thresholds.borderline") },
-    task_lm: value("task_lm"),
-    reflection_lm: value("reflection_lm"),
+    task_lm: lm("task_lm", "demo-task"),
+    reflection_lm: lm("reflection_lm", "demo-reflection"),
     seed_components: seedComponents(),
     budget: preset ? { preset } : { max_metric_calls: number("budget.max_metric_calls") ?? null },
     candidate_selection: value("candidate_selection"),

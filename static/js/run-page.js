@@ -92,6 +92,7 @@ function renderHeader() {
   const pct = r.budget_total ? Math.min(100, (100 * r.budget_used) / r.budget_total) : 0;
   $("budget-bar").firstElementChild.style.width = `${pct}%`;
   $("budget").textContent = `${r.budget_used} / ${r.budget_total}`;
+  for (const control of root.querySelectorAll("[data-when]")) control.hidden = (control.dataset.when === "active") !== r.active;
   $("error").textContent = r.error || "";
   $("error-panel").hidden = !r.error;
   renderClock();

@@ -1,0 +1,108 @@
+"""The run websocket against the real ASGI application (auth, origin check,
+routing, the embedded channel layer): who may connect, replay after a seq, and
+exactly-once delivery while events are written during the replay."""
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+
+from dashboard.asgi import application
+from optimizer.events import publish_run_event, run_group
+from optimizer.models import Run, RunEvent
+from tests.dashboard.test_embedded_mode import session_headers
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def connect(user, run, after=None):
+    headers = await sync_to_async(session_headers)(user)
+    query = "" if after is None else f"?after={after}"
+    communicator = WebsocketCommunicator(application, f"/ws/runs/{run.pk}/{query}", headers=headers)
+    connected, code = await communicator.connect()
+    return communicator, connected, code
+
+
+async def publish(run, note):
+    return await database_sync_to_async(publish_run_event)(run.pk, "worker.ping", {"host": "test", "note": note})
+
+
+async def receive_seqs(communicator, n):
+    return [(await communicator.receive_json_from(timeout=5))["seq"] for _ in range(n)]
+
+
+async def test_it_refuses_a_user_the_run_is_not_shared_with_and_accepts_one_it_is(user, other_user):
+    run = await database_sync_to_async(Run.objects.create)(owner=user)
+    communicator, connected, _ = await connect(other_user, run)
+    assert not connected
+    await database_sync_to_async(run.shared_with.add)(other_user)
+    communicator, connected, _ = await connect(other_user, run)
+    assert connected
+    await communicator.disconnect()
+
+
+async def test_a_new_client_gets_the_whole_log_in_order_then_live_events(user):
+    run = await database_sync_to_async(Run.objects.create)(owner=user)
+    for i in range(3):
+        await publish(run, f"before {i}")
+    communicator, connected, _ = await connect(user, run)
+    assert connected
+    assert await receive_seqs(communicator, 3) == [1, 2, 3]
+    await publish(run, "live")
+    message = await communicator.receive_json_from(timeout=5)
+    assert message == {"seq": 4, "type": "worker.ping", "data": {"host": "test", "note": "live"}}
+    await communicator.disconnect()
+
+
+async def test_a_malformed_after_replays_from_the_start_instead_of_failing(user):
+    run = await database_sync_to_async(Run.objects.create)(owner=user)
+    await publish(run, "one")
+    communicator, connected, _ = await connect(user, run, after="abc")
+    assert connected
+    assert await receive_seqs(communicator, 1) == [1]
+    await communicator.disconnect()
+
+
+async def test_a_group_message_already_replayed_is_not_sent_twice(user):
+    run = await database_sync_to_async(Run.objects.create)(owner=user)
+    for i in range(2):
+        await publish(run, str(i))
+    communicator, connected, _ = await connect(user, run)
+    assert await receive_seqs(communicator, 2) == [1, 2]
+    # The same notification arriving late (e.g. published while the replay read the DB).
+    layer = get_channel_layer()
+    event = await database_sync_to_async(RunEvent.objects.get)(run=run, seq=2)
+    await layer.group_send(run_group(run.pk), {"type": "run.event", "message": event.as_message()})
+    assert await communicator.receive_nothing(timeout=0.3)
+    await publish(run, "next")
+    assert await receive_seqs(communicator, 1) == [3]
+    await communicator.disconnect()
+
+
+async def test_a_notification_lost_on_the_way_is_filled_from_the_database(user):
+    run = await database_sync_to_async(Run.objects.create)(owner=user)
+    communicator, connected, _ = await connect(user, run)
+    assert connected
+    # Seq 1 and 2 are written without reaching the group (a lost notification)…
+    for seq in (1, 2):
+        await database_sync_to_async(RunEvent.objects.create)(run=run, seq=seq, type="worker.ping", payload={"note": seq})
+    await database_sync_to_async(Run.objects.filter(pk=run.pk).update)(last_seq=2)
+    # …then seq 3 is published: the consumer notices the gap and sends 1, 2, 3 once each.
+    await publish(run, "three")
+    assert await receive_seqs(communicator, 3) == [1, 2, 3]
+    assert await communicator.receive_nothing(timeout=0.3)
+    await communicator.disconnect()
+
+
+async def test_events_written_during_a_replay_arrive_exactly_once_and_in_order(user):
+    run = await database_sync_to_async(Run.objects.create)(owner=user)
+    for i in range(600):  # more than one replay batch
+        await publish(run, str(i))
+    communicator, connected, _ = await connect(user, run, after=100)
+    for i in range(5):
+        await publish(run, f"during {i}")
+    seqs = await receive_seqs(communicator, 505)
+    assert seqs == list(range(101, 606))
+    assert await communicator.receive_nothing(timeout=0.3)
+    await communicator.disconnect()

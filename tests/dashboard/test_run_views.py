@@ -1,0 +1,213 @@
+"""Run pages, the snapshot endpoint, the launch form's JSON endpoints and the controls."""
+
+import json
+
+import pytest
+from django.urls import reverse
+
+from optimizer.models import Run, RunStatus, Split, Task, TaskSet
+from tests.dashboard.factories import build_run
+from verifiers_app.services import verifier_create
+
+pytestmark = pytest.mark.django_db
+
+SPEC = {"id": "refund-policy", "name": "Refund policy", "kind": "native", "checks": [{"id": "mentions", "type": "task_expectations"}]}
+
+
+@pytest.fixture
+def task_set(user):
+    task_set = TaskSet.objects.create(owner=user, name="refunds")
+    for i in range(6):
+        Task.objects.create(
+            task_set=task_set, task_id=f"q{i}", position=i, input=f"Refund question {i}",
+            metadata={"expectations": {"mustMention": [{"text": "30 days", "message": "state the window"}]}},
+            split=Split.TRAIN if i < 3 else Split.VAL,
+        )
+    return task_set
+
+
+@pytest.fixture
+def verifier(user):
+    return verifier_create(owner=user, spec=SPEC)
+
+
+def config(task_set, **overrides):
+    return {
+        "task_set_id": task_set.pk,
+        "verifier_ids": ["refund-policy"],
+        "task_lm": {"provider": "demo", "model": "demo-task"},
+        "reflection_lm": {"provider": "demo", "model": "demo-reflection"},
+        "seed_components": {"instructions": "Answer the refund question."},
+        "budget": {"max_metric_calls": 60},
+        **overrides,
+    }
+
+
+def post_json(client, name, data):
+    return client.post(reverse(name), data=json.dumps(data), content_type="application/json")
+
+
+# ---- pages -----------------------------------------------------------------------
+
+
+def test_an_anonymous_visitor_is_sent_to_the_login_page_from_every_run_page(client, user):
+    run = build_run(owner=user, candidates=2, val_tasks=2)
+    for url in [reverse("runs:detail", args=[run.pk]), reverse("runs:snapshot", args=[run.pk]),
+                reverse("runs:candidate", args=[run.pk, 0]), reverse("runs:new"), reverse("runs:list_json")]:
+        response = client.get(url)
+        assert response.status_code == 302 and response["Location"].startswith(reverse("login")), url
+
+
+def test_another_user_gets_a_404_for_a_run_that_is_not_shared_with_them(other_client, user):
+    run = build_run(owner=user, candidates=2, val_tasks=2)
+    for url in [reverse("runs:detail", args=[run.pk]), reverse("runs:snapshot", args=[run.pk]),
+                reverse("runs:candidate", args=[run.pk, 0])]:
+        assert other_client.get(url).status_code == 404, url
+
+
+def test_a_user_a_run_is_shared_with_can_watch_it_but_not_control_it(other_client, user, other_user):
+    run = build_run(owner=user, candidates=2, val_tasks=2, status=RunStatus.RUNNING)
+    run.shared_with.add(other_user)
+    page = other_client.get(reverse("runs:detail", args=[run.pk]))
+    assert page.status_code == 200
+    assert 'data-control="stop"' not in page.content.decode()
+    assert other_client.post(reverse("runs:control", args=[run.pk, "stop"])).status_code == 404
+    run.refresh_from_db()
+    assert not run.stop_requested
+
+
+def test_the_run_page_carries_the_snapshot_and_websocket_addresses(user_client, user):
+    run = build_run(owner=user, candidates=2, val_tasks=2)
+    html = user_client.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    assert f'data-snapshot-url="/runs/{run.pk}/snapshot.json"' in html
+    assert f'data-ws-path="/ws/runs/{run.pk}/"' in html
+    assert f'data-compare-url="/runs/{run.pk}/compare/"' in html
+    assert "vendor/plotly.min.js" in html and "js/run-page.js" in html
+
+
+def test_the_snapshot_endpoint_returns_the_run_as_json(user_client, user):
+    run = build_run(owner=user, candidates=4, val_tasks=3)
+    data = user_client.get(reverse("runs:snapshot", args=[run.pk])).json()
+    assert data["run"]["id"] == run.pk and data["run"]["last_seq"] == run.last_seq
+    assert len(data["candidates"]) == 4 and len(data["scores"][0]) == 3
+
+
+def test_the_candidate_page_escapes_prompts_and_outputs(user_client, user):
+    run = build_run(owner=user, candidates=2, val_tasks=2, component_text="<script>alert('x')</script>")
+    run.candidates.get(index=1).evaluations.update(output="<img src=x onerror=alert(1)>")
+    html = user_client.get(reverse("runs:candidate", args=[run.pk, 1])).content.decode()
+    assert "<script>alert(" not in html and "&lt;script&gt;alert(" in html
+    assert "<img src=x" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+    assert user_client.get(reverse("runs:candidate", args=[run.pk, 99])).status_code == 404
+
+
+def test_the_candidate_page_shows_parents_checks_and_its_place_on_the_front(user_client, user):
+    run = build_run(owner=user, candidates=5, val_tasks=3)
+    best = run.best_candidate
+    html = user_client.get(reverse("runs:candidate", args=[run.pk, best.index])).content.decode()
+    for parent in best.parents:
+        assert f'href="/runs/{run.pk}/candidates/{parent}/"' in html
+    assert "<code>policy/policy-mentions</code>" in html  # the per-check breakdown
+    assert "best candidate" in html and "on the front" in html
+
+
+def test_the_runs_list_shows_a_simulator_badge_and_filters_by_status(user_client, user):
+    build_run(owner=user, name="finished one", candidates=2, val_tasks=2)
+    build_run(owner=user, name="running one", candidates=2, val_tasks=2, status=RunStatus.RUNNING)
+    html = user_client.get(reverse("runs:list")).content.decode()
+    assert "finished one" in html and "running one" in html and "badge-sim" in html
+    rows = user_client.get(reverse("runs:list_json"), {"status": "running"}).json()["runs"]
+    assert [r["name"] for r in rows] == ["running one"]
+    rows = user_client.get(reverse("runs:list_json"), {"q": "FINISHED"}).json()["runs"]
+    assert [r["name"] for r in rows] == ["finished one"]
+
+
+# ---- launch and dry run ------------------------------------------------------------
+
+
+def test_the_launch_form_offers_task_sets_verifiers_and_the_demo_simulator(user_client, task_set, verifier):
+    html = user_client.get(reverse("runs:new")).content.decode()
+    assert "refunds (6 tasks)" in html and 'value="refund-policy"' in html
+    assert "demo simulator (offline, not a real model)" in html
+
+
+def test_a_dry_run_of_a_valid_config_reports_no_problems_and_creates_nothing(user_client, task_set, verifier):
+    response = post_json(user_client, "runs:dry_run", config(task_set))
+    assert response.json() == {"problems": [], "warnings": []}
+    assert Run.objects.count() == 0
+
+
+def test_a_dry_run_names_each_field_with_a_problem(user_client, task_set, verifier):
+    bad = config(task_set, splits={"train": "train", "val": "holdout"}, verifier_ids=["nope"], task_lm="no-such-endpoint")
+    problems = post_json(user_client, "runs:dry_run", bad).json()["problems"]
+    fields = {p["field"] for p in problems}
+    assert {"splits.val", "verifier_ids", "task_lm"} <= fields
+    assert any('no verifier with id "nope"' in p["message"] for p in problems)
+
+
+def test_a_dry_run_warns_when_the_budget_buys_too_few_proposals(user_client, task_set, verifier):
+    data = post_json(user_client, "runs:dry_run", config(task_set, budget={"max_metric_calls": 5})).json()
+    assert data["problems"] == []
+    assert data["warnings"] and data["warnings"][0].startswith("budget: 5 metric calls allow only 0 proposal(s)")
+
+
+def test_a_dry_run_rejects_a_body_that_is_not_json(user_client):
+    response = user_client.post(reverse("runs:dry_run"), data="{not json", content_type="application/json")
+    assert response.json()["problems"][0]["field"] == "config"
+
+
+def test_launching_a_valid_config_queues_a_run_and_returns_its_page(user_client, task_set, verifier):
+    response = post_json(user_client, "runs:new", config(task_set, name="first try"))
+    assert response.status_code == 201
+    run = Run.objects.get()
+    assert response.json()["redirect"] == f"/runs/{run.pk}/"
+    assert (run.name, run.status, run.budget_total) == ("first try", RunStatus.QUEUED, 60)
+    assert run.verifier_specs[0]["id"] == "refund-policy"
+
+
+def test_launching_an_invalid_config_saves_nothing_and_names_the_field(user_client, task_set, verifier):
+    response = post_json(user_client, "runs:new", config(task_set, minibatch_size=0, seed_components={}))
+    assert response.status_code == 400
+    fields = {p["field"] for p in response.json()["problems"]}
+    assert {"minibatch_size", "seed_components"} <= fields
+    assert Run.objects.count() == 0
+
+
+# ---- controls ------------------------------------------------------------------------
+
+
+def test_the_owner_stops_a_running_run_from_its_page(user_client, user):
+    run = build_run(owner=user, candidates=2, val_tasks=2, status=RunStatus.RUNNING)
+    response = user_client.post(reverse("runs:control", args=[run.pk, "stop"]))
+    assert response.status_code == 302 and response["Location"] == f"/runs/{run.pk}/"
+    run.refresh_from_db()
+    assert (run.status, run.stop_requested) == (RunStatus.STOPPING, True)
+
+
+def test_stopping_a_finished_run_shows_why_it_cannot(user_client, user):
+    run = build_run(owner=user, candidates=2, val_tasks=2)
+    response = user_client.post(reverse("runs:control", args=[run.pk, "stop"]), follow=True)
+    assert "only a queued or running run can be stopped" in response.content.decode()
+
+
+def test_resume_with_a_negative_budget_is_refused_with_the_field_named(user_client, user):
+    run = build_run(owner=user, candidates=2, val_tasks=2)
+    response = user_client.post(reverse("runs:control", args=[run.pk, "resume"]), {"extra_budget": "-5"}, follow=True)
+    assert "extra_budget: must not be negative" in response.content.decode()
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED
+
+
+def test_forking_from_a_candidate_opens_the_new_run_seeded_with_its_prompt(user_client, user, task_set, verifier):
+    response = post_json(user_client, "runs:new", config(task_set))
+    parent = Run.objects.get(pk=response.json()["run_id"])
+    candidate = parent.candidates.create(index=0, components={"instructions": "Mention 30 days."}, origin="seed")
+    response = user_client.post(reverse("runs:control", args=[parent.pk, "fork"]), {"candidate": "0"})
+    fork = Run.objects.exclude(pk=parent.pk).get()
+    assert response["Location"] == f"/runs/{fork.pk}/"
+    assert fork.config["seed_components"] == candidate.components
+
+
+def test_an_unknown_control_is_not_routed(user_client, user):
+    run = build_run(owner=user, candidates=1, val_tasks=1)
+    assert user_client.post(f"/runs/{run.pk}/explode/").status_code == 404

@@ -1,0 +1,140 @@
+"""The run page's snapshot and the runs list, built from recorded rows."""
+
+import json
+import time
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from dashboard import selectors
+from optimizer import event_types as ev
+from optimizer.events import publish_run_event
+from optimizer.models import Candidate, Evaluation, Run, RunStatus
+from tests.dashboard.factories import build_run
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_snapshot_holds_every_candidate_with_its_lineage_scores_and_verdicts(user):
+    run = build_run(owner=user, candidates=8, val_tasks=5)
+    snap = selectors.run_snapshot(run)
+
+    assert [c["index"] for c in snap["candidates"]] == list(range(8))
+    assert snap["tasks"] == ["t000", "t001", "t002", "t003", "t004"]
+    assert snap["verifiers"] == ["policy", "format"]
+    for candidate in Candidate.objects.filter(run=run):
+        row = snap["candidates"][candidate.index]
+        assert row["parents"] == candidate.parents
+        assert row["val_score"] == candidate.val_score
+        evaluations = {e.task_key: e for e in candidate.evaluations.all()}
+        assert snap["scores"][candidate.index] == [round(evaluations[k].score, 3) for k in snap["tasks"]]
+        assert snap["verdicts"][candidate.index] == "".join(evaluations[k].verdict[0] for k in snap["tasks"])
+    assert snap["run"]["best_index"] == run.best_candidate.index
+    assert snap["run"]["delta"] == pytest.approx(run.best_score - run.seed_score)
+
+
+def test_the_front_names_every_top_scorer_of_each_task_including_ties(user):
+    run = build_run(owner=user, candidates=6, val_tasks=4)
+    snap = selectors.run_snapshot(run)
+    for column, key in enumerate(snap["tasks"]):
+        top = max(row[column] for row in snap["scores"])
+        assert snap["front"]["leaders"][key] == [i for i, row in enumerate(snap["scores"]) if row[column] == top]
+    assert snap["front"]["members"] == sorted(Candidate.objects.filter(run=run, on_front=True).values_list("index", flat=True))
+
+
+def test_size_and_latency_metrics_are_the_means_the_recorder_publishes(user):
+    run = build_run(owner=user, candidates=3, val_tasks=4)
+    candidate = Candidate.objects.get(run=run, index=2)
+    Evaluation.objects.filter(candidate=candidate).update(tokens_in=100, tokens_out=50, latency_ms=20)
+    Evaluation.objects.filter(candidate=candidate, task_key="t000").update(tokens_in=0, tokens_out=0, latency_ms=0)
+    row = selectors.run_snapshot(run)["candidates"][2]
+    # The unanswered task (no tokens either way) is left out, as in candidate.new.
+    assert (row["prompt_tokens"], row["mean_output_tokens"], row["mean_latency_ms"]) == (100, 50.0, 20.0)
+
+
+def test_the_streams_hold_the_latest_proposals_trials_and_errors_with_long_text_clipped(user):
+    run = build_run(owner=user, candidates=3, val_tasks=3, status=RunStatus.RUNNING)
+    long_text = "x" * 50_000
+    publish_run_event(run.pk, ev.PROPOSAL, {"iteration": 9, "parent": 0, "components": ["p"], "accepted": False,
+                                             "candidate": None, "before": 1, "after": 0.5, "minibatch": ["t000"],
+                                             "texts": {"p": long_text}, "reasoning": long_text, "metric_calls": 99})
+    publish_run_event(run.pk, ev.ERROR, {"where": "reflection", "message": "no text came back", "iteration": 9})
+    run.refresh_from_db()
+    snap = selectors.run_snapshot(run)
+
+    last = snap["proposals"][-1]
+    assert last["iteration"] == 9
+    assert len(last["texts"]["p"]) == selectors.STREAM_TEXT_CHARS and last["texts"]["p"].endswith("…")
+    assert len(last["reasoning"]) == selectors.STREAM_TEXT_CHARS
+    assert snap["errors"][-1]["message"] == "no text came back"
+    assert [t["task_key"] for t in snap["trials"]] == ["t000", "t001", "t002"]
+
+
+def test_stream_events_after_the_snapshot_seq_are_left_to_the_websocket(user):
+    run = build_run(owner=user, candidates=2, val_tasks=2, status=RunStatus.RUNNING)
+    snapshot_seq = run.last_seq
+    publish_run_event(run.pk, ev.ERROR, {"where": "runner", "message": "later", "iteration": None})
+    snap = selectors.run_snapshot(run)  # `run` still carries the older last_seq
+    assert snap["run"]["last_seq"] == snapshot_seq
+    assert all(e["seq"] <= snapshot_seq for e in snap["errors"] + snap["proposals"])
+
+
+def test_a_run_with_no_candidates_yet_gives_an_empty_but_complete_snapshot(user):
+    run = Run.objects.create(owner=user, status=RunStatus.QUEUED, budget_total=100)
+    snap = selectors.run_snapshot(run)
+    assert snap["candidates"] == [] and snap["scores"] == [] and snap["front"] == {"members": [], "leaders": {}}
+    assert snap["run"]["status"] == "queued" and snap["run"]["best_score"] is None
+
+
+def test_the_snapshot_uses_the_same_few_queries_whatever_the_run_size(user):
+    small = build_run(owner=user, candidates=3, val_tasks=3)
+    large = build_run(owner=user, candidates=40, val_tasks=20, seed=3)
+    counts = []
+    for run in (small, large):
+        run = Run.objects.select_related("task_set", "owner", "best_candidate").get(pk=run.pk)  # as the view loads it
+        with CaptureQueriesContext(connection) as queries:
+            selectors.run_snapshot(run)
+        counts.append(len(queries))
+    assert counts[0] == counts[1] <= 5
+
+
+def test_a_run_of_300_candidates_by_100_tasks_snapshots_under_2_mb_in_under_300_ms(user):
+    run = build_run(owner=user, candidates=300, val_tasks=100)
+    selectors.run_snapshot(run)  # warm the connection and caches as a live server would be
+    started = time.perf_counter()
+    body = json.dumps(selectors.run_snapshot(run))
+    elapsed = time.perf_counter() - started
+    assert len(body.encode()) <= 2_000_000
+    assert elapsed <= 0.3, f"snapshot took {elapsed * 1000:.0f} ms"
+
+
+def test_the_runs_list_filters_by_status_and_searches_names_task_sets_and_owners(user, other_user):
+    done = build_run(owner=user, name="refund policy", candidates=2, val_tasks=2)
+    live = build_run(owner=user, name="facility extraction", candidates=2, val_tasks=2, status=RunStatus.RUNNING)
+    foreign = build_run(owner=other_user, name="refund elsewhere", candidates=2, val_tasks=2)
+
+    assert list(selectors.run_list(user=user)) == [live, done]
+    assert list(selectors.run_list(user=user, status="running")) == [live]
+    assert list(selectors.run_list(user=user, search="REFUND")) == [done]
+    assert list(selectors.run_list(user=user, search="alice")) == [live, done]
+    foreign.shared_with.add(user)
+    assert list(selectors.run_list(user=user, search="elsewhere")) == [foreign]
+
+
+def test_the_demo_simulator_is_labelled_as_a_simulator(user):
+    run = build_run(owner=user, candidates=1, val_tasks=1)
+    assert selectors.run_summary(run)["model"] == {"label": "demo simulator", "is_simulator": True, "model": "sim"}
+    run.config = {"task_lm": {"provider": "openai", "model": "gpt-4o-mini"}}
+    assert selectors.run_summary(run)["model"] == {"label": "gpt-4o-mini", "is_simulator": False, "model": "gpt-4o-mini"}
+
+
+def test_the_candidate_detail_lists_children_and_the_tasks_it_leads(user):
+    run = build_run(owner=user, candidates=6, val_tasks=4)
+    snap = selectors.run_snapshot(run)
+    index = run.best_candidate.index
+    detail = selectors.candidate_detail(run, index)
+    assert detail["children"] == [c["index"] for c in snap["candidates"] if index in c["parents"]]
+    assert sorted(detail["leads"]) == sorted(k for k, leaders in snap["front"]["leaders"].items() if index in leaders)
+    assert detail["val_count"] == 4
+    assert selectors.candidate_detail(run, 999) is None
