@@ -10,6 +10,8 @@ from __future__ import annotations
 from datetime import timedelta
 from functools import wraps
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import JsonResponse
 from django.utils import timezone
 from ninja import NinjaAPI
@@ -62,6 +64,12 @@ def me(request):
 def _spec_error(request, exc: SpecError):
     # Bad specs, task rows and task files are the caller's mistake: a 400 naming every field.
     return api.create_response(request, {"detail": str(exc), "problems": exc.problems}, status=400)
+
+
+@api.exception_handler(RequestDataTooBig)
+def _too_big(request, exc):
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return api.create_response(request, {"detail": f"body: larger than {limit} bytes"}, status=413)
 
 
 def _mount_routers() -> None:

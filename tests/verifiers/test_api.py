@@ -98,3 +98,10 @@ def test_scripts_authenticate_with_a_bearer_token_and_anonymous_calls_get_401(cl
 def test_the_openapi_document_lists_the_verifier_and_taskset_routes(user_client):
     paths = user_client.get("/api/openapi.json").json()["paths"]
     assert {"/api/verifiers/lint", "/api/verifiers/score", "/api/tasksets/import", "/api/tasksets/{taskset_id}"} <= set(paths)
+
+
+def test_a_body_over_the_upload_limit_is_a_413_json_error(user_client, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    response = post(user_client, "/api/verifiers/lint", {"spec": {"id": "x" * 2000}})
+    assert response.status_code == 413
+    assert response.json() == {"detail": "body: larger than 1000 bytes"}
