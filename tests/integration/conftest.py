@@ -84,7 +84,7 @@ def services_env(transactional_db):
     env.update(
         DATABASE_URL=f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
         REDIS_URL=settings.REDIS_URL,
-        SECRET_KEY="integration-test-secret-key-" + token,
+        SECRET_KEY=settings.SECRET_KEY,  # sessions made here must verify there
         DEBUG="0",
         ALLOWED_HOSTS="127.0.0.1,localhost",
         FRONTIER_CHANNEL_PREFIX=f"frontier-it-{token}",
@@ -142,18 +142,20 @@ def daphne_server(services_env, tmp_path):
 @pytest.fixture
 def celery_worker(services_env, tmp_path):
     """`celery -A dashboard worker` (as in docker-compose.yml), consuming this test's queue."""
+    from dashboard.celery import app
+
+    hostname = f"it-{uuid.uuid4().hex[:6]}@{socket.gethostname()}"
     process = Process(
-        [_bin("celery"), "-A", "dashboard", "worker", "--loglevel", "INFO", "--concurrency", "2", "--hostname", f"it-{uuid.uuid4().hex[:6]}@%h"],
+        [_bin("celery"), "-A", "dashboard", "worker", "--loglevel", "INFO", "--concurrency", "2", "--hostname", hostname],
         services_env,
         tmp_path / "celery.log",
     )
     process.queue = services_env["FRONTIER_QUEUE"]
     deadline = time.monotonic() + 60
-    while "ready." not in process.log():
+    while not app.control.ping(destination=[hostname], timeout=0.5):
         if process.popen.poll() is not None or time.monotonic() > deadline:
             process.stop()
-            pytest.fail(f"the celery worker did not become ready:\n{process.log()}")
-        time.sleep(0.2)
+            pytest.fail(f"the celery worker did not answer a ping:\n{process.log()}")
     yield process
     process.stop()
 
