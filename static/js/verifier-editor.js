@@ -230,6 +230,9 @@ const tryIt = debounce(async () => {
       resultBox.replaceChildren(el("p", { class: "field-error", text: `Task JSON: ${error.message}` }));
       return;
     }
+    // Pasted bare metadata ({"expectations": …}) is the task's metadata.
+    const bare = task && typeof task === "object" && !("metadata" in task);
+    if (bare && ("expectations" in task || "expectedOutputSchema" in task)) task = { metadata: task };
   }
   const { ok, data } = await postJSON("/api/verifiers/score", { spec, output: outputBox.value, task });
   if (ok) renderResult(data);

@@ -75,4 +75,7 @@ def test_try_it_scores_against_a_task_picked_from_a_task_set(page, frontier_serv
     output.fill("You will get a full refund. What is your order number?")
     expect(page.get_by_test_id("try-score")).to_have_text("1.000")
     expect(page.get_by_test_id("try-verdict")).to_have_text("pass")
+    # Pasted bare metadata counts as the task's metadata.
+    page.locator("#try-task-json").fill('{"expectations": {"mustMention": [{"text": "apology", "message": "open with an apology"}]}}')
+    expect(page.get_by_test_id("try-feedback")).to_contain_text("open with an apology")
     page.screenshot(path=str(ARTIFACTS / "verifier-try-it-with-task.png"), full_page=True)
