@@ -4,10 +4,15 @@ gepa calls these methods synchronously on the thread running `optimize`, with
 its live state; we copy what we need and never keep the state (GEPA_NOTES 4).
 Every payload follows optimizer/event_types.py.
 
+A new candidate (and its accepted proposal) is recorded at the end of its
+iteration, right after we save gepa's checkpoint, so the DB never holds a
+candidate the checkpoint does not: a worker killed mid-iteration loses nothing
+we announced.
+
 Resume (GEPA_NOTES 6): gepa re-evaluates the seed and fires its events again,
 and re-runs the iteration that was in flight. Candidates already in the DB are
-recognised by index and not recorded twice; proposals and trials of iterations
-already recorded are not published twice.
+recognised by index and not recorded twice; rejected proposals and trials of an
+iteration already recorded are not published twice.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ class RunRecorder:
         self,
         *,
         run: Run,
+        run_dir: str,
         adapter: FrontierAdapter,
         trainset: list[dict],
         valset: list[dict],
@@ -59,6 +65,7 @@ class RunRecorder:
         budget_total: int,
     ):
         self.run_id = run.pk
+        self.run_dir = run_dir
         self.adapter = adapter
         self.trainset = trainset
         self.valset = valset
@@ -92,6 +99,8 @@ class RunRecorder:
         self.proposal_starts = 0
         self.proposal_ends = 0
         self.merge_parents: list[int] | None = None
+        self.pending_candidate: dict | None = None
+        self.pending_proposal: dict | None = None
 
     def _replayed(self, iteration: int) -> bool:
         return iteration <= self.last_recorded_iteration
@@ -161,28 +170,44 @@ class RunRecorder:
                 task_key=key, output="", score=score, verdict="fail", passed=False, result={}, feedback="",
                 objective_scores={},
             )
-        self._record_candidate(
-            index=index,
-            components=components,
-            parents=parents,
-            origin=origin,
-            iteration=event["iteration"],
-            metric_calls=metric_calls,
-            val_score=event["average_score"],
-            records=records,
-        )
+        candidate = {
+            "index": index,
+            "components": components,
+            "parents": parents,
+            "origin": origin,
+            "iteration": event["iteration"],
+            "metric_calls": metric_calls,
+            "val_score": event["average_score"],
+            "records": records,
+            "reflection": "",
+        }
+        if index == 0:
+            self._record_candidate(**candidate)
+        else:
+            self.pending_candidate = candidate  # recorded once checkpointed, at the iteration's end
 
     def on_candidate_accepted(self, event: dict) -> None:
-        index = event["new_candidate_idx"]
-        if self.merge_parents is not None:
+        if self.pending_candidate is None or self.merge_parents is not None:
             return  # merges publish no reflection proposal
-        Candidate.objects.filter(run_id=self.run_id, index=index, reflection="").update(reflection=self.reasoning)
-        self._publish_proposal(accepted=True, candidate=index, before=sum(self.before), after=event["new_score"])
+        self.pending_candidate["reflection"] = self.reasoning
+        self.pending_proposal = self._proposal(
+            accepted=True, candidate=event["new_candidate_idx"], before=sum(self.before), after=event["new_score"]
+        )
 
     def on_candidate_rejected(self, event: dict) -> None:
-        self._publish_proposal(accepted=False, candidate=None, before=event["old_score"], after=event["new_score"])
+        if not self._replayed(self.iteration):
+            proposal = self._proposal(accepted=False, candidate=None, before=event["old_score"], after=event["new_score"])
+            publish_run_event(self.run_id, ev.PROPOSAL, proposal)
 
     def on_iteration_end(self, event: dict) -> None:
+        if self.pending_candidate is not None:
+            # Checkpoint first, then record: a worker killed in between leaves a
+            # candidate gepa will not re-propose but we never announced, instead
+            # of one we announced that gepa forgets and proposes anew.
+            event["state"].save(self.run_dir)
+            self._record_candidate(**self.pending_candidate)
+            if self.pending_proposal is not None:
+                publish_run_event(self.run_id, ev.PROPOSAL, self.pending_proposal)
         missing = self.proposal_starts - self.proposal_ends
         if missing > 0 and not self._replayed(event["iteration"]):
             cause = self.reflection_errors[-1] if self.reflection_errors else "the reflection returned no new text"
@@ -202,26 +227,20 @@ class RunRecorder:
 
     # -- writing ----------------------------------------------------------------
 
-    def _publish_proposal(self, *, accepted: bool, candidate: int | None, before: float, after: float) -> None:
-        if self._replayed(self.iteration):
-            return
-        publish_run_event(
-            self.run_id,
-            ev.PROPOSAL,
-            {
-                "iteration": self.iteration,
-                "parent": self.parent,
-                "components": sorted(self.proposed),
-                "accepted": accepted,
-                "candidate": candidate,
-                "before": before,
-                "after": after,
-                "minibatch": self.minibatch,
-                "texts": {name: preview(text) for name, text in self.proposed.items()},
-                "reasoning": self.reasoning,
-                "metric_calls": self.metric_calls,
-            },
-        )
+    def _proposal(self, *, accepted: bool, candidate: int | None, before: float, after: float) -> dict:
+        return {
+            "iteration": self.iteration,
+            "parent": self.parent,
+            "components": sorted(self.proposed),
+            "accepted": accepted,
+            "candidate": candidate,
+            "before": before,
+            "after": after,
+            "minibatch": self.minibatch,
+            "texts": {name: preview(text) for name, text in self.proposed.items()},
+            "reasoning": self.reasoning,
+            "metric_calls": self.metric_calls,
+        }
 
     def record_evaluations(self, *, candidate: Candidate, split: str, records: list[EvalRecord]) -> None:
         Evaluation.objects.bulk_create(
@@ -252,7 +271,7 @@ class RunRecorder:
             self.run_id, ev.TRIALS, {"candidate": candidate.index, "split": split, "items": [item_payload(r) for r in records]}
         )
 
-    def _record_candidate(self, *, index, components, parents, origin, iteration, metric_calls, val_score, records) -> None:
+    def _record_candidate(self, *, index, components, parents, origin, iteration, metric_calls, val_score, records, reflection) -> None:
         objective_ids = sorted({vid for r in records.values() for vid in r.objective_scores})
         objective_scores = {
             vid: fmean(r.objective_scores.get(vid, 0.0) for r in records.values()) for vid in objective_ids
@@ -277,6 +296,7 @@ class RunRecorder:
                 metric_calls=metric_calls,
                 val_score=val_score,
                 objective_scores=objective_scores,
+                reflection=reflection,
             )
             Candidate.objects.filter(run_id=self.run_id).update(on_front=False)
             Candidate.objects.filter(run_id=self.run_id, index__in=members).update(on_front=True)

@@ -18,7 +18,6 @@ from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 import gepa
-from gepa.core.state import GEPAState
 from optimizer import event_types as ev
 from optimizer.adapter import FrontierAdapter, SystemicFailure
 from optimizer.config import RunConfig, parse_run_config
@@ -101,16 +100,6 @@ def set_status(run_id: int, status: str, phase: str, error: str = "") -> None:
     publish_run_event(run_id, ev.RUN_STATUS, payload)
 
 
-def forget_uncheckpointed_candidates(run: Run, directory: Path) -> None:
-    """Candidates recorded after the last checkpoint will be re-proposed by gepa
-    under the same index; drop our rows so the resumed run records them afresh."""
-    state_file = directory / "gepa_state.bin"
-    if not state_file.exists():
-        return
-    kept = len(GEPAState.load(str(directory)).program_candidates)
-    Candidate.objects.filter(run=run, index__gte=kept).delete()
-
-
 def execute_run(run_id: int) -> str | None:
     """Run (or resume) the optimization; returns the final status, None if not run here."""
     close_old_connections()
@@ -137,8 +126,6 @@ def _optimize(run: Run, heartbeat: Heartbeat) -> str:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "gepa.stop").unlink(missing_ok=True)  # never deleted by gepa (GEPA_NOTES 7)
     resuming = (directory / "gepa_state.bin").exists()
-    if resuming:
-        forget_uncheckpointed_candidates(run, directory)
     set_status(run.pk, RunStatus.STOPPING if run.stop_requested else RunStatus.RUNNING, "resuming" if resuming else "seed evaluation")
 
     trainset = task_rows(run, config.splits.train)
@@ -156,7 +143,7 @@ def _optimize(run: Run, heartbeat: Heartbeat) -> str:
     )
     task_pks = dict(run.task_set.tasks.values_list("task_id", "pk")) if run.task_set_id else {}
     recorder = RunRecorder(
-        run=run, adapter=adapter, trainset=trainset, valset=valset, task_pks=task_pks, budget_total=run.budget_total
+        run=run, run_dir=str(directory), adapter=adapter, trainset=trainset, valset=valset, task_pks=task_pks, budget_total=run.budget_total
     )
     reflection = _reflection_kwargs(config, recorder)
 

@@ -1,0 +1,189 @@
+"""`manage.py optimize run|status|stop|cancel|resume` (ARCHITECTURE "Public contracts").
+
+    optimize run --verifier ID|FILE [--verifier …] --tasks SET|FILE --model M
+                 [--reflection-model M] --budget N|light|medium|heavy [--wait]
+    optimize status ID · optimize stop ID · optimize cancel ID
+    optimize resume ID [--extra-budget N] [--wait]
+
+With --wait a progress bar goes to stderr and the JSON summary
+{"run_id", "status", "seed_score", "best_score", "best_candidate", "metric_calls"}
+to stdout; the exit code is 1 when the run failed. In embedded mode (no
+REDIS_URL) --wait executes the run in this process; in distributed mode the run
+is queued for the workers and this command follows it. A model is `demo` (the
+offline simulator) or the name of a model endpoint configured in the admin.
+Bad input exits with code 2 and one sentence naming the option.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from optimizer.config import DEMO_REFLECTION_LM, DEMO_TASK_LM, RunConfigError
+from optimizer.models import Run, RunStatus, TaskSet
+from optimizer.runner import execute_run
+from optimizer.selectors import run_summary
+from optimizer.services import RunStateError, run_budget_warning, run_cancel, run_launch, run_resume, run_stop
+from optimizer.taskset_services import taskset_import
+from verifiers_app.engine import SpecError
+from verifiers_app.services import verifier_resolve
+
+BAD_INPUT = 2
+BAR_WIDTH = 30
+
+
+def bad_input(message: str) -> CommandError:
+    return CommandError(message, returncode=BAD_INPUT)
+
+
+class Command(BaseCommand):
+    help = "Launch, follow and control optimization runs."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="action", required=True)
+        run = sub.add_parser("run", help="launch a run")
+        run.add_argument("--verifier", action="append", required=True, help="verifier id or spec JSON file (repeatable)")
+        run.add_argument("--tasks", required=True, help="task set name or id, or a task file (JSONL, YAML, CSV)")
+        run.add_argument("--model", default="demo", help='task model: "demo" or a model endpoint name')
+        run.add_argument("--reflection-model", help="reflection model (default: the task model)")
+        run.add_argument("--budget", default="light", help="metric calls, or light / medium / heavy")
+        run.add_argument("--name", default="")
+        run.add_argument("--user", help="owner of the run (default: the first superuser, else 'cli')")
+        run.add_argument("--wait", action="store_true", help="follow the run and print a JSON summary")
+        for name in ("status", "stop", "cancel"):
+            sub.add_parser(name).add_argument("run_id", type=int)
+        resume = sub.add_parser("resume", help="resume a stopped/failed/crashed run, or continue a completed one")
+        resume.add_argument("run_id", type=int)
+        resume.add_argument("--extra-budget", type=int, default=0)
+        resume.add_argument("--wait", action="store_true")
+
+    def handle(self, *args, action, **options):
+        if action == "run":
+            run = self._launch(options)
+        else:
+            run = Run.objects.filter(pk=options["run_id"]).first()
+            if run is None:
+                raise bad_input(f"run_id: there is no run {options['run_id']}")
+            try:
+                if action == "stop":
+                    run = run_stop(run=run)
+                elif action == "cancel":
+                    run = run_cancel(run=run)
+                elif action == "resume":
+                    run = run_resume(run=run, extra_budget=options["extra_budget"])
+            except RunStateError as error:
+                raise bad_input(str(error)) from None
+        if options.get("wait"):
+            run = self._follow(run)
+        elif action != "status":
+            self.stderr.write(f"run {run.pk}: {run.status}" + ("" if settings.EMBEDDED or action != "run" else " (queued for the workers)"))
+        run.refresh_from_db()
+        self.stdout.write(json.dumps({**run_summary(run), "phase": run.phase, "error": run.error} if action == "status" else run_summary(run)))
+        if options.get("wait") and run.status == RunStatus.FAILED:
+            self.stderr.write(f"run {run.pk} failed: {run.error}")
+            sys.exit(1)
+
+    # -- run ----------------------------------------------------------------
+
+    def _launch(self, options) -> Run:
+        owner = self._owner(options["user"])
+        try:
+            verifiers = [verifier_resolve(ref, owner=owner) for ref in options["verifier"]]
+        except (SpecError, ValueError, LookupError) as error:
+            raise bad_input(f"--verifier: {str(error).removeprefix('verifier: ')}") from None
+        task_set = self._task_set(options["tasks"], owner)
+        splits = {"train": "train", "val": "val"}
+        if not task_set.tasks.filter(split="val").exists():
+            self.stderr.write(f'task set "{task_set.name}" has no val split: its train tasks are used for validation too')
+            splits["val"] = "train"
+        task_lm = self._model(options["model"], DEMO_TASK_LM)
+        reflection_lm = self._model(options["reflection_model"] or options["model"], DEMO_REFLECTION_LM)
+        budget = options["budget"]
+        config = {
+            "name": options["name"],
+            "task_set_id": task_set.pk,
+            "splits": splits,
+            "verifier_ids": [v.slug for v in verifiers],
+            "task_lm": task_lm,
+            "reflection_lm": reflection_lm,
+            "budget": {"max_metric_calls": int(budget)} if budget.isdigit() else {"preset": budget},
+        }
+        try:
+            run = run_launch(owner=owner, config=config)
+        except RunConfigError as error:
+            field, message = error.problems[0]
+            raise bad_input(f"{field}: {message}") from None
+
+        warning = run_budget_warning(run)
+        if warning:
+            self.stderr.write(f"warning: {warning}")
+        return run
+
+    def _owner(self, username: str | None):
+        users = get_user_model().objects
+        if username:
+            user = users.filter(username=username).first()
+            if user is None:
+                raise bad_input(f"--user: there is no user {username!r}")
+            return user
+        return users.filter(is_superuser=True).order_by("pk").first() or users.get_or_create(username="cli")[0]
+
+    def _task_set(self, ref: str, owner) -> TaskSet:
+        path = Path(ref)
+        if path.is_file():
+            try:
+                task_set, _ = taskset_import(owner=owner, name=path.stem, filename=path.name, content=path.read_bytes())
+            except SpecError as error:
+                raise bad_input(f"--tasks: {error}") from None
+            return task_set
+        sets = TaskSet.objects.visible_to(owner)
+        task_set = sets.filter(name=ref).first() or (sets.filter(pk=int(ref)).first() if ref.isdigit() else None)
+        if task_set is None:
+            raise bad_input(f'--tasks: no task set named "{ref}" and no file at that path')
+        return task_set
+
+    def _model(self, ref: str, demo):
+        return demo.model_dump(mode="json") if ref == "demo" else ref
+
+    # -- follow -------------------------------------------------------------
+
+    def _follow(self, run: Run) -> Run:
+        """Execute here (embedded) or wait for a worker (distributed), drawing progress on stderr."""
+        worker = None
+        if settings.EMBEDDED:
+            worker = threading.Thread(target=execute_run, args=(run.pk,), daemon=True)
+            worker.start()
+        try:
+            while True:
+                run.refresh_from_db()
+                self._draw(run)
+                if run.status in RunStatus.finished() and (worker is None or not worker.is_alive()):
+                    break
+                if worker is not None and not worker.is_alive() and run.status not in RunStatus.finished():
+                    break  # not executed here (e.g. a live worker elsewhere holds it)
+                time.sleep(0.25)
+        except KeyboardInterrupt:
+            self.stderr.write("\nstopping after the current iteration (Ctrl-C again to leave it running)")
+            run_stop(run=run)
+            if worker is not None:
+                worker.join()
+        self.stderr.write("")
+        return run
+
+    def _draw(self, run: Run) -> None:
+        total = max(run.budget_total, 1)
+        done = min(run.budget_used, total)
+        filled = round(BAR_WIDTH * done / total)
+        best = f"best {run.best_score:.3f} (seed {run.seed_score:.3f})" if run.best_score is not None else "scoring the seed"
+        self.stderr.write(
+            f"\r[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {run.budget_used}/{run.budget_total} metric calls · {best} · {run.status}",
+            ending="",
+        )
+        self.stderr.flush()

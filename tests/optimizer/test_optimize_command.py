@@ -1,0 +1,182 @@
+"""`manage.py optimize` as a user runs it: real processes on a real SQLite file
+(WAL), so stop, cancel and kill -9 happen across processes as they would in use."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.optimizer.run_helpers import REFUND_SPEC, REQUESTS
+
+ROOT = Path(__file__).resolve().parents[2]
+SUMMARY_KEYS = {"run_id", "status", "seed_score", "best_score", "best_candidate", "metric_calls"}
+
+
+class Site:
+    """A fresh data directory (SQLite file, runs dir) and a way to run manage.py on it."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.db = path / "frontier.sqlite3"
+        self.env = {
+            **{k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")},
+            "SQLITE_PATH": str(self.db),
+            "FRONTIER_RUNS_DIR": str(path / "runs"),
+            "PYTHONPATH": str(ROOT),
+        }
+
+    def command(self, *args: str) -> list[str]:
+        return [sys.executable, str(ROOT / "manage.py"), *args]
+
+    def manage(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        return subprocess.run(self.command(*args), cwd=self.path, env=self.env, capture_output=True, text=True, timeout=timeout)
+
+    def start(self, *args: str) -> subprocess.Popen:
+        return subprocess.Popen(self.command(*args), cwd=self.path, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def query(self, sql: str, *params):
+        with sqlite3.connect(self.db, timeout=30) as db:
+            return db.execute(sql, params).fetchall()
+
+    def candidates(self, run_id: int) -> list[int]:
+        return [row[0] for row in self.query('SELECT "index" FROM optimizer_candidate WHERE run_id = ? ORDER BY "index"', run_id)]
+
+    def events(self, run_id: int, type: str) -> list[dict]:
+        rows = self.query("SELECT payload FROM optimizer_runevent WHERE run_id = ? AND type = ? ORDER BY seq", run_id, type)
+        return [json.loads(row[0]) for row in rows]
+
+    def wait_for(self, predicate, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            assert time.monotonic() < deadline, "timed out"
+            time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    site = Site(tmp_path_factory.mktemp("site"))
+    (site.path / "refund.json").write_text(json.dumps(REFUND_SPEC))
+    rows = [
+        {
+            "task_id": key,
+            "input": text,
+            "split": "train" if n % 2 == 0 else "val",
+            "metadata": {"expectations": {"mustMention": [{"text": phrase, "message": f"Offer the {phrase} option"}]}},
+        }
+        for n, (key, text, phrase) in enumerate(REQUESTS)
+    ]
+    (site.path / "refunds.jsonl").write_text("\n".join(json.dumps(row) for row in rows))
+    assert site.manage("migrate", "--noinput").returncode == 0
+    # Slow simulated endpoints, so a run lasts long enough to be stopped, cancelled or killed.
+    create = (
+        "from optimizer.models import ModelEndpoint as M\n"
+        "M.objects.create(name='slow-demo', provider='demo', model='demo', options={'simulated_latency_ms': 40})\n"
+        "M.objects.create(name='slower-demo', provider='demo', model='demo', options={'simulated_latency_ms': 2000})\n"
+    )
+    assert site.manage("shell", "-c", create).returncode == 0
+    return site
+
+
+def last_run_id(site) -> int:
+    return site.query("SELECT coalesce(max(id), 0) FROM optimizer_run")[0][0]
+
+
+def launch(site, *extra: str) -> tuple[subprocess.Popen, int]:
+    """Start `optimize run --wait`; returns the process and the id its run will get."""
+    run_id = last_run_id(site) + 1
+    process = site.start("optimize", "run", "--verifier", "refund.json", "--tasks", "refunds.jsonl", "--wait", *extra)
+    return process, run_id
+
+
+def test_run_wait_prints_the_json_summary_on_stdout_and_progress_on_stderr(site):
+    done = site.manage("optimize", "run", "--verifier", "refund.json", "--tasks", "refunds.jsonl", "--model", "demo", "--budget", "80", "--wait")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert set(summary) == SUMMARY_KEYS
+    assert summary["status"] == "completed"
+    assert summary["best_score"] > summary["seed_score"]
+    assert summary["best_candidate"]["instructions"].startswith("You are a helpful assistant.")
+    assert 80 <= summary["metric_calls"] <= 80 + 2 * 2 + 4  # gepa may overshoot by one iteration
+    assert "metric calls" in done.stderr and "[" in done.stderr
+
+    status = site.manage("optimize", "status", str(summary["run_id"]))
+    assert json.loads(status.stdout)["best_score"] == summary["best_score"]
+
+
+def test_a_preset_budget_below_a_few_proposals_is_warned_about(site):
+    done = site.manage("optimize", "run", "--verifier", "refund.json", "--tasks", "refunds.jsonl", "--budget", "10", "--wait")
+    assert "warning: budget: 10 metric calls allow only 0 proposal(s)" in done.stderr
+    assert json.loads(done.stdout)["status"] == "completed"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--verifier", "missing-verifier", "--tasks", "refunds.jsonl"), '--verifier: no verifier with id "missing-verifier"'),
+        (("--verifier", "refund.json", "--tasks", "nowhere"), '--tasks: no task set named "nowhere"'),
+        (("--verifier", "refund.json", "--tasks", "refunds.jsonl", "--model", "gpt-9"), 'task_lm: no model endpoint named "gpt-9"'),
+        (("--verifier", "refund.json", "--tasks", "refunds.jsonl", "--budget", "lots"), "budget.preset: Input should be"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line_naming_the_option(site, args, message):
+    runs_before = last_run_id(site)
+    done = site.manage("optimize", "run", *args)
+    assert done.returncode == 2
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert last_run_id(site) == runs_before  # nothing half-saved
+
+
+def test_stop_from_another_process_ends_the_run_between_iterations(site):
+    waiting, run_id = launch(site, "--model", "slow-demo", "--budget", "2000")
+    site.wait_for(lambda: len(site.candidates(run_id)) >= 2)
+    assert site.manage("optimize", "stop", str(run_id)).returncode == 0
+    out, err = waiting.communicate(timeout=60)
+    summary = json.loads(out)
+    assert summary["status"] == "stopped" and summary["metric_calls"] < 2000
+
+
+def test_cancel_aborts_without_waiting_for_the_iteration(site):
+    # 2 s per task-model call: an iteration takes 6 s or more.
+    waiting, run_id = launch(site, "--model", "slower-demo", "--budget", "2000")
+    site.wait_for(lambda: site.candidates(run_id) == [0])
+    started = time.monotonic()
+    assert site.manage("optimize", "cancel", str(run_id)).returncode == 0
+    out, _ = waiting.communicate(timeout=60)
+    assert time.monotonic() - started < 5.5
+    assert json.loads(out)["status"] == "stopped"
+    assert site.query("SELECT phase FROM optimizer_run WHERE id = ?", run_id) == [("cancelled",)]
+    assert site.candidates(run_id) == [0]
+
+
+def test_a_run_killed_mid_flight_resumes_to_completion_without_lost_or_duplicated_candidates(site):
+    waiting, run_id = launch(site, "--model", "slow-demo", "--budget", "200")
+    site.wait_for(lambda: len(site.candidates(run_id)) >= 2)
+    os.kill(waiting.pid, signal.SIGKILL)
+    waiting.wait()
+    assert site.query("SELECT status FROM optimizer_run WHERE id = ?", run_id) == [("running",)]
+    killed_with = len(site.candidates(run_id))
+
+    # A live worker refreshes the heartbeat every few seconds; this one is dead,
+    # so after STALE_AFTER its heartbeat is old. Age it instead of waiting 30 s.
+    site.query("UPDATE optimizer_run SET heartbeat_at = '2000-01-01 00:00:00' WHERE id = ?", run_id)
+    done = site.manage("optimize", "resume", str(run_id), "--wait")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "completed"
+
+    indices = site.candidates(run_id)
+    assert indices == list(range(len(indices))) and len(indices) >= killed_with
+    announced = [e["index"] for e in site.events(run_id, "candidate.new")]
+    assert sorted(announced) == indices
+    iterations = [e["iteration"] for e in site.events(run_id, "proposal")]
+    assert len(iterations) == len(set(iterations))
+    seqs = [row[0] for row in site.query("SELECT seq FROM optimizer_runevent WHERE run_id = ? ORDER BY seq", run_id)]
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert (site.path / "runs" / str(run_id) / "gepa_state.bin").exists()
