@@ -55,14 +55,10 @@ def test_an_unchanged_save_creates_no_version_and_says_so(user, user_client):
     assert Verifier.objects.get().version == 1
 
 
-def test_the_diff_view_shows_what_an_edit_changed(user):
+def test_the_diff_view_shows_what_an_edit_changed(user, user_client):
     verifier = verifier_create(owner=user, spec=SPEC)
     verifier_update(verifier=verifier, spec={**SPEC, "passThreshold": 0.5}, user=user)
-    from django.test import Client
-
-    client = Client()
-    client.force_login(user)
-    page = client.get("/verifiers/tone/diff/").content.decode()
+    page = user_client.get("/verifiers/tone/diff/").content.decode()
     assert '<span class="diff-add">+  &quot;passThreshold&quot;: 0.5' in page
 
 
