@@ -1,0 +1,134 @@
+"""The GEPA adapter contract (seed 003) with real models: the demo simulator and
+the openai provider against a local fake OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import copy
+import time
+
+import pytest
+
+from optimizer.adapter import FrontierAdapter, SystemicFailure, system_prompt
+from optimizer.lm import build_lm
+from tests.optimizer.run_helpers import REFUND_SPEC, REQUESTS
+from tests.optimizer.test_lm_openai import KEY_ENV, FakeOpenAIServer, completion
+from verifiers_app.engine import compile_specs
+
+ROWS = [
+    {
+        "task_id": key,
+        "input": text,
+        "expected": None,
+        "params": {},
+        "metadata": {"expectations": {"mustMention": [{"text": phrase, "message": f"Offer the {phrase} option"}]}},
+    }
+    for key, text, phrase in REQUESTS
+]
+SEED = {"instructions": "You answer customer questions for a shop."}
+
+
+def demo_adapter(**options) -> FrontierAdapter:
+    lm = build_lm({"provider": "demo", "model": "demo", **options.pop("lm", {})})
+    return FrontierAdapter(task_lm=lm, scorer=compile_specs([REFUND_SPEC]), **options)
+
+
+@pytest.fixture
+def server(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "sk-test")
+    with FakeOpenAIServer() as fake:
+        yield fake
+
+
+def openai_adapter(server, **options) -> FrontierAdapter:
+    lm = build_lm(
+        {"provider": "openai", "model": "fake-model", "base_url": server.base_url, "api_key_env": KEY_ENV,
+         "max_retries": 0, "timeout": 5}
+    )
+    return FrontierAdapter(task_lm=lm, scorer=compile_specs([REFUND_SPEC]), **options)
+
+
+def test_it_returns_one_output_score_and_objective_per_example_and_mutates_nothing():
+    rows, seed = copy.deepcopy(ROWS), dict(SEED)
+    batch = demo_adapter().evaluate(rows, seed)
+    assert len(batch.outputs) == len(batch.scores) == len(batch.objective_scores) == len(ROWS)
+    assert all(0 <= s <= 1 for s in batch.scores)
+    assert all(set(o) == {"refund-policy"} for o in batch.objective_scores)
+    assert rows == ROWS and seed == SEED
+    assert batch.trajectories is None
+
+
+def test_it_returns_trajectories_with_feedback_only_when_asked():
+    batch = demo_adapter().evaluate(ROWS[:2], SEED, capture_traces=True)
+    assert len(batch.trajectories) == 2
+    assert 'does not contain "30 days"' in batch.trajectories[0]["feedback"]
+
+
+def test_the_reflective_dataset_has_inputs_outputs_and_feedback_with_the_score():
+    adapter = demo_adapter()
+    batch = adapter.evaluate(ROWS[:2], SEED, capture_traces=True)
+    dataset = adapter.make_reflective_dataset(SEED, batch, ["instructions"])
+    record = dataset["instructions"][0]
+    assert set(record) == {"Inputs", "Generated Outputs", "Feedback"}
+    assert record["Inputs"] == {"task": ROWS[0]["input"]}
+    assert record["Generated Outputs"] == batch.outputs[0]
+    assert record["Feedback"].startswith(f"Score {batch.scores[0]:.2f} (fail).")
+
+
+def test_a_task_row_verifier_is_one_more_objective():
+    row = dict(ROWS[0], expected="30 days", verifier={"kind": "in_process", "fn_name": "contains"})
+    batch = demo_adapter().evaluate([row], SEED)
+    assert set(batch.objective_scores[0]) == {"refund-policy", "row"}
+
+
+def test_several_components_become_one_system_prompt_under_their_names(server):
+    candidate = {"tone": "Be warm.", "policy": "Refunds within 30 days."}
+    openai_adapter(server).evaluate(ROWS[:1], candidate)
+    messages = server.requests[0]["body"]["messages"]
+    assert messages == [
+        {"role": "system", "content": "## tone\n\nBe warm.\n\n## policy\n\nRefunds within 30 days."},
+        {"role": "user", "content": ROWS[0]["input"]},
+    ]
+    assert system_prompt({"only": "Just this."}) == "Just this."
+
+
+def test_it_scores_what_the_model_answered(server):
+    server.default = (200, completion("Bring your receipt within 30 days for store credit."), 0.0)
+    batch = openai_adapter(server).evaluate(ROWS[:1], SEED)
+    assert batch.scores == [1.0]
+
+
+def test_one_failing_example_scores_zero_with_the_error_as_feedback(server):
+    server.script = [(500, {"error": {"message": "overloaded", "type": "server_error"}}, 0.0)]
+    batch = openai_adapter(server, concurrency=1).evaluate(ROWS[:3], SEED, capture_traces=True)
+    assert batch.scores[0] == 0.0 and batch.outputs[0] == ""
+    assert "The task model failed" in batch.trajectories[0]["feedback"] and "500" in batch.trajectories[0]["feedback"]
+    assert batch.objective_scores[0] == {"refund-policy": 0.0}
+    assert batch.outputs[1] == "Hi there."
+
+
+def test_a_rejected_key_is_a_systemic_failure(server):
+    server.default = (401, {"error": {"message": "Incorrect API key", "type": "invalid_request_error"}}, 0.0)
+    with pytest.raises(SystemicFailure):
+        openai_adapter(server).evaluate(ROWS[:2], SEED)
+
+
+def test_too_many_consecutive_failures_is_a_systemic_failure(server):
+    server.default = (500, {"error": {"message": "down", "type": "server_error"}}, 0.0)
+    with pytest.raises(SystemicFailure, match="3 task-model calls failed in a row"):
+        openai_adapter(server, concurrency=1, max_consecutive_failures=3).evaluate(ROWS[:4], SEED)
+
+
+def test_it_runs_the_batch_concurrently_but_no_wider_than_its_concurrency():
+    adapter = demo_adapter(concurrency=4, lm={"simulated_latency_ms": 100})
+    started = time.perf_counter()
+    adapter.evaluate(ROWS, SEED)  # 8 calls of 100 ms, 4 at a time: two waves
+    elapsed = time.perf_counter() - started
+    assert 0.2 <= elapsed < 0.6
+
+
+def test_the_recorder_can_take_the_full_record_of_each_evaluation_once():
+    adapter = demo_adapter()
+    adapter.evaluate(ROWS[:1], SEED)
+    record = adapter.take_record(SEED, ROWS[0]["task_id"])
+    assert record.result["verifiers"][0]["id"] == "refund-policy" and record.tokens_in > 0
+    assert adapter.take_record(SEED, ROWS[0]["task_id"]) is None
