@@ -1,0 +1,119 @@
+"""/api/runs: launch, dry-run, list, get, stop, cancel, resume, fork."""
+
+from __future__ import annotations
+
+import pytest
+
+from optimizer.models import Candidate, ModelEndpoint, Run, RunEvent, RunStatus
+from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
+from tests.optimizer.test_lm_openai import free_port
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def task_set(user):
+    refund_verifier(user)
+    return refund_task_set(user, splits=["train", "val"] * 4)
+
+
+def post(client, url, body):
+    return client.post(url, body, content_type="application/json")
+
+
+def test_launching_freezes_the_config_verifiers_and_tasks_into_a_queued_run(user_client, task_set):
+    response = post(user_client, "/api/runs/", {"config": run_config(task_set, budget={"preset": "light"})})
+    assert response.status_code == 201, response.content
+    run = Run.objects.get(pk=response.json()["id"])
+    assert run.status == RunStatus.QUEUED and response.json()["status"] == "queued"
+    assert run.verifier_specs[0]["id"] == "refund-policy"
+    assert len(run.tasks_snapshot) == 8 and {row["split"] for row in run.tasks_snapshot} == {"train", "val"}
+    assert run.config["task_lm"]["provider"] == "demo"
+    assert run.budget_total == 4 + 5 * (2 * 2 + 4)  # V + 5 · (2m + V), light preset
+    assert RunEvent.objects.get(run=run).payload == {"status": "queued", "phase": "queued"}
+
+
+def test_an_endpoint_name_is_resolved_and_frozen_at_launch(user_client, task_set):
+    ModelEndpoint.objects.create(name="local-llama", provider="openai", base_url="http://127.0.0.1:11434/v1", model="llama3",
+                                 api_key_env="LLAMA_KEY", options={"temperature": 0.3})
+    response = post(user_client, "/api/runs/", {"config": run_config(task_set, task_lm="local-llama")})
+    assert response.status_code == 201
+    frozen = Run.objects.get(pk=response.json()["id"]).config["task_lm"]
+    assert frozen["model"] == "llama3" and frozen["temperature"] == 0.3 and frozen["api_key_env"] == "LLAMA_KEY"
+    ModelEndpoint.objects.filter(name="local-llama").update(model="changed")
+    assert Run.objects.get(pk=response.json()["id"]).config["task_lm"]["model"] == "llama3"
+
+
+def test_a_bad_config_is_a_400_naming_each_field_and_saves_nothing(user_client, task_set):
+    config = run_config(task_set, verifier_ids=["no-such-verifier"], splits={"val": "holdout"}, task_lm="gpt-9")
+    response = post(user_client, "/api/runs/", {"config": config})
+    assert response.status_code == 400
+    problems = {(p["field"], p["message"]) for p in response.json()["problems"]}
+    assert ("verifier_ids", 'no verifier with id "no-such-verifier" that you can use') in problems
+    assert ("splits.val", 'task set "Refunds" has no tasks in split "holdout"') in problems
+    assert ("task_lm", 'no model endpoint named "gpt-9"') in problems
+    assert not Run.objects.exists()
+
+
+def test_a_schema_error_names_the_field(user_client, task_set):
+    response = post(user_client, "/api/runs/", {"config": run_config(task_set, minibatch_size=0)})
+    assert response.status_code == 400
+    assert response.json()["problems"][0]["field"] == "minibatch_size"
+
+
+def test_someone_elses_private_task_set_cannot_be_used(other_client, task_set):
+    response = post(other_client, "/api/runs/", {"config": run_config(task_set)})
+    assert response.status_code == 400
+    assert response.json()["problems"][0] == {"field": "task_set_id", "message": f"no task set {task_set.pk} that you can use"}
+
+
+def test_the_dry_run_contacts_the_model_endpoint(user_client, task_set, monkeypatch):
+    monkeypatch.setenv("FRONTIER_DRY_KEY", "sk-test")
+    unreachable = {"provider": "openai", "model": "m", "base_url": f"http://127.0.0.1:{free_port()}/v1",
+                   "api_key_env": "FRONTIER_DRY_KEY", "timeout": 2}
+    response = post(user_client, "/api/runs/dry-run", {"config": run_config(task_set, reflection_lm=unreachable)})
+    body = response.json()
+    assert response.status_code == 200 and body["ok"] is False
+    assert [p["field"] for p in body["problems"]] == ["reflection_lm"]
+    assert not Run.objects.exists()
+
+    assert post(user_client, "/api/runs/dry-run", {"config": run_config(task_set)}).json() == {"ok": True, "problems": []}
+
+
+def test_a_user_lists_and_reads_only_runs_they_may_see(user_client, other_client, task_set):
+    run_id = post(user_client, "/api/runs/", {"config": run_config(task_set)}).json()["id"]
+    assert [r["id"] for r in user_client.get("/api/runs/").json()] == [run_id]
+    assert other_client.get("/api/runs/").json() == []
+    assert other_client.get(f"/api/runs/{run_id}").status_code == 404
+    detail = user_client.get(f"/api/runs/{run_id}").json()
+    assert detail["verifier_ids"] == ["refund-policy"] and detail["candidates"] == []
+    assert other_client.post(f"/api/runs/{run_id}/stop").status_code == 404
+
+
+def test_stopping_a_queued_run_stops_it_and_a_second_stop_is_a_409(user_client, task_set):
+    run_id = post(user_client, "/api/runs/", {"config": run_config(task_set)}).json()["id"]
+    response = user_client.post(f"/api/runs/{run_id}/stop")
+    assert response.status_code == 200 and response.json()["status"] == "stopped"
+    again = user_client.post(f"/api/runs/{run_id}/stop")
+    assert again.status_code == 409 and "only a queued or running run can be stopped" in again.json()["detail"]
+
+
+def test_a_completed_run_continues_only_with_more_budget(user_client, task_set):
+    run_id = post(user_client, "/api/runs/", {"config": run_config(task_set)}).json()["id"]
+    Run.objects.filter(pk=run_id).update(status=RunStatus.COMPLETED, budget_used=120)
+    refused = post(user_client, f"/api/runs/{run_id}/resume", {})
+    assert refused.status_code == 409 and refused.json()["detail"].startswith("extra_budget:")
+    resumed = post(user_client, f"/api/runs/{run_id}/resume", {"extra_budget": 50})
+    assert resumed.status_code == 200 and resumed.json()["status"] == "queued" and resumed.json()["budget_total"] == 170
+
+
+def test_a_fork_is_a_new_run_seeded_from_the_chosen_candidate(user_client, task_set):
+    run_id = post(user_client, "/api/runs/", {"config": run_config(task_set)}).json()["id"]
+    Candidate.objects.create(run_id=run_id, index=3, components={"instructions": "Always mention the receipt."})
+    missing = post(user_client, f"/api/runs/{run_id}/fork", {"candidate_index": 9})
+    assert missing.status_code == 400 and missing.json()["problems"][0]["field"] == "candidate_index"
+    fork = post(user_client, f"/api/runs/{run_id}/fork", {"candidate_index": 3})
+    assert fork.status_code == 201
+    forked = Run.objects.get(pk=fork.json()["id"])
+    assert forked.config["seed_components"] == {"instructions": "Always mention the receipt."}
+    assert "fork of candidate 3" in forked.name and forked.status == RunStatus.QUEUED

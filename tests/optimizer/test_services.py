@@ -1,0 +1,61 @@
+"""Run workflows: the launch → Celery task → runner path, and the state guards."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from dashboard.celery import app
+from optimizer import runner
+from optimizer.models import Run, RunStatus
+from optimizer.services import RunStateError, run_cancel, run_launch, run_resume
+from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def task_set(user):
+    refund_verifier(user)
+    return refund_task_set(user, splits=["train", "val"] * 4)
+
+
+def test_a_launched_run_is_queued_after_commit_and_executed_by_the_celery_task(
+    user, task_set, django_capture_on_commit_callbacks, monkeypatch, settings, tmp_path
+):
+    settings.RUNS_DIR = tmp_path
+    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # no second writer on the in-memory test DB
+    monkeypatch.setitem(app.conf, "task_always_eager", True)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        run = run_launch(owner=user, config=run_config(task_set, budget={"max_metric_calls": 30}))
+    assert Run.objects.get(pk=run.pk).status == RunStatus.QUEUED  # nothing runs before the commit
+    assert len(callbacks) == 2  # the queued status event, then the task
+
+    for callback in callbacks:
+        callback()
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED and run.candidates.exists()
+
+
+def test_cancelling_a_running_run_asks_the_worker_to_abort(user, task_set):
+    run = run_launch(owner=user, config=run_config(task_set))
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, heartbeat_at=timezone.now())
+    run = run_cancel(run=run)
+    assert (run.status, run.phase, run.stop_requested, run.cancel_requested) == (RunStatus.STOPPING, "cancelling", True, True)
+
+
+def test_a_running_run_resumes_only_once_its_worker_is_gone(user, task_set):
+    run = run_launch(owner=user, config=run_config(task_set))
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, heartbeat_at=timezone.now())
+    with pytest.raises(RunStateError, match="only a stopped, failed, completed or crashed run resumes"):
+        run_resume(run=run)
+    Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - runner.STALE_AFTER - timedelta(seconds=1))
+    assert run_resume(run=run).status == RunStatus.QUEUED
+
+
+def test_an_imported_run_cannot_be_resumed(user, task_set):
+    run = Run.objects.create(owner=user, status=RunStatus.COMPLETED, imported=True)
+    with pytest.raises(RunStateError, match="imported"):
+        run_resume(run=run, extra_budget=10)
