@@ -401,9 +401,11 @@ const handlers = {
     addCandidate(c);
     if (S.run.seed_score === null && c.index === 0) S.run.seed_score = c.val_score;
     S.best = Math.max(S.best, c.val_score ?? -Infinity);
-    Plotly.extendTraces(charts.score, { x: [[c.metric_calls], [c.metric_calls]], y: [[c.val_score], [S.best]], text: [[hover(c)], []], customdata: [[c.index], []] }, [0, 1]);
+    Plotly.extendTraces(charts.score, { x: [[c.metric_calls]], y: [[c.val_score]], text: [[hover(c)]], customdata: [[c.index]] }, [0]);
+    Plotly.extendTraces(charts.score, { x: [[c.metric_calls]], y: [[S.best]] }, [1]);
     const e = lineageEdges(c);
-    Plotly.extendTraces(charts.lineage, { x: [e.x, [c.index]], y: [e.y, [c.val_score]], text: [[], [hover(c)]], customdata: [[], [c.index]] }, [0, 1]);
+    Plotly.extendTraces(charts.lineage, { x: [e.x], y: [e.y] }, [0]);
+    Plotly.extendTraces(charts.lineage, { x: [[c.index]], y: [[c.val_score]], text: [[hover(c)]], customdata: [[c.index]] }, [1]);
     restyleLineage();
     Plotly.extendTraces(charts.front, { z: [[c.scores]], y: [[rowLabel(c.index)]], text: [[heatText(c)]] }, [0]);
     Plotly.relayout(charts.front, frontTicks());

@@ -1,0 +1,157 @@
+"""The live run page in a real browser against a real server: a demo run
+launched from the form (the embedded worker executes it with the offline
+simulator, slowed down so it can be watched) fills the charts over the
+websocket; a reload shows the same data; a dropped socket catches up with no
+gap; the Stop button stops it; a lineage node opens its candidate."""
+
+import re
+import time
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.e2e.conftest import ARTIFACTS, E2E_USERNAME
+
+pytestmark = pytest.mark.e2e
+
+SEED_DATA = """
+from django.contrib.auth import get_user_model
+from optimizer.models import Task, TaskSet
+from verifiers_app.services import verifier_create
+owner = get_user_model().objects.get(username={username!r})
+verifier_create(owner=owner, spec={{"id": "e2e-refund", "name": "E2E refund", "kind": "native",
+    "checks": [{{"id": "mentions", "type": "task_expectations"}}, {{"id": "short", "type": "max_length", "params": {{"value": 600}}}}]}})
+task_set = TaskSet.objects.create(owner=owner, name="e2e refunds")
+for i in range(8):
+    Task.objects.create(task_set=task_set, task_id=f"q{{i}}", position=i, split="train" if i < 4 else "val",
+        input=f"Customer {{i}} asks whether order {{i}} can be refunded.",
+        metadata={{"expectations": {{"mustMention": [{{"text": "30 days", "message": "State the refund window"}},
+                                                    {{"anyOf": ["receipt", "proof of purchase"], "message": "Ask for proof of purchase"}}],
+                                    "mustNotMention": [{{"text": "guarantee", "message": "Never guarantee an outcome"}}]}}}})
+"""
+
+RUN_STATE = """() => ({
+  points: document.getElementById('chart-score').data[0].x.length,
+  budget: document.querySelector('[data-field=budget]').textContent,
+  barWidth: document.querySelector('[data-field=budget-bar] span').style.width,
+  status: document.querySelector('[data-field=status]').textContent,
+  lastSeq: window.__frontierRun ? window.__frontierRun.lastSeq : -1,
+})"""
+
+TABLE = """() => [...document.querySelectorAll('#candidate-rows tr')].map(
+  (tr) => [Number(tr.dataset.candidateIndex), tr.children[4].textContent])"""
+
+
+@pytest.fixture(scope="module")
+def demo_data(frontier_server):
+    frontier_server.manage("shell", "-c", SEED_DATA.format(username=E2E_USERNAME))
+
+
+def launch_demo_run(page, *, budget: int, latency_ms: int) -> int:
+    page.goto("/runs/new/")
+    page.get_by_label("Task set").select_option(label="e2e refunds (8 tasks)")
+    page.locator("[name=verifier_ids][value=e2e-refund]").check()
+    page.get_by_label("Simulator latency (ms per call, demo only)").fill(str(latency_ms))
+    page.locator("[name='budget.preset']").select_option(label="exact number of metric calls")
+    page.get_by_label("Exact metric calls").fill(str(budget))
+    page.get_by_role("button", name="Dry run (no model calls)").click()
+    expect(page.locator("[data-field=dry-run-result]")).to_have_text("dry run passed: ready to launch")
+    page.get_by_role("button", name="Launch", exact=True).click()
+    page.wait_for_url(re.compile(r"/runs/\d+/$"))
+    expect(page.locator("[data-field=live]")).to_have_text("● live")
+    return int(re.search(r"/runs/(\d+)/$", page.url).group(1))
+
+
+def state(page) -> dict:
+    return page.evaluate(RUN_STATE)
+
+
+def wait_until(predicate, timeout: float = 60, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def snapshot(page, run_id: int) -> dict:
+    return page.request.get(f"/runs/{run_id}/snapshot.json").json()
+
+
+def test_a_demo_run_launched_from_the_form_fills_the_charts_live_and_survives_a_reload(page, demo_data):
+    run_id = launch_demo_run(page, budget=260, latency_ms=120)
+    page.evaluate("window.__noReload = true")
+    first = state(page)
+    grown = wait_until(lambda: (s := state(page))["points"] >= first["points"] + 2 and s, what="new candidates on the chart")
+    assert grown["budget"] != first["budget"] and grown["barWidth"] != first["barWidth"]
+    assert page.evaluate("window.__noReload") is True  # the same document: nothing reloaded
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "live-run-mid-run.png"), full_page=True)
+
+    before = page.evaluate(TABLE)
+    page.reload()
+    expect(page.locator("[data-field=live]")).to_have_text("● live")
+    after = page.evaluate(TABLE)
+    assert after[: len(before)] == before  # every candidate seen before, with the same score
+
+    wait_until(lambda: state(page)["status"] == "completed", timeout=120, what="the run to complete")
+    final = snapshot(page, run_id)
+    assert page.evaluate(TABLE) == [[c["index"], f"{c['val_score']:.3f}"] for c in final["candidates"]]
+    page.screenshot(path=str(ARTIFACTS / "live-run-completed.png"), full_page=True)
+
+
+def test_a_dropped_socket_reconnects_and_catches_up_with_no_gap_or_duplicate(page, demo_data):
+    run_id = launch_demo_run(page, budget=260, latency_ms=120)
+    wait_until(lambda: state(page)["points"] >= 2, what="the first candidates")
+    page.evaluate("window.__frontierSocket.pause()")
+    expect(page.locator("[data-field=live]")).to_have_text("paused")
+    paused_at = state(page)["lastSeq"]
+    wait_until(lambda: snapshot(page, run_id)["run"]["last_seq"] >= paused_at + 10, what="events while the socket is down")
+    missed = snapshot(page, run_id)["run"]["last_seq"]
+    page.evaluate("window.__frontierSocket.resume()")
+    expect(page.locator("[data-field=live]")).to_have_text("● live")
+    wait_until(lambda: state(page)["lastSeq"] >= missed, what="the replay of missed events")
+
+    wait_until(lambda: state(page)["status"] == "completed", timeout=120, what="the run to complete")
+    final = snapshot(page, run_id)
+    indices = [row[0] for row in page.evaluate(TABLE)]
+    assert indices == [c["index"] for c in final["candidates"]]  # none missing, none twice
+    assert state(page)["points"] == len(final["candidates"])
+    assert state(page)["lastSeq"] == final["run"]["last_seq"]
+
+    # A plain close (a network drop) reconnects by itself.
+    page.evaluate("window.__frontierSocket.close()")
+    expect(page.locator("[data-field=live]")).to_have_text("● live", timeout=10_000)
+
+
+def test_the_owner_stops_a_run_from_its_page_and_sees_it_stop_live(page, demo_data):
+    launch_demo_run(page, budget=2000, latency_ms=120)
+    wait_until(lambda: state(page)["points"] >= 2, what="the first candidates")
+    page.get_by_role("button", name="Stop").click()
+    expect(page.locator("[data-field=status]")).to_have_text(re.compile("stopping|stopped"))
+    expect(page.locator("[data-field=status]")).to_have_text("stopped", timeout=60_000)
+    expect(page.get_by_role("button", name="Resume")).to_be_visible()
+    page.screenshot(path=str(ARTIFACTS / "live-run-stopped.png"), full_page=True)
+
+
+def test_clicking_a_lineage_node_opens_that_candidate(page, demo_data):
+    run_id = launch_demo_run(page, budget=120, latency_ms=0)
+    wait_until(lambda: state(page)["status"] == "completed", timeout=120, what="the run to complete")
+    expect(page.locator("#chart-lineage .scatterlayer .point")).not_to_have_count(0)
+    point = page.evaluate(
+        """() => {
+          const el = document.getElementById('chart-lineage');
+          const layout = el._fullLayout, trace = el._fullData[1];
+          const k = trace.x.length - 1, box = el.getBoundingClientRect();
+          return { index: trace.customdata[k],
+                   x: box.left + layout._size.l + layout.xaxis.l2p(trace.x[k]),
+                   y: box.top + layout._size.t + layout.yaxis.l2p(trace.y[k]) };
+        }"""
+    )
+    page.mouse.move(point["x"], point["y"])
+    page.mouse.click(point["x"], point["y"])
+    page.wait_for_url(f"**/runs/{run_id}/candidates/{point['index']}/")
+    expect(page.get_by_role("heading", name=re.compile(f"Candidate #{point['index']}"))).to_be_visible()
+    expect(page.locator(".evaluations tbody tr")).not_to_have_count(0)
