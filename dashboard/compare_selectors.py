@@ -378,7 +378,8 @@ def score_curves(runs: list[Run]) -> dict:
         fig.add_trace(go.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], mode="markers", name=f"{name} candidates",
                                  text=[f"candidate {p[2]}" for p in points], hovertemplate="%{text}: %{y:.3f} at %{x} calls<extra></extra>"))
     fig.update_layout(xaxis_title="metric calls", yaxis_title="validation score", yaxis_range=[0, 1.02],
-                      margin={"l": 50, "r": 10, "t": 10, "b": 40}, height=320, legend={"orientation": "h"})
+                      margin={"l": 50, "r": 10, "t": 40, "b": 40}, height=340,
+                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.02})
     return json.loads(fig.to_json())
 
 

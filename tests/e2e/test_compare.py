@@ -37,8 +37,6 @@ def _import(page, path) -> int:
 
 
 def _shift_click_lineage_node(page, index: int) -> None:
-    chart = page.locator("#chart-lineage")
-    expect(chart.locator(".scatterlayer .point")).not_to_have_count(0)
     point = page.evaluate(
         """(index) => {
           const el = document.getElementById('chart-lineage');
@@ -51,6 +49,12 @@ def _shift_click_lineage_node(page, index: int) -> None:
         index,
     )
     page.mouse.move(point["x"], point["y"])
+    # Plotly clicks the point it last hovered (hover is throttled): wait for this one.
+    page.wait_for_function(
+        "(index) => (document.getElementById('chart-lineage')._hoverdata || [])"
+        ".some((p) => p.curveNumber === 1 && p.customdata === index)",
+        arg=index,
+    )
     page.keyboard.down("Shift")
     page.mouse.click(point["x"], point["y"])
     page.keyboard.up("Shift")
@@ -59,8 +63,12 @@ def _shift_click_lineage_node(page, index: int) -> None:
 def test_two_lineage_nodes_open_a_comparison_with_the_diff_and_a_regression_row(page, frontier_server):
     run_id = _seed_run(frontier_server, "Refund lineage e2e")
     page.goto(f"/runs/{run_id}/")
+    # The run page has booted: snapshot drawn, candidate rows listed, layout settled.
+    page.wait_for_function("window.__frontierRun && document.querySelectorAll('#candidate-rows tr').length === 4")
+    page.wait_for_load_state("networkidle")
 
     _shift_click_lineage_node(page, 0)
+    expect(page.get_by_text("Selected: #0", exact=True)).to_be_visible()
     _shift_click_lineage_node(page, 3)
     expect(page.get_by_text("Selected: #0, #3")).to_be_visible()
     page.get_by_role("link", name="Compare selected").click()
@@ -89,6 +97,7 @@ def test_two_lineage_nodes_open_a_comparison_with_the_diff_and_a_regression_row(
 
 
 def test_a_run_exported_from_the_browser_imports_back_with_identical_scores(page, frontier_server):
+    ARTIFACTS.mkdir(exist_ok=True)
     original = _seed_run(frontier_server, "Refund export e2e")
     page.goto(f"/runs/{original}/compare/?c=0&c=1")
 
@@ -105,3 +114,10 @@ def test_a_run_exported_from_the_browser_imports_back_with_identical_scores(page
     # The promotion report is computed from the imported scores alone.
     page.goto(f"/runs/{copy}/promotion/")
     expect(page.get_by_role("heading", name=re.compile("on 3 holdout tasks"))).to_be_visible()
+    page.screenshot(path=str(ARTIFACTS / "promotion-report.png"), full_page=True)
+
+    # Same task rows, so the original and its copy compare as runs: identical curves, no config change.
+    page.goto(f"/runs/compare/?a={original}&b={copy}")
+    expect(page.locator("#score-curves .scatterlayer .trace")).to_have_count(4)
+    expect(page.get_by_text("Same configuration.")).to_be_visible()
+    page.screenshot(path=str(ARTIFACTS / "compare-runs.png"), full_page=True)
