@@ -1,0 +1,208 @@
+"""Live dashboard benchmark (issue 6, point 9).
+
+1. Builds a 300-candidate × 100-val-task run (tests/dashboard/factories.py)
+   and prints the run page's JSON snapshot size and build time (median of 5
+   after one warm-up). Targets: ≤ 2 MB, ≤ 300 ms.
+2. Starts `daphne` on that database with the channels-redis layer, connects 20
+   websocket clients to the run (`/ws/runs/<id>/?after=<last seq>`), publishes
+   events with `optimizer.events.publish_run_event` and prints the median and
+   p95 latency from each event's commit to its arrival at every client.
+   Target: p95 ≤ 100 ms.
+
+Usage:  .venv/bin/python bench/live.py [--clients 20] [--events 200] [--interval-ms 20]
+
+It needs PostgreSQL and Redis (BENCH_POSTGRES_URL, default
+postgres://postgres@127.0.0.1:5432/postgres; BENCH_REDIS_URL, default
+redis://127.0.0.1:6379/0). It creates a uniquely named scratch database and a
+unique channel prefix, and removes both at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+TAG = f"bench_live_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+ADMIN_URL = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+REDIS = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+DATABASE_URL = urlunsplit(urlsplit(ADMIN_URL)._replace(path=f"/{TAG}"))
+
+ENV = {
+    "DATABASE_URL": DATABASE_URL,
+    "REDIS_URL": REDIS,
+    "FRONTIER_CHANNEL_PREFIX": TAG,
+    "SECRET_KEY": f"bench-only-{uuid.uuid4().hex}",
+    "DEBUG": "0",
+    "ALLOWED_HOSTS": "127.0.0.1,localhost",
+    "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+}
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def create_database() -> None:
+    import psycopg
+
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{TAG}"')
+
+
+def drop_database() -> None:
+    import psycopg
+
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{TAG}" WITH (FORCE)')
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def bench_snapshot(run) -> None:
+    from dashboard.selectors import run_snapshot
+    from optimizer.models import Run
+
+    run = Run.objects.select_related("task_set", "owner", "best_candidate").get(pk=run.pk)
+    run_snapshot(run)
+    times, size = [], 0
+    for _ in range(5):
+        started = time.perf_counter()
+        size = len(json.dumps(run_snapshot(run)).encode())
+        times.append((time.perf_counter() - started) * 1000)
+    print(f"snapshot: {size / 1e6:.2f} MB, built in {statistics.median(times):.0f} ms median "
+          f"(min {min(times):.0f}, max {max(times):.0f}) for {run.candidates.count()} candidates × 100 val tasks")
+
+
+def start_daphne(port: int) -> subprocess.Popen:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"],
+        cwd=ROOT, env={**os.environ, **ENV}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return process
+        except OSError:
+            if process.poll() is not None:
+                raise SystemExit(f"daphne exited: {process.stderr.read().decode()[-2000:]}")
+            time.sleep(0.1)
+    raise SystemExit("daphne did not start within 30 s")
+
+
+def publish_events(run_id: int, count: int, interval: float, commits: dict[int, float]) -> None:
+    """Publish `count` events; record when each one's transaction committed."""
+    from django.db import close_old_connections, transaction
+
+    from optimizer.events import publish_run_event
+
+    for i in range(count):
+        with transaction.atomic():
+            # Registered before publish_run_event's own on_commit, so it runs first:
+            # the timestamp is taken right after COMMIT, before the group_send.
+            holder: dict = {}
+            transaction.on_commit(lambda: holder.setdefault("t", time.perf_counter()))
+            event = publish_run_event(run_id, "worker.ping", {"host": "bench", "note": str(i)})
+        commits[event.seq] = holder["t"]
+        time.sleep(interval)
+    close_old_connections()
+
+
+async def bench_latency(run, user, port: int, clients: int, events: int, interval: float) -> None:
+    import websockets
+    from asgiref.sync import sync_to_async
+    from django.test import Client
+
+    client = Client()
+    await sync_to_async(client.force_login)(user)
+    cookie = f"sessionid={client.cookies['sessionid'].value}"
+    url = f"ws://127.0.0.1:{port}/ws/runs/{run.pk}/?after={run.last_seq}"
+    headers = {"Cookie": cookie, "Origin": f"http://127.0.0.1:{port}"}
+    arrivals: list[dict[int, float]] = [{} for _ in range(clients)]
+    sockets = [await websockets.connect(url, additional_headers=headers) for _ in range(clients)]
+
+    async def listen(k: int, ws) -> None:
+        async for raw in ws:
+            arrivals[k][json.loads(raw)["seq"]] = time.perf_counter()
+            if len(arrivals[k]) == events:
+                return
+
+    listeners = [asyncio.create_task(listen(k, ws)) for k, ws in enumerate(sockets)]
+    await asyncio.sleep(0.5)  # every consumer has joined the group
+    commits: dict[int, float] = {}
+    await asyncio.to_thread(publish_events, run.pk, events, interval, commits)
+    await asyncio.wait_for(asyncio.gather(*listeners), timeout=30)
+    for ws in sockets:
+        await ws.close()
+
+    latencies = [(arrived[seq] - commits[seq]) * 1000 for arrived in arrivals for seq in commits]
+    delivered = sum(len(a) for a in arrivals)
+    print(f"websocket: {events} events × {clients} clients = {delivered} deliveries through Redis "
+          f"(daphne + channels-redis); commit → arrival median {statistics.median(latencies):.1f} ms, "
+          f"p95 {pct(latencies, 0.95):.1f} ms, max {max(latencies):.1f} ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=20)
+    parser.add_argument("--events", type=int, default=200)
+    parser.add_argument("--interval-ms", type=float, default=20)
+    args = parser.parse_args()
+
+    os.environ.update(ENV)
+    create_database()
+    daphne = None
+    try:
+        import django
+
+        django.setup()
+        from django.contrib.auth import get_user_model
+        from django.core.management import call_command
+        from django.db import connections
+
+        from tests.dashboard.factories import build_run
+
+        call_command("migrate", verbosity=0)
+        user = get_user_model().objects.create_user("bench", password=uuid.uuid4().hex)
+        started = time.perf_counter()
+        run = build_run(owner=user, candidates=300, val_tasks=100)
+        print(f"built the run ({TAG}) in {time.perf_counter() - started:.1f} s")
+        bench_snapshot(run)
+
+        port = free_port()
+        daphne = start_daphne(port)
+        asyncio.run(bench_latency(run, user, port, args.clients, args.events, args.interval_ms / 1000))
+        connections.close_all()
+    finally:
+        if daphne is not None:
+            daphne.terminate()
+            daphne.wait(timeout=10)
+        drop_database()
+        import redis
+
+        r = redis.Redis.from_url(REDIS)
+        keys = list(r.scan_iter(f"{TAG}*"))
+        if keys:
+            r.delete(*keys)
+
+
+if __name__ == "__main__":
+    main()
