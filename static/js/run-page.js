@@ -13,10 +13,12 @@ const VERDICT_NAMES = { p: "pass", b: "borderline", f: "fail" };
 const PLOT_CONFIG = { displaylogo: false, responsive: true };
 const MARGIN = { l: 50, r: 10, t: 10, b: 40 };
 
-// Plotly renders hover text, tick labels and annotations as HTML-ish markup:
-// escape every untrusted string before it goes there.
+// Plotly renders hover text, tick labels and titles as HTML-ish markup (<b>,
+// <a href>, <br> …): escape every untrusted string before it goes there. With
+// no "<" left there is no tag, so quotes need no escaping (and Plotly would
+// show "&quot;" literally: it decodes only a few named entities).
 export function esc(value) {
-  return String(value ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+  return String(value ?? "").replace(/[&<>]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;" })[c]);
 }
 const escLines = (value) => esc(value).replace(/\n/g, "<br>");
 const fmt = (x, digits = 3) => (x === null || x === undefined || Number.isNaN(x) ? "–" : Number(x).toFixed(digits));

@@ -155,3 +155,60 @@ def test_clicking_a_lineage_node_opens_that_candidate(page, demo_data):
     page.wait_for_url(f"**/runs/{run_id}/candidates/{point['index']}/")
     expect(page.get_by_role("heading", name=re.compile(f"Candidate #{point['index']}"))).to_be_visible()
     expect(page.locator(".evaluations tbody tr")).not_to_have_count(0)
+
+
+HOSTILE_RUN = """
+from django.contrib.auth import get_user_model
+from tests.dashboard.factories import build_run
+owner = get_user_model().objects.get(username={username!r})
+run = build_run(owner=owner, name="hostile", candidates=4, val_tasks=3,
+                component_text='<img src=x onerror="window.__xss=1"><b>bold</b>')
+print(run.pk)
+"""
+
+
+def test_hostile_prompt_text_is_shown_literally_in_tooltips_and_nothing_runs(page, frontier_server):
+    result = frontier_server.manage("shell", "-c", HOSTILE_RUN.format(username=E2E_USERNAME))
+    run_id = int(result.stdout.strip().splitlines()[-1])
+    page.goto(f"/runs/{run_id}/")
+    expect(page.locator("[data-field=live]")).to_have_text("● live")
+    point = page.evaluate(
+        """() => {
+          const el = document.getElementById('chart-lineage');
+          const layout = el._fullLayout, trace = el._fullData[1], box = el.getBoundingClientRect();
+          return { x: box.left + layout._size.l + layout.xaxis.l2p(trace.x[1]),
+                   y: box.top + layout._size.t + layout.yaxis.l2p(trace.y[1]) };
+        }"""
+    )
+    page.mouse.move(point["x"], point["y"])
+    tooltip = page.locator("#chart-lineage .hoverlayer")
+    expect(tooltip).to_contain_text('<img src=x onerror="window.__xss=1"><b>bold</b>')
+    assert page.evaluate("window.__xss") is None
+    assert page.locator("#chart-lineage .hoverlayer b").count() <= 1  # only our own "#index" bold, not the prompt's
+
+
+def test_candidates_picked_in_the_table_open_the_compare_view_url(page, frontier_server):
+    result = frontier_server.manage("shell", "-c", HOSTILE_RUN.format(username=E2E_USERNAME))
+    run_id = int(result.stdout.strip().splitlines()[-1])
+    page.goto(f"/runs/{run_id}/")
+    compare = page.get_by_role("link", name="Compare selected")
+    expect(compare).to_have_attribute("aria-disabled", "true")
+    page.get_by_label("select candidate 3").check()
+    page.get_by_label("select candidate 0").check()
+    expect(compare).to_have_attribute("aria-disabled", "false")
+    expect(compare).to_have_attribute("href", f"/runs/{run_id}/compare/?c=0&c=3")
+    expect(page.locator("[data-field=selection]")).to_have_text("Selected: #0, #3")
+
+
+def test_the_runs_list_follows_a_run_launched_in_another_tab_without_a_reload(page, demo_data):
+    page.goto("/runs/")
+    page.evaluate("window.__noReload = true")
+    other = page.context.new_page()
+    run_id = launch_demo_run(other, budget=120, latency_ms=60)
+    row = page.locator(f"#runs-table tr[data-run-id='{run_id}']")
+    expect(row).to_be_visible()
+    expect(row.locator(".status")).to_have_text("completed", timeout=60_000)
+    expect(row).to_contain_text("simulator")
+    expect(row).to_contain_text(re.compile(r"\d+ / 120"))  # gepa may overshoot by one iteration
+    assert page.evaluate("window.__noReload") is True
+    other.close()
