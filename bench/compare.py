@@ -3,7 +3,7 @@
 Run: ``python bench/compare.py`` (``--quick`` for fewer repeats). It builds a
 throwaway SQLite database in a temporary directory (migrations applied), fills
 it with a finished run of 12 candidates over 500 val + 100 holdout tasks (the
-test factory: lineage, growing prompts, engine-shaped results), then times the
+test factory: lineage, growing prompts, outputs scored by the real engine), then times the
 full request → rendered HTML of the compare page through Django's test client
 (URL routing, middleware, auth, selectors, template) for several filter
 settings, and prints the median and worst of the repeats for each.

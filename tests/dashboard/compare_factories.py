@@ -1,11 +1,13 @@
 """A finished run as the runner leaves it: a task set with val and holdout tasks,
 a seed and reflection children with lineage and growing prompts, one evaluation
-per candidate × task with an engine-shaped result, and the event log.
+per candidate × task scored by the real engine, and the event log.
 
-Scores are drawn from a seeded RNG (children move from their parent's scores),
-except that the last candidate always regresses on the first val task, so every
-run has at least one regression to show. Tests read the numbers back from the DB;
-nothing here is an expected value.
+Which of a task's expected phrases an output contains is drawn from a seeded RNG
+(a child keeps its parent's and picks up more), and the output is then scored by
+`verifiers_app.engine`, so results have the engine's exact shape and reasons.
+The last candidate always answers the first val task badly, so every run has at
+least one regression to show. Tests read the numbers back from the DB; nothing
+here is an expected value.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import random
 
 from optimizer import event_types
 from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, RunStatus, Task, TaskSet
+from verifiers_app.engine import compile_specs
 
 VERIFIER = {
     "id": "refund-policy",
@@ -34,10 +37,6 @@ RULES = [
 ]
 
 
-def verdict_of(score: float) -> str:
-    return "pass" if score >= 0.8 else "borderline" if score >= 0.6 else "fail"
-
-
 def parent_of(index: int) -> int | None:
     """A chain with a sibling branch back to the seed every third candidate."""
     if index == 0:
@@ -45,22 +44,33 @@ def parent_of(index: int) -> int | None:
     return index - 1 if index % 3 else 0
 
 
-def _result(window_hit: bool, expectations: float) -> dict:
-    score = (float(window_hit) + expectations) / 2
-    checks = [
-        {"id": "window", "type": "contains", "weight": 1, "required": False, "score": float(window_hit),
-         "skipped": False, "reason": "" if window_hit else "output does not contain '30 days'"},
-        {"id": "expectations", "type": "task_expectations", "weight": 1, "required": False, "score": expectations,
-         "skipped": False, "reason": "" if expectations >= 1 else "Mention the order number: expected one of 'order #'"},
-    ]
-    hits = [f"{c['id']} ok" for c in checks if c["score"] >= 1]
-    misses = [c["reason"] for c in checks if c["score"] < 1]
+def _phrases(position: int) -> list[str]:
+    return ["30 days", f"order #{1000 + position}", "receipt", "original payment method"]
+
+
+def _expectations(position: int) -> dict:
+    messages = ["State the refund window", "Quote the order number", "Ask for the receipt", "Say where the money goes"]
     return {
-        "score": score, "verdict": verdict_of(score), "passed": score >= 1,
-        "verifiers": [{"id": VERIFIER["id"], "name": VERIFIER["name"], "score": score, "weight": 1,
-                       "passed": score >= 1, "checks": checks}],
-        "hits": hits, "misses": misses, "feedback": "\n".join(misses),
+        "mustMention": [{"anyOf": [p], "message": m} for p, m in zip(_phrases(position), messages)],
+        "mustNotMention": [{"text": "guarantee", "message": "Never guarantee a refund"}],
     }
+
+
+def _evolve(rng: random.Random, before: frozenset[str], phrases: list[str]) -> frozenset[str]:
+    """A child keeps most of what its parent said, picks up each missing phrase
+    half the time, and drops a forbidden "guarantee" half the time."""
+    kept = {p for p in phrases if (rng.random() >= 0.1 if p in before else rng.random() < 0.5)}
+    if "guarantee" in before and rng.random() < 0.5:
+        kept.add("guarantee")
+    return frozenset(kept)
+
+
+def _output(index: int, task: Task, said: frozenset[str]) -> str:
+    parts = [f"Reply of candidate {index} to {task.task_id}."]
+    parts += [f"About the {p}." for p in _phrases(task.position) if p in said]
+    if "guarantee" in said:
+        parts.append("We guarantee it.")
+    return " ".join(parts) + " <script>alert('x')</script>"
 
 
 def make_compare_run(owner, *, candidates: int = 4, val_tasks: int = 6, holdout_tasks: int = 4,
@@ -72,7 +82,7 @@ def make_compare_run(owner, *, candidates: int = 4, val_tasks: int = 6, holdout_
         Task.objects.bulk_create([
             Task(task_set=task_set, task_id=key, position=i, split=split,
                  input=f"Customer {i} asks about a refund for order #{1000 + i}.",
-                 metadata={"expectations": {"mustMention": [{"anyOf": ["order #"], "message": "Mention the order number"}]}})
+                 metadata={"expectations": _expectations(i)})
             for i, (key, split) in enumerate(rows)
         ])
     tasks = list(task_set.tasks.all())
@@ -82,41 +92,40 @@ def make_compare_run(owner, *, candidates: int = 4, val_tasks: int = 6, holdout_
         verifier_specs=[VERIFIER], tasks_snapshot=[t.as_row() | {"split": t.split} for t in tasks],
         budget_total=200, budget_used=0,
     )
+    scorer = compile_specs([VERIFIER])
     texts: dict[int, str] = {}
-    levels: dict[int, dict[str, tuple[bool, float]]] = {}
+    said: dict[int, dict[str, frozenset[str]]] = {}
     evaluations, events, made = [], [], []
+    first_val = next((t.task_id for t in tasks if t.split == "val"), None)
     for index in range(candidates):
         parent = parent_of(index)
         if parent is None:
             texts[index] = "You are a refund support agent. Answer the customer's question."
-            levels[index] = {t.task_id: (rng.random() < 0.3, round(rng.uniform(0.0, 0.6), 2)) for t in tasks}
+            said[index] = {
+                t.task_id: frozenset(p for p in [*_phrases(t.position), "guarantee"] if rng.random() < 0.3) for t in tasks
+            }
         else:
             texts[index] = f"{texts[parent]} {RULES[(index - 1) % len(RULES)]}"
-            levels[index] = {
-                key: (hit or rng.random() < 0.5, round(min(1.0, max(0.0, exp + rng.uniform(-0.1, 0.35))), 2))
-                for key, (hit, exp) in levels[parent].items()
-            }
-        if index == candidates - 1 and index > 0:
-            first_val = next(t.task_id for t in tasks if t.split == "val")
-            levels[index][first_val] = (False, 0.0)
-        val_scores = [sum(map(float, levels[index][t.task_id])) / 2 for t in tasks if t.split == "val"]
+            said[index] = {t.task_id: _evolve(rng, said[parent][t.task_id], _phrases(t.position)) for t in tasks}
+        if index == candidates - 1 and index > 0 and first_val:
+            said[index][first_val] = frozenset({"guarantee"})
+        results = {t.task_id: scorer.score(_output(index, t, said[index][t.task_id]), task=t.as_row()).as_dict() for t in tasks}
+        val_scores = [results[t.task_id]["score"] for t in tasks if t.split == "val"]
+        val_score = sum(val_scores) / len(val_scores) if val_scores else None
         cand = Candidate.objects.create(
             run=run, index=index, components={"system_prompt": texts[index]},
             parents=[] if parent is None else [parent],
             origin=Origin.SEED if parent is None else Origin.REFLECTION,
             iteration=index, metric_calls=index * 9 + len(val_scores),
-            val_score=sum(val_scores) / len(val_scores),
-            objective_scores={VERIFIER["id"]: sum(val_scores) / len(val_scores)},
+            val_score=val_score, objective_scores={VERIFIER["id"]: val_score},
             reflection="" if parent is None else f"Feedback kept saying: {RULES[(index - 1) % len(RULES)]} Added it as a rule.",
         )
         made.append(cand)
         for task in tasks:
-            hit, exp = levels[index][task.task_id]
-            result = _result(hit, exp)
+            result = results[task.task_id]
             evaluations.append(Evaluation(
                 candidate=cand, task=task, task_key=task.task_id, split=task.split,
-                output=f"Reply of candidate {index} to {task.task_id}: {'refund within 30 days' if hit else 'we will see'}"
-                       f"{' for order #' + str(task.position + 1000) if exp >= 1 else ''}. <script>alert('x')</script>",
+                output=_output(index, task, said[index][task.task_id]),
                 score=result["score"], verdict=result["verdict"], passed=result["passed"], result=result,
                 feedback=result["feedback"], latency_ms=100 + task.position, tokens_in=50, tokens_out=20,
             ))
