@@ -73,6 +73,7 @@ def compare_task(request, run_id: int):
         return _bad_request(request, str(exc), run=run)
     return render(request, "compare/task.html", {
         "run": run, "task_key": request.GET.get("task"), "split": split, "task": task, "evaluations": evaluations,
+        "expected": json.dumps(task["expected"], indent=2, ensure_ascii=False) if task and task.get("expected") is not None else "",
         "back": reverse("compare:compare", args=[run.pk]) + "?" + urlencode([("c", c.index) for c in candidates] + [("split", split)]),
     })
 

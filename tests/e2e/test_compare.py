@@ -95,6 +95,14 @@ def test_two_lineage_nodes_open_a_comparison_with_the_diff_and_a_regression_row(
     page.wait_for_url(re.compile(r"sort=regression"))
     expect(page.locator("table.tasks tbody tr").first).to_have_attribute("data-task", "val-000")
 
+    # Drill down: both outputs side by side, as text (the factory's <script> is shown, not run).
+    page.get_by_role("link", name="val-000").click()
+    outputs = page.locator("pre.output")
+    expect(outputs).to_have_count(2)
+    expect(outputs.nth(1)).to_contain_text("<script>alert('x')</script>")
+    expect(page.locator('[data-candidate="3"] .check-miss')).to_have_count(2)
+    page.screenshot(path=str(ARTIFACTS / "compare-task-drilldown.png"), full_page=True)
+
 
 def test_a_run_exported_from_the_browser_imports_back_with_identical_scores(page, frontier_server):
     ARTIFACTS.mkdir(exist_ok=True)
