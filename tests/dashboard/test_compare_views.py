@@ -162,3 +162,14 @@ def test_compare_runs_refuses_runs_on_different_task_sets(user_client, user, run
     other = make_compare_run(user, name="elsewhere")
     response = user_client.get(reverse("compare:runs") + f"?a={run.pk}&b={other.pk}")
     assert response.status_code == 400 and b"not run on the same task set" in response.content
+
+
+def test_the_run_pages_link_to_promotion_exports_history_downloads_and_import(user_client, run):
+    detail = user_client.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    for name in ("compare:promotion", "compare:export_json", "compare:export_csv"):
+        assert f'href="{reverse(name, args=[run.pk])}"' in detail
+    candidate = user_client.get(reverse("runs:candidate", args=[run.pk, 2])).content.decode()
+    for name in ("compare:history", "compare:download_txt", "compare:download_json"):
+        assert f'href="{reverse(name, args=[run.pk, 2])}"' in candidate
+    listing = user_client.get(reverse("runs:list")).content.decode()
+    assert f'href="{reverse("compare:runs")}"' in listing and f'href="{reverse("compare:import")}"' in listing
