@@ -1,0 +1,72 @@
+import pytest
+from django.core.exceptions import PermissionDenied
+
+from optimizer.models import Evaluation, RunStatus
+from optimizer.promotion import promotion_report, run_promote
+from tests.dashboard.compare_factories import make_compare_run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def run(user):
+    return make_compare_run(user, candidates=3, val_tasks=3, holdout_tasks=4)
+
+
+def _set_holdout(run, index, scores):
+    for key, score in zip(["hold-000", "hold-001", "hold-002", "hold-003"], scores):
+        Evaluation.objects.filter(candidate__run=run, candidate__index=index, task_key=key).update(score=score)
+
+
+def _report(run, margin=0.02):
+    return promotion_report(seed=run.candidates.get(index=0), candidate=run.candidates.get(index=2), margin=margin)
+
+
+def test_a_candidate_that_beats_the_seed_by_the_margin_without_net_regressions_is_promoted(run):
+    _set_holdout(run, 0, [0.5, 0.5, 0.5, 0.5])
+    _set_holdout(run, 2, [0.6, 0.6, 0.5, 0.45])
+    report = _report(run)
+    assert report.improvement == pytest.approx(0.0375)
+    assert (report.improved, report.regressed) == (2, 1)
+    assert report.promote
+
+
+def test_an_improvement_below_the_margin_is_not_promoted(run):
+    _set_holdout(run, 0, [0.5, 0.5, 0.5, 0.5])
+    _set_holdout(run, 2, [0.54, 0.5, 0.5, 0.5])  # +0.01 on the mean
+    report = _report(run)
+    assert report.few_regressions and not report.beats_margin and not report.promote
+    assert _report(run, margin=0.01).promote  # exactly at a lower margin counts
+
+
+def test_more_regressions_than_improvements_blocks_promotion_even_with_a_big_mean_gain(run):
+    _set_holdout(run, 0, [0.2, 0.6, 0.6, 0.6])
+    _set_holdout(run, 2, [1.0, 0.55, 0.55, 0.6])
+    report = _report(run)
+    assert report.beats_margin and (report.improved, report.regressed) == (1, 2)
+    assert not report.promote
+
+
+def test_there_is_no_report_without_holdout_evaluations(user):
+    run = make_compare_run(user, candidates=2, holdout_tasks=0, name="no holdout")
+    assert promotion_report(seed=run.candidates.get(index=0), candidate=run.candidates.get(index=1)) is None
+
+
+def test_the_owner_promotes_a_finished_run_s_candidate(run, user):
+    run_promote(run=run, candidate=run.candidates.get(index=1), user=user)
+    run.refresh_from_db()
+    assert run.chosen_candidate.index == 1
+
+
+def test_promotion_is_refused_to_others_for_other_runs_candidates_and_while_running(run, user, other_user):
+    with pytest.raises(PermissionDenied):
+        run_promote(run=run, candidate=run.candidates.get(index=1), user=other_user)
+    elsewhere = make_compare_run(user, name="elsewhere").candidates.get(index=1)
+    with pytest.raises(ValueError, match="^candidate:"):
+        run_promote(run=run, candidate=elsewhere, user=user)
+    run.status = RunStatus.RUNNING
+    run.save()
+    with pytest.raises(ValueError, match="^run:"):
+        run_promote(run=run, candidate=run.candidates.get(index=1), user=user)
+    run.refresh_from_db()
+    assert run.chosen_candidate is None
