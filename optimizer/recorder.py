@@ -85,6 +85,7 @@ class RunRecorder:
             default=0,
         )
         self.reflection_errors: list[str] = []
+        self.optimizing = False
         # A custom proposer (the demo simulator) explains itself outside gepa's events.
         self.proposer_reasoning: Callable[[], str] = lambda: ""
         self._reset_iteration()
@@ -111,6 +112,11 @@ class RunRecorder:
         self._reset_iteration()
         self.iteration = event["iteration"]
         self.adapter.forget_records()
+        if not self.optimizing:
+            self.optimizing = True
+            Run.objects.filter(pk=self.run_id).update(phase="optimizing")
+            status = Run.objects.values_list("status", flat=True).get(pk=self.run_id)
+            publish_run_event(self.run_id, ev.RUN_STATUS, {"status": status, "phase": "optimizing"})
 
     def on_candidate_selected(self, event: dict) -> None:
         self.parent = event["candidate_idx"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
+from celery.contrib.testing.worker import test_worker_started
 from celery.signals import worker_ready
 from django.conf import settings
 from django.db.models import Q
@@ -24,6 +25,7 @@ def run_optimization(run_id: int) -> str | None:
 
 
 @worker_ready.connect
+@test_worker_started.connect  # the embedded worker (dashboard/embedded.py) announces itself with this one
 def requeue_orphaned_runs(**_kwargs) -> None:
     """A worker that starts re-queues runs whose worker died (stale heartbeat).
     In embedded mode the in-memory broker lost its queue with the old process,

@@ -88,7 +88,8 @@ def test_a_demo_run_records_candidates_evaluations_and_events_and_improves(user,
     assert events(run, ev.RUN_BUDGET)[-1].payload == {"used": run.budget_used, "total": 120}
     finished = events(run)[-1]
     assert finished.type == ev.RUN_FINISHED and finished.payload["status"] == "completed"
-    assert [e.payload["status"] for e in events(run, ev.RUN_STATUS)] == ["queued", "running", "completed"]
+    phases = [(e.payload["status"], e.payload["phase"]) for e in events(run, ev.RUN_STATUS)]
+    assert phases == [("queued", "queued"), ("running", "seed evaluation"), ("running", "optimizing"), ("completed", "finished")]
 
 
 def test_a_finished_run_delivered_again_does_nothing(user, task_set):

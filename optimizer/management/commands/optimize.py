@@ -83,7 +83,10 @@ class Command(BaseCommand):
         if options.get("wait"):
             run = self._follow(run)
         elif action != "status":
-            self.stderr.write(f"run {run.pk}: {run.status}" + ("" if settings.EMBEDDED or action != "run" else " (queued for the workers)"))
+            note = ""
+            if run.status == RunStatus.QUEUED:
+                note = " (`manage.py serve` executes it; or pass --wait)" if settings.EMBEDDED else " (for the workers)"
+            self.stderr.write(f"run {run.pk}: {run.status}{note}")
         run.refresh_from_db()
         self.stdout.write(json.dumps({**run_summary(run), "phase": run.phase, "error": run.error} if action == "status" else run_summary(run)))
         if options.get("wait") and run.status == RunStatus.FAILED:

@@ -1,0 +1,47 @@
+"""The demo run `make demo` starts (via `manage.py demo_setup`): the offline
+simulator optimizing the refund-tickets example, slowed a little per call so a
+newcomer watches its charts move. Idempotent: one demo run per example set."""
+
+from __future__ import annotations
+
+from optimizer.models import Run, RunStatus, TaskSet
+from optimizer.services import run_launch
+
+DEMO_TASK_SET = "Refund tickets"
+DEMO_VERIFIER = "refund-policy-quality"
+DEMO_RUN_NAME = "Demo: refund replies (simulator)"
+
+
+def demo_config(task_set: TaskSet) -> dict:
+    return {
+        "name": DEMO_RUN_NAME,
+        "task_set_id": task_set.pk,
+        "splits": {"train": "train", "val": "val", "holdout": "holdout"},
+        "verifier_ids": [DEMO_VERIFIER],
+        "seed_components": {"instructions": "You are a customer support agent for an electronics shop. Reply to the customer."},
+        "task_lm": {"provider": "demo", "model": "demo-task", "simulated_latency_ms": 250},
+        "reflection_lm": {"provider": "demo", "model": "demo-reflection", "simulated_latency_ms": 500},
+        "budget": {"preset": "heavy"},
+        "minibatch_size": 3,
+        "concurrency": 4,
+    }
+
+
+def launch_demo_run(*, user, launch_run: bool = True, stdout=None) -> Run | None:
+    """Launch the demo run unless one already ran (or runs) on the example set."""
+    if not launch_run:
+        return None
+    task_set = TaskSet.objects.filter(name=DEMO_TASK_SET, owner=user).first()
+    if task_set is None:
+        if stdout is not None:
+            stdout.write(f"No demo run: the example task set {DEMO_TASK_SET!r} is not loaded")
+        return None
+    existing = Run.objects.filter(task_set=task_set, name=DEMO_RUN_NAME).exclude(status=RunStatus.FAILED).first()
+    if existing is not None:
+        if stdout is not None:
+            stdout.write(f"Demo run {existing.pk} is already {existing.status}")
+        return existing
+    run = run_launch(owner=user, config=demo_config(task_set))
+    if stdout is not None:
+        stdout.write(f"Launched demo run {run.pk} (demo simulator, offline): /runs/{run.pk}/")
+    return run
