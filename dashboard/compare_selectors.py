@@ -373,7 +373,8 @@ def score_curves(runs: list[Run]) -> dict:
             best = max(best, score)
             xs.append(calls)
             ys.append(best)
-        name = html.escape(f"#{run.pk} {run}")  # Plotly renders trace names and hover text as HTML
+        # Plotly renders trace names as HTML; it shows &quot; literally, so escape only <, > and &.
+        name = html.escape(f"#{run.pk} {run}", quote=False)
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"shape": "hv"}, name=f"{name} best so far"))
         fig.add_trace(go.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], mode="markers", name=f"{name} candidates",
                                  text=[f"candidate {p[2]}" for p in points], hovertemplate="%{text}: %{y:.3f} at %{x} calls<extra></extra>"))
