@@ -31,6 +31,15 @@ const S = {
   best: -Infinity, selected: new Set(), finishedAt: null,
 };
 
+// Redraws that depend on the whole pool (restyles, the scatter's front, the
+// verdict bars) run at most once per animation frame, however many events
+// arrive in it (a reconnect replays hundreds at once).
+const pendingDraws = new Set();
+function later(draw) {
+  if (!pendingDraws.size) requestAnimationFrame(() => { const draws = [...pendingDraws]; pendingDraws.clear(); draws.forEach((d) => d()); });
+  pendingDraws.add(draw);
+}
+
 // ---- model ---------------------------------------------------------------------
 
 function addCandidate(c) {
@@ -139,7 +148,7 @@ function drawScore(rejected) {
   S.best = best;
   Plotly.newPlot(charts.score, [
     { name: "candidates", x: xs, y: ys, text, customdata: ids, mode: "markers", type: "scatter", hoverinfo: "text", marker: { size: 8, color: COLORS.front } },
-    { name: "best so far", x: bx, y: by, mode: "lines", line: { shape: "hv", color: COLORS.best }, hoverinfo: "skip" },
+    { name: "best so far", x: bx, y: by, text: bx.map(() => ""), customdata: bx.map(() => null), mode: "lines", line: { shape: "hv", color: COLORS.best }, hoverinfo: "skip" },
     { name: "rejected (minibatch)", x: rejected.map((p) => p.metric_calls), y: rejected.map(minibatchMean), text: rejected.map(proposalHover),
       mode: "markers", hoverinfo: "text", marker: { size: 6, color: "rgba(224,49,49,0.25)", symbol: "x" } },
     { name: "selected", x: [], y: [], mode: "markers", hoverinfo: "skip", marker: { size: 14, color: "rgba(0,0,0,0)", line: { color: COLORS.selected, width: 2 } } },
@@ -173,7 +182,10 @@ function drawLineage() {
   for (const i of S.order) { const e = lineageEdges(S.byIndex.get(i)); ex.push(...e.x); ey.push(...e.y); }
   const style = lineageStyle();
   Plotly.newPlot(charts.lineage, [
-    { name: "parent → child", x: ex, y: ey, mode: "lines", line: { color: "#ced4da", width: 1 }, hoverinfo: "skip" },
+    // The edges carry (unused) copies of the nodes' array attributes so one
+    // extendTraces call can grow both traces.
+    { name: "parent → child", x: ex, y: ey, text: ex.map(() => ""), customdata: ex.map(() => null), mode: "lines",
+      line: { color: "#ced4da", width: 1 }, hoverinfo: "skip", marker: { color: ex.map(() => COLORS.other), symbol: ex.map(() => "circle"), line: { width: ex.map(() => 0) } } },
     { name: "candidates", x: [...S.order], y: S.order.map((i) => S.byIndex.get(i).val_score), customdata: [...S.order],
       text: S.order.map((i) => hover(S.byIndex.get(i))), hoverinfo: "text", mode: "markers",
       marker: { size: 11, color: style.color, symbol: style.symbol, line: { color: COLORS.selected, width: style.line } } },
@@ -403,18 +415,21 @@ const handlers = {
     addCandidate(c);
     if (S.run.seed_score === null && c.index === 0) S.run.seed_score = c.val_score;
     S.best = Math.max(S.best, c.val_score ?? -Infinity);
-    Plotly.extendTraces(charts.score, { x: [[c.metric_calls]], y: [[c.val_score]], text: [[hover(c)]], customdata: [[c.index]] }, [0]);
-    Plotly.extendTraces(charts.score, { x: [[c.metric_calls]], y: [[S.best]] }, [1]);
+    Plotly.extendTraces(charts.score, { x: [[c.metric_calls], [c.metric_calls]], y: [[c.val_score], [S.best]], text: [[hover(c)], [""]], customdata: [[c.index], [null]] }, [0, 1]);
     const e = lineageEdges(c);
-    Plotly.extendTraces(charts.lineage, { x: [e.x], y: [e.y] }, [0]);
-    Plotly.extendTraces(charts.lineage, { x: [[c.index]], y: [[c.val_score]], text: [[hover(c)]], customdata: [[c.index]] }, [1]);
-    restyleLineage();
+    const blank = (value) => e.x.map(() => value);
+    Plotly.extendTraces(charts.lineage, {
+      x: [e.x, [c.index]], y: [e.y, [c.val_score]], text: [blank(""), [hover(c)]], customdata: [blank(null), [c.index]],
+      "marker.color": [blank(COLORS.other), [COLORS[role(c.index)]]],
+      "marker.symbol": [blank("circle"), [c.parents.length > 1 ? "diamond" : "circle"]],
+      "marker.line.width": [blank(0), [0]],
+    }, [0, 1]);
+    // The new row's tick label arrives with the front.updated that follows every candidate.new.
     Plotly.extendTraces(charts.front, { z: [[c.scores]], y: [[rowLabel(c.index)]], text: [[heatText(c)]] }, [0]);
-    Plotly.relayout(charts.front, frontTicks());
     document.getElementById("candidate-rows").append(candidateRow(c));
     refreshRows();
-    drawScatter();
-    drawVerdicts();
+    later(drawScatter);
+    later(drawVerdicts);
     renderHeader();
   },
   "front.updated": (d) => {
@@ -423,7 +438,7 @@ const handlers = {
     if (d.best_index !== undefined && d.best_index !== null) S.run.best_index = d.best_index;
     if (d.best_score !== undefined) S.run.best_score = d.best_score;
     for (const [i, c] of S.byIndex) c.on_front = S.members.has(i);
-    restyleFront(); restyleLineage(); refreshRows(); drawVerdicts(); renderHeader();
+    later(restyleFront); later(restyleLineage); later(drawVerdicts); refreshRows(); renderHeader();
   },
   proposal: (d) => {
     renderProposal(d);
@@ -434,15 +449,18 @@ const handlers = {
   "run.finished": (d) => {
     Object.assign(S.run, { status: d.status, active: false, best_index: d.best_index, best_score: d.best_score, seed_score: d.seed_score ?? S.run.seed_score });
     S.finishedAt = Date.now();
-    renderHeader(); restyleLineage(); refreshRows(); drawVerdicts();
+    renderHeader(); later(restyleLineage); later(drawVerdicts); refreshRows();
   },
 };
 
 function applyEvent(event) {
   const handler = handlers[event.type];
+  const started = performance.now();
   if (handler) handler(event.data || {}, event.seq);
-  window.__frontierRun.lastSeq = event.seq;
-  window.__frontierRun.applied += 1;
+  const stats = window.__frontierRun;
+  stats.lastSeq = event.seq;
+  stats.applied += 1;
+  stats.slowestApplyMs[event.type] = Math.max(stats.slowestApplyMs[event.type] || 0, performance.now() - started);
 }
 
 // ---- boot ------------------------------------------------------------------------
@@ -458,7 +476,8 @@ async function boot() {
   snap.candidates.forEach((c, row) => addCandidate({ ...c, scores: snap.scores[row], verdicts: snap.verdicts[row] }));
   S.members = new Set(snap.front.members);
   S.leaders = snap.front.leaders;
-  window.__frontierRun = { lastSeq: S.run.last_seq, applied: 0, candidates: () => S.order.length };
+  // Read by browser tests and handy in the console.
+  window.__frontierRun = { lastSeq: S.run.last_seq, applied: 0, slowestApplyMs: {}, candidates: () => S.order.length };
 
   drawScore(snap.proposals.filter((p) => !p.accepted));
   drawLineage();

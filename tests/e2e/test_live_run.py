@@ -212,3 +212,48 @@ def test_the_runs_list_follows_a_run_launched_in_another_tab_without_a_reload(pa
     expect(row).to_contain_text(re.compile(r"\d+ / 120"))  # gepa may overshoot by one iteration
     assert page.evaluate("window.__noReload") is True
     other.close()
+
+
+LARGE_RUN = """
+from django.contrib.auth import get_user_model
+from tests.dashboard.factories import build_run
+owner = get_user_model().objects.get(username={username!r})
+print(build_run(owner=owner, name="large", candidates=300, val_tasks=100, status="running").pk)
+"""
+
+NEXT_CANDIDATES = """
+from optimizer import event_types as ev
+from optimizer.events import publish_run_event
+from optimizer.models import Run
+run = Run.objects.get(pk={run_id})
+tasks = [row["task_id"] for row in run.tasks_snapshot]
+for index in (300, 301, 302):
+    publish_run_event(run.pk, ev.CANDIDATE_NEW, {{
+        "index": index, "parents": [index - 1], "origin": "reflection", "iteration": index, "metric_calls": 40000 + index,
+        "val_score": 0.99, "objective_scores": {{"policy": 0.99, "format": 0.99}},
+        "task_scores": {{t: 0.99 for t in tasks}}, "verdicts": {{t: "pass" for t in tasks}},
+        "prompt_chars": 80, "prompt_tokens": 20, "mean_output_tokens": 30.0, "mean_latency_ms": 12.0,
+        "components": {{"system_prompt": "Always state the 30 days window."}}}})
+    publish_run_event(run.pk, ev.RUN_BUDGET, {{"used": 40000 + index, "total": 50000}})
+"""
+
+
+def test_a_run_of_300_candidates_by_100_tasks_loads_and_applies_each_event_without_redrawing(page, frontier_server):
+    result = frontier_server.manage("shell", "-c", LARGE_RUN.format(username=E2E_USERNAME))
+    run_id = int(result.stdout.strip().splitlines()[-1])
+    started = time.monotonic()
+    page.goto(f"/runs/{run_id}/")
+    expect(page.locator("[data-field=live]")).to_have_text("● live")
+    load_seconds = time.monotonic() - started
+    assert state(page)["points"] == 300
+    # Events written by another process reach this embedded server's socket on
+    # reconnect (replay from the database): the same code path as live events.
+    frontier_server.manage("shell", "-c", NEXT_CANDIDATES.format(run_id=run_id))
+    page.evaluate("window.__frontierSocket.close()")
+    wait_until(lambda: state(page)["points"] == 303, what="three more candidates")
+    slowest = page.evaluate("window.__frontierRun.slowestApplyMs")
+    assert page.locator("#candidate-rows tr").count() == 303
+    assert page.evaluate("document.getElementById('chart-front').data[0].z.length") == 303
+    print(f"large run page: live after {load_seconds:.2f} s; slowest event apply {slowest}")
+    assert slowest["candidate.new"] < 250 and slowest["run.budget"] < 20
+    page.screenshot(path=str(ARTIFACTS / "live-run-300x100.png"), full_page=False)
