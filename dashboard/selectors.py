@@ -25,6 +25,7 @@ HOVER_PREVIEW_CHARS = 200
 STREAM_TEXT_CHARS = 600
 PROPOSALS_TAIL = 60
 TRIAL_ITEMS_TAIL = 120
+REASONS_SHOWN = 5
 ERRORS_TAIL = 50
 VERDICT_LETTERS = {"pass": "p", "borderline": "b", "fail": "f"}
 
@@ -103,17 +104,17 @@ def _stream_tails(run: Run) -> dict:
     trials: list[dict] = []
     for seq, payload in events.filter(type=ev.TRIALS).order_by("-seq").values_list("seq", "payload").iterator():
         for item in reversed(payload.get("items", [])):
-            trials.append(dict(clip_trial_item(item), candidate=payload.get("candidate"), split=payload.get("split"), seq=seq))
+            trials.append(dict(_clip_trial_item(item), candidate=payload.get("candidate"), split=payload.get("split"), seq=seq))
         if len(trials) >= TRIAL_ITEMS_TAIL:
             break
     return {
-        "proposals": [dict(clip_proposal(p), seq=s) for s, p in reversed(proposals)],
+        "proposals": [dict(_clip_proposal(p), seq=s) for s, p in reversed(proposals)],
         "trials": list(reversed(trials[:TRIAL_ITEMS_TAIL])),
         "errors": [dict(p, seq=s) for s, p in reversed(errors)],
     }
 
 
-def clip_proposal(payload: dict) -> dict:
+def _clip_proposal(payload: dict) -> dict:
     return dict(
         payload,
         texts={name: _clip(text, STREAM_TEXT_CHARS) for name, text in (payload.get("texts") or {}).items()},
@@ -121,8 +122,8 @@ def clip_proposal(payload: dict) -> dict:
     )
 
 
-def clip_trial_item(item: dict) -> dict:
-    return dict(item, output=_clip(item.get("output", ""), STREAM_TEXT_CHARS), reasons=list(item.get("reasons") or [])[:5])
+def _clip_trial_item(item: dict) -> dict:
+    return dict(item, output=_clip(item.get("output", ""), STREAM_TEXT_CHARS), reasons=list(item.get("reasons") or [])[:REASONS_SHOWN])
 
 
 def run_snapshot(run: Run) -> dict:
@@ -133,8 +134,9 @@ def run_snapshot(run: Run) -> dict:
     lineage, scores and size/latency metrics), `scores` (candidates × tasks
     matrix, null where not evaluated), `verdicts` (one string per candidate, a
     letter p/b/f/- per task), `front` (`members`, `leaders` task → indices),
-    and the stream tails `proposals`, `trials`, `errors`. Four queries for
-    the rows plus three for the streams, whatever the run's size.
+    the stream tails `proposals`, `trials`, `errors`, and `limits` (how the
+    page clips stream text, so live events look like replayed ones). Two
+    queries for the rows plus three for the streams, whatever the run's size.
     """
     candidates = list(
         Candidate.objects.filter(run=run)
@@ -195,6 +197,7 @@ def run_snapshot(run: Run) -> dict:
         "scores": matrix,
         "verdicts": verdicts,
         "front": {"members": [r["index"] for r in rows if r["on_front"]], "leaders": leaders},
+        "limits": {"text": STREAM_TEXT_CHARS, "reasons": REASONS_SHOWN, "preview": HOVER_PREVIEW_CHARS},
         **_stream_tails(run),
     }
 

@@ -7,7 +7,6 @@ import { LiveSocket } from "./live-socket.js";
 const root = document.getElementById("run-page");
 const candidateUrl = (index) => root.dataset.candidateUrl.replace(/\/0\/$/, `/${index}/`);
 const STREAM_LIMIT = 200;
-const PREVIEW_CHARS = 200;
 const COLORS = { best: "#f08c00", front: "#3b5bdb", other: "#adb5bd", selected: "#e03131" };
 const VERDICT_NAMES = { p: "pass", b: "borderline", f: "fail" };
 const PLOT_CONFIG = { displaylogo: false, responsive: true };
@@ -28,7 +27,7 @@ const $ = (field) => root.querySelector(`[data-field="${field}"]`);
 const S = {
   run: null, tasks: [], taskColumn: new Map(), verifiers: [],
   byIndex: new Map(), order: [], members: new Set(), leaders: {},
-  best: -Infinity, selected: new Set(), finishedAt: null,
+  best: -Infinity, selected: new Set(), finishedAt: null, limits: null,
 };
 
 // Redraws that depend on the whole pool (restyles, the scatter's front, the
@@ -53,7 +52,7 @@ function candidateFromEvent(d) {
     index: d.index, parents: d.parents || [], origin: d.origin, iteration: d.iteration,
     metric_calls: d.metric_calls, val_score: d.val_score, objective_scores: d.objective_scores || {},
     on_front: false, prompt_tokens: d.prompt_tokens, mean_output_tokens: d.mean_output_tokens,
-    mean_latency_ms: d.mean_latency_ms, preview: clip(preview, PREVIEW_CHARS),
+    mean_latency_ms: d.mean_latency_ms, preview: clip(preview, S.limits.preview),
     scores: S.tasks.map((key) => (key in (d.task_scores || {}) ? d.task_scores[key] : null)),
     verdicts: S.tasks.map((key) => ({ pass: "p", borderline: "b", fail: "f" })[(d.verdicts || {})[key]] || "-").join(""),
   };
@@ -383,8 +382,8 @@ function renderProposal(p) {
     el("span", ` it. ${p.iteration} · from #${p.parent} · minibatch ${fmt(p.before / n, 2)} → ${fmt(p.after / n, 2)} · ${(p.components || []).join(", ")}`, "muted"));
   const details = el("details");
   details.append(el("summary", "proposed text"));
-  for (const [name, text] of Object.entries(p.texts || {})) { details.append(el("div", name, "muted"), el("pre", text)); }
-  if (p.reasoning) details.append(el("div", "reasoning", "muted"), el("pre", p.reasoning));
+  for (const [name, text] of Object.entries(p.texts || {})) { details.append(el("div", name, "muted"), el("pre", clip(text, S.limits.text))); }
+  if (p.reasoning) details.append(el("div", "reasoning", "muted"), el("pre", clip(p.reasoning, S.limits.text)));
   li.append(details);
   pushStream("stream-proposals", li);
 }
@@ -393,8 +392,9 @@ function renderTrial(item, candidate, split) {
   const li = el("li");
   li.append(el("strong", item.task_key), el("span", ` ${candidate === null || candidate === undefined ? "proposal" : `#${candidate}`} · ${split} · `, "muted"),
     el("span", `${fmt(item.score)} ${item.verdict}`, `verdict-${item.verdict}`));
-  li.append(el("pre", item.output));
-  if (item.reasons && item.reasons.length) { const ul = el("ul", undefined, "reasons"); for (const r of item.reasons) ul.append(el("li", r)); li.append(ul); }
+  li.append(el("pre", clip(item.output || "", S.limits.text)));
+  const reasons = (item.reasons || []).slice(0, S.limits.reasons);
+  if (reasons.length) { const ul = el("ul", undefined, "reasons"); for (const r of reasons) ul.append(el("li", r)); li.append(ul); }
   pushStream("stream-trials", li);
 }
 
@@ -473,6 +473,7 @@ async function boot() {
   S.tasks = snap.tasks;
   S.tasks.forEach((key, k) => S.taskColumn.set(key, k));
   S.verifiers = snap.verifiers;
+  S.limits = snap.limits;
   snap.candidates.forEach((c, row) => addCandidate({ ...c, scores: snap.scores[row], verdicts: snap.verdicts[row] }));
   S.members = new Set(snap.front.members);
   S.leaders = snap.front.leaders;

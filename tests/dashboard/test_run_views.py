@@ -1,11 +1,14 @@
 """Run pages, the snapshot endpoint, the launch form's JSON endpoints and the controls."""
 
 import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.urls import reverse
 
-from optimizer.models import Run, RunStatus, Split, Task, TaskSet
+from optimizer.models import ModelEndpoint, Run, RunStatus, Split, Task, TaskSet
 from tests.dashboard.factories import build_run
 from verifiers_app.services import verifier_create
 
@@ -149,6 +152,46 @@ def test_a_dry_run_warns_when_the_budget_buys_too_few_proposals(user_client, tas
     data = post_json(user_client, "runs:dry_run", config(task_set, budget={"max_metric_calls": 5})).json()
     assert data["problems"] == []
     assert data["warnings"] and data["warnings"][0].startswith("budget: 5 metric calls allow only 0 proposal(s)")
+
+
+class ModelListing(BaseHTTPRequestHandler):
+    """A local OpenAI-compatible endpoint that serves one model."""
+
+    def do_GET(self):  # noqa: N802 - http.server's naming
+        body = json.dumps({"object": "list", "data": [{"id": "served-model", "object": "model"}]}).encode()
+        self.send_response(200 if self.path == "/v1/models" else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def fake_openai():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), ModelListing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}/v1"
+    server.shutdown()
+
+
+def test_a_dry_run_contacts_each_endpoint_and_names_the_model_field_that_cannot_work(user_client, task_set, verifier, fake_openai, monkeypatch):
+    monkeypatch.setenv("FRONTIER_TEST_KEY", "sk-test")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed_port = s.getsockname()[1]
+    ModelEndpoint.objects.create(name="wrong-model", base_url=fake_openai, model="missing-model", api_key_env="FRONTIER_TEST_KEY")
+    ModelEndpoint.objects.create(name="nobody-home", base_url=f"http://127.0.0.1:{closed_port}/v1", model="m", api_key_env="FRONTIER_TEST_KEY")
+    ModelEndpoint.objects.create(name="good", base_url=fake_openai, model="served-model", api_key_env="FRONTIER_TEST_KEY")
+
+    problems = post_json(user_client, "runs:dry_run", config(task_set, task_lm="wrong-model", reflection_lm="nobody-home")).json()["problems"]
+    by_field = {p["field"]: p["message"] for p in problems}
+    assert "'missing-model' is not served" in by_field["task_lm"] and "served-model" in by_field["task_lm"]
+    assert by_field["reflection_lm"].startswith("Could not connect to")
+    assert post_json(user_client, "runs:dry_run", config(task_set, task_lm="good", reflection_lm="good")).json()["problems"] == []
+    assert Run.objects.count() == 0
 
 
 def test_a_dry_run_rejects_a_body_that_is_not_json(user_client):
