@@ -257,3 +257,39 @@ def test_a_run_of_300_candidates_by_100_tasks_loads_and_applies_each_event_witho
     print(f"large run page: live after {load_seconds:.2f} s; slowest event apply {slowest}")
     assert slowest["candidate.new"] < 250 and slowest["run.budget"] < 20
     page.screenshot(path=str(ARTIFACTS / "live-run-300x100.png"), full_page=False)
+
+
+def test_a_dry_run_lists_each_problem_next_to_its_field_and_launches_nothing(page, demo_data):
+    page.goto("/runs/new/")
+    page.get_by_label("Task set").select_option(label="e2e refunds (8 tasks)")
+    page.get_by_label("Val split").fill("nope")
+    page.get_by_role("button", name="Add component").click()
+    components = page.locator("#components .component")
+    expect(components).to_have_count(2)
+    components.nth(1).get_by_label("Text").fill("   ")
+    page.locator("[name='budget.preset']").select_option(label="exact number of metric calls")
+    page.get_by_label("Exact metric calls").fill("6")
+    page.get_by_role("button", name="Dry run (no model calls)").click()
+
+    # The config's own shape is checked first…
+    expect(page.locator("[data-problems-for=seed_components]")).to_contain_text("component 'component_2' is empty")
+    expect(page.locator("[data-field=dry-run-result]")).to_contain_text("problem(s) found")
+    components.nth(1).get_by_label("Text").fill("Be brief.")
+    page.get_by_role("button", name="Dry run (no model calls)").click()
+    # …then what it refers to: splits, verifiers.
+    expect(page.locator("[data-problems-for=splits]")).to_contain_text('splits.val: task set "e2e refunds" has no tasks in split "nope"')
+    expect(page.locator("[data-problems-for=verifier_ids]")).to_contain_text("choose at least one verifier")
+    expect(page.locator("[data-problems-for=seed_components]")).to_be_hidden()
+
+    runs_before = page.request.get("/runs/list.json").json()["runs"]
+    page.get_by_role("button", name="Launch", exact=True).click()
+    expect(page.locator("[data-field=dry-run-result]")).to_contain_text("nothing was launched")
+    assert page.request.get("/runs/list.json").json()["runs"] == runs_before
+
+    components.nth(1).get_by_role("button", name="Remove").click()
+    expect(components).to_have_count(1)
+    page.get_by_label("Val split").fill("val")
+    page.locator("[name=verifier_ids][value=e2e-refund]").check()
+    page.get_by_role("button", name="Dry run (no model calls)").click()
+    expect(page.locator("[data-field=dry-run-result]")).to_have_text("dry run passed: ready to launch")
+    expect(page.locator("[data-problems-for='budget.warning']")).to_contain_text("budget: 6 metric calls allow only 0 proposal(s)")
