@@ -407,7 +407,13 @@ function renderError(e) {
 // ---- events ----------------------------------------------------------------------
 
 const handlers = {
-  "run.status": (d) => { Object.assign(S.run, { status: d.status, phase: d.phase ?? S.run.phase, active: ["queued", "running", "stopping"].includes(d.status) }); if (d.error) S.run.error = d.error; if (!S.run.started_at && d.status === "running") S.run.started_at = new Date().toISOString(); renderHeader(); },
+  "run.status": (d) => {
+    Object.assign(S.run, { status: d.status, phase: d.phase ?? S.run.phase, active: ["queued", "running", "stopping"].includes(d.status) });
+    if (d.error) S.run.error = d.error;
+    if (S.run.active) { S.run.finished_at = null; S.finishedAt = null; S.run.error = d.error || ""; } // resumed: run_resume clears the error
+    if (!S.run.started_at && d.status === "running") S.run.started_at = new Date().toISOString();
+    renderHeader();
+  },
   "run.budget": (d) => { S.run.budget_used = d.used; S.run.budget_total = d.total; renderHeader(); },
   "candidate.new": (d) => {
     if (S.byIndex.has(d.index)) return; // a resumed run re-announces the seed

@@ -126,7 +126,7 @@ def test_a_dropped_socket_reconnects_and_catches_up_with_no_gap_or_duplicate(pag
     expect(page.locator("[data-field=live]")).to_have_text("● live", timeout=10_000)
 
 
-def test_the_owner_stops_a_run_from_its_page_and_sees_it_stop_live(page, demo_data):
+def test_the_owner_stops_resumes_and_cancels_a_run_from_its_page_and_sees_each_live(page, demo_data):
     launch_demo_run(page, budget=2000, latency_ms=120)
     wait_until(lambda: state(page)["points"] >= 2, what="the first candidates")
     page.get_by_role("button", name="Stop").click()
@@ -134,6 +134,13 @@ def test_the_owner_stops_a_run_from_its_page_and_sees_it_stop_live(page, demo_da
     expect(page.locator("[data-field=status]")).to_have_text("stopped", timeout=60_000)
     expect(page.get_by_role("button", name="Resume")).to_be_visible()
     page.screenshot(path=str(ARTIFACTS / "live-run-stopped.png"), full_page=True)
+
+    stopped_points = state(page)["points"]
+    page.get_by_role("button", name="Resume").click()
+    expect(page.locator("[data-field=status]")).to_have_text("running", timeout=30_000)
+    wait_until(lambda: state(page)["points"] > stopped_points, what="new candidates after resuming")
+    page.get_by_role("button", name="Cancel").click()
+    expect(page.locator("[data-field=status]")).to_have_text("stopped", timeout=60_000)
 
 
 def test_clicking_a_lineage_node_opens_that_candidate(page, demo_data):
