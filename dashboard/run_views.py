@@ -26,10 +26,15 @@ def _get_run_for_user(request, run_id: int) -> Run:
     return get_object_or_404(runs, pk=run_id)
 
 
+def _can_control(request, run: Run) -> bool:
+    """Only the run's owner (or an admin) stops, resumes or forks it; sharing is read-only."""
+    return run.owner_id == request.user.pk or request.user.is_superuser
+
+
 def _get_rw_run_for_user(request, run_id: int) -> Run:
-    """The run if the user may control it (its owner or an admin), else 404."""
+    """The run if the user may control it, else 404."""
     run = _get_run_for_user(request, run_id)
-    if run.owner_id != request.user.pk and not request.user.is_superuser:
+    if not _can_control(request, run):
         raise Http404("Only the run's owner can control it.")
     return run
 
@@ -45,7 +50,7 @@ def _list_filters(request) -> dict:
 @require_GET
 def run_list(request):
     filters = _list_filters(request)
-    runs = selectors.run_list(user=request.user, **filters).select_related("best_candidate")[:LIST_LIMIT]
+    runs = selectors.run_list(user=request.user, **filters)[:LIST_LIMIT]
     return render(
         request,
         "runs/list.html",
@@ -60,7 +65,7 @@ def run_list(request):
 @require_GET
 def run_list_json(request):
     """The list's rows as JSON; runs-list.js polls it (see that file for why)."""
-    runs = selectors.run_list(user=request.user, **_list_filters(request)).select_related("best_candidate")
+    runs = selectors.run_list(user=request.user, **_list_filters(request))
     return JsonResponse({"runs": [selectors.run_summary(run) for run in runs[:LIST_LIMIT]]})
 
 
@@ -73,7 +78,7 @@ def run_detail(request, run_id: int):
         {
             "run": run,
             "summary": selectors.run_summary(run),
-            "can_control": run.owner_id == request.user.pk or request.user.is_superuser,
+            "can_control": _can_control(request, run),
         },
     )
 

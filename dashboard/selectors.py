@@ -48,7 +48,7 @@ def run_model_label(run: Run) -> dict:
 def run_list(*, user, status: str = "", search: str = "") -> QuerySet[Run]:
     """Runs the user may see, newest first, filtered by status and a search over
     run name, task set name and owner."""
-    runs = Run.objects.visible_to(user).select_related("task_set", "owner")
+    runs = Run.objects.visible_to(user).select_related("task_set", "owner", "best_candidate")
     if status:
         runs = runs.filter(status=status)
     if search:

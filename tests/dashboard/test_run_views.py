@@ -6,6 +6,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from optimizer.models import ModelEndpoint, Run, RunStatus, Split, Task, TaskSet
@@ -123,6 +125,17 @@ def test_the_runs_list_shows_a_simulator_badge_and_filters_by_status(user_client
     assert [r["name"] for r in rows] == ["running one"]
     rows = user_client.get(reverse("runs:list_json"), {"q": "FINISHED"}).json()["runs"]
     assert [r["name"] for r in rows] == ["finished one"]
+
+
+def test_the_runs_list_costs_the_same_queries_for_two_runs_or_six(user_client, user):
+    counts = []
+    for total in (2, 6):
+        while Run.objects.count() < total:
+            build_run(owner=user, candidates=1, val_tasks=1, seed=Run.objects.count())
+        with CaptureQueriesContext(connection) as queries:
+            assert len(user_client.get(reverse("runs:list_json")).json()["runs"]) == total
+        counts.append(len(queries))
+    assert counts[0] == counts[1]
 
 
 # ---- launch and dry run ------------------------------------------------------------
