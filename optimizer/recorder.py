@@ -4,10 +4,10 @@ gepa calls these methods synchronously on the thread running `optimize`, with
 its live state; we copy what we need and never keep the state (GEPA_NOTES 4).
 Every payload follows optimizer/event_types.py.
 
-A new candidate (and its accepted proposal) is recorded at the end of its
-iteration, right after we save gepa's checkpoint, so the DB never holds a
-candidate the checkpoint does not: a worker killed mid-iteration loses nothing
-we announced.
+A new candidate (and its accepted proposal) is recorded once gepa has
+checkpointed it (on_state_saved at the top of the next iteration, or the end of
+the run), so the DB never holds a candidate the checkpoint does not: a worker
+killed mid-iteration loses nothing we announced.
 
 Resume (GEPA_NOTES 6): gepa re-evaluates the seed and fires its events again,
 and re-runs the iteration that was in flight. Candidates already in the DB are
@@ -57,7 +57,6 @@ class RunRecorder:
         self,
         *,
         run: Run,
-        run_dir: str,
         adapter: FrontierAdapter,
         trainset: list[dict],
         valset: list[dict],
@@ -65,7 +64,6 @@ class RunRecorder:
         budget_total: int,
     ):
         self.run_id = run.pk
-        self.run_dir = run_dir
         self.adapter = adapter
         self.trainset = trainset
         self.valset = valset
@@ -76,7 +74,10 @@ class RunRecorder:
         self.components: dict[int, dict[str, str]] = {}
         self.task_scores: dict[int, dict[str, float]] = {}
         self.val_scores: dict[int, float] = {}
+        self.members: set[int] = set()
         for c in Candidate.objects.filter(run=run).prefetch_related("evaluations"):
+            if c.on_front:
+                self.members.add(c.index)
             self.components[c.index] = c.components
             self.val_scores[c.index] = c.val_score or 0.0
             self.task_scores[c.index] = {e.task_key: e.score for e in c.evaluations.all() if e.split == Split.VAL}
@@ -86,6 +87,8 @@ class RunRecorder:
         )
         self.reflection_errors: list[str] = []
         self.optimizing = False
+        self.pending_candidate: dict | None = None
+        self.pending_proposal: dict | None = None
         # A custom proposer (the demo simulator) explains itself outside gepa's events.
         self.proposer_reasoning: Callable[[], str] = lambda: ""
         self._reset_iteration()
@@ -100,8 +103,6 @@ class RunRecorder:
         self.proposal_starts = 0
         self.proposal_ends = 0
         self.merge_parents: list[int] | None = None
-        self.pending_candidate: dict | None = None
-        self.pending_proposal: dict | None = None
 
     def _replayed(self, iteration: int) -> bool:
         return iteration <= self.last_recorded_iteration
@@ -152,8 +153,9 @@ class RunRecorder:
 
     def on_budget_updated(self, event: dict) -> None:
         self.metric_calls = event["metric_calls_used"]
-        Run.objects.filter(pk=self.run_id).update(budget_used=self.metric_calls)
-        publish_run_event(self.run_id, ev.RUN_BUDGET, {"used": self.metric_calls, "total": self.budget_total})
+        with transaction.atomic():
+            Run.objects.filter(pk=self.run_id).update(budget_used=self.metric_calls)
+            publish_run_event(self.run_id, ev.RUN_BUDGET, {"used": self.metric_calls, "total": self.budget_total})
 
     def on_merge_attempted(self, event: dict) -> None:
         self.merge_parents = list(event["parent_ids"])
@@ -205,15 +207,24 @@ class RunRecorder:
             proposal = self._proposal(accepted=False, candidate=None, before=event["old_score"], after=event["new_score"])
             publish_run_event(self.run_id, ev.PROPOSAL, proposal)
 
-    def on_iteration_end(self, event: dict) -> None:
+    def on_state_saved(self, event: dict) -> None:
+        self._flush_pending()
+
+    def on_optimization_end(self, event: dict) -> None:
+        self._flush_pending()  # gepa saved the final state just before
+
+    def _flush_pending(self) -> None:
+        """Record the last accepted candidate now that gepa's checkpoint holds it.
+        Checkpoint first, then record: a worker killed in between leaves a
+        candidate gepa will not re-propose but we never announced, instead of
+        one we announced that gepa forgets and proposes anew."""
         if self.pending_candidate is not None:
-            # Checkpoint first, then record: a worker killed in between leaves a
-            # candidate gepa will not re-propose but we never announced, instead
-            # of one we announced that gepa forgets and proposes anew.
-            event["state"].save(self.run_dir)
             self._record_candidate(**self.pending_candidate)
             if self.pending_proposal is not None:
                 publish_run_event(self.run_id, ev.PROPOSAL, self.pending_proposal)
+        self.pending_candidate = self.pending_proposal = None
+
+    def on_iteration_end(self, event: dict) -> None:
         missing = self.proposal_starts - self.proposal_ends
         if missing > 0 and not self._replayed(event["iteration"]):
             cause = self.reflection_errors[-1] if self.reflection_errors else "the reflection returned no new text"
@@ -304,13 +315,15 @@ class RunRecorder:
                 objective_scores=objective_scores,
                 reflection=reflection,
             )
-            Candidate.objects.filter(run_id=self.run_id).update(on_front=False)
-            Candidate.objects.filter(run_id=self.run_id, index__in=members).update(on_front=True)
-            best = Candidate.objects.get(run_id=self.run_id, index=best_index)
-            updates: dict[str, Any] = {"best_candidate": best, "best_score": self.val_scores[best_index]}
-            if index == 0:
-                updates["seed_score"] = val_score
-            Run.objects.filter(pk=self.run_id).update(**updates)
+            on_front = Candidate.objects.filter(run_id=self.run_id)
+            on_front.filter(index__in=self.members - set(members)).update(on_front=False)
+            on_front.filter(index__in=set(members) - self.members).update(on_front=True)
+            self.members = set(members)
+            if index == 0 or best_index == index:
+                updates: dict[str, Any] = {"best_candidate_id": candidate.pk, "best_score": val_score}
+                if index == 0:
+                    updates["seed_score"] = val_score
+                Run.objects.filter(pk=self.run_id).update(**updates)
             publish_run_event(
                 self.run_id,
                 ev.CANDIDATE_NEW,

@@ -1,0 +1,310 @@
+"""Run speed (issue 5, point 9): our runner vs bare gepa, and our per-iteration overhead.
+
+Run: ``.venv/bin/python bench/run_throughput.py`` (``--skip-overhead`` or
+``--skip-throughput`` for one part). A throwaway SQLite database is created in a
+temporary directory (migrations applied) and removed at the end.
+
+Both parts talk to a local OpenAI-compatible HTTP server, through the real
+``openai`` client, whose replies are deterministic so both contenders follow the
+same optimization path: a task call (with a system message) answers with the
+system prompt itself; a reflection call (no system message) answers with the
+current instructions plus one more line "Mention token-NNN.". Every task row
+expects all tokens (task_expectations, partial credit), so each proposal
+improves and is accepted.
+
+1. Throughput: valset 30, trainset 30, budget 300 metric calls, 100 ms per call.
+   Ours = the whole runner (`optimizer.runner.execute_run`: adapter at
+   concurrency 16, recorder, DB rows, events). Baseline = `gepa.optimize` with
+   gepa's own DefaultAdapter and a callable task LM (the same openai client and
+   server) and the same reflection LM. Prints wall times and the speed-up
+   (target ≥ 5×).
+2. Overhead: 0 ms per call, valset 10, until the pool holds 300 candidates.
+   Per iteration, time outside LM work (wall time minus time in
+   adapter.evaluate and in the reflection call), averaged over the iterations
+   with ≥ 280 candidates in the pool, for bare gepa with our adapter and for our
+   runner; the difference is our overhead (target ≤ 20 ms). Also prints how much
+   of gepa's own time is `_log_candidate_tree` (GEPA_NOTES trap 10).
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import json
+import os
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+os.environ["FRONTIER_DATA_DIR"] = DATA_DIR = tempfile.mkdtemp(prefix="frontier-bench-run-")
+atexit.register(shutil.rmtree, DATA_DIR, ignore_errors=True)
+for name in ("DATABASE_URL", "REDIS_URL", "SQLITE_PATH", "FRONTIER_RUNS_DIR"):
+    os.environ.pop(name, None)
+os.environ["BENCH_KEY"] = "sk-bench"
+
+import django  # noqa: E402
+
+django.setup()
+
+import logging  # noqa: E402
+
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+
+import gepa  # noqa: E402
+from gepa.adapters.default_adapter.default_adapter import DefaultAdapter, EvaluationResult  # noqa: E402
+from gepa.core.engine import GEPAEngine  # noqa: E402
+from optimizer import runner  # noqa: E402
+from optimizer.adapter import FrontierAdapter  # noqa: E402
+from optimizer.lm import ReflectionCallable, build_lm, build_reflection_lm  # noqa: E402
+from optimizer.models import Run, Task, TaskSet  # noqa: E402
+from optimizer.recorder import RunRecorder  # noqa: E402
+from optimizer.services import run_launch  # noqa: E402
+from verifiers_app.engine import compile_specs  # noqa: E402
+from verifiers_app.services import verifier_create  # noqa: E402
+
+logging.disable(logging.WARNING)
+SEED_PROMPT = "You answer questions."
+SPEC = {"id": "ladder", "name": "Token ladder", "kind": "native", "checks": [{"id": "tokens", "type": "task_expectations"}]}
+FENCED = re.compile(r"```\n?(.*?)\n?```", re.S)
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128  # the default backlog (5) drops bursts of connects: 1 s SYN retries
+
+
+class EchoServer:
+    """/v1/chat/completions: task calls echo the system prompt; reflection calls add one token line."""
+
+    def __init__(self, latency_s: float):
+        self.latency_s = latency_s
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(handler):
+                body = json.loads(handler.rfile.read(int(handler.headers["Content-Length"])))
+                messages = body["messages"]
+                if messages[0]["role"] == "system":
+                    text = messages[0]["content"]
+                else:
+                    current = FENCED.search(messages[-1]["content"]).group(1).strip()
+                    text = f"```\n{current}\nMention token-{current.count('Mention token-') + 1:03d}.\n```"
+                if self.latency_s:
+                    time.sleep(self.latency_s)
+                raw = json.dumps(
+                    {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                     "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                     "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}}
+                ).encode()
+                handler.send_response(200)
+                handler.send_header("Content-Type", "application/json")
+                handler.send_header("Content-Length", str(len(raw)))
+                handler.end_headers()
+                handler.wfile.write(raw)
+
+        self.httpd = Server(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def lm(self) -> dict:
+        port = self.httpd.server_address[1]
+        return {"provider": "openai", "model": "echo", "base_url": f"http://127.0.0.1:{port}/v1",
+                "api_key_env": "BENCH_KEY", "max_retries": 0, "timeout": 30}
+
+
+def rows(prefix: str, count: int, tokens: int) -> list[dict]:
+    expectations = {"mustMention": [{"text": f"token-{k:03d}", "message": f"Mention token-{k:03d}"} for k in range(1, tokens + 1)]}
+    return [{"task_id": f"{prefix}-{n}", "input": f"Question {prefix} {n}?", "expected": None, "params": {},
+             "metadata": {"expectations": expectations}} for n in range(count)]
+
+
+def launch(owner, name: str, train: list[dict], val: list[dict], **config) -> Run:
+    task_set = TaskSet.objects.create(owner=owner, name=name)
+    for position, (row, split) in enumerate([(r, "train") for r in train] + [(r, "val") for r in val]):
+        Task.objects.create(task_set=task_set, task_id=row["task_id"], position=position, input=row["input"],
+                            metadata=row["metadata"], split=split)
+    return run_launch(owner=owner, config={"task_set_id": task_set.pk, "verifier_ids": [SPEC["id"]],
+                                           "seed_components": {"instructions": SEED_PROMPT}, **config})
+
+
+class Quiet:
+    def log(self, message: str) -> None:
+        pass
+
+
+def throughput(owner) -> None:
+    server = EchoServer(latency_s=0.1)
+    train, val = rows("train", 30, 40), rows("val", 30, 40)
+    run = launch(owner, "throughput", train, val, task_lm=server.lm(), reflection_lm=server.lm(),
+                 budget={"max_metric_calls": 300}, minibatch_size=3, concurrency=16)
+    started = time.perf_counter()
+    runner.execute_run(run.pk)
+    ours = time.perf_counter() - started
+    run.refresh_from_db()
+
+    lm = build_lm(server.lm())
+    scorer = compile_specs([SPEC])
+
+    def task_lm(messages) -> str:
+        return lm.complete(list(messages)).text
+
+    def evaluator(data, response) -> EvaluationResult:
+        result = scorer.score(response, task=data["row"])
+        return EvaluationResult(score=result.score, feedback=result.feedback)
+
+    def as_default(row):
+        return {"input": row["input"], "additional_context": {}, "answer": "", "row": row}
+
+    started = time.perf_counter()
+    result = gepa.optimize(
+        seed_candidate={"instructions": SEED_PROMPT},
+        trainset=[as_default(r) for r in train],
+        valset=[as_default(r) for r in val],
+        adapter=DefaultAdapter(model=task_lm, evaluator=evaluator),
+        reflection_lm=build_reflection_lm(server.lm()),
+        reflection_minibatch_size=3,
+        max_metric_calls=300,
+        logger=Quiet(),
+        seed=0,
+    )
+    baseline = time.perf_counter() - started
+    print("1. Throughput: valset 30, budget 300 metric calls, 100 ms per call")
+    print(f"   ours (runner, adapter concurrency 16): {ours:6.2f} s  {run.budget_used} metric calls, "
+          f"{run.candidates.count()} candidates, best {run.best_score:.3f}, status {run.status}")
+    print(f"   gepa DefaultAdapter, callable task LM: {baseline:6.2f} s  {result.total_metric_calls} metric calls, "
+          f"{len(result.candidates)} candidates, best {max(result.val_aggregate_scores):.3f}")
+    print(f"   speed-up: {baseline / ours:.1f}x (target >= 5x)")
+    server.httpd.shutdown()
+
+
+class Timers:
+    """Bench-only instrumentation. One sample per iteration: the wall time of the
+    whole loop cycle (end of one iteration to the end of the next, so gepa's
+    checkpoint and everything we do around it count), minus the time spent in
+    LM work (adapter.evaluate and the reflection call) within it."""
+
+    def __init__(self):
+        self.lm_work = 0.0
+        self.tree = 0.0
+        self.samples: list[tuple[int, float, float]] = []  # (pool size, outside-LM ms, tree ms)
+        self._last = (0.0, 0.0, 0.0)
+
+    def tick(self, pool: int) -> None:
+        now = time.perf_counter()
+        last_time, last_lm, last_tree = self._last
+        if last_time:
+            outside = (now - last_time) - (self.lm_work - last_lm)
+            self.samples.append((pool, outside * 1000, (self.tree - last_tree) * 1000))
+        self._last = (now, self.lm_work, self.tree)
+
+    def wrap(self, owner, name: str, counter: str) -> None:
+        original = getattr(owner, name)
+
+        def timed(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                setattr(self, counter, getattr(self, counter) + time.perf_counter() - started)
+
+        setattr(owner, name, timed)
+
+    def summary(self, from_pool: int) -> tuple[float, float, int]:
+        late = [(outside, tree) for pool, outside, tree in self.samples if pool >= from_pool]
+        return statistics.fmean(o for o, _ in late), statistics.fmean(t for _, t in late), len(late)
+
+
+def instrumented() -> Timers:
+    timers = Timers()
+    timers.wrap(FrontierAdapter, "evaluate", "lm_work")
+    timers.wrap(ReflectionCallable, "__call__", "lm_work")
+    timers.wrap(GEPAEngine, "_log_candidate_tree", "tree")
+    return timers
+
+
+def restore(originals: dict) -> None:
+    for (owner, name), value in originals.items():
+        setattr(owner, name, value)
+
+
+def overhead(owner, pool_target: int = 300, from_pool: int = 280) -> None:
+    server = EchoServer(latency_s=0.0)
+    train, val = rows("train", 10, pool_target + 20), rows("val", 10, pool_target + 20)
+    originals = {(o, n): getattr(o, n) for o, n in [(FrontierAdapter, "evaluate"), (ReflectionCallable, "__call__"),
+                                                    (GEPAEngine, "_log_candidate_tree"), (RunRecorder, "on_iteration_end")]}
+    budget = 10 + pool_target * (2 * 3 + 10)
+
+    # Bare gepa with our adapter, a run_dir and nothing of ours around it.
+    timers = instrumented()
+
+    class Clock:
+        def on_iteration_end(self, event):
+            timers.tick(len(event["state"].program_candidates))
+
+    adapter = FrontierAdapter(task_lm=build_lm(server.lm()), scorer=compile_specs([SPEC]), concurrency=16)
+    started = time.perf_counter()
+    gepa.optimize(
+        seed_candidate={"instructions": SEED_PROMPT}, trainset=train, valset=val, adapter=adapter,
+        reflection_lm=build_reflection_lm(server.lm()), reflection_minibatch_size=3, max_metric_calls=budget,
+        logger=Quiet(), callbacks=[Clock()], run_dir=str(Path(DATA_DIR) / "bare"), track_best_outputs=False, seed=0,
+    )
+    bare_wall = time.perf_counter() - started
+    bare, bare_tree, bare_n = timers.summary(from_pool)
+    restore(originals)
+
+    # Our runner: adapter + recorder (rows, events) + DB stopper + checkpoint.
+    timers = instrumented()
+    end = RunRecorder.on_iteration_end
+
+    def on_end(self, event):
+        end(self, event)
+        timers.tick(len(event["state"].program_candidates))
+
+    RunRecorder.on_iteration_end = on_end
+    run = launch(owner, "overhead", train, val, task_lm=server.lm(), reflection_lm=server.lm(),
+                 budget={"max_metric_calls": budget}, minibatch_size=3, concurrency=16)
+    started = time.perf_counter()
+    runner.execute_run(run.pk)
+    ours_wall = time.perf_counter() - started
+    ours, ours_tree, ours_n = timers.summary(from_pool)
+    restore(originals)
+    run.refresh_from_db()
+
+    print(f"2. Overhead per iteration outside LM work, pool of {from_pool}-{pool_target} candidates (0 ms per call)")
+    print(f"   bare gepa + our adapter: {bare:7.1f} ms  (of which gepa's _log_candidate_tree {bare_tree:.1f} ms; "
+          f"{bare_n} iterations; whole run {bare_wall:.1f} s)")
+    print(f"   our runner:              {ours:7.1f} ms  (of which gepa's _log_candidate_tree {ours_tree:.1f} ms; "
+          f"{ours_n} iterations; whole run {ours_wall:.1f} s; {run.candidates.count()} candidates, "
+          f"{run.events.count()} events)")
+    print(f"   ours minus bare: {ours - bare:.1f} ms per iteration (target <= 20 ms)")
+    server.httpd.shutdown()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--skip-overhead", action="store_true")
+    parser.add_argument("--pool", type=int, default=300, help="candidates in the pool for the overhead part")
+    args = parser.parse_args()
+    call_command("migrate", verbosity=0)
+    owner = get_user_model().objects.create_user("bench")
+    verifier_create(owner=owner, spec=SPEC)
+    if not args.skip_throughput:
+        throughput(owner)
+    if not args.skip_overhead:
+        overhead(owner, pool_target=args.pool, from_pool=args.pool - 20)
+
+
+if __name__ == "__main__":
+    main()
