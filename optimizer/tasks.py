@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+import threading
+import time
 
 from celery import shared_task
 from celery.contrib.testing.worker import test_worker_started
 from celery.signals import worker_ready
 from django.conf import settings
+from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
@@ -15,6 +18,7 @@ from optimizer.models import Run, RunStatus
 from optimizer.runner import STALE_AFTER, execute_run
 
 log = logging.getLogger(__name__)
+_watchdog_started = threading.Event()
 
 
 @shared_task(name="optimizer.run_optimization", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
@@ -24,17 +28,42 @@ def run_optimization(run_id: int) -> str | None:
     return execute_run(run_id)
 
 
-@worker_ready.connect
-@test_worker_started.connect  # the embedded worker (dashboard/embedded.py) announces itself with this one
-def requeue_orphaned_runs(**_kwargs) -> None:
-    """A worker that starts re-queues runs whose worker died (stale heartbeat).
-    In embedded mode the in-memory broker lost its queue with the old process,
-    so queued runs are re-queued as well; a duplicate delivery is harmless."""
+def requeue_orphaned_runs(*, include_queued: bool = False) -> list[int]:
+    """Queue again every run whose worker died (its heartbeat went stale). With
+    acks_late the broker would redeliver it too, but only after its visibility
+    timeout (hours); a duplicate delivery is harmless."""
     stale = Q(status__in=[RunStatus.RUNNING, RunStatus.STOPPING]) & (
         Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=timezone.now() - STALE_AFTER)
     )
-    if settings.EMBEDDED:
+    if include_queued:
         stale |= Q(status=RunStatus.QUEUED)
-    for run_id in Run.objects.filter(stale, imported=False).values_list("pk", flat=True):
+    run_ids = list(Run.objects.filter(stale, imported=False).values_list("pk", flat=True))
+    for run_id in run_ids:
         log.info("re-queueing run %s", run_id)
         run_optimization.delay(run_id)
+    return run_ids
+
+
+def _watch() -> None:
+    # In embedded mode the in-memory broker lost its queue with the previous
+    # process, so queued runs are re-queued once at startup as well.
+    include_queued = settings.EMBEDDED
+    while True:
+        try:
+            requeue_orphaned_runs(include_queued=include_queued)
+        except Exception:  # the next round tries again
+            log.exception("could not look for orphaned runs")
+        finally:
+            connection.close()
+        include_queued = False
+        time.sleep(STALE_AFTER.total_seconds() / 2)
+
+
+@worker_ready.connect
+@test_worker_started.connect  # the embedded worker (dashboard/embedded.py) announces itself with this one
+def start_watchdog(**_kwargs) -> None:
+    """Each worker process looks for orphaned runs at startup and then every
+    STALE_AFTER / 2, so a run whose worker was killed resumes within a minute."""
+    if not _watchdog_started.is_set():
+        _watchdog_started.set()
+        threading.Thread(target=_watch, name="orphaned-runs-watchdog", daemon=True).start()

@@ -85,11 +85,21 @@ def test_a_demo_run_records_candidates_evaluations_and_events_and_improves(user,
     assert all(p.payload["reasoning"] for p in proposals)
     front = events(run, ev.FRONT_UPDATED)[-1].payload
     assert front["best_index"] == run.best_candidate.index and set(front["leaders"]) == {"laptop", "blender", "late", "phone"}
+    assert sorted(Candidate.objects.filter(run=run, on_front=True).values_list("index", flat=True)) == front["members"]
     assert events(run, ev.RUN_BUDGET)[-1].payload == {"used": run.budget_used, "total": 120}
     finished = events(run)[-1]
     assert finished.type == ev.RUN_FINISHED and finished.payload["status"] == "completed"
     phases = [(e.payload["status"], e.payload["phase"]) for e in events(run, ev.RUN_STATUS)]
     assert phases == [("queued", "queued"), ("running", "seed evaluation"), ("running", "optimizing"), ("completed", "finished")]
+
+
+@pytest.mark.parametrize("frontier_type", ["objective", "hybrid"])
+def test_objective_and_hybrid_frontiers_optimize_on_the_per_verifier_objectives(user, task_set, frontier_type):
+    run = launch(user, task_set, frontier_type=frontier_type, budget={"max_metric_calls": 60})
+    assert execute_run(run.pk) == RunStatus.COMPLETED
+    run.refresh_from_db()
+    assert run.best_score > run.seed_score
+    assert all(set(c.objective_scores) == {"refund-policy"} for c in Candidate.objects.filter(run=run))
 
 
 def test_a_finished_run_delivered_again_does_nothing(user, task_set):

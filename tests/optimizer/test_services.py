@@ -59,3 +59,15 @@ def test_an_imported_run_cannot_be_resumed(user, task_set):
     run = Run.objects.create(owner=user, status=RunStatus.COMPLETED, imported=True)
     with pytest.raises(RunStateError, match="imported"):
         run_resume(run=run, extra_budget=10)
+
+
+def test_a_worker_re_queues_runs_whose_worker_died_but_not_live_ones(user, task_set):
+    from optimizer.tasks import requeue_orphaned_runs
+
+    dead = run_launch(owner=user, config=run_config(task_set))
+    alive = run_launch(owner=user, config=run_config(task_set))
+    queued = run_launch(owner=user, config=run_config(task_set))
+    Run.objects.filter(pk=dead.pk).update(status=RunStatus.RUNNING, heartbeat_at=timezone.now() - runner.STALE_AFTER * 2)
+    Run.objects.filter(pk=alive.pk).update(status=RunStatus.RUNNING, heartbeat_at=timezone.now())
+    assert requeue_orphaned_runs() == [dead.pk]
+    assert sorted(requeue_orphaned_runs(include_queued=True)) == sorted([dead.pk, queued.pk])
