@@ -58,14 +58,12 @@ class RunRecorder:
         *,
         run: Run,
         adapter: FrontierAdapter,
-        trainset: list[dict],
         valset: list[dict],
         task_pks: dict[str, int],
         budget_total: int,
     ):
         self.run_id = run.pk
         self.adapter = adapter
-        self.trainset = trainset
         self.valset = valset
         self.task_pks = task_pks
         self.budget_total = budget_total

@@ -143,7 +143,7 @@ def _optimize(run: Run, heartbeat: Heartbeat) -> str:
     )
     task_pks = dict(run.task_set.tasks.values_list("task_id", "pk")) if run.task_set_id else {}
     recorder = RunRecorder(
-        run=run, adapter=adapter, trainset=trainset, valset=valset, task_pks=task_pks, budget_total=run.budget_total
+        run=run, adapter=adapter, valset=valset, task_pks=task_pks, budget_total=run.budget_total
     )
     reflection = _reflection_kwargs(config, recorder)
 

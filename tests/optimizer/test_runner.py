@@ -15,7 +15,7 @@ from optimizer.lm.demo import DemoLanguageModel
 from optimizer.models import Candidate, Evaluation, Run, RunEvent, RunStatus
 from optimizer.runner import execute_run
 from optimizer.recorder import RunRecorder
-from optimizer.services import run_launch, run_stop
+from optimizer.services import run_launch, run_resume, run_stop
 from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
 from tests.optimizer.test_lm_openai import KEY_ENV, FakeOpenAIServer
 
@@ -236,3 +236,19 @@ def test_the_verify_loop_records_its_attempts_per_evaluation(user, task_set):
     assert evaluations and all(1 <= len(e.attempts) <= 2 for e in evaluations)
     retried = [e for e in evaluations if len(e.attempts) == 2]
     assert retried and all(e.attempts[0]["verdict"].startswith("rejected: ") for e in retried)
+
+
+def test_a_completed_run_continues_with_more_budget_from_where_it_ended(user, task_set):
+    run = launch(user, task_set, budget={"max_metric_calls": 12})
+    assert execute_run(run.pk) == RunStatus.COMPLETED
+    run.refresh_from_db()
+    used, candidates = run.budget_used, Candidate.objects.filter(run=run).count()
+
+    run_resume(run=run, extra_budget=60)
+    assert execute_run(run.pk) == RunStatus.COMPLETED
+    run.refresh_from_db()
+    assert run.budget_total == 72 and run.budget_used > used
+    indices = list(Candidate.objects.filter(run=run).order_by("index").values_list("index", flat=True))
+    assert indices == list(range(len(indices))) and len(indices) > candidates
+    assert sorted(e.payload["index"] for e in events(run, ev.CANDIDATE_NEW)) == indices
+    assert [e.payload["status"] for e in events(run, ev.RUN_FINISHED)] == ["completed", "completed"]
