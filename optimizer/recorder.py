@@ -18,7 +18,6 @@ iteration already recorded are not published twice.
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from statistics import fmean
 from collections.abc import Callable
 from typing import Any
@@ -70,7 +69,7 @@ class RunRecorder:
         self.metric_calls = run.budget_used
         # Resume state, read back from the DB.
         self.components: dict[int, dict[str, str]] = {}
-        self.task_scores: dict[int, dict[str, float]] = {}
+        self.front: dict[str, tuple[float, list[int]]] = {}  # task_key → (top score, candidates with it)
         self.val_scores: dict[int, float] = {}
         self.members: set[int] = set()
         for c in Candidate.objects.filter(run=run).prefetch_related("evaluations"):
@@ -78,7 +77,7 @@ class RunRecorder:
                 self.members.add(c.index)
             self.components[c.index] = c.components
             self.val_scores[c.index] = c.val_score or 0.0
-            self.task_scores[c.index] = {e.task_key: e.score for e in c.evaluations.all() if e.split == Split.VAL}
+            self._add_to_front(c.index, {e.task_key: e.score for e in c.evaluations.all() if e.split == Split.VAL})
         self.last_recorded_iteration = max(
             (p["iteration"] for p in RunEvent.objects.filter(run=run, type=ev.PROPOSAL).values_list("payload", flat=True)),
             default=0,
@@ -293,9 +292,9 @@ class RunRecorder:
         }
         task_scores = {key: r.score for key, r in records.items()}
         self.components[index] = components
-        self.task_scores[index] = task_scores
         self.val_scores[index] = val_score
-        leaders = self._leaders()
+        self._add_to_front(index, task_scores)
+        leaders = {key: list(indices) for key, (_, indices) in self.front.items()}
         members = sorted({i for group in leaders.values() for i in group})
         best_index = max(self.val_scores, key=lambda i: (self.val_scores[i], -i))
         answered = [r for r in records.values() if r.tokens_in or r.tokens_out]
@@ -349,12 +348,11 @@ class RunRecorder:
                 {"members": members, "leaders": leaders, "best_index": best_index, "best_score": self.val_scores[best_index]},
             )
 
-    def _leaders(self) -> dict[str, list[int]]:
+    def _add_to_front(self, index: int, task_scores: dict[str, float]) -> None:
         """The per-task front: for each val task, every candidate with the top score (ties included)."""
-        by_task: dict[str, dict[int, float]] = defaultdict(dict)
-        for index, scores in self.task_scores.items():
-            for key, score in scores.items():
-                by_task[key][index] = score
-        return {
-            key: sorted(i for i, s in scores.items() if s == max(scores.values())) for key, scores in by_task.items()
-        }
+        for key, score in task_scores.items():
+            top, leaders = self.front.get(key, (None, []))
+            if top is None or score > top:
+                self.front[key] = (score, [index])
+            elif score == top:
+                leaders.append(index)
