@@ -16,7 +16,7 @@ from optimizer.config import RunConfig, RunConfigError, parse_run_config
 from optimizer.events import publish_run_event
 from optimizer.lm import LMConfig, check_endpoint
 from optimizer.models import Candidate, ModelEndpoint, Run, RunStatus, TaskSet
-from verifiers_app.engine import SpecError, compile_specs
+from verifiers_app.engine import SpecError, compile_specs, validate_task
 from verifiers_app.models import Verifier
 
 
@@ -82,11 +82,14 @@ def _prepare(*, owner, config: dict | RunConfig) -> _Prepared:
     if not config.verifier_ids and rows and not any(row.get("verifier") for row in rows):
         problems.append(("verifier_ids", "choose at least one verifier (no task in the set has its own)"))
     try:
-        scorer = compile_specs([v.spec for v in verifiers], aggregator=config.aggregator, thresholds=config.thresholds.as_engine())
-        for row in rows:
-            scorer.score("", task={k: v for k, v in row.items() if k != "split"})
+        compile_specs([v.spec for v in verifiers], aggregator=config.aggregator, thresholds=config.thresholds.as_engine())
     except SpecError as error:
         problems.append(("verifier_ids", str(error)))
+    for row in rows:  # row verifiers resolve, expectations are well-formed
+        try:
+            validate_task({k: v for k, v in row.items() if k != "split"})
+        except SpecError as error:
+            problems.append((f"task {row['task_id']}", str(error)))
 
     updates = {
         "task_lm": _resolve_lm(config.task_lm, "task_lm", problems),

@@ -117,3 +117,10 @@ def test_a_fork_is_a_new_run_seeded_from_the_chosen_candidate(user_client, task_
     forked = Run.objects.get(pk=fork.json()["id"])
     assert forked.config["seed_components"] == {"instructions": "Always mention the receipt."}
     assert "fork of candidate 3" in forked.name and forked.status == RunStatus.QUEUED
+
+
+def test_the_dry_run_names_a_task_whose_row_verifier_does_not_resolve(user_client, task_set):
+    task_set.tasks.filter(task_id="laptop").update(verifier={"kind": "in_process", "fn_name": "no_such_fn"})
+    problems = post(user_client, "/api/runs/dry-run", {"config": run_config(task_set)}).json()["problems"]
+    assert [p["field"] for p in problems] == ["task laptop"]
+    assert "no_such_fn" in problems[0]["message"]
