@@ -13,7 +13,7 @@ from django.test import Client
 from dashboard.asgi import application
 from dashboard.embedded import ensure_worker, stop_worker
 from dashboard.tasks import worker_ping
-from optimizer.models import Run, RunEvent
+from optimizer.models import Run, RunEvent, RunStatus
 
 
 def session_headers(user) -> list[tuple[bytes, bytes]]:
@@ -40,7 +40,8 @@ def test_the_default_settings_are_the_embedded_mode():
 
 @pytest.mark.django_db(transaction=True)
 async def test_a_task_run_by_the_embedded_worker_reaches_a_connected_websocket_client(user, embedded_worker):
-    run = await database_sync_to_async(Run.objects.create)(owner=user, name="embedded")
+    # A finished run: a queued one would (rightly) be picked up by the worker as a run to execute.
+    run = await database_sync_to_async(Run.objects.create)(owner=user, name="embedded", status=RunStatus.COMPLETED)
     headers = await sync_to_async(session_headers)(user)
     communicator = WebsocketCommunicator(application, f"/ws/runs/{run.pk}/?after=0", headers=headers)
     connected, _ = await communicator.connect()
