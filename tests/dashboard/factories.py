@@ -12,6 +12,7 @@ parent, as in a real run.
 from __future__ import annotations
 
 import random
+from datetime import timedelta
 
 from django.utils import timezone
 
@@ -269,6 +270,9 @@ def build_run(
         RunEvent(run=run, seq=seq, type=type_, payload=data) for seq, (type_, data) in enumerate(events, start=1)
     )
     Run.objects.filter(pk=run.pk).update(
+        # An active factory run looks alive (fresh heartbeat far ahead), so a
+        # worker's orphan watcher never mistakes it for a run to resume.
+        heartbeat_at=timezone.now() + timedelta(days=1) if status in RunStatus.active() else None,
         last_seq=len(events),
         budget_used=metric_calls,
         seed_score=by_index[0].val_score,
