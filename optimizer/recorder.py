@@ -26,7 +26,7 @@ from django.db import transaction
 
 from optimizer import event_types as ev
 from optimizer.adapter import EvalRecord, FrontierAdapter
-from optimizer.events import publish_run_event
+from optimizer.events import publish_run_event, publish_run_events
 from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, Split
 
 log = logging.getLogger(__name__)
@@ -86,6 +86,7 @@ class RunRecorder:
         self.optimizing = False
         self.pending_candidate: dict | None = None
         self.pending_proposal: dict | None = None
+        self.unpublished: list[tuple[str, dict]] = []
         # A custom proposer (the demo simulator) explains itself outside gepa's events.
         self.proposer_reasoning: Callable[[], str] = lambda: ""
         self._reset_iteration()
@@ -134,10 +135,8 @@ class RunRecorder:
             return
         records = [self.adapter.take_record(candidate, key) for key in self.minibatch]
         items = [item_payload(r) for r in records if r is not None]
-        if items:
-            publish_run_event(
-                self.run_id, ev.TRIALS, {"candidate": event["candidate_idx"], "split": Split.TRAIN, "items": items}
-            )
+        if items:  # published with the budget update gepa makes right after
+            self.unpublished.append((ev.TRIALS, {"candidate": event["candidate_idx"], "split": Split.TRAIN, "items": items}))
 
     def on_proposal_start(self, event: dict) -> None:
         self.proposal_starts += 1
@@ -152,7 +151,7 @@ class RunRecorder:
         self.metric_calls = event["metric_calls_used"]
         with transaction.atomic():
             Run.objects.filter(pk=self.run_id).update(budget_used=self.metric_calls)
-            publish_run_event(self.run_id, ev.RUN_BUDGET, {"used": self.metric_calls, "total": self.budget_total})
+            self._publish((ev.RUN_BUDGET, {"used": self.metric_calls, "total": self.budget_total}))
 
     def on_merge_attempted(self, event: dict) -> None:
         self.merge_parents = list(event["parent_ids"])
@@ -202,7 +201,7 @@ class RunRecorder:
     def on_candidate_rejected(self, event: dict) -> None:
         if not self._replayed(self.iteration):
             proposal = self._proposal(accepted=False, candidate=None, before=event["old_score"], after=event["new_score"])
-            publish_run_event(self.run_id, ev.PROPOSAL, proposal)
+            self._publish((ev.PROPOSAL, proposal))
 
     def on_state_saved(self, event: dict) -> None:
         self._flush_pending()
@@ -216,12 +215,13 @@ class RunRecorder:
         candidate gepa will not re-propose but we never announced, instead of
         one we announced that gepa forgets and proposes anew."""
         if self.pending_candidate is not None:
-            self._record_candidate(**self.pending_candidate)
-            if self.pending_proposal is not None:
-                publish_run_event(self.run_id, ev.PROPOSAL, self.pending_proposal)
+            proposal = [(ev.PROPOSAL, self.pending_proposal)] if self.pending_proposal is not None else []
+            self._record_candidate(**self.pending_candidate, then=proposal)
         self.pending_candidate = self.pending_proposal = None
 
     def on_iteration_end(self, event: dict) -> None:
+        if self.unpublished:
+            self._publish()
         missing = self.proposal_starts - self.proposal_ends
         if missing > 0 and not self._replayed(event["iteration"]):
             cause = self.reflection_errors[-1] if self.reflection_errors else "the reflection returned no new text"
@@ -241,6 +241,12 @@ class RunRecorder:
 
     # -- writing ----------------------------------------------------------------
 
+    def _publish(self, *events: tuple[str, dict]) -> None:
+        """Publish what waits in `unpublished`, then `events`, as one batch
+        (one transaction and one channel-layer call: cheaper per iteration)."""
+        batch, self.unpublished = [*self.unpublished, *events], []
+        publish_run_events(self.run_id, batch)
+
     def _proposal(self, *, accepted: bool, candidate: int | None, before: float, after: float) -> dict:
         return {
             "iteration": self.iteration,
@@ -256,7 +262,8 @@ class RunRecorder:
             "metric_calls": self.metric_calls,
         }
 
-    def record_evaluations(self, *, candidate: Candidate, split: str, records: list[EvalRecord]) -> None:
+    def record_evaluations(self, *, candidate: Candidate, split: str, records: list[EvalRecord]) -> tuple[str, dict]:
+        """Save the Evaluation rows; returns their TRIALS event for the caller to publish."""
         Evaluation.objects.bulk_create(
             [
                 Evaluation(
@@ -281,11 +288,9 @@ class RunRecorder:
             unique_fields=["candidate", "task_key", "split"],
             update_fields=["output", "score", "verdict", "passed", "result", "feedback", "attempts", "latency_ms", "tokens_in", "tokens_out"],
         )
-        publish_run_event(
-            self.run_id, ev.TRIALS, {"candidate": candidate.index, "split": split, "items": [item_payload(r) for r in records]}
-        )
+        return ev.TRIALS, {"candidate": candidate.index, "split": split, "items": [item_payload(r) for r in records]}
 
-    def _record_candidate(self, *, index, components, parents, origin, iteration, metric_calls, val_score, records, reflection) -> None:
+    def _record_candidate(self, *, index, components, parents, origin, iteration, metric_calls, val_score, records, reflection, then=()) -> None:
         objective_ids = sorted({vid for r in records.values() for vid in r.objective_scores})
         objective_scores = {
             vid: fmean(r.objective_scores.get(vid, 0.0) for r in records.values()) for vid in objective_ids
@@ -321,8 +326,7 @@ class RunRecorder:
                 if index == 0:
                     updates["seed_score"] = val_score
                 Run.objects.filter(pk=self.run_id).update(**updates)
-            publish_run_event(
-                self.run_id,
+            announced = (
                 ev.CANDIDATE_NEW,
                 {
                     "index": index,
@@ -341,12 +345,12 @@ class RunRecorder:
                     "components": {name: preview(text) for name, text in components.items()},
                 },
             )
-            self.record_evaluations(candidate=candidate, split=Split.VAL, records=list(records.values()))
-            publish_run_event(
-                self.run_id,
+            trials = self.record_evaluations(candidate=candidate, split=Split.VAL, records=list(records.values()))
+            front = (
                 ev.FRONT_UPDATED,
                 {"members": members, "leaders": leaders, "best_index": best_index, "best_score": self.val_scores[best_index]},
             )
+            self._publish(announced, trials, front, *then)
 
     def _add_to_front(self, index: int, task_scores: dict[str, float]) -> None:
         """The per-task front: for each val task, every candidate with the top score (ties included)."""

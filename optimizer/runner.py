@@ -229,7 +229,7 @@ def _score_holdout(run: Run, config: RunConfig, adapter: FrontierAdapter, record
     for candidate in Candidate.objects.filter(run=run, index__in={0, run.best_candidate.index}):
         adapter.evaluate(rows, candidate.components)
         records = [adapter.take_record(candidate.components, row["task_id"]) for row in rows]
-        recorder.record_evaluations(candidate=candidate, split=Split.HOLDOUT, records=records)
+        publish_run_event(run.pk, *recorder.record_evaluations(candidate=candidate, split=Split.HOLDOUT, records=records))
         summary[candidate.index] = sum(r.score for r in records) / len(records)
     publish_run_event(
         run.pk,
