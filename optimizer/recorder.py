@@ -188,7 +188,7 @@ class RunRecorder:
         if index == 0:
             self._record_candidate(**candidate)
         else:
-            self.pending_candidate = candidate  # recorded once checkpointed, at the iteration's end
+            self.pending_candidate = candidate  # recorded once gepa has checkpointed it (_flush_pending)
 
     def on_candidate_accepted(self, event: dict) -> None:
         if self.pending_candidate is None or self.merge_parents is not None:
