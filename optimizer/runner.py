@@ -31,8 +31,8 @@ from verifiers_app.engine import SpecError, compile_specs
 log = logging.getLogger(__name__)
 
 HEARTBEAT_SECONDS = 2.0
-# A RUNNING run whose heartbeat is older than this lost its worker.
-STALE_AFTER = timedelta(seconds=30)
+# A RUNNING run whose heartbeat is older than this lost its worker (settings.RUN_STALE_SECONDS).
+STALE_AFTER = timedelta(seconds=getattr(settings, "RUN_STALE_SECONDS", 30))
 
 
 class GepaLogger:
