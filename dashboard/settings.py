@@ -112,7 +112,7 @@ if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "dashboard.channel_layer.ThreadSafeInMemoryChannelLayer"}}
-    CELERY_BROKER_URL = "memory://"
+    CELERY_BROKER_URL = "memory://localhost/"  # a host name keeps kombu from warning on every connection
 
 CELERY_TASK_DEFAULT_QUEUE = env_str("FRONTIER_QUEUE", "frontier")
 CELERY_RESULT_BACKEND = None
@@ -126,6 +126,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("FRONTIER_VISIB
 # The embedded worker starts inside `manage.py serve` unless this is off.
 EMBEDDED_WORKER = EMBEDDED and env_bool("FRONTIER_EMBEDDED_WORKER", True)
 EMBEDDED_WORKER_CONCURRENCY = env_int("FRONTIER_WORKER_CONCURRENCY", 2)
+
+# A running run whose worker has not beaten its heartbeat for this long is
+# considered orphaned (its worker died) and is resumed by another worker.
+RUN_STALE_SECONDS = env_int("FRONTIER_RUN_STALE_SECONDS", 30)
 
 RUNS_DIR = Path(env_str("FRONTIER_RUNS_DIR", str(DATA_DIR / "runs")))
 

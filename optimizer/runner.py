@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 HEARTBEAT_SECONDS = 2.0
 # A RUNNING run whose heartbeat is older than this lost its worker (settings.RUN_STALE_SECONDS).
-STALE_AFTER = timedelta(seconds=getattr(settings, "RUN_STALE_SECONDS", 30))
+STALE_AFTER = timedelta(seconds=settings.RUN_STALE_SECONDS)
 
 
 class GepaLogger:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
 from celery import shared_task
-from celery.contrib.testing.worker import test_worker_started
-from celery.signals import worker_ready
+from celery.contrib.testing.worker import test_worker_started, test_worker_stopped
+from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
 from django.db import connection
 from django.db.models import Q
@@ -18,7 +17,8 @@ from optimizer.models import Run, RunStatus
 from optimizer.runner import STALE_AFTER, execute_run
 
 log = logging.getLogger(__name__)
-_watchdog_started = threading.Event()
+_watchdog_lock = threading.Lock()
+_watchdog_stop: threading.Event | None = None  # set while a watchdog runs in this process
 
 
 @shared_task(name="optimizer.run_optimization", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
@@ -44,11 +44,11 @@ def requeue_orphaned_runs(*, include_queued: bool = False) -> list[int]:
     return run_ids
 
 
-def _watch() -> None:
+def _watch(stop: threading.Event) -> None:
     # In embedded mode the in-memory broker lost its queue with the previous
     # process, so queued runs are re-queued once at startup as well.
     include_queued = settings.EMBEDDED
-    while True:
+    while not stop.is_set():
         try:
             requeue_orphaned_runs(include_queued=include_queued)
         except Exception:  # the next round tries again
@@ -56,7 +56,7 @@ def _watch() -> None:
         finally:
             connection.close()
         include_queued = False
-        time.sleep(STALE_AFTER.total_seconds() / 2)
+        stop.wait(STALE_AFTER.total_seconds() / 2)
 
 
 @worker_ready.connect
@@ -64,6 +64,20 @@ def _watch() -> None:
 def start_watchdog(**_kwargs) -> None:
     """Each worker process looks for orphaned runs at startup and then every
     STALE_AFTER / 2, so a run whose worker was killed resumes within a minute."""
-    if not _watchdog_started.is_set():
-        _watchdog_started.set()
-        threading.Thread(target=_watch, name="orphaned-runs-watchdog", daemon=True).start()
+    global _watchdog_stop
+    with _watchdog_lock:
+        if _watchdog_stop is None:
+            _watchdog_stop = threading.Event()
+            threading.Thread(target=_watch, args=(_watchdog_stop,), name="orphaned-runs-watchdog", daemon=True).start()
+
+
+@worker_shutdown.connect
+@test_worker_stopped.connect
+def stop_watchdog(**_kwargs) -> None:
+    """The watchdog lives as long as its worker (an embedded worker can be stopped
+    and started again in one process, as the tests do)."""
+    global _watchdog_stop
+    with _watchdog_lock:
+        if _watchdog_stop is not None:
+            _watchdog_stop.set()
+            _watchdog_stop = None
