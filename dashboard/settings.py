@@ -9,7 +9,6 @@ Two ways to run, chosen by the environment alone (see README "Configuration"):
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured

@@ -1,10 +1,16 @@
-"""Read paths for runs (API, CLI)."""
+"""Read paths for runs and task sets (pages, API, CLI)."""
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 
-from optimizer.models import Run
+from optimizer.models import Run, TaskSet
+
+
+def taskset_list(*, user) -> QuerySet[TaskSet]:
+    """Task sets the user may see, by name, each with its `task_count`."""
+    # An aggregate drops Meta.ordering, so order explicitly (stable pagination).
+    return TaskSet.objects.visible_to(user).select_related("owner").annotate(task_count=Count("tasks")).order_by("name", "pk")
 
 
 def run_list(*, user, status: str | None = None) -> QuerySet[Run]:

@@ -5,11 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from django.db.models import Count
+
 from django.shortcuts import get_object_or_404
 from ninja import Field, Router, Schema, Status
 
 from optimizer.models import TaskSet
+from optimizer.selectors import taskset_list
 from optimizer.taskset_services import taskset_import
 from optimizer.tasksets import MAX_FILE_BYTES, CsvMapping
 
@@ -71,7 +72,7 @@ def _out(ts: TaskSet) -> dict:
 
 
 def _visible(request):
-    return TaskSet.objects.visible_to(request.user).select_related("owner").annotate(task_count=Count("tasks"))
+    return taskset_list(user=request.user)
 
 
 @router.post("/import", response={201: ImportOut})

@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from optimizer.models import Split, Task, TaskSet
+from optimizer import selectors
 from optimizer.taskset_services import task_update, taskset_assign_split, taskset_import, taskset_split
 from optimizer.tasksets import MAX_FILE_BYTES, CsvMapping
 from verifiers_app.engine import SpecError
@@ -34,7 +35,7 @@ def _can_edit(request, task_set: TaskSet) -> bool:
 
 def taskset_list(request):
     query = request.GET.get("q", "").strip()
-    task_sets = TaskSet.objects.visible_to(request.user).select_related("owner").annotate(task_count=Count("tasks"))
+    task_sets = selectors.taskset_list(user=request.user)
     if query:
         task_sets = task_sets.filter(Q(name__icontains=query) | Q(description__icontains=query))
     page = Paginator(task_sets, 25).get_page(request.GET.get("page"))
