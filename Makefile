@@ -40,7 +40,7 @@ test-unit: install
 # Uses DATABASE_URL and REDIS_URL from the environment; skips (with the reason)
 # when they are not set, and fails instead when CI=true.
 test-integration: install
-	$(PYTEST) tests/integration -q $(ALLOW_EMPTY)
+	FRONTIER_QUEUE=frontier-test FRONTIER_CHANNEL_PREFIX=frontier-test $(PYTEST) tests/integration -q $(ALLOW_EMPTY)
 
 test-e2e: install
 	env -u DATABASE_URL -u REDIS_URL $(PYTEST) tests/e2e -q $(ALLOW_EMPTY)

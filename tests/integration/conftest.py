@@ -8,6 +8,7 @@ no services) they skip with the reason; under CI (CI=true) they fail instead.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -73,11 +74,16 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def services_env(transactional_db):
-    """Environment for child processes: the *test* database, Redis, and a queue
-    and channel prefix of their own so parallel test runs never cross."""
+def services_env(transactional_db, tmp_path):
+    """Environment for child processes: the *test* database, Redis, this test
+    process's queue (`make test-integration` names one of its own, so a local
+    deployment on the same Redis is never touched), emptied first, and a channel
+    prefix and runs directory of their own."""
     from django.db import connection
 
+    from dashboard.celery import app
+
+    app.control.purge()
     db = connection.settings_dict
     token = uuid.uuid4().hex[:10]
     env = {k: v for k, v in os.environ.items() if k not in {"FRONTIER_DATA_DIR"}}
@@ -88,7 +94,9 @@ def services_env(transactional_db):
         DEBUG="0",
         ALLOWED_HOSTS="127.0.0.1,localhost",
         FRONTIER_CHANNEL_PREFIX=f"frontier-it-{token}",
-        FRONTIER_QUEUE=f"frontier-it-{token}",
+        FRONTIER_QUEUE=settings.CELERY_TASK_DEFAULT_QUEUE,
+        FRONTIER_RUNS_DIR=str(tmp_path / "runs"),
+        FRONTIER_RUN_STALE_SECONDS="3",
         PYTHONUNBUFFERED="1",
     )
     return env
@@ -98,12 +106,21 @@ class Process:
     def __init__(self, args: list[str], env: dict, log_path: Path):
         self.log_path = log_path
         self._log = open(log_path, "w")
-        self.popen = subprocess.Popen(args, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        # A session of its own, so kill() takes a prefork worker's children too.
+        self.popen = subprocess.Popen(args, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def kill(self) -> None:
+        """SIGKILL the process and its children: a machine losing power, as far as the run can tell."""
+        os.killpg(self.popen.pid, signal.SIGKILL)
+        self.popen.wait(timeout=10)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
     def stop(self) -> None:
+        if self.popen.poll() is not None:
+            self._log.close()
+            return
         self.popen.terminate()
         try:
             self.popen.wait(timeout=20)
@@ -139,23 +156,28 @@ def daphne_server(services_env, tmp_path):
     process.stop()
 
 
-@pytest.fixture
-def celery_worker(services_env, tmp_path):
-    """`celery -A dashboard worker` (as in docker-compose.yml), consuming this test's queue."""
+def start_worker(env: dict, log_path: Path) -> Process:
+    """`celery -A dashboard worker` (as in docker-compose.yml); returns once it answers a ping."""
     from dashboard.celery import app
 
     hostname = f"it-{uuid.uuid4().hex[:6]}@{socket.gethostname()}"
     process = Process(
         [_bin("celery"), "-A", "dashboard", "worker", "--loglevel", "INFO", "--concurrency", "2", "--hostname", hostname],
-        services_env,
-        tmp_path / "celery.log",
+        env,
+        log_path,
     )
-    process.queue = services_env["FRONTIER_QUEUE"]
     deadline = time.monotonic() + 60
     while not app.control.ping(destination=[hostname], timeout=0.5):
         if process.popen.poll() is not None or time.monotonic() > deadline:
             process.stop()
             pytest.fail(f"the celery worker did not answer a ping:\n{process.log()}")
+    return process
+
+
+@pytest.fixture
+def celery_worker(services_env, tmp_path):
+    process = start_worker(services_env, tmp_path / "celery.log")
+    process.queue = services_env["FRONTIER_QUEUE"]
     yield process
     process.stop()
 
