@@ -11,7 +11,7 @@ import pytest
 from optimizer.adapter import FrontierAdapter, SystemicFailure, system_prompt
 from optimizer.lm import build_lm
 from tests.optimizer.run_helpers import REFUND_SPEC, REQUESTS
-from tests.optimizer.test_lm_openai import KEY_ENV, FakeOpenAIServer, completion
+from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer, completion
 from verifiers_app.engine import compile_specs
 
 ROWS = [

@@ -6,7 +6,7 @@ import pytest
 
 from optimizer.models import Candidate, ModelEndpoint, Run, RunEvent, RunStatus
 from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
-from tests.optimizer.test_lm_openai import free_port
+from tests.optimizer.fake_openai import free_port
 
 pytestmark = pytest.mark.django_db
 

@@ -17,7 +17,7 @@ from optimizer.runner import execute_run
 from optimizer.recorder import RunRecorder
 from optimizer.services import run_launch, run_resume, run_stop
 from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
-from tests.optimizer.test_lm_openai import KEY_ENV, FakeOpenAIServer
+from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
