@@ -33,10 +33,23 @@ def test_a_logged_in_user_sees_the_page_with_the_navigation(user_client, name):
 
 
 @pytest.mark.django_db
-def test_the_root_leads_to_the_runs_list(user_client):
+def test_the_root_leads_to_the_runs_list_when_nothing_is_running(user_client, user):
+    Run.objects.create(owner=user, status="completed")
     response = user_client.get("/")
     assert response.status_code == 302
     assert response["Location"] == reverse("runs:list")
+
+
+@pytest.mark.django_db
+def test_the_root_opens_the_newest_live_run_the_user_can_see(user_client, user, other_user):
+    older = Run.objects.create(owner=user, status="running")
+    newer = Run.objects.create(owner=user, status="queued")
+    Run.objects.create(owner=other_user, status="running")  # not visible to alice
+    response = user_client.get("/")
+    assert response["Location"] == reverse("runs:detail", kwargs={"run_id": newer.pk})
+    newer.status = "completed"
+    newer.save()
+    assert user_client.get("/")["Location"] == reverse("runs:detail", kwargs={"run_id": older.pk})
 
 
 @pytest.mark.django_db
