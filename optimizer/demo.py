@@ -1,6 +1,7 @@
 """The demo run `make demo` starts (via `manage.py demo_setup`): the offline
-simulator optimizing the refund-tickets example, slowed a little per call so a
-newcomer watches its charts move. Idempotent: one demo run per example set."""
+simulator optimizing the refund-tickets example, slowed per call (about as slow
+as a small hosted model) so that the run lasts a few minutes and a newcomer
+watches its charts move. Idempotent: one demo run per example set."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ def demo_config(task_set: TaskSet) -> dict:
         "splits": {"train": "train", "val": "val", "holdout": "holdout"},
         "verifier_ids": [DEMO_VERIFIER],
         "seed_components": {"instructions": "You are a customer support agent for an electronics shop. Reply to the customer."},
-        "task_lm": {"provider": "demo", "model": "demo-task", "simulated_latency_ms": 250},
-        "reflection_lm": {"provider": "demo", "model": "demo-reflection", "simulated_latency_ms": 500},
+        "task_lm": {"provider": "demo", "model": "demo-task", "simulated_latency_ms": 1200},
+        "reflection_lm": {"provider": "demo", "model": "demo-reflection", "simulated_latency_ms": 2500},
         "budget": {"preset": "heavy"},
         "minibatch_size": 3,
         "concurrency": 4,
