@@ -20,9 +20,8 @@ TASK_SETS = {
 VERIFIERS = ["verifiers/refund-policy-quality.json", "verifiers/facility-extraction-quality.json"]
 
 
-def load_examples(*, user, launch_run: bool = False, stdout=None) -> None:
-    """Create or update the example verifiers and task sets, owned by `user` and
-    shared. (`launch_run` is for the demo-run step; nothing to launch here.)"""
+def load_examples(*, user, stdout=None) -> None:
+    """Create or update the example verifiers and task sets, owned by `user` and shared."""
     for relative in VERIFIERS:
         path = EXAMPLES_DIR / relative
         verifier, outcome = verifier_upsert(owner=user, spec=spec_from_json(path.read_bytes(), source=relative))

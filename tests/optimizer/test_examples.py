@@ -72,10 +72,10 @@ def test_the_qa_rows_are_scored_by_their_row_verifiers():
 @pytest.mark.django_db
 def test_loading_the_examples_twice_changes_nothing(admin_user):
     out = StringIO()
-    load_examples(user=admin_user, launch_run=False, stdout=out)
+    load_examples(user=admin_user, stdout=out)
     before = (list(Verifier.objects.values_list("slug", "version", "shared")), VerifierVersion.objects.count(),
               list(Task.objects.values_list("pk", "task_id", "split")), list(TaskSet.objects.values_list("name", "shared")))
-    load_examples(user=admin_user, launch_run=False, stdout=out)
+    load_examples(user=admin_user, stdout=out)
     after = (list(Verifier.objects.values_list("slug", "version", "shared")), VerifierVersion.objects.count(),
              list(Task.objects.values_list("pk", "task_id", "split")), list(TaskSet.objects.values_list("name", "shared")))
     assert before == after

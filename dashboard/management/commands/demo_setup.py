@@ -7,6 +7,9 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from optimizer.demo import launch_demo_run
+from optimizer.examples import load_examples
+
 DEMO_USERNAME = "demo"
 DEMO_PASSWORD = "frontier-demo"  # noqa: S105 - a local demo login, printed on purpose
 
@@ -25,24 +28,6 @@ class Command(BaseCommand):
         if created:
             user.set_password(DEMO_PASSWORD)
             user.save()
-        for step in _demo_steps():
-            step(user=user, launch_run=not no_run, stdout=self.stdout)
+        load_examples(user=user, stdout=self.stdout)
+        launch_demo_run(user=user, launch_run=not no_run, stdout=self.stdout)
         self.stdout.write(self.style.SUCCESS(f"Demo login: username {DEMO_USERNAME} · password {DEMO_PASSWORD}"))
-
-
-def _demo_steps():
-    """Later features plug their demo data in here (examples, demo runs)."""
-    steps = []
-    try:
-        from optimizer.examples import load_examples
-
-        steps.append(load_examples)
-    except ImportError:
-        pass
-    try:
-        from optimizer.demo import launch_demo_run
-
-        steps.append(launch_demo_run)
-    except ImportError:
-        pass
-    return steps
