@@ -20,6 +20,12 @@ from verifiers_app.engine import SpecError, compile_specs, validate_task
 from verifiers_app.models import Verifier
 
 
+DEMO_JUDGE_PROBLEM = (
+    "the demo simulator cannot judge answers; choose a real model endpoint as the LLM judge, "
+    'or the judge "verifiers" (the run\'s own verifiers, which work offline)'
+)
+
+
 class RunStateError(ValueError):
     """The run is not in a state that allows this action."""
 
@@ -97,6 +103,10 @@ def _prepare(*, owner, config: dict | RunConfig) -> _Prepared:
     }
     if config.verify.enabled and config.verify.judge == "llm":
         judge_lm = _resolve_lm(config.verify.judge_lm, "verify.judge_lm", problems)
+        if isinstance(judge_lm, LMConfig) and judge_lm.provider == "demo":
+            # The simulator cannot read a judge prompt: it would reject every answer and
+            # spend max_verify attempts on each task. Say so instead of faking verdicts.
+            problems.append(("verify.judge_lm", DEMO_JUDGE_PROBLEM))
         updates["verify"] = config.verify.model_copy(update={"judge_lm": judge_lm})
     return _Prepared(config.model_copy(update=updates), task_set, verifiers, rows, problems)
 

@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from dashboard.celery import app
-from optimizer import runner
+from optimizer import runner, services
 from optimizer.models import Run, RunStatus
 from optimizer.services import RunStateError, run_cancel, run_launch, run_resume
 from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
@@ -71,3 +71,24 @@ def test_a_worker_re_queues_runs_whose_worker_died_but_not_live_ones(user, task_
     Run.objects.filter(pk=alive.pk).update(status=RunStatus.RUNNING, heartbeat_at=timezone.now())
     assert requeue_orphaned_runs() == [dead.pk]
     assert sorted(requeue_orphaned_runs(include_queued=True)) == sorted([dead.pk, queued.pk])
+
+
+def test_the_demo_simulator_is_refused_as_an_llm_judge_by_launch_and_dry_run_naming_the_field(user, task_set):
+    from optimizer.config import RunConfigError
+    from optimizer.models import ModelEndpoint
+    from optimizer.services import run_dry_run
+
+    ModelEndpoint.objects.create(name="sim", provider="demo", model="demo")
+    for judge_lm in ({"provider": "demo", "model": "demo-judge"}, "sim"):
+        config = run_config(task_set, verify={"enabled": True, "judge": "llm", "judge_lm": judge_lm})
+        runs_before = Run.objects.count()
+        with pytest.raises(RunConfigError) as error:
+            run_launch(owner=user, config=config)
+        assert error.value.problems == [("verify.judge_lm", services.DEMO_JUDGE_PROBLEM)]
+        assert "cannot judge answers" in services.DEMO_JUDGE_PROBLEM
+        assert Run.objects.count() == runs_before
+        assert run_dry_run(owner=user, config=config) == [("verify.judge_lm", services.DEMO_JUDGE_PROBLEM)]
+
+    # The run's verifiers as judge work offline with the demo models.
+    config = run_config(task_set, verify={"enabled": True, "judge": "verifiers"})
+    assert run_dry_run(owner=user, config=config) == []
