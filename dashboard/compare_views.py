@@ -140,6 +140,10 @@ def import_run(request):
                 error = "file: not UTF-8 text."
             except json.JSONDecodeError as exc:
                 error = f"file: not valid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg})."
+            except RecursionError:
+                error = "file: nested too deeply to be an exported run."
+            except ValueError as exc:  # e.g. an integer literal of thousands of digits
+                error = f"file: not valid JSON ({exc})."
             except RunImportError as exc:
                 error = str(exc)
             else:

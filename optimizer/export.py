@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -26,6 +27,8 @@ MAX_TEXT = 200_000  # characters in any one prompt component, output or reflecti
 
 Text = Annotated[str, Field(max_length=MAX_TEXT)]
 Key = Annotated[str, Field(min_length=1, max_length=200)]
+# Counters are stored in 32-bit integer columns (PostgreSQL rejects more).
+Count = Annotated[int, Field(ge=0, le=2**31 - 1)]
 
 
 class RunImportError(ValueError):
@@ -47,17 +50,17 @@ class EvaluationIn(_Strict):
     feedback: Text = ""
     attempts: list = []
     latency_ms: float = Field(default=0, ge=0)
-    tokens_in: int = Field(default=0, ge=0)
-    tokens_out: int = Field(default=0, ge=0)
+    tokens_in: Count = 0
+    tokens_out: Count = 0
 
 
 class CandidateIn(_Strict):
-    index: int = Field(ge=0)
+    index: Count
     components: dict[Key, Text]
-    parents: list[int] = []
+    parents: list[Count] = []
     origin: Origin = Origin.REFLECTION
-    iteration: int = 0
-    metric_calls: int = Field(default=0, ge=0)
+    iteration: int = Field(default=0, ge=-(2**31), le=2**31 - 1)
+    metric_calls: Count = 0
     val_score: float | None = Field(default=None, ge=0, le=1)
     objective_scores: dict[str, float] = {}
     on_front: bool = False
@@ -75,8 +78,8 @@ class CandidateIn(_Strict):
 
 
 class EventIn(_Strict):
-    seq: int = Field(ge=1)
-    type: Key
+    seq: int = Field(ge=1, le=2**31 - 1)
+    type: Annotated[str, Field(min_length=1, max_length=50)]
     data: dict = {}
     created_at: datetime | None = None
 
@@ -88,8 +91,8 @@ class RunIn(_Strict):
     verifier_specs: list[dict] = []
     tasks_snapshot: list[dict] = []
     task_set: str | None = None
-    budget_total: int = Field(default=0, ge=0)
-    budget_used: int = Field(default=0, ge=0)
+    budget_total: Count = 0
+    budget_used: Count = 0
     seed_score: float | None = None
     best_score: float | None = None
     best_index: int | None = None
@@ -128,6 +131,31 @@ class RunDocument(_Strict):
                 raise ValueError(f"events.{i}.seq: seq {e.seq} appears twice")
             seqs.add(e.seq)
         return self
+
+
+def _unstorable(data) -> str | None:
+    """The first place (in document order) holding a string with a NUL character
+    or a non-finite number, which PostgreSQL text/jsonb columns and browsers'
+    JSON.parse refuse, as "path: problem"; None when there is none. Iterative,
+    so a deeply nested document cannot exhaust the stack."""
+    stack = [("", data)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str):
+            problem = "contains a NUL character" if "\x00" in value else None
+        elif isinstance(value, float):
+            problem = None if math.isfinite(value) else "must be a finite number"
+        elif isinstance(value, dict):
+            problem = "contains a NUL character" if any("\x00" in str(k) for k in value) else None
+            stack.extend(reversed([(f"{where}.{k}" if where else str(k), v) for k, v in value.items()]))
+        elif isinstance(value, list):
+            problem = None
+            stack.extend(reversed([(f"{where}.{i}" if where else str(i), v) for i, v in enumerate(value)]))
+        else:
+            problem = None
+        if problem:
+            return f"{where}: {problem}" if where else problem
+    return None
 
 
 def _first_error(exc: ValidationError) -> str:
@@ -206,6 +234,9 @@ def run_import(*, owner, data) -> Run:
     `RunImportError` naming the first bad field; nothing is saved on error."""
     if not isinstance(data, dict):
         raise RunImportError("The file must hold a JSON object exported from Frontier.")
+    problem = _unstorable(data)
+    if problem:
+        raise RunImportError(problem)
     try:
         doc = RunDocument.model_validate(data)
     except ValidationError as exc:

@@ -173,3 +173,47 @@ def test_the_run_pages_link_to_promotion_exports_history_downloads_and_import(us
         assert f'href="{reverse(name, args=[run.pk, 2])}"' in candidate
     listing = user_client.get(reverse("runs:list")).content.decode()
     assert f'href="{reverse("compare:runs")}"' in listing and f'href="{reverse("compare:import")}"' in listing
+
+
+def _import(client, body: bytes):
+    return client.post(reverse("compare:import"), {"file": SimpleUploadedFile("run.json", body)})
+
+
+def _hostile(run, mutate) -> bytes:
+    data = json.loads(json.dumps(run_export(run)))
+    mutate(data)
+    return json.dumps(data).encode()
+
+
+@pytest.mark.parametrize(("build", "message"), [
+    (lambda run: b"[" * 200_000 + b"]" * 200_000, b"file: nested too deeply"),
+    (lambda run: b'{"format": "frontier.run", "version": ' + b"9" * 5000 + b"}", b"file: not valid JSON"),
+    (lambda run: _hostile(run, lambda d: d["candidates"][1]["evaluations"][0].update(score=float("nan"))),
+     b"candidates.1.evaluations.0.score: must be a finite number"),
+    (lambda run: _hostile(run, lambda d: d["run"]["config"].update(temperature=float("-inf"))), b"run.config.temperature: must be a finite number"),
+    (lambda run: _hostile(run, lambda d: d["candidates"][0]["evaluations"][0].update(latency_ms=float("inf"))),
+     b"candidates.0.evaluations.0.latency_ms: must be a finite number"),
+    (lambda run: _hostile(run, lambda d: d["candidates"][1].update(index=2**63)), b"candidates.1.index: Input should be less than or equal to"),
+    (lambda run: _hostile(run, lambda d: d["candidates"][1].update(iteration=-2**40)), b"candidates.1.iteration: Input should be greater than or equal to"),
+    (lambda run: _hostile(run, lambda d: d["events"][0].update(type="x" * 51)), b"events.0.type: String should have at most 50 characters"),
+    (lambda run: _hostile(run, lambda d: d["candidates"][2]["components"].update(system_prompt="a\x00b")),
+     b"candidates.2.components.system_prompt: contains a NUL character"),
+    (lambda run: _hostile(run, lambda d: d["candidates"][0]["evaluations"][1]["result"].update({"k\x00": 1})),
+     b"candidates.0.evaluations.1.result: contains a NUL character"),
+])
+def test_a_hostile_import_gets_a_400_naming_the_problem_and_saves_nothing(other_client, other_user, run, build, message):
+    before = Run.objects.count()
+    response = _import(other_client, build(run))
+    assert response.status_code == 400
+    assert message in response.content, response.content.decode()[-2000:]
+    assert Run.objects.count() == before and not Run.objects.filter(owner=other_user).exists()
+
+
+def test_an_upload_over_the_size_limit_is_refused_and_nothing_is_saved(other_client, monkeypatch):
+    from dashboard import compare_views
+
+    monkeypatch.setattr(compare_views, "MAX_IMPORT_BYTES", 1024)
+    response = _import(other_client, b" " * 4096)
+    assert response.status_code == 400
+    assert b"file: 4096 bytes is more than the" in response.content
+    assert not Run.objects.exists()
