@@ -19,7 +19,15 @@ from typing import Annotated, Literal
 from django.db import transaction
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, RunStatus, Split
+from optimizer.models import (
+    Candidate,
+    Evaluation,
+    Origin,
+    Run,
+    RunEvent,
+    RunStatus,
+    Split,
+)
 
 FORMAT = "frontier.run"
 VERSION = 1
