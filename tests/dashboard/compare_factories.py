@@ -15,7 +15,16 @@ from __future__ import annotations
 import random
 
 from optimizer import event_types
-from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, RunStatus, Task, TaskSet
+from optimizer.models import (
+    Candidate,
+    Evaluation,
+    Origin,
+    Run,
+    RunEvent,
+    RunStatus,
+    Task,
+    TaskSet,
+)
 from verifiers_app.engine import compile_specs
 
 VERIFIER = {
@@ -143,4 +152,23 @@ def make_compare_run(owner, *, candidates: int = 4, val_tasks: int = 6, holdout_
         budget_used=made[-1].metric_calls, last_seq=len(events),
     )
     run.refresh_from_db()
+    return run
+
+
+def run_demo_with_holdout(owner) -> Run:
+    """A run produced by the real runner: gepa driving the offline demo
+    simulator on the refund task set, with a train, val and holdout split, so it
+    ends by scoring the seed and the best candidate on the holdout tasks. The
+    caller points `settings.RUNS_DIR` somewhere temporary and needs a
+    transactional database."""
+    from optimizer.runner import execute_run
+    from optimizer.services import run_launch
+    from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
+
+    refund_verifier(owner)
+    task_set = refund_task_set(owner, splits=["train", "val", "holdout"] * 3)
+    run = run_launch(owner=owner, config=run_config(task_set, splits={"holdout": "holdout"}))
+    status = execute_run(run.pk)
+    run.refresh_from_db()
+    assert status == RunStatus.COMPLETED, run.error
     return run

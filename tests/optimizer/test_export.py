@@ -4,10 +4,12 @@ import io
 import json
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
 
 from optimizer.export import RunImportError, run_export, run_export_csv, run_import
 from optimizer.models import Candidate, Evaluation, Run, RunEvent
-from tests.dashboard.compare_factories import make_compare_run
+from tests.dashboard.compare_factories import make_compare_run, run_demo_with_holdout
 
 pytestmark = pytest.mark.django_db
 
@@ -101,3 +103,38 @@ def test_a_file_that_is_not_an_object_is_rejected_with_a_sentence(other_user):
 def test_a_run_exported_while_running_is_imported_as_stopped(run, other_user):
     data = _broken(run, lambda d: d["run"].update(status="running"))
     assert run_import(owner=other_user, data=data).status == "stopped"
+
+
+@pytest.fixture
+def demo_run(user, settings, tmp_path, monkeypatch):
+    from optimizer import runner
+
+    settings.RUNS_DIR = tmp_path / "runs"
+    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # see tests/optimizer/test_runner.py
+    return run_demo_with_holdout(user)
+
+
+def _evaluations(run):
+    return sorted(Evaluation.objects.filter(candidate__run=run).values_list(
+        "candidate__index", "split", "task_key", "score", "verdict", "passed", "output", "feedback", "result", "attempts"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_made_by_the_real_runner_round_trips_through_the_download_and_upload_with_identical_scores(
+        demo_run, user_client, other_client, other_user):
+    body = user_client.get(reverse("compare:export_json", args=[demo_run.pk])).content
+    response = other_client.post(reverse("compare:import"), {"file": SimpleUploadedFile("run.json", body)})
+
+    imported = Run.objects.get(owner=other_user)
+    assert response.status_code == 302 and imported.imported
+    assert demo_run.candidates.count() >= 3 and Evaluation.objects.filter(candidate__run=demo_run, split="holdout").exists()
+    assert _evaluations(imported) == _evaluations(demo_run)
+    fields = ("index", "parents", "origin", "iteration", "metric_calls", "components", "val_score", "objective_scores", "on_front", "reflection")
+    assert list(imported.candidates.order_by("index").values_list(*fields)) == list(demo_run.candidates.order_by("index").values_list(*fields))
+    assert (imported.best_candidate.index, imported.seed_score, imported.best_score, imported.budget_used) == (
+        demo_run.best_candidate.index, demo_run.seed_score, demo_run.best_score, demo_run.budget_used)
+    assert list(imported.events.order_by("seq").values_list("seq", "type", "payload")) == list(
+        demo_run.events.order_by("seq").values_list("seq", "type", "payload"))
+    # The CSV of the copy is the CSV of the original, column for column.
+    assert user_client.get(reverse("compare:export_csv", args=[demo_run.pk])).content == other_client.get(
+        reverse("compare:export_csv", args=[imported.pk])).content

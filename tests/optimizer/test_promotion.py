@@ -1,9 +1,14 @@
+import json
+
 import pytest
 from django.core.exceptions import PermissionDenied
+from django.urls import reverse
 
+from optimizer import event_types as ev
+from optimizer.export import run_export, run_import
 from optimizer.models import Evaluation, RunStatus
 from optimizer.promotion import promotion_report, run_promote
-from tests.dashboard.compare_factories import make_compare_run
+from tests.dashboard.compare_factories import make_compare_run, run_demo_with_holdout
 
 pytestmark = pytest.mark.django_db
 
@@ -70,3 +75,33 @@ def test_promotion_is_refused_to_others_for_other_runs_candidates_and_while_runn
         run_promote(run=run, candidate=run.candidates.get(index=1), user=user)
     run.refresh_from_db()
     assert run.chosen_candidate is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_report_on_a_real_run_matches_the_runner_s_holdout_scores_and_survives_an_export(user, other_user, user_client, settings, tmp_path, monkeypatch):
+    from optimizer import runner
+
+    settings.RUNS_DIR = tmp_path / "runs"
+    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # see tests/optimizer/test_runner.py
+    run = run_demo_with_holdout(user)
+    scored = run.events.get(type=ev.HOLDOUT_SCORED).payload
+    seed, best = run.candidates.get(index=0), run.best_candidate
+    assert best.index != seed.index  # the simulator improves on the seed
+
+    report = promotion_report(seed=seed, candidate=best)
+
+    assert len(report.rows) == scored["tasks"]
+    assert report.seed_mean == pytest.approx(scored["seed_score"]) and report.mean == pytest.approx(scored["best_score"])
+    html = user_client.get(reverse("compare:promotion", args=[run.pk])).content.decode()
+    assert f'data-verdict="{"promote" if report.promote else "keep"}"' in html
+    for row in report.rows:
+        assert f"<td>{row.task_key}</td>" in html
+
+    copy = run_import(owner=other_user, data=json.loads(json.dumps(run_export(run))))
+    again = promotion_report(seed=copy.candidates.get(index=0), candidate=copy.best_candidate)
+    assert [(r.task_key, r.seed_score, r.score) for r in again.rows] == [(r.task_key, r.seed_score, r.score) for r in report.rows]
+    assert again.promote == report.promote
+
+    user_client.post(reverse("compare:promotion", args=[run.pk]), {"candidate": best.index})
+    run.refresh_from_db()
+    assert run.chosen_candidate == best
