@@ -298,7 +298,7 @@ def main() -> None:
     parser.add_argument("--pool", type=int, default=300, help="candidates in the pool for the overhead part")
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
-    owner = get_user_model().objects.create_user("bench")
+    owner = get_user_model().objects.create_superuser("bench")  # an operator: may give endpoints inline
     verifier_create(owner=owner, spec=SPEC)
     if not args.skip_throughput:
         throughput(owner)

@@ -43,8 +43,19 @@ class _Prepared:
         return sum(1 for row in self.rows if row["split"] == self.config.splits.val)
 
 
-def _resolve_lm(ref: LMConfig | str, field: str, problems: list) -> LMConfig | str:
+INLINE_ENDPOINT_PROBLEM = (
+    "choose a model endpoint by name (or the demo simulator): only an administrator may give an "
+    "endpoint's base URL and key variable in a run's configuration"
+)
+
+
+def _resolve_lm(ref: LMConfig | str, field: str, problems: list, *, inline_endpoints: bool) -> LMConfig | str:
     if isinstance(ref, LMConfig):
+        # An inline config names a URL and an environment variable: from anyone but an
+        # administrator it could send a server secret (SECRET_KEY, a cloud key) as the
+        # bearer token to a host of their choosing. Endpoints are configured by admins.
+        if ref.provider != "demo" and not inline_endpoints:
+            problems.append((field, INLINE_ENDPOINT_PROBLEM))
         return ref
     endpoint = ModelEndpoint.objects.filter(name=ref).first()
     if endpoint is None:
@@ -65,8 +76,11 @@ def _resolve_lm(ref: LMConfig | str, field: str, problems: list) -> LMConfig | s
         return ref
 
 
-def _prepare(*, owner, config: dict | RunConfig) -> _Prepared:
+def _prepare(*, owner, config: dict | RunConfig, trusted_lms: bool = False) -> _Prepared:
+    """Validate and resolve a config. `trusted_lms`: its model configs were resolved by an
+    earlier launch (a fork of a run executed here), so inline endpoints are allowed."""
     config = parse_run_config(config)
+    inline = trusted_lms or bool(getattr(owner, "is_superuser", False))
     problems: list[tuple[str, str]] = []
 
     task_set = TaskSet.objects.visible_to(owner).filter(pk=config.task_set_id).first()
@@ -98,11 +112,11 @@ def _prepare(*, owner, config: dict | RunConfig) -> _Prepared:
             problems.append((f"task {row['task_id']}", str(error)))
 
     updates = {
-        "task_lm": _resolve_lm(config.task_lm, "task_lm", problems),
-        "reflection_lm": _resolve_lm(config.reflection_lm, "reflection_lm", problems),
+        "task_lm": _resolve_lm(config.task_lm, "task_lm", problems, inline_endpoints=inline),
+        "reflection_lm": _resolve_lm(config.reflection_lm, "reflection_lm", problems, inline_endpoints=inline),
     }
     if config.verify.enabled and config.verify.judge == "llm":
-        judge_lm = _resolve_lm(config.verify.judge_lm, "verify.judge_lm", problems)
+        judge_lm = _resolve_lm(config.verify.judge_lm, "verify.judge_lm", problems, inline_endpoints=inline)
         if isinstance(judge_lm, LMConfig) and judge_lm.provider == "demo":
             # The simulator cannot read a judge prompt: it would reject every answer and
             # spend max_verify attempts on each task. Say so instead of faking verdicts.
@@ -123,18 +137,19 @@ def run_dry_run(*, owner, config: dict | RunConfig) -> list[tuple[str, str]]:
     models = {"task_lm": config.task_lm, "reflection_lm": config.reflection_lm}
     if config.verify.enabled and config.verify.judge == "llm":
         models["verify.judge_lm"] = config.verify.judge_lm
+    refused = {field for field, _ in problems}
     for field, lm in models.items():
-        if isinstance(lm, LMConfig):
+        if isinstance(lm, LMConfig) and field not in refused:  # never probe a refused endpoint
             problem = check_endpoint(lm)
             if problem:
                 problems.append((field, problem))
     return problems
 
 
-def run_launch(*, owner, config: dict | RunConfig) -> Run:
+def run_launch(*, owner, config: dict | RunConfig, trusted_lms: bool = False) -> Run:
     """Freeze the config, verifiers and tasks into a queued Run and queue it after commit.
     Raises RunConfigError (problems naming each field) and saves nothing when invalid."""
-    prepared = _prepare(owner=owner, config=config)
+    prepared = _prepare(owner=owner, config=config, trusted_lms=trusted_lms)
     if prepared.problems:
         raise RunConfigError(prepared.problems)
     config = prepared.config
@@ -239,4 +254,5 @@ def run_fork(*, run: Run, candidate_index: int, owner) -> Run:
         raise RunConfigError([("candidate_index", f"run {run.pk} has no candidate {candidate_index}")])
     config = dict(run.config)
     config.update(name=f"{run.name} · fork of candidate {candidate_index}", seed_components=candidate.components)
-    return run_launch(owner=owner, config=config)
+    # An imported run's config came from a file, not from a launch here: check its models again.
+    return run_launch(owner=owner, config=config, trusted_lms=not run.imported)

@@ -59,3 +59,15 @@ def run_config(task_set, **overrides) -> dict:
     }
     config.update(overrides)
     return config
+
+
+def endpoint(name: str, lm: dict) -> str:
+    """Register `lm` (an LMConfig dict) as an admin-managed model endpoint; returns its name.
+    Only administrators may give an endpoint inline in a run's configuration."""
+    from optimizer.models import ModelEndpoint
+
+    fields = {"provider", "model", "base_url", "api_key_env"}
+    ModelEndpoint.objects.create(
+        name=name, **{k: v for k, v in lm.items() if k in fields}, options={k: v for k, v in lm.items() if k not in fields}
+    )
+    return name

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from optimizer import services
 from optimizer.models import Candidate, ModelEndpoint, Run, RunEvent, RunStatus
-from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
+from tests.optimizer.run_helpers import endpoint, refund_task_set, refund_verifier, run_config
 from tests.optimizer.fake_openai import free_port
 
 pytestmark = pytest.mark.django_db
@@ -71,7 +72,7 @@ def test_the_dry_run_contacts_the_model_endpoint(user_client, task_set, monkeypa
     monkeypatch.setenv("FRONTIER_DRY_KEY", "sk-test")
     unreachable = {"provider": "openai", "model": "m", "base_url": f"http://127.0.0.1:{free_port()}/v1",
                    "api_key_env": "FRONTIER_DRY_KEY", "timeout": 2}
-    response = post(user_client, "/api/runs/dry-run", {"config": run_config(task_set, reflection_lm=unreachable)})
+    response = post(user_client, "/api/runs/dry-run", {"config": run_config(task_set, reflection_lm=endpoint("unreachable", unreachable))})
     body = response.json()
     assert response.status_code == 200 and body["ok"] is False
     assert [p["field"] for p in body["problems"]] == ["reflection_lm"]
@@ -124,3 +125,38 @@ def test_the_dry_run_names_a_task_whose_row_verifier_does_not_resolve(user_clien
     problems = post(user_client, "/api/runs/dry-run", {"config": run_config(task_set)}).json()["problems"]
     assert [p["field"] for p in problems] == ["task laptop"]
     assert "no_such_fn" in problems[0]["message"]
+
+
+def test_only_an_admin_may_give_an_endpoint_inline_so_no_user_can_send_a_server_secret_to_their_own_host(
+    user_client, admin_client_logged_in, task_set, monkeypatch
+):
+    from tests.optimizer.fake_openai import FakeOpenAIServer
+
+    monkeypatch.setenv("FRONTIER_SERVER_SECRET", "server-secret-value")
+    with FakeOpenAIServer() as server:
+        inline = {"provider": "openai", "model": "fake-model", "base_url": server.base_url, "api_key_env": "FRONTIER_SERVER_SECRET"}
+        config = run_config(task_set, task_lm=inline)
+        launched = post(user_client, "/api/runs/", {"config": config})
+        assert launched.status_code == 400
+        assert launched.json()["problems"] == [{"field": "task_lm", "message": services.INLINE_ENDPOINT_PROBLEM}]
+        dry = post(user_client, "/api/runs/dry-run", {"config": config}).json()
+        assert dry["problems"] == [{"field": "task_lm", "message": services.INLINE_ENDPOINT_PROBLEM}]
+        assert server.requests == []  # the endpoint was never contacted with the secret
+        assert not Run.objects.exists()
+
+        # The same endpoint registered by an admin is chosen by name; an admin may also give it inline.
+        assert post(user_client, "/api/runs/", {"config": run_config(task_set, task_lm=endpoint("fake", inline))}).status_code == 201
+        assert post(admin_client_logged_in, "/api/runs/", {"config": config}).status_code == 201
+
+
+def test_a_fork_keeps_the_endpoint_its_run_resolved_at_launch_unless_the_run_was_imported(user, user_client, task_set):
+    lm = {"provider": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "SOME_KEY"}
+    run_id = post(user_client, "/api/runs/", {"config": run_config(task_set, task_lm=endpoint("ep", lm))}).json()["id"]
+    Candidate.objects.create(run_id=run_id, index=0, components={"instructions": "Be brief."})
+    fork = post(user_client, f"/api/runs/{run_id}/fork", {"candidate_index": 0})
+    assert fork.status_code == 201 and Run.objects.get(pk=fork.json()["id"]).config["task_lm"]["base_url"] == lm["base_url"]
+
+    Run.objects.filter(pk=run_id).update(imported=True, status=RunStatus.COMPLETED)  # its config came from a file
+    refused = post(user_client, f"/api/runs/{run_id}/fork", {"candidate_index": 0})
+    assert refused.status_code == 400
+    assert refused.json()["problems"] == [{"field": "task_lm", "message": services.INLINE_ENDPOINT_PROBLEM}]

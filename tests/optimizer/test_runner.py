@@ -16,7 +16,7 @@ from optimizer.models import Candidate, Evaluation, Run, RunEvent, RunStatus
 from optimizer.runner import execute_run
 from optimizer.recorder import RunRecorder
 from optimizer.services import run_launch, run_resume, run_stop
-from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
+from tests.optimizer.run_helpers import endpoint, refund_task_set, refund_verifier, run_config
 from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -184,7 +184,7 @@ def test_a_failing_reflection_model_surfaces_as_error_events(user, task_set, mon
             "provider": "openai", "model": "fake-model", "base_url": server.base_url, "api_key_env": KEY_ENV,
             "max_retries": 0, "timeout": 5,
         }
-        run = launch(user, task_set, reflection_lm=reflection, budget={"max_metric_calls": 20})
+        run = launch(user, task_set, reflection_lm=endpoint("failing", reflection), budget={"max_metric_calls": 20})
         assert execute_run(run.pk) == RunStatus.COMPLETED
     errors = [e.payload for e in events(run, ev.ERROR)]
     assert errors and all(e["where"] == "reflection" for e in errors)
@@ -195,7 +195,7 @@ def test_a_failing_reflection_model_surfaces_as_error_events(user, task_set, mon
 def test_a_task_model_with_a_bad_configuration_fails_the_run_with_a_clear_error(user, task_set, monkeypatch):
     monkeypatch.delenv("FRONTIER_MISSING_KEY", raising=False)
     task_lm = {"provider": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "FRONTIER_MISSING_KEY"}
-    run = launch(user, task_set, task_lm=task_lm)
+    run = launch(user, task_set, task_lm=endpoint("keyless", task_lm))
     assert execute_run(run.pk) == RunStatus.FAILED
     run.refresh_from_db()
     assert "FRONTIER_MISSING_KEY" in run.error
@@ -207,7 +207,7 @@ def test_the_openai_provider_drives_a_whole_run_through_the_real_client(user, ta
     monkeypatch.setenv(KEY_ENV, "sk-test")
     with FakeOpenAIServer() as server:
         lm = {"provider": "openai", "model": "fake-model", "base_url": server.base_url, "api_key_env": KEY_ENV, "timeout": 5}
-        run = launch(user, task_set, task_lm=lm, budget={"max_metric_calls": 12})
+        run = launch(user, task_set, task_lm=endpoint("fake", lm), budget={"max_metric_calls": 12})
         assert execute_run(run.pk) == RunStatus.COMPLETED
         task_calls = [r for r in server.requests if r["body"] and r["body"]["messages"][0]["role"] == "system"]
     assert task_calls[0]["body"]["messages"][0]["content"] == "You answer customer questions for a shop."
