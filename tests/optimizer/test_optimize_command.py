@@ -134,6 +134,15 @@ def test_bad_input_exits_2_with_one_line_naming_the_option(site, args, message):
     assert last_run_id(site) == runs_before  # nothing half-saved
 
 
+def test_a_refused_launch_leaves_no_imported_verifier_or_task_set_behind(site):
+    (site.path / "fresh-spec.json").write_text(json.dumps({**REFUND_SPEC, "id": "fresh-spec"}))
+    (site.path / "fresh-tasks.jsonl").write_text((site.path / "refunds.jsonl").read_text())
+    done = site.manage("optimize", "run", "--verifier", "fresh-spec.json", "--tasks", "fresh-tasks.jsonl", "--model", "gpt-9")
+    assert done.returncode == 2 and 'task_lm: no model endpoint named "gpt-9"' in done.stderr
+    assert site.query("SELECT count(*) FROM optimizer_taskset WHERE name = 'fresh-tasks'") == [(0,)]
+    assert site.query("SELECT count(*) FROM verifiers_app_verifier WHERE slug = 'fresh-spec'") == [(0,)]
+
+
 def test_stop_from_another_process_ends_the_run_between_iterations(site):
     waiting, run_id = launch(site, "--model", "slow-demo", "--budget", "2000")
     site.wait_for(lambda: len(site.candidates(run_id)) >= 2)
@@ -180,3 +189,13 @@ def test_a_run_killed_mid_flight_resumes_to_completion_without_lost_or_duplicate
     seqs = [row[0] for row in site.query("SELECT seq FROM optimizer_runevent WHERE run_id = ? ORDER BY seq", run_id)]
     assert seqs == list(range(1, len(seqs) + 1))
     assert (site.path / "runs" / str(run_id) / "gepa_state.bin").exists()
+
+
+def test_ctrl_c_while_waiting_stops_the_run_and_still_prints_the_summary(site):
+    waiting, run_id = launch(site, "--model", "slow-demo", "--budget", "2000")
+    site.wait_for(lambda: len(site.candidates(run_id)) >= 2)
+    waiting.send_signal(signal.SIGINT)
+    out, err = waiting.communicate(timeout=60)
+    assert waiting.returncode == 0, err
+    assert json.loads(out)["status"] == "stopped" and "stopping after the current iteration" in err
+    assert site.query("SELECT status FROM optimizer_run WHERE id = ?", run_id) == [("stopped",)]

@@ -25,6 +25,7 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 
 from optimizer.config import DEMO_REFLECTION_LM, DEMO_TASK_LM, RunConfigError
 from optimizer.models import Run, RunStatus, TaskSet
@@ -66,7 +67,10 @@ class Command(BaseCommand):
 
     def handle(self, *args, action, **options):
         if action == "run":
-            run = self._launch(options)
+            # All or nothing: a verifier file or task file imported on the way is
+            # rolled back when the launch is refused (bad model, budget, split …).
+            with transaction.atomic():
+                run = self._launch(options)
         else:
             run = Run.objects.filter(pk=options["run_id"]).first()
             if run is None:
@@ -173,10 +177,17 @@ class Command(BaseCommand):
                     break  # not executed here (e.g. a live worker elsewhere holds it)
                 time.sleep(0.25)
         except KeyboardInterrupt:
-            self.stderr.write("\nstopping after the current iteration (Ctrl-C again to leave it running)")
-            run_stop(run=run)
-            if worker is not None:
-                worker.join()
+            self.stderr.write("\nstopping after the current iteration (Ctrl-C again to leave now)")
+            try:
+                run_stop(run=run)
+            except RunStateError:
+                pass  # it finished meanwhile
+            try:
+                while worker is not None and worker.is_alive():
+                    worker.join(0.25)
+            except KeyboardInterrupt:
+                self.stderr.write(f"left run {run.pk} unfinished; `manage.py optimize resume {run.pk}` continues it")
+                sys.exit(130)
         self.stderr.write("")
         return run
 
