@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 from django.db import transaction
@@ -9,6 +10,7 @@ from django.db import transaction
 from optimizer.models import Split, Task, TaskSet
 from optimizer.tasksets import CsvMapping, parse_task_file
 from verifiers_app.engine import SpecError, validate_task
+from verifiers_app.storable import storage_problems
 
 _ROW_FIELDS = ("input", "expected", "params", "metadata", "verifier", "split")
 
@@ -66,6 +68,9 @@ def task_update(*, task: Task, input: str, expected, params: dict, metadata: dic
         if not isinstance(row[name], dict):
             raise SpecError(f"{name}: must be a JSON object")
     validate_task(row)
+    problems = [p for f in _ROW_FIELDS for p in storage_problems(row[f], f)]
+    if problems:
+        raise SpecError(problems)
     for f in _ROW_FIELDS:
         setattr(task, f, row[f])
     task.save()
@@ -88,7 +93,7 @@ def taskset_split(*, task_set: TaskSet, ratios: dict[str, float], seed: int) -> 
     unknown = set(ratios) - set(Split.values)
     if unknown:
         raise SpecError(f"ratios: unknown split {sorted(unknown)[0]!r}; use {', '.join(Split.values)}")
-    if any(not isinstance(r, (int, float)) or r < 0 for r in ratios.values()) or sum(ratios.values()) <= 0:
+    if any(not isinstance(r, (int, float)) or not math.isfinite(r) or r < 0 for r in ratios.values()) or sum(ratios.values()) <= 0:
         raise SpecError("ratios: each ratio must be a number ≥ 0 and they must not all be 0")
     tasks = list(task_set.tasks.order_by("position", "id"))
     random.Random(seed).shuffle(tasks)

@@ -21,6 +21,7 @@ import yaml
 
 from optimizer.models import Split
 from verifiers_app.engine import SpecError, validate_task
+from verifiers_app.storable import storage_problems
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
 MAX_ROWS = 20_000
@@ -81,6 +82,8 @@ def _jsonl_rows(filename: str, text: str) -> list[tuple[int, Any]]:
             rows.append((number, json.loads(line)))
         except json.JSONDecodeError as exc:
             problems.append(f"{filename} line {number}: invalid JSON ({exc.msg} at column {exc.colno})")
+        except RecursionError:
+            problems.append(f"{filename} line {number}: invalid JSON (nested too deeply)")
     _raise(problems)
     return rows
 
@@ -187,6 +190,9 @@ def _validate_row(raw: Any, index: int) -> tuple[dict | None, list[str]]:
         validate_task({**raw, "task_id": task_id})
     except SpecError as exc:
         problems += [p for p in exc.problems if not p.startswith(("params:", "metadata:"))]
+    for name in ROW_FIELDS:  # what the database cannot hold: NaN, NUL, YAML dates and binary
+        if name in raw:
+            problems += storage_problems(raw[name], name)
     if problems:
         return None, problems
     if len(task_id) > 200:

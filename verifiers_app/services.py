@@ -15,6 +15,7 @@ from django.db import transaction
 from optimizer.models import Run
 from verifiers_app.engine import SpecError, validate_spec
 from verifiers_app.models import Verifier, VerifierVersion
+from verifiers_app.storable import storage_problems
 
 MAX_SPEC_BYTES = 256 * 1024
 _ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,100}")
@@ -43,6 +44,9 @@ def spec_from_json(text: str | bytes, *, source: str = "spec") -> object:
 def _validated(spec: object) -> dict:
     """The normalized spec, also checking that its id can name a verifier in a URL."""
     normalized = validate_spec(spec)
+    problems = storage_problems(spec, "")
+    if problems:
+        raise SpecError(problems)
     if not _ID_PATTERN.fullmatch(normalized["id"]):
         raise SpecError("id: use 1-100 letters, digits, '-' or '_'")
     if normalized["id"] == "new":

@@ -95,6 +95,32 @@ def test_a_bad_expectation_in_yaml_names_its_line_and_path(user):
         taskset_import(owner=user, name="S", filename="qa.yaml", content=content)
 
 
+def test_values_the_database_cannot_store_name_their_line_and_field_and_save_nothing(user):
+    content = ("- {task_id: a, input: hi, expected: 2024-05-01}\n"
+               "- {task_id: b, input: hi, metadata: {blob: !!binary aGk=}}\n"
+               "- {task_id: c, input: hi, params: {temperature: .nan}}\n"
+               "- {task_id: d, input: \"nul \\0 here\"}\n")
+    with pytest.raises(SpecError) as error:
+        taskset_import(owner=user, name="S", filename="odd.yaml", content=content)
+    assert error.value.problems == [
+        "odd.yaml line 1: expected: a date value is not JSON; quote it as text",
+        "odd.yaml line 2: metadata.blob: a bytes value is not JSON; quote it as text",
+        "odd.yaml line 3: params.temperature: nan is not a JSON number; use a finite number",
+        "odd.yaml line 4: input: contains a NUL character (U+0000), which cannot be stored",
+    ]
+    with pytest.raises(SpecError, match=r"^tasks.jsonl line 2: expected: nan is not a JSON number"):
+        taskset_import(owner=user, name="S", filename="tasks.jsonl",
+                       content=jsonl(ROWS[0], '{"task_id": "x", "input": "hi", "expected": NaN}'))
+    assert not TaskSet.objects.exists() and not Task.objects.exists()
+
+
+def test_json_nested_too_deeply_names_its_line(user):
+    content = jsonl(ROWS[0], "[" * 100_000 + "]" * 100_000)
+    with pytest.raises(SpecError, match=r"^tasks.jsonl line 2: invalid JSON \(nested too deeply\)$"):
+        taskset_import(owner=user, name="S", filename="tasks.jsonl", content=content)
+    assert not Task.objects.exists()
+
+
 def test_a_failed_reimport_leaves_the_existing_set_untouched(user):
     taskset_import(owner=user, name="S", filename="tasks.jsonl", content=jsonl(*ROWS))
     changed = [{**ROWS[0], "input": "changed"}, {"task_id": "bad", "input": ""}]
