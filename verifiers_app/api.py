@@ -9,7 +9,7 @@ from django.shortcuts import get_object_or_404
 from ninja import Field, Router, Schema, Status
 
 from verifiers_app import selectors, services
-from verifiers_app.engine import SpecError, lint_spec, score, validate_task
+from verifiers_app.engine import SpecError, lint_spec, score, spec_warnings, validate_task
 from verifiers_app.models import Verifier
 
 router = Router()
@@ -51,6 +51,8 @@ class LintIn(Schema):
 class LintOut(Schema):
     valid: bool
     problems: list[str] = Field(..., description='Each "field.path: message", as SpecError names them')
+    warnings: list[str] = Field(..., description='Valid but probably unintended, e.g. an unknown check type '
+                                                 '(scoring skips it); "field.path: message"')
 
 
 class ScoreIn(Schema):
@@ -58,6 +60,7 @@ class ScoreIn(Schema):
     output: str = Field(..., max_length=MAX_OUTPUT_CHARS)
     task: dict[str, Any] | None = Field(None, description="A task row: metadata.expectations, expected, params, verifier")
     aggregator: Any = "weighted_average"
+    thresholds: Any = Field(None, description='Verdict thresholds, e.g. {"pass": 0.8, "borderline": 0.6}')
 
 
 def _editable(request, slug: str) -> Verifier:
@@ -80,7 +83,7 @@ def create_verifier(request, body: VerifierIn):
 def lint(request, body: LintIn):
     """Every problem of a spec, without saving it."""
     problems = lint_spec(body.spec)
-    return {"valid": not problems, "problems": problems}
+    return {"valid": not problems, "problems": problems, "warnings": spec_warnings(body.spec)}
 
 
 @router.post("/score")
@@ -92,7 +95,7 @@ def score_output(request, body: ScoreIn):
             validate_task(body.task, require_task_id=False)
         except SpecError as exc:
             raise exc.prefixed("task.") from None
-    return score(body.spec, body.output, body.task, aggregator=body.aggregator).as_dict()
+    return score(body.spec, body.output, body.task, aggregator=body.aggregator, thresholds=body.thresholds).as_dict()
 
 
 @router.get("/{slug}", response=VerifierOut)

@@ -168,28 +168,39 @@ function fieldFor(path) {
   return best;
 }
 
-function showProblems(problems) {
+function showProblems(problems, warnings = []) {
+  // Problems make the spec invalid; warnings (an unknown check type, which scoring
+  // skips) do not, but sit next to their field the same way so a typo is seen.
   lastProblems = problems;
-  document.querySelectorAll("#spec-form .field-error").forEach((n) => n.remove());
-  document.querySelectorAll(".invalid").forEach((n) => n.classList.remove("invalid"));
-  lintList.replaceChildren(...problems.map((p) => el("li", { class: "field-error", text: p })));
-  for (const problem of problems) {
-    const path = problem.split(": ", 1)[0];
+  document.querySelectorAll("#spec-form .field-error, #spec-form .field-warning").forEach((n) => n.remove());
+  document.querySelectorAll(".invalid, .suspect").forEach((n) => n.classList.remove("invalid", "suspect"));
+  lintList.replaceChildren(
+    ...problems.map((p) => el("li", { class: "field-error", text: p })),
+    ...warnings.map((w) => el("li", { class: "field-warning", text: `Warning: ${w}` })));
+  const mark = (message, kind) => {
+    const path = message.split(": ", 1)[0];
     const field = fieldFor(path);
-    if (!field) continue;
-    field.classList.add("invalid");
+    if (!field) return;
+    field.classList.add(kind === "error" ? "invalid" : "suspect");
     const anchor = field.closest("label") || field;
-    anchor.after(el("span", { class: "field-error", role: "alert", "data-error-for": path, text: problem }));
-  }
+    anchor.after(el("span", kind === "error"
+      ? { class: "field-error", role: "alert", "data-error-for": path, text: message }
+      : { class: "field-warning", "data-warning-for": path, text: `Warning: ${message}` }));
+  };
+  problems.forEach((p) => mark(p, "error"));
+  warnings.forEach((w) => mark(w, "warning"));
   if (!problems.length) jsonBox.classList.remove("invalid");
   else if (problems.some((p) => !fieldFor(p.split(": ", 1)[0]))) jsonBox.classList.add("invalid");
-  lintStatus.textContent = problems.length ? `${problems.length} problem${problems.length > 1 ? "s" : ""}` : "Valid";
+  const plural = (n, word) => `${n} ${word}${n > 1 ? "s" : ""}`;
+  lintStatus.textContent = (problems.length ? plural(problems.length, "problem") : "Valid")
+    + (warnings.length ? ` · ${plural(warnings.length, "warning")}` : "");
 }
 
 const lint = debounce(async () => {
   if (spec === null) return;
   const { ok, data } = await postJSON("/api/verifiers/lint", { spec });
-  showProblems(ok ? data.problems : [data.detail || "lint failed"]);
+  if (ok) showProblems(data.problems, data.warnings || []);
+  else showProblems([data.detail || "lint failed"]);
 }, 250);
 
 // --- Try it --------------------------------------------------------------------------

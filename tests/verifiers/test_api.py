@@ -43,8 +43,16 @@ def test_lint_lists_every_problem_without_saving(user_client):
     assert body["valid"] is False
     assert any(p.startswith("passThreshold:") for p in body["problems"])
     assert any(p.startswith("checks[0].params.requiredKeys:") for p in body["problems"])
-    assert post(user_client, "/api/verifiers/lint", {"spec": SPEC}).json() == {"valid": True, "problems": []}
+    assert post(user_client, "/api/verifiers/lint", {"spec": SPEC}).json() == {"valid": True, "problems": [], "warnings": []}
     assert not Verifier.objects.exists()
+
+
+def test_lint_warns_about_an_unknown_check_type_but_calls_the_spec_valid(user_client):
+    spec = {"id": "typo", "checks": [{"type": "json_valdi"}]}
+    body = post(user_client, "/api/verifiers/lint", {"spec": spec}).json()
+    assert body["valid"] is True and body["problems"] == []
+    assert body["warnings"] == ['checks[0].type: unknown check type "json_valdi" (did you mean "json_valid"? '
+                                "scoring skips this check)"]
 
 
 def test_score_returns_the_breakdown_and_feedback(user_client):
@@ -105,3 +113,47 @@ def test_a_body_over_the_upload_limit_is_a_413_json_error(user_client, settings)
     response = post(user_client, "/api/verifiers/lint", {"spec": {"id": "x" * 2000}})
     assert response.status_code == 413
     assert response.json() == {"detail": "body: larger than 1000 bytes"}
+
+
+def test_values_the_database_cannot_store_are_a_400_naming_the_field(user_client):
+    nul = {"id": "nul", "checks": [{"type": "contains", "params": {"value": "a\u0000b"}}]}
+    response = post(user_client, "/api/verifiers/", {"spec": nul})
+    assert response.status_code == 400
+    assert response.json()["detail"] == "checks[0].params.value: contains a NUL character (U+0000), which cannot be stored"
+    nan = '{"spec": {"id": "nan", "kind": "in_process", "fn_name": "exact_match", "expected": NaN}}'
+    response = user_client.post("/api/verifiers/", nan, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["detail"] == "expected: nan is not a JSON number; use a finite number"
+    assert not Verifier.objects.exists()
+
+
+GOOD = {"id": "t", "checks": [{"type": "contains", "params": {"value": "x"}}]}
+HOSTILE_BODIES = [
+    ("/api/verifiers/", "[]"),
+    ("/api/verifiers/", "not json"),
+    ("/api/verifiers/", '{"spec": ' + "[" * 50_000 + "]" * 50_000 + "}"),
+    ("/api/verifiers/", json.dumps({"spec": {"id": "a", "checks": [{"type": ["x"]}]}})),
+    ("/api/verifiers/", json.dumps({"spec": {"id": "a", "kind": ["x"]}})),
+    ("/api/verifiers/", json.dumps({"spec": {"id": "a", "checks": [{"type": "regex", "params": {"pattern": "a{99999999999}"}}]}})),
+    ("/api/verifiers/", '{"spec": {"id": "a", "weight": 1e999, "checks": [{"type": "json_valid"}]}}'),
+    ("/api/verifiers/score", json.dumps({"spec": GOOD, "output": None})),
+    ("/api/verifiers/score", json.dumps({"spec": GOOD, "output": "x", "aggregator": [1]})),
+    ("/api/verifiers/score", json.dumps({"spec": GOOD, "output": "x", "thresholds": {"pass": "high"}})),
+    ("/api/verifiers/score", json.dumps({"spec": GOOD, "output": "x", "task": {"metadata": {"expectations": {"mustMention": "x"}}}})),
+    ("/api/tasksets/import", json.dumps({"name": "n", "filename": "a.jsonl", "content": "[" * 50_000 + "]" * 50_000})),
+    ("/api/tasksets/import", json.dumps({"name": "n", "filename": "a.yaml", "content": "- {task_id: a, input: x, expected: 2020-01-01}"})),
+    ("/api/tasksets/import", json.dumps({"name": "n", "filename": "a.yaml", "content": "- {task_id: a, input: x, expected: !!binary aGk=}"})),
+    ("/api/tasksets/import", json.dumps({"name": "n", "filename": "a.jsonl", "content": '{"task_id": "a", "input": "x", "expected": NaN}'})),
+    ("/api/tasksets/import", json.dumps({"name": "n", "filename": "a.jsonl", "content": '{"task_id": "a\\u0000", "input": "x"}'})),
+    ("/api/tasksets/import", json.dumps({"name": "n", "filename": "a.csv", "content": "a,b\n" + "x" * 200_000 + ",2\n"})),
+]
+
+
+@pytest.mark.parametrize(("url", "body"), HOSTILE_BODIES, ids=[f"{u} {b[:40]}" for u, b in HOSTILE_BODIES])
+def test_hostile_request_bodies_get_a_4xx_json_error_and_save_nothing(user_client, url, body):
+    from optimizer.models import TaskSet
+
+    response = user_client.post(url, body, content_type="application/json")
+    assert 400 <= response.status_code < 500
+    assert response.json()["detail"]
+    assert not Verifier.objects.exists() and not TaskSet.objects.exists()

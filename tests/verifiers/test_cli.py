@@ -124,6 +124,16 @@ class TestLint:
         call_command("verifiers", "lint", path, stdout=stdout)
         assert stdout.getvalue().splitlines() == [f"{path}[0]: ok", f"{path}[1]: ok"]
 
+    def test_it_warns_about_an_unknown_check_type_without_failing(self, files):
+        stdout = io.StringIO()
+        path = files("typo.json", {"id": "t", "checks": [{"type": "json_valdi"}]})
+        call_command("verifiers", "lint", path, stdout=stdout)
+        assert stdout.getvalue().splitlines() == [
+            f'{path}: warning: checks[0].type: unknown check type "json_valdi" (did you mean "json_valid"? '
+            "scoring skips this check)",
+            f"{path}: ok (1 warning)",
+        ]
+
     def test_a_file_that_is_not_json_exits_2(self, files):
         path = files("broken.json", "")
         with pytest.raises(CommandError) as caught:

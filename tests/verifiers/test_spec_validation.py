@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from verifiers_app.engine import SpecError, compile_specs, lint_spec, score, validate_spec, validate_task
+from verifiers_app.engine import SpecError, compile_specs, lint_spec, score, spec_warnings, validate_spec, validate_task
 
 
 def native(*checks: dict, **top) -> dict:
@@ -113,6 +113,25 @@ class TestLintSpec:
 
     def test_it_returns_nothing_for_a_valid_spec(self):
         assert lint_spec(native({"type": "json_valid"})) == []
+
+    def test_an_unknown_check_type_is_a_warning_suggesting_the_close_type_not_a_problem(self):
+        spec = native({"type": "json_valdi"}, {"type": "must_contain", "params": {"value": "a"}}, {"type": "sentiment_ai"})
+        assert lint_spec(spec) == []
+        assert spec_warnings(spec) == [
+            'checks[0].type: unknown check type "json_valdi" (did you mean "json_valid"? scoring skips this check)',
+            'checks[2].type: unknown check type "sentiment_ai" (known types: task_expectations, contains, '
+            "not_contains, regex, equals, min_length, max_length, json_valid, json_keys, expected_output_schema; "
+            "scoring skips this check)",
+        ]
+
+    def test_it_has_no_warnings_for_known_types_other_kinds_or_non_specs(self):
+        assert spec_warnings(native({"type": "json_valid"}, {"type": "exact_match", "params": {"value": "a"}})) == []
+        assert spec_warnings({"id": "f", "kind": "format_only"}) == []
+        assert spec_warnings(["not", "a", "spec"]) == []
+        assert spec_warnings({"id": "v", "checks": [{"type": ["x"]}, "junk"]}) == []
+
+    def test_a_check_type_that_is_not_text_is_a_problem_not_a_crash(self):
+        assert lint_spec({"id": "v", "checks": [{"type": ["json_valid"]}]}) == ["checks[0].type: Input should be a valid string"]
 
     def test_the_spec_error_message_counts_the_other_problems(self):
         spec = native({"type": "contains"}, {"type": "regex"})

@@ -73,7 +73,7 @@ from .fns import register_fn
 from .regexes import REGEX_TIMEOUT_SECONDS
 from .result import CheckResult, Result, VerifierResult
 from .scoring import Scorer, compile_specs, score
-from .specs import ROW_VERIFIER_ID, lint_spec, validate_spec
+from .specs import ROW_VERIFIER_ID, lint_spec, spec_warnings, validate_spec
 from .tasks import validate_task
 
 __all__ = [
@@ -94,6 +94,7 @@ __all__ = [
     "register_fn",
     "register_verifier",
     "score",
+    "spec_warnings",
     "validate_spec",
     "validate_task",
 ]

@@ -18,6 +18,7 @@ default 1). Unknown fields are errors, so typos surface at authoring time.
 
 from __future__ import annotations
 
+import difflib
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -199,7 +200,7 @@ def _parse_check(raw: Any, path: str, lenient_regex: bool) -> tuple[dict | None,
     raw_type = raw.get("type")
     raw = {**raw, "type": TYPE_ALIASES.get(raw_type, raw_type)} if isinstance(raw_type, str) else raw
     check, problems = validate_model(CheckSpec, raw, path)
-    check_type = CHECK_TYPES.get(raw.get("type"))
+    check_type = CHECK_TYPES.get(raw["type"]) if isinstance(raw.get("type"), str) else None
     params = raw.get("params", {})
     if check_type is not None and isinstance(params, dict):  # params are checked even when the check is not
         params, param_problems = _parse_params(check_type, params, f"{path}.params", lenient_regex)
@@ -302,6 +303,28 @@ def lint_spec(spec: Any) -> list[str]:
     """Every problem of ``spec`` as ``"field.path: message"``; ``[]`` when valid.
 
     Exactly the problems :func:`validate_spec` raises. (An unknown check type is
-    not a problem: seed 000 has it skipped at scoring and noted in the feedback.)
+    not a problem: seed 000 has it skipped at scoring and noted in the feedback;
+    :func:`spec_warnings` reports it.)
     """
     return parse_spec(spec)[1]
+
+
+def spec_warnings(spec: Any) -> list[str]:
+    """What is valid but probably not meant, as ``"field.path: message"``.
+
+    Today: a check whose type is unknown. Scoring skips such a check (seed 000),
+    so a typo like ``"json_valdi"`` would silently stop checking anything; an
+    authoring tool shows this next to the field without refusing the spec.
+    """
+    if not isinstance(spec, dict) or spec.get("kind", "native") != "native" or not isinstance(spec.get("checks"), list):
+        return []
+    known = [*CHECK_TYPES, *TYPE_ALIASES]
+    warnings = []
+    for index, check in enumerate(spec["checks"]):
+        check_type = check.get("type") if isinstance(check, dict) else None
+        if not isinstance(check_type, str) or not check_type or check_type in known:
+            continue
+        close = difflib.get_close_matches(check_type, known, n=1)
+        hint = f"did you mean {quote(close[0])}? " if close else f"known types: {', '.join(CHECK_TYPES)}; "
+        warnings.append(f"checks[{index}].type: unknown check type {quote(check_type)} ({hint}scoring skips this check)")
+    return warnings

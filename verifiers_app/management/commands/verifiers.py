@@ -7,7 +7,8 @@
 
 Bad input (unreadable file, bad JSON, invalid spec or task) exits with status 2
 and one line on stderr naming the file and the field. ``lint`` prints every
-problem and exits 1 when there is any.
+problem and exits 1 when there is any; it also prints warnings (an unknown check
+type, which scoring skips), which do not change the exit status.
 
 Adding a subcommand: write ``add_<name>_arguments(self, parser)`` and
 ``handle_<name>(self, **options)`` and list the name in ``SUBCOMMANDS``.
@@ -22,7 +23,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from verifiers_app.engine import SpecError, compile_specs, lint_spec, validate_spec, validate_task
+from verifiers_app.engine import SpecError, compile_specs, lint_spec, spec_warnings, validate_spec, validate_task
 
 BAD_INPUT = 2
 PROBLEMS_FOUND = 1
@@ -138,12 +139,15 @@ class Command(BaseCommand):
         problem_count = 0
         for path in specs:
             for label, raw in specs_in(path, read_json(path)):
-                problems = lint_spec(raw)
+                problems, warnings = lint_spec(raw), spec_warnings(raw)
                 problem_count += len(problems)
                 for problem in problems:
                     self.stdout.write(f"{label}{problem}")
+                for warning in warnings:  # valid, so they do not change the exit status
+                    self.stdout.write(f"{label}warning: {warning}")
                 if not problems:
-                    self.stdout.write(f"{label}ok")
+                    note = f" ({len(warnings)} warning{'s' if len(warnings) > 1 else ''})" if warnings else ""
+                    self.stdout.write(f"{label}ok{note}")
         if problem_count:
             raise CommandError(f"{problem_count} problem{'s' if problem_count > 1 else ''} found",
                                returncode=PROBLEMS_FOUND)
