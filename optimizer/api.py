@@ -13,7 +13,7 @@ from django.http import Http404
 from ninja import Field, Router, Schema, Status
 
 from optimizer import selectors, services
-from optimizer.config import RunConfigError
+from optimizer.config import MAX_METRIC_CALLS, RunConfigError
 from optimizer.models import Run
 
 router = Router()
@@ -39,7 +39,7 @@ class DryRunOut(Schema):
 
 
 class ResumeIn(Schema):
-    extra_budget: int = Field(0, ge=0, description="More metric calls (required to continue a completed run)")
+    extra_budget: int = Field(0, ge=0, le=MAX_METRIC_CALLS, description="More metric calls (required to continue a completed run)")
 
 
 class ForkIn(Schema):

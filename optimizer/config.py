@@ -28,6 +28,7 @@ PRESET_PROPOSALS = {"light": 5, "medium": 15, "heavy": 40}
 MIN_PROPOSALS = 3
 MAX_COMPONENT_CHARS = 20_000
 MAX_COMPONENTS = 20
+MAX_METRIC_CALLS = 10_000_000  # a run's whole budget, continuations included
 
 DEMO_TASK_LM = LMConfig(provider="demo", model="demo-task")
 DEMO_REFLECTION_LM = LMConfig(provider="demo", model="demo-reflection")
@@ -75,7 +76,7 @@ class Budget(_Strict):
     """Either a preset or an exact number of metric calls (one task scored once = one call)."""
 
     preset: Literal["light", "medium", "heavy"] | None = None
-    max_metric_calls: int | None = Field(default=None, ge=1, le=10_000_000)
+    max_metric_calls: int | None = Field(default=None, ge=1, le=MAX_METRIC_CALLS)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Budget:

@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from optimizer import event_types as ev
-from optimizer.config import RunConfig, RunConfigError, parse_run_config
+from optimizer.config import MAX_METRIC_CALLS, RunConfig, RunConfigError, parse_run_config
 from optimizer.events import publish_run_event
 from optimizer.lm import LMConfig, check_endpoint
 from optimizer.models import Candidate, ModelEndpoint, Run, RunStatus, TaskSet
@@ -222,6 +222,8 @@ def run_resume(*, run: Run, extra_budget: int = 0) -> Run:
 
     if extra_budget < 0:
         raise RunStateError("extra_budget: must not be negative")
+    if run.budget_total + extra_budget > MAX_METRIC_CALLS:
+        raise RunStateError(f"extra_budget: a run's budget may not exceed {MAX_METRIC_CALLS:,} metric calls")
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run.pk)
         crashed = run.status in (RunStatus.RUNNING, RunStatus.STOPPING) and (
