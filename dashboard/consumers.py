@@ -1,20 +1,25 @@
-"""The run websocket: `/ws/runs/<id>/?after=<seq>`.
+"""The websockets: a run's events at `/ws/runs/<id>/?after=<seq>`, and the
+runs list's rows at `/ws/runs/`.
 
 On connect the consumer joins the run's group *first* and then replays the
 events after `after` from the database; group messages with a seq it has
 already sent are dropped, and a gap (a seq beyond the next expected one) is
 filled from the database. So a client that reconnects with the last seq it saw
 receives every later event exactly once, in order.
+
+The runs list has no log to replay: its page reloads /runs/list.json whenever
+its socket (re)connects and then applies the rows pushed to the `runs` group.
 """
 
 from __future__ import annotations
 
+import time
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from optimizer.events import run_group
+from optimizer.events import RUNS_GROUP, run_group
 from optimizer.models import Run, RunEvent
 
 REPLAY_BATCH = 500
@@ -79,3 +84,45 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             return
         await self.send_json(event)
         self.last_seq = seq
+
+
+# How long a connection trusts its last answer to "may this user see run N?"
+# before asking the DB again. A run shared with the user while the list is open
+# appears within seconds; an unshared one stops within a minute; and other
+# users' busy runs cost one query per few seconds per connection, not one per event.
+VISIBLE_RECHECK_SECONDS = 60.0
+HIDDEN_RECHECK_SECONDS = 5.0
+
+
+class RunListConsumer(AsyncJsonWebsocketConsumer):
+    """Forwards the `runs` group's rows (`{"type": "run.row", "data": row}`) of
+    the runs the connected user may see, and nothing of the others."""
+
+    async def connect(self):
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=4401)
+            return
+        self.user = user
+        self.checked: dict[int, tuple[bool, float]] = {}  # run id → (visible, when asked)
+        await self.channel_layer.group_add(RUNS_GROUP, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code):
+        if hasattr(self, "user"):
+            await self.channel_layer.group_discard(RUNS_GROUP, self.channel_name)
+
+    async def runs_row(self, message):
+        if await self._may_see(message["run_id"], message["owner_id"]):
+            await self.send_json({"type": "run.row", "data": message["row"]})
+
+    async def _may_see(self, run_id: int, owner_id: int) -> bool:
+        if self.user.is_superuser or owner_id == self.user.pk:
+            return True
+        now = time.monotonic()
+        visible, when = self.checked.get(run_id, (False, None))
+        if when is not None and now - when < (VISIBLE_RECHECK_SECONDS if visible else HIDDEN_RECHECK_SECONDS):
+            return visible
+        visible = await database_sync_to_async(_user_can_view_run)(self.user, run_id)
+        self.checked[run_id] = (visible, now)
+        return visible

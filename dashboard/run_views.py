@@ -55,7 +55,7 @@ def run_list(request):
         request,
         "runs/list.html",
         {
-            "rows": [selectors.run_summary(run) for run in runs],
+            "rows": [selectors.run_list_row(run) for run in runs],
             "statuses": RunStatus.choices,
             "filters": filters,
         },
@@ -64,9 +64,10 @@ def run_list(request):
 
 @require_GET
 def run_list_json(request):
-    """The list's rows as JSON; runs-list.js polls it (see that file for why)."""
+    """The list's rows as JSON: runs-list.js reloads them whenever its `/ws/runs/`
+    socket (re)connects, then applies the pushed rows."""
     runs = selectors.run_list(user=request.user, **_list_filters(request))
-    return JsonResponse({"runs": [selectors.run_summary(run) for run in runs[:LIST_LIMIT]]})
+    return JsonResponse({"runs": [selectors.run_list_row(run) for run in runs[:LIST_LIMIT]]})
 
 
 @require_GET

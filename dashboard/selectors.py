@@ -85,6 +85,26 @@ def run_summary(run: Run) -> dict:
     }
 
 
+LIST_ROW_FIELDS = (
+    "id", "name", "status", "phase", "best_score", "seed_score", "delta", "budget_used", "budget_total",
+    "budget_pct", "model", "task_set", "owner", "created_at", "started_at", "finished_at", "last_seq",
+)
+
+
+def run_list_row(run: Run) -> dict:
+    """One row of the runs list: what the page, list.json and the `runs` push show
+    (no error text or other run-page fields). `last_seq` orders two versions of a row."""
+    summary = run_summary(run)
+    return {key: summary[key] for key in LIST_ROW_FIELDS}
+
+
+def run_list_row_for_push(run_id: int) -> tuple[int, dict] | None:
+    """(owner id, list row) of a run for the `runs` group, or None if it is gone.
+    One query; the owner id lets a consumer admit the owner without another."""
+    run = Run.objects.select_related("task_set", "owner", "best_candidate").filter(pk=run_id).first()
+    return None if run is None else (run.owner_id, run_list_row(run))
+
+
 def _val_task_keys(run: Run, seen: set[str]) -> list[str]:
     """Val task keys in the task set's order, then any evaluated key not in the snapshot."""
     val_split = ((run.config or {}).get("splits") or {}).get("val", Split.VAL)

@@ -15,6 +15,7 @@ from channels.layers import get_channel_layer
 from django.db import transaction
 from django.db.models import F
 
+from optimizer import event_types as ev
 from optimizer.models import Run, RunEvent
 
 log = logging.getLogger(__name__)
@@ -22,6 +23,13 @@ log = logging.getLogger(__name__)
 
 def run_group(run_id: int) -> str:
     return f"run-{run_id}"
+
+
+# Every open runs list listens here (dashboard.consumers.RunListConsumer). A
+# batch holding one of these events also sends the run's list row, read after
+# commit, so the list changes live without polling.
+RUNS_GROUP = "runs"
+RUN_ROW_EVENTS = frozenset({ev.RUN_STATUS, ev.RUN_BUDGET, ev.CANDIDATE_NEW, ev.FRONT_UPDATED, ev.RUN_FINISHED})
 
 
 def publish_run_event(run_id: int, type: str, data: dict) -> RunEvent:
@@ -52,12 +60,30 @@ def _send(run_id: int, messages: list[dict]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
+    row = _run_row(run_id) if any(m["type"] in RUN_ROW_EVENTS for m in messages) else None
     try:
-        async_to_sync(_group_send_all)(layer, run_group(run_id), messages)
+        async_to_sync(_group_send_all)(layer, run_group(run_id), messages, row)
     except Exception:  # a notification only: the browser catches up from the DB
         log.exception("could not publish events %s of run %s", [m.get("seq") for m in messages], run_id)
 
 
-async def _group_send_all(layer, group: str, messages: list[dict]) -> None:
+def _run_row(run_id: int) -> dict | None:
+    # The row is the runs list's own format, so the dashboard builds it (one query).
+    from dashboard.selectors import run_list_row_for_push
+
+    try:
+        found = run_list_row_for_push(run_id)
+    except Exception:  # the list resyncs from the DB when its socket reconnects
+        log.exception("could not read the list row of run %s", run_id)
+        return None
+    if found is None:
+        return None
+    owner_id, row = found
+    return {"type": "runs.row", "run_id": run_id, "owner_id": owner_id, "row": row}
+
+
+async def _group_send_all(layer, group: str, messages: list[dict], row: dict | None = None) -> None:
     for message in messages:
         await layer.group_send(group, {"type": "run.event", "message": message})
+    if row is not None:
+        await layer.group_send(RUNS_GROUP, row)

@@ -1,17 +1,41 @@
-// The runs list, kept current by polling a small JSON endpoint every 2 s.
+// The runs list, kept current by pushes, not polling.
 //
-// Why polling here (and only here): the list spans every run a user can see,
-// including runs launched from other tabs, the API or the CLI. A push channel
-// would need one more group that every event publisher fans out to per viewer;
-// the run page, where events arrive many times a second, uses the websocket.
-// The list changes at most a few times a second and one query answers it.
-const POLL_MS = 2000;
+// /ws/runs/ sends `{"type": "run.row", "data": row}` for every run this user
+// may see whenever its status, phase, budget or best score changes — including
+// runs launched from another tab, the API or the CLI, which appear at the top.
+// A row is merged in place (or removed when it no longer matches the filter).
+// Each row carries the run's last event seq, so an older row never overwrites
+// a newer one. On every (re)connect the page reloads /runs/list.json: rows that
+// changed while the socket was down (or before it first opened) are not missed.
+// The socket reconnects by itself with backoff (0.5 s doubling to 15 s, with
+// jitter) and shows "live" / "reconnecting".
+//
+// Debug hook (browser tests, console): window.__frontierRunsSocket.close()
+// breaks the connection as a network drop would.
+
+const FIRST_DELAY_MS = 500;
+const MAX_DELAY_MS = 15000;
+const LIMIT = 200; // as run_views.LIST_LIMIT
 const table = document.getElementById("runs-table");
 const body = table.querySelector("tbody");
 const form = document.getElementById("runs-filter");
+const indicator = document.querySelector("[data-field=live]");
 
 const fmt = (x) => (x === null || x === undefined ? "–" : Number(x).toFixed(3));
 const when = (iso) => (iso ? iso.slice(0, 16).replace("T", " ") : "–");
+
+// The filter the page was loaded with (as the server applied it), not what is typed but not yet submitted.
+const applied = new URLSearchParams(location.search);
+const statuses = new Set([...form.querySelectorAll("select[name=status] option")].map((o) => o.value).filter(Boolean));
+const filter = {
+  status: statuses.has(applied.get("status")) ? applied.get("status") : "",
+  q: (applied.get("q") || "").trim().slice(0, 200).toLowerCase(),
+};
+
+function matches(r) {
+  if (filter.status && r.status !== filter.status) return false;
+  return !filter.q || [r.name, r.task_set, r.owner].some((v) => (v || "").toLowerCase().includes(filter.q));
+}
 
 function cell(...children) {
   const td = document.createElement("td");
@@ -29,6 +53,8 @@ function span(text, cls) {
 function row(r) {
   const tr = document.createElement("tr");
   tr.dataset.runId = r.id;
+  tr.dataset.lastSeq = r.last_seq;
+  tr.dataset.createdAt = r.created_at || "";
   const link = document.createElement("a");
   link.href = `${r.id}/`;
   link.textContent = r.name;
@@ -40,7 +66,7 @@ function row(r) {
   const bar = document.createElement("div");
   bar.className = "bar";
   const fill = document.createElement("span");
-  fill.style.width = `${r.budget_pct}%`;
+  fill.style.width = `${Number(r.budget_pct) || 0}%`;
   bar.append(fill);
   const model = cell(span(r.model.label));
   if (r.model.is_simulator) model.append(" ", span("simulator", "badge-sim"));
@@ -58,16 +84,97 @@ function row(r) {
   return tr;
 }
 
-async function refresh() {
-  const query = new URLSearchParams(new FormData(form));
+function emptyRow() {
+  const tr = document.createElement("tr");
+  tr.className = "empty-row";
+  const td = cell("No runs match. Author a verifier, load a task set, then launch a run to watch GEPA improve your prompt live.");
+  td.colSpan = 9;
+  tr.append(td);
+  return tr;
+}
+
+function runRows() {
+  return [...body.querySelectorAll("tr[data-run-id]")];
+}
+
+function showAll(runs) {
+  body.replaceChildren(...(runs.length ? runs.map(row) : [emptyRow()]));
+}
+
+// Newest first, as the server orders the list.
+function insert(tr, createdAt) {
+  const t = Date.parse(createdAt);
+  const after = runRows().find((other) => Date.parse(other.dataset.createdAt) < t);
+  body.querySelector(".empty-row")?.remove();
+  body.insertBefore(tr, after || null);
+  runRows().slice(LIMIT).forEach((extra) => extra.remove());
+}
+
+function merge(r) {
+  if (pushedDuringResync) pushedDuringResync.push(r);
+  const current = body.querySelector(`tr[data-run-id="${CSS.escape(String(r.id))}"]`);
+  if (current && Number(current.dataset.lastSeq) > r.last_seq) return; // a late, older row
+  if (!matches(r)) {
+    if (current) current.remove();
+    if (!runRows().length && !body.querySelector(".empty-row")) body.append(emptyRow());
+    return;
+  }
+  if (current) current.replaceWith(row(r));
+  else insert(row(r), r.created_at);
+}
+
+// Rows pushed while list.json is in flight, merged again over its answer
+// (merge keeps whichever of the two is newer).
+let pushedDuringResync = null;
+
+async function resync() {
+  pushedDuringResync = [];
   try {
-    const response = await fetch(`${table.dataset.jsonUrl}?${query}`, { headers: { Accept: "application/json" } });
-    if (!response.ok) return;
-    const { runs } = await response.json();
-    if (runs.length) body.replaceChildren(...runs.map(row));
+    const response = await fetch(`${table.dataset.jsonUrl}${location.search}`, { headers: { Accept: "application/json" } });
+    if (response.ok) showAll((await response.json()).runs);
+  } catch (error) {
+    console.error("could not reload the runs list", error);
   } finally {
-    setTimeout(refresh, document.hidden ? POLL_MS * 5 : POLL_MS);
+    const pushed = pushedDuringResync;
+    pushedDuringResync = null;
+    pushed.forEach(merge);
   }
 }
 
-refresh();
+let attempts = 0;
+let ws = null;
+let timer = null;
+
+function setState(state) {
+  if (!indicator) return;
+  indicator.dataset.state = state;
+  indicator.textContent = state === "live" ? "● live" : state === "reconnecting" ? "reconnecting…" : state;
+}
+
+function connect() {
+  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+  const socket = new WebSocket(`${scheme}//${location.host}/ws/runs/`);
+  ws = socket;
+  socket.onopen = () => {
+    attempts = 0;
+    setState("live");
+    resync();
+  };
+  socket.onmessage = (message) => {
+    const event = JSON.parse(message.data);
+    if (event.type === "run.row") merge(event.data);
+  };
+  socket.onclose = (event) => {
+    if (ws !== socket) return;
+    ws = null;
+    if (event.code === 4401) { setState("denied"); return; }
+    setState("reconnecting");
+    const delay = Math.min(MAX_DELAY_MS, FIRST_DELAY_MS * 2 ** attempts);
+    attempts += 1;
+    clearTimeout(timer);
+    timer = setTimeout(connect, delay * (0.75 + Math.random() * 0.25));
+  };
+}
+
+window.__frontierRunsSocket = { close: () => ws && ws.close() };
+connect();

@@ -106,3 +106,88 @@ async def test_events_written_during_a_replay_arrive_exactly_once_and_in_order(u
     assert seqs == list(range(101, 606))
     assert await communicator.receive_nothing(timeout=0.3)
     await communicator.disconnect()
+
+
+# The runs list socket: /ws/runs/ pushes list rows of the runs a user may see.
+
+
+async def connect_list(user):
+    headers = await sync_to_async(session_headers)(user) if user is not None else [(b"origin", b"http://127.0.0.1")]
+    communicator = WebsocketCommunicator(application, "/ws/runs/", headers=headers)
+    connected, code = await communicator.connect()
+    return communicator, connected, code
+
+
+async def publish_status(run, status="running"):
+    await database_sync_to_async(Run.objects.filter(pk=run.pk).update)(status=status, phase="optimizing")
+    await database_sync_to_async(publish_run_event)(run.pk, "run.status", {"status": status, "phase": "optimizing"})
+
+
+async def test_the_runs_list_socket_refuses_an_anonymous_visitor():
+    communicator, connected, code = await connect_list(None)
+    assert not connected
+    assert code == 4401
+
+
+async def test_the_runs_list_socket_pushes_the_owners_run_row_when_its_status_or_budget_changes(user):
+    communicator, connected, _ = await connect_list(user)
+    assert connected
+    run = await database_sync_to_async(Run.objects.create)(owner=user, name="pushed", budget_total=50)
+    await publish_status(run)
+    message = await communicator.receive_json_from(timeout=5)
+    assert message["type"] == "run.row"
+    assert message["data"]["id"] == run.pk
+    assert message["data"]["name"] == "pushed"
+    assert message["data"]["status"] == "running" and message["data"]["phase"] == "optimizing"
+    assert message["data"]["last_seq"] == 1
+    assert "error" not in message["data"]  # the list's compact row, not the run page's summary
+    await database_sync_to_async(Run.objects.filter(pk=run.pk).update)(budget_used=20)
+    await database_sync_to_async(publish_run_event)(run.pk, "run.budget", {"used": 20, "total": 50})
+    message = await communicator.receive_json_from(timeout=5)
+    assert (message["data"]["budget_used"], message["data"]["budget_pct"], message["data"]["last_seq"]) == (20, 40, 2)
+    # Events that do not change a row (trials, pings) push nothing to the list.
+    await publish(run, "diagnostics")
+    assert await communicator.receive_nothing(timeout=0.3)
+    await communicator.disconnect()
+
+
+async def test_the_runs_list_socket_never_sends_another_users_run_until_it_is_shared(user, other_user, monkeypatch):
+    monkeypatch.setattr("dashboard.consumers.HIDDEN_RECHECK_SECONDS", 0)
+    outsider, connected, _ = await connect_list(other_user)
+    assert connected
+    owner, _, _ = await connect_list(user)
+    run = await database_sync_to_async(Run.objects.create)(owner=user, name="private")
+    for status in ("running", "stopping", "stopped"):
+        await publish_status(run, status)
+    assert [(await owner.receive_json_from(timeout=5))["data"]["status"] for _ in range(3)] == ["running", "stopping", "stopped"]
+    assert await outsider.receive_nothing(timeout=0.3)
+    # Shared while the list is open: its next change reaches the collaborator too.
+    await database_sync_to_async(run.shared_with.add)(other_user)
+    await publish_status(run, "queued")
+    message = await outsider.receive_json_from(timeout=5)
+    assert (message["data"]["id"], message["data"]["status"]) == (run.pk, "queued")
+    await outsider.disconnect()
+    await owner.disconnect()
+
+
+async def test_the_runs_list_socket_asks_the_database_about_a_hidden_run_at_most_every_few_seconds(user, other_user):
+    outsider, connected, _ = await connect_list(other_user)
+    run = await database_sync_to_async(Run.objects.create)(owner=user)
+    await publish_status(run)
+    assert await outsider.receive_nothing(timeout=0.3)
+    # Shared now, but the outsider's "not visible" answer is still fresh: a
+    # busy run of another user costs one visibility query per few seconds.
+    await database_sync_to_async(run.shared_with.add)(other_user)
+    await publish_status(run)
+    assert await outsider.receive_nothing(timeout=0.3)
+    await outsider.disconnect()
+
+
+async def test_an_admins_runs_list_socket_receives_every_users_runs(user, admin_user):
+    communicator, connected, _ = await connect_list(admin_user)
+    assert connected
+    run = await database_sync_to_async(Run.objects.create)(owner=user, name="someone else's")
+    await publish_status(run)
+    message = await communicator.receive_json_from(timeout=5)
+    assert message["data"]["id"] == run.pk and message["data"]["owner"] == "alice"
+    await communicator.disconnect()

@@ -208,16 +208,31 @@ def test_candidates_picked_in_the_table_open_the_compare_view_url(page, frontier
 
 
 def test_the_runs_list_follows_a_run_launched_in_another_tab_without_a_reload(page, demo_data):
+    list_loads = []  # by the document on screen (the login landed on a page that had its own)
+    page.on("framenavigated", lambda frame: frame == page.main_frame and list_loads.clear())
+    page.on("request", lambda request: "/runs/list.json" in request.url and list_loads.append(request.url))
     page.goto("/runs/")
+    expect(page.locator("[data-field=live]")).to_have_text("● live")
     page.evaluate("window.__noReload = true")
     other = page.context.new_page()
     run_id = launch_demo_run(other, budget=120, latency_ms=60)
     row = page.locator(f"#runs-table tr[data-run-id='{run_id}']")
     expect(row).to_be_visible()
+    expect(page.locator("#runs-table tbody tr").first).to_have_attribute("data-run-id", str(run_id))  # newest on top
+    expect(row.locator(".status")).to_have_text("running")
+    budget = row.locator(".bar + .muted")
+    expect(budget).not_to_have_text("0 / 120", timeout=30_000)  # the budget moves while it runs
+    # A dropped socket reconnects by itself and reloads the list once, so
+    # nothing that changed while it was down is missed.
+    page.evaluate("window.__frontierRunsSocket.close()")
+    expect(page.locator("[data-field=live]")).to_have_text("reconnecting…")
+    expect(page.locator("[data-field=live]")).to_have_text("● live")
     expect(row.locator(".status")).to_have_text("completed", timeout=60_000)
     expect(row).to_contain_text("simulator")
     expect(row).to_contain_text(re.compile(r"\d+ / 120"))  # gepa may overshoot by one iteration
     assert page.evaluate("window.__noReload") is True
+    # Pushed, not polled: list.json is read only when the socket (re)connects.
+    assert len(list_loads) == 2, list_loads
     other.close()
 
 
