@@ -491,6 +491,8 @@ async function boot() {
   drawFront();
   setupAxisPickers();
   drawScatter();
+  // Points of the 2-D front select like the other charts' (Plotly.react keeps this listener).
+  charts.scatter.on("plotly_click", (e) => { const p = e.points[0]; if (p && p.customdata != null) toggleSelected(p.customdata); });
   drawVerdicts();
   document.getElementById("candidate-rows").append(...S.order.map((i) => candidateRow(S.byIndex.get(i))));
   snap.proposals.forEach(renderProposal);

@@ -129,3 +129,54 @@ def test_a_run_exported_from_the_browser_imports_back_with_identical_scores(page
     expect(page.locator("#score-curves .scatterlayer .trace")).to_have_count(4)
     expect(page.get_by_text("Same configuration.")).to_be_visible()
     page.screenshot(path=str(ARTIFACTS / "compare-runs.png"), full_page=True)
+
+
+def _click_chart_point(page, chart_id: str, trace: int, x, y) -> None:
+    """Click where Plotly drew (x, y) of a trace (data coordinates; category
+    names on category axes), once Plotly's hover has picked that point up."""
+    point = page.evaluate(
+        """([id, x, y]) => {
+          const el = document.getElementById(id);
+          el.scrollIntoView({ block: "center" });  // a table checkbox may have scrolled it away
+          const layout = el._fullLayout, box = el.getBoundingClientRect();
+          return { x: box.left + layout._size.l + layout.xaxis.d2p(x), y: box.top + layout._size.t + layout.yaxis.d2p(y) };
+        }""",
+        [chart_id, x, y],
+    )
+    page.mouse.move(point["x"], point["y"])
+    page.wait_for_function(
+        "([id, trace]) => (document.getElementById(id)._hoverdata || []).some((p) => p.curveNumber === trace)",
+        arg=[chart_id, trace],
+    )
+    page.mouse.click(point["x"], point["y"])
+
+
+def test_the_candidate_table_the_score_chart_and_both_front_charts_each_add_to_the_comparison(page, frontier_server):
+    run_id = _seed_run(frontier_server, "Refund selection e2e")
+    page.goto(f"/runs/{run_id}/")
+    page.wait_for_function("window.__frontierRun && document.querySelectorAll('#candidate-rows tr').length === 4")
+    page.wait_for_load_state("networkidle")
+
+    page.get_by_role("checkbox", name="select candidate 1").check()
+    expect(page.get_by_text("Selected: #1", exact=True)).to_be_visible()
+
+    calls, score = page.evaluate(
+        "() => { const t = document.getElementById('chart-score')._fullData[0]; const k = t.customdata.indexOf(2); return [t.x[k], t.y[k]]; }")
+    _click_chart_point(page, "chart-score", 0, calls, score)
+    expect(page.get_by_text("Selected: #1, #2", exact=True)).to_be_visible()
+
+    _click_chart_point(page, "chart-front", 0, "val-000", "#3")
+    expect(page.get_by_text("Selected: #1, #2, #3", exact=True)).to_be_visible()
+
+    # The 2-D front (prompt tokens × score) selects too; a second click there deselects.
+    tokens, score = page.evaluate(
+        "() => { const t = document.getElementById('chart-scatter')._fullData[0]; const k = t.customdata.indexOf(0); return [t.x[k], t.y[k]]; }")
+    _click_chart_point(page, "chart-scatter", 0, tokens, score)
+    expect(page.get_by_text("Selected: #0, #1, #2, #3", exact=True)).to_be_visible()
+    page.get_by_role("checkbox", name="select candidate 0").uncheck()
+    expect(page.get_by_text("Selected: #1, #2, #3", exact=True)).to_be_visible()
+
+    page.get_by_role("link", name="Compare selected").click()
+    page.wait_for_url(re.compile(rf"/runs/{run_id}/compare/\?c=1&c=2&c=3$"))
+    expect(page.locator("article.candidate-col")).to_have_count(3)
+    expect(page.locator("table.tasks tbody tr")).to_have_count(6)
