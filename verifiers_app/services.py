@@ -39,6 +39,8 @@ def spec_from_json(text: str | bytes, *, source: str = "spec") -> object:
         raise SpecError(f"{source}: not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise SpecError(f"{source}: invalid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") from None
+    except RecursionError:
+        raise SpecError(f"{source}: invalid JSON (nested too deeply)") from None
 
 
 def _validated(spec: object) -> dict:
@@ -112,11 +114,14 @@ def verifier_upsert(*, owner, spec: object) -> tuple[Verifier, str]:
 
 def verifier_duplicate(*, verifier: Verifier, owner) -> Verifier:
     """A copy owned by `owner` under a fresh id (`<id>-copy`, `<id>-copy-2`, …)."""
-    base = f"{verifier.slug[:94]}-copy"
-    new_id, n = base, 1
-    while Verifier.objects.filter(slug=new_id).exists():
+    def copy_id(n: int) -> str:  # the suffix always fits in the 100-character id
+        suffix = "-copy" if n == 1 else f"-copy-{n}"
+        return f"{verifier.slug[:100 - len(suffix)]}{suffix}"
+
+    n = 1
+    while Verifier.objects.filter(slug=copy_id(n)).exists():
         n += 1
-        new_id = f"{base}-{n}"
+    new_id = copy_id(n)
     spec = {**verifier.spec, "id": new_id, "name": f"{verifier.name} (copy)"}
     return verifier_create(owner=owner, spec=spec)
 

@@ -91,7 +91,11 @@ def verifier_edit(request, slug):
 
 @require_POST
 def verifier_duplicate(request, slug):
-    copy = services.verifier_duplicate(verifier=_visible(request, slug), owner=request.user)
+    try:
+        copy = services.verifier_duplicate(verifier=_visible(request, slug), owner=request.user)
+    except SpecError as exc:  # e.g. the spec names a fn that is no longer registered
+        messages.error(request, f"Not duplicated: {exc}.")
+        return redirect("verifiers:detail", slug=slug)
     messages.success(request, f"Duplicated as {copy.slug}.")
     return redirect("verifiers:edit", slug=copy.slug)
 

@@ -79,6 +79,12 @@ def test_duplicate_makes_a_copy_under_a_fresh_id_owned_by_the_caller(user, other
     assert first.spec["checks"] == SPEC["checks"]
 
 
+def test_duplicating_a_verifier_with_a_hundred_character_id_keeps_the_copy_ids_valid(user):
+    original = verifier_create(owner=user, spec={**SPEC, "id": "v" * 100})
+    copies = [verifier_duplicate(verifier=original, owner=user).slug for _ in range(3)]
+    assert copies == ["v" * 95 + "-copy", "v" * 93 + "-copy-2", "v" * 93 + "-copy-3"]
+
+
 def test_delete_is_refused_while_an_active_run_uses_the_verifier(user):
     verifier = verifier_create(owner=user, spec=SPEC)
     run = Run.objects.create(owner=user, status=RunStatus.RUNNING)

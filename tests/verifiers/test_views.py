@@ -40,6 +40,13 @@ def test_broken_json_names_the_line(user_client):
     assert "JSON: invalid JSON (line 3" in response.content.decode()
 
 
+def test_json_nested_too_deeply_is_a_clear_error_not_a_500(user_client):
+    response = user_client.post("/verifiers/new/", {"spec": "[" * 100_000 + "]" * 100_000})
+    assert response.status_code == 400
+    assert "JSON: invalid JSON (nested too deeply)" in response.content.decode()
+    assert not Verifier.objects.exists()
+
+
 def test_a_spec_file_can_be_imported_and_exported(user_client):
     upload = SimpleUploadedFile("tone.json", json.dumps(SPEC).encode(), content_type="application/json")
     assert user_client.post("/verifiers/new/", {"spec": "", "spec_file": upload}).status_code == 302
