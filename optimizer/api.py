@@ -75,10 +75,13 @@ class RunOut(Schema):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    simulator: bool = Field(description="True when the task or reflection model is the offline demo simulator, not a real model")
 
     @staticmethod
     def of(run: Run) -> dict:
+        models = [run.config.get(field) for field in ("task_lm", "reflection_lm")] if isinstance(run.config, dict) else []
         return {
+            "simulator": any(isinstance(lm, dict) and lm.get("provider") == "demo" for lm in models),
             "id": run.pk, "name": run.name, "owner": run.owner.get_username(), "status": run.status, "phase": run.phase,
             "task_set_id": run.task_set_id, "budget_used": run.budget_used, "budget_total": run.budget_total,
             "seed_score": run.seed_score, "best_score": run.best_score,

@@ -32,13 +32,14 @@ def test_launching_freezes_the_config_verifiers_and_tasks_into_a_queued_run(user
     assert run.config["task_lm"]["provider"] == "demo"
     assert run.budget_total == 4 + 5 * (2 * 2 + 4)  # V + 5 · (2m + V), light preset
     assert RunEvent.objects.get(run=run).payload == {"status": "queued", "phase": "queued"}
+    assert response.json()["simulator"] is True  # labelled: the demo models are not real ones
 
 
 def test_an_endpoint_name_is_resolved_and_frozen_at_launch(user_client, task_set):
     ModelEndpoint.objects.create(name="local-llama", provider="openai", base_url="http://127.0.0.1:11434/v1", model="llama3",
                                  api_key_env="LLAMA_KEY", options={"temperature": 0.3})
-    response = post(user_client, "/api/runs/", {"config": run_config(task_set, task_lm="local-llama")})
-    assert response.status_code == 201
+    response = post(user_client, "/api/runs/", {"config": run_config(task_set, task_lm="local-llama", reflection_lm="local-llama")})
+    assert response.status_code == 201 and response.json()["simulator"] is False
     frozen = Run.objects.get(pk=response.json()["id"]).config["task_lm"]
     assert frozen["model"] == "llama3" and frozen["temperature"] == 0.3 and frozen["api_key_env"] == "LLAMA_KEY"
     ModelEndpoint.objects.filter(name="local-llama").update(model="changed")
