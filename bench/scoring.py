@@ -10,6 +10,10 @@ engine time ≤ 3× hand-written for every case, ≥ 50,000 outputs/s for (a).
 (b) refund policy: task_expectations (3 mustMention + 2 mustNotMention) on
     ~600-byte prose
 (c) a 12-check mixed native verifier on ~300-byte JSON outputs
+
+Then hostile input (issue #3 point 9): a catastrophic-backtracking regex against
+a 1 MB output (target: about a second, score 0, "timed out") and the 12-check
+verifier on a 10 MB output.
 """
 
 from __future__ import annotations
@@ -262,7 +266,25 @@ def main() -> int:
     print()
     print(f"target: time ratio ≤ 3× for every case (with and without feedback): {'met' if ok else 'NOT met'}")
     print(f"target: ≥ 50,000 outputs/s for (a): {'met' if a_rate >= 50_000 else 'NOT met'} ({a_rate:,.0f}/s)")
+    hostile()
     return 0
+
+
+def hostile() -> None:
+    """Issue #3 point 9: bounded time on hostile input (one scoring each, wall time)."""
+    print("\nhostile input (one scoring each)")
+    catastrophic = compile_specs({"id": "h", "checks": [{"type": "regex", "params": {"pattern": "(a+)+$"}}]})
+    megabyte = "a" * 1_000_000 + "b"
+    start = time.perf_counter()
+    check = catastrophic.score(megabyte).verifiers[0].checks[0]
+    elapsed = time.perf_counter() - start
+    print(f"  (a+)+$ against a 1 MB output: {elapsed:.2f} s, score {check.score}, reason: {check.reason}")
+    big = '{"urgency": "high", "blob": "' + "x" * 10_000_000 + '"}'
+    scorer = compile_specs(MIXED_SPEC)
+    start = time.perf_counter()
+    result = scorer.score(big, MIXED_TASK)
+    print(f"  12-check mixed verifier on a 10 MB output: {time.perf_counter() - start:.2f} s, score {result.score:.3f}")
+    print(f"target: the catastrophic regex finishes within about a second: {'met' if elapsed < 1.5 else 'NOT met'}")
 
 
 if __name__ == "__main__":

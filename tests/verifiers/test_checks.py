@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -157,13 +156,12 @@ class TestRegex:
         assert check.reason == 'output does not match pattern "Hello"'
 
     def test_it_times_out_on_catastrophic_backtracking_against_a_megabyte(self):
+        # How long it takes is measured by bench/scoring.py, not asserted here.
         output = "a" * 1_000_000 + "b"
-        started = time.perf_counter()
         check = run_check({"type": "regex", "params": {"pattern": "(a+)+$"}}, output)
-        elapsed = time.perf_counter() - started
         assert check.score == 0.0
-        assert "timed out" in check.reason
-        assert elapsed < 1.5
+        assert check.reason == (f'pattern "(a+)+$" timed out after {REGEX_TIMEOUT_SECONDS} s '
+                                "on a 1,000,001-character output")
         assert REGEX_TIMEOUT_SECONDS < 1.0
 
     def test_an_uncompilable_regex_scores_zero_with_the_error_at_scoring_time(self):
