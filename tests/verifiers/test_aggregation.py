@@ -139,3 +139,8 @@ class TestResultShape:
     def test_duplicate_verifier_ids_are_a_spec_error(self):
         with pytest.raises(SpecError, match=r'specs\[1\].id: duplicate verifier id "a"'):
             compile_specs([fixed("a", 1.0), fixed("a", 0.5)])
+
+    def test_a_duplicate_id_names_its_own_place_when_an_earlier_spec_is_invalid(self):
+        with pytest.raises(SpecError) as caught:
+            compile_specs([{"id": "broken"}, fixed("a", 1.0), fixed("a", 0.5)])
+        assert caught.value.problems == ["specs[0].checks: is required", 'specs[2].id: duplicate verifier id "a"']

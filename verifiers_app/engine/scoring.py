@@ -155,9 +155,9 @@ def compile_specs(specs: Any, aggregator: Any = "weighted_average", thresholds: 
         prefix = f"specs[{index}]." if len(specs) > 1 else ""
         problems += [f"{prefix}{problem}" for problem in spec_problems]
         if spec is not None:
-            normalized.append(spec)
+            normalized.append((index, spec))
     seen: set[str] = set()
-    for index, spec in enumerate(normalized):
+    for index, spec in normalized:  # index: the spec's place in `specs`, even when an earlier one was invalid
         if spec["id"] in seen:
             problems.append(f"specs[{index}].id: duplicate verifier id {quote(spec['id'])}")
         seen.add(spec["id"])
@@ -167,7 +167,7 @@ def compile_specs(specs: Any, aggregator: Any = "weighted_average", thresholds: 
     for index, gate in enumerate(parsed_aggregator.required):
         if gate not in seen and gate != ROW_VERIFIER_ID:
             raise SpecError(f"aggregator.required[{index}]: no verifier has id {quote(gate)}")
-    return Scorer([build_verifier(spec) for spec in normalized], parsed_aggregator, parse_thresholds(thresholds))
+    return Scorer([build_verifier(spec) for _, spec in normalized], parsed_aggregator, parse_thresholds(thresholds))
 
 
 def score(specs: Any, output: str, task: dict | None = None, *, aggregator: Any = "weighted_average",
