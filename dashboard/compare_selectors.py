@@ -22,6 +22,7 @@ PAGE_SIZE = 50
 VERDICTS = ("fail", "borderline", "pass")
 SPLITS = ("val", "holdout", "train")
 EPSILON = 1e-9
+MAX_INDEX = 2**31 - 1
 
 
 class CompareError(ValueError):
@@ -39,6 +40,8 @@ def compare_candidates(run: Run, raw_indices: list[str]) -> list[Candidate]:
             index = int(raw)
         except ValueError:
             raise CompareError(f"c: {raw!r} is not a candidate index.") from None
+        if not 0 <= index <= MAX_INDEX:  # beyond the integer column: the database would raise
+            raise CompareError(f"c: {raw!r} is not a candidate index.")
         if index not in indices:
             indices.append(index)
     if len(indices) < 2:
@@ -158,7 +161,7 @@ class TaskFilters:
     @classmethod
     def from_query(cls, query, candidates: list[Candidate]) -> TaskFilters:
         f = cls(split=query.get("split", "val"), only=query.get("only", ""), verdict=query.get("verdict", ""),
-                q=query.get("q", "").strip()[:200], sort=query.get("sort", ""), page=query.get("page", "1"))
+                q=query.get("q", "").replace("\x00", "").strip()[:200], sort=query.get("sort", ""), page=query.get("page", "1"))
         if f.split not in SPLITS:
             raise CompareError(f"split: must be one of {', '.join(SPLITS)}.")
         if f.only not in ("", "diff", "fail"):
@@ -260,6 +263,8 @@ def task_drilldown(run: Run, candidates: list[Candidate], task_key: str, split: 
     or None when that candidate was not scored on the task."""
     if split not in SPLITS:
         raise CompareError(f"split: must be one of {', '.join(SPLITS)}.")
+    if "\x00" in task_key:  # PostgreSQL refuses NUL in a query parameter
+        raise CompareError("task: contains a NUL character.")
     evals = {e.candidate_id: e for e in Evaluation.objects.filter(candidate__in=candidates, split=split, task_key=task_key)}
     if not evals:
         raise CompareError(f"task: no compared candidate was scored on {task_key!r} ({split}).")

@@ -32,6 +32,8 @@ def test_it_keeps_the_chosen_order_and_drops_repeated_indices(run):
     (["1"], "at least two"),
     (["0", "x"], "'x' is not a candidate index"),
     (["0", "77"], "no candidate 77"),
+    (["0", "-1"], "'-1' is not a candidate index"),
+    (["0", "9" * 30], f"'{'9' * 30}' is not a candidate index"),  # beyond the integer column, not a database error
     ([str(i) for i in range(9)], "at most 8"),
 ])
 def test_it_rejects_an_unusable_selection_naming_the_parameter(run, raw, message):

@@ -217,3 +217,10 @@ def test_an_upload_over_the_size_limit_is_refused_and_nothing_is_saved(other_cli
     assert response.status_code == 400
     assert b"file: 4096 bytes is more than the" in response.content
     assert not Run.objects.exists()
+
+
+def test_a_nul_character_in_the_search_or_the_task_never_reaches_the_database(user_client, run):
+    search = user_client.get(_compare(run, 0, 1, q="val-001%00"))
+    assert search.status_code == 200 and 'data-task="val-001"' in search.content.decode()
+    task = user_client.get(reverse("compare:task", args=[run.pk]) + "?c=0&c=1&task=val-001%00")
+    assert task.status_code == 400 and b"task: contains a NUL character." in task.content
