@@ -215,6 +215,16 @@ def test_it_reads_the_scoring_engines_reasons():
     assert not any(a.kind == "include" and "T-" in a.phrases[0] for a in parse_feedback(feedback))
 
 
+def test_the_first_reason_after_the_adapters_score_lead_in_is_read_too():
+    from optimizer.adapter import feedback_with_score
+
+    reasons = "qa-format/short: output is too long: 381 characters, must be at most 60\nrow/contains: output does not contain \"<b>4</b>\""
+    feedback = feedback_with_score({"feedback": reasons, "score": 0.0, "verdict": "fail"})
+    assert feedback.startswith("Score 0.00 (fail). qa-format/short")
+    kinds = [(a.kind, a.phrases, a.number) for a in parse_feedback(feedback)]
+    assert kinds == [("max_chars", (), 60), ("include", ("<b>4</b>",), 0)]
+
+
 def record(task: str, output: str, feedback: str) -> dict:
     return {"Inputs": {"input": task}, "Generated Outputs": output, "Feedback": feedback}
 

@@ -151,9 +151,14 @@ def _length_pairs(masked: str) -> tuple[str, list[Ask]]:
     return _LENGTH_PAIR.sub(take, masked), asks
 
 
+# The adapter's "Score 0.40 (fail). " lead-in, glued to the first reason: drop it, or
+# a first reason starting in lower case is read as part of the score line and lost.
+_SCORE_PREFIX = re.compile(r"^\s*score\s+[\d.]+\s*(?:\([a-z ]*\))?\s*[.:]?\s*", re.I)
+
+
 def parse_feedback(feedback: str) -> list[Ask]:
     """Every ask in a feedback text, in order, without duplicates."""
-    masked, phrases = mask_quotes(str(feedback)[:MAX_FEEDBACK_CHARS])
+    masked, phrases = mask_quotes(_SCORE_PREFIX.sub("", str(feedback)[:MAX_FEEDBACK_CHARS], count=1))
     masked, asks = _length_pairs(masked)
     for clause in _CLAUSE_SPLIT.split(masked):
         if clause and clause.strip():
