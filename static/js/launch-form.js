@@ -62,6 +62,8 @@ export function buildConfig() {
 }
 
 function slot(field) {
+  // A task row's own problem ("task q3": its row verifier or expectations) belongs to the task set.
+  if (field.startsWith("task ")) return form.querySelector('[data-problems-for="task_set_id"]');
   const parts = field.split(".");
   for (let n = parts.length; n > 0; n -= 1) {
     const el = form.querySelector(`[data-problems-for="${CSS.escape(parts.slice(0, n).join("."))}"]`);
@@ -87,6 +89,10 @@ async function post(url) {
     headers: { "Content-Type": "application/json", "X-CSRFToken": csrf, Accept: "application/json" },
     body: JSON.stringify(buildConfig()),
   });
+  if (!(response.headers.get("Content-Type") || "").includes("application/json")) {
+    // A server error page or an expired session: say so instead of hanging on "checking…".
+    return { problems: [{ field: "config", message: `the server answered ${response.status} ${response.statusText}; reload the page and try again` }], warnings: [] };
+  }
   return response.json();
 }
 

@@ -291,10 +291,14 @@ def test_a_dry_run_lists_each_problem_next_to_its_field_and_launches_nothing(pag
     components.nth(1).get_by_label("Text").fill("   ")
     page.locator("[name='budget.preset']").select_option(label="exact number of metric calls")
     page.get_by_label("Exact metric calls").fill("6")
+    page.get_by_label("Concurrency").fill("0")
     page.get_by_role("button", name="Dry run (no model calls)").click()
 
     # The config's own shape is checked first…
     expect(page.locator("[data-problems-for=seed_components]")).to_contain_text("component 'component_2' is empty")
+    expect(page.locator("[data-problems-for=concurrency]")).to_contain_text("concurrency:")
+    expect(page.locator("[data-problems-for=config]")).to_be_hidden()  # each problem sits by its own field
+    page.get_by_label("Concurrency").fill("4")
     expect(page.locator("[data-field=dry-run-result]")).to_contain_text("problem(s) found")
     components.nth(1).get_by_label("Text").fill("Be brief.")
     page.get_by_role("button", name="Dry run (no model calls)").click()
