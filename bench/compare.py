@@ -78,7 +78,58 @@ def main() -> int:
         print(f"{label:38} {median * 1000:10.1f} {max(times) * 1000:8.1f}")
     verdict = "OK" if worst_median < TARGET_S else "TOO SLOW"
     print(f"slowest median {worst_median * 1000:.1f} ms (target < {TARGET_S * 1000:.0f} ms): {verdict}")
+    take_away(client, run, repeats=3 if "--quick" in sys.argv else 5)
     return 0 if worst_median < TARGET_S else 1
+
+
+def _timed(fn, repeats: int):
+    times, result = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), result
+
+
+def take_away(client: Client, run, *, repeats: int) -> None:
+    """The other pages of a large run, and export → import of the whole run
+    through the same views a user clicks (no target; figures to watch)."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from optimizer.models import Evaluation, Run
+
+    def get(url):
+        response = client.get(url)
+        assert response.status_code == 200, (url, response.status_code)
+        return response
+
+    pages = {
+        "task drill-down (5 candidates)": reverse("compare:task", args=[run.pk]) + "?" + "&".join(f"c={i}" for i in CANDIDATES) + "&task=val-000",
+        "prompt history of #11": reverse("compare:history", args=[run.pk, 11]),
+        "promotion report": reverse("compare:promotion", args=[run.pk]),
+        "export CSV": reverse("compare:export_csv", args=[run.pk]),
+    }
+    print(f"\n{'page (12 candidates × 600 tasks)':38} {'median ms':>10}")
+    for label, url in pages.items():
+        get(url)
+        print(f"{label:38} {_timed(lambda url=url: get(url), repeats)[0] * 1000:10.1f}")
+    median, response = _timed(lambda: get(reverse("compare:export_json", args=[run.pk])), repeats)
+    body = response.content
+    print(f"{'export JSON (' + f'{len(body) / 1e6:.1f} MB)':38} {median * 1000:10.1f}")
+
+    def upload():
+        response = client.post(reverse("compare:import"), {"file": SimpleUploadedFile("run.json", body)})
+        assert response.status_code == 302, response.status_code
+        return Run.objects.latest("pk")
+
+    median, copy = _timed(upload, repeats)
+    print(f"{'import that JSON':38} {median * 1000:10.1f}")
+    ours = sorted(Evaluation.objects.filter(candidate__run=run).values_list("candidate__index", "split", "task_key", "score"))
+    theirs = sorted(Evaluation.objects.filter(candidate__run=copy).values_list("candidate__index", "split", "task_key", "score"))
+    print(f"imported copy has identical scores: {ours == theirs} ({len(theirs)} evaluations)")
+    url = reverse("compare:runs") + f"?a={run.pk}&b={copy.pk}"
+    get(url)
+    print(f"{'compare runs (original vs copy)':38} {_timed(lambda: get(url), repeats)[0] * 1000:10.1f}")
 
 
 if __name__ == "__main__":
