@@ -260,6 +260,14 @@ for index in (300, 301, 302):
 """
 
 
+# Plotly.newPlot draws a figure from scratch; the run page uses it only at load.
+RECORD_WHOLE_REDRAWS = """() => {
+  window.__wholeRedraws = [];
+  const newPlot = Plotly.newPlot;
+  Plotly.newPlot = (gd, ...rest) => { window.__wholeRedraws.push(gd.id || String(gd)); return newPlot(gd, ...rest); };
+}"""
+
+
 def test_a_run_of_300_candidates_by_100_tasks_loads_and_applies_each_event_without_redrawing(page, frontier_server):
     result = frontier_server.manage("shell", "-c", LARGE_RUN.format(username=E2E_USERNAME))
     run_id = int(result.stdout.strip().splitlines()[-1])
@@ -268,6 +276,7 @@ def test_a_run_of_300_candidates_by_100_tasks_loads_and_applies_each_event_witho
     expect(page.locator("[data-field=live]")).to_have_text("● live")
     load_seconds = time.monotonic() - started
     assert state(page)["points"] == 300
+    page.evaluate(RECORD_WHOLE_REDRAWS)
     # Events written by another process reach this embedded server's socket on
     # reconnect (replay from the database): the same code path as live events.
     frontier_server.manage("shell", "-c", NEXT_CANDIDATES.format(run_id=run_id))
@@ -276,8 +285,10 @@ def test_a_run_of_300_candidates_by_100_tasks_loads_and_applies_each_event_witho
     slowest = page.evaluate("window.__frontierRun.slowestApplyMs")
     assert page.locator("#candidate-rows tr").count() == 303
     assert page.evaluate("document.getElementById('chart-front').data[0].z.length") == 303
+    # Each event extended the big figures in place: none was drawn anew.
+    assert page.evaluate("window.__wholeRedraws") == []
+    # A figure, not a gate (performance claims are printed, not asserted).
     print(f"large run page: live after {load_seconds:.2f} s; slowest event apply {slowest}")
-    assert slowest["candidate.new"] < 250 and slowest["run.budget"] < 20
     page.screenshot(path=str(ARTIFACTS / "live-run-300x100.png"), full_page=False)
 
 
