@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from django.db import transaction
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from optimizer.models import (
     Candidate,
@@ -47,6 +47,23 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class _CheckShape(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class _VerifierShape(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    checks: list[_CheckShape] = []
+
+
+class _ResultShape(BaseModel):
+    """The parts of the engine's result shape the pages iterate over; anything
+    else in it is kept as is."""
+
+    model_config = ConfigDict(extra="allow")
+    verifiers: list[_VerifierShape] = []
+
+
 class EvaluationIn(_Strict):
     task_key: Key
     split: Split
@@ -60,6 +77,12 @@ class EvaluationIn(_Strict):
     latency_ms: float = Field(default=0, ge=0)
     tokens_in: Count = 0
     tokens_out: Count = 0
+
+    @field_validator("result")
+    @classmethod
+    def _engine_shape(cls, value: dict) -> dict:
+        _ResultShape.model_validate(value)  # errors carry their path below `result`
+        return value  # stored exactly as exported
 
 
 class CandidateIn(_Strict):

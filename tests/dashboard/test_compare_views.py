@@ -224,3 +224,14 @@ def test_a_nul_character_in_the_search_or_the_task_never_reaches_the_database(us
     assert search.status_code == 200 and 'data-task="val-001"' in search.content.decode()
     task = user_client.get(reverse("compare:task", args=[run.pk]) + "?c=0&c=1&task=val-001%00")
     assert task.status_code == 400 and b"task: contains a NUL character." in task.content
+
+
+@pytest.mark.parametrize(("result", "field"), [
+    ({"verifiers": 5}, "candidates.0.evaluations.0.result.verifiers"),
+    ({"verifiers": [{"id": "v", "checks": 7}]}, "candidates.0.evaluations.0.result.verifiers.0.checks"),
+    ({"verifiers": [{"id": "v", "checks": ["miss"]}]}, "candidates.0.evaluations.0.result.verifiers.0.checks.0"),
+])
+def test_an_import_whose_check_breakdown_is_not_the_engine_s_shape_is_refused(other_client, run, result, field):
+    response = _import(other_client, _hostile(run, lambda d: d["candidates"][0]["evaluations"][0].update(result=result)))
+    assert response.status_code == 400 and field.encode() + b": " in response.content
+    assert Run.objects.count() == 1
