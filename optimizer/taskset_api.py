@@ -13,6 +13,7 @@ from optimizer.models import TaskSet
 from optimizer.selectors import taskset_list
 from optimizer.taskset_services import taskset_import
 from optimizer.tasksets import MAX_FILE_BYTES, CsvMapping
+from verifiers_app.storable import without_nul
 
 router = Router()
 
@@ -87,6 +88,7 @@ def import_tasks(request, body: ImportIn):
 @router.get("/", response=list[TaskSetOut])
 def list_tasksets(request, q: str = ""):
     sets = _visible(request)
+    q = without_nul(q)
     if q:
         sets = sets.filter(name__icontains=q)
     return [_out(ts) for ts in sets]
@@ -99,6 +101,6 @@ def get_taskset(request, taskset_id: int, split: str = "", limit: int = 1000, of
     task_set = get_object_or_404(_visible(request), pk=taskset_id)
     tasks = task_set.tasks.all()
     if split:
-        tasks = tasks.filter(split=split)
+        tasks = tasks.filter(split=without_nul(split))
     rows = [{**t.as_row(), "verifier": t.verifier, "split": t.split} for t in tasks[offset:offset + limit]]
     return {**_out(task_set), "tasks": rows}

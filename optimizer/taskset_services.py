@@ -10,7 +10,7 @@ from django.db import transaction
 from optimizer.models import Split, Task, TaskSet
 from optimizer.tasksets import CsvMapping, parse_task_file
 from verifiers_app.engine import SpecError, validate_task
-from verifiers_app.storable import storage_problems
+from verifiers_app.storable import storage_problems, without_nul
 
 _ROW_FIELDS = ("input", "expected", "params", "metadata", "verifier", "split")
 
@@ -29,6 +29,9 @@ def taskset_import(
         raise SpecError("name: a task set needs a name")
     if len(name) > 200:
         raise SpecError("name: at most 200 characters")
+    problems = storage_problems(name, "name")
+    if problems:
+        raise SpecError(problems)
     rows = parse_task_file(filename, content, fmt=fmt, mapping=mapping)
     task_set, _ = TaskSet.objects.get_or_create(owner=owner, name=name)
     if shared is not None and task_set.shared != shared:
@@ -82,7 +85,7 @@ def taskset_assign_split(*, task_set: TaskSet, task_ids: list[str], split: str) 
     """Put the named tasks in `split` by hand; returns how many changed."""
     if split not in Split.values:
         raise SpecError(f"split: must be one of {', '.join(Split.values)}")
-    return task_set.tasks.filter(task_id__in=task_ids).exclude(split=split).update(split=split)
+    return task_set.tasks.filter(task_id__in=[without_nul(t) for t in task_ids]).exclude(split=split).update(split=split)
 
 
 @transaction.atomic

@@ -17,6 +17,7 @@ from optimizer.taskset_services import task_update, taskset_assign_split, taskse
 from optimizer.tasksets import MAX_FILE_BYTES, CsvMapping
 from verifiers_app.engine import SpecError
 from verifiers_app.services import spec_from_json
+from verifiers_app.storable import without_nul
 
 SPLITS = Split.values
 
@@ -34,7 +35,7 @@ def _can_edit(request, task_set: TaskSet) -> bool:
 
 
 def taskset_list(request):
-    query = request.GET.get("q", "").strip()
+    query = without_nul(request.GET.get("q", "").strip())
     task_sets = selectors.taskset_list(user=request.user)
     if query:
         task_sets = task_sets.filter(Q(name__icontains=query) | Q(description__icontains=query))
@@ -71,7 +72,7 @@ def taskset_import_view(request):
 
 def taskset_detail(request, pk):
     task_set = _visible(request, pk)
-    query, split = request.GET.get("q", "").strip(), request.GET.get("split", "")
+    query, split = without_nul(request.GET.get("q", "").strip()), request.GET.get("split", "")
     tasks = task_set.tasks.all()
     if query:
         tasks = tasks.filter(Q(task_id__icontains=query) | Q(input__icontains=query))

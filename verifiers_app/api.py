@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from ninja import Field, Router, Schema, Status
 
@@ -63,8 +64,14 @@ class ScoreIn(Schema):
     thresholds: Any = Field(None, description='Verdict thresholds, e.g. {"pass": 0.8, "borderline": 0.6}')
 
 
+def _get(verifiers, slug: str) -> Verifier:
+    if "\x00" in slug:  # no id holds one, and PostgreSQL would refuse the query (a 500)
+        raise Http404("No verifier has this id")
+    return get_object_or_404(verifiers.select_related("owner"), slug=slug)
+
+
 def _editable(request, slug: str) -> Verifier:
-    return get_object_or_404(Verifier.objects.editable_by(request.user).select_related("owner"), slug=slug)
+    return _get(Verifier.objects.editable_by(request.user), slug)
 
 
 @router.get("/", response=list[VerifierOut])
@@ -100,7 +107,7 @@ def score_output(request, body: ScoreIn):
 
 @router.get("/{slug}", response=VerifierOut)
 def get_verifier(request, slug: str):
-    verifier = get_object_or_404(Verifier.objects.visible_to(request.user).select_related("owner"), slug=slug)
+    verifier = _get(Verifier.objects.visible_to(request.user), slug)
     return VerifierOut.from_verifier(verifier)
 
 

@@ -9,12 +9,14 @@ from django.db.models import F, Q, QuerySet
 
 from verifiers_app.engine.checks import CHECK_TYPES
 from verifiers_app.models import Verifier, VerifierVersion
+from verifiers_app.storable import without_nul
 
 
 def verifier_list(*, user, query: str = "", kind: str = "") -> QuerySet[Verifier]:
     """Verifiers the user may see, most recently used first, filtered by a search
     over id and name and by kind."""
     verifiers = Verifier.objects.visible_to(user).select_related("owner")
+    query, kind = without_nul(query), without_nul(kind)
     if query:
         verifiers = verifiers.filter(Q(slug__icontains=query) | Q(name__icontains=query))
     if kind:

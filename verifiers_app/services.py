@@ -145,7 +145,7 @@ def verifier_resolve(ref: str, *, owner) -> Verifier:
         except OSError as exc:
             raise VerifierNotFound(f"verifier: cannot read {ref}: {exc.strerror}") from None
         return verifier_upsert(owner=owner, spec=spec_from_json(text, source=ref))[0]
-    verifier = Verifier.objects.visible_to(owner).filter(slug=ref).first()
+    verifier = Verifier.objects.visible_to(owner).filter(slug=ref).first() if _ID_PATTERN.fullmatch(ref) else None
     if verifier is None:
         raise VerifierNotFound(f'verifier: no verifier with id "{ref}" and no spec file at that path')
     return verifier

@@ -16,6 +16,12 @@ from typing import Any
 MAX_PROBLEMS = 5
 
 
+def without_nul(text: str) -> str:
+    """`text` fit for a database query: PostgreSQL refuses any string holding
+    U+0000, so a search or lookup with one would be a 500 instead of no match."""
+    return text.replace("\x00", "")
+
+
 def storage_problems(value: Any, path: str) -> list[str]:
     """Up to a few ``"path: message"`` problems; ``[]`` when `value` stores as JSON."""
     problems: list[str] = []

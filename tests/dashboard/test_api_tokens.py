@@ -34,6 +34,12 @@ def test_a_token_needs_a_name(user_client):
     assert not ApiToken.objects.exists()
 
 
+def test_a_token_name_with_a_nul_character_is_refused_naming_the_field(user_client):
+    response = user_client.post("/account/tokens/", {"name": "ci\x00bot"})
+    assert response.status_code == 400 and "name: contains a NUL character" in response.content.decode()
+    assert not ApiToken.objects.exists()
+
+
 def test_users_cannot_revoke_or_see_each_others_tokens(user_client, other_client):
     create_token(user_client, name="alice-script")
     pk = ApiToken.objects.get().pk

@@ -47,6 +47,30 @@ def test_the_browse_page_is_paginated_and_searchable(user, user_client):
     assert "t55" in found and "t01" not in found
 
 
+def test_searches_ignore_a_nul_character_which_no_database_query_may_hold(user, user_client):
+    task_set, _ = taskset_import(owner=user, name="Big", filename="t.jsonl", content=rows(3))
+    found = user_client.get(f"/tasksets/{task_set.pk}/", {"q": "number\x00 2"}).content.decode()
+    assert "t02" in found and "t01" not in found
+    assert "Big" in user_client.get("/tasksets/", {"q": "B\x00ig"}).content.decode()
+    assert [s["name"] for s in user_client.get("/api/tasksets/", {"q": "B\x00ig"}).json()] == ["Big"]
+    assert user_client.get("/verifiers/", {"q": "\x00", "kind": "\x00"}).status_code == 200
+
+
+def test_a_nul_character_in_a_set_name_or_a_task_field_is_refused_and_nothing_saved(user, user_client):
+    response = user_client.post("/tasksets/import/", {"name": "Tick\x00ets", "file": upload("t.jsonl", rows(2))})
+    assert response.status_code == 400 and "name: contains a NUL character" in response.content.decode()
+    assert not TaskSet.objects.exists()
+    task_set, _ = taskset_import(owner=user, name="S", filename="t.jsonl", content=rows(1))
+    task = task_set.tasks.get()
+    response = user_client.post(f"/tasksets/{task_set.pk}/tasks/{task.pk}/", {
+        "input": "Ticket\x00", "expected": "NaN", "params": "{}", "metadata": "{}", "verifier": "", "split": "train"})
+    page = response.content.decode()
+    assert response.status_code == 400
+    assert "expected: nan is not a JSON number" in page and "input: contains a NUL character" in page
+    task.refresh_from_db()
+    assert task.input == "Ticket number 0" and task.expected is None
+
+
 def test_editing_a_task_validates_it_and_names_the_bad_field(user, user_client):
     task_set, _ = taskset_import(owner=user, name="S", filename="t.jsonl", content=rows(1))
     task = task_set.tasks.get()

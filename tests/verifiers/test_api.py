@@ -157,3 +157,10 @@ def test_hostile_request_bodies_get_a_4xx_json_error_and_save_nothing(user_clien
     assert 400 <= response.status_code < 500
     assert response.json()["detail"]
     assert not Verifier.objects.exists() and not TaskSet.objects.exists()
+
+
+def test_a_verifier_id_with_a_nul_character_is_a_json_404(user, user_client):
+    verifier_create(owner=user, spec=SPEC)
+    response = user_client.get("/api/verifiers/to%00ne")
+    assert response.status_code == 404 and response.json() == {"detail": "Not Found"}
+    assert user_client.get("/api/verifiers/", {"q": "to\x00ne"}).json()[0]["id"] == "tone"
