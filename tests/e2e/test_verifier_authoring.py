@@ -60,6 +60,20 @@ def test_editing_the_json_updates_the_form_and_a_json_typo_is_reported(page):
     expect(page.locator("#lint-problems")).to_contain_text("JSON:")
 
 
+def test_a_misspelled_check_type_is_warned_about_next_to_its_field_until_it_is_fixed(page):
+    page.goto("/verifiers/new/")
+    page.locator("#spec-json").fill('{"id": "typo", "checks": [{"id": "json", "type": "json_valdi"}]}')
+    warning = page.locator('[data-warning-for="checks[0].type"]')
+    expect(warning).to_contain_text('unknown check type "json_valdi" (did you mean "json_valid"? scoring skips this check)')
+    expect(page.locator("#lint-status")).to_have_text("Valid · 1 warning")
+    expect(page.locator('[data-error-for]')).to_have_count(0)
+    page.get_by_label("Output to score").fill("not json")
+    expect(page.locator("table.breakdown")).to_contain_text('unknown check type "json_valdi" (skipped)')
+    page.locator("#spec-form").get_by_label("Type").select_option("json_valid")
+    expect(warning).to_have_count(0)
+    expect(page.locator("#lint-status")).to_have_text("Valid")
+
+
 def test_try_it_scores_against_a_task_picked_from_a_task_set(page, frontier_server):
     frontier_server.manage("demo_setup", "--no-run")
     page.goto("/verifiers/refund-policy-quality/edit/")
