@@ -17,8 +17,9 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from django.db import transaction
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
+from optimizer.config import RunConfigError, parse_run_config
 from optimizer.models import (
     Candidate,
     Evaluation,
@@ -62,6 +63,23 @@ class _ResultShape(BaseModel):
 
     model_config = ConfigDict(extra="allow")
     verifiers: list[_VerifierShape] = []
+
+
+class _TaskRowShape(BaseModel):
+    """A frozen task row as a launch stores it (`Task.as_row()` plus its split)."""
+
+    model_config = ConfigDict(extra="allow")
+    task_id: Key
+    split: Split
+    input: Text = ""
+    params: dict = {}
+    metadata: dict = {}
+
+
+class _SpecShape(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: Key
+    name: Annotated[str, Field(max_length=200)] = ""
 
 
 class EvaluationIn(_Strict):
@@ -118,7 +136,7 @@ class EventIn(_Strict):
 class RunIn(_Strict):
     name: Annotated[str, Field(max_length=200)] = ""
     status: RunStatus
-    config: dict = {}
+    config: dict
     verifier_specs: list[dict] = []
     tasks_snapshot: list[dict] = []
     task_set: str | None = None
@@ -132,6 +150,28 @@ class RunIn(_Strict):
     created_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
+
+    @field_validator("config")
+    @classmethod
+    def _a_run_config(cls, value: dict) -> dict:
+        # The same model a launch froze it with and the runner reads it back with.
+        try:
+            parse_run_config(value)
+        except RunConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("tasks_snapshot")
+    @classmethod
+    def _task_rows(cls, value: list[dict]) -> list[dict]:
+        TypeAdapter(list[_TaskRowShape]).validate_python(value)
+        return value
+
+    @field_validator("verifier_specs")
+    @classmethod
+    def _specs(cls, value: list[dict]) -> list[dict]:
+        TypeAdapter(list[_SpecShape]).validate_python(value)
+        return value
 
 
 class RunDocument(_Strict):

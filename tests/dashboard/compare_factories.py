@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 
 from optimizer import event_types
+from optimizer.config import parse_run_config
 from optimizer.models import (
     Candidate,
     Evaluation,
@@ -97,7 +98,12 @@ def make_compare_run(owner, *, candidates: int = 4, val_tasks: int = 6, holdout_
     tasks = list(task_set.tasks.all())
     run = Run.objects.create(
         owner=owner, name=name, task_set=task_set, status=RunStatus.COMPLETED,
-        config={"model": "demo-small", "provider": "demo", "budget": 200, "reflection_minibatch_size": 3, "seed": seed},
+        # The frozen config a launch stores (validated by the same model the runner reads it with).
+        config=parse_run_config({
+            "name": name, "task_set_id": task_set.pk, "verifier_ids": [VERIFIER["id"]],
+            "splits": {"holdout": "holdout"}, "seed_components": {"system_prompt": RULES[0]},
+            "budget": {"max_metric_calls": 200}, "minibatch_size": 3, "seed": seed,
+        }).frozen(),
         verifier_specs=[VERIFIER], tasks_snapshot=[t.as_row() | {"split": t.split} for t in tasks],
         budget_total=200, budget_used=0,
     )

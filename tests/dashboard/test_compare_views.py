@@ -149,11 +149,11 @@ def test_a_collaborator_who_can_see_the_run_cannot_promote(other_client, other_u
 
 def test_compare_runs_overlays_curves_and_lists_config_differences(user_client, user, run):
     other = make_compare_run(user, name="second", task_set=run.task_set, seed=11)
-    Run.objects.filter(pk=other.pk).update(config=other.config | {"model": "demo-large"})
+    Run.objects.filter(pk=other.pk).update(config=other.config | {"task_lm": other.config["task_lm"] | {"model": "demo-large"}})
     response = user_client.get(reverse("compare:runs") + f"?a={run.pk}&b={other.pk}")
     html = response.content.decode()
     assert response.status_code == 200
-    assert "<code>model</code>" in html and "demo-large" in html
+    assert "<code>task_lm.model</code>" in html and "demo-large" in html and "<code>seed</code>" in html
     figure = json.loads(html.split('<script id="figure-data" type="application/json">')[1].split("</script>")[0])
     assert len(figure["data"]) == 4
 
@@ -190,7 +190,7 @@ def _hostile(run, mutate) -> bytes:
     (lambda run: b'{"format": "frontier.run", "version": ' + b"9" * 5000 + b"}", b"file: not valid JSON"),
     (lambda run: _hostile(run, lambda d: d["candidates"][1]["evaluations"][0].update(score=float("nan"))),
      b"candidates.1.evaluations.0.score: must be a finite number"),
-    (lambda run: _hostile(run, lambda d: d["run"]["config"].update(temperature=float("-inf"))), b"run.config.temperature: must be a finite number"),
+    (lambda run: _hostile(run, lambda d: d["run"]["config"].update(minibatch_size=float("-inf"))), b"run.config.minibatch_size: must be a finite number"),
     (lambda run: _hostile(run, lambda d: d["candidates"][0]["evaluations"][0].update(latency_ms=float("inf"))),
      b"candidates.0.evaluations.0.latency_ms: must be a finite number"),
     (lambda run: _hostile(run, lambda d: d["candidates"][1].update(index=2**63)), b"candidates.1.index: Input should be less than or equal to"),
@@ -235,3 +235,18 @@ def test_an_import_whose_check_breakdown_is_not_the_engine_s_shape_is_refused(ot
     response = _import(other_client, _hostile(run, lambda d: d["candidates"][0]["evaluations"][0].update(result=result)))
     assert response.status_code == 400 and field.encode() + b": " in response.content
     assert Run.objects.count() == 1
+
+
+@pytest.mark.parametrize(("mutate", "message"), [
+    (lambda d: d["run"].update(config={"splits": 5, "task_lm": [1]}), b"run.config: "),
+    (lambda d: d["run"]["config"].update(minibatch_size="many"), b"run.config: minibatch_size: "),
+    (lambda d: d["run"]["tasks_snapshot"][1].pop("task_id"), b"run.tasks_snapshot.1.task_id: Field required"),
+    (lambda d: d["run"]["tasks_snapshot"][0].update(split="later"), b"run.tasks_snapshot.0.split: "),
+    (lambda d: d["run"]["verifier_specs"][0].update(id=5), b"run.verifier_specs.0.id: "),
+])
+def test_an_import_whose_config_tasks_or_verifiers_the_pages_cannot_read_is_refused(other_client, user, run, mutate, message):
+    response = _import(other_client, _hostile(run, mutate))
+    assert response.status_code == 400 and message in response.content, response.content.decode()[-1500:]
+    assert Run.objects.count() == 1
+    # What such a file used to do: the runs list of whoever imported it answered 500.
+    assert other_client.get(reverse("runs:list")).status_code == 200
