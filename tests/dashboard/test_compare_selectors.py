@@ -178,3 +178,34 @@ def test_score_curves_escape_run_names_for_plotly(user):
     names = [trace["name"] for trace in figure["data"]]
     assert all("<img" not in n and "&lt;img" in n for n in names)
     assert figure["data"][0]["y"] == sorted(figure["data"][0]["y"])  # best so far never drops
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_a_real_run_each_sentence_is_credited_to_the_ancestor_that_first_wrote_it(user, user_client, settings, tmp_path, monkeypatch):
+    from django.urls import reverse
+
+    from optimizer import runner
+    from optimizer.textdiff import split_sentences
+    from tests.dashboard.compare_factories import run_demo_with_holdout
+
+    settings.RUNS_DIR = tmp_path / "runs"
+    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # see tests/optimizer/test_runner.py
+    run = run_demo_with_holdout(user)
+    best = run.best_candidate
+
+    ancestry, history = sel.prompt_history(run, best)
+
+    assert ancestry[0].origin == "seed" and ancestry[-1] == best
+    by_index = {c.index: c for c in run.candidates.all()}
+    credited = set()
+    for name, sentences in history.items():
+        assert [s.text for s in sentences] == split_sentences(best.components[name])
+        for s in sentences:
+            assert s.candidate in ancestry and s.text in split_sentences(s.candidate.components[name])
+            if s.candidate.parents:  # its parent did not have it yet
+                assert s.text not in split_sentences(by_index[s.candidate.parents[0]].components.get(name, ""))
+            credited.add(s.candidate.index)
+    assert credited - {0}, "the simulator's reflections added sentences"
+    html = user_client.get(reverse("compare:history", args=[run.pk, best.index])).content.decode()
+    for index in credited - {0}:
+        assert f"#{index} <span class=\"muted\">iteration {by_index[index].iteration}, reflection</span>" in html
