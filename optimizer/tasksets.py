@@ -27,6 +27,7 @@ MAX_FILE_BYTES = 10 * 1024 * 1024
 MAX_ROWS = 20_000
 MAX_INPUT_CHARS = 100_000
 MAX_PROBLEMS = 20
+MAX_YAML_VALUES = 2_000_000
 FORMATS = ("jsonl", "yaml", "csv")
 ROW_FIELDS = ("task_id", "input", "instruction", "expected", "params", "metadata", "verifier", "split")
 SPLITS = tuple(Split.values)
@@ -92,18 +93,59 @@ def _yaml_rows(filename: str, text: str) -> list[tuple[int, Any]]:
     try:
         # compose() gives every node's line; safe_load() the plain values.
         root = yaml.compose(text, Loader=yaml.SafeLoader)
+        _check_aliases(filename, root)  # before safe_load builds anything from them
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise SpecError(f"{filename}{where}: invalid YAML ({problem})") from None
+    except RecursionError:
+        raise SpecError(f"{filename}: invalid YAML (nested too deeply)") from None
     if isinstance(data, dict) and isinstance(root, yaml.MappingNode) and "tasks" in data:
         root = next(value for key, value in root.value if key.value == "tasks")
         data = data["tasks"]
     if not isinstance(data, list) or not isinstance(root, yaml.SequenceNode):
         raise SpecError(f"{filename} line 1: expected a list of task rows (or a mapping with a tasks: list)")
     return [(node.start_mark.line + 1, row) for node, row in zip(root.value, data, strict=True)]
+
+
+def _yaml_children(node) -> list:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _check_aliases(filename: str, root) -> None:
+    """Refuse YAML whose aliases refer back to themselves (a row that contains
+    itself cannot be stored) or multiply into a huge document (a few hundred
+    bytes of nested aliases can stand for a billion values). Sizes are counted
+    once per node, so this is linear in the file."""
+    if root is None:
+        return
+    expanded: dict[int, int] = {}  # node id → values it stands for, aliases expanded
+    visiting: set[int] = set()
+    stack = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            visiting.discard(key)
+            expanded[key] = 1 + sum(expanded[id(child)] for child in _yaml_children(node))
+            if expanded[key] > MAX_YAML_VALUES:
+                raise SpecError(f"{filename} line {node.start_mark.line + 1}: YAML aliases expand to more than "
+                                f"{MAX_YAML_VALUES:,} values; write the rows out instead")
+            continue
+        if key in expanded:
+            continue
+        if key in visiting:  # popped again before its own children are done: it contains itself
+            raise SpecError(f"{filename} line {node.start_mark.line + 1}: a YAML alias refers to a value that "
+                            "contains it; a task row must not contain itself")
+        visiting.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in _yaml_children(node))
 
 
 def _csv_rows(filename: str, text: str, mapping: CsvMapping) -> list[tuple[int, Any]]:

@@ -121,6 +121,32 @@ def test_json_nested_too_deeply_names_its_line(user):
     assert not Task.objects.exists()
 
 
+def test_yaml_aliases_that_multiply_into_a_huge_document_are_refused_quickly(user):
+    lines = ["- task_id: a", "  input: x", "  metadata:", '    l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"    l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, 9)]  # 10^9 values in 500 bytes
+    with pytest.raises(SpecError, match=r"^bomb.yaml line 10: YAML aliases expand to more than 2,000,000 values"):
+        taskset_import(owner=user, name="S", filename="bomb.yaml", content="\n".join(lines))
+    assert not TaskSet.objects.exists()
+
+
+def test_a_yaml_row_that_contains_itself_is_refused_naming_its_line(user):
+    content = "- task_id: a\n  input: x\n- task_id: b\n  input: y\n  metadata: &m\n    self: *m\n"
+    with pytest.raises(SpecError, match=r"^loop.yaml line 5: a YAML alias refers to a value that contains it"):
+        taskset_import(owner=user, name="S", filename="loop.yaml", content=content)
+
+
+def test_yaml_aliases_that_only_share_a_value_still_import(user):
+    content = "- {task_id: a, input: x, params: &p {ignore_case: true}}\n- {task_id: b, input: y, params: *p}\n"
+    task_set, counts = taskset_import(owner=user, name="S", filename="shared.yaml", content=content)
+    assert counts["created"] == 2
+    assert [t.params for t in task_set.tasks.order_by("task_id")] == [{"ignore_case": True}] * 2
+
+
+def test_yaml_nested_too_deeply_is_a_clear_error(user):
+    with pytest.raises(SpecError, match=r"^deep.yaml: invalid YAML \(nested too deeply\)$"):
+        taskset_import(owner=user, name="S", filename="deep.yaml", content="- " + "[" * 50_000 + "]" * 50_000)
+
+
 def test_a_failed_reimport_leaves_the_existing_set_untouched(user):
     taskset_import(owner=user, name="S", filename="tasks.jsonl", content=jsonl(*ROWS))
     changed = [{**ROWS[0], "input": "changed"}, {"task_id": "bad", "input": ""}]
