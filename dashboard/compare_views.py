@@ -94,9 +94,14 @@ def _attachment(response: HttpResponse, filename: str) -> HttpResponse:
 
 
 @require_GET
-def download_candidate(request, run_id: int, index: int, fmt: str):
+def download_candidate(request, run_id: int, index: int | None, fmt: str):
     run = _run_for(request.user, run_id)
-    candidate = _candidate_for(run, index)
+    if index is None:
+        candidate = sel.best_candidate(run)
+        if candidate is None:
+            raise Http404(f"Run {run.pk} has no scored candidate yet.")
+    else:
+        candidate = _candidate_for(run, index)
     name = f"run-{run.pk}-candidate-{candidate.index}.{fmt}"
     if fmt == "json":
         return _attachment(JsonResponse({

@@ -92,6 +92,20 @@ def test_a_candidate_downloads_as_text_and_as_json(user_client, run):
     assert json.loads(data.content)["components"] == components
 
 
+def test_the_run_page_downloads_whichever_candidate_is_best_at_the_time(user_client, user, run):
+    detail = user_client.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    assert f'href="{reverse("compare:download_best_txt", args=[run.pk])}"' in detail
+    best = run.best_candidate
+    text = user_client.get(reverse("compare:download_best_txt", args=[run.pk]))
+    assert text["Content-Disposition"] == f'attachment; filename="run-{run.pk}-candidate-{best.index}.txt"'
+    assert text.content.decode() == best.components["system_prompt"]
+    run.best_candidate = run.candidates.get(index=1)
+    run.save()
+    assert json.loads(user_client.get(reverse("compare:download_best_json", args=[run.pk])).content)["index"] == 1
+    empty = Run.objects.create(owner=user, name="nothing yet", config=run.config)
+    assert user_client.get(reverse("compare:download_best_txt", args=[empty.pk])).status_code == 404
+
+
 def test_the_run_exports_as_json_and_csv_downloads(user_client, run):
     exported = user_client.get(reverse("compare:export_json", args=[run.pk]))
     assert json.loads(exported.content) == json.loads(json.dumps(run_export(run)))
