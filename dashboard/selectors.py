@@ -127,7 +127,16 @@ def _stream_tails(run: Run) -> dict:
             trials.append(dict(_clip_trial_item(item), candidate=payload.get("candidate"), split=payload.get("split"), seq=seq))
         if len(trials) >= TRIAL_ITEMS_TAIL:
             break
+    # Every rejected proposal is a faint mark on the score chart, not only those in
+    # the tail: a reload must draw what the live page drew. Only the numbers are read.
+    rejected = events.filter(type=ev.PROPOSAL, payload__accepted=False).order_by("seq").values_list(
+        "payload__metric_calls", "payload__parent", "payload__before", "payload__after", "payload__minibatch"
+    )
     return {
+        "rejected": [
+            {"metric_calls": calls, "parent": parent, "before": before, "after": after, "minibatch_size": len(minibatch or [])}
+            for calls, parent, before, after, minibatch in rejected
+        ],
         "proposals": [dict(_clip_proposal(p), seq=s) for s, p in reversed(proposals)],
         "trials": list(reversed(trials[:TRIAL_ITEMS_TAIL])),
         "errors": [dict(p, seq=s) for s, p in reversed(errors)],
@@ -154,9 +163,11 @@ def run_snapshot(run: Run) -> dict:
     lineage, scores and size/latency metrics), `scores` (candidates × tasks
     matrix, null where not evaluated), `verdicts` (one string per candidate, a
     letter p/b/f/- per task), `front` (`members`, `leaders` task → indices),
-    the stream tails `proposals`, `trials`, `errors`, and `limits` (how the
+    `rejected` (every rejected proposal's metric calls, parent and minibatch
+    score sums: the score chart's faint marks), the stream tails `proposals`,
+    `trials`, `errors`, and `limits` (how the
     page clips stream text, so live events look like replayed ones). Two
-    queries for the rows plus three for the streams, whatever the run's size.
+    queries for the rows plus four for the streams, whatever the run's size.
     """
     candidates = list(
         Candidate.objects.filter(run=run)

@@ -155,8 +155,10 @@ function drawScore(rejected) {
   charts.score.on("plotly_click", (e) => { const p = e.points.find((q) => q.curveNumber === 0); if (p) toggleSelected(p.customdata); });
 }
 
-const minibatchMean = (p) => (p.minibatch && p.minibatch.length ? p.after / p.minibatch.length : p.after);
-const proposalHover = (p) => `rejected from #${p.parent} · minibatch ${fmt(p.before, 2)} → ${fmt(p.after, 2)}`;
+// before / after are sums over the minibatch (gepa's); the page shows means.
+const minibatchSize = (p) => (p.minibatch_size ?? (p.minibatch && p.minibatch.length)) || 1;
+const minibatchMean = (p) => p.after / minibatchSize(p);
+const proposalHover = (p) => `rejected from #${p.parent} · minibatch ${fmt(p.before / minibatchSize(p), 2)} → ${fmt(minibatchMean(p), 2)}`;
 
 function lineageEdges(c) {
   const x = [], y = [];
@@ -377,7 +379,7 @@ function el(tag, text, cls) {
 
 function renderProposal(p) {
   const li = el("li", undefined, p.accepted ? "accepted" : "rejected");
-  const n = p.minibatch && p.minibatch.length ? p.minibatch.length : 1;
+  const n = minibatchSize(p);
   li.append(el("strong", p.accepted ? `accepted → #${p.candidate}` : "rejected"),
     el("span", ` it. ${p.iteration} · from #${p.parent} · minibatch ${fmt(p.before / n, 2)} → ${fmt(p.after / n, 2)} · ${(p.components || []).join(", ")}`, "muted"));
   const details = el("details");
@@ -486,7 +488,7 @@ async function boot() {
   // Read by browser tests and handy in the console.
   window.__frontierRun = { lastSeq: S.run.last_seq, applied: 0, slowestApplyMs: {}, candidates: () => S.order.length };
 
-  drawScore(snap.proposals.filter((p) => !p.accepted));
+  drawScore(snap.rejected);
   drawLineage();
   drawFront();
   setupAxisPickers();
