@@ -8,6 +8,9 @@
    events with `optimizer.events.publish_run_event` and prints the median and
    p95 latency from each event's commit to its arrival at every client.
    Target: p95 ≤ 100 ms.
+3. The same for the runs list: 20 clients on `/ws/runs/` and run.budget
+   events; prints the latency from commit to the run's pushed list row (the
+   publisher reads the row after commit, so this includes that query).
 
 Usage:  .venv/bin/python bench/live.py [--clients 20] [--events 200] [--interval-ms 20]
 
@@ -108,7 +111,7 @@ def start_daphne(port: int) -> subprocess.Popen:
     raise SystemExit("daphne did not start within 30 s")
 
 
-def publish_events(run_id: int, count: int, interval: float, commits: dict[int, float]) -> None:
+def publish_events(run_id: int, count: int, interval: float, commits: dict[int, float], type: str = "worker.ping") -> None:
     """Publish `count` events; record when each one's transaction committed."""
     from django.db import close_old_connections, transaction
 
@@ -120,7 +123,8 @@ def publish_events(run_id: int, count: int, interval: float, commits: dict[int, 
             # the timestamp is taken right after COMMIT, before the group_send.
             holder: dict = {}
             transaction.on_commit(lambda: holder.setdefault("t", time.perf_counter()))
-            event = publish_run_event(run_id, "worker.ping", {"host": "bench", "note": str(i)})
+            data = {"used": i, "total": count} if type == "run.budget" else {"host": "bench", "note": str(i)}
+            event = publish_run_event(run_id, type, data)
         commits[event.seq] = holder["t"]
         time.sleep(interval)
     close_old_connections()
@@ -160,6 +164,38 @@ async def bench_latency(run, user, port: int, clients: int, events: int, interva
           f"p95 {pct(latencies, 0.95):.1f} ms, max {max(latencies):.1f} ms")
 
 
+async def bench_list_latency(run, user, port: int, clients: int, events: int, interval: float) -> None:
+    import websockets
+    from asgiref.sync import sync_to_async
+    from django.test import Client
+
+    client = Client()
+    await sync_to_async(client.force_login)(user)
+    headers = {"Cookie": f"sessionid={client.cookies['sessionid'].value}", "Origin": f"http://127.0.0.1:{port}"}
+    arrivals: list[dict[int, float]] = [{} for _ in range(clients)]
+    sockets = [await websockets.connect(f"ws://127.0.0.1:{port}/ws/runs/", additional_headers=headers) for _ in range(clients)]
+
+    async def listen(k: int, ws) -> None:
+        async for raw in ws:
+            row = json.loads(raw)["data"]
+            if row["id"] == run.pk:
+                arrivals[k][row["last_seq"]] = time.perf_counter()
+            if len(arrivals[k]) == events:
+                return
+
+    listeners = [asyncio.create_task(listen(k, ws)) for k, ws in enumerate(sockets)]
+    await asyncio.sleep(0.5)
+    commits: dict[int, float] = {}
+    await asyncio.to_thread(publish_events, run.pk, events, interval, commits, "run.budget")
+    await asyncio.wait_for(asyncio.gather(*listeners), timeout=30)
+    for ws in sockets:
+        await ws.close()
+    latencies = [(arrived[seq] - commits[seq]) * 1000 for arrived in arrivals for seq in commits]
+    print(f"runs list: {events} run.budget events × {clients} clients on /ws/runs/ = {sum(len(a) for a in arrivals)} rows pushed; "
+          f"commit → row arrival median {statistics.median(latencies):.1f} ms, p95 {pct(latencies, 0.95):.1f} ms, "
+          f"max {max(latencies):.1f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=20)
@@ -190,6 +226,7 @@ def main() -> None:
         port = free_port()
         daphne = start_daphne(port)
         asyncio.run(bench_latency(run, user, port, args.clients, args.events, args.interval_ms / 1000))
+        asyncio.run(bench_list_latency(run, user, port, args.clients, args.events, args.interval_ms / 1000))
         connections.close_all()
     finally:
         if daphne is not None:

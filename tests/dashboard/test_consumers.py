@@ -191,3 +191,10 @@ async def test_an_admins_runs_list_socket_receives_every_users_runs(user, admin_
     message = await communicator.receive_json_from(timeout=5)
     assert message["data"]["id"] == run.pk and message["data"]["owner"] == "alice"
     await communicator.disconnect()
+
+
+async def test_the_runs_list_socket_refuses_a_foreign_origin(user):
+    headers = [h for h in await sync_to_async(session_headers)(user) if h[0] != b"origin"]
+    communicator = WebsocketCommunicator(application, "/ws/runs/", headers=[*headers, (b"origin", b"http://evil.example")])
+    connected, _ = await communicator.connect()
+    assert not connected
