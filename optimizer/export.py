@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from django.db import transaction
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from optimizer.config import RunConfigError, parse_run_config
 from optimizer.models import (
@@ -36,6 +36,16 @@ MAX_TEXT = 200_000  # characters in any one prompt component, output or reflecti
 
 Text = Annotated[str, Field(max_length=MAX_TEXT)]
 Key = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+def _plausible(value: datetime | None) -> datetime | None:
+    # Converting a year-1 or year-9999 time with an offset to UTC overflows.
+    if value is not None and not 1970 <= value.year <= 9998:
+        raise ValueError("must be a date between 1970 and 9998")
+    return value
+
+
+Moment = Annotated[datetime | None, AfterValidator(_plausible)]
 # Counters are stored in 32-bit integer columns (PostgreSQL rejects more).
 Count = Annotated[int, Field(ge=0, le=2**31 - 1)]
 
@@ -130,7 +140,7 @@ class EventIn(_Strict):
     seq: int = Field(ge=1, le=2**31 - 1)
     type: Annotated[str, Field(min_length=1, max_length=50)]
     data: dict = {}
-    created_at: datetime | None = None
+    created_at: Moment = None
 
 
 class RunIn(_Strict):
@@ -147,9 +157,9 @@ class RunIn(_Strict):
     best_index: int | None = None
     chosen_index: int | None = None
     error: Text = ""
-    created_at: datetime | None = None
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
+    created_at: Moment = None
+    started_at: Moment = None
+    finished_at: Moment = None
 
     @field_validator("config")
     @classmethod

@@ -210,6 +210,8 @@ def _hostile(run, mutate) -> bytes:
     (lambda run: _hostile(run, lambda d: d["candidates"][1].update(index=2**63)), b"candidates.1.index: Input should be less than or equal to"),
     (lambda run: _hostile(run, lambda d: d["candidates"][1].update(iteration=-2**40)), b"candidates.1.iteration: Input should be greater than or equal to"),
     (lambda run: _hostile(run, lambda d: d["events"][0].update(type="x" * 51)), b"events.0.type: String should have at most 50 characters"),
+    (lambda run: _hostile(run, lambda d: d["run"].update(started_at="0001-01-01T00:00:00+05:00")), b"run.started_at: must be a date between 1970 and 9998"),
+    (lambda run: _hostile(run, lambda d: d["run"].update(finished_at="9999-12-31T23:59:59-05:00")), b"run.finished_at: must be a date between 1970 and 9998"),
     (lambda run: _hostile(run, lambda d: d["candidates"][2]["components"].update(system_prompt="a\x00b")),
      b"candidates.2.components.system_prompt: contains a NUL character"),
     (lambda run: _hostile(run, lambda d: d["candidates"][0]["evaluations"][1]["result"].update({"k\x00": 1})),
