@@ -327,7 +327,7 @@ def run_import(*, owner, data) -> Run:
     status = meta.status if meta.status in RunStatus.finished() else RunStatus.STOPPED
     with transaction.atomic():
         run = Run.objects.create(
-            owner=owner, name=meta.name or (f"Imported {meta.task_set}" if meta.task_set else "Imported run"),
+            owner=owner, name=meta.name or (f"Imported {meta.task_set}"[:200] if meta.task_set else "Imported run"),
             status=status, imported=True, config=meta.config, verifier_specs=meta.verifier_specs,
             tasks_snapshot=meta.tasks_snapshot, budget_total=meta.budget_total, budget_used=meta.budget_used,
             seed_score=meta.seed_score, best_score=meta.best_score, error=meta.error,

@@ -138,3 +138,9 @@ def test_a_run_made_by_the_real_runner_round_trips_through_the_download_and_uplo
     # The CSV of the copy is the CSV of the original, column for column.
     assert user_client.get(reverse("compare:export_csv", args=[demo_run.pk])).content == other_client.get(
         reverse("compare:export_csv", args=[imported.pk])).content
+
+
+def test_an_unnamed_run_from_a_long_named_task_set_gets_a_name_that_fits_the_column(run, other_user):
+    data = _broken(run, lambda d: d["run"].update(name="", task_set="T" * 500))
+    imported = run_import(owner=other_user, data=data)
+    assert imported.name == ("Imported " + "T" * 500)[:200]
