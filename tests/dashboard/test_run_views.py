@@ -229,6 +229,25 @@ def test_launching_an_invalid_config_saves_nothing_and_names_the_field(user_clie
     assert Run.objects.count() == 0
 
 
+def test_a_nul_character_anywhere_in_a_config_is_refused_naming_its_field_and_saves_nothing(user_client, task_set, verifier):
+    # PostgreSQL refuses U+0000 in text and JSON values, so the config says where it is instead of failing on save.
+    bad = config(task_set, name="a\x00b", seed_components={"instructions": "ok", "extra": "x\x00"})
+    response = post_json(user_client, "runs:new", bad)
+    assert response.status_code == 400
+    assert sorted(p["field"] for p in response.json()["problems"]) == ["name", "seed_components.extra"]
+    assert response.json()["problems"][0]["message"] == "contains a NUL character (U+0000)"
+    problems = post_json(user_client, "runs:dry_run", config(task_set, seed_components={"instructions": "x\x00"})).json()["problems"]
+    assert problems == [{"field": "seed_components.instructions", "message": "contains a NUL character (U+0000)"}]
+    assert Run.objects.count() == 0
+
+
+def test_a_nul_character_in_the_runs_list_search_is_dropped(user_client, user):
+    build_run(owner=user, name="alpha", candidates=1, val_tasks=1)
+    rows = user_client.get(reverse("runs:list_json"), {"q": "al\x00pha"}).json()["runs"]
+    assert [r["name"] for r in rows] == ["alpha"]
+    assert user_client.get(reverse("runs:list"), {"q": "\x00"}).status_code == 200
+
+
 # ---- controls ------------------------------------------------------------------------
 
 
