@@ -103,3 +103,18 @@ def test_other_users_cannot_see_a_private_set_and_cannot_change_a_shared_one(use
     other_client.post(f"/tasksets/{task_set.pk}/tasks/{task.pk}/", {"input": "hacked", "split": "train"})
     task.refresh_from_db()
     assert task.input != "hacked"
+
+
+def test_task_and_set_text_is_escaped_on_every_task_set_page(user, user_client):
+    script = "<script>alert(1)</script>"
+    row = {"task_id": "t<b>1</b>", "input": script, "expected": script,
+           "metadata": {"note": script, "expectations": {"mustMention": [{"text": script, "message": script}]}}}
+    task_set, _ = taskset_import(owner=user, name=script, filename="t.jsonl", content=json.dumps(row))
+    task = task_set.tasks.get()
+    for url in ("/tasksets/", f"/tasksets/{task_set.pk}/", f"/tasksets/{task_set.pk}/tasks/{task.pk}/",
+                f"/tasksets/{task_set.pk}/?q=<b>"):
+        page = user_client.get(url).content.decode()
+        assert script not in page and "<b>1</b>" not in page
+        assert "&lt;script&gt;" in page
+    refused = user_client.post("/tasksets/import/", {"name": script, "file": upload("<i>.jsonl", '{"task_id": "<i>", "input": 5}')})
+    assert refused.status_code == 400 and "<i>" not in refused.content.decode()
