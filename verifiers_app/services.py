@@ -10,7 +10,7 @@ import json
 import re
 from pathlib import Path
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from optimizer.models import Run
 from verifiers_app.engine import SpecError, validate_spec
@@ -67,11 +67,16 @@ def _apply(verifier: Verifier, spec: dict, normalized: dict) -> None:
 def verifier_create(*, owner, spec: object, shared: bool = False) -> Verifier:
     """Create a verifier from a spec (its `id` becomes the verifier's id) with version 1."""
     normalized = _validated(spec)
+    taken = SpecError(f'id: a verifier with id "{normalized["id"]}" already exists; edit it or choose another id')
     if Verifier.objects.filter(slug=normalized["id"]).exists():
-        raise SpecError(f'id: a verifier with id "{normalized["id"]}" already exists; edit it or choose another id')
+        raise taken
     verifier = Verifier(owner=owner, shared=shared, version=1)
     _apply(verifier, spec, normalized)
-    verifier.save()
+    try:
+        with transaction.atomic():  # a savepoint: two creates of one id can both pass the check above
+            verifier.save()
+    except IntegrityError:
+        raise taken from None
     VerifierVersion.objects.create(verifier=verifier, number=1, spec=spec, created_by=owner)
     return verifier
 
@@ -83,6 +88,10 @@ def verifier_update(*, verifier: Verifier, spec: object, user, shared: bool | No
     normalized = _validated(spec)
     if normalized["id"] != verifier.slug:
         raise SpecError(f'id: a verifier\'s id cannot change (it is "{verifier.slug}"); duplicate it to use a new id')
+    # Compare with and number after the stored row, locked: `verifier` may have been read
+    # before another save (two tabs, a double submit), and version numbers must not collide.
+    stored = Verifier.objects.select_for_update().only("version", "spec", "shared").get(pk=verifier.pk)
+    verifier.version, verifier.spec, verifier.shared = stored.version, stored.spec, stored.shared
     spec_changed = normalized != validate_spec(verifier.spec)
     shared_changed = shared is not None and shared != verifier.shared
     if not (spec_changed or shared_changed):

@@ -51,6 +51,16 @@ def test_saving_an_edit_keeps_a_new_version_and_an_unchanged_save_creates_nothin
     assert list(verifier.versions.values_list("number", flat=True)) == [2, 1]
 
 
+def test_an_edit_saved_from_a_stale_copy_gets_the_next_version_number(user):
+    verifier_create(owner=user, spec=SPEC)
+    first_tab, second_tab = Verifier.objects.get(), Verifier.objects.get()
+    verifier_update(verifier=first_tab, spec={**SPEC, "name": "From the first tab"}, user=user)
+    assert verifier_update(verifier=second_tab, spec={**SPEC, "name": "From the second tab"}, user=user) is True
+    assert second_tab.version == 3
+    assert list(Verifier.objects.get().versions.order_by("number").values_list("number", flat=True)) == [1, 2, 3]
+    assert Verifier.objects.get().name == "From the second tab"
+
+
 def test_an_edit_cannot_change_the_id(user):
     verifier = verifier_create(owner=user, spec=SPEC)
     with pytest.raises(SpecError, match="id: a verifier's id cannot change"):
