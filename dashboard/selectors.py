@@ -101,7 +101,15 @@ def run_list_row(run: Run) -> dict:
 def run_list_row_for_push(run_id: int) -> tuple[int, dict] | None:
     """(owner id, list row) of a run for the `runs` group, or None if it is gone.
     One query; the owner id lets a consumer admit the owner without another."""
-    run = Run.objects.select_related("task_set", "owner", "best_candidate").filter(pk=run_id).first()
+    # Sent after every event batch of a live run: leave out the JSON a row never shows
+    # (the frozen task rows and specs, the best prompt), whose decoding cost ~10 ms each time.
+    run = (
+        Run.objects.select_related("task_set", "owner", "best_candidate")
+        .defer("tasks_snapshot", "verifier_specs", "best_candidate__components", "best_candidate__parents",
+               "best_candidate__objective_scores")
+        .filter(pk=run_id)
+        .first()
+    )
     return None if run is None else (run.owner_id, run_list_row(run))
 
 
@@ -228,7 +236,11 @@ def run_snapshot(run: Run) -> dict:
         "scores": matrix,
         "verdicts": verdicts,
         "front": {"members": [r["index"] for r in rows if r["on_front"]], "leaders": leaders},
-        "limits": {"text": STREAM_TEXT_CHARS, "reasons": REASONS_SHOWN, "preview": HOVER_PREVIEW_CHARS},
+        "limits": {
+            "text": STREAM_TEXT_CHARS, "reasons": REASONS_SHOWN, "preview": HOVER_PREVIEW_CHARS,
+            # how many items each stream keeps, live as after a reload
+            "proposals": PROPOSALS_TAIL, "trials": TRIAL_ITEMS_TAIL, "errors": ERRORS_TAIL,
+        },
         **_stream_tails(run),
     }
 

@@ -6,7 +6,6 @@ import { LiveSocket } from "./live-socket.js";
 
 const root = document.getElementById("run-page");
 const candidateUrl = (index) => root.dataset.candidateUrl.replace(/\/0\/$/, `/${index}/`);
-const STREAM_LIMIT = 200;
 const COLORS = { best: "#f08c00", front: "#3b5bdb", other: "#adb5bd", selected: "#e03131" };
 const VERDICT_NAMES = { p: "pass", b: "borderline", f: "fail" };
 const PLOT_CONFIG = { displaylogo: false, responsive: true };
@@ -364,10 +363,11 @@ function renderSelection() {
 
 // ---- streams ---------------------------------------------------------------------
 
+// Each stream keeps as many items as the snapshot's tail, so a reload shows what the live page showed.
 function pushStream(id, li) {
-  const list = document.getElementById(id);
+  const list = document.getElementById(`stream-${id}`);
   list.prepend(li);
-  while (list.children.length > STREAM_LIMIT) list.lastElementChild.remove();
+  while (list.children.length > S.limits[id]) list.lastElementChild.remove();
 }
 
 function el(tag, text, cls) {
@@ -387,7 +387,7 @@ function renderProposal(p) {
   for (const [name, text] of Object.entries(p.texts || {})) { details.append(el("div", name, "muted"), el("pre", clip(text, S.limits.text))); }
   if (p.reasoning) details.append(el("div", "reasoning", "muted"), el("pre", clip(p.reasoning, S.limits.text)));
   li.append(details);
-  pushStream("stream-proposals", li);
+  pushStream("proposals", li);
 }
 
 function renderTrial(item, candidate, split) {
@@ -397,13 +397,13 @@ function renderTrial(item, candidate, split) {
   li.append(el("pre", clip(item.output || "", S.limits.text)));
   const reasons = (item.reasons || []).slice(0, S.limits.reasons);
   if (reasons.length) { const ul = el("ul", undefined, "reasons"); for (const r of reasons) ul.append(el("li", r)); li.append(ul); }
-  pushStream("stream-trials", li);
+  pushStream("trials", li);
 }
 
 function renderError(e) {
   const li = el("li", undefined, "error");
   li.append(el("strong", e.where), el("span", ` ${e.iteration === null || e.iteration === undefined ? "" : `it. ${e.iteration} · `}`, "muted"), el("span", e.message));
-  pushStream("stream-errors", li);
+  pushStream("errors", li);
 }
 
 // ---- events ----------------------------------------------------------------------

@@ -42,6 +42,14 @@ TABLE = """() => [...document.querySelectorAll('#candidate-rows tr')].map(
   (tr) => [Number(tr.dataset.candidateIndex), tr.children[4].textContent])"""
 
 
+PAGE_CONTENT = """() => ({
+  streams: ["proposals", "trials", "errors"].map((id) => [...document.querySelectorAll(`#stream-${id} > li`)].map((li) => li.textContent)),
+  score: document.getElementById('chart-score').data.slice(0, 3).map((t) => [t.x, t.y]),
+  lineage: document.getElementById('chart-lineage').data[1].x,
+  front: document.getElementById('chart-front').data[0].z,
+})"""
+
+
 @pytest.fixture(scope="module")
 def demo_data(frontier_server):
     frontier_server.manage("shell", "-c", SEED_DATA.format(username=E2E_USERNAME))
@@ -100,6 +108,11 @@ def test_a_demo_run_launched_from_the_form_fills_the_charts_live_and_survives_a_
     final = snapshot(page, run_id)
     assert page.evaluate(TABLE) == [[c["index"], f"{c['val_score']:.3f}"] for c in final["candidates"]]
     page.screenshot(path=str(ARTIFACTS / "live-run-completed.png"), full_page=True)
+    # The finished run drawn from the database alone shows what the live page showed.
+    live = page.evaluate(PAGE_CONTENT)
+    page.reload()
+    expect(page.locator("[data-field=live]")).to_have_text("● live")
+    assert page.evaluate(PAGE_CONTENT) == live
 
 
 def test_a_dropped_socket_reconnects_and_catches_up_with_no_gap_or_duplicate(page, demo_data):
