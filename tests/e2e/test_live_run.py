@@ -55,8 +55,9 @@ def demo_data(frontier_server):
     frontier_server.manage("shell", "-c", SEED_DATA.format(username=E2E_USERNAME))
 
 
-def launch_demo_run(page, *, budget: int, latency_ms: int) -> int:
+def launch_demo_run(page, *, budget: int, latency_ms: int, name: str = "") -> int:
     page.goto("/runs/new/")
+    page.get_by_label("Name", exact=True).fill(name)
     page.get_by_label("Task set").select_option(label="e2e refunds (8 tasks)")
     page.locator("[name=verifier_ids][value=e2e-refund]").check()
     page.get_by_label("Simulator latency (ms per call, demo only)").fill(str(latency_ms))
@@ -228,9 +229,11 @@ def test_the_runs_list_follows_a_run_launched_in_another_tab_without_a_reload(pa
     expect(page.locator("[data-field=live]")).to_have_text("● live")
     page.evaluate("window.__noReload = true")
     other = page.context.new_page()
-    run_id = launch_demo_run(other, budget=120, latency_ms=60)
+    hostile = '<img src=x onerror="window.__xss=1"> refunds'
+    run_id = launch_demo_run(other, budget=120, latency_ms=60, name=hostile)
     row = page.locator(f"#runs-table tr[data-run-id='{run_id}']")
     expect(row).to_be_visible()
+    expect(row.get_by_role("link")).to_have_text(hostile)  # pushed text shown literally, never as markup
     expect(page.locator("#runs-table tbody tr").first).to_have_attribute("data-run-id", str(run_id))  # newest on top
     expect(row.locator(".status")).to_have_text("running")
     budget = row.locator(".bar + .muted")
@@ -244,8 +247,10 @@ def test_the_runs_list_follows_a_run_launched_in_another_tab_without_a_reload(pa
     expect(row).to_contain_text("simulator")
     expect(row).to_contain_text(re.compile(r"\d+ / 120"))  # gepa may overshoot by one iteration
     assert page.evaluate("window.__noReload") is True
+    assert page.evaluate("window.__xss") is None
     # Pushed, not polled: list.json is read only when the socket (re)connects.
     assert len(list_loads) == 2, list_loads
+    page.screenshot(path=str(ARTIFACTS / "runs-list-live.png"), full_page=True)
     other.close()
 
 
