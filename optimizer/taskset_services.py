@@ -34,6 +34,9 @@ def taskset_import(
         raise SpecError(problems)
     rows = parse_task_file(filename, content, fmt=fmt, mapping=mapping)
     task_set, _ = TaskSet.objects.get_or_create(owner=owner, name=name)
+    # Lock the set: two imports into it at once (a double submit) would both see a
+    # task_id as new and the second insert would fail on the unique constraint.
+    task_set = TaskSet.objects.select_for_update().get(pk=task_set.pk)
     if shared is not None and task_set.shared != shared:
         task_set.shared = shared
         task_set.save(update_fields=["shared", "updated_at"])
