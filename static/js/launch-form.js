@@ -83,7 +83,23 @@ function showProblems(problems = [], warnings = []) {
   for (const w of warnings) add(form.querySelector('[data-problems-for="budget.warning"]'), w);
 }
 
+// Components are a name → text map: a second component with the same name would
+// silently replace the first, so it is refused here, next to the components.
+function duplicateComponentNames() {
+  const seen = new Set(), twice = new Set();
+  for (const input of components.querySelectorAll("[name='component.name']")) {
+    const name = input.value.trim();
+    if (seen.has(name)) twice.add(name);
+    seen.add(name);
+  }
+  return [...twice];
+}
+
 async function post(url) {
+  const twice = duplicateComponentNames();
+  if (twice.length) {
+    return { problems: twice.map((name) => ({ field: "seed_components", message: `two components are named "${name}": rename one` })), warnings: [] };
+  }
   const response = await fetch(url, {
     method: "POST",
     headers: { "Content-Type": "application/json", "X-CSRFToken": csrf, Accept: "application/json" },

@@ -341,6 +341,11 @@ def test_a_dry_run_lists_each_problem_next_to_its_field_and_launches_nothing(pag
     expect(page.locator("[data-field=dry-run-result]")).to_contain_text("nothing was launched")
     assert page.request.get("/runs/list.json").json()["runs"] == runs_before
 
+    # Two components with one name would silently become one: refused by name.
+    components.nth(1).get_by_label("Component name").fill("instructions")
+    page.get_by_role("button", name="Dry run (no model calls)").click()
+    expect(page.locator("[data-problems-for=seed_components]")).to_have_text('seed_components: two components are named "instructions": rename one')
+
     components.nth(1).get_by_role("button", name="Remove").click()
     expect(components).to_have_count(1)
     page.get_by_label("Val split").fill("val")
