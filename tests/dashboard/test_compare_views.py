@@ -152,6 +152,8 @@ def test_the_owner_promotes_a_candidate_as_the_chosen_prompt(user_client, run):
     response = user_client.post(reverse("compare:promotion", args=[run.pk]), {"candidate": "2"})
     run.refresh_from_db()
     assert response.status_code == 302 and run.chosen_candidate.index == 2
+    page = user_client.get(response["Location"]).content.decode()
+    assert 'data-chosen="2"' in page and f'href="{reverse("compare:download_txt", args=[run.pk, 2])}"' in page
 
 
 def test_a_collaborator_who_can_see_the_run_cannot_promote(other_client, other_user, run):
