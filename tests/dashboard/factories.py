@@ -69,13 +69,14 @@ def build_run(
     seed: int = 7,
     name: str = "refund policy",
     component_text: str = "You are a support agent. Answer the customer's refund question.",
+    task_prefix: str = "t",
 ) -> Run:
     rng = random.Random(seed)
     task_set = TaskSet.objects.create(owner=owner, name=f"{name} tasks {TaskSet.objects.count() + 1}")
     tasks = Task.objects.bulk_create(
         Task(
             task_set=task_set,
-            task_id=f"t{i:03d}",
+            task_id=f"{task_prefix}{i:03d}",
             position=i,
             input=f"Customer {i}: can I get a refund after {i % 40} days?",
             metadata={"expectations": {"mustMention": [{"text": "30 days", "message": "state the window"}]}},

@@ -183,7 +183,7 @@ from django.contrib.auth import get_user_model
 from tests.dashboard.factories import build_run
 owner = get_user_model().objects.get(username={username!r})
 run = build_run(owner=owner, name="hostile", candidates=4, val_tasks=3,
-                component_text='<img src=x onerror="window.__xss=1"><b>bold</b>')
+                component_text='<img src=x onerror="window.__xss=1"><b>bold</b>', task_prefix="<i>task</i>")
 print(run.pk)
 """
 
@@ -206,6 +206,10 @@ def test_hostile_prompt_text_is_shown_literally_in_tooltips_and_nothing_runs(pag
     expect(tooltip).to_contain_text('<img src=x onerror="window.__xss=1"><b>bold</b>')
     assert page.evaluate("window.__xss") is None
     assert page.locator("#chart-lineage .hoverlayer b").count() <= 1  # only our own "#index" bold, not the prompt's
+    # Task ids label the heatmap's columns: shown literally, never as markup.
+    ticks = page.locator("#chart-front .xtick text")
+    expect(ticks.first).to_have_text("<i>task</i>000")
+    assert page.locator("#chart-front .xtick text i, #chart-front .xtick text tspan[style*=italic]").count() == 0
 
 
 def test_candidates_picked_in_the_table_open_the_compare_view_url(page, frontier_server):
