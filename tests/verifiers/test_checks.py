@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from verifiers_app.engine import REGEX_TIMEOUT_SECONDS, compile_specs, score
+from verifiers_app.engine import REGEX_BUDGET_SECONDS, REGEX_TIMEOUT_SECONDS, compile_specs, score
 from verifiers_app.engine import scoring as scoring_module
 
 
@@ -163,6 +163,25 @@ class TestRegex:
         assert check.reason == (f'pattern "(a+)+$" timed out after {REGEX_TIMEOUT_SECONDS} s '
                                 "on a 1,000,001-character output")
         assert REGEX_TIMEOUT_SECONDS < 1.0
+
+    def test_many_catastrophic_patterns_share_one_time_budget_per_output(self):
+        # (a|aa)+$ backtracks exponentially even on 41 characters. How long this takes
+        # is measured by bench/scoring.py; here: which checks ran.
+        spec = {"id": "v", "checks": [{"id": f"r{i}", "type": "regex", "params": {"pattern": "(a|aa)+$"}} for i in range(8)]}
+        checks = score(spec, "a" * 40 + "b").verifiers[0].checks
+        assert [c.score for c in checks] == [0.0] * 8
+        assert checks[0].reason == f'pattern "(a|aa)+$" timed out after {REGEX_TIMEOUT_SECONDS} s on a 41-character output'
+        assert checks[-1].reason == (f'pattern "(a|aa)+$" not run: earlier patterns used up the {REGEX_BUDGET_SECONDS} s '
+                                     "regex budget for one output")
+        assert REGEX_BUDGET_SECONDS < 8 * REGEX_TIMEOUT_SECONDS
+
+    def test_the_regex_budget_starts_again_for_every_output(self):
+        scorer = compile_specs({"id": "v", "checks": [{"type": "regex", "params": {"pattern": "(a|aa)+$"}},
+                                                      {"type": "regex", "params": {"pattern": "^b"}}]})
+        for _ in range(6):  # 6 × 0.25 s of timeouts: more than one budget, spread over outputs
+            checks = scorer.score("a" * 40 + "b").verifiers[0].checks
+            assert "timed out" in checks[0].reason
+        assert scorer.score("b").score == 0.5
 
     def test_an_uncompilable_regex_scores_zero_with_the_error_at_scoring_time(self):
         check = run_check({"type": "regex", "params": {"pattern": "("}}, "(")

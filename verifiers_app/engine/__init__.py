@@ -43,7 +43,9 @@ quotes, ``\\"`` escaped). Reasons by check:
 - contains: ``output does not contain "X"``; not_contains: ``output must not
   contain "X"`` (both add `` (case-sensitive)`` when caseSensitive).
 - regex: ``output does not match pattern "P"``; ``pattern "P" timed out after
-  0.25 s on a 1,000,001-character output``; ``invalid regular expression "P":
+  0.25 s on a 1,000,001-character output``; ``pattern "P" not run: earlier
+  patterns used up the 1.0 s regex budget for one output`` (all regex checks of
+  one scoring share ``REGEX_BUDGET_SECONDS``); ``invalid regular expression "P":
   <error>``.
 - equals: ``output does not equal "V" (got: "<first 60 chars>…")``.
 - min_length: ``output is too short: 12 characters, needs at least 50``;
@@ -70,7 +72,7 @@ from .aggregate import AGGREGATORS, Aggregator, Thresholds
 from .classes import VerificationResult, Verifier, register_verifier
 from .errors import SpecError
 from .fns import register_fn
-from .regexes import REGEX_TIMEOUT_SECONDS
+from .regexes import REGEX_BUDGET_SECONDS, REGEX_TIMEOUT_SECONDS
 from .result import CheckResult, Result, VerifierResult
 from .scoring import Scorer, compile_specs, score
 from .specs import ROW_VERIFIER_ID, lint_spec, spec_warnings, validate_spec
@@ -80,6 +82,7 @@ __all__ = [
     "AGGREGATORS",
     "Aggregator",
     "CheckResult",
+    "REGEX_BUDGET_SECONDS",
     "REGEX_TIMEOUT_SECONDS",
     "ROW_VERIFIER_ID",
     "Result",

@@ -9,6 +9,7 @@ lower-cased output and the one JSON parse shared by every check.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -30,12 +31,13 @@ PARAM_ALIASES = {"text": "value", "keys": "requiredKeys"}
 class Context:
     """One output being scored, with what several checks share."""
 
-    __slots__ = ("output", "lower", "json_value", "json_error", "task", "prompt")
+    __slots__ = ("output", "lower", "json_value", "json_error", "task", "prompt", "regex_deadline")
 
     output: str
     lower: str | None  # output.lower(), computed only when a check needs it
     json_value: Any
     json_error: str | None  # None when the output parsed (only set when a check needs JSON)
+    regex_deadline: float | None  # set by the first regex check: the end of this scoring's regex budget
 
 
 Run = Callable[[Context], "tuple[float, str | None]"]
@@ -167,11 +169,13 @@ def _regex(params: dict) -> Built:
         broken = (0.0, f"invalid regular expression {quote(pattern)}: {exc}")
         return Built(lambda ctx: broken, hit)
     miss = (0.0, f"output does not match pattern {quote(pattern)}")
-    search = regexes.search
+    search, budget, clock = regexes.search, regexes.REGEX_BUDGET_SECONDS, time.perf_counter
 
     def run(ctx: Context):
+        if ctx.regex_deadline is None:
+            ctx.regex_deadline = clock() + budget
         try:
-            return PASS if search(compiled, ctx.output) else miss
+            return PASS if search(compiled, ctx.output, ctx.regex_deadline) else miss
         except regexes.RegexTimeout as exc:
             return 0.0, str(exc)
 

@@ -10,6 +10,7 @@ must not stall a run. The ``regex`` package is used in its re-compatible mode
 from __future__ import annotations
 
 import functools
+import time
 
 import regex
 
@@ -17,6 +18,9 @@ from .quoting import quote
 
 #: Seconds a single regex search may take before it is abandoned (scores 0).
 REGEX_TIMEOUT_SECONDS = 0.25
+#: Seconds all the regex checks of one scoring may take together: a spec with
+#: many catastrophic patterns stays bounded too (later searches are not run).
+REGEX_BUDGET_SECONDS = 1.0
 
 IGNORECASE = regex.IGNORECASE
 RegexError = regex.error
@@ -37,12 +41,24 @@ def cached_pattern(pattern: str, flags: int = 0) -> regex.Pattern:
     return compile_pattern(pattern, flags)
 
 
-def search(compiled: regex.Pattern, text: str):
-    """``compiled.search(text)`` or :class:`RegexTimeout` naming the pattern."""
+def search(compiled: regex.Pattern, text: str, deadline: float | None = None):
+    """``compiled.search(text)`` or :class:`RegexTimeout` naming the pattern.
+
+    ``deadline`` (a :func:`time.perf_counter` value) caps the search further:
+    the scoring's regex budget. Past it, the search is not started."""
+    timeout = REGEX_TIMEOUT_SECONDS
+    if deadline is not None:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            raise RegexTimeout(
+                f"pattern {quote(compiled.pattern)} not run: earlier patterns used up the "
+                f"{REGEX_BUDGET_SECONDS} s regex budget for one output"
+            )
+        timeout = min(timeout, left)
     try:
-        return compiled.search(text, timeout=REGEX_TIMEOUT_SECONDS)
+        return compiled.search(text, timeout=timeout)
     except TimeoutError:
         raise RegexTimeout(
-            f"pattern {quote(compiled.pattern)} timed out after {REGEX_TIMEOUT_SECONDS} s "
+            f"pattern {quote(compiled.pattern)} timed out after {timeout:.2g} s "
             f"on a {len(text):,}-character output"
         ) from None

@@ -87,7 +87,7 @@ class Scorer:
         ctx = Context()
         ctx.output, ctx.task, ctx.prompt = output, compiled_task, prompt
         ctx.lower = output.lower() if self._needs_lower else None
-        ctx.json_value = ctx.json_error = None
+        ctx.json_value = ctx.json_error = ctx.regex_deadline = None
         if self._needs_json:
             try:
                 ctx.json_value = loads(output)
