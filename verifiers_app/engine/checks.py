@@ -172,10 +172,11 @@ def _regex(params: dict) -> Built:
     search, budget, clock = regexes.search, regexes.REGEX_BUDGET_SECONDS, time.perf_counter
 
     def run(ctx: Context):
+        now = clock()
         if ctx.regex_deadline is None:
-            ctx.regex_deadline = clock() + budget
+            ctx.regex_deadline = now + budget
         try:
-            return PASS if search(compiled, ctx.output, ctx.regex_deadline) else miss
+            return PASS if search(compiled, ctx.output, ctx.regex_deadline - now) else miss
         except regexes.RegexTimeout as exc:
             return 0.0, str(exc)
 

@@ -10,7 +10,6 @@ must not stall a run. The ``regex`` package is used in its re-compatible mode
 from __future__ import annotations
 
 import functools
-import time
 
 import regex
 
@@ -41,20 +40,17 @@ def cached_pattern(pattern: str, flags: int = 0) -> regex.Pattern:
     return compile_pattern(pattern, flags)
 
 
-def search(compiled: regex.Pattern, text: str, deadline: float | None = None):
+def search(compiled: regex.Pattern, text: str, left: float = REGEX_TIMEOUT_SECONDS):
     """``compiled.search(text)`` or :class:`RegexTimeout` naming the pattern.
 
-    ``deadline`` (a :func:`time.perf_counter` value) caps the search further:
-    the scoring's regex budget. Past it, the search is not started."""
-    timeout = REGEX_TIMEOUT_SECONDS
-    if deadline is not None:
-        left = deadline - time.perf_counter()
-        if left <= 0:
-            raise RegexTimeout(
-                f"pattern {quote(compiled.pattern)} not run: earlier patterns used up the "
-                f"{REGEX_BUDGET_SECONDS} s regex budget for one output"
-            )
-        timeout = min(timeout, left)
+    ``left``: what remains of the scoring's regex budget; the search gets at most
+    that (and at most :data:`REGEX_TIMEOUT_SECONDS`), and is not started at 0."""
+    if left <= 0:
+        raise RegexTimeout(
+            f"pattern {quote(compiled.pattern)} not run: earlier patterns used up the "
+            f"{REGEX_BUDGET_SECONDS} s regex budget for one output"
+        )
+    timeout = left if left < REGEX_TIMEOUT_SECONDS else REGEX_TIMEOUT_SECONDS
     try:
         return compiled.search(text, timeout=timeout)
     except TimeoutError:
