@@ -151,22 +151,7 @@ def _config_from_body(request) -> tuple[dict | None, list[tuple[str, str]]]:
         return None, [("config", f"is not valid JSON ({error})")]
     if not isinstance(data, dict):
         return None, [("config", "must be a JSON object")]
-    nul = _nul_paths(data, "")
-    if nul:  # PostgreSQL cannot store U+0000 in text or JSON: say where each one is
-        return None, [(path or "config", "contains a NUL character (U+0000)") for path in nul]
     return data, []
-
-
-def _nul_paths(value, path: str) -> list[str]:
-    """The dotted paths of every key or string holding U+0000."""
-    if isinstance(value, str):
-        return [path] if "\x00" in value else []
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    found = []
-    for key, item in items:
-        here = f"{path}.{key}" if path else str(key)
-        found += [path or "config"] if "\x00" in str(key) else _nul_paths(item, here)
-    return found
 
 
 def _problems_response(problems, warnings=(), status=200) -> JsonResponse:

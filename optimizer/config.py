@@ -200,10 +200,25 @@ def parse_run_config(data: dict[str, Any] | RunConfig) -> RunConfig:
     """Validate a config dict; raises RunConfigError whose messages name each field."""
     if isinstance(data, RunConfig):
         return data
+    nul = _nul_paths(data, "")
+    if nul:  # PostgreSQL cannot store U+0000 in text or JSON: say where each one is
+        raise RunConfigError([(path, "contains a NUL character (U+0000)") for path in nul])
     try:
         return RunConfig.model_validate(data)
     except ValidationError as error:
         raise RunConfigError(config_problems(error)) from None
+
+
+def _nul_paths(value: Any, path: str) -> list[str]:
+    """The dotted paths of every key or string holding U+0000 ("config" for the top level)."""
+    if isinstance(value, str):
+        return [path or "config"] if "\x00" in value else []
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    found = []
+    for key, item in items:
+        here = f"{path}.{key}" if path else str(key)
+        found += [path or "config"] if "\x00" in str(key) else _nul_paths(item, here)
+    return found
 
 
 def config_problems(error: ValidationError) -> list[tuple[str, str]]:

@@ -171,3 +171,11 @@ def test_an_extra_budget_beyond_the_largest_run_budget_is_refused_not_a_server_e
     over = post(user_client, f"/api/runs/{run_id}/resume", {"extra_budget": 11})
     assert over.status_code == 409 and over.json()["detail"] == "extra_budget: a run's budget may not exceed 10,000,000 metric calls"
     assert Run.objects.get(pk=run_id).budget_total == 9_999_990 and Run.objects.get(pk=run_id).status == RunStatus.COMPLETED
+
+
+def test_a_nul_character_in_an_api_launch_is_a_400_naming_the_field_not_a_database_error(user_client, task_set):
+    # PostgreSQL refuses U+0000 in text and JSON; every entry point shares the check in parse_run_config.
+    response = post(user_client, "/api/runs/", {"config": run_config(task_set, name="bad\x00name")})
+    assert response.status_code == 400
+    assert response.json()["problems"] == [{"field": "name", "message": "contains a NUL character (U+0000)"}]
+    assert not Run.objects.exists()
