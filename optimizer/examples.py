@@ -11,13 +11,18 @@ from verifiers_app.services import spec_from_json, verifier_upsert
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 
-#: task set name → task file; each set is scored by its verifier (the QA rows carry their own).
+#: task set name → task file. QA rows carry their own verifier (correctness);
+#: qa-answer-format grades the form of the answers.
 TASK_SETS = {
     "Refund tickets": "tasks/refund-tickets.jsonl",
     "Facility requests": "tasks/facility-requests.jsonl",
     "QA basics": "tasks/qa-basics.yaml",
 }
-VERIFIERS = ["verifiers/refund-policy-quality.json", "verifiers/facility-extraction-quality.json"]
+VERIFIERS = [
+    "verifiers/refund-policy-quality.json",
+    "verifiers/facility-extraction-quality.json",
+    "verifiers/qa-answer-format.json",
+]
 
 
 def load_examples(*, user, stdout=None) -> None:
