@@ -79,6 +79,7 @@ def main() -> int:
     verdict = "OK" if worst_median < TARGET_S else "TOO SLOW"
     print(f"slowest median {worst_median * 1000:.1f} ms (target < {TARGET_S * 1000:.0f} ms): {verdict}")
     take_away(client, run, repeats=3 if "--quick" in sys.argv else 5)
+    long_prompts(client, run)
     return 0 if worst_median < TARGET_S else 1
 
 
@@ -130,6 +131,30 @@ def take_away(client: Client, run, *, repeats: int) -> None:
     url = reverse("compare:runs") + f"?a={run.pk}&b={copy.pk}"
     get(url)
     print(f"{'compare runs (original vs copy)':38} {_timed(lambda: get(url), repeats)[0] * 1000:10.1f}")
+
+
+
+def long_prompts(client: Client, run) -> None:
+    """The word diff is the one part whose cost grows with prompt length (GEPA
+    prompts grow as reflections add rules): the compare view of the same five
+    candidates once their prompts are ~N words, each a 5% word edit of its parent."""
+    import random
+
+    from optimizer.models import Candidate
+
+    rng = random.Random(5)
+    vocab = ("the a to of and in is for you your customer refund order item days must never always state quote answer "
+             "return receipt within policy store credit replacement exchange shipping reply if when not do be").split()
+    url = reverse("compare:compare", args=[run.pk]) + "?" + "&".join(f"c={i}" for i in CANDIDATES)
+    print(f"\n{'compare view, prompts of':38} {'median ms':>10}")
+    for words in (500, 2000, 4000):
+        sentences = [" ".join(rng.choice(vocab) for _ in range(9)).capitalize() + "." for _ in range(words // 9)]
+        for candidate in run.candidates.all():
+            edited = [" ".join(w if rng.random() > 0.05 else "carefully" for w in s.split(" ")) for s in sentences]
+            Candidate.objects.filter(pk=candidate.pk).update(components={"system_prompt": " ".join(edited)})
+        client.get(url)
+        median, _ = _timed(lambda: client.get(url), 3)
+        print(f"{f'~{words} words each':38} {median * 1000:10.1f}")
 
 
 if __name__ == "__main__":

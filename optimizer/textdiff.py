@@ -11,9 +11,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-# A token is a run of whitespace, a word, or one other character, so joining the
-# tokens gives back the exact text and a diff never splits a word.
-_TOKEN = re.compile(r"\s+|\w+|[^\w\s]")
+# A token is a word or one other character with the whitespace before it (or
+# trailing whitespace), so joining the tokens gives back the exact text and a diff
+# never splits a word. Whitespace rides along instead of being tokens of its own:
+# as the most common token it made SequenceMatcher ~40x slower (3 s for two
+# 4,000-word prompts, measured), and autojunk would drop it as an anchor.
+_TOKEN = re.compile(r"\s*\w+|\s*[^\w\s]|\s+")
 # A sentence ends at . ! or ? followed by whitespace, or at a line break.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 

@@ -16,7 +16,13 @@ def test_it_marks_an_inserted_word_as_added_and_keeps_the_rest():
 
 def test_it_marks_a_replaced_word_as_removed_then_added_without_splitting_words():
     ops = word_diff("Always refund within 30 days.", "Always refund within 14 days.")
-    assert (REMOVED, "30") in ops and (ADDED, "14") in ops
+    # The space before a word travels with it.
+    assert ops == [(SAME, "Always refund within"), (REMOVED, " 30"), (ADDED, " 14"), (SAME, " days.")]
+
+
+def test_a_changed_line_break_is_shown_with_the_word_it_precedes():
+    ops = word_diff("Be brief.\nQuote the policy.", "Be brief. Quote the policy.")
+    assert ops == [(SAME, "Be brief."), (REMOVED, "\nQuote"), (ADDED, " Quote"), (SAME, " the policy.")]
 
 
 @given(st.text(max_size=80), st.text(max_size=80))
