@@ -25,6 +25,14 @@ def test_a_changed_line_break_is_shown_with_the_word_it_precedes():
     assert ops == [(SAME, "Be brief."), (REMOVED, "\nQuote"), (ADDED, " Quote"), (SAME, " the policy.")]
 
 
+def test_texts_too_long_for_a_word_diff_are_diffed_by_whole_lines():
+    lines = [f"Rule {i}: always quote the policy number {i}." for i in range(2500)]
+    old, new = "\n".join(lines), "\n".join(lines[:1000] + ["Rule X: be brief."] + lines[1000:])
+    ops = word_diff(old, new)
+    assert [(op, t) for op, t in ops if op != SAME] == [(ADDED, "Rule X: be brief.\n")]
+    assert _side(ops, REMOVED) == old and _side(ops, ADDED) == new
+
+
 @given(st.text(max_size=80), st.text(max_size=80))
 def test_both_texts_can_be_rebuilt_from_any_diff(old, new):
     ops = word_diff(old, new)
