@@ -8,6 +8,11 @@
 // next one, it reconnects from the last applied seq instead of applying out
 // of order.
 //
+// A handshake the server refuses (logged out, or the run is no longer shared
+// with you) reaches the browser as code 1006, exactly like a network drop; when
+// a socket closes without ever opening, asking for the page again tells the
+// two apart, and a refusal shows "access denied" instead of retrying forever.
+//
 // Debug hook (browser tests, console): window.__frontierSocket.close() breaks
 // the connection as a network drop would; .pause() keeps it down until
 // .resume().
@@ -15,6 +20,16 @@
 const FIRST_DELAY_MS = 500;
 const MAX_DELAY_MS = 15000;
 const DENIED = new Set([4401, 4403]);
+
+/** True when the server now refuses this page to us (login redirect, 403 or 404). */
+export async function accessRefused() {
+  try {
+    const response = await fetch(location.href, { method: "HEAD", redirect: "manual", credentials: "same-origin" });
+    return response.type === "opaqueredirect" || response.status === 403 || response.status === 404;
+  } catch {
+    return false; // the server is unreachable: keep trying
+  }
+}
 
 export class LiveSocket {
   constructor({ path, after, onEvent, onState }) {
@@ -39,12 +54,16 @@ export class LiveSocket {
     const scheme = location.protocol === "https:" ? "wss:" : "ws:";
     const ws = new WebSocket(`${scheme}//${location.host}${this.path}?after=${this.lastSeq}`);
     this.ws = ws;
-    ws.onopen = () => { this.attempts = 0; this.onState("live"); };
+    let opened = false;
+    ws.onopen = () => { opened = true; this.attempts = 0; this.onState("live"); };
     ws.onmessage = (message) => this.receive(ws, JSON.parse(message.data));
-    ws.onclose = (event) => {
+    ws.onclose = async (event) => {
       if (this.ws !== ws) return;
       this.ws = null;
-      if (DENIED.has(event.code)) { this.onState("denied"); return; }
+      if (DENIED.has(event.code) || (!opened && !this.paused && (await accessRefused()))) {
+        this.onState("denied");
+        return;
+      }
       this.onState(this.paused ? "paused" : "reconnecting");
       this.scheduleReconnect();
     };

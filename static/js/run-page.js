@@ -512,7 +512,7 @@ async function boot() {
     path: root.dataset.wsPath,
     after: S.run.last_seq,
     onEvent: applyEvent,
-    onState: (state) => { live.dataset.state = state; live.textContent = state === "live" ? "● live" : state === "reconnecting" ? "reconnecting…" : state; },
+    onState: (state) => { live.dataset.state = state; live.textContent = { live: "● live", reconnecting: "reconnecting…", denied: "access denied: reload to log in" }[state] || state; },
   });
   socket.connect();
 }

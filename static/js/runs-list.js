@@ -13,6 +13,8 @@
 // Debug hook (browser tests, console): window.__frontierRunsSocket.close()
 // breaks the connection as a network drop would.
 
+import { accessRefused } from "./live-socket.js";
+
 const FIRST_DELAY_MS = 500;
 const MAX_DELAY_MS = 15000;
 const LIMIT = 200; // as run_views.LIST_LIMIT
@@ -148,14 +150,16 @@ let timer = null;
 function setState(state) {
   if (!indicator) return;
   indicator.dataset.state = state;
-  indicator.textContent = state === "live" ? "● live" : state === "reconnecting" ? "reconnecting…" : state;
+  indicator.textContent = { live: "● live", reconnecting: "reconnecting…", denied: "access denied: reload to log in" }[state] || state;
 }
 
 function connect() {
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
   const socket = new WebSocket(`${scheme}//${location.host}/ws/runs/`);
   ws = socket;
+  let opened = false;
   socket.onopen = () => {
+    opened = true;
     attempts = 0;
     setState("live");
     resync();
@@ -164,10 +168,10 @@ function connect() {
     const event = JSON.parse(message.data);
     if (event.type === "run.row") merge(event.data);
   };
-  socket.onclose = (event) => {
+  socket.onclose = async (event) => {
     if (ws !== socket) return;
     ws = null;
-    if (event.code === 4401) { setState("denied"); return; }
+    if (event.code === 4401 || (!opened && (await accessRefused()))) { setState("denied"); return; }
     setState("reconnecting");
     const delay = Math.min(MAX_DELAY_MS, FIRST_DELAY_MS * 2 ** attempts);
     attempts += 1;

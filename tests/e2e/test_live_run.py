@@ -10,7 +10,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import ARTIFACTS, E2E_USERNAME
+from tests.e2e.conftest import ARTIFACTS, E2E_USERNAME, login
 
 pytestmark = pytest.mark.e2e
 
@@ -357,3 +357,19 @@ def test_a_dry_run_lists_each_problem_next_to_its_field_and_launches_nothing(pag
     page.get_by_role("button", name="Dry run (no model calls)").click()
     expect(page.locator("[data-field=dry-run-result]")).to_have_text("dry run passed: ready to launch")
     expect(page.locator("[data-problems-for='budget.warning']")).to_contain_text("budget: 6 metric calls allow only 0 proposal(s)")
+
+
+def test_after_logging_out_the_sockets_say_access_denied_instead_of_retrying_forever(page, demo_data):
+    # Over the wire a refused handshake looks like a network drop (code 1006);
+    # the pages tell the two apart by asking for themselves again.
+    launch_demo_run(page, budget=40, latency_ms=0)
+    page.context.clear_cookies()
+    page.evaluate("window.__frontierSocket.close()")
+    expect(page.locator("[data-field=live]")).to_have_text("access denied: reload to log in", timeout=15_000)
+
+    login(page)
+    page.goto("/runs/")
+    expect(page.locator("[data-field=live]")).to_have_text("● live")
+    page.context.clear_cookies()
+    page.evaluate("window.__frontierRunsSocket.close()")
+    expect(page.locator("[data-field=live]")).to_have_text("access denied: reload to log in", timeout=15_000)
