@@ -161,19 +161,21 @@ def make_compare_run(owner, *, candidates: int = 4, val_tasks: int = 6, holdout_
     return run
 
 
-def run_demo_with_holdout(owner) -> Run:
+def run_demo_with_holdout(owner, *, task_set: TaskSet | None = None, **config) -> Run:
     """A run produced by the real runner: gepa driving the offline demo
     simulator on the refund task set, with a train, val and holdout split, so it
     ends by scoring the seed and the best candidate on the holdout tasks. The
     caller points `settings.RUNS_DIR` somewhere temporary and needs a
-    transactional database."""
+    transactional database. A second run on the same `task_set` may change the
+    launch `config` (run_helpers.run_config keys)."""
     from optimizer.runner import execute_run
     from optimizer.services import run_launch
     from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
 
-    refund_verifier(owner)
-    task_set = refund_task_set(owner, splits=["train", "val", "holdout"] * 3)
-    run = run_launch(owner=owner, config=run_config(task_set, splits={"holdout": "holdout"}))
+    if task_set is None:
+        refund_verifier(owner)
+        task_set = refund_task_set(owner, splits=["train", "val", "holdout"] * 3)
+    run = run_launch(owner=owner, config=run_config(task_set, **({"splits": {"holdout": "holdout"}} | config)))
     status = execute_run(run.pk)
     run.refresh_from_db()
     assert status == RunStatus.COMPLETED, run.error

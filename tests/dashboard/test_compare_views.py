@@ -268,3 +268,26 @@ def test_an_import_whose_config_tasks_or_verifiers_the_pages_cannot_read_is_refu
     assert Run.objects.count() == 1
     # What such a file used to do: the runs list of whoever imported it answered 500.
     assert other_client.get(reverse("runs:list")).status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_real_runs_on_one_task_set_compare_best_vs_best_with_their_config_difference(user, user_client, settings, tmp_path, monkeypatch):
+    from optimizer import runner
+    from tests.dashboard.compare_factories import run_demo_with_holdout
+
+    settings.RUNS_DIR = tmp_path / "runs"
+    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # see tests/optimizer/test_runner.py
+    a = run_demo_with_holdout(user)
+    b = run_demo_with_holdout(user, task_set=a.task_set, minibatch_size=3)
+
+    html = user_client.get(reverse("compare:runs") + f"?a={a.pk}&b={b.pk}").content.decode()
+
+    assert "<td><code>minibatch_size</code></td><td><code>2</code></td><td><code>3</code></td>" in html
+    val_keys = sorted(Evaluation.objects.filter(candidate=a.best_candidate, split="val").values_list("task_key", flat=True))
+    rows = html.split("Best vs best per task (val)")[1]
+    assert [k for k in val_keys if f"<td>{k}</td>" in rows] == val_keys and len(val_keys) == 3
+    for run in (a, b):
+        assert f"best #{run.best_candidate.index} (val {run.best_score:.3f})" in html
+    figure = json.loads(html.split('<script id="figure-data" type="application/json">')[1].split("</script>")[0])
+    curves = [t for t in figure["data"] if t["mode"] == "lines"]
+    assert [max(t["y"]) for t in curves] == pytest.approx([a.best_score, b.best_score])
