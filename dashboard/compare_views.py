@@ -139,7 +139,7 @@ def import_run(request):
             error = f"file: {upload.size} bytes is more than the {MAX_IMPORT_BYTES // (1024 * 1024)} MB limit."
         else:
             try:
-                data = json.loads(upload.read().decode("utf-8"))
+                data = json.loads(upload.read().decode("utf-8-sig"))  # a BOM from a Windows editor is fine
                 run = run_import(owner=request.user, data=data)
             except UnicodeDecodeError:
                 error = "file: not UTF-8 text."

@@ -114,8 +114,9 @@ def test_the_run_exports_as_json_and_csv_downloads(user_client, run):
     assert csv_response.content.decode().splitlines()[0] == "task_key,split,candidate_0,candidate_1,candidate_2,candidate_3"
 
 
-def test_importing_an_export_creates_a_run_with_the_same_scores(other_client, other_user, run):
-    body = json.dumps(run_export(run)).encode()
+@pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"], ids=["plain", "with a UTF-8 BOM"])
+def test_importing_an_export_creates_a_run_with_the_same_scores(other_client, other_user, run, bom):
+    body = bom + json.dumps(run_export(run)).encode()
     response = other_client.post(reverse("compare:import"), {"file": SimpleUploadedFile("run.json", body)})
     imported = Run.objects.get(owner=other_user)
     assert response.status_code == 302 and response["Location"].startswith(reverse("compare:compare", args=[imported.pk]))
