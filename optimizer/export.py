@@ -20,15 +20,7 @@ from django.db import transaction
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from optimizer.config import RunConfigError, parse_run_config
-from optimizer.models import (
-    Candidate,
-    Evaluation,
-    Origin,
-    Run,
-    RunEvent,
-    RunStatus,
-    Split,
-)
+from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, RunStatus, Split
 
 FORMAT = "frontier.run"
 VERSION = 1

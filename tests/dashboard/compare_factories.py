@@ -16,16 +16,7 @@ import random
 
 from optimizer import event_types
 from optimizer.config import parse_run_config
-from optimizer.models import (
-    Candidate,
-    Evaluation,
-    Origin,
-    Run,
-    RunEvent,
-    RunStatus,
-    Task,
-    TaskSet,
-)
+from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, RunStatus, Task, TaskSet
 from verifiers_app.engine import compile_specs
 
 VERIFIER = {
