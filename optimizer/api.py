@@ -70,6 +70,7 @@ class RunOut(Schema):
     seed_score: float | None
     best_score: float | None
     best_candidate: int | None
+    chosen_candidate: int | None = Field(description="The candidate promoted as the run's chosen prompt, if any")
     error: str
     last_seq: int
     created_at: datetime
@@ -85,7 +86,8 @@ class RunOut(Schema):
             "id": run.pk, "name": run.name, "owner": run.owner.get_username(), "status": run.status, "phase": run.phase,
             "task_set_id": run.task_set_id, "budget_used": run.budget_used, "budget_total": run.budget_total,
             "seed_score": run.seed_score, "best_score": run.best_score,
-            "best_candidate": run.best_candidate.index if run.best_candidate else None, "error": run.error,
+            "best_candidate": run.best_candidate.index if run.best_candidate else None,
+            "chosen_candidate": run.chosen_candidate.index if run.chosen_candidate else None, "error": run.error,
             "last_seq": run.last_seq, "created_at": run.created_at, "started_at": run.started_at,
             "finished_at": run.finished_at,
         }
@@ -163,7 +165,7 @@ def _control(action, request, run_id: int, **kwargs):
         run = action(run=run, **kwargs)
     except services.RunStateError as error:
         return Status(409, {"detail": str(error), "problems": []})
-    return Status(200, RunOut.of(Run.objects.select_related("owner", "best_candidate").get(pk=run.pk)))
+    return Status(200, RunOut.of(Run.objects.select_related("owner", "best_candidate", "chosen_candidate").get(pk=run.pk)))
 
 
 @router.post("/{run_id}/stop", response={200: RunOut, 409: ProblemsOut})

@@ -15,7 +15,7 @@ def taskset_list(*, user) -> QuerySet[TaskSet]:
 
 def run_list(*, user, status: str | None = None) -> QuerySet[Run]:
     """Runs the user may see, newest first, with what a list row shows."""
-    runs = Run.objects.visible_to(user).select_related("task_set", "best_candidate", "owner")
+    runs = Run.objects.visible_to(user).select_related("task_set", "best_candidate", "chosen_candidate", "owner")
     if status:
         runs = runs.filter(status=status)
     return runs

@@ -155,6 +155,10 @@ def test_the_owner_promotes_a_candidate_as_the_chosen_prompt(user_client, run):
     assert response.status_code == 302 and run.chosen_candidate.index == 2
     page = user_client.get(response["Location"]).content.decode()
     assert 'data-chosen="2"' in page and f'href="{reverse("compare:download_txt", args=[run.pk, 2])}"' in page
+    # The run page and the API say which prompt was chosen, too.
+    run_page = user_client.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    assert f'<a href="{reverse("runs:candidate", args=[run.pk, 2])}" data-field="chosen">#2</a>' in run_page
+    assert user_client.get(f"/api/runs/{run.pk}").json()["chosen_candidate"] == 2
 
 
 def test_a_collaborator_who_can_see_the_run_cannot_promote(other_client, other_user, run):
