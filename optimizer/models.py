@@ -174,10 +174,6 @@ class Run(models.Model):
     def __str__(self) -> str:
         return self.name or f"Run {self.pk}"
 
-    @property
-    def group_name(self) -> str:
-        return f"run-{self.pk}"
-
 
 class Origin(models.TextChoices):
     SEED = "seed", "seed"
