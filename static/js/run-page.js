@@ -52,7 +52,8 @@ function candidateFromEvent(d) {
     metric_calls: d.metric_calls, val_score: d.val_score, objective_scores: d.objective_scores || {},
     on_front: false, prompt_tokens: d.prompt_tokens, mean_output_tokens: d.mean_output_tokens,
     mean_latency_ms: d.mean_latency_ms, preview: clip(preview, S.limits.preview),
-    scores: S.tasks.map((key) => (key in (d.task_scores || {}) ? d.task_scores[key] : null)),
+    // Rounded as the snapshot's score matrix is, so a live page and a reload draw the same front.
+    scores: S.tasks.map((key) => (key in (d.task_scores || {}) ? Math.round(d.task_scores[key] * 1000) / 1000 : null)),
     verdicts: S.tasks.map((key) => ({ pass: "p", borderline: "b", fail: "f" })[(d.verdicts || {})[key]] || "-").join(""),
   };
 }
