@@ -1,20 +1,22 @@
-// A run's event stream: /ws/runs/<id>/?after=<seq>.
+// Websockets that stay up by themselves.
 //
-// The server replays every event after `after` from the database and then
-// streams, so reconnecting with the last seq applied loses nothing. This side
-// drops anything it has already applied (seq <= last), reconnects by itself
-// with exponential backoff (0.5 s doubling to 15 s, with jitter) and reports
-// "live" / "reconnecting" through onState. If a seq ever arrives beyond the
-// next one, it reconnects from the last applied seq instead of applying out
-// of order.
+// ReconnectingSocket: reconnects with exponential backoff (0.5 s doubling to
+// 15 s, with jitter) and reports "live" / "reconnecting" / "paused" / "denied"
+// through onState. A handshake the server refuses (logged out, or the run is
+// no longer shared with you) reaches the browser as code 1006, exactly like a
+// network drop; when a socket closes without ever opening, asking for the page
+// again tells the two apart, and a refusal shows "denied" instead of retrying
+// forever. The runs list uses it as it is.
 //
-// A handshake the server refuses (logged out, or the run is no longer shared
-// with you) reaches the browser as code 1006, exactly like a network drop; when
-// a socket closes without ever opening, asking for the page again tells the
-// two apart, and a refusal shows "access denied" instead of retrying forever.
+// LiveSocket: a run's event stream, /ws/runs/<id>/?after=<seq>. The server
+// replays every event after `after` from the database and then streams, so
+// reconnecting with the last seq applied loses nothing. This side drops
+// anything it has already applied (seq <= last); if a seq ever arrives beyond
+// the next one, it reconnects from the last applied seq instead of applying
+// out of order.
 //
 // Debug hook (browser tests, console): window.__frontierSocket.close() breaks
-// the connection as a network drop would; .pause() keeps it down until
+// the run's connection as a network drop would; .pause() keeps it down until
 // .resume().
 
 const FIRST_DELAY_MS = 500;
@@ -22,7 +24,7 @@ const MAX_DELAY_MS = 15000;
 const DENIED = new Set([4401, 4403]);
 
 /** True when the server now refuses this page to us (login redirect, 403 or 404). */
-export async function accessRefused() {
+async function accessRefused() {
   try {
     const response = await fetch(location.href, { method: "HEAD", redirect: "manual", credentials: "same-origin" });
     return response.type === "opaqueredirect" || response.status === 403 || response.status === 404;
@@ -31,32 +33,29 @@ export async function accessRefused() {
   }
 }
 
-export class LiveSocket {
-  constructor({ path, after, onEvent, onState }) {
-    this.path = path;
-    this.lastSeq = after;
-    this.onEvent = onEvent;
-    this.onState = onState;
+export class ReconnectingSocket {
+  /** url: () => path (read at every connect); onMessage gets the parsed JSON. */
+  constructor({ url, onOpen = () => {}, onMessage, onState }) {
+    Object.assign(this, { url, onOpen, onMessage, onState });
     this.attempts = 0;
     this.paused = false;
     this.ws = null;
     this.timer = null;
-    window.__frontierSocket = {
-      close: () => this.ws && this.ws.close(),
-      pause: () => { this.paused = true; clearTimeout(this.timer); if (this.ws) this.ws.close(); },
-      resume: () => { this.paused = false; this.connect(); },
-      state: () => ({ lastSeq: this.lastSeq, open: !!this.ws && this.ws.readyState === WebSocket.OPEN }),
-    };
   }
 
   connect() {
     if (this.paused) return;
     const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-    const ws = new WebSocket(`${scheme}//${location.host}${this.path}?after=${this.lastSeq}`);
+    const ws = new WebSocket(`${scheme}//${location.host}${this.url()}`);
     this.ws = ws;
     let opened = false;
-    ws.onopen = () => { opened = true; this.attempts = 0; this.onState("live"); };
-    ws.onmessage = (message) => this.receive(ws, JSON.parse(message.data));
+    ws.onopen = () => {
+      opened = true;
+      this.attempts = 0;
+      this.onState("live");
+      this.onOpen();
+    };
+    ws.onmessage = (message) => this.onMessage(JSON.parse(message.data));
     ws.onclose = async (event) => {
       if (this.ws !== ws) return;
       this.ws = null;
@@ -69,15 +68,24 @@ export class LiveSocket {
     };
   }
 
-  receive(ws, event) {
-    if (event.seq <= this.lastSeq) return;
-    if (event.seq !== this.lastSeq + 1) { ws.close(); return; }
-    this.lastSeq = event.seq;
-    try {
-      this.onEvent(event);
-    } catch (error) {
-      console.error("could not apply event", event.seq, event.type, error);
-    }
+  /** Close the current connection as a network drop would (it reconnects). */
+  drop() {
+    if (this.ws) this.ws.close();
+  }
+
+  pause() {
+    this.paused = true;
+    clearTimeout(this.timer);
+    this.drop();
+  }
+
+  resume() {
+    this.paused = false;
+    this.connect();
+  }
+
+  get open() {
+    return !!this.ws && this.ws.readyState === WebSocket.OPEN;
   }
 
   scheduleReconnect() {
@@ -86,5 +94,41 @@ export class LiveSocket {
     this.attempts += 1;
     clearTimeout(this.timer);
     this.timer = setTimeout(() => this.connect(), delay * (0.75 + Math.random() * 0.25));
+  }
+}
+
+export class LiveSocket {
+  constructor({ path, after, onEvent, onState }) {
+    this.lastSeq = after;
+    this.onEvent = onEvent;
+    this.socket = new ReconnectingSocket({
+      url: () => `${path}?after=${this.lastSeq}`,
+      onMessage: (event) => this.receive(event),
+      onState,
+    });
+    window.__frontierSocket = {
+      close: () => this.socket.drop(),
+      pause: () => this.socket.pause(),
+      resume: () => this.socket.resume(),
+      state: () => ({ lastSeq: this.lastSeq, open: this.socket.open }),
+    };
+  }
+
+  connect() {
+    this.socket.connect();
+  }
+
+  receive(event) {
+    if (event.seq <= this.lastSeq) return;
+    if (event.seq !== this.lastSeq + 1) {
+      this.socket.drop(); // reconnect from the last applied seq: the server replays the gap
+      return;
+    }
+    this.lastSeq = event.seq;
+    try {
+      this.onEvent(event);
+    } catch (error) {
+      console.error("could not apply event", event.seq, event.type, error);
+    }
   }
 }

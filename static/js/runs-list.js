@@ -7,16 +7,14 @@
 // Each row carries the run's last event seq, so an older row never overwrites
 // a newer one. On every (re)connect the page reloads /runs/list.json: rows that
 // changed while the socket was down (or before it first opened) are not missed.
-// The socket reconnects by itself with backoff (0.5 s doubling to 15 s, with
-// jitter) and shows "live" / "reconnecting".
+// The socket reconnects by itself (live-socket.js ReconnectingSocket) and
+// shows "live" / "reconnecting" / "denied".
 //
 // Debug hook (browser tests, console): window.__frontierRunsSocket.close()
 // breaks the connection as a network drop would.
 
-import { accessRefused } from "./live-socket.js";
+import { ReconnectingSocket } from "./live-socket.js";
 
-const FIRST_DELAY_MS = 500;
-const MAX_DELAY_MS = 15000;
 const LIMIT = 200; // as run_views.LIST_LIMIT
 const table = document.getElementById("runs-table");
 const body = table.querySelector("tbody");
@@ -143,42 +141,17 @@ async function resync() {
   }
 }
 
-let attempts = 0;
-let ws = null;
-let timer = null;
-
 function setState(state) {
   if (!indicator) return;
   indicator.dataset.state = state;
   indicator.textContent = { live: "● live", reconnecting: "reconnecting…", denied: "access denied: reload to log in" }[state] || state;
 }
 
-function connect() {
-  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-  const socket = new WebSocket(`${scheme}//${location.host}/ws/runs/`);
-  ws = socket;
-  let opened = false;
-  socket.onopen = () => {
-    opened = true;
-    attempts = 0;
-    setState("live");
-    resync();
-  };
-  socket.onmessage = (message) => {
-    const event = JSON.parse(message.data);
-    if (event.type === "run.row") merge(event.data);
-  };
-  socket.onclose = async (event) => {
-    if (ws !== socket) return;
-    ws = null;
-    if (event.code === 4401 || (!opened && (await accessRefused()))) { setState("denied"); return; }
-    setState("reconnecting");
-    const delay = Math.min(MAX_DELAY_MS, FIRST_DELAY_MS * 2 ** attempts);
-    attempts += 1;
-    clearTimeout(timer);
-    timer = setTimeout(connect, delay * (0.75 + Math.random() * 0.25));
-  };
-}
-
-window.__frontierRunsSocket = { close: () => ws && ws.close() };
-connect();
+const socket = new ReconnectingSocket({
+  url: () => "/ws/runs/",
+  onOpen: resync,
+  onMessage: (event) => { if (event.type === "run.row") merge(event.data); },
+  onState: setState,
+});
+window.__frontierRunsSocket = { close: () => socket.drop() };
+socket.connect();
