@@ -78,9 +78,8 @@ def facility_outputs(n: int = 256) -> list[str]:
     return outputs
 
 
-def facility_by_hand(output: str, task: dict) -> tuple[float, list[str]]:
-    reasons = []
-    lower = output.lower()
+def mentions_by_hand(lower: str, task: dict, reasons: list[str]) -> float:
+    """The share of the task's mustMention entries met (the hand-written task_expectations)."""
     entries = task["metadata"]["expectations"]["mustMention"]
     met = 0
     for entry in entries:
@@ -89,7 +88,13 @@ def facility_by_hand(output: str, task: dict) -> tuple[float, list[str]]:
             met += 1
         else:
             reasons.append(entry["message"])
-    expectations = met / len(entries)
+    return met / len(entries)
+
+
+def facility_by_hand(output: str, task: dict) -> tuple[float, list[str]]:
+    reasons = []
+    lower = output.lower()
+    expectations = mentions_by_hand(lower, task, reasons)
     try:
         parsed = json.loads(output)
         valid = 1.0
@@ -189,15 +194,7 @@ _NO_TODO = re.compile(r"^(?!.*TODO)")
 def mixed_by_hand(output: str, task: dict) -> tuple[float, list[str]]:
     reasons = []
     lower = output.lower()
-    entries = task["metadata"]["expectations"]["mustMention"]
-    met = 0
-    for entry in entries:
-        phrases = entry.get("anyOf") or [entry["text"]]
-        if any(p.lower() in lower for p in phrases):
-            met += 1
-        else:
-            reasons.append(entry["message"])
-    scores = [3 * met / len(entries)]
+    scores = [3 * mentions_by_hand(lower, task, reasons)]
     def check(ok: bool, reason: str, weight: float = 1.0) -> None:
         scores.append(weight if ok else 0.0)
         if not ok:
