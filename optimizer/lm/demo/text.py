@@ -117,7 +117,3 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z'\-]{2,30}")
 def content_words(text: str) -> list[str]:
     """Lower-cased content words in order of appearance (duplicates kept)."""
     return [w.lower().strip("'-") for w in _WORD.findall(text) if w.lower() not in STOPWORDS and len(w) >= 4]
-
-
-def contains_phrase(haystack_lower: str, phrase: str) -> bool:
-    return phrase.lower() in haystack_lower
