@@ -11,6 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.conftest import ARTIFACTS, E2E_USERNAME, login
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -73,16 +74,6 @@ def launch_demo_run(page, *, budget: int, latency_ms: int, name: str = "") -> in
 
 def state(page) -> dict:
     return page.evaluate(RUN_STATE)
-
-
-def wait_until(predicate, timeout: float = 60, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def snapshot(page, run_id: int) -> dict:

@@ -3,7 +3,6 @@
 worker when its first worker is killed."""
 
 import json
-import time
 
 from websockets.sync.client import connect
 
@@ -12,16 +11,7 @@ from optimizer.services import run_launch
 from tests.integration.conftest import session_cookie, start_worker
 from tests.integration.test_distributed_mode import ws_url
 from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
-
-
-def wait_for(predicate, *, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+from tests.polling import wait_until
 
 
 def assert_event_log_is_whole(run: Run) -> None:
@@ -65,7 +55,7 @@ def test_a_run_whose_worker_is_killed_is_resumed_by_another_worker_without_gaps_
             task_lm={"provider": "demo", "model": "demo-task", "simulated_latency_ms": 60},
         )
         run = run_launch(owner=user, config=config)
-        wait_for(lambda: run.candidates.count() >= 2, timeout=120, what="two candidates from the first worker")
+        wait_until(lambda: run.candidates.count() >= 2, timeout=120, what="two candidates from the first worker")
         first.kill()
     finally:
         first.stop()
@@ -75,7 +65,7 @@ def test_a_run_whose_worker_is_killed_is_resumed_by_another_worker_without_gaps_
 
     second = start_worker(services_env, tmp_path / "second-worker.log")
     try:
-        wait_for(
+        wait_until(
             lambda: Run.objects.filter(pk=run.pk, status__in=RunStatus.finished()).exists(),
             timeout=180,
             what=f"the second worker to finish the run\n{second.log()}",

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.optimizer.run_helpers import REFUND_SPEC, REQUESTS
+from tests.polling import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 SUMMARY_KEYS = {"run_id", "status", "seed_score", "best_score", "best_candidate", "metric_calls"}
@@ -53,11 +54,6 @@ class Site:
         rows = self.query("SELECT payload FROM optimizer_runevent WHERE run_id = ? AND type = ? ORDER BY seq", run_id, type)
         return [json.loads(row[0]) for row in rows]
 
-    def wait_for(self, predicate, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            assert time.monotonic() < deadline, "timed out"
-            time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +141,7 @@ def test_a_refused_launch_leaves_no_imported_verifier_or_task_set_behind(site):
 
 def test_stop_from_another_process_ends_the_run_between_iterations(site):
     waiting, run_id = launch(site, "--model", "slow-demo", "--budget", "2000")
-    site.wait_for(lambda: len(site.candidates(run_id)) >= 2)
+    wait_until(lambda: len(site.candidates(run_id)) >= 2, what="two candidates", interval=0.05)
     assert site.manage("optimize", "stop", str(run_id)).returncode == 0
     out, err = waiting.communicate(timeout=60)
     summary = json.loads(out)
@@ -155,7 +151,7 @@ def test_stop_from_another_process_ends_the_run_between_iterations(site):
 def test_cancel_aborts_without_waiting_for_the_iteration(site):
     # 2 s per task-model call: an iteration takes 6 s or more.
     waiting, run_id = launch(site, "--model", "slower-demo", "--budget", "2000")
-    site.wait_for(lambda: site.candidates(run_id) == [0])
+    wait_until(lambda: site.candidates(run_id) == [0], what="the seed candidate", interval=0.05)
     started = time.monotonic()
     assert site.manage("optimize", "cancel", str(run_id)).returncode == 0
     out, _ = waiting.communicate(timeout=60)
@@ -167,7 +163,7 @@ def test_cancel_aborts_without_waiting_for_the_iteration(site):
 
 def test_a_run_killed_mid_flight_resumes_to_completion_without_lost_or_duplicated_candidates(site):
     waiting, run_id = launch(site, "--model", "slow-demo", "--budget", "200")
-    site.wait_for(lambda: len(site.candidates(run_id)) >= 2)
+    wait_until(lambda: len(site.candidates(run_id)) >= 2, what="two candidates", interval=0.05)
     os.kill(waiting.pid, signal.SIGKILL)
     waiting.wait()
     assert site.query("SELECT status FROM optimizer_run WHERE id = ?", run_id) == [("running",)]
@@ -193,7 +189,7 @@ def test_a_run_killed_mid_flight_resumes_to_completion_without_lost_or_duplicate
 
 def test_ctrl_c_while_waiting_stops_the_run_and_still_prints_the_summary(site):
     waiting, run_id = launch(site, "--model", "slow-demo", "--budget", "2000")
-    site.wait_for(lambda: len(site.candidates(run_id)) >= 2)
+    wait_until(lambda: len(site.candidates(run_id)) >= 2, what="two candidates", interval=0.05)
     waiting.send_signal(signal.SIGINT)
     out, err = waiting.communicate(timeout=60)
     assert waiting.returncode == 0, err
