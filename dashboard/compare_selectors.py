@@ -16,6 +16,7 @@ from django.db.models import Q
 
 from optimizer.models import Candidate, Evaluation, Origin, Run
 from optimizer.textdiff import LineageNode, sentence_origins, word_diff
+from verifiers_app.storable import without_nul
 
 MAX_COMPARED = 8
 PAGE_SIZE = 50
@@ -161,7 +162,7 @@ class TaskFilters:
     @classmethod
     def from_query(cls, query, candidates: list[Candidate]) -> TaskFilters:
         f = cls(split=query.get("split", "val"), only=query.get("only", ""), verdict=query.get("verdict", ""),
-                q=query.get("q", "").replace("\x00", "").strip()[:200], sort=query.get("sort", ""), page=query.get("page", "1"))
+                q=without_nul(query.get("q", "")).strip()[:200], sort=query.get("sort", ""), page=query.get("page", "1"))
         if f.split not in SPLITS:
             raise CompareError(f"split: must be one of {', '.join(SPLITS)}.")
         if f.only not in ("", "diff", "fail"):

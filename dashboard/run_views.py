@@ -16,6 +16,7 @@ from dashboard import selectors
 from optimizer import services
 from optimizer.config import RunConfigError
 from optimizer.models import Run, RunStatus
+from verifiers_app.storable import without_nul
 
 LIST_LIMIT = 200
 
@@ -43,8 +44,7 @@ def _list_filters(request) -> dict:
     status = request.GET.get("status", "")
     return {
         "status": status if status in RunStatus.values else "",
-        # PostgreSQL refuses U+0000 in any query: drop it rather than fail.
-        "search": request.GET.get("q", "").replace("\x00", "").strip()[:200],
+        "search": without_nul(request.GET.get("q", "")).strip()[:200],
     }
 
 

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator, model_validator
 
 from optimizer.lm.config import LMConfig
+from verifiers_app.storable import storage_problems
 
 PRESET_PROPOSALS = {"light": 5, "medium": 15, "heavy": 40}
 MIN_PROPOSALS = 3
@@ -200,25 +201,14 @@ def parse_run_config(data: dict[str, Any] | RunConfig) -> RunConfig:
     """Validate a config dict; raises RunConfigError whose messages name each field."""
     if isinstance(data, RunConfig):
         return data
-    nul = _nul_paths(data, "")
-    if nul:  # PostgreSQL cannot store U+0000 in text or JSON: say where each one is
-        raise RunConfigError([(path, "contains a NUL character (U+0000)") for path in nul])
+    # What PostgreSQL cannot store (NUL characters, NaN) is named here, not met as a database error on save.
+    unstorable = storage_problems(data, "") if isinstance(data, dict) else []
+    if unstorable:
+        raise RunConfigError([tuple(problem.split(": ", 1)) for problem in unstorable])
     try:
         return RunConfig.model_validate(data)
     except ValidationError as error:
         raise RunConfigError(config_problems(error)) from None
-
-
-def _nul_paths(value: Any, path: str) -> list[str]:
-    """The dotted paths of every key or string holding U+0000 ("config" for the top level)."""
-    if isinstance(value, str):
-        return [path or "config"] if "\x00" in value else []
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    found = []
-    for key, item in items:
-        here = f"{path}.{key}" if path else str(key)
-        found += [path or "config"] if "\x00" in str(key) else _nul_paths(item, here)
-    return found
 
 
 def config_problems(error: ValidationError) -> list[tuple[str, str]]:

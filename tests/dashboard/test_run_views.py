@@ -235,9 +235,9 @@ def test_a_nul_character_anywhere_in_a_config_is_refused_naming_its_field_and_sa
     response = post_json(user_client, "runs:new", bad)
     assert response.status_code == 400
     assert sorted(p["field"] for p in response.json()["problems"]) == ["name", "seed_components.extra"]
-    assert response.json()["problems"][0]["message"] == "contains a NUL character (U+0000)"
+    assert response.json()["problems"][0]["message"] == "contains a NUL character (U+0000), which cannot be stored"
     problems = post_json(user_client, "runs:dry_run", config(task_set, seed_components={"instructions": "x\x00"})).json()["problems"]
-    assert problems == [{"field": "seed_components.instructions", "message": "contains a NUL character (U+0000)"}]
+    assert problems == [{"field": "seed_components.instructions", "message": "contains a NUL character (U+0000), which cannot be stored"}]
     assert Run.objects.count() == 0
 
 

@@ -177,5 +177,5 @@ def test_a_nul_character_in_an_api_launch_is_a_400_naming_the_field_not_a_databa
     # PostgreSQL refuses U+0000 in text and JSON; every entry point shares the check in parse_run_config.
     response = post(user_client, "/api/runs/", {"config": run_config(task_set, name="bad\x00name")})
     assert response.status_code == 400
-    assert response.json()["problems"] == [{"field": "name", "message": "contains a NUL character (U+0000)"}]
+    assert response.json()["problems"] == [{"field": "name", "message": "contains a NUL character (U+0000), which cannot be stored"}]
     assert not Run.objects.exists()

@@ -87,3 +87,11 @@ def test_a_holdout_must_differ_from_train_and_val():
     assert problems_of({"task_set_id": 1, "splits": {"holdout": "val"}}) == [
         ("splits", "holdout must be a different split from train and val")
     ]
+
+
+def test_what_the_database_cannot_store_is_refused_naming_the_field():
+    # NaN (Python's json reads it, jsonb refuses it) and NUL (no PostgreSQL text holds it).
+    with pytest.raises(RunConfigError) as error:
+        parse_run_config({"task_set_id": 1, "name": "a\x00b", "thresholds": {"pass": float("nan")}})
+    fields = [field for field, _ in error.value.problems]
+    assert fields == ["name", "thresholds.pass"]
