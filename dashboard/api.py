@@ -48,7 +48,10 @@ api = NinjaAPI(
     title="Frontier API",
     version="1",
     description="Verifiers, task sets and GEPA optimization runs.",
-    auth=[SessionAuth(), TokenAuth()],
+    # Token first: a request that carries a valid Bearer token is the token's
+    # user and is never CSRF-checked (a cross-site page cannot set that header).
+    # Only without one does the session path run, with its CSRF check.
+    auth=[TokenAuth(), SessionAuth()],
     docs_decorator=_docs_login_required,
     urls_namespace="api",
 )

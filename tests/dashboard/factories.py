@@ -102,6 +102,10 @@ def build_run(
         budget_total=total_budget,
         started_at=timezone.now(),
         finished_at=timezone.now() if status in RunStatus.finished() else None,
+        # An active factory run looks alive from its first row (fresh heartbeat
+        # far ahead), so a running server's orphan watcher never resumes it
+        # while the factory is still writing its events (a seq clash).
+        heartbeat_at=timezone.now() + timedelta(days=1) if status in RunStatus.active() else None,
     )
 
     events: list[tuple[str, dict]] = [(ev.RUN_STATUS, {"status": RunStatus.RUNNING, "phase": "seed evaluation"})]
@@ -271,9 +275,6 @@ def build_run(
         RunEvent(run=run, seq=seq, type=type_, payload=data) for seq, (type_, data) in enumerate(events, start=1)
     )
     Run.objects.filter(pk=run.pk).update(
-        # An active factory run looks alive (fresh heartbeat far ahead), so a
-        # worker's orphan watcher never mistakes it for a run to resume.
-        heartbeat_at=timezone.now() + timedelta(days=1) if status in RunStatus.active() else None,
         last_seq=len(events),
         budget_used=metric_calls,
         seed_score=by_index[0].val_score,
