@@ -39,6 +39,6 @@ def test_a_bad_file_exits_2_listing_line_and_field_and_imports_nothing(admin_use
 def test_csv_columns_are_mapped_from_options(admin_user, tmp_path):
     path = tmp_path / "quiz.csv"
     path.write_text("q,a,level\nWhat is 7 x 6?,42,easy\n")
-    run(str(path), "--set", "Quiz", "--input-column", "q", "--expected-column", "a", "--metadata-columns", "level")
+    run(str(path), "--set", "Quiz", "--input-column", "q", "--expected-field", "a")
     task = TaskSet.objects.get().tasks.get()
     assert (task.input, task.expected, task.metadata) == ("What is 7 x 6?", "42", {"level": "easy"})
