@@ -1,7 +1,11 @@
 import json
+from pathlib import Path
 
 import pytest
 
+from django.test import Client
+
+from dashboard.account_services import api_token_create
 from optimizer.models import TaskSet
 
 pytestmark = pytest.mark.django_db
@@ -9,8 +13,8 @@ pytestmark = pytest.mark.django_db
 JSONL = '{"task_id": "a", "input": "Refund please", "split": "val"}\n{"task_id": "b", "input": "Where is my order?"}\n'
 
 
-def post(client, url, body):
-    return client.post(url, json.dumps(body), content_type="application/json")
+def post(client, url, body, **headers):
+    return client.post(url, json.dumps(body), content_type="application/json", **headers)
 
 
 def test_it_imports_lists_and_gets_a_task_set(user_client):
@@ -46,3 +50,37 @@ def test_private_task_sets_are_hidden_from_other_users(user_client, other_client
     set_id = TaskSet.objects.get().pk
     assert other_client.get("/api/tasksets/").json() == []
     assert other_client.get(f"/api/tasksets/{set_id}").status_code == 404
+
+
+DATASETS = Path(__file__).resolve().parents[1] / "fixtures" / "datasets"
+
+
+@pytest.mark.parametrize(("name", "first_input"), [
+    ("alpaca.jsonl", "Give three tips for staying healthy."),
+    ("array.json", "What is the capital of France?"),
+    ("rows-object.json", "Write a haiku about rain."),
+    ("seed001.yaml", "A customer was charged twice for one order. Reply to them."),
+    ("semicolon.csv", "Largest planet; by mass?"),
+    ("tasks.tsv", "Say hello"),
+])
+def test_a_script_with_a_token_imports_each_file_shape(user, name, first_input):
+    _, token = api_token_create(user=user, name="script")
+    script = Client()
+    body = {"name": name, "filename": name, "content": (DATASETS / name).read_text(encoding="utf-8")}  # a BOM stays in
+    response = post(script, "/api/tasksets/import", body, HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert response.status_code == 201, response.content
+    task_set = TaskSet.objects.get(name=name)
+    assert task_set.tasks.first().input == first_input
+    assert {"train", "val"} <= set(task_set.tasks.values_list("split", flat=True))
+
+
+def test_a_dry_run_returns_the_preview_report_a_page_at_a_time_and_saves_nothing(user_client):
+    content = "\n".join(json.dumps({"question": f"Q{i}?", "answer": str(i)}) for i in range(30))
+    body = {"name": "Q", "filename": "q.jsonl", "content": content, "dry_run": True, "page": 2, "page_size": 25,
+            "default_split": {"train": 0.5, "val": 0.5, "holdout": 0, "seed": 1}}
+    report = post(user_client, "/api/tasksets/import", body).json()
+    assert report["ok"] is True and report["pages"] == 2
+    assert [r["task_id"] for r in report["rows"]] == [f"task-{i}" for i in range(26, 31)]
+    assert report["split_counts"] == {"train": 15, "val": 15, "holdout": 0}
+    assert report["default_split"]["rows"] == 30
+    assert not TaskSet.objects.exists()
