@@ -81,18 +81,16 @@ def _plan(*, owner, name: str, task_file: TaskFile, fmt: str, mapping: FieldMapp
     default_split = default_split or DefaultSplit()
     page, page_size = max(1, page), min(max(1, page_size), 200)
     existing = _existing_rows(TaskSet.objects.filter(owner=owner, name=name).first() if name else None)
-    compared: dict[str, str] = {}  # task_id → "created" / "updated" / "unchanged", decided after the deal
+    counts = {"created": 0, "updated": 0, "unchanged": 0}
 
     def visit(row: dict) -> None:
         old = existing.get(row["task_id"])
         if old is None:
-            compared[row["task_id"]] = "created"
-        elif row["split"] is None:  # an existing task keeps its split when the file names none
-            row_split = old[1]["split"]
-            same = all(old[1][f] == (row[f] if f != "split" else row_split) for f in _ROW_FIELDS)
-            compared[row["task_id"]] = "unchanged" if same else "updated"
-        else:
-            compared[row["task_id"]] = "unchanged" if all(old[1][f] == row[f] for f in _ROW_FIELDS) else "updated"
+            counts["created"] += 1
+            return
+        # An existing task keeps its split when the file names none.
+        same = all(old[1][f] == (row[f] if f != "split" or row[f] is not None else old[1]["split"]) for f in _ROW_FIELDS)
+        counts["unchanged" if same else "updated"] += 1
 
     report = scan_task_file(task_file, fmt=fmt, mapping=mapping, page=((page - 1) * page_size, page_size), visit=visit)
     preview = ImportPreview(name, report, default_split, problems + report.problem_lines(), page=page, page_size=page_size)
@@ -103,8 +101,7 @@ def _plan(*, owner, name: str, task_file: TaskFile, fmt: str, mapping: FieldMapp
     kept = Counter(existing[t][1]["split"] for t in report.unsplit_ids if t in existing)
     preview.split_counts = {s: report.split_counts.get(s, 0) + preview.dealt_counts.get(s, 0) + kept.get(s, 0)
                             for s in Split.values}
-    for outcome in compared.values():
-        preview.counts[outcome] += 1
+    preview.counts = counts
     preview.rows = [{**row, "split": _final_split(row, preview._dealt, existing)} for row in report.page_rows]
     return preview, existing
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import functools
 import io
 import json
 import math
@@ -87,6 +88,9 @@ class FieldMapping:
 
     def sources(self, keys) -> dict[str, str]:
         """task field → the key of `keys` it is read from ("" = none)."""
+        return _sources(self, tuple(keys))
+
+    def _resolve(self, keys: tuple) -> dict[str, str]:
         found = {}
         for name in self.names():
             chosen = getattr(self, name)
@@ -131,6 +135,12 @@ class FieldMapping:
             elif isinstance(metadata, dict):
                 row["metadata"] = {**extra, **metadata}
         return row, labels, problems
+
+
+@functools.lru_cache(maxsize=1024)
+def _sources(mapping: FieldMapping, keys: tuple) -> dict[str, str]:
+    # Rows of one file nearly always share their keys: resolve each key set once.
+    return mapping._resolve(keys)
 
 
 @dataclass(frozen=True)
@@ -548,6 +558,7 @@ def scan_task_file(task_file: TaskFile, *, fmt: str = "", mapping: FieldMapping 
     seen: dict[str, int] = {}
     sources: dict[str, set] = {name: set() for name in FieldMapping.names()}
     extra: set[str] = set()
+    shapes: set[tuple] = set()
     offset, limit = page
     for index, (line, raw) in enumerate(_numbered_rows(task_file, fmt, mapping, context), start=1):
         if index > MAX_ROWS:
@@ -556,7 +567,8 @@ def scan_task_file(task_file: TaskFile, *, fmt: str = "", mapping: FieldMapping 
         row, problems = _validate_row(raw, index, mapping)
         for problem in problems:
             report.add_problem(f"{task_file.filename} line {line}: {problem}")
-        if isinstance(raw, dict) and len(extra) < 50:
+        if isinstance(raw, dict) and len(extra) < 50 and len(shapes) < 1000 and (shape := tuple(raw)) not in shapes:
+            shapes.add(shape)  # rows of one shape map the same way: look once
             src = mapping.sources(raw)
             for name, key in src.items():
                 if key and key in raw:
