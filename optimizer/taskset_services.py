@@ -111,7 +111,8 @@ def _final_split(row: dict, dealt: dict[str, str], existing: dict) -> str:
         return row["split"]
     if row["task_id"] in existing:
         return existing[row["task_id"]][1]["split"]
-    return dealt[row["task_id"]]
+    # Dealt in the check pass; a task deleted from the set since then lands in train.
+    return dealt.get(row["task_id"], Split.TRAIN)
 
 
 def taskset_import_preview(

@@ -305,20 +305,24 @@ def _json_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: d
         if found is None:
             raise SpecError(f"{filename} line {lines.at(start)}: a JSON object needs its rows in a list under "
                             + ", ".join(ROW_LIST_KEYS))
-        start = found
+        end_of_document, start = pos + 1, found
     elif text[start:start + 1] != "[":
         raise SpecError(f"{filename} line {lines.at(start)}: expected an array of rows, or an object with a list "
                         "under " + ", ".join(ROW_LIST_KEYS))
+    else:
+        end_of_document = None
     pos = skip(start + 1)
-    if text[pos:pos + 1] == "]":
-        return
-    while True:
+    while text[pos:pos + 1] != "]":
         row, end = value_at(pos)
         yield lines.at(pos), row
         pos = expect(end, ",]")
-        if text[pos] == "]":
-            break
-        pos = skip(pos + 1)
+        if text[pos] == ",":
+            pos = skip(pos + 1)
+            if text[pos:pos + 1] == "]":
+                raise SpecError(f"{filename} line {lines.at(pos)}: invalid JSON (a comma before ']')")
+    trailing = skip(end_of_document if end_of_document is not None else pos + 1)
+    if trailing < len(text):
+        raise SpecError(f"{filename} line {lines.at(trailing)}: invalid JSON (extra data after the rows)")
 
 
 class _LineCounter:
@@ -447,9 +451,12 @@ def _csv_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: di
                 yield start, {name: value for name, value in zip(header, values) if value != ""}
             start = reader.line_num + 1
     except csv.Error as exc:
-        if "unexpected end of data" in str(exc) or "field larger than field limit" in str(exc):
+        if "unexpected end of data" in str(exc):
             raise SpecError(f"{filename} line {start}: unterminated quote: the quoted value that starts on this "
                             "line never ends") from None
+        if "field larger than field limit" in str(exc):
+            raise SpecError(f"{filename} line {start}: a value longer than {csv.field_size_limit():,} characters "
+                            "(an unterminated quote on this line?)") from None
         raise SpecError(f"{filename} line {reader.line_num}: invalid CSV ({exc})") from None
 
 

@@ -129,3 +129,14 @@ def test_the_preview_shows_rows_as_stored_with_counts_and_problems_and_saves_not
     assert (report["rows_total"], report["pages"], report["created"]) == (5, 3, 4)
     assert report["mapping"] == {"expected": ["output"], "input": ["input"], "instruction": ["instruction"]}
     assert not TaskSet.objects.exists()
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    ('[\n{"input": "x"},\n]', "bad.json line 3: invalid JSON (a comma before ']')"),
+    ('{"rows": [{"input": "x"}]}\n{"rows": []}', "bad.json line 2: invalid JSON (extra data after the rows)"),
+    ('{"items": [{"input": "x"}]}', "bad.json line 1: a JSON object needs its rows in a list under rows, data, examples, tasks"),
+])
+def test_json_that_is_not_one_array_of_rows_is_refused_naming_the_line(user, content, problem):
+    with pytest.raises(SpecError) as error:
+        taskset_import(owner=user, name="S", filename="bad.json", content=content)
+    assert error.value.problems == [problem]
