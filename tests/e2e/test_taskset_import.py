@@ -71,3 +71,18 @@ def test_a_script_imports_and_dry_runs_over_plain_http_with_a_bearer_token(front
     assert status == 400 and broken["problems"][0].startswith("ragged.csv line 3: row: 4 values but the header has 3 columns")
     status, done = call({"name": "Planets", "filename": "semicolon.csv", "content": content})
     assert (status, done["created"]) == (201, 3)
+
+
+def test_the_launch_form_offers_split_now_for_a_set_with_no_val_tasks(page, frontier_server, tmp_path):
+    rows = tmp_path / "all-train.yaml"
+    rows.write_text("".join(
+        f"- {{task_id: q{i}, input: 'What is {i} + {i}?', split: train, "
+        f"verifier: {{kind: in_process, fn_name: contains, expected: '{2 * i}'}}}}\n" for i in range(1, 6)))
+    frontier_server.manage("tasks", "import", str(rows), "--set", "All train", "--owner", E2E_USERNAME)
+    page.goto("/runs/new/")
+    page.get_by_label("Task set").select_option(label="All train (5 tasks)")
+    page.get_by_role("button", name="Dry run (no model calls)").click()
+    expect(page.locator('[data-problems-for="splits"]')).to_contain_text('task set "All train" has no tasks in split "val"')
+    page.get_by_role("button", name=re.compile("^Split now")).click()
+    expect(page.locator('[data-field="dry-run-result"]')).to_have_text("dry run passed: ready to launch")
+    expect(page.locator('[data-problems-for="splits"]')).to_be_hidden()
