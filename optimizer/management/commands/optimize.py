@@ -27,7 +27,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from optimizer.config import DEMO_REFLECTION_LM, DEMO_TASK_LM, RunConfigError
+from optimizer.config import RunConfigError
 from optimizer.models import Run, RunStatus, TaskSet
 from optimizer.runner import execute_run
 from optimizer.selectors import run_summary
@@ -110,8 +110,8 @@ class Command(BaseCommand):
         if not task_set.tasks.filter(split="val").exists():
             self.stderr.write(f'task set "{task_set.name}" has no val split: its train tasks are used for validation too')
             splits["val"] = "train"
-        task_lm = self._model(options["model"], DEMO_TASK_LM)
-        reflection_lm = self._model(options["reflection_model"] or options["model"], DEMO_REFLECTION_LM)
+        task_lm = options["model"]
+        reflection_lm = options["reflection_model"] or options["model"]
         budget = options["budget"]
         config = {
             "name": options["name"],
@@ -155,9 +155,6 @@ class Command(BaseCommand):
         if task_set is None:
             raise bad_input(f'--tasks: no task set named "{ref}" and no file at that path')
         return task_set
-
-    def _model(self, ref: str, demo):
-        return demo.model_dump(mode="json") if ref == "demo" else ref
 
     # -- follow -------------------------------------------------------------
 
