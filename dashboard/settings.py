@@ -171,7 +171,7 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # HTTP client libraries log every request at INFO: that would interleave with
     # `optimize run --wait`'s progress bar and flood worker logs.
-    "loggers": {name: {"level": "WARNING"} for name in ("daphne", "celery", "httpx", "httpcore", "openai")},
+    "loggers": {name: {"level": "WARNING"} for name in ("daphne", "celery", "httpx", "httpx2", "httpcore", "openai")},
 }
 
 # Model endpoints a run can choose (ARCHITECTURE "LM providers"). Keys are never
