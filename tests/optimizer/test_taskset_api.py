@@ -32,8 +32,9 @@ def test_a_broken_file_is_a_400_listing_lines_and_fields_and_saves_nothing(user_
     response = post(user_client, "/api/tasksets/import", {"name": "S", "filename": "t.jsonl", "content": content})
     assert response.status_code == 400
     first, second = response.json()["problems"]
-    assert first.startswith('t.jsonl line 3: verifier.fn_name: unknown fn "foo"; registered fns: contains, exact_match')
-    assert second == "t.jsonl line 4: invalid JSON (Expecting property name enclosed in double quotes at column 2)"
+    assert first["field"] == "t.jsonl line 3"
+    assert first["message"].startswith('verifier.fn_name: unknown fn "foo"; registered fns: contains, exact_match')
+    assert second == {"field": "t.jsonl line 4", "message": "invalid JSON (Expecting property name enclosed in double quotes at column 2)"}
     assert not TaskSet.objects.exists()
 
 
