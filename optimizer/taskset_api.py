@@ -17,6 +17,7 @@ from optimizer.taskset_services import (
     taskset_delete, taskset_duplicate, taskset_export_lines, taskset_import, taskset_import_preview,
 )
 from optimizer.tasksets import DEFAULT_SPLIT_RATIOS, MAX_FILE_BYTES, DefaultSplit, FieldMapping
+from verifiers_app.api_errors import Problem
 from verifiers_app.storable import without_nul
 
 router = Router()
@@ -52,6 +53,48 @@ class ImportIn(Schema):
     dry_run: bool = Field(False, description="Return the preview report (200) and write nothing")
     page: int = Field(1, description="dry_run: which page of preview rows")
     page_size: int = Field(20, description="dry_run: preview rows per page (at most 200)")
+
+
+class PreviewRowOut(Schema):
+    line: int
+    task_id: str
+    input: str
+    expected: Any = None
+    params: dict
+    metadata: dict
+    verifier: dict | None = None
+    split: str
+
+
+class DefaultSplitOut(Schema):
+    ratios: dict[str, float]
+    seed: int
+    rows: int = Field(..., description="rows of the file without a split")
+    dealt: dict[str, int] = Field(..., description="how the new ones among them were dealt")
+
+
+class ImportPreviewOut(Schema):
+    """What the import would do; nothing is written."""
+
+    ok: bool
+    name: str
+    filename: str
+    format: str
+    delimiter: str
+    columns: list[str]
+    rows_total: int
+    mapping: dict[str, list[str]] = Field(..., description="task field → the source fields it was read from")
+    problems: list[Problem]
+    kept_in_metadata: list[str]
+    created: int
+    updated: int
+    unchanged: int
+    split_counts: dict[str, int]
+    default_split: DefaultSplitOut
+    page: int
+    page_size: int
+    pages: int
+    rows: list[PreviewRowOut]
 
 
 class ImportOut(Schema):
@@ -95,7 +138,7 @@ def _visible(request):
     return taskset_list(user=request.user)
 
 
-@router.post("/import", response={201: ImportOut, 200: dict})
+@router.post("/import", response={201: ImportOut, 200: ImportPreviewOut})
 def import_tasks(request, body: ImportIn):
     """All or nothing: a 400 lists every problem as `<file> line N: field: message`.
     With `dry_run`, a 200 with the preview report (`ok`, `problems`, counts,

@@ -14,6 +14,7 @@ from optimizer.models import Run, Split, Task, TaskSet
 from optimizer.tasksets import (
     DefaultSplit, FieldMapping, ScanReport, TaskFile, deal_splits, iter_task_rows, scan_task_file,
 )
+from verifiers_app.api_errors import split_problem
 from verifiers_app.engine import SpecError, validate_task
 from verifiers_app.storable import storage_problems, without_nul
 
@@ -50,7 +51,9 @@ class ImportPreview:
         r = self.report
         return {
             "ok": self.ok, "name": self.name, "filename": r.filename, "format": r.format, "delimiter": r.delimiter,
-            "columns": r.columns, "rows_total": r.total, "problems": self.problems, "mapping": r.mapping,
+            "columns": r.columns, "rows_total": r.total, "mapping": r.mapping,
+            # The API's problem shape: "<file> line N" as the field, the rest as the message.
+            "problems": [dict(zip(("field", "message"), split_problem(p))) for p in self.problems],
             "kept_in_metadata": r.kept_in_metadata, **self.counts, "split_counts": self.split_counts,
             "default_split": {"ratios": self.default_split.ratios, "seed": self.default_split.seed,
                               "rows": len(r.unsplit_ids), "dealt": self.dealt_counts},

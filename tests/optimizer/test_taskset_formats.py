@@ -124,7 +124,7 @@ def test_the_preview_shows_rows_as_stored_with_counts_and_problems_and_saves_not
     preview = taskset_import_preview(owner=user, name="A", filename="a.jsonl", content=content, page=2, page_size=2)
     report = preview.as_json()
     assert report["ok"] is False
-    assert report["problems"] == ["a.jsonl line 5: instruction: must be text, got int"]
+    assert report["problems"] == [{"field": "a.jsonl line 5", "message": "instruction: must be text, got int"}]
     assert [(r["task_id"], r["split"], r["line"]) for r in report["rows"]] == [("task-3", "train", 3), ("task-4", "val", 4)]
     assert (report["rows_total"], report["pages"], report["created"]) == (5, 3, 4)
     assert report["mapping"] == {"expected": ["output"], "input": ["input"], "instruction": ["instruction"]}
