@@ -68,7 +68,8 @@ def test_a_script_imports_and_dry_runs_over_plain_http_with_a_bearer_token(front
     assert status == 200 and report["ok"] is True and report["delimiter"] == ";"
     assert [r["input"] for r in report["rows"]][:1] == ["Largest planet; by mass?"]
     status, broken = call({"name": "Planets", "filename": "ragged.csv", "content": (DATASETS / "broken-ragged.csv").read_text()})
-    assert status == 400 and broken["problems"][0].startswith("ragged.csv line 3: row: 4 values but the header has 3 columns")
+    assert status == 400 and broken["problems"][0]["field"] == "ragged.csv line 3"
+    assert broken["problems"][0]["message"].startswith("row: 4 values but the header has 3 columns")
     status, done = call({"name": "Planets", "filename": "semicolon.csv", "content": content})
     assert (status, done["created"]) == (201, 3)
 
