@@ -153,3 +153,14 @@ def test_task_and_set_text_is_escaped_on_every_task_set_page(user, user_client):
     refused = preview(user_client, script, upload("<i>.jsonl", '{"task_id": "<i>", "input": 5}'))
     assert "input: must be non-empty text" in refused.content.decode()
     assert "<i>" not in refused.content.decode() and script not in refused.content.decode()
+
+
+def test_a_kept_upload_is_only_usable_by_the_user_who_sent_it_and_a_forged_token_is_refused(user_client, other_client):
+    shown = preview(user_client, "Tickets", upload("t.jsonl", rows(2)))
+    query = shown.request["QUERY_STRING"]
+    stolen = other_client.get(f"/tasksets/import/preview/?{query}")
+    assert "this preview has expired or was already imported" in stolen.content.decode()
+    assert "Nothing was imported" in confirm(other_client, shown).content.decode()
+    forged = user_client.get("/tasksets/import/preview/?name=T&token=eyJ1IjoxfQ:forged:sig")
+    assert forged.status_code == 400 and "this preview has expired or is not valid" in forged.content.decode()
+    assert not TaskSet.objects.exists()
