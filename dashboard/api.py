@@ -55,7 +55,8 @@ def _docs_auth(view):
 
 # Answered by every operation (shape mistakes, auth, limits), so the document
 # lists them once for all and a client may rely on their body: ErrorOut.
-COMMON_ERRORS = {400: "Bad request", 401: "Authentication required", 404: "Not found",
+COMMON_ERRORS = {400: "Bad request", 401: "Authentication required",
+                 403: "CSRF check failed (session requests without the X-CSRFToken header)", 404: "Not found",
                  413: "Body too large", 415: "Body must be JSON", 429: "Too many requests"}
 
 
