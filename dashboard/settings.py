@@ -100,12 +100,22 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # --- Channels and Celery -----------------------------------------------------------
 # A prefix keeps several Frontier installations (or test runs) apart on one Redis.
 CHANNEL_PREFIX = env_str("FRONTIER_CHANNEL_PREFIX", "frontier")
+CHANNEL_REDIS_SOCKET_TIMEOUT = 30  # seconds; > channels-redis's brpop_timeout (5 s)
 if REDIS_URL:
     redis_url("REDIS_URL", REDIS_URL)
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": CHANNEL_PREFIX, "capacity": 1000, "expiry": 60},
+            "CONFIG": {
+                # redis-py 8 reads with a 5 s socket_timeout by default, the same
+                # 5 s channels-redis blocks in BRPOP waiting for a message: an idle
+                # socket's read timed out and the connection closed (1011) every
+                # ~5 s. The read timeout must outlast the BRPOP.
+                "hosts": [{"address": REDIS_URL, "socket_timeout": CHANNEL_REDIS_SOCKET_TIMEOUT, "socket_connect_timeout": 5}],
+                "prefix": CHANNEL_PREFIX,
+                "capacity": 1000,
+                "expiry": 60,
+            },
         }
     }
     CELERY_BROKER_URL = REDIS_URL
@@ -129,6 +139,10 @@ EMBEDDED_WORKER_CONCURRENCY = env_int("FRONTIER_WORKER_CONCURRENCY", 2)
 # A running run whose worker has not beaten its heartbeat for this long is
 # considered orphaned (its worker died) and is resumed by another worker.
 RUN_STALE_SECONDS = env_int("FRONTIER_RUN_STALE_SECONDS", 30)
+# A queued run is kept in the database and sent to the broker after its launch
+# commits; a worker's watchdog (every RUN_STALE_SECONDS / 2) sends it again if the
+# broker was down then, or if it was sent this long ago and has not started.
+RUN_QUEUED_RESEND_SECONDS = env_int("FRONTIER_RUN_QUEUED_RESEND_SECONDS", 600)
 
 RUNS_DIR = Path(env_str("FRONTIER_RUNS_DIR", str(DATA_DIR / "runs")))
 

@@ -1,0 +1,83 @@
+"""Infrastructure faults in distributed mode, for real: PostgreSQL connections
+terminated under a running worker, a Redis that goes away mid-run or is down
+when a run is launched (a redis-server of the test's own, on its own port), and
+a websocket left idle through Redis."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from django.db import connection
+from websockets.sync.client import connect
+
+from dashboard.models import ApiToken
+from optimizer.models import Run, RunEvent, RunStatus
+from optimizer.services import run_launch
+from tests.integration.conftest import Process, free_port, session_cookie, start_worker
+from tests.integration.test_distributed_mode import ws_url
+from tests.integration.test_runs_on_workers import assert_event_log_is_whole
+from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
+from tests.polling import wait_until
+
+SLOW_DEMO = {"provider": "demo", "model": "demo-task", "simulated_latency_ms": 60}
+
+
+def finished(run_id: int) -> bool:
+    return Run.objects.filter(pk=run_id, status__in=RunStatus.finished()).exists()
+
+
+def assert_ran_once(run: Run) -> None:
+    """What a second runner of the same run would break: one run.finished, a
+    gapless event log, each candidate once, and no more budget than promised."""
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert RunEvent.objects.filter(run=run, type="run.finished").count() == 1
+    assert_event_log_is_whole(run)
+    assert run.budget_used <= run.budget_total
+
+
+def terminate_connections(*, only_heartbeats: bool = False) -> int:
+    """pg_terminate_backend the worker's sessions on the test database (every
+    other session, or only those whose last query was a heartbeat): what a
+    PostgreSQL restart, a failover or a proxy dropping idle connections does."""
+    heartbeats = (
+        """AND (query LIKE 'UPDATE "optimizer_run" SET "heartbeat_at"%%'"""
+        """ OR query LIKE 'SELECT 1 AS "a" FROM "optimizer_run" WHERE %%cancel_requested%%')"""
+        if only_heartbeats
+        else ""
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            f" WHERE datname = current_database() AND pid <> pg_backend_pid() {heartbeats}"
+        )
+        return cursor.fetchone()[0]
+
+
+def test_terminating_the_workers_database_connections_mid_run_never_runs_it_twice(services_env, user, tmp_path):
+    refund_verifier(user)
+    task_set = refund_task_set(user)
+    # Two pool processes: a second runner is there to take the run if the first one looks dead.
+    worker = start_worker(services_env, tmp_path / "worker.log")
+    try:
+        run = run_launch(owner=user, config=run_config(task_set, budget={"max_metric_calls": 300}, task_lm=SLOW_DEMO))
+        wait_until(lambda: run.candidates.count() >= 1, timeout=120, what=f"the seed candidate\n{worker.log()}")
+        terminated = 0
+        for round in range(6):
+            if finished(run.pk):
+                break
+            # A dropped heartbeat connection alone is the nastiest case: the run goes on, its heartbeat must too.
+            terminated += terminate_connections(only_heartbeats=round % 2 == 0)
+            time.sleep(4)  # longer than the stale window (FRONTIER_RUN_STALE_SECONDS=3 in services_env)
+        wait_until(lambda: finished(run.pk), timeout=180, what=f"the run to finish\n{worker.log()}")
+    finally:
+        worker.stop()
+    assert terminated >= 3, "the worker's connections were not terminated mid-run"
+    assert_ran_once(run)
