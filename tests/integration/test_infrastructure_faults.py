@@ -6,21 +6,18 @@ a websocket left idle through Redis."""
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
-import pytest
 from django.db import connection
+from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from dashboard.models import ApiToken
 from optimizer.models import Run, RunEvent, RunStatus
 from optimizer.services import run_launch
-from tests.integration.conftest import Process, free_port, session_cookie, start_worker
+from tests.integration.conftest import session_cookie, start_daphne, start_worker
 from tests.integration.test_distributed_mode import ws_url
 from tests.integration.test_runs_on_workers import assert_event_log_is_whole
 from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
@@ -81,3 +78,69 @@ def test_terminating_the_workers_database_connections_mid_run_never_runs_it_twic
         worker.stop()
     assert terminated >= 3, "the worker's connections were not terminated mid-run"
     assert_ran_once(run)
+
+
+def api_token(user) -> str:
+    token = ApiToken.generate()
+    ApiToken.objects.create(user=user, name="faults", prefix=token[:8], digest=ApiToken.hash(token))
+    return token
+
+
+def launch_through_the_api(server, token: str, config: dict) -> tuple[int, dict]:
+    request = urllib.request.Request(
+        server.url + "/api/runs/",
+        data=json.dumps({"config": config}).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, {"body": error.read().decode(errors="replace")[:2000]}
+
+
+def test_a_run_launched_while_redis_is_down_is_queued_and_starts_once_redis_is_back(services_env, own_redis, user, tmp_path):
+    refund_verifier(user)
+    task_set = refund_task_set(user)
+    env = {**services_env, "REDIS_URL": own_redis.url}  # not started yet: Redis is down
+    web = start_daphne(env, tmp_path / "daphne.log")
+    try:
+        status, body = launch_through_the_api(web, api_token(user), run_config(task_set, budget={"max_metric_calls": 40}))
+    finally:
+        web.stop()
+    assert status == 201, body
+    run = Run.objects.get(pk=body["id"])
+    assert run.status == RunStatus.QUEUED and run.enqueued_at is None  # kept, and known not to be sent
+    assert "broker" in run.phase
+
+    own_redis.start()
+    worker = start_worker(env, tmp_path / "worker.log")  # its watchdog sends what never reached the broker
+    try:
+        wait_until(lambda: finished(run.pk), timeout=120, what=f"the queued run to be picked up and finish\n{worker.log()}")
+    finally:
+        worker.stop()
+    assert_ran_once(run)
+
+
+def test_an_idle_websocket_through_redis_stays_open_for_a_minute(daphne_server, services_env, user, settings):
+    # This process publishes on daphne's channel prefix (the real channel-layer settings otherwise).
+    layers = {"default": {**settings.CHANNEL_LAYERS["default"]}}
+    layers["default"]["CONFIG"] = {**layers["default"]["CONFIG"], "prefix": services_env["FRONTIER_CHANNEL_PREFIX"]}
+    settings.CHANNEL_LAYERS = layers
+    run = Run.objects.create(owner=user, name="idle")
+    with connect(ws_url(daphne_server, run.pk), additional_headers={"Cookie": session_cookie(user)}, origin=daphne_server.url, open_timeout=10) as ws:
+        opened = time.monotonic()
+        while (left := opened + 60 - time.monotonic()) > 0:
+            try:
+                message = ws.recv(timeout=left)
+            except TimeoutError:
+                break
+            except ConnectionClosed as closed:
+                raise AssertionError(f"the idle socket was closed after {time.monotonic() - opened:.0f} s: {closed}") from None
+            raise AssertionError(f"an idle socket received {message!r}")
+        # Still open and still subscribed: an event published now arrives.
+        from optimizer.events import publish_run_event
+
+        publish_run_event(run.pk, "worker.ping", {"note": "after a minute"})
+        assert json.loads(ws.recv(timeout=30))["data"]["note"] == "after a minute"
