@@ -11,7 +11,7 @@ import urllib.error
 import urllib.request
 
 from django.db import connection
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.sync.client import connect
 
 from dashboard.models import ApiToken
@@ -144,3 +144,59 @@ def test_an_idle_websocket_through_redis_stays_open_for_a_minute(daphne_server, 
 
         publish_run_event(run.pk, "worker.ping", {"note": "after a minute"})
         assert json.loads(ws.recv(timeout=30))["data"]["note"] == "after a minute"
+
+
+def read_until_finished(server, run_id: int, cookie: str, seqs: list[int], *, deadline: float) -> None:
+    """What the run page does: (re)connect from the last seq it has and read
+    until run.finished, reconnecting whenever the socket closes."""
+    while time.monotonic() < deadline:
+        try:
+            after = seqs[-1] if seqs else 0
+            with connect(ws_url(server, run_id, after=after), additional_headers={"Cookie": cookie}, origin=server.url, open_timeout=10) as ws:
+                while True:
+                    message = json.loads(ws.recv(timeout=max(1, deadline - time.monotonic())))
+                    seqs.append(message["seq"])
+                    if message["type"] == "run.finished":
+                        return
+        except (ConnectionClosed, InvalidHandshake, OSError, TimeoutError):
+            time.sleep(1)
+    raise AssertionError(f"run.finished never arrived; seqs so far end at {seqs[-5:]}")
+
+
+def test_a_redis_outage_mid_run_neither_kills_the_worker_nor_loses_the_run(services_env, own_redis, user, tmp_path):
+    refund_verifier(user)
+    task_set = refund_task_set(user)
+    own_redis.start()
+    env = {**services_env, "REDIS_URL": own_redis.url}
+    web = start_daphne(env, tmp_path / "daphne.log")
+    worker = start_worker(env, tmp_path / "worker.log")
+    cookie = session_cookie(user)
+    seqs: list[int] = []
+    try:
+        config = run_config(task_set, budget={"max_metric_calls": 400}, task_lm=SLOW_DEMO)
+        status, body = launch_through_the_api(web, api_token(user), config)
+        assert status == 201, body
+        run = Run.objects.get(pk=body["id"])
+        with connect(ws_url(web, run.pk), additional_headers={"Cookie": cookie}, origin=web.url, open_timeout=10) as ws:
+            while not seqs or message["type"] != "candidate.new":
+                message = json.loads(ws.recv(timeout=120))
+                seqs.append(message["seq"])
+            own_redis.stop()  # mid-run: the worker is executing it, the browser is watching
+            time.sleep(10)
+            own_redis.start()
+            try:
+                while True:
+                    seqs.append(json.loads(ws.recv(timeout=5))["seq"])
+            except (ConnectionClosed, TimeoutError):
+                pass  # the page reconnects from the last seq it has
+        read_until_finished(web, run.pk, cookie, seqs, deadline=time.monotonic() + 180)
+        wait_until(lambda: finished(run.pk), timeout=60, what="the run to be finished in the database")
+        # Still serving, not merely finishing its task before an exit: it runs the next run.
+        status, body = launch_through_the_api(web, api_token(user), run_config(task_set, budget={"max_metric_calls": 20}))
+        assert status == 201, body
+        wait_until(lambda: finished(body["id"]), timeout=60, what=f"a run launched after the outage\n{worker.log()[-3000:]}")
+    finally:
+        worker.stop()
+        web.stop()
+    assert seqs == list(range(1, len(seqs) + 1)), "the browser missed or repeated events"
+    assert_ran_once(run)
