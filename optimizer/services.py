@@ -172,6 +172,7 @@ def run_launch(*, owner, config: dict | RunConfig, trusted_lms: bool = False) ->
             verifier_specs=[v.spec for v in prepared.verifiers],
             tasks_snapshot=prepared.rows,
             budget_total=config.max_metric_calls(prepared.valset_size),
+            enqueued_at=timezone.now(),
         )
         run.verifiers.set(prepared.verifiers)
         Verifier.objects.filter(pk__in=[v.pk for v in prepared.verifiers]).update(last_used_at=timezone.now())
@@ -187,9 +188,12 @@ def run_budget_warning(run: Run) -> str | None:
 
 
 def _enqueue(run: Run) -> None:
-    from optimizer.tasks import run_optimization
+    """After commit, hand the run to the workers. The committed queued row is the
+    durable queue: with the broker down it is sent later by a worker's watchdog
+    (optimizer.tasks.enqueue_run), and the launch still answers with the run."""
+    from optimizer.tasks import enqueue_run
 
-    transaction.on_commit(lambda: run_optimization.delay(run.pk))
+    transaction.on_commit(lambda: enqueue_run(run.pk))
 
 
 def _set_status(run: Run, status: str, phase: str, **fields) -> None:
@@ -254,6 +258,7 @@ def run_resume(*, run: Run, extra_budget: int = 0) -> Run:
             error="",
             finished_at=None,
             budget_total=run.budget_total + extra_budget,
+            enqueued_at=timezone.now(),
         )
         _enqueue(run)
     return run
