@@ -15,10 +15,12 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import JsonResponse
 from django.utils import timezone
 from ninja import NinjaAPI
+from ninja.parser import Parser
 from ninja.security import HttpBearer, SessionAuth
 
 from dashboard.models import ApiToken
 from verifiers_app.engine import SpecError
+from verifiers_app.storable import parse_json
 
 
 class TokenAuth(HttpBearer):
@@ -32,6 +34,13 @@ class TokenAuth(HttpBearer):
             ApiToken.objects.filter(pk=api_token.pk).update(last_used_at=now)
         request.user = api_token.user
         return api_token.user
+
+
+class BoundedJsonParser(Parser):
+    """Request bodies are untrusted JSON: nesting is capped (verifiers_app.storable)."""
+
+    def parse_body(self, request):
+        return parse_json(request.body, source="body")
 
 
 def _docs_login_required(view):
@@ -54,6 +63,7 @@ api = NinjaAPI(
     auth=[TokenAuth(), SessionAuth()],
     docs_decorator=_docs_login_required,
     urls_namespace="api",
+    parser=BoundedJsonParser(),
 )
 
 

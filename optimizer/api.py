@@ -14,7 +14,7 @@ from ninja import Field, Router, Schema, Status
 
 from optimizer import selectors, services
 from optimizer.config import MAX_METRIC_CALLS, RunConfigError
-from optimizer.models import Run
+from optimizer.models import Run, RunStatus
 
 router = Router()
 
@@ -148,9 +148,12 @@ def dry_run(request, body: ConfigIn):
     return {"ok": not problems, "problems": [{"field": f, "message": m} for f, m in problems]}
 
 
-@router.get("/", response=list[RunOut])
+@router.get("/", response={200: list[RunOut], 400: ProblemsOut})
 def list_runs(request, status: str = ""):
-    """Runs you can see (yours and those shared with you), newest first."""
+    """Runs you can see (yours and those shared with you), newest first; `status` filters."""
+    if status and status not in RunStatus.values:
+        # Checked, not passed to the query: a NUL in it was a PostgreSQL error (a 500).
+        return Status(400, _problems(RunConfigError([("status", f"must be one of {', '.join(RunStatus.values)}")])))
     return [RunOut.of(run) for run in selectors.run_list(user=request.user, status=status or None)]
 
 
