@@ -15,13 +15,17 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from dashboard.body_guard import RequestBodyGuard, install_daphne_body_limits  # noqa: E402
 from dashboard.routing import websocket_urlpatterns  # noqa: E402
+
+install_daphne_body_limits()
 
 application = ProtocolTypeRouter(
     {
         # Static files (our own and Plotly's bundle) are served by the app itself,
         # under daphne, in both modes: no separate web server is needed.
-        "http": ASGIStaticFilesHandler(django_http),
+        # The body guard answers before a large body is read (refused when anonymous).
+        "http": RequestBodyGuard(ASGIStaticFilesHandler(django_http)),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -154,6 +154,16 @@ STATICFILES_FINDERS = [
     "dashboard.staticfiles.PlotlyFinder",
 ]
 
+# --- Request bodies (dashboard/body_guard.py; README "Limits") ---------------------
+# Any body above this is refused (413) before it is read; the run import (50 MB)
+# is the largest upload.
+FRONTIER_MAX_REQUEST_BYTES = env_int("FRONTIER_MAX_REQUEST_BYTES", 52 * 1024 * 1024)
+# A body Django reads into memory (JSON, form fields): the API's task-set import
+# carries a file of up to 10 MB as JSON text.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("FRONTIER_MAX_BODY_BYTES", 12 * 1024 * 1024)
+# Uploaded files above this go to a temporary file, not memory (Django's default, made explicit).
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
+
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 SECURE_CONTENT_TYPE_NOSNIFF = True
