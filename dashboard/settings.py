@@ -130,6 +130,12 @@ EMBEDDED_WORKER_CONCURRENCY = env_int("FRONTIER_WORKER_CONCURRENCY", 2)
 # considered orphaned (its worker died) and is resumed by another worker.
 RUN_STALE_SECONDS = env_int("FRONTIER_RUN_STALE_SECONDS", 30)
 
+# Per-user run limits (site defaults; an admin sets other values per user in
+# "User run limits"). Checked at launch, fork and resume (optimizer/limits.py).
+FRONTIER_MAX_METRIC_CALLS_PER_RUN = env_int("FRONTIER_MAX_METRIC_CALLS_PER_RUN", 50_000)
+FRONTIER_MAX_RUN_CONCURRENCY = env_int("FRONTIER_MAX_RUN_CONCURRENCY", 16)
+FRONTIER_MAX_ACTIVE_RUNS_PER_USER = env_int("FRONTIER_MAX_ACTIVE_RUNS_PER_USER", 5)
+
 RUNS_DIR = Path(env_str("FRONTIER_RUNS_DIR", str(DATA_DIR / "runs")))
 
 # --- Auth -------------------------------------------------------------------------

@@ -77,3 +77,18 @@ def test_creating_a_verifier_refuses_it_with_the_field(db, user):
 
     with pytest.raises(SpecError, match=r"checks\[0\]\.params\.pattern: invalid regular expression: counted repeat"):
         verifier_create(owner=user, spec=regex_spec("(x{1000000000})"))
+
+
+def test_a_task_row_whose_regex_match_pattern_is_too_costly_is_refused_at_import(user):
+    from optimizer.taskset_services import taskset_import
+
+    rows = ('{"task_id": "a", "input": "x", "expected": "a{1000000000}", "verifier": {"kind": "in_process", "fn_name": "regex_match"}}\n'
+            '{"task_id": "b", "input": "x", "verifier": {"kind": "in_process", "fn_name": "regex_match", "expected": "(x{2000})"}}')
+    with pytest.raises(SpecError) as error:
+        taskset_import(owner=user, name="s", filename="t.jsonl", content=rows, fmt="", mapping=None, shared=None)
+    assert error.value.problems == [
+        "t.jsonl line 1: expected: invalid regular expression: counted repeat {1000000000} is above the limit "
+        "of 1,000 repetitions at position 1",
+        "t.jsonl line 2: verifier.expected: invalid regular expression: counted repeat {2000} is above the limit "
+        "of 1,000 repetitions at position 2",
+    ]
