@@ -84,7 +84,9 @@ def _jsonl_rows(filename: str, text: str) -> list[tuple[int, Any]]:
         except json.JSONDecodeError as exc:
             problems.append(f"{filename} line {number}: invalid JSON ({exc.msg} at column {exc.colno})")
         except JsonTooDeep as exc:
-            problems.append(f"{filename} line {number}: {exc}".replace(": value: ", ": "))
+            where, _, message = str(exc).partition(": ")
+            problem = f"invalid JSON ({message})" if where == "value" else str(exc)
+            problems.append(f"{filename} line {number}: {problem}")
     _raise(problems)
     return rows
 
