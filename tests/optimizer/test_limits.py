@@ -78,3 +78,14 @@ def test_the_launch_form_and_api_answer_400_naming_the_field(user, user_client, 
         "field": "budget.max_metric_calls",
         "message": "9,914,443 metric calls is above your limit of 50,000 per run (set by an administrator)",
     }]
+
+
+def test_an_administrator_has_no_limits_unless_given_some(admin_user):
+    refund_verifier(admin_user)
+    task_set = refund_task_set(admin_user)
+    assert run_launch(owner=admin_user, config=run_config(task_set, concurrency=64,
+                                                          budget={"max_metric_calls": 9_914_443})).status == RunStatus.QUEUED
+    UserRunLimits.objects.create(user=admin_user, max_concurrency=8)
+    with pytest.raises(RunConfigError) as error:
+        run_launch(owner=admin_user, config=run_config(task_set, concurrency=64))
+    assert set(problems_of(error)) == {"concurrency"}
