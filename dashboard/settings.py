@@ -171,6 +171,12 @@ RUN_STALE_SECONDS = env_int("FRONTIER_RUN_STALE_SECONDS", 30)
 # broker was down then, or if it was sent this long ago and has not started.
 RUN_QUEUED_RESEND_SECONDS = env_int("FRONTIER_RUN_QUEUED_RESEND_SECONDS", 600)
 
+# Per-user run limits (site defaults; an admin sets other values per user in
+# "User run limits"). Checked at launch, fork and resume (optimizer/limits.py).
+FRONTIER_MAX_METRIC_CALLS_PER_RUN = env_int("FRONTIER_MAX_METRIC_CALLS_PER_RUN", 50_000)
+FRONTIER_MAX_RUN_CONCURRENCY = env_int("FRONTIER_MAX_RUN_CONCURRENCY", 16)
+FRONTIER_MAX_ACTIVE_RUNS_PER_USER = env_int("FRONTIER_MAX_ACTIVE_RUNS_PER_USER", 5)
+
 RUNS_DIR = Path(env_str("FRONTIER_RUNS_DIR", str(DATA_DIR / "runs")))
 
 # --- Auth -------------------------------------------------------------------------
@@ -194,6 +200,16 @@ STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
     "dashboard.staticfiles.PlotlyFinder",
 ]
+
+# --- Request bodies (dashboard/body_guard.py; README "Limits") ---------------------
+# Any body above this is refused (413) before it is read; the run import (50 MB)
+# is the largest upload.
+FRONTIER_MAX_REQUEST_BYTES = env_int("FRONTIER_MAX_REQUEST_BYTES", 52 * 1024 * 1024)
+# A body Django reads into memory (JSON, form fields): the API's task-set import
+# carries a file of up to 10 MB as JSON text.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("FRONTIER_MAX_BODY_BYTES", 12 * 1024 * 1024)
+# Uploaded files above this go to a temporary file, not memory (Django's default, made explicit).
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"

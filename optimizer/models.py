@@ -110,6 +110,26 @@ class ModelEndpoint(models.Model):
             raise ValidationError({"name": f'"{DEMO_MODEL_NAME}" names the offline simulator; choose another name'})
 
 
+class UserRunLimits(models.Model):
+    """An administrator's limits for one user's runs; an empty field means the
+    site default from settings (optimizer/limits.py, README "Limits")."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="run_limits")
+    max_metric_calls = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Largest budget of one run, continuations included (empty: site default)")
+    max_concurrency = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Largest `concurrency` of one run (empty: site default)")
+    max_active_runs = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Runs queued, running or stopping at once (empty: site default)")
+
+    class Meta:
+        verbose_name = "user run limits"
+        verbose_name_plural = "user run limits"
+
+    def __str__(self) -> str:
+        return f"run limits of {self.user}"
+
+
 class RunStatus(models.TextChoices):
     QUEUED = "queued", "queued"
     RUNNING = "running", "running"

@@ -179,3 +179,15 @@ def test_a_nul_character_in_an_api_launch_is_a_400_naming_the_field_not_a_databa
     assert response.status_code == 400
     assert response.json()["problems"] == [{"field": "name", "message": "contains a NUL character (U+0000), which cannot be stored"}]
     assert not Run.objects.exists()
+
+
+def test_a_status_filter_that_is_no_status_is_a_400_naming_it(user_client):
+    # A NUL in it reached PostgreSQL, which answered with an error (a 500).
+    for status in ["\x00", "runing"]:
+        response = user_client.get("/api/runs/", {"status": status})
+        assert response.status_code == 400
+        assert response.json()["problems"] == [
+            {"field": "status", "message": "must be one of queued, running, stopping, stopped, completed, failed"},
+        ]
+    assert user_client.get("/api/runs/", {"status": "running"}).json() == []
+
