@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
@@ -250,7 +251,10 @@ def run_resume(*, run: Run, extra_budget: int = 0) -> Run:
 
 
 def run_fork(*, run: Run, candidate_index: int, owner) -> Run:
-    """A new run with the same configuration, seeded from one candidate's components."""
+    """A new run with the same configuration, seeded from one candidate's components.
+    Only who controls the run forks it: the fork runs on the run's frozen endpoints."""
+    if not run.controllable_by(owner):
+        raise PermissionDenied(f"only the owner of run {run.pk} can fork it")
     candidate = Candidate.objects.filter(run=run, index=candidate_index).first()
     if candidate is None:
         raise RunConfigError([("candidate_index", f"run {run.pk} has no candidate {candidate_index}")])
