@@ -18,13 +18,24 @@ from ninja import NinjaAPI
 from ninja.security import HttpBearer, SessionAuth
 
 from dashboard.models import ApiToken
+from dashboard.throttle import REFUSED_MESSAGE as THROTTLED_DETAIL
+from dashboard.throttle import token_throttle
 from verifiers_app.engine import SpecError
+
+
+class TokenThrottled(Exception):
+    """Too many wrong tokens from this address (dashboard.throttle): a 429."""
 
 
 class TokenAuth(HttpBearer):
     def authenticate(self, request, token):
+        throttle = token_throttle(request)
+        if throttle.refused():
+            throttle.failed()
+            raise TokenThrottled()
         api_token = ApiToken.objects.active().select_related("user").filter(digest=ApiToken.hash(token)).first()
         if api_token is None or not api_token.user.is_active:
+            throttle.failed()
             return None
         now = timezone.now()
         # Touch last_used_at at most once a minute: it is shown in the UI, not audited.
@@ -67,6 +78,13 @@ def me(request):
 def _spec_error(request, exc: SpecError):
     # Bad specs, task rows and task files are the caller's mistake: a 400 naming every field.
     return api.create_response(request, {"detail": str(exc), "problems": exc.problems}, status=400)
+
+
+@api.exception_handler(TokenThrottled)
+def _token_throttled(request, exc):
+    response = api.create_response(request, {"detail": THROTTLED_DETAIL}, status=429)
+    response["Retry-After"] = str(settings.LOGIN_THROTTLE_WINDOW_SECONDS)
+    return response
 
 
 @api.exception_handler(RequestDataTooBig)
