@@ -233,6 +233,8 @@ class RunRecorder:
         self.reflection_errors.clear()
 
     def on_error(self, event: dict) -> None:
+        if not event.get("will_continue", True):
+            return  # the exception ends the run: the runner writes it, once (runner._finish)
         publish_run_event(
             self.run_id,
             ev.ERROR,
