@@ -95,7 +95,8 @@ def _prepare(*, owner, config: dict | RunConfig, trusted_lms: bool = False) -> _
             if split and not any(row["split"] == split for row in rows):
                 problems.append((f"splits.{field}", f'task set "{task_set.name}" has no tasks in split "{split}"'))
 
-    found = {v.slug: v for v in Verifier.objects.visible_to(owner).filter(slug__in=config.verifier_ids)}
+    visible = Verifier.objects.visible_to(owner)
+    found = {slug: v for slug in config.verifier_ids if (v := visible.lookup(owner, slug)) is not None}
     verifiers = [found[slug] for slug in config.verifier_ids if slug in found]
     for slug in config.verifier_ids:
         if slug not in found:

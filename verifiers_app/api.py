@@ -6,7 +6,6 @@ from datetime import datetime
 from typing import Any
 
 from django.http import Http404
-from django.shortcuts import get_object_or_404
 from ninja import Field, Router, Schema, Status
 
 from verifiers_app import selectors, services
@@ -64,14 +63,17 @@ class ScoreIn(Schema):
     thresholds: Any = Field(None, description='Verdict thresholds, e.g. {"pass": 0.8, "borderline": 0.6}')
 
 
-def _get(verifiers, slug: str) -> Verifier:
+def _get(request, verifiers, slug: str) -> Verifier:
     if "\x00" in slug:  # no id holds one, and PostgreSQL would refuse the query (a 500)
         raise Http404("No verifier has this id")
-    return get_object_or_404(verifiers.select_related("owner"), slug=slug)
+    verifier = verifiers.select_related("owner").lookup(request.user, slug)
+    if verifier is None:
+        raise Http404("No verifier has this id")
+    return verifier
 
 
 def _editable(request, slug: str) -> Verifier:
-    return _get(Verifier.objects.editable_by(request.user), slug)
+    return _get(request, Verifier.objects.editable_by(request.user), slug)
 
 
 @router.get("/", response=list[VerifierOut])
@@ -107,7 +109,7 @@ def score_output(request, body: ScoreIn):
 
 @router.get("/{slug}", response=VerifierOut)
 def get_verifier(request, slug: str):
-    verifier = _get(Verifier.objects.visible_to(request.user), slug)
+    verifier = _get(request, Verifier.objects.visible_to(request.user), slug)
     return VerifierOut.from_verifier(verifier)
 
 
