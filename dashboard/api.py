@@ -20,15 +20,27 @@ from ninja.security import HttpBearer, SessionAuth
 from dashboard.models import ApiToken
 from optimizer.config import LM_REF_TAGS, RunConfigError
 from verifiers_app.api_errors import ErrorOut, error_body, split_problem, validation_problems
+from dashboard.throttle import REFUSED_MESSAGE as THROTTLED_DETAIL
+from dashboard.throttle import token_throttle
 from verifiers_app.engine import SpecError
 from verifiers_app.storable import parse_json
 
 
+class TokenThrottled(Exception):
+    """Too many wrong tokens from this address (dashboard.throttle): a 429."""
+
+
 class TokenAuth(HttpBearer):
     def authenticate(self, request, token):
+        throttle = token_throttle(request)
+        if throttle.refused():
+            throttle.failed()
+            raise TokenThrottled()
         user = ApiToken.user_for(token)
-        if user is not None:
-            request.user = user
+        if user is None:
+            throttle.failed()
+            return None
+        request.user = user
         return user
 
 
@@ -156,6 +168,13 @@ def _http_error(request, exc: HttpError):
 @api.exception_handler(Http404)
 def _not_found(request, exc):
     return _error(request, 404, str(exc) or "Not found")
+
+
+@api.exception_handler(TokenThrottled)
+def _token_throttled(request, exc):
+    response = _error(request, 429, THROTTLED_DETAIL)
+    response["Retry-After"] = str(settings.LOGIN_THROTTLE_WINDOW_SECONDS)
+    return response
 
 
 @api.exception_handler(RequestDataTooBig)

@@ -134,6 +134,9 @@ if REDIS_URL:
         }
     }
     CELERY_BROKER_URL = REDIS_URL
+    # Shared by every web process: the login throttle's counts (dashboard.throttle).
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+                          "KEY_PREFIX": CHANNEL_PREFIX}}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "dashboard.channel_layer.ThreadSafeInMemoryChannelLayer"}}
     CELERY_BROKER_URL = "memory://localhost/"  # a host name keeps kombu from warning on every connection
@@ -183,6 +186,10 @@ RUNS_DIR = Path(env_str("FRONTIER_RUNS_DIR", str(DATA_DIR / "runs")))
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
+# Login and API-token throttling (dashboard/throttle.py, README "Login throttling").
+LOGIN_FAILURES_PER_ACCOUNT = env_int("FRONTIER_LOGIN_FAILURES_PER_ACCOUNT", 10)
+LOGIN_FAILURES_PER_IP = env_int("FRONTIER_LOGIN_FAILURES_PER_IP", 50)
+LOGIN_THROTTLE_WINDOW_SECONDS = env_int("FRONTIER_LOGIN_WINDOW_SECONDS", 900)
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]

@@ -209,6 +209,11 @@ class Run(models.Model):
     def __str__(self) -> str:
         return self.name or f"Run {self.pk}"
 
+    def controllable_by(self, user) -> bool:
+        """Only the owner (or an admin) stops, resumes or forks a run: sharing is
+        read-only, and a fork spends the run's frozen endpoints (the owner's)."""
+        return bool(user.is_superuser or self.owner_id == user.pk)
+
 
 class Origin(models.TextChoices):
     SEED = "seed", "seed"
