@@ -39,7 +39,7 @@ import yaml
 
 from optimizer.models import Split
 from verifiers_app.engine import SpecError, validate_task
-from verifiers_app.storable import storage_problems
+from verifiers_app.storable import MAX_JSON_DEPTH, JsonTooDeep, depth_problem, parse_json, storage_problems
 
 MAX_FILE_BYTES = 64 * 1024 * 1024  # JSONL, CSV, TSV: streamed
 MAX_DOCUMENT_BYTES = 10 * 1024 * 1024  # JSON, YAML: parsed whole
@@ -256,11 +256,12 @@ def _jsonl_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: 
         if not line.strip():
             continue
         try:
-            yield number, json.loads(line)
+            yield number, parse_json(line)
         except json.JSONDecodeError as exc:
             yield number, _Bad(f"invalid JSON ({exc.msg} at column {exc.colno})")
-        except RecursionError:
-            yield number, _Bad("invalid JSON (nested too deeply)")
+        except JsonTooDeep as exc:
+            where, _, message = str(exc).partition(": ")
+            yield number, _Bad(f"invalid JSON ({message})" if where == "value" else str(exc))
 
 
 def _json_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: dict) -> Iterator[tuple[int, Any]]:
@@ -277,11 +278,15 @@ def _json_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: d
 
     def value_at(pos: int) -> tuple[Any, int]:
         try:
-            return decoder.raw_decode(text, pos)
+            value, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
             raise SpecError(f"{filename} line {exc.lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from None
         except RecursionError:
-            raise SpecError(f"{filename} line {lines.at(pos)}: invalid JSON (nested too deeply)") from None
+            value, end = None, None
+        problem = f"value: nested more than {MAX_JSON_DEPTH} levels deep" if end is None else depth_problem(value)
+        if problem:  # the same cap as every other untrusted JSON (verifiers_app.storable)
+            raise SpecError(f"{filename} line {lines.at(pos)}: invalid JSON ({problem.partition(': ')[2]})")
+        return value, end
 
     def expect(pos: int, chars: str) -> int:
         pos = skip(pos)

@@ -12,25 +12,15 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
-from http.cookiejar import CookieJar
 from pathlib import Path
 
 import pytest
 from websockets.sync.client import connect
 
-from tests.e2e.conftest import ARTIFACTS, E2E_PASSWORD, E2E_USERNAME, ROOT
+from tests.e2e.conftest import ARTIFACTS, E2E_USERNAME, ROOT, Api, session_login
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
-
-NEW_TOKEN = """
-from django.contrib.auth import get_user_model
-from dashboard.account_services import api_token_create
-_, raw = api_token_create(user=get_user_model().objects.get(username={username!r}), name="e2e script")
-print(raw)
-"""
 
 SPEC = {"id": "script-refund", "name": "Script refund",
         "checks": [{"type": "contains", "params": {"value": "refund"}}, {"type": "max_length", "params": {"value": 600}}]}
@@ -39,36 +29,9 @@ ROWS = [{"task_id": f"t{i}", "input": f"Customer {i} asks for a refund of order 
 FINISHED = ("completed", "stopped", "failed")
 
 
-class Api:
-    """A plain HTTP client: urllib, JSON bodies, optional Bearer token and cookies."""
-
-    def __init__(self, base: str, token: str | None = None):
-        self.base, self.token = base, token
-        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()))
-
-    def call(self, method: str, path: str, body=None, *, raw: bytes | None = None, headers: dict | None = None):
-        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-        all_headers = {"Content-Type": "application/json"} if body is not None else {}
-        if self.token:
-            all_headers["Authorization"] = f"Bearer {self.token}"
-        all_headers.update(headers or {})
-        request = urllib.request.Request(self.base + path, data=data, method=method, headers=all_headers)
-        try:
-            with self.opener.open(request, timeout=60) as response:
-                return response.status, _decode(response), dict(response.headers)
-        except urllib.error.HTTPError as error:
-            return error.code, _decode(error), dict(error.headers)
-
-
-def _decode(response):
-    body = response.read()
-    kind = response.headers.get("Content-Type", "")
-    return json.loads(body) if kind.startswith("application/json") and body else body.decode(errors="replace")
-
-
 @pytest.fixture(scope="module")
 def token(frontier_server) -> str:
-    return frontier_server.manage("shell", "-c", NEW_TOKEN.format(username=E2E_USERNAME)).stdout.strip().splitlines()[-1]
+    return frontier_server.new_token()
 
 
 @pytest.fixture
@@ -174,13 +137,7 @@ def test_a_trailing_slash_is_optional_for_every_operation(api):
 
 
 def test_a_session_is_csrf_checked_and_a_cross_site_form_is_refused(frontier_server):
-    browser = Api(frontier_server.url)
-    login_page = browser.call("GET", "/login/")[1]
-    csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', login_page).group(1)
-    form = f"csrfmiddlewaretoken={csrf}&username={E2E_USERNAME}&password={E2E_PASSWORD}".encode()
-    status, _, _ = browser.call("POST", "/login/", raw=form, headers={"Content-Type": "application/x-www-form-urlencoded",
-                                                                      "Referer": frontier_server.url + "/login/"})
-    assert status == 200  # followed the redirect to the home page
+    browser = session_login(frontier_server.url)
     assert browser.call("GET", "/api/me")[0] == 200
     # Without the CSRF header a session write is refused …
     status, body, _ = browser.call("POST", "/api/verifiers/lint", {"spec": SPEC})
@@ -189,9 +146,7 @@ def test_a_session_is_csrf_checked_and_a_cross_site_form_is_refused(frontier_ser
     status, _, _ = browser.call("POST", "/runs/new/dry-run/", raw=b"{}", headers={
         "Content-Type": "text/plain", "Origin": "https://evil.example"})
     assert status == 403
-    cookie = next(c for c in browser.opener.handlers if isinstance(c, urllib.request.HTTPCookieProcessor)).cookiejar
-    token = next(c.value for c in cookie if c.name == "csrftoken")
-    status, body, _ = browser.call("POST", "/api/verifiers/lint", {"spec": SPEC}, headers={"X-CSRFToken": token})
+    status, body, _ = browser.call("POST", "/api/verifiers/lint", {"spec": SPEC}, headers={"X-CSRFToken": browser.cookie("csrftoken")})
     assert status == 200 and body["valid"] is True
 
 
@@ -226,6 +181,20 @@ def test_a_run_the_cli_queues_without_wait_is_started_by_the_running_server(fron
     resumed = frontier_server.manage("optimize", "resume", str(run_id), "--extra-budget", "10")
     assert json.loads(resumed.stdout)["status"] == "queued"
     wait_until(lambda: run_status(api, run_id) != "queued", what="the server to start the resumed run", timeout=30)
+
+
+def test_stop_and_cancel_from_the_cli_reach_a_run_the_server_executes(frontier_server, api):
+    task_set = import_tasks(api, "cli stop tasks")
+    api.call("POST", "/api/verifiers/", {"spec": {**SPEC, "id": "cli-stop-refund"}})
+    config = {"task_set_id": task_set, "verifier_ids": ["cli-stop-refund"], "budget": {"max_metric_calls": 400},
+              "task_lm": {"provider": "demo", "model": "demo-task", "simulated_latency_ms": 200}}
+    for action, phase in (("stop", "stopped by the user"), ("cancel", "cancelled")):
+        run_id = api.call("POST", "/api/runs/", {"config": config})[1]["id"]
+        wait_until(lambda: api.call("GET", f"/api/runs/{run_id}")[1]["candidates"], what="the seed candidate", timeout=60)
+        result = frontier_server.manage("optimize", action, str(run_id))
+        assert json.loads(result.stdout)["status"] == "stopping"
+        wait_until(lambda: run_status(api, run_id) == "stopped", what=f"the run to {action}", timeout=60)
+        assert api.call("GET", f"/api/runs/{run_id}")[1]["phase"] == phase
 
 
 def test_without_a_server_the_cli_says_how_to_start_one(frontier_server):
