@@ -42,6 +42,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    # Serves Swagger UI's assets from the package (no CDN: /api/docs works offline).
+    "ninja",
     "dashboard",
     "verifiers_app",
     "optimizer",
@@ -50,6 +52,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    "dashboard.middleware.ApiShapeMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -131,6 +134,9 @@ if REDIS_URL:
         }
     }
     CELERY_BROKER_URL = REDIS_URL
+    # Shared by every web process: the login throttle's counts (dashboard.throttle).
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+                          "KEY_PREFIX": CHANNEL_PREFIX}}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "dashboard.channel_layer.ThreadSafeInMemoryChannelLayer"}}
     CELERY_BROKER_URL = "memory://localhost/"  # a host name keeps kombu from warning on every connection
@@ -168,12 +174,22 @@ RUN_STALE_SECONDS = env_int("FRONTIER_RUN_STALE_SECONDS", 30)
 # broker was down then, or if it was sent this long ago and has not started.
 RUN_QUEUED_RESEND_SECONDS = env_int("FRONTIER_RUN_QUEUED_RESEND_SECONDS", 600)
 
+# Per-user run limits (site defaults; an admin sets other values per user in
+# "User run limits"). Checked at launch, fork and resume (optimizer/limits.py).
+FRONTIER_MAX_METRIC_CALLS_PER_RUN = env_int("FRONTIER_MAX_METRIC_CALLS_PER_RUN", 50_000)
+FRONTIER_MAX_RUN_CONCURRENCY = env_int("FRONTIER_MAX_RUN_CONCURRENCY", 16)
+FRONTIER_MAX_ACTIVE_RUNS_PER_USER = env_int("FRONTIER_MAX_ACTIVE_RUNS_PER_USER", 5)
+
 RUNS_DIR = Path(env_str("FRONTIER_RUNS_DIR", str(DATA_DIR / "runs")))
 
 # --- Auth -------------------------------------------------------------------------
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
+# Login and API-token throttling (dashboard/throttle.py, README "Login throttling").
+LOGIN_FAILURES_PER_ACCOUNT = env_int("FRONTIER_LOGIN_FAILURES_PER_ACCOUNT", 10)
+LOGIN_FAILURES_PER_IP = env_int("FRONTIER_LOGIN_FAILURES_PER_IP", 50)
+LOGIN_THROTTLE_WINDOW_SECONDS = env_int("FRONTIER_LOGIN_WINDOW_SECONDS", 900)
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
@@ -192,17 +208,31 @@ STATICFILES_FINDERS = [
     "dashboard.staticfiles.PlotlyFinder",
 ]
 
+# --- Request bodies (dashboard/body_guard.py; README "Limits") ---------------------
+# Any body above this is refused (413) before it is read; the run import (50 MB)
+# is the largest upload.
+FRONTIER_MAX_REQUEST_BYTES = env_int("FRONTIER_MAX_REQUEST_BYTES", 52 * 1024 * 1024)
+# A body Django reads into memory (JSON, form fields): the API's task-set import
+# carries a file of up to 10 MB as JSON text.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("FRONTIER_MAX_BODY_BYTES", 12 * 1024 * 1024)
+# Uploaded files above this go to a temporary file, not memory (Django's default, made explicit).
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
+
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+# Where users reach this site: links printed by the CLI and returned by the API.
+BASE_URL = env_str("FRONTIER_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"daphne": {"level": "WARNING"}, "celery": {"level": "WARNING"}},
+    # HTTP client libraries log every request at INFO: that would interleave with
+    # `optimize run --wait`'s progress bar and flood worker logs.
+    "loggers": {name: {"level": "WARNING"} for name in ("daphne", "celery", "httpx", "httpx2", "httpcore", "openai")},
 }
 
 # Model endpoints a run can choose (ARCHITECTURE "LM providers"). Keys are never

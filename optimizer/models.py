@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
@@ -102,6 +103,32 @@ class ModelEndpoint(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.get_provider_display()}: {self.model})"
 
+    def clean(self):
+        from optimizer.config import DEMO_MODEL_NAME
+
+        if self.name == DEMO_MODEL_NAME:
+            raise ValidationError({"name": f'"{DEMO_MODEL_NAME}" names the offline simulator; choose another name'})
+
+
+class UserRunLimits(models.Model):
+    """An administrator's limits for one user's runs; an empty field means the
+    site default from settings (optimizer/limits.py, README "Limits")."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="run_limits")
+    max_metric_calls = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Largest budget of one run, continuations included (empty: site default)")
+    max_concurrency = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Largest `concurrency` of one run (empty: site default)")
+    max_active_runs = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Runs queued, running or stopping at once (empty: site default)")
+
+    class Meta:
+        verbose_name = "user run limits"
+        verbose_name_plural = "user run limits"
+
+    def __str__(self) -> str:
+        return f"run limits of {self.user}"
+
 
 class RunStatus(models.TextChoices):
     QUEUED = "queued", "queued"
@@ -181,6 +208,11 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return self.name or f"Run {self.pk}"
+
+    def controllable_by(self, user) -> bool:
+        """Only the owner (or an admin) stops, resumes or forks a run: sharing is
+        read-only, and a fork spends the run's frozen endpoints (the owner's)."""
+        return bool(user.is_superuser or self.owner_id == user.pk)
 
 
 class Origin(models.TextChoices):

@@ -267,6 +267,8 @@ class RunRecorder:
     def on_error(self, event: dict) -> None:
         if isinstance(event["exception"], ClaimLost) or (self.claim is not None and self.claim.lost.is_set()):
             return  # not this worker's run any more: nothing to say in its log
+        if not event.get("will_continue", True):
+            return  # the exception ends the run: the runner writes it, once (runner._finish)
         publish_run_event(
             self.run_id,
             ev.ERROR,

@@ -8,12 +8,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
 from optimizer import event_types as ev
-from optimizer.config import MAX_METRIC_CALLS, RunConfig, RunConfigError, parse_run_config
+from optimizer.config import (
+    DEMO_MODEL_NAME,
+    DEMO_REFLECTION_LM,
+    DEMO_TASK_LM,
+    MAX_METRIC_CALLS,
+    RunConfig,
+    RunConfigError,
+    parse_run_config,
+)
 from optimizer.events import publish_run_event
+from optimizer.limits import active_runs_problem, budget_problem, launch_problems, run_limits_for
 from optimizer.lm import LMConfig, check_endpoint
 from optimizer.models import Candidate, ModelEndpoint, Run, RunStatus, TaskSet
 from verifiers_app.engine import SpecError, compile_specs, validate_task
@@ -57,6 +68,8 @@ def _resolve_lm(ref: LMConfig | str, field: str, problems: list, *, inline_endpo
         if ref.provider != "demo" and not inline_endpoints:
             problems.append((field, INLINE_ENDPOINT_PROBLEM))
         return ref
+    if ref == DEMO_MODEL_NAME:
+        return DEMO_REFLECTION_LM if field == "reflection_lm" else DEMO_TASK_LM
     endpoint = ModelEndpoint.objects.filter(name=ref).first()
     if endpoint is None:
         problems.append((field, f'no model endpoint named "{ref}"'))
@@ -94,7 +107,8 @@ def _prepare(*, owner, config: dict | RunConfig, trusted_lms: bool = False) -> _
             if split and not any(row["split"] == split for row in rows):
                 problems.append((f"splits.{field}", f'task set "{task_set.name}" has no tasks in split "{split}"'))
 
-    found = {v.slug: v for v in Verifier.objects.visible_to(owner).filter(slug__in=config.verifier_ids)}
+    visible = Verifier.objects.visible_to(owner)
+    found = {slug: v for slug in config.verifier_ids if (v := visible.lookup(owner, slug)) is not None}
     verifiers = [found[slug] for slug in config.verifier_ids if slug in found]
     for slug in config.verifier_ids:
         if slug not in found:
@@ -122,7 +136,12 @@ def _prepare(*, owner, config: dict | RunConfig, trusted_lms: bool = False) -> _
             # spend max_verify attempts on each task. Say so instead of faking verdicts.
             problems.append(("verify.judge_lm", DEMO_JUDGE_PROBLEM))
         updates["verify"] = config.verify.model_copy(update={"judge_lm": judge_lm})
-    return _Prepared(config.model_copy(update=updates), task_set, verifiers, rows, problems)
+    prepared = _Prepared(config.model_copy(update=updates), task_set, verifiers, rows, problems)
+    if task_set is not None:  # the owner's run limits (admin-set, optimizer/limits.py)
+        budget_field = "budget.max_metric_calls" if config.budget.max_metric_calls is not None else "budget"
+        problems += launch_problems(owner, metric_calls=config.max_metric_calls(prepared.valset_size),
+                                    concurrency=config.concurrency, budget_field=budget_field)
+    return prepared
 
 
 def run_dry_run(*, owner, config: dict | RunConfig) -> list[tuple[str, str]]:
@@ -154,6 +173,12 @@ def run_launch(*, owner, config: dict | RunConfig, trusted_lms: bool = False) ->
         raise RunConfigError(prepared.problems)
     config = prepared.config
     with transaction.atomic():
+        # Two launches at once must not both pass the active-runs limit: the
+        # owner's row is the lock they queue on, then the count is taken again.
+        get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
+        too_many = active_runs_problem(owner, run_limits_for(owner))
+        if too_many:
+            raise RunConfigError([("active_runs", too_many)])
         run = Run.objects.create(
             owner=owner,
             name=config.name or f"{prepared.task_set.name} · {timezone.now():%Y-%m-%d %H:%M}",
@@ -228,7 +253,16 @@ def run_resume(*, run: Run, extra_budget: int = 0) -> Run:
         raise RunStateError("extra_budget: must not be negative")
     if run.budget_total + extra_budget > MAX_METRIC_CALLS:
         raise RunStateError(f"extra_budget: a run's budget may not exceed {MAX_METRIC_CALLS:,} metric calls")
+    limits = run_limits_for(run.owner)
+    if extra_budget:
+        too_large = budget_problem(limits, run.budget_total + extra_budget, "extra_budget")
+        if too_large:
+            raise RunStateError(too_large.replace(": ", f": the run's budget would be ", 1))
     with transaction.atomic():
+        get_user_model().objects.select_for_update().filter(pk=run.owner_id).first()
+        too_many = active_runs_problem(run.owner, limits, exclude_run_id=run.pk)
+        if too_many:
+            raise RunStateError(f"active_runs: {too_many}")
         run = Run.objects.select_for_update().get(pk=run.pk)
         crashed = run.status in (RunStatus.RUNNING, RunStatus.STOPPING) and (
             run.heartbeat_at is None or timezone.now() - run.heartbeat_at >= STALE_AFTER
@@ -255,7 +289,10 @@ def run_resume(*, run: Run, extra_budget: int = 0) -> Run:
 
 
 def run_fork(*, run: Run, candidate_index: int, owner) -> Run:
-    """A new run with the same configuration, seeded from one candidate's components."""
+    """A new run with the same configuration, seeded from one candidate's components.
+    Only who controls the run forks it: the fork runs on the run's frozen endpoints."""
+    if not run.controllable_by(owner):
+        raise PermissionDenied(f"only the owner of run {run.pk} can fork it")
     candidate = Candidate.objects.filter(run=run, index=candidate_index).first()
     if candidate is None:
         raise RunConfigError([("candidate_index", f"run {run.pk} has no candidate {candidate_index}")])

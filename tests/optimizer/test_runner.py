@@ -4,6 +4,7 @@ user's dashboard reads."""
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -17,7 +18,7 @@ from optimizer.runner import execute_run
 from optimizer.recorder import RunRecorder
 from optimizer.services import run_launch, run_resume, run_stop
 from tests.optimizer.run_helpers import endpoint, refund_task_set, refund_verifier, run_config
-from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer
+from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer, completion, hung_server
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -279,3 +280,28 @@ def test_a_completed_run_continues_with_more_budget_from_where_it_ended(user, ta
     assert indices == list(range(len(indices))) and len(indices) > candidates
     assert sorted(e.payload["index"] for e in events(run, ev.CANDIDATE_NEW)) == indices
     assert [e.payload["status"] for e in events(run, ev.RUN_FINISHED)] == ["completed", "completed"]
+
+
+def test_a_run_whose_model_only_answers_empty_text_fails_and_says_so_once(user, task_set, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "sk-test")
+    with FakeOpenAIServer() as server:
+        server.default = (200, completion(""), 0.0)
+        lm = {"provider": "openai", "model": "fake-model", "base_url": server.base_url, "api_key_env": KEY_ENV, "timeout": 5}
+        run = launch(user, task_set, task_lm=endpoint("mute", lm), budget={"max_metric_calls": 40})
+        assert execute_run(run.pk) == RunStatus.FAILED
+    run.refresh_from_db()
+    assert "empty output" in run.error
+    errors = [e.payload for e in events(run, ev.ERROR)]
+    assert len(errors) == 1 and errors[0]["where"] == "runner" and "empty output" in errors[0]["message"]
+
+
+def test_a_hung_endpoint_with_the_default_options_fails_the_run_within_a_minute_naming_it(user, task_set):
+    with hung_server() as port:
+        lm = {"provider": "openai", "model": "stuck-model", "base_url": f"http://127.0.0.1:{port}/v1"}  # default timeout/retries
+        run = launch(user, task_set, task_lm=endpoint("stuck", lm), budget={"max_metric_calls": 40})
+        started = time.monotonic()
+        assert execute_run(run.pk) == RunStatus.FAILED
+        elapsed = time.monotonic() - started
+    run.refresh_from_db()
+    assert elapsed <= 60, f"a dead endpoint took {elapsed:.0f} s to fail the run"
+    assert f"127.0.0.1:{port}" in run.error and "did not answer" in run.error

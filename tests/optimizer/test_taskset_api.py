@@ -27,7 +27,8 @@ def test_a_broken_file_is_a_400_listing_lines_and_fields_and_saves_nothing(user_
     content = JSONL + '{"task_id": "c", "input": "x", "verifier": {"kind": "in_process", "fn_name": "foo"}}\n{oops\n'
     response = post(user_client, "/api/tasksets/import", {"name": "S", "filename": "t.jsonl", "content": content})
     assert response.status_code == 400
-    assert response.json()["problems"] == ["t.jsonl line 4: invalid JSON (Expecting property name enclosed in double quotes at column 2)"]
+    assert response.json()["problems"] == [
+        {"field": "t.jsonl line 4", "message": "invalid JSON (Expecting property name enclosed in double quotes at column 2)"}]
     assert not TaskSet.objects.exists()
 
 
@@ -43,3 +44,11 @@ def test_private_task_sets_are_hidden_from_other_users(user_client, other_client
     set_id = TaskSet.objects.get().pk
     assert other_client.get("/api/tasksets/").json() == []
     assert other_client.get(f"/api/tasksets/{set_id}").status_code == 404
+
+
+def test_an_offset_past_any_database_integer_reads_as_past_the_end(user_client):
+    created = post(user_client, "/api/tasksets/import", {"name": "s", "filename": "a.jsonl", "content": '{"task_id": "a", "input": "x"}'}).json()
+    # 2**63 overflowed the database's integer (a 500).
+    response = user_client.get(f"/api/tasksets/{created['id']}", {"offset": str(2**63), "limit": str(2**63)})
+    assert response.status_code == 200 and response.json()["tasks"] == []
+    assert [t["task_id"] for t in user_client.get(f"/api/tasksets/{created['id']}", {"offset": "-5"}).json()["tasks"]] == ["a"]
