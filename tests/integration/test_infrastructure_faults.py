@@ -178,9 +178,11 @@ def test_a_redis_outage_mid_run_neither_kills_the_worker_nor_loses_the_run(servi
         assert status == 201, body
         run = Run.objects.get(pk=body["id"])
         with connect(ws_url(web, run.pk), additional_headers={"Cookie": cookie}, origin=web.url, open_timeout=10) as ws:
-            while not seqs or message["type"] != "candidate.new":
+            while True:  # until the seed candidate: the run is well under way
                 message = json.loads(ws.recv(timeout=120))
                 seqs.append(message["seq"])
+                if message["type"] == "candidate.new":
+                    break
             own_redis.stop()  # mid-run: the worker is executing it, the browser is watching
             time.sleep(10)
             own_redis.start()
