@@ -21,7 +21,7 @@ import gepa
 from optimizer import event_types as ev
 from optimizer.adapter import FrontierAdapter, SystemicFailure
 from optimizer.config import RunConfig, parse_run_config
-from optimizer.events import publish_run_event
+from optimizer.events import publish_run_event, publishing_in_background
 from optimizer.lm import LMError, build_candidate_proposer, build_lm, build_reflection_lm
 from optimizer.models import Candidate, Run, RunStatus, Split
 from optimizer.recorder import RunRecorder
@@ -109,7 +109,10 @@ def execute_run(run_id: int) -> str | None:
     heartbeat = Heartbeat(run_id)
     heartbeat.start()
     try:
-        return _optimize(run, heartbeat)
+        # The engine thread writes each event to the database; a background thread
+        # sends it to the browsers (in order), off the critical path of the run.
+        with publishing_in_background():
+            return _optimize(run, heartbeat)
     except (SystemicFailure, LMError, SpecError) as error:
         return _finish(run_id, heartbeat, failure=str(error))
     except Exception as error:
