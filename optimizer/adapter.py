@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -89,6 +90,10 @@ class FrontierAdapter:
         self.max_consecutive_failures = max_consecutive_failures
         self.should_abort = should_abort
         self.records: dict[tuple[str, str], EvalRecord] = {}
+        # One pool for the adapter's life: starting `concurrency` threads for every
+        # evaluation cost ~2 ms a thread on the engine's critical path (bench/run_throughput.py).
+        self._pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="frontier-eval")
+        weakref.finalize(self, self._pool.shutdown, wait=False)
         self._lock = threading.Lock()
         self._consecutive_failures = 0
         self._last_error = ""
@@ -99,8 +104,7 @@ class FrontierAdapter:
         if self.should_abort():
             raise SystemicFailure("the run was cancelled")
         prompt = system_prompt(candidate)
-        with ThreadPoolExecutor(max_workers=max(1, min(self.concurrency, len(batch)))) as pool:
-            records = list(pool.map(lambda row: self._run_one(row, prompt), batch))
+        records = list(self._pool.map(lambda row: self._run_one(row, prompt), batch))
         digest = candidate_digest(candidate)
         with self._lock:
             for record in records:
@@ -132,6 +136,11 @@ class FrontierAdapter:
         return {name: records for name in components_to_update}
 
     # -- our side -------------------------------------------------------------
+
+    def close(self) -> None:
+        """Let the evaluation threads end (also done when the adapter is collected).
+        Calls still in flight after an abort finish on their own; nothing waits for them."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
     def take_record(self, candidate: dict[str, str], task_key: str) -> EvalRecord | None:
         with self._lock:

@@ -148,6 +148,17 @@ def _optimize(run: Run, heartbeat: Heartbeat) -> str:
     recorder = RunRecorder(
         run=run, adapter=adapter, valset=valset, task_pks=task_pks, budget_total=run.budget_total
     )
+    try:
+        return _run_gepa(run, config, directory, trainset, valset, adapter, recorder, heartbeat)
+    finally:
+        adapter.close()
+
+
+def _run_gepa(
+    run: Run, config: RunConfig, directory: Path, trainset: list[dict], valset: list[dict],
+    adapter: FrontierAdapter, recorder: RunRecorder, heartbeat: Heartbeat,
+) -> str:
+    """gepa.optimize with our adapter, recorder and stopper, then the holdout and the final status."""
     reflection = _reflection_kwargs(config, recorder)
 
     def stop_requested(_state) -> bool:
