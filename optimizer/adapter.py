@@ -101,10 +101,30 @@ class FrontierAdapter:
     # -- gepa contract --------------------------------------------------------
 
     def evaluate(self, batch: list[dict], candidate: dict[str, str], capture_traces: bool = False) -> EvaluationBatch:
+        return self.batch_evaluate([(candidate, batch)], capture_traces=capture_traces)[0]
+
+    def batch_evaluate(
+        self, items: list[tuple[dict[str, str], list[dict]]], capture_traces: bool = True
+    ) -> list[EvaluationBatch]:
+        """Several (candidate, batch) pairs at once: gepa's round of parallel
+        proposals (its parents, then its children, then the accepted ones on the
+        valset). Every task call of the round shares the one pool, so the round
+        takes as many waves as its calls need at the run's concurrency, not one
+        evaluation after another."""
         if self.should_abort():
             raise SystemicFailure("the run was cancelled")
-        prompt = system_prompt(candidate)
-        records = list(self._pool.map(lambda row: self._run_one(row, prompt), batch))
+        prompts = [system_prompt(candidate) for candidate, _ in items]
+        calls = [(prompt, row) for prompt, (_, batch) in zip(prompts, items, strict=True) for row in batch]
+        flat = iter(list(self._pool.map(lambda call: self._run_one(call[1], call[0]), calls)))
+        results = []
+        for candidate, batch in items:
+            records = [next(flat) for _ in batch]
+            results.append(self._batch_result(candidate, batch, records, capture_traces))
+        return results
+
+    def _batch_result(
+        self, candidate: dict[str, str], batch: list[dict], records: list[EvalRecord], capture_traces: bool
+    ) -> EvaluationBatch:
         digest = candidate_digest(candidate)
         with self._lock:
             for record in records:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 import gepa
+from gepa.strategies.proposal_sampling import IndependentSampling
 from optimizer import event_types as ev
 from optimizer.adapter import FrontierAdapter, SystemicFailure
 from optimizer.config import RunConfig, parse_run_config
@@ -186,6 +188,7 @@ def _run_gepa(
             display_progress_bar=False,
             raise_on_exception=True,
             **reflection,
+            **_proposal_kwargs(config),
         )
     except SystemicFailure:
         if not heartbeat.cancelled.is_set():
@@ -230,7 +233,27 @@ def _reflection_kwargs(config: RunConfig, recorder: RunRecorder) -> dict:
     if proposer is not None:
         recorder.proposer_reasoning = lambda: str(getattr(proposer, "last_reasoning", "") or "")
         return {"custom_candidate_proposer": noting(proposer)}
-    return {"reflection_lm": noting(build_reflection_lm(config.reflection_lm))}
+    reflection_lm = noting(build_reflection_lm(config.reflection_lm))
+    if config.parallel_proposals > 1:
+        # gepa sends a round's reflection prompts together when its LM has
+        # batch_complete (else one after another): ask them at once, within the
+        # run's concurrency. A failure fails the batch; gepa then retries per task.
+        def batch_complete(messages_list: list[list[dict]]) -> list[str]:
+            width = max(1, min(config.concurrency, len(messages_list)))
+            with ThreadPoolExecutor(max_workers=width, thread_name_prefix="frontier-reflect") as pool:
+                return list(pool.map(reflection_lm, messages_list))
+
+        reflection_lm.batch_complete = batch_complete
+    return {"reflection_lm": reflection_lm}
+
+
+def _proposal_kwargs(config: RunConfig) -> dict:
+    """Parallel proposals: P parents, each with its own minibatch, per iteration
+    (gepa's IndependentSampling); every improving child is kept (AllImprovements).
+    The adapter's batch_evaluate runs each stage of the round at once."""
+    if config.parallel_proposals == 1:
+        return {}
+    return {"sampling_strategy": IndependentSampling(config.parallel_proposals)}
 
 
 def _score_holdout(run: Run, config: RunConfig, adapter: FrontierAdapter, recorder: RunRecorder) -> None:

@@ -152,3 +152,14 @@ def test_the_recorder_can_take_the_full_record_of_each_evaluation_once():
     record = adapter.take_record(SEED, ROWS[0]["task_id"])
     assert record.result["verifiers"][0]["id"] == "refund-policy" and record.tokens_in > 0
     assert adapter.take_record(SEED, ROWS[0]["task_id"]) is None
+
+
+def test_a_round_of_parallel_proposals_is_evaluated_at_once_across_candidates():
+    lm = CountingLM(build_lm({"provider": "demo", "model": "demo", "simulated_latency_ms": 100}))
+    adapter = FrontierAdapter(task_lm=lm, scorer=compile_specs([REFUND_SPEC]), concurrency=8)
+    prompts = [{"instructions": f"Prompt {n}: always mention a receipt."} for n in range(4)]
+    results = adapter.batch_evaluate([(prompt, ROWS[2 * n:2 * n + 2]) for n, prompt in enumerate(prompts)])
+    assert [len(r.scores) for r in results] == [2, 2, 2, 2]
+    assert all(r.trajectories for r in results)  # gepa's batch contract: always with traces
+    assert all(adapter.take_record(prompt, ROWS[2 * n]["task_id"]) for n, prompt in enumerate(prompts))
+    assert 2 < lm.widest <= 8  # calls of different candidates overlapped (two tasks each)
