@@ -93,11 +93,11 @@ def test_a_run_against_a_real_llama_cpp_server_completes_with_real_usage_and_an_
     )
     # The seed on 5 val tasks, then one proposal: parent and child on 2 train tasks, the child on the valset.
     run = run_launch(owner=user, config=run_config(task_set, task_lm="smol", reflection_lm="smol", budget={"max_metric_calls": 14}))
-    wait_until(
-        lambda: Run.objects.filter(pk=run.pk, status__in=RunStatus.finished()).exists(),
-        timeout=240,
-        what=f"the run to finish\n{celery_worker.log()}\n{llama_server.log()[-3000:]}",
-    )
+    try:
+        wait_until(lambda: Run.objects.filter(pk=run.pk, status__in=RunStatus.finished()).exists(), timeout=240,
+                   what="the run to finish", interval=0.5)
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{celery_worker.log()[-3000:]}\n{llama_server.log()[-3000:]}") from None
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETED, run.error
     assert run.budget_used >= 14
