@@ -1,4 +1,4 @@
-"""Run speed (issue 5, point 9): our runner vs bare gepa, and our per-iteration overhead.
+"""Run speed (issues 5 and 15): our runner vs plain gepa at equal concurrency, and our per-iteration overhead.
 
 Run: ``.venv/bin/python bench/run_throughput.py`` (``--skip-overhead`` or
 ``--skip-throughput`` for one part). A throwaway SQLite database is created in a
@@ -12,17 +12,23 @@ current instructions plus one more line "Mention token-NNN.". Every task row
 expects all tokens (task_expectations, partial credit), so each proposal
 improves and is accepted.
 
-1. Throughput: valset 30, trainset 30, budget 300 metric calls, 100 ms per call.
-   Ours = the whole runner (`optimizer.runner.execute_run`: adapter at
-   concurrency 16, recorder, DB rows, events). Baseline = `gepa.optimize` with
-   gepa's own DefaultAdapter and a callable task LM (the same openai client and
-   server) and the same reflection LM. Prints wall times and the speed-up
-   (target ≥ 5×).
+1. Throughput at equal concurrency (issue 15): valset 30, trainset 30, budget
+   300 metric calls, 100 ms per call, seed 0, concurrency 16, each contender run
+   `--repeats` times (median and every run printed).
+   (a) plain gepa as its users configure it: DefaultAdapter with a litellm model
+       string ("openai/echo", api_base = the local endpoint) and
+       max_litellm_workers = 16, reflection_lm the same string (needs litellm:
+       `make install-bench`); (a') the same DefaultAdapter with a callable task
+       LM on a 16-thread pool (our openai client; writes nothing anywhere);
+   (b) ours = the whole runner (`optimizer.runner.execute_run`: adapter at
+       concurrency 16, recorder, DB rows, events, checkpoint);
+   (c) the latency floor: the sequential LM rounds the run needs (an evaluation
+       of n tasks is ceil(n / 16) rounds, a reflection one) x 100 ms.
 2. Overhead: 0 ms per call, valset 10, until the pool holds 300 candidates.
    Per iteration, time outside LM work (wall time minus time in
-   adapter.evaluate and in the reflection call), averaged over the iterations
+   adapter.batch_evaluate and in the reflection call), over the iterations
    with ≥ 280 candidates in the pool, for bare gepa with our adapter and for our
-   runner; the difference is our overhead (target ≤ 20 ms). Also prints how much
+   runner (medians); the difference is our overhead (target ≤ 10 ms). Also prints how much
    of gepa's own time is `_log_candidate_tree` (GEPA_NOTES trap 10).
 """
 
@@ -194,7 +200,9 @@ def fair_throughput(owner, *, repeats: int = 3, latency_s: float = 0.1, concurre
         return time.perf_counter() - started, result
 
     ours_times, ours_runs, rounds = [], [], Rounds(concurrency)
-    undo = [rounds.wrap(FrontierAdapter, "evaluate", lambda self, batch, *a, **k: -(-len(batch) // concurrency)),
+    # Every evaluation goes through batch_evaluate (evaluate is one pair of it): one pool for all its calls.
+    undo = [rounds.wrap(FrontierAdapter, "batch_evaluate",
+                        lambda self, items, *a, **k: -(-sum(len(batch) for _, batch in items) // concurrency)),
             rounds.wrap(ReflectionCallable, "__call__", lambda *a, **k: 1)]
     for repeat in range(repeats):
         rounds.count = 0
@@ -319,7 +327,7 @@ class Timers:
 
 def instrumented() -> Timers:
     timers = Timers()
-    timers.wrap(FrontierAdapter, "evaluate", "lm_work")
+    timers.wrap(FrontierAdapter, "batch_evaluate", "lm_work")  # evaluate is one pair of batch_evaluate
     timers.wrap(ReflectionCallable, "__call__", "lm_work")
     timers.wrap(GEPAEngine, "_log_candidate_tree", "tree")
     return timers
@@ -333,7 +341,7 @@ def restore(originals: dict) -> None:
 def overhead(owner, pool_target: int = 300, from_pool: int = 280) -> None:
     server = EchoServer(latency_s=0.0)
     train, val = rows("train", 10, pool_target + 20), rows("val", 10, pool_target + 20)
-    originals = {(o, n): getattr(o, n) for o, n in [(FrontierAdapter, "evaluate"), (ReflectionCallable, "__call__"),
+    originals = {(o, n): getattr(o, n) for o, n in [(FrontierAdapter, "batch_evaluate"), (ReflectionCallable, "__call__"),
                                                     (GEPAEngine, "_log_candidate_tree"), (RunRecorder, "on_iteration_end")]}
     budget = 10 + pool_target * (2 * 3 + 10)
 
