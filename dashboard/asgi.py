@@ -10,13 +10,12 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 django_http = get_asgi_application()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from dashboard.body_guard import RequestBodyGuard, install_daphne_body_limits  # noqa: E402
 from dashboard.routing import websocket_urlpatterns  # noqa: E402
+from dashboard.ws_auth import TokenOrSessionAuth  # noqa: E402
 
 install_daphne_body_limits()
 
@@ -26,6 +25,7 @@ application = ProtocolTypeRouter(
         # under daphne, in both modes: no separate web server is needed.
         # The body guard answers before a large body is read (refused when anonymous).
         "http": RequestBodyGuard(ASGIStaticFilesHandler(django_http)),
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        # Scripts: a Bearer token; browsers: the session, Origin-checked.
+        "websocket": TokenOrSessionAuth(URLRouter(websocket_urlpatterns)),
     }
 )
