@@ -8,7 +8,7 @@ from django.contrib import messages
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_safe, require_http_methods, require_POST
 
 from dashboard import selectors
 from optimizer import services
@@ -27,7 +27,7 @@ def _get_run_for_user(request, run_id: int) -> Run:
 
 def _can_control(request, run: Run) -> bool:
     """Only the run's owner (or an admin) stops, resumes or forks it; sharing is read-only."""
-    return run.owner_id == request.user.pk or request.user.is_superuser
+    return run.controllable_by(request.user)
 
 
 def _get_rw_run_for_user(request, run_id: int) -> Run:
@@ -46,7 +46,7 @@ def _list_filters(request) -> dict:
     }
 
 
-@require_GET
+@require_safe
 def run_list(request):
     filters = _list_filters(request)
     runs = selectors.run_list(user=request.user, **filters)[:LIST_LIMIT]
@@ -61,7 +61,7 @@ def run_list(request):
     )
 
 
-@require_GET
+@require_safe
 def run_list_json(request):
     """The list's rows as JSON: runs-list.js reloads them whenever its `/ws/runs/`
     socket (re)connects, then applies the pushed rows."""
@@ -69,7 +69,7 @@ def run_list_json(request):
     return JsonResponse({"runs": [selectors.run_list_row(run) for run in runs[:LIST_LIMIT]]})
 
 
-@require_GET
+@require_safe
 def run_detail(request, run_id: int):
     run = _get_run_for_user(request, run_id)
     return render(
@@ -83,13 +83,13 @@ def run_detail(request, run_id: int):
     )
 
 
-@require_GET
+@require_safe
 def run_snapshot(request, run_id: int):
     run = _get_run_for_user(request, run_id)
     return JsonResponse(selectors.run_snapshot(run))
 
 
-@require_GET
+@require_safe
 def candidate_detail(request, run_id: int, index: int):
     run = _get_run_for_user(request, run_id)
     detail = selectors.candidate_detail(run, index)

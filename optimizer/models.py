@@ -177,6 +177,14 @@ class Run(models.Model):
     heartbeat_at = models.DateTimeField(
         null=True, blank=True, help_text="Last sign of life of the worker executing the run (stale = the worker died)"
     )
+    claim = models.CharField(
+        max_length=32,
+        blank=True,
+        help_text="Token of the worker that holds the run: every write of the runner is conditional on it (one run, one runner)",
+    )
+    enqueued_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the run was last handed to the broker (empty: not yet, e.g. Redis was down)"
+    )
     budget_total = models.PositiveIntegerField(default=0)
     budget_used = models.PositiveIntegerField(default=0)
     seed_score = models.FloatField(null=True, blank=True)
@@ -200,6 +208,11 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return self.name or f"Run {self.pk}"
+
+    def controllable_by(self, user) -> bool:
+        """Only the owner (or an admin) stops, resumes or forks a run: sharing is
+        read-only, and a fork spends the run's frozen endpoints (the owner's)."""
+        return bool(user.is_superuser or self.owner_id == user.pk)
 
 
 class Origin(models.TextChoices):

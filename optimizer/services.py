@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
@@ -106,7 +107,8 @@ def _prepare(*, owner, config: dict | RunConfig, trusted_lms: bool = False) -> _
             if split and not any(row["split"] == split for row in rows):
                 problems.append((f"splits.{field}", f'task set "{task_set.name}" has no tasks in split "{split}"'))
 
-    found = {v.slug: v for v in Verifier.objects.visible_to(owner).filter(slug__in=config.verifier_ids)}
+    visible = Verifier.objects.visible_to(owner)
+    found = {slug: v for slug in config.verifier_ids if (v := visible.lookup(owner, slug)) is not None}
     verifiers = [found[slug] for slug in config.verifier_ids if slug in found]
     for slug in config.verifier_ids:
         if slug not in found:
@@ -185,6 +187,7 @@ def run_launch(*, owner, config: dict | RunConfig, trusted_lms: bool = False) ->
             verifier_specs=[v.spec for v in prepared.verifiers],
             tasks_snapshot=prepared.rows,
             budget_total=config.max_metric_calls(prepared.valset_size),
+            enqueued_at=timezone.now(),
         )
         run.verifiers.set(prepared.verifiers)
         Verifier.objects.filter(pk__in=[v.pk for v in prepared.verifiers]).update(last_used_at=timezone.now())
@@ -200,9 +203,12 @@ def run_budget_warning(run: Run) -> str | None:
 
 
 def _enqueue(run: Run) -> None:
-    from optimizer.tasks import run_optimization
+    """After commit, hand the run to the workers. The committed queued row is the
+    durable queue: with the broker down it is sent later by a worker's watchdog
+    (optimizer.tasks.enqueue_run), and the launch still answers with the run."""
+    from optimizer.tasks import enqueue_run
 
-    transaction.on_commit(lambda: run_optimization.delay(run.pk))
+    transaction.on_commit(lambda: enqueue_run(run.pk))
 
 
 def _set_status(run: Run, status: str, phase: str, **fields) -> None:
@@ -276,13 +282,17 @@ def run_resume(*, run: Run, extra_budget: int = 0) -> Run:
             error="",
             finished_at=None,
             budget_total=run.budget_total + extra_budget,
+            enqueued_at=timezone.now(),
         )
         _enqueue(run)
     return run
 
 
 def run_fork(*, run: Run, candidate_index: int, owner) -> Run:
-    """A new run with the same configuration, seeded from one candidate's components."""
+    """A new run with the same configuration, seeded from one candidate's components.
+    Only who controls the run forks it: the fork runs on the run's frozen endpoints."""
+    if not run.controllable_by(owner):
+        raise PermissionDenied(f"only the owner of run {run.pk} can fork it")
     candidate = Candidate.objects.filter(run=run, index=candidate_index).first()
     if candidate is None:
         raise RunConfigError([("candidate_index", f"run {run.pk} has no candidate {candidate_index}")])

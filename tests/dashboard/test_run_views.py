@@ -77,8 +77,10 @@ def test_a_user_a_run_is_shared_with_can_watch_it_but_not_control_it(other_clien
     assert page.status_code == 200
     assert 'data-control="stop"' not in page.content.decode()
     assert other_client.post(reverse("runs:control", args=[run.pk, "stop"])).status_code == 404
+    assert other_client.post(reverse("runs:control", args=[run.pk, "fork"]), {"candidate": "0"}).status_code == 404
     run.refresh_from_db()
     assert not run.stop_requested
+    assert Run.objects.count() == 1
 
 
 def test_the_run_page_carries_the_snapshot_and_websocket_addresses(user_client, user):
@@ -303,3 +305,15 @@ def test_a_launch_body_nested_ten_thousand_deep_is_a_400_naming_config_not_a_500
         {"field": "seed_components.instructions[0]", "message": "nested more than 100 levels deep"},
     ]
     assert Run.objects.count() == 0
+
+
+def test_the_pages_answer_head_like_get_so_the_live_pages_can_tell_a_refusal_from_a_drop(user_client, other_client, user):
+    from django.test import Client
+
+    # live-socket.js asks with HEAD after a refused handshake; a 405 meant "denied" was never shown.
+    run = build_run(owner=user, candidates=2, val_tasks=2)
+    for url in [reverse("runs:detail", args=[run.pk]), reverse("runs:list"), reverse("compare:runs")]:
+        assert user_client.head(url).status_code == 200, url
+    detail = reverse("runs:detail", args=[run.pk])
+    assert other_client.head(detail).status_code == 404
+    assert Client().head(detail).status_code == 302

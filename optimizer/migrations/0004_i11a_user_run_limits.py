@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('optimizer', '0002_run_heartbeat_and_cancel'),
+        ('optimizer', '0003_i11b_run_claim_and_enqueued_at'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
