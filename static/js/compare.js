@@ -1,6 +1,7 @@
 // Compare pages: copy a prompt component, keep filter state in the URL, draw the
 // runs' score curves. All text reaches the DOM through the server's autoescaped
 // templates or textContent/value, never innerHTML.
+import { plot } from "./charts.js";
 
 async function copyText(text) {
   if (navigator.clipboard && window.isSecureContext) {
@@ -49,5 +50,5 @@ for (const form of document.querySelectorAll("form[data-autosubmit]")) {
 const chart = document.getElementById("score-curves");
 if (chart && window.Plotly) {
   const figure = JSON.parse(document.getElementById(chart.dataset.figure).textContent);
-  window.Plotly.newPlot(chart, figure.data, figure.layout, { displaylogo: false, responsive: true });
+  plot(chart, figure.data, figure.layout);
 }
