@@ -80,6 +80,7 @@ def run_detail(request, run_id: int):
         {
             "run": run,
             "summary": selectors.run_summary(run),
+            "explain": selectors.run_explainer(run),
             "can_control": _can_control(request, run),
         },
     )

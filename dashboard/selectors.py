@@ -296,3 +296,34 @@ def launch_budget_warning(*, user, config: dict) -> str | None:
         return None
     valset_size = task_set.tasks.filter(split=parsed.splits.val).count()
     return parsed.budget_warning(valset_size) if valset_size else None
+
+
+def _lm_label(lm: dict) -> dict:
+    provider = (lm or {}).get("provider", "")
+    if provider == "demo":
+        return {"label": "demo simulator", "is_simulator": True}
+    return {"label": (lm or {}).get("model") or (lm or {}).get("endpoint") or "–", "is_simulator": False}
+
+
+def run_explainer(run: Run) -> dict:
+    """What the run page's header card says the run is: the seed prompt, the best
+    prompt so far (index and full text), the verifiers with their weights, the
+    aggregator and verdict thresholds, and the task and reflection models."""
+    config = run.config or {}
+    seed = Candidate.objects.filter(run=run, index=0).values_list("components", flat=True).first()
+    best = run.best_candidate if run.best_candidate_id else None
+    thresholds = config.get("thresholds") or {}
+    aggregator = config.get("aggregator", "weighted_average")
+    return {
+        "seed_components": seed if seed is not None else (config.get("seed_components") or {}),
+        "best": {"index": best.index, "components": best.components, "val_score": best.val_score} if best else None,
+        "verifiers": [
+            {"id": spec.get("id", ""), "name": spec.get("name") or spec.get("id", ""), "weight": spec.get("weight", 1),
+             "required": bool(spec.get("required"))}
+            for spec in run.verifier_specs or []
+        ],
+        "aggregator": aggregator if isinstance(aggregator, str) else aggregator.get("type", "custom"),
+        "thresholds": {"pass": thresholds.get("pass", 0.8), "borderline": thresholds.get("borderline", 0.6)},
+        "task_lm": _lm_label(config.get("task_lm") or {}),
+        "reflection_lm": _lm_label(config.get("reflection_lm") or {}),
+    }

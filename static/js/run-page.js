@@ -5,6 +5,7 @@
 import { LiveSocket } from "./live-socket.js";
 import { COLORS, plot, scoreAxis } from "./charts.js";
 import { frontMembers } from "./front.js";
+import { wireCopyButtons } from "./clipboard.js";
 
 const root = document.getElementById("run-page");
 const candidateUrl = (index) => root.dataset.candidateUrl.replace(/\/0\/$/, `/${index}/`);
@@ -26,7 +27,7 @@ const $ = (field) => root.querySelector(`[data-field="${field}"]`);
 const S = {
   run: null, tasks: [], taskColumn: new Map(), verifiers: [],
   byIndex: new Map(), order: [], members: new Set(), leaders: {},
-  best: -Infinity, selected: new Set(), finishedAt: null, limits: null,
+  best: -Infinity, selected: new Set(), finishedAt: null, limits: null, shownBest: null,
 };
 
 // Redraws that depend on the whole pool (restyles, the scatter's front, the
@@ -125,6 +126,55 @@ function duration(seconds) {
   return h ? `${h}h ${m}m` : m ? `${m}m ${s % 60}s` : `${s % 60}s`;
 }
 
+// ---- explainer card (runs/_explainer.html) -------------------------------------------
+
+const promptText = (components) => {
+  const entries = Object.entries(components || {});
+  return entries.length === 1 ? entries[0][1] : entries.map(([name, text]) => `## ${name}\n${text}`).join("\n\n");
+};
+
+// The best prompt's full text is fetched when the best changes (events carry previews only).
+async function renderBestPrompt() {
+  const index = bestIndex();
+  if (index === null || index === S.shownBest) return;
+  S.shownBest = index;
+  const url = root.dataset.candidateJsonUrl.replace(/\/0\/download\.json$/, `/${index}/download.json`);
+  const response = await fetch(url, { headers: { Accept: "application/json" } });
+  if (!response.ok || S.shownBest !== index) return;
+  const candidate = await response.json();
+  $("best-prompt").textContent = promptText(candidate.components);
+  $("best-index").textContent = String(index);
+  $("best-link").href = candidateUrl(index);
+  for (const field of ["best-prompt", "best-link"]) $(field).hidden = false;
+  root.querySelector('[data-copy="best-prompt-text"]').hidden = false;
+  $("no-best").hidden = true;
+}
+
+// One line of what GEPA is doing now, from the latest event.
+const STATUS_LINES = {
+  queued: "Queued: waiting for a worker to pick the run up.",
+  stopping: "Stopping: GEPA finishes the current iteration, then stops.",
+  stopped: "Stopped by the user.",
+  completed: "Finished: the budget is spent.",
+  failed: "Failed: see the error below.",
+};
+
+function doing(text) { $("doing-now").textContent = text; }
+
+function doingFromStatus() {
+  const r = S.run;
+  if (r.status === "running") doing(r.phase === "optimizing" ? "Optimizing: GEPA picks a parent from the front, reflects on its misses and proposes a rewrite." : `Running: ${r.phase || "starting"}.`);
+  else doing(STATUS_LINES[r.status] || r.status);
+}
+
+function doingFromProposal(p) {
+  const n = minibatchSize(p);
+  const scores = `${fmt(p.before / n, 2)} → ${fmt(p.after / n, 2)} on a minibatch of ${n}`;
+  doing(p.accepted
+    ? `Iteration ${p.iteration}: a rewrite of #${p.parent} improved it (${scores}); it became candidate #${p.candidate} and was scored on the val set.`
+    : `Iteration ${p.iteration}: a rewrite of #${p.parent} did not beat it (${scores}); discarded, GEPA tries again.`);
+}
+
 // ---- charts --------------------------------------------------------------------
 
 const charts = {
@@ -170,7 +220,7 @@ function drawScore(rejected) {
     { name: "rejected proposal (minibatch score)", x: rejected.map((p) => p.metric_calls), y: rejected.map(minibatchMean), text: rejected.map(proposalHover),
       yaxis: "y2", mode: "markers", hoverinfo: "text", cliponaxis: false, marker: { size: 6, color: COLORS.rejected, symbol: "x" } },
     { name: "selected", x: [], y: [], mode: "markers", hoverinfo: "skip", showlegend: false, cliponaxis: false, marker: { size: 14, color: "rgba(0,0,0,0)", line: { color: COLORS.selected, width: 2 } } },
-  ], { margin: MARGIN, xaxis: { title: { text: "metric calls" }, rangemode: "tozero" },
+  ], { margin: MARGIN, xaxis: { title: { text: "metric calls" }, rangemode: "tozero", anchor: "y2" },
        yaxis: scoreAxis("val score", { domain: [0.3, 1] }),
        yaxis2: scoreAxis("minibatch", { domain: [0, 0.18], tickvals: [0, 0.5, 1] }),
        legend: { orientation: "h", y: -0.25 } });
@@ -460,6 +510,7 @@ const handlers = {
     if (S.run.active) { S.run.finished_at = null; S.finishedAt = null; S.run.error = d.error || ""; } // resumed: run_resume clears the error
     if (!S.run.started_at && d.status === "running") S.run.started_at = new Date().toISOString();
     renderHeader();
+    doingFromStatus();
   },
   "run.budget": (d) => { S.run.budget_used = d.used; S.run.budget_total = d.total; renderHeader(); later(redrawBestLine); },
   "candidate.new": (d) => {
@@ -467,6 +518,7 @@ const handlers = {
     const c = candidateFromEvent(d);
     addCandidate(c);
     if (S.run.seed_score === null && c.index === 0) S.run.seed_score = c.val_score;
+    if (S.run.active) doing(`Candidate #${c.index} scored ${fmt(c.val_score)} on the val set${c.index === 0 ? " (the seed)" : ""}.`);
     Plotly.extendTraces(charts.score, { x: [[c.metric_calls]], y: [[c.val_score]], text: [[hover(c)]], customdata: [[c.index]] }, [0]);
     later(redrawBestLine);
     const e = lineageEdges(c);
@@ -494,10 +546,12 @@ const handlers = {
     if (d.best_index !== undefined && d.best_index !== null) S.run.best_index = d.best_index;
     if (d.best_score !== undefined) S.run.best_score = d.best_score;
     for (const [i, c] of S.byIndex) c.on_front = S.members.has(i);
+    renderBestPrompt();
     later(restyleFront); later(restyleLineage); later(drawVerdicts); refreshRows(); renderHeader();
   },
   proposal: (d) => {
     renderProposal(d);
+    if (S.run.active) doingFromProposal(d);
     if (!d.accepted) Plotly.extendTraces(charts.score, { x: [[d.metric_calls]], y: [[minibatchMean(d)]], text: [[proposalHover(d)]] }, [2]);
   },
   trials: (d) => { for (const item of d.items || []) renderTrial(item, d.candidate, d.split); },
@@ -505,7 +559,9 @@ const handlers = {
   "run.finished": (d) => {
     Object.assign(S.run, { status: d.status, active: false, best_index: d.best_index, best_score: d.best_score, seed_score: d.seed_score ?? S.run.seed_score });
     S.finishedAt = Date.now();
-    renderHeader(); later(restyleLineage); later(drawVerdicts); refreshRows();
+    renderHeader();
+    doingFromStatus();
+    renderBestPrompt(); later(restyleLineage); later(drawVerdicts); refreshRows();
   },
 };
 
@@ -517,6 +573,15 @@ function applyEvent(event) {
   stats.lastSeq = event.seq;
   stats.applied += 1;
   stats.slowestApplyMs[event.type] = Math.max(stats.slowestApplyMs[event.type] || 0, performance.now() - started);
+}
+
+// ---- confirmations -------------------------------------------------------------------
+
+// A control that throws work away (Cancel) asks first: <form data-confirm="…">.
+function wireConfirmations() {
+  for (const form of root.querySelectorAll("form[data-confirm]")) {
+    form.addEventListener("submit", (e) => { if (!window.confirm(form.dataset.confirm)) e.preventDefault(); });
+  }
 }
 
 // ---- boot ------------------------------------------------------------------------
@@ -551,6 +616,12 @@ async function boot() {
   refreshRows();
   renderHeader();
   renderSelection();
+  S.shownBest = $("best-prompt").hidden ? null : Number($("best-index").textContent);
+  renderBestPrompt();
+  const lastProposal = snap.proposals[snap.proposals.length - 1];
+  if (S.run.active && S.run.status === "running" && lastProposal) doingFromProposal(lastProposal); else doingFromStatus();
+  wireCopyButtons(root);
+  wireConfirmations();
   root.querySelector('[data-action="clear-selection"]').addEventListener("click", () => { S.selected.clear(); renderSelection(); });
   root.querySelector('[data-action="compare"]').addEventListener("click", (e) => { if (S.selected.size < 2) e.preventDefault(); });
   setInterval(renderClock, 1000);

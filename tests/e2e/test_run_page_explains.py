@@ -1,0 +1,172 @@
+"""Issue 17 in a real browser: a run page that explains itself, charts that do
+not mislead, no Chart Studio anywhere, readable error pages, the chores of a
+runs list, the verifier editor's test cases, and a 390 px wide screen.
+
+Runs are written into the server's database by the factories (through
+`manage.py shell`), so their numbers are known."""
+
+import json
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.e2e.conftest import ARTIFACTS, E2E_USERNAME
+from tests.optimizer.front_cases import FRONT_CASES
+
+pytestmark = pytest.mark.e2e
+
+FACTORY_RUN = """
+import json
+from django.contrib.auth import get_user_model
+from tests.dashboard.factories import build_run
+owner = get_user_model().objects.get(username={username!r})
+run = build_run(owner=owner, candidates={candidates}, val_tasks={val_tasks}, name={name!r}, seed={seed}, status={status!r})
+best = run.best_candidate
+print(json.dumps({{"id": run.pk, "best": best.index if best else None,
+                   "best_text": best.components["system_prompt"] if best else None,
+                   "budget_used": run.budget_used,
+                   "merges": list(run.candidates.filter(origin="merge").values_list("index", "parents"))}}))
+"""
+
+
+COMPARE_PAIR = """
+from django.contrib.auth import get_user_model
+from tests.dashboard.compare_factories import make_compare_run
+owner = get_user_model().objects.get(username={username!r})
+a = make_compare_run(owner, name="Pair A", seed=1)
+b = make_compare_run(owner, name="Pair B", seed=2, task_set=a.task_set)
+print(a.pk, b.pk)
+"""
+
+
+def make_run(server, *, name: str, candidates: int = 12, val_tasks: int = 6, seed: int = 7, status: str = "completed") -> dict:
+    script = FACTORY_RUN.format(username=E2E_USERNAME, name=name, candidates=candidates, val_tasks=val_tasks, seed=seed, status=status)
+    return json.loads(server.manage("shell", "-c", script).stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def runs(frontier_server):
+    return {
+        "main": make_run(frontier_server, name="Explained run", candidates=14, seed=11),
+        "other": make_run(frontier_server, name="Second run", candidates=5, seed=3),
+        "lone": make_run(frontier_server, name="Lone seed", candidates=1, val_tasks=3),
+        "pair": frontier_server.manage("shell", "-c", COMPARE_PAIR.format(username=E2E_USERNAME)).stdout.split()[-2:],
+    }
+
+
+def open_run(page, run_id: int) -> None:
+    page.goto(f"/runs/{run_id}/")
+    page.wait_for_function("window.__frontierRun && document.querySelectorAll('#candidate-rows tr').length > 0")
+    page.wait_for_load_state("networkidle")
+
+
+NO_CLOUD = """() => [...document.querySelectorAll('.js-plotly-plot')].map((gd) => ({
+  id: gd.id,
+  displaylogo: gd._context.displaylogo,
+  cloud: gd._context.showSendToCloud || gd._context.showEditInChartStudio,
+  links: [...gd.querySelectorAll('a[href]')].map((a) => a.href).filter((h) => /plot\\.?ly/.test(h)),
+  studio: gd.querySelectorAll('[data-title*="Chart Studio"], [data-title*="cloud" i], .modebar-btn--logo').length,
+  tabbable: [...gd.querySelectorAll('.modebar a, .modebar button')].filter((b) => b.tabIndex >= 0).length,
+  bg: gd._fullLayout.plot_bgcolor,
+}))"""
+
+
+def test_no_chart_on_any_page_has_the_plotly_logo_or_a_chart_studio_button(page, runs):
+    pages = [f"/runs/{runs['main']['id']}/", "/runs/compare/?a={}&b={}".format(*runs["pair"])]
+    seen = 0
+    for url in pages:
+        page.goto(url)
+        page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length > 0")
+        page.wait_for_load_state("networkidle")
+        for chart in page.locator(".js-plotly-plot").all():
+            chart.hover()  # the toolbar is drawn (and shown) on hover
+        charts = page.evaluate(NO_CLOUD)
+        assert charts, url
+        for chart in charts:
+            assert chart["displaylogo"] is False and not chart["cloud"], chart
+            assert chart["links"] == [] and chart["studio"] == 0, chart
+            assert chart["tabbable"] == 0, chart  # the toolbar is out of the tab order
+            assert chart["bg"] == "#ffffff", chart  # one style: no grey plot area on compare-runs either
+        seen += len(charts)
+    assert seen >= 6
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "compare-runs-styled.png"), full_page=True)
+
+
+def test_the_front_rule_in_the_browser_is_the_servers(page, runs):
+    page.goto(f"/runs/{runs['main']['id']}/")
+    cases = []
+    for name, scores, expected in FRONT_CASES:
+        keys = sorted({k for per_task in scores.values() for k in per_task})
+        rows = [[index, [per_task.get(k) for k in keys]] for index, per_task in scores.items()]
+        cases.append({"name": name, "rows": rows, "expected": expected})
+    results = page.evaluate(
+        """async (cases) => { const { frontMembers } = await import('/static/js/front.js');
+             return cases.map((c) => ({ name: c.name, got: frontMembers(c.rows), expected: c.expected })); }""",
+        cases,
+    )
+    assert [r["got"] for r in results] == [r["expected"] for r in results], results
+
+
+def test_the_run_page_says_what_it_shows_and_what_gepa_is_doing(page, runs):
+    run = runs["main"]
+    open_run(page, run["id"])
+    card = page.locator("#run-explainer")
+    expect(card.locator("[data-field=best-prompt]")).to_have_text(run["best_text"])
+    expect(card.locator("[data-field=best-link]")).to_have_attribute("href", f"/runs/{run['id']}/candidates/{run['best']}/")
+    expect(card.locator("[data-field=doing-now]")).to_have_text(re.compile("Finished"))
+    expect(card.get_by_text("Seed prompt (where the run started)")).to_be_visible()
+    expect(card.locator(".explainer-facts")).to_contain_text("policy")  # a verifier of the factory run, with its weight
+    expect(card.locator(".explainer-facts")).to_contain_text("× 1")
+    expect(card).to_contain_text("demo simulator")
+    card.get_by_text("What the words on this page mean").click()
+    for term in ("metric calls", "front (★)", "leads N", "verdicts"):
+        expect(card.locator("dt", has_text=term)).to_be_visible()
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    card.get_by_role("button", name="Copy", exact=True).click()
+    expect(card.get_by_role("button", name="Copied")).to_be_visible()
+    page.screenshot(path=str(ARTIFACTS / "run-page-explainer.png"), full_page=False)
+
+
+CHARTS = """() => {
+  const score = document.getElementById('chart-score'), lineage = document.getElementById('chart-lineage');
+  const front = document.getElementById('chart-front');
+  const ticks = (gd) => [...gd.querySelectorAll('.xtick text')].map((t) => t.textContent);
+  return {
+    scoreRange: score._fullLayout.yaxis.range, rejectedAxis: score._fullData[2].yaxis,
+    bestLineEnd: score._fullData[1].x[score._fullData[1].x.length - 1],
+    lineageRange: lineage._fullLayout.xaxis.range, lineageYRange: lineage._fullLayout.yaxis.range,
+    lineageTicks: ticks(lineage),
+    mergeEdges: lineage._fullData[2].x.filter((x) => x === null).length,  // one null ends each edge
+    frontLegend: front._fullLayout.showlegend && front._fullData[1].name,
+  };
+}"""
+
+
+def test_the_charts_keep_scores_on_zero_to_one_and_minibatch_scores_off_the_val_axis(page, runs):
+    run = runs["main"]
+    open_run(page, run["id"])
+    charts = page.evaluate(CHARTS)
+    assert charts["scoreRange"] == [0, 1] and charts["lineageYRange"] == [0, 1]
+    assert charts["rejectedAxis"] == "y2"
+    assert charts["bestLineEnd"] == run["budget_used"]
+    assert all(re.fullmatch(r"\d+", t) for t in charts["lineageTicks"]), charts["lineageTicks"]
+    assert charts["mergeEdges"] == 2 * len(run["merges"])  # each merge child joined to both parents
+    assert "top score" in charts["frontLegend"]
+    page.screenshot(path=str(ARTIFACTS / "run-page-charts.png"), full_page=True)
+
+    open_run(page, runs["lone"]["id"])
+    lone = page.evaluate(CHARTS)
+    assert lone["lineageRange"][0] < 0 < lone["lineageRange"][1] and lone["lineageTicks"][0] == "0"
+    assert all(re.fullmatch(r"\d+", t) for t in lone["lineageTicks"]), lone["lineageTicks"]
+    assert lone["scoreRange"] == [0, 1]
+
+
+def test_a_missing_page_shows_our_404_not_djangos_debug_page(page, runs):
+    response = page.goto("/runs/999999/")
+    assert response.status == 404
+    expect(page.get_by_role("heading", name="Page not found")).to_be_visible()
+    assert "Django" not in page.content() and "DEBUG" not in page.content()
+    page.goto("/runs/999999/best/download.txt")
+    expect(page.get_by_role("heading", name="Page not found")).to_be_visible()
