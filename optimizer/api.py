@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.db import transaction
 from django.http import Http404
 from ninja import Field, Router, Schema, Status
 
@@ -46,6 +47,12 @@ class ForkIn(Schema):
     candidate_index: int = Field(..., ge=0)
 
 
+class RunPatchIn(Schema):
+    tags: list[str] | None = Field(None, description="Replace the run's tags (each 1-40 characters, at most 20)")
+    notes: str | None = Field(None, description="Replace the run's notes")
+    archived: bool | None = Field(None, description="Archive (refused while the run is active) or unarchive")
+
+
 class CandidateOut(Schema):
     index: int
     parents: list[int]
@@ -77,6 +84,11 @@ class RunOut(Schema):
     started_at: datetime | None
     finished_at: datetime | None
     simulator: bool = Field(description="True when the task or reflection model is the offline demo simulator, not a real model")
+    tags: list[str] = Field(default_factory=list, description="The user's labels for this run")
+    notes: str = Field("", description="The user's notes on this run")
+    archived: bool = Field(False, description="Hidden from the runs list unless asked for")
+    forked_from: int | None = Field(None, description="The run this one was forked from")
+    forked_from_candidate: int | None = Field(None, description="The parent run's candidate it was seeded from")
 
     @staticmethod
     def of(run: Run) -> dict:
@@ -90,6 +102,8 @@ class RunOut(Schema):
             "chosen_candidate": run.chosen_candidate.index if run.chosen_candidate else None, "error": run.error,
             "last_seq": run.last_seq, "created_at": run.created_at, "started_at": run.started_at,
             "finished_at": run.finished_at,
+            "tags": run.tags or [], "notes": run.notes, "archived": run.archived,
+            "forked_from": run.forked_from_id, "forked_from_candidate": run.forked_from_candidate,
         }
 
 
@@ -195,3 +209,30 @@ def fork_run(request, run_id: int, body: ForkIn):
     except RunConfigError as error:
         return Status(400, _problems(error))
     return Status(201, RunOut.of(fork))
+
+
+@router.patch("/{run_id}", response={200: RunOut, 400: ProblemsOut, 409: ProblemsOut})
+def update_run(request, run_id: int, body: RunPatchIn):
+    """Set tags, notes or archived; fields left out stay as they are. All or nothing."""
+    run = _controllable(request, run_id)
+    try:
+        with transaction.atomic():  # a refused field leaves the others unsaved too
+            if body.archived is not None:
+                run = services.run_archive(run=run, archived=body.archived)
+            services.run_annotate(run=run, tags=body.tags, notes=body.notes)
+    except RunConfigError as error:
+        return Status(400, _problems(error))
+    except services.RunStateError as error:
+        return Status(409, {"detail": str(error), "problems": []})
+    return Status(200, RunOut.of(Run.objects.select_related("owner", "best_candidate", "chosen_candidate").get(pk=run.pk)))
+
+
+@router.delete("/{run_id}", response={204: None, 409: ProblemsOut})
+def delete_run(request, run_id: int):
+    """Delete a run and everything recorded for it; refused (409) while it is queued or running."""
+    run = _controllable(request, run_id)
+    try:
+        services.run_delete(run=run)
+    except services.RunStateError as error:
+        return Status(409, {"detail": str(error), "problems": []})
+    return Status(204, None)

@@ -144,8 +144,15 @@ def test_the_owner_stops_resumes_and_cancels_a_run_from_its_page_and_sees_each_l
     page.get_by_role("button", name="Resume").click()
     expect(page.locator("[data-field=status]")).to_have_text("running", timeout=30_000)
     wait_until(lambda: state(page)["points"] > stopped_points, what="new candidates after resuming")
+    # Cancel throws the current iteration away, so it asks first: dismissing keeps the run going.
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    page.get_by_role("button", name="Cancel").click()
+    expect(page.locator("[data-field=status]")).to_have_text("running")
+    dialogs = []
+    page.once("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.accept()))
     page.get_by_role("button", name="Cancel").click()
     expect(page.locator("[data-field=status]")).to_have_text("stopped", timeout=60_000)
+    assert "Cancel this run now?" in dialogs[0]
 
 
 def test_clicking_a_lineage_node_opens_that_candidate(page, demo_data):
