@@ -23,7 +23,7 @@ from tests.dashboard.factories import build_run
 owner = get_user_model().objects.get(username={username!r})
 run = build_run(owner=owner, candidates={candidates}, val_tasks={val_tasks}, name={name!r}, seed={seed}, status={status!r})
 best = run.best_candidate
-print(json.dumps({{"id": run.pk, "best": best.index if best else None,
+print(json.dumps({{"id": run.pk, "best": best.index if best else None, "task_set": run.task_set_id,
                    "best_text": best.components["system_prompt"] if best else None,
                    "budget_used": run.budget_used,
                    "merges": list(run.candidates.filter(origin="merge").values_list("index", "parents"))}}))
@@ -170,3 +170,50 @@ def test_a_missing_page_shows_our_404_not_djangos_debug_page(page, runs):
     assert "Django" not in page.content() and "DEBUG" not in page.content()
     page.goto("/runs/999999/best/download.txt")
     expect(page.get_by_role("heading", name="Page not found")).to_be_visible()
+
+
+OVERFLOW = """() => {
+  const width = document.documentElement.clientWidth;
+  const wide = [...document.querySelectorAll('body *')].filter((el) => {
+    const box = el.getBoundingClientRect();
+    return box.width > 0 && box.right > width + 1 && !el.closest('.table-scroll, table.data, .modebar');
+  }).slice(0, 5).map((el) => el.tagName + '.' + el.className + '#' + el.id);
+  return { scroll: document.documentElement.scrollWidth, width, wide };
+}"""
+
+
+def test_no_page_scrolls_sideways_at_390_px_and_the_nav_collapses(browser, frontier_server, runs):
+    from tests.e2e.conftest import login
+
+    context = browser.new_context(base_url=frontier_server.url, viewport={"width": 390, "height": 844})
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    try:
+        login(page)
+        main, pair = runs["main"], runs["pair"]
+        pages = [
+            "/runs/", f"/runs/{main['id']}/", f"/runs/{main['id']}/candidates/1/", "/runs/new/",
+            f"/runs/{pair[0]}/compare/?c=0&c=2", "/runs/compare/?a={}&b={}".format(*pair), f"/runs/{pair[0]}/promotion/",
+            "/verifiers/", "/verifiers/new/", "/tasksets/", f"/tasksets/{main['task_set']}/", "/account/tokens/",
+            "/runs/import/", "/no/such/page/",
+        ]
+        for url in pages:
+            page.goto(url)
+            page.wait_for_load_state("networkidle")
+            measured = page.evaluate(OVERFLOW)
+            assert measured["scroll"] <= measured["width"], (url, measured)
+        nav = page.get_by_role("navigation", name="Main")
+        expect(nav).to_be_hidden()
+        page.get_by_role("button", name="Menu").click()
+        expect(nav.get_by_role("link", name="Runs")).to_be_visible()
+
+        # The skip link is the first stop of the keyboard on the run page; the one past the charts follows the header.
+        open_run(page, main["id"])
+        page.keyboard.press("Tab")
+        expect(page.get_by_role("link", name="Skip to content")).to_be_focused()
+        page.get_by_role("link", name="Skip past the charts to the candidates table").focus()
+        page.keyboard.press("Enter")
+        expect(page.locator("#candidates")).to_be_focused()
+        page.screenshot(path=str(ARTIFACTS / "run-page-390px.png"), full_page=True)
+    finally:
+        context.close()
