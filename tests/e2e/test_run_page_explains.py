@@ -32,8 +32,10 @@ print(json.dumps({{"id": run.pk, "best": best.index if best else None, "task_set
 
 COMPARE_PAIR = """
 from django.contrib.auth import get_user_model
-from tests.dashboard.compare_factories import make_compare_run
+from tests.dashboard.compare_factories import VERIFIER, make_compare_run
+from verifiers_app.services import verifier_create
 owner = get_user_model().objects.get(username={username!r})
+verifier_create(owner=owner, spec=VERIFIER)  # so a fork of these runs can launch
 a = make_compare_run(owner, name="Pair A", seed=1)
 b = make_compare_run(owner, name="Pair B", seed=2, task_set=a.task_set)
 print(a.pk, b.pk)
@@ -217,3 +219,90 @@ def test_no_page_scrolls_sideways_at_390_px_and_the_nav_collapses(browser, front
         page.screenshot(path=str(ARTIFACTS / "run-page-390px.png"), full_page=True)
     finally:
         context.close()
+
+
+def test_the_runs_list_sorts_by_a_heading_and_filters_by_task_set(page, runs):
+    page.goto("/runs/")
+    page.get_by_role("link", name="Best score").click()
+    page.wait_for_url(re.compile(r"sort=-best_score"))
+    expect(page.locator("th[data-sort-key=best_score]")).to_have_attribute("aria-sort", "descending")
+    scores = [float(t.split()[0]) for t in page.locator("#runs-table tbody tr td.num").all_inner_texts()]
+    assert scores == sorted(scores, reverse=True) and len(scores) >= 5
+    page.get_by_role("link", name="Best score").click()
+    page.wait_for_url(re.compile(r"sort=best_score"))
+    page.locator("#runs-filter select[name=task_set]").select_option(value=str(runs["main"]["task_set"]))
+    page.get_by_role("button", name="Filter").click()
+    page.wait_for_url(re.compile(rf"task_set={runs['main']['task_set']}"))
+    expect(page.locator("#runs-table tbody tr")).to_have_count(1)
+    expect(page.locator("#runs-table tbody tr")).to_contain_text("Explained run")
+
+
+def test_a_run_gets_tags_and_notes_is_forked_from_a_prefilled_form_and_deleted_after_a_confirmation(page, runs):
+    parent = runs["pair"][0]
+    page.goto(f"/runs/{parent}/")
+    page.get_by_text("Tags, notes, archive, delete").click()
+    page.get_by_label("Tags").fill("baseline, refund")
+    page.get_by_label("Notes").fill("The first try <b>bold</b>.")
+    page.get_by_role("button", name="Save tags and notes").click()
+    expect(page.locator("[data-field=tags] .tag")).to_have_text(["baseline", "refund"])
+    expect(page.locator("[data-field=notes]")).to_have_text("The first try <b>bold</b>.")
+
+    page.locator("[data-control=fork] input[name=candidate]").fill("2")
+    page.get_by_role("button", name="Fork…").click()
+    page.wait_for_url(re.compile(rf"/runs/new/\?fork={parent}&candidate=2"))
+    expect(page.locator("[data-field=fork-note]")).to_contain_text("from candidate #2")
+    expect(page.locator("textarea[name='component.text']")).not_to_have_value("")
+    seed_text = page.locator("textarea[name='component.text']").input_value()
+    page.locator("[name='budget.preset']").select_option(label="exact number of metric calls")
+    page.get_by_label("Exact metric calls").fill("60")
+    page.get_by_label("Train split").fill("val")  # the factory's task set has no train split
+    page.screenshot(path=str(ARTIFACTS / "fork-prefilled-form.png"), full_page=True)
+    page.get_by_role("button", name="Launch", exact=True).click()
+    page.wait_for_url(re.compile(r"/runs/\d+/$"))
+    fork = int(re.search(r"/runs/(\d+)/$", page.url).group(1))
+    expect(page.locator("[data-field=fork-parent]")).to_have_attribute("href", f"/runs/{parent}/")
+    expect(page.locator("#seed-prompt-text")).to_have_text(seed_text)
+    page.goto(f"/runs/{parent}/")
+    expect(page.locator("[data-field=fork-child]")).to_have_attribute("href", f"/runs/{fork}/")
+
+    page.get_by_text("Tags, notes, archive, delete").click()
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    page.get_by_role("button", name="Delete run").click()
+    expect(page).to_have_url(re.compile(rf"/runs/{parent}/$"))  # dismissed: nothing happened
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Delete run").click()
+    page.wait_for_url(re.compile(r"/runs/$"))
+    expect(page.get_by_text(f"Run {parent} (Pair A) was deleted.")).to_be_visible()
+    assert page.goto(f"/runs/{parent}/").status == 404
+
+
+def test_the_verifier_editor_keeps_the_id_fixed_and_runs_saved_test_cases_on_every_edit(page):
+    page.goto("/verifiers/new/")
+    expect(page.locator("#lint-problems li")).to_have_count(0)  # nothing typed yet: no error
+    expect(page.locator("[data-error-for]")).to_have_count(0)
+    page.locator("#spec-json").fill(json.dumps({"id": "polite-e2e", "name": "Polite", "checks": [
+        {"id": "please", "type": "contains", "params": {"value": "please"}}]}))
+    expect(page.locator("#lint-status")).to_have_text("Valid")
+    page.get_by_label("Output to score").fill("Yes, please hold on.")
+    expect(page.get_by_test_id("try-verdict")).to_have_text("pass")
+    page.get_by_label("Test case name").fill("says please")
+    page.get_by_role("button", name="Save as test case").click()
+    page.get_by_label("Output to score").fill("No.")
+    expect(page.get_by_test_id("try-verdict")).to_have_text("fail")
+    page.get_by_label("Test case name").fill("curt")
+    page.get_by_role("button", name="Save as test case").click()
+    expect(page.locator("#suite-summary")).to_have_text("2 of 2 as expected")
+    page.get_by_role("button", name="Save", exact=True).click()
+    page.wait_for_url(re.compile(r"/verifiers/polite-e2e/$"))
+
+    page.goto("/verifiers/polite-e2e/edit/")
+    id_field = page.locator("#spec-form").get_by_label("Id (fixed once saved)")
+    expect(id_field).to_have_attribute("readonly", "")
+    expect(page.locator("#suite-summary")).to_have_text("2 of 2 as expected")  # stored with the verifier
+    page.locator("#spec-form").get_by_label("value").fill("thanks")  # an edit re-runs the suite
+    expect(page.locator("#suite-summary")).to_have_text("1 of 2 as expected")
+    expect(page.locator("tr[data-case='0'] [data-testid=case-status]")).to_have_text("✗ fail")
+    page.screenshot(path=str(ARTIFACTS / "verifier-test-cases.png"), full_page=True)
+    spec = json.loads(page.locator("#spec-json").input_value())
+    page.locator("#spec-json").fill(json.dumps(dict(spec, id="renamed")))
+    expect(page.locator("#lint-problems")).to_contain_text("a saved verifier's id cannot change")
