@@ -529,7 +529,7 @@ const handlers = {
       "marker.symbol": [blank("circle"), [c.parents.length > 1 ? "diamond" : "circle"]],
       "marker.line.width": [blank(0), [0]],
     }, [e.merge ? 2 : 0, 1]);
-    S.members = new Set(frontMembers(S.order.map((i) => [i, S.byIndex.get(i).scores])));
+    later(recomputeFront);
     later(relayoutLineage);
     // The new row's tick label arrives with the front.updated that follows every candidate.new.
     Plotly.extendTraces(charts.front, { z: [[c.scores]], y: [[rowLabel(c.index)]], text: [[heatText(c)]] }, [0]);
@@ -540,12 +540,10 @@ const handlers = {
     renderHeader();
   },
   "front.updated": (d) => {
-    // Members are recomputed here by the shared rule (front.js), as the server's recorder did.
-    S.members = new Set(frontMembers(S.order.map((i) => [i, S.byIndex.get(i).scores])));
     S.leaders = d.leaders || {};
+    later(recomputeFront);
     if (d.best_index !== undefined && d.best_index !== null) S.run.best_index = d.best_index;
     if (d.best_score !== undefined) S.run.best_score = d.best_score;
-    for (const [i, c] of S.byIndex) c.on_front = S.members.has(i);
     renderBestPrompt();
     later(restyleFront); later(restyleLineage); later(drawVerdicts); refreshRows(); renderHeader();
   },
@@ -564,6 +562,14 @@ const handlers = {
     renderBestPrompt(); later(restyleLineage); later(drawVerdicts); refreshRows();
   },
 };
+
+// Members by the shared rule (front.js), as the server's recorder computes them:
+// once per frame, however many candidates a replay brings.
+function recomputeFront() {
+  S.members = new Set(frontMembers(S.order.map((i) => [i, S.byIndex.get(i).scores])));
+  for (const [i, c] of S.byIndex) c.on_front = S.members.has(i);
+  refreshRows();
+}
 
 function applyEvent(event) {
   const handler = handlers[event.type];
