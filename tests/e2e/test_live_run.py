@@ -159,6 +159,7 @@ def test_clicking_a_lineage_node_opens_that_candidate(page, demo_data):
     run_id = launch_demo_run(page, budget=120, latency_ms=0)
     wait_until(lambda: state(page)["status"] == "completed", timeout=120, what="the run to complete")
     expect(page.locator("#chart-lineage .scatterlayer .point")).not_to_have_count(0)
+    page.locator("#chart-lineage").scroll_into_view_if_needed()  # the mouse clicks inside the viewport
     point = page.evaluate(
         """() => {
           const el = document.getElementById('chart-lineage');
