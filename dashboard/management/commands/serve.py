@@ -25,7 +25,11 @@ class Command(BaseCommand):
         if settings.EMBEDDED and settings.EMBEDDED_WORKER and not no_worker:
             from dashboard.embedded import ensure_worker
 
+            from optimizer.queued_runs import QueuedRunPoller
+
             worker = ensure_worker()
+            # Runs queued by other processes (the CLI without --wait) start here too.
+            QueuedRunPoller().start()
             self.stderr.write(f"Embedded Celery worker running ({worker.concurrency} threads, in-memory broker).")
         elif not settings.EMBEDDED:
             self.stderr.write("Distributed mode: runs execute on `celery -A dashboard worker` processes.")
@@ -37,7 +41,7 @@ class Command(BaseCommand):
         # failed, with tracebacks on the terminal. Leave it as a worker crash leaves it
         # (running, heartbeat going stale, checkpoint on disk): the orphaned-runs
         # watchdog resumes it when the server starts again.
-        if settings.EMBEDDED and not no_worker:
+        if settings.EMBEDDED and settings.EMBEDDED_WORKER and not no_worker:
             self.stderr.write("Stopped. A run in progress resumes from its checkpoint when the server starts again.")
             logging.shutdown()
             sys.stdout.flush()
