@@ -306,3 +306,16 @@ def test_the_verifier_editor_keeps_the_id_fixed_and_runs_saved_test_cases_on_eve
     spec = json.loads(page.locator("#spec-json").input_value())
     page.locator("#spec-json").fill(json.dumps(dict(spec, id="renamed")))
     expect(page.locator("#lint-problems")).to_contain_text("a saved verifier's id cannot change")
+
+
+def test_cancel_asks_first_and_does_nothing_when_the_answer_is_no(page, frontier_server):
+    run = make_run(frontier_server, name="Cancel me", candidates=3, status="running")
+    open_run(page, run["id"])
+    asked = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    page.get_by_role("button", name="Cancel").click()
+    expect(page.locator("[data-field=status]")).to_have_text("running")
+    assert asked and "Cancel this run now?" in asked[0]
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Cancel").click()
+    expect(page.locator("[data-field=status]")).to_have_text(re.compile("stopping|stopped"))
