@@ -9,13 +9,18 @@ sees an event the database does not have.
 from __future__ import annotations
 
 import logging
+import queue
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 
 from optimizer import event_types as ev
+from optimizer.claims import RunClaim
 from optimizer.models import Run, RunEvent
 
 log = logging.getLogger(__name__)
@@ -32,20 +37,25 @@ RUNS_GROUP = "runs"
 RUN_ROW_EVENTS = frozenset({ev.RUN_STATUS, ev.RUN_BUDGET, ev.CANDIDATE_NEW, ev.FRONT_UPDATED, ev.RUN_FINISHED})
 
 
-def publish_run_event(run_id: int, type: str, data: dict) -> RunEvent:
+def publish_run_event(run_id: int, type: str, data: dict, *, claim: RunClaim | None = None) -> RunEvent:
     """Append an event to the run's log and publish it after commit."""
-    return publish_run_events(run_id, [(type, data)])[0]
+    return publish_run_events(run_id, [(type, data)], claim=claim)[0]
 
 
-def publish_run_events(run_id: int, events: list[tuple[str, dict]]) -> list[RunEvent]:
+def publish_run_events(run_id: int, events: list[tuple[str, dict]], *, claim: RunClaim | None = None) -> list[RunEvent]:
     """Append several events with consecutive seqs in one transaction and publish
     them, in order, after commit (one database round and one channel-layer call
-    for the batch: the runner's per-iteration cost)."""
+    for the batch: the runner's per-iteration cost). With a `claim` (the
+    runner's), nothing is written unless this worker still holds the run:
+    ClaimLost is raised instead and the enclosing transaction rolls back."""
     with transaction.atomic():
         # The UPDATE takes the run row's write lock, so concurrent publishers of
         # one run get consecutive seqs in commit order (PostgreSQL row lock;
         # SQLite's IMMEDIATE transactions serialise writers as a whole).
-        Run.objects.filter(pk=run_id).update(last_seq=F("last_seq") + len(events))
+        if claim is not None:
+            claim.update(last_seq=F("last_seq") + len(events))
+        else:
+            Run.objects.filter(pk=run_id).update(last_seq=F("last_seq") + len(events))
         last = Run.objects.filter(pk=run_id).values_list("last_seq", flat=True).get()
         first = last - len(events) + 1
         rows = RunEvent.objects.bulk_create(
@@ -56,7 +66,72 @@ def publish_run_events(run_id: int, events: list[tuple[str, dict]]) -> list[RunE
     return rows
 
 
+def publish_run_access_changed(run_id: int) -> None:
+    """Tell the run's open sockets, after commit, that who may see the run
+    changed (sharing edited): each re-checks its user and closes with 4403 if
+    they lost access, so an unshared user stops receiving events at once."""
+    transaction.on_commit(lambda: _send_access_changed(run_id))
+
+
+def _send_access_changed(run_id: int) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(run_group(run_id), {"type": "run.access"})
+    except Exception:  # the sockets also re-check on their own every few seconds
+        log.exception("could not tell the sockets of run %s that its sharing changed", run_id)
+
+
+class _BackgroundPublisher(threading.Thread):
+    """Sends committed events to the channel layer from one thread, first in first
+    out, so a runner's engine thread does not wait on the channel layer (and the
+    runs-list row read) for every event batch. The events are already in the
+    database when they are queued; only the notification is deferred."""
+
+    def __init__(self):
+        super().__init__(name="run-event-publisher", daemon=True)
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+
+    def run(self) -> None:
+        try:
+            while (item := self.queue.get()) is not None:
+                _send_now(*item)
+        finally:
+            connection.close()
+
+    def close(self) -> None:
+        self.queue.put(None)
+        self.join()
+
+
+_local = threading.local()
+
+
+@contextmanager
+def publishing_in_background() -> Iterator[None]:
+    """Within this block, the events this thread commits are sent to the channel
+    layer by a background thread, in commit order; leaving the block waits until
+    every one of them is sent (so what follows is published after them)."""
+    publisher = _BackgroundPublisher()
+    publisher.start()
+    _local.publisher = publisher
+    try:
+        yield
+    finally:
+        _local.publisher = None
+        publisher.close()
+
+
 def _send(run_id: int, messages: list[dict]) -> None:
+    publisher = getattr(_local, "publisher", None)
+    if publisher is not None:
+        publisher.queue.put((run_id, messages))
+    else:
+        _send_now(run_id, messages)
+
+
+def _send_now(run_id: int, messages: list[dict]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return

@@ -17,15 +17,19 @@ iteration already recorded are not published twice.
 
 from __future__ import annotations
 
+import functools
 import logging
-from statistics import fmean
+from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from statistics import fmean
 from typing import Any
 
 from django.db import transaction
 
 from optimizer import event_types as ev
 from optimizer.adapter import EvalRecord, FrontierAdapter
+from optimizer.claims import ClaimLost, RunClaim, retry_db
 from optimizer.events import publish_run_event, publish_run_events
 from optimizer.front import front_members
 from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, Split
@@ -52,6 +56,42 @@ def item_payload(record: EvalRecord) -> dict:
     }
 
 
+def writes(method):
+    """A gepa callback that writes. gepa swallows a callback's exception
+    (GEPA_NOTES 4), so the writing is made safe here: a transient database error
+    is retried on a new connection (the callback's transaction rolled back whole,
+    and its in-memory state changes only after a commit); once this worker lost
+    its claim the callback does nothing (the runner's stopper ends the run)."""
+
+    @functools.wraps(method)
+    def callback(self, event):
+        if self.claim is not None and self.claim.lost.is_set():
+            return None
+        try:
+            return retry_db(lambda: method(self, event), what=f"run {self.run_id}: {method.__name__}")
+        except ClaimLost:
+            return None
+
+    return callback
+
+
+@dataclass
+class Slot:
+    """One proposal of an iteration: a parent, its minibatch and scores, the
+    proposed texts and the child's scores on the same minibatch."""
+
+    parent: int | None
+    minibatch: list[str] = field(default_factory=list)
+    before: list[float] = field(default_factory=list)
+    proposed: dict[str, str] = field(default_factory=dict)
+    reasoning: str = ""
+    after: list[float] | None = None
+    resolved: bool = False  # accepted or rejected: published
+
+    def child(self, components: dict[int, dict[str, str]]) -> dict[str, str]:
+        return {**components.get(self.parent, {}), **self.proposed}
+
+
 class RunRecorder:
     def __init__(
         self,
@@ -61,8 +101,10 @@ class RunRecorder:
         valset: list[dict],
         task_pks: dict[str, int],
         budget_total: int,
+        claim: RunClaim | None = None,
     ):
         self.run_id = run.pk
+        self.claim = claim  # the runner's: every write below is conditional on it
         self.adapter = adapter
         self.valset = valset
         self.task_pks = task_pks
@@ -87,20 +129,22 @@ class RunRecorder:
         )
         self.reflection_errors: list[str] = []
         self.optimizing = False
-        self.pending_candidate: dict | None = None
-        self.pending_proposal: dict | None = None
+        # Accepted candidates (with their proposal events) waiting for gepa's checkpoint.
+        self.pending: list[dict] = []
         self.unpublished: list[tuple[str, dict]] = []
         # A custom proposer (the demo simulator) explains itself outside gepa's events.
         self.proposer_reasoning: Callable[[], str] = lambda: ""
         self._reset_iteration()
 
     def _reset_iteration(self) -> None:
+        """One iteration holds one proposal, or several with parallel proposals
+        (gepa fires each stage's events for every proposal, in the same order):
+        a slot per sampled parent, filled in as its events arrive."""
         self.iteration = 0
-        self.parent: int | None = None
-        self.minibatch: list[str] = []
-        self.before: list[float] = []
-        self.proposed: dict[str, str] = {}
-        self.reasoning = ""
+        self.slots: list[Slot] = []
+        self.parent_evaluations = 0  # parents' minibatch evaluations ended so far
+        self.started: deque[tuple[Slot | None, list[str]]] = deque()  # evaluations started, not ended
+        self.proposed: deque[tuple[dict[str, str], str]] = deque()  # proposal texts waiting for their child's evaluation
         self.proposal_starts = 0
         self.proposal_ends = 0
         self.merge_parents: list[int] | None = None
@@ -115,28 +159,55 @@ class RunRecorder:
         self.iteration = event["iteration"]
         self.adapter.forget_records()
         if not self.optimizing:
-            self.optimizing = True
-            Run.objects.filter(pk=self.run_id).update(phase="optimizing")
+            self._announce_optimizing(event)
+
+    @writes
+    def _announce_optimizing(self, event: dict) -> None:
+        with transaction.atomic():
+            self._runs().update(phase="optimizing")
             status = Run.objects.values_list("status", flat=True).get(pk=self.run_id)
-            publish_run_event(self.run_id, ev.RUN_STATUS, {"status": status, "phase": "optimizing"})
+            publish_run_event(self.run_id, ev.RUN_STATUS, {"status": status, "phase": "optimizing"}, claim=self.claim)
+        self.optimizing = True
 
     def on_candidate_selected(self, event: dict) -> None:
-        self.parent = event["candidate_idx"]
+        self.slots.append(Slot(parent=event["candidate_idx"]))
+
+    @staticmethod
+    def _is_merge(event: dict) -> bool:
+        return event["candidate_idx"] is None and len(event["parent_ids"]) > 1
 
     def on_evaluation_start(self, event: dict) -> None:
-        if event["candidate_idx"] is not None or event["capture_traces"]:
-            self.minibatch = [row["task_id"] for row in event["inputs"]]
+        if self._is_merge(event):
+            return
+        minibatch = [row["task_id"] for row in event["inputs"]]
+        slot = None
+        if event["candidate_idx"] is None:  # a child: its slot has this parent and minibatch
+            parent = event["parent_ids"][0] if event["parent_ids"] else None
+            slot = next((s for s in self.slots if s.parent == parent and s.minibatch == minibatch and s.after is None
+                         and not s.proposed), None)
+            if slot is not None and self.proposed:
+                slot.proposed, slot.reasoning = self.proposed.popleft()
+        self.started.append((slot, minibatch))
 
     def on_evaluation_end(self, event: dict) -> None:
-        """A minibatch evaluation: the parent's (candidate known) or the child's (not yet in the pool)."""
+        """A minibatch evaluation: a parent's (candidate known) or a child's (not yet in the pool)."""
+        if self._is_merge(event) or not self.started:
+            return
+        slot, minibatch = self.started.popleft()
         if event["candidate_idx"] is not None:
-            self.before = list(event["scores"])
+            if self.parent_evaluations < len(self.slots):
+                slot = self.slots[self.parent_evaluations]
+                slot.minibatch, slot.before = minibatch, list(event["scores"])
+            self.parent_evaluations += 1
             candidate = self.components.get(event["candidate_idx"])
+        elif slot is not None:
+            slot.after = list(event["scores"])
+            candidate = slot.child(self.components)
         else:
-            candidate = {**self.components.get(self.parent, {}), **self.proposed}
+            candidate = None
         if self._replayed(event["iteration"]) or candidate is None:
             return
-        records = [self.adapter.take_record(candidate, key) for key in self.minibatch]
+        records = [self.adapter.take_record(candidate, key) for key in minibatch]
         items = [item_payload(r) for r in records if r is not None]
         if items:  # published with the budget update gepa makes right after
             self.unpublished.append((ev.TRIALS, {"candidate": event["candidate_idx"], "split": Split.TRAIN, "items": items}))
@@ -146,19 +217,21 @@ class RunRecorder:
 
     def on_proposal_end(self, event: dict) -> None:
         self.proposal_ends += 1
-        self.proposed = dict(event["new_instructions"])
         raw = "\n\n".join(str(v) for v in (event.get("raw_lm_outputs") or {}).values())
-        self.reasoning = preview(raw or self.proposer_reasoning(), MAX_REASONING_CHARS)
+        # Proposal ends come in the order their children are then evaluated.
+        self.proposed.append((dict(event["new_instructions"]), preview(raw or self.proposer_reasoning(), MAX_REASONING_CHARS)))
 
+    @writes
     def on_budget_updated(self, event: dict) -> None:
         self.metric_calls = event["metric_calls_used"]
         with transaction.atomic():
-            Run.objects.filter(pk=self.run_id).update(budget_used=self.metric_calls)
+            self._runs().update(budget_used=self.metric_calls)
             self._publish((ev.RUN_BUDGET, {"used": self.metric_calls, "total": self.budget_total}))
 
     def on_merge_attempted(self, event: dict) -> None:
         self.merge_parents = list(event["parent_ids"])
 
+    @writes
     def on_valset_evaluated(self, event: dict) -> None:
         index = event["candidate_idx"]
         if index in self.components:  # the seed again after a resume, or a replayed iteration
@@ -191,77 +264,111 @@ class RunRecorder:
         if index == 0:
             self._record_candidate(**candidate)
         else:
-            self.pending_candidate = candidate  # recorded once gepa has checkpointed it (_flush_pending)
+            # Recorded once gepa has checkpointed it (_flush_pending).
+            self.pending.append({"candidate": candidate, "proposal": None})
 
     def on_candidate_accepted(self, event: dict) -> None:
-        if self.pending_candidate is None or self.merge_parents is not None:
+        waiting = next((p for p in self.pending if p["candidate"]["index"] == event["new_candidate_idx"]), None)
+        if waiting is None or self.merge_parents is not None:
             return  # merges publish no reflection proposal
-        self.pending_candidate["reflection"] = self.reasoning
-        self.pending_proposal = self._proposal(
-            accepted=True, candidate=event["new_candidate_idx"], before=sum(self.before), after=event["new_score"]
+        components = waiting["candidate"]["components"]
+        slot = next((s for s in self.slots if not s.resolved and s.child(self.components) == components), None)
+        if slot is None:
+            return
+        slot.resolved = True
+        waiting["candidate"]["reflection"] = slot.reasoning
+        waiting["proposal"] = self._proposal(
+            slot, accepted=True, candidate=event["new_candidate_idx"], before=sum(slot.before), after=event["new_score"]
         )
 
+    @writes
     def on_candidate_rejected(self, event: dict) -> None:
+        """The event names no proposal: it is the first unresolved one with these
+        before/after sums (gepa reports rejections in proposal order)."""
+        slot = next(
+            (s for s in self.slots if not s.resolved and s.after is not None
+             and sum(s.before) == event["old_score"] and sum(s.after) == event["new_score"]),
+            None,
+        )
+        if slot is None:
+            return
         if not self._replayed(self.iteration):
-            proposal = self._proposal(accepted=False, candidate=None, before=event["old_score"], after=event["new_score"])
+            proposal = self._proposal(slot, accepted=False, candidate=None, before=event["old_score"], after=event["new_score"])
             self._publish((ev.PROPOSAL, proposal))
+        slot.resolved = True  # only once published: a retried write finds the slot again
 
+    @writes
     def on_state_saved(self, event: dict) -> None:
         self._flush_pending()
 
+    @writes
     def on_optimization_end(self, event: dict) -> None:
         self._flush_pending()  # gepa saved the final state just before
 
     def _flush_pending(self) -> None:
-        """Record the last accepted candidate now that gepa's checkpoint holds it.
-        Checkpoint first, then record: a worker killed in between leaves a
-        candidate gepa will not re-propose but we never announced, instead of
-        one we announced that gepa forgets and proposes anew."""
-        if self.pending_candidate is not None:
-            proposal = [(ev.PROPOSAL, self.pending_proposal)] if self.pending_proposal is not None else []
-            self._record_candidate(**self.pending_candidate, then=proposal)
-        self.pending_candidate = self.pending_proposal = None
+        """Record the last iteration's accepted candidates now that gepa's
+        checkpoint holds them. Checkpoint first, then record: a worker killed in
+        between leaves a candidate gepa will not re-propose but we never
+        announced, instead of one we announced that gepa forgets and proposes anew."""
+        while self.pending:  # each one leaves the list once committed (a retried write resumes here)
+            waiting = self.pending[0]
+            proposal = [(ev.PROPOSAL, waiting["proposal"])] if waiting["proposal"] is not None else []
+            self._record_candidate(**waiting["candidate"], then=proposal)
+            self.pending.pop(0)
 
+    @writes
     def on_iteration_end(self, event: dict) -> None:
-        if self.unpublished:
-            self._publish()
         missing = self.proposal_starts - self.proposal_ends
         if missing > 0 and not self._replayed(event["iteration"]):
             cause = self.reflection_errors[-1] if self.reflection_errors else "the reflection returned no new text"
-            publish_run_event(
-                self.run_id,
-                ev.ERROR,
-                {"where": "reflection", "message": preview(f"Reflection failed: {cause}", 1000), "iteration": event["iteration"]},
-            )
+            error = {"where": "reflection", "message": preview(f"Reflection failed: {cause}", 1000), "iteration": event["iteration"]}
+            self._publish((ev.ERROR, error))
+        elif self.unpublished:
+            self._publish()
         self.reflection_errors.clear()
 
+    @writes
     def on_error(self, event: dict) -> None:
+        if isinstance(event["exception"], ClaimLost) or (self.claim is not None and self.claim.lost.is_set()):
+            return  # not this worker's run any more: nothing to say in its log
+        if not event.get("will_continue", True):
+            return  # the exception ends the run: the runner writes it, once (runner._finish)
         publish_run_event(
             self.run_id,
             ev.ERROR,
             {"where": "runner", "message": preview(str(event["exception"]), 1000), "iteration": event["iteration"]},
+            claim=self.claim,
         )
 
     # -- writing ----------------------------------------------------------------
 
+    def _runs(self):
+        """The run row, if this worker still holds it (all of it without a claim: tests)."""
+        return self.claim.runs() if self.claim is not None else Run.objects.filter(pk=self.run_id)
+
     def _publish(self, *events: tuple[str, dict]) -> None:
         """Publish what waits in `unpublished`, then `events`, as one batch
-        (one transaction and one channel-layer call: cheaper per iteration)."""
-        batch, self.unpublished = [*self.unpublished, *events], []
-        publish_run_events(self.run_id, batch)
+        (one transaction and one channel-layer call: cheaper per iteration).
+        `unpublished` is emptied only once the batch is written (after the
+        commit when inside a transaction), so a retried callback loses nothing."""
+        publish_run_events(self.run_id, [*self.unpublished, *events], claim=self.claim)
+        if transaction.get_connection().in_atomic_block:
+            transaction.on_commit(self.unpublished.clear)
+        else:
+            self.unpublished.clear()
 
-    def _proposal(self, *, accepted: bool, candidate: int | None, before: float, after: float) -> dict:
+    def _proposal(self, slot: Slot, *, accepted: bool, candidate: int | None, before: float, after: float) -> dict:
         return {
             "iteration": self.iteration,
-            "parent": self.parent,
-            "components": sorted(self.proposed),
+            "parent": slot.parent,
+            "components": sorted(slot.proposed),
             "accepted": accepted,
             "candidate": candidate,
             "before": before,
             "after": after,
-            "minibatch": self.minibatch,
-            "texts": {name: preview(text) for name, text in self.proposed.items()},
-            "reasoning": self.reasoning,
+            "minibatch": slot.minibatch,
+            "texts": {name: preview(text) for name, text in slot.proposed.items()},
+            "reasoning": slot.reasoning,
             "metric_calls": self.metric_calls,
         }
 
@@ -299,16 +406,19 @@ class RunRecorder:
             vid: fmean(r.objective_scores.get(vid, 0.0) for r in records.values()) for vid in objective_ids
         }
         task_scores = {key: r.score for key, r in records.items()}
-        self.components[index] = components
-        self.val_scores[index] = val_score
-        self._add_to_front(index, task_scores)
-        self.task_scores[index] = task_scores
-        leaders = {key: list(indices) for key, (_, indices) in self.front.items()}
-        members = front_members(self.task_scores)
-        best_index = max(self.val_scores, key=lambda i: (self.val_scores[i], -i))
+        # The in-memory state changes only once the rows are committed (a retry after a database error starts over).
+        val_scores = {**self.val_scores, index: val_score}
+        front = dict(self.front)
+        self._add_to_front(index, task_scores, front)
+        leaders = {key: list(indices) for key, (_, indices) in front.items()}
+        all_task_scores = {**self.task_scores, index: task_scores}
+        members = front_members(all_task_scores)
+        best_index = max(val_scores, key=lambda i: (val_scores[i], -i))
         answered = [r for r in records.values() if r.tokens_in or r.tokens_out]
         prompt_text = "\n\n".join(components.values())
         with transaction.atomic():
+            if self.claim is not None:
+                self.claim.hold()  # the run row stays locked, and ours, until this commits
             candidate = Candidate.objects.create(
                 run_id=self.run_id,
                 index=index,
@@ -324,12 +434,11 @@ class RunRecorder:
             on_front = Candidate.objects.filter(run_id=self.run_id)
             on_front.filter(index__in=self.members - set(members)).update(on_front=False)
             on_front.filter(index__in=set(members) - self.members).update(on_front=True)
-            self.members = set(members)
             if index == 0 or best_index == index:
                 updates: dict[str, Any] = {"best_candidate_id": candidate.pk, "best_score": val_score}
                 if index == 0:
                     updates["seed_score"] = val_score
-                Run.objects.filter(pk=self.run_id).update(**updates)
+                self._runs().update(**updates)
             announced = (
                 ev.CANDIDATE_NEW,
                 {
@@ -350,17 +459,23 @@ class RunRecorder:
                 },
             )
             trials = self.record_evaluations(candidate=candidate, split=Split.VAL, records=list(records.values()))
-            front = (
+            front_event = (
                 ev.FRONT_UPDATED,
-                {"members": members, "leaders": leaders, "best_index": best_index, "best_score": self.val_scores[best_index]},
+                {"members": members, "leaders": leaders, "best_index": best_index, "best_score": val_scores[best_index]},
             )
-            self._publish(announced, trials, front, *then)
+            self._publish(announced, trials, front_event, *then)
+        self.components[index] = components
+        self.val_scores = val_scores
+        self.front = front
+        self.task_scores = all_task_scores
+        self.members = set(members)
 
-    def _add_to_front(self, index: int, task_scores: dict[str, float]) -> None:
+    def _add_to_front(self, index: int, task_scores: dict[str, float], front: dict | None = None) -> None:
         """The per-task front: for each val task, every candidate with the top score (ties included)."""
+        front = self.front if front is None else front
         for key, score in task_scores.items():
-            top, leaders = self.front.get(key, (None, []))
+            top, leaders = front.get(key, (None, []))
             if top is None or score > top:
-                self.front[key] = (score, [index])
+                front[key] = (score, [index])
             elif score == top:
-                leaders.append(index)
+                front[key] = (top, [*leaders, index])

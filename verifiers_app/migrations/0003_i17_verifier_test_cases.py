@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('verifiers_app', '0001_initial'),
+        ('verifiers_app', '0002_i11c_verifier_id_per_owner'),
     ]
 
     operations = [
