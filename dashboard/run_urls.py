@@ -13,4 +13,7 @@ urlpatterns = [
     path("<int:run_id>/candidates/<int:index>/", run_views.candidate_detail, name="candidate"),
     # Spelled out so /runs/<id>/compare/ (the compare namespace) is never shadowed.
     re_path(r"^(?P<run_id>\d+)/(?P<action>stop|cancel|resume|fork)/$", run_views.run_control, name="control"),
+    path("<int:run_id>/annotate/", run_views.run_annotate, name="annotate"),
+    path("<int:run_id>/archive/", run_views.run_archive, name="archive"),
+    path("<int:run_id>/delete/", run_views.run_delete, name="delete"),
 ]

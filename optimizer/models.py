@@ -194,6 +194,12 @@ class Run(models.Model):
     error = models.TextField(blank=True)
     last_seq = models.PositiveIntegerField(default=0, help_text="Highest RunEvent.seq written")
     imported = models.BooleanField(default=False, help_text="Created from an exported run, not executed here")
+    # The user's own bookkeeping (runs list chores): never read by the optimizer.
+    tags = models.JSONField(default=list, blank=True, help_text="Short labels, e.g. ['baseline', 'gpt-4o']")
+    notes = models.TextField(blank=True)
+    archived = models.BooleanField(default=False, help_text="Hidden from the runs list unless asked for")
+    forked_from = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="forks")
+    forked_from_candidate = models.PositiveIntegerField(null=True, blank=True, help_text="The parent run's candidate it was seeded from")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
