@@ -10,7 +10,9 @@ import { wireCopyButtons } from "./clipboard.js";
 const root = document.getElementById("run-page");
 const candidateUrl = (index) => root.dataset.candidateUrl.replace(/\/0\/$/, `/${index}/`);
 const VERDICT_NAMES = { p: "pass", b: "borderline", f: "fail" };
-const MARGIN = { l: 50, r: 10, t: 10, b: 40 };
+// The top margin holds Plotly's toolbar, which appears on hover: with less, it
+// covered the points at score 1.000 (the top edge of the [0, 1] axes).
+const MARGIN = { l: 50, r: 10, t: 34, b: 40 };
 
 // Plotly renders hover text, tick labels and titles as HTML-ish markup (<b>,
 // <a href>, <br> …): escape every untrusted string before it goes there. With

@@ -171,7 +171,8 @@ def test_clicking_a_lineage_node_opens_that_candidate(page, demo_data):
         """() => {
           const el = document.getElementById('chart-lineage');
           const layout = el._fullLayout, trace = el._fullData[1];
-          const k = trace.x.length - 1, box = el.getBoundingClientRect();
+          // The seed: mid-chart (a best at 1.000 sits on the plot's top edge).
+          const k = 0, box = el.getBoundingClientRect();
           return { index: trace.customdata[k],
                    x: box.left + layout._size.l + layout.xaxis.l2p(trace.x[k]),
                    y: box.top + layout._size.t + layout.yaxis.l2p(trace.y[k]) };
