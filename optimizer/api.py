@@ -77,6 +77,8 @@ class RunOut(Schema):
     started_at: datetime | None
     finished_at: datetime | None
     simulator: bool = Field(description="True when the task or reflection model is the offline demo simulator, not a real model")
+    kind: str = Field(description='"native" (executed by our workers) or "external" (reported by frontier_tracker from its owner\'s process)')
+    external: dict[str, Any] = Field(description="For an external run: source, host, gepa_version, client_version")
 
     @staticmethod
     def of(run: Run) -> dict:
@@ -89,7 +91,7 @@ class RunOut(Schema):
             "best_candidate": run.best_candidate.index if run.best_candidate else None,
             "chosen_candidate": run.chosen_candidate.index if run.chosen_candidate else None, "error": run.error,
             "last_seq": run.last_seq, "created_at": run.created_at, "started_at": run.started_at,
-            "finished_at": run.finished_at,
+            "finished_at": run.finished_at, "kind": run.kind, "external": run.external or {},
         }
 
 

@@ -56,7 +56,7 @@ def claim(run_id: int) -> Run | None:
     now = timezone.now()
     with transaction.atomic():
         run = Run.objects.select_for_update().filter(pk=run_id).first()
-        if run is None or run.imported or run.status in RunStatus.finished():
+        if run is None or run.imported or run.is_external or run.status in RunStatus.finished():
             return None
         if run.status in (RunStatus.RUNNING, RunStatus.STOPPING):
             if run.heartbeat_at and now - run.heartbeat_at < STALE_AFTER:
@@ -245,11 +245,17 @@ def _score_holdout(run: Run, config: RunConfig, adapter: FrontierAdapter, record
 
 def _finish(run_id: int, heartbeat: Heartbeat, *, phase: str = "finished", failure: str = "") -> str:
     heartbeat.done.set()
+    return run_finish(run_id, phase=phase, failure=failure)
+
+
+def run_finish(run_id: int, *, phase: str = "finished", failure: str = "", stopped: bool = False) -> str:
+    """Mark a run failed, stopped (when a stop was asked) or completed, and send
+    its run.finished event. External runs finish through here too."""
     run = Run.objects.get(pk=run_id)
     if failure:
         status = RunStatus.FAILED
         publish_run_event(run_id, ev.ERROR, {"where": "runner", "message": failure[:1000], "iteration": None})
-    elif run.stop_requested or run.cancel_requested:
+    elif stopped or run.stop_requested or run.cancel_requested:
         status = RunStatus.STOPPED
     else:
         status = RunStatus.COMPLETED

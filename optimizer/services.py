@@ -231,6 +231,8 @@ def run_resume(*, run: Run, extra_budget: int = 0) -> Run:
         )
         if run.imported:
             raise RunStateError(f"run {run.pk} was imported, not executed here; fork it instead")
+        if run.is_external:
+            raise RunStateError(f"run {run.pk} runs in its owner's own process; start it again there")
         if run.status == RunStatus.COMPLETED and extra_budget == 0:
             raise RunStateError("extra_budget: a completed run continues only with more budget")
         if run.status not in (RunStatus.STOPPED, RunStatus.FAILED, RunStatus.COMPLETED) and not crashed:

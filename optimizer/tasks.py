@@ -37,7 +37,7 @@ def requeue_orphaned_runs(*, include_queued: bool = False) -> list[int]:
     )
     if include_queued:
         stale |= Q(status=RunStatus.QUEUED)
-    run_ids = list(Run.objects.filter(stale, imported=False).values_list("pk", flat=True))
+    run_ids = list(Run.objects.filter(stale, imported=False, kind=RunKind.NATIVE).values_list("pk", flat=True))
     for run_id in run_ids:
         log.info("re-queueing run %s", run_id)
         run_optimization.delay(run_id)
