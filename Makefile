@@ -15,9 +15,10 @@ ALLOW_EMPTY = || [ $$? -eq 5 ]
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(PY)
+$(STAMP): pyproject.toml clients/python/pyproject.toml | $(PY)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e clients/python  # frontier-tracker, for its tests and `optimize import-gepa`
 	rm -f $(VENV)/.installed-*
 	touch $@
 

@@ -15,9 +15,11 @@ from __future__ import annotations
 from collections import defaultdict
 
 from django.db.models import Count, Max, Q, QuerySet
+from django.utils import timezone
 
 from optimizer import event_types as ev
 from optimizer.config import RunConfigError, parse_run_config
+from optimizer.external import SILENT_AFTER_SECONDS
 from optimizer.models import Candidate, Evaluation, ModelEndpoint, Run, RunEvent, RunStatus, Split, TaskSet
 from verifiers_app.models import Verifier
 
@@ -37,6 +39,8 @@ def _clip(text: str, limit: int) -> str:
 
 def run_model_label(run: Run) -> dict:
     """The task model as the UI shows it; the demo simulator is labelled as one."""
+    if run.is_external:  # the user's own adapter and models: we only know where it runs
+        return {"label": "the run's own adapter", "is_simulator": False, "model": ""}
     lm = (run.config or {}).get("task_lm") or {}
     provider = lm.get("provider", "")
     model = lm.get("model", "")
@@ -82,12 +86,25 @@ def run_summary(run: Run) -> dict:
         "started_at": run.started_at.isoformat() if run.started_at else None,
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
         "last_seq": run.last_seq,
+        "kind": run.kind,
+        "external": run.external or {},
+        **run_client_status(run),
     }
+
+
+def run_client_status(run: Run) -> dict:
+    """For an external run: when its tracker was last heard from (a batch or a
+    stop poll) and whether it went silent. Empty for a native run."""
+    if not run.is_external:
+        return {}
+    seen = run.heartbeat_at
+    silent = run.status in RunStatus.active() and (seen is None or (timezone.now() - seen).total_seconds() > SILENT_AFTER_SECONDS)
+    return {"client_seen_at": seen.isoformat() if seen else None, "client_silent": silent, "silent_after": SILENT_AFTER_SECONDS}
 
 
 LIST_ROW_FIELDS = (
     "id", "name", "status", "phase", "best_score", "seed_score", "delta", "budget_used", "budget_total",
-    "budget_pct", "model", "task_set", "owner", "created_at", "started_at", "finished_at", "last_seq",
+    "budget_pct", "model", "task_set", "owner", "created_at", "started_at", "finished_at", "last_seq", "kind",
 )
 
 

@@ -13,7 +13,7 @@ from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
-from optimizer.models import Run, RunStatus
+from optimizer.models import Run, RunKind, RunStatus
 from optimizer.runner import STALE_AFTER, execute_run
 
 log = logging.getLogger(__name__)

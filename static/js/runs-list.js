@@ -70,6 +70,7 @@ function row(r) {
   bar.append(fill);
   const model = cell(span(r.model.label));
   if (r.model.is_simulator) model.append(" ", span("simulator", "badge-sim"));
+  if (r.kind === "external") model.append(" ", span("external", "badge-external"));
   tr.append(
     cell(link),
     cell(span(r.status, `status status-${r.status}`), " ", span(r.phase || "", "muted")),
