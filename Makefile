@@ -18,7 +18,7 @@ $(PY):
 $(STAMP): pyproject.toml clients/python/pyproject.toml | $(PY)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
-	$(PY) -m pip install -q -e clients/python  # frontier-tracker, for its tests and `optimize import-gepa`
+	$(PY) -m pip install -q -e clients/python  # frontier-tracker (clients/python), for its tests
 	rm -f $(VENV)/.installed-*
 	touch $@
 
