@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delay", type=float, default=0.0, help="seconds per evaluate() call (to watch it move)")
     parser.add_argument("--run-dir", default=None, help="gepa's run_dir (checkpoint; `optimize import-gepa` replays it)")
     parser.add_argument("--task-set-id", type=int, default=None)
+    parser.add_argument("--done-file", default=None, help="written when gepa.optimize returns (before the tracker flushes)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 
@@ -95,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         def log(self, message: str) -> None:
             pass
 
+    started = time.monotonic()
     result = gepa.optimize(
         seed_candidate={"instructions": "Answer the customer."},
         trainset=TASKS,
@@ -110,9 +112,14 @@ def main(argv: list[str] | None = None) -> int:
         seed=0,
         display_progress_bar=False,
     )
+    optimize_seconds = time.monotonic() - started
+    if args.done_file:
+        with open(args.done_file, "w") as done:
+            done.write("gepa.optimize returned")
     delivered = tracker.close()
     best = result.val_aggregate_scores[result.best_idx]
     print(json.dumps({"run_id": tracker.run_id, "best_score": best, "candidates": len(result.candidates),
+                      "optimize_seconds": round(optimize_seconds, 2), "metric_calls": result.total_metric_calls,
                       "stopped": tracker.stop_requested, "delivered": delivered, "dropped": tracker.dropped,
                       "batches": tracker.sent_batches}))
     return 0
