@@ -186,3 +186,32 @@ def test_the_run_page_marks_the_run_external_and_no_worker_ever_runs_or_resumes_
     with pytest.raises(services.RunStateError):
         services.run_resume(run=Run.objects.get(pk=run_id), extra_budget=10)
     assert Run.objects.get(pk=run_id).kind == RunKind.EXTERNAL
+
+
+def test_an_external_run_compares_with_a_native_run_of_its_task_set_and_its_best_prompt_downloads(tracker, user, user_client):
+    from tests.dashboard.factories import build_run
+
+    native = build_run(owner=user, candidates=3, val_tasks=3)
+    keys = [row["task_id"] for row in native.tasks_snapshot]
+    opened = tracker.open(task_set_id=native.task_set_id, key="same-task-set-01")
+    assert opened.status_code == 201, opened.content
+    external_id = opened.json()["id"]
+    tasks = [{"task_key": key, "score": 1.0, "output": f"answer {key}"} for key in keys]
+    tracker.send(external_id, 1, seed(tasks=[dict(t, score=0.0) for t in tasks], score=0.0),
+                 dict(child(), tasks=tasks), {"type": "finished", "status": "completed"})
+
+    page = user_client.get(f"/runs/compare/?a={native.pk}&b={external_id}")
+    html = page.content.decode()
+    assert page.status_code == 200, html[:500]
+    assert all(key in html for key in keys)  # best vs best, task by task, across the two kinds
+    best = user_client.get(f"/runs/{external_id}/best/download.txt")
+    assert best.status_code == 200 and 'Mention "receipt".' in best.content.decode()
+
+
+def test_a_task_set_the_user_cannot_see_is_refused_naming_the_field(tracker, other_user):
+    from optimizer.models import TaskSet
+
+    hidden = TaskSet.objects.create(owner=other_user, name="theirs")
+    response = tracker.open(task_set_id=hidden.pk)
+    assert response.status_code == 400 and response.json()["problems"][0]["field"] == "task_set_id"
+    assert not Run.objects.exists()
