@@ -215,3 +215,12 @@ def test_a_task_set_the_user_cannot_see_is_refused_naming_the_field(tracker, oth
     response = tracker.open(task_set_id=hidden.pk)
     assert response.status_code == 400 and response.json()["problems"][0]["field"] == "task_set_id"
     assert not Run.objects.exists()
+
+
+def test_the_candidate_page_shows_outputs_and_feedback_where_the_adapter_gave_them(tracker, run_id, user_client):
+    tracker.send(run_id, 1, seed(), child())
+    page = user_client.get(f"/runs/{run_id}/candidates/0/")
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert "Refund in 30 days." in html and "must mention &quot;receipt&quot;" in html
+    assert user_client.get(f"/runs/{run_id}/candidates/1/").status_code == 200  # no outputs at all: still a page
