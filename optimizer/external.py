@@ -271,11 +271,15 @@ class _BatchApplier:
         getattr(self, f"_{event.type}")(event)
 
     def _budget(self, event: BudgetEvent) -> None:
-        if event.total is not None and event.total != self.run.budget_total:
-            total = min(event.total, 2**31 - 1)
-            Run.objects.filter(pk=self.run.pk).update(budget_total=total)
-            self.run.budget_total = self.recorder.budget_total = total
-        self.recorder.on_budget_updated({"metric_calls_used": event.used})
+        # As RunRecorder.on_budget_updated, without building a recorder: nearly
+        # every batch carries a budget update, and a recorder reads the whole
+        # pool back from the database.
+        if event.total is not None:
+            self.run.budget_total = event.total
+            if self._recorder is not None:
+                self._recorder.budget_total = event.total
+        Run.objects.filter(pk=self.run.pk).update(budget_used=event.used, budget_total=self.run.budget_total)
+        publish_run_event(self.run.pk, ev.RUN_BUDGET, {"used": event.used, "total": self.run.budget_total})
 
     def _status(self, event: StatusEvent) -> None:
         Run.objects.filter(pk=self.run.pk).update(phase=event.phase)
