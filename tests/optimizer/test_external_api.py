@@ -206,6 +206,8 @@ def test_an_external_run_compares_with_a_native_run_of_its_task_set_and_its_best
     assert all(key in html for key in keys)  # best vs best, task by task, across the two kinds
     best = user_client.get(f"/runs/{external_id}/best/download.txt")
     assert best.status_code == 200 and 'Mention "receipt".' in best.content.decode()
+    for page in (f"/runs/{external_id}/compare/?c=0&c=1", f"/runs/{external_id}/promotion/", f"/runs/{external_id}/export.json"):
+        assert user_client.get(page).status_code == 200, page
 
 
 def test_a_task_set_the_user_cannot_see_is_refused_naming_the_field(tracker, other_user):

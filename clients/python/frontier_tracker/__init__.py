@@ -396,28 +396,33 @@ class FrontierTracker:
                 if closing:
                     return
                 continue
-            size = self._batch_size(pending)
-            if not self._deliver(pending[:size]):
+            encoded = self._batch(pending)
+            if not self._deliver(encoded):
                 lost = len(pending) + self._queue.qsize()
                 log.error("frontier_tracker: gave up; %d events were not sent to %s", lost, self.url)
                 self._disabled = True
                 return
-            del pending[:size]
+            del pending[: len(encoded)]
 
     @staticmethod
-    def _batch_size(pending: list[dict]) -> int:
-        total = 0
-        for n, event in enumerate(pending):
-            total += len(json.dumps(event))
-            if total > MAX_BATCH_BYTES and n > 0:
-                return n
-        return len(pending)
+    def _batch(pending: list[dict]) -> list[str]:
+        """The first events of `pending` that fit in one request, JSON-encoded (once)."""
+        encoded, total = [], 0
+        for event in pending:
+            text = json.dumps(event)
+            total += len(text)
+            if total > MAX_BATCH_BYTES and encoded:
+                break
+            encoded.append(text)
+        return encoded
 
-    def _deliver(self, events: list[dict]) -> bool:
-        """Send one batch until the server acknowledges it. False: give up (refused for good, or closing past the deadline)."""
+    def _deliver(self, events: list[str]) -> bool:
+        """Send one batch (JSON-encoded events) until the server acknowledges it.
+        False: give up (refused for good, or closing past the deadline)."""
         if self.run_id is None and not self._open():
             return False
-        status, answer = self._call("POST", f"/api/external/runs/{self.run_id}/events", {"seq": self.sent_batches + 1, "events": events})
+        body = f'{{"seq": {self.sent_batches + 1}, "events": [{", ".join(events)}]}}'
+        status, answer = self._call("POST", f"/api/external/runs/{self.run_id}/events", body)
         if status == 200:
             self.sent_batches += 1
             if answer.get("stop"):
@@ -452,7 +457,7 @@ class FrontierTracker:
             log.error("frontier_tracker: could not open the run (%s): %s", status, answer.get("detail", answer))
         return False
 
-    def _call(self, method: str, path: str, body: dict | None = None) -> tuple[int | None, dict]:
+    def _call(self, method: str, path: str, body: dict | str | None = None) -> tuple[int | None, dict]:
         """One request, retried with backoff on network errors, 5xx, 408 and 429.
         (None, {}) when closing and the flush deadline passed."""
         attempt = 0
@@ -471,8 +476,8 @@ class FrontierTracker:
             log.warning("frontier_tracker: %s %s failed (%s); retrying in %.1fs", method, path, problem, delay)
             time.sleep(delay)
 
-    def _request(self, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
-        data = json.dumps(body).encode() if body is not None else None
+    def _request(self, method: str, path: str, body: dict | str | None = None) -> tuple[int, dict]:
+        data = None if body is None else (body if isinstance(body, str) else json.dumps(body)).encode()
         request = urllib.request.Request(
             self.url + path, data=data, method=method,
             headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json", "Accept": "application/json"},
