@@ -18,7 +18,7 @@ from django.db.models import Count, Max, Q, QuerySet
 from django.utils import timezone
 
 from optimizer import event_types as ev
-from optimizer.config import RunConfigError, parse_run_config
+from optimizer.config import DEMO_MODEL_NAME, RunConfigError, parse_run_config
 from optimizer.external import SILENT_AFTER_SECONDS
 from optimizer.models import Candidate, Evaluation, ModelEndpoint, Run, RunEvent, RunStatus, Split, TaskSet
 from verifiers_app.models import Verifier
@@ -42,6 +42,8 @@ def run_model_label(run: Run) -> dict:
     if run.is_external:  # the user's own adapter and models: we only know where it runs
         return {"label": "the run's own adapter", "is_simulator": False, "model": ""}
     lm = (run.config or {}).get("task_lm") or {}
+    if isinstance(lm, str):  # an endpoint name never resolved (an imported run's config)
+        lm = {"provider": "demo" if lm == DEMO_MODEL_NAME else "", "model": lm}
     provider = lm.get("provider", "")
     model = lm.get("model", "")
     is_simulator = provider == "demo"

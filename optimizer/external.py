@@ -20,26 +20,36 @@ from typing import Annotated, Literal
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from optimizer import event_types as ev
 from optimizer.adapter import MAX_OUTPUT_CHARS, EvalRecord
 from optimizer.config import MAX_METRIC_CALLS, config_problems
 from optimizer.events import publish_run_event
-from optimizer.export import Count, Key, Text
+from optimizer.export import MAX_TEXT, Count
 from optimizer.models import Origin, Run, RunKind, RunStatus, Split, TaskSet
 from optimizer.recorder import MAX_REASONING_CHARS, RunRecorder, item_payload, preview
 from verifiers_app.engine.aggregate import Thresholds
-from verifiers_app.storable import storage_problems
 
 MAX_BATCH_EVENTS = 500
 MAX_TASKS = 10_000
 # The run page calls an external client silent after this long without a batch or a control poll.
 SILENT_AFTER_SECONDS = 30
 
+
+
+def _storable(text: str) -> str:
+    if "\x00" in text:  # PostgreSQL stores no U+0000 in text or jsonb
+        raise ValueError("contains a NUL character (U+0000), which cannot be stored")
+    return text
+
+
 Score = Annotated[float, Field(allow_inf_nan=False)]
-Short = Annotated[str, Field(max_length=200)]
-Long = Annotated[str, Field(max_length=MAX_OUTPUT_CHARS)]
+Key = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_storable)]
+Short = Annotated[str, Field(max_length=200), AfterValidator(_storable)]
+Long = Annotated[str, Field(max_length=MAX_OUTPUT_CHARS), AfterValidator(_storable)]
+Text = Annotated[str, Field(max_length=MAX_TEXT), AfterValidator(_storable)]
+Version = Annotated[str, Field(max_length=50), AfterValidator(_storable)]
 
 
 class ExternalRunError(ValueError):
@@ -60,12 +70,13 @@ class ExternalRunOpen(_Strict):
     key: Annotated[str, Field(min_length=8, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
     name: Short = ""
     host: Short = ""
-    gepa_version: Annotated[str, Field(max_length=50)] = ""
-    client_version: Annotated[str, Field(max_length=50)] = ""
-    python_version: Annotated[str, Field(max_length=50)] = ""
+    gepa_version: Version = ""
+    client_version: Version = ""
+    python_version: Version = ""
     source: Literal["tracker", "replay"] = "tracker"
     budget_total: Annotated[int, Field(ge=0, le=MAX_METRIC_CALLS)] = 0
-    task_set_id: int | None = Field(default=None, description="A task set of yours whose task_ids the run's task keys are")
+    task_set_id: int | None = Field(default=None, ge=1, le=2**31 - 1,
+                                    description="A task set of yours whose task_ids the run's task keys are")
 
 
 class TaskResult(_Strict):
@@ -124,14 +135,14 @@ class TrialsEvent(_Strict):
 class ErrorEvent(_Strict):
     type: Literal["error"]
     where: Literal["reflection", "task_lm", "verifier", "runner"] = "runner"
-    message: Annotated[str, Field(min_length=1, max_length=5000)]
+    message: Annotated[str, Field(min_length=1, max_length=5000), AfterValidator(_storable)]
     iteration: Count | None = None
 
 
 class FinishedEvent(_Strict):
     type: Literal["finished"]
     status: Literal["completed", "stopped", "failed"]
-    error: Annotated[str, Field(max_length=5000)] = ""
+    error: Annotated[str, Field(max_length=5000), AfterValidator(_storable)] = ""
 
 
 Event = Annotated[
@@ -145,19 +156,19 @@ class EventBatch(_Strict):
     events: Annotated[list[Event], Field(min_length=1, max_length=MAX_BATCH_EVENTS)]
 
 
-def _validate(model: type[BaseModel], data) -> BaseModel:
+def _validate(model: type[BaseModel], data):
+    """`data` as `model` (the API hands over models ninja already validated)."""
+    if isinstance(data, model):
+        return data
     if not isinstance(data, dict):
         raise ExternalRunError([("body", "must be a JSON object")])
-    unstorable = storage_problems(data, "")
-    if unstorable:
-        raise ExternalRunError([tuple(problem.lstrip(".").split(": ", 1)) for problem in unstorable])
     try:
         return model.model_validate(data)
     except ValidationError as error:
         raise ExternalRunError(config_problems(error)) from None
 
 
-def external_run_open(*, owner, data: dict) -> tuple[Run, bool]:
+def external_run_open(*, owner, data: dict | ExternalRunOpen) -> tuple[Run, bool]:
     """The external run with this key of `owner`, created (running) if new.
     Returns (run, created). Opening twice with one key gives one run."""
     spec = _validate(ExternalRunOpen, data)
@@ -208,7 +219,7 @@ def external_run_control(*, run: Run) -> dict:
     return {"stop": run.stop_requested, "status": run.status}
 
 
-def external_events_apply(*, run: Run, data: dict) -> dict:
+def external_events_apply(*, run: Run, data: dict | EventBatch) -> dict:
     """Apply one numbered batch of events (see the module docstring)."""
     batch = _validate(EventBatch, data)
     with transaction.atomic():

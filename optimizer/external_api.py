@@ -11,14 +11,14 @@ problem is a JSON {"detail", "problems": [{"field", "message"}]}.
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.http import Http404
-from ninja import Body, Router, Schema, Status
+from ninja import Router, Schema, Status
 
 from optimizer import external
-from optimizer.api import ProblemsOut, RunOut
+from optimizer.api import RunOut
+from optimizer.external import EventBatch, ExternalRunOpen
 from optimizer.models import Run
+from verifiers_app.api_errors import ErrorOut, error_body
 
 router = Router()
 
@@ -40,7 +40,7 @@ class OpenOut(RunOut):
 
 
 def _problems(error: external.ExternalRunError) -> dict:
-    return {"detail": str(error), "problems": [{"field": f, "message": m} for f, m in error.problems]}
+    return error_body(str(error), error.problems)
 
 
 def _run(request, run_id: int) -> Run:
@@ -50,8 +50,8 @@ def _run(request, run_id: int) -> Run:
     return run
 
 
-@router.post("/runs", response={200: OpenOut, 201: OpenOut, 400: ProblemsOut})
-def open_run(request, body: dict[str, Any] = Body(...)):
+@router.post("/runs", response={200: OpenOut, 201: OpenOut, 400: ErrorOut})
+def open_run(request, body: ExternalRunOpen):
     """Open an external run: `key` (the tracker's id of it), name, host, gepa_version, budget_total, task_set_id."""
     try:
         run, created = external.external_run_open(owner=request.user, data=body)
@@ -61,8 +61,8 @@ def open_run(request, body: dict[str, Any] = Body(...)):
     return Status(201 if created else 200, {**RunOut.of(run), "last_batch": run.external_batch})
 
 
-@router.post("/runs/{run_id}/events", response={200: BatchOut, 400: ProblemsOut, 409: ProblemsOut})
-def post_events(request, run_id: int, body: dict[str, Any] = Body(...)):
+@router.post("/runs/{run_id}/events", response={200: BatchOut, 400: ErrorOut, 409: ErrorOut})
+def post_events(request, run_id: int, body: EventBatch):
     """Apply batch `seq` (1, 2, …) of events; a batch already applied is acknowledged and ignored."""
     run = _run(request, run_id)
     try:

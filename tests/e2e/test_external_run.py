@@ -25,16 +25,11 @@ pytestmark = pytest.mark.e2e
 
 EXAMPLE = ROOT / "examples" / "external" / "track_gepa_run.py"
 OUTAGE_SECONDS = 30
-MAKE_TOKEN = (
-    "from django.contrib.auth import get_user_model; from dashboard.account_services import api_token_create; "
-    f"print('TOKEN=' + api_token_create(user=get_user_model().objects.get(username={E2E_USERNAME!r}), name='tracker')[1])"
-)
 
 
 @pytest.fixture(scope="module")
 def token(frontier_server) -> str:
-    out = frontier_server.manage("shell", "-c", MAKE_TOKEN).stdout
-    return next(line for line in out.splitlines() if line.startswith("TOKEN=")).removeprefix("TOKEN=")
+    return frontier_server.new_token()
 
 
 def api(server, token, method, path, body=None):

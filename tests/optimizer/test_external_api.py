@@ -135,7 +135,7 @@ def test_a_batch_that_skips_one_is_refused_so_nothing_is_applied_out_of_order(tr
         (seed(components={"instructions": "x" * 200_001}), "events.1.candidate.components.instructions"),
         ({"type": "teleport"}, "events.1"),
         (seed(surprise=1), "events.1.candidate.surprise"),
-        ({"type": "error", "message": "bad\x00byte"}, "events[1].message"),
+        ({"type": "error", "message": "bad\x00byte"}, "events.1.error.message"),
     ],
 )
 def test_a_bad_event_is_a_400_naming_the_field_and_the_batch_saves_nothing(tracker, run_id, event, field):
