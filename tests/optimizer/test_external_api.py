@@ -226,3 +226,11 @@ def test_the_candidate_page_shows_outputs_and_feedback_where_the_adapter_gave_th
     assert page.status_code == 200
     assert "Refund in 30 days." in html and "must mention &quot;receipt&quot;" in html
     assert user_client.get(f"/runs/{run_id}/candidates/1/").status_code == 200  # no outputs at all: still a page
+
+
+def test_a_run_with_no_candidate_yet_has_nothing_to_export(tracker, run_id):
+    # Found by schemathesis: an export document holds at least one candidate.
+    response = tracker.get(f"/api/runs/{run_id}/export")
+    assert response.status_code == 409 and "no candidate yet" in response.json()["detail"]
+    tracker.send(run_id, 1, seed())
+    assert tracker.get(f"/api/runs/{run_id}/export").json()["candidates"][0]["index"] == 0
