@@ -80,7 +80,7 @@ def main() -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     cases = {
-        "no tracker": lambda: [],
+        "no tracker": list,
         "tracker, server unreachable": lambda: [FrontierTracker(f"http://127.0.0.1:{free_port()}", "ft_x", max_backoff=0.5)],
         "tracker, server answering": lambda: [FrontierTracker(f"http://127.0.0.1:{server.server_port}", "ft_x")],
     }

@@ -64,6 +64,10 @@ class ApiShapeMiddleware:
             return None
         header = request.META.get("CONTENT_TYPE", "").lower()
         content_type = header.split(";")[0].strip()
+        if content_type.startswith("multipart/") and "boundary=" not in header:
+            # Django cannot even parse this as an empty form: the session path's CSRF
+            # check reading request.POST would raise (a 500 under ASGI).
+            return _unsupported(content_type)
         if content_type == "application/json" or content_type.endswith("+json") or not request.body:
             return None
         if content_type.startswith("multipart/"):

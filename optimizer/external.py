@@ -37,7 +37,6 @@ MAX_TASKS = 10_000
 SILENT_AFTER_SECONDS = 30
 
 
-
 def _storable(text: str) -> str:
     if "\x00" in text:  # PostgreSQL stores no U+0000 in text or jsonb
         raise ValueError("contains a NUL character (U+0000), which cannot be stored")

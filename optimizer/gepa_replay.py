@@ -22,7 +22,12 @@ import math
 import pickle
 from typing import Any
 
-from optimizer.external import MAX_BATCH_EVENTS, ExternalRunError, external_events_apply, external_run_open
+from optimizer.external import (
+    MAX_BATCH_EVENTS,
+    ExternalRunError,
+    external_events_apply,
+    external_run_open,
+)
 from optimizer.models import Run
 
 MAX_STATE_BYTES = 50 * 1024 * 1024
@@ -75,7 +80,7 @@ def load_gepa_state(raw: bytes) -> dict:
         raise ExternalRunError([("file", f"{len(raw)} bytes is more than the {MAX_STATE_BYTES // (1024 * 1024)} MB limit")])
     try:
         data = _PlainUnpickler(io.BytesIO(raw)).load()
-    except Exception as error:  # truncated, not a pickle, …
+    except Exception as error:  # noqa: BLE001 - truncated, not a pickle, … pickle raises many kinds
         raise ExternalRunError([("file", f"not a readable gepa_state.bin ({type(error).__name__}: {error})")]) from None
     if not isinstance(data, dict) or not isinstance(data.get("program_candidates"), list):
         raise ExternalRunError([("file", "not a gepa checkpoint: no program_candidates in it")])

@@ -21,8 +21,8 @@ import sys
 import time
 
 import gepa
-from gepa import EvaluationBatch
 from frontier_tracker import FrontierTracker
+from gepa import EvaluationBatch
 
 PHRASES = ["refund", "receipt", "30 days", "store credit", "manager", "apology", "tracking number", "warranty"]
 TASKS = [
@@ -69,7 +69,7 @@ def reflection_lm(prompt: str) -> str:
     _calls["n"] += 1
     if _calls["n"] % 3 == 0:
         return "```\nAnswer the customer briefly.\n```"
-    current = re.search(r"```\n?(.*?)```", prompt, re.S)
+    current = re.search(r"```\n?(.*?)```", prompt, re.DOTALL)
     text = current.group(1).strip() if current else "Answer the customer."
     for phrase in re.findall(r'must mention \\?"([^"\\]+)\\?"', prompt):
         if f'"{phrase}"' not in text:

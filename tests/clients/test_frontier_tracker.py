@@ -3,6 +3,7 @@ when the server is unreachable (the live server cases are in tests/e2e/test_exte
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 import sys
@@ -10,8 +11,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
-
 from frontier_tracker import FrontierTracker
+
 from tests.optimizer.fake_openai import free_port
 
 CLIENT = Path(__file__).resolve().parents[2] / "clients" / "python"
@@ -19,9 +20,9 @@ SERVER_PACKAGES = {"django", "ninja", "pydantic", "channels", "celery", "redis",
 
 
 def test_it_imports_without_django_or_any_other_server_dependency():
-    probe = "import sys, frontier_tracker; print(sorted({m.split('.')[0] for m in sys.modules}))"
+    probe = "import json, sys, frontier_tracker; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=CLIENT).stdout
-    assert not SERVER_PACKAGES & set(eval(loaded))  # noqa: S307 - our own subprocess's repr of a list of names
+    assert not SERVER_PACKAGES & set(json.loads(loaded))
     declared = tomllib.loads((CLIENT / "pyproject.toml").read_text())["project"]["dependencies"]
     assert [d.split(">")[0] for d in declared] == ["gepa"]
 

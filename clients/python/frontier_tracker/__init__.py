@@ -39,6 +39,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable
+from importlib import metadata
 from typing import Any
 
 __all__ = ["FrontierTracker", "__version__"]
@@ -62,7 +63,7 @@ def _clip(value: Any, limit: int) -> str:
         return ""
     try:
         text = value if isinstance(value, str) else str(value)
-    except Exception:  # a user object whose __str__ fails
+    except Exception:  # noqa: BLE001 - a user object whose __str__ fails: any exception
         text = f"<{type(value).__name__}>"
     text = text.replace("\x00", "")
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -325,7 +326,7 @@ class FrontierTracker:
         key = None
         try:
             key = self.task_key(instance) if self.task_key else _default_key(instance)
-        except Exception:
+        except Exception:  # the user's task_key may raise anything; never into gepa
             log.exception("frontier_tracker: task_key failed")
         return _clip(key if key else fallback, MAX_KEY)
 
@@ -437,10 +438,8 @@ class FrontierTracker:
 
     def _open(self) -> bool:
         try:
-            from importlib.metadata import version
-
-            gepa_version = version("gepa")
-        except Exception:
+            gepa_version = metadata.version("gepa")
+        except metadata.PackageNotFoundError:
             gepa_version = ""
         body = {
             "key": self.key, "name": _clip(self.name, 200), "host": _clip(socket.gethostname(), 200),
