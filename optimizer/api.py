@@ -149,7 +149,7 @@ def _visible(request, run_id: int) -> Run:
 def _controllable(request, run_id: int) -> Run:
     """Only the owner (or an admin) controls a run; others get 404 or 403."""
     run = _visible(request, run_id)
-    if run.owner_id != request.user.pk and not request.user.is_superuser:
+    if not run.controllable_by(request.user):
         raise Http404("No such run")
     return run
 
@@ -243,7 +243,7 @@ def resume_run(request, run_id: int, body: ResumeIn):
 
 @router.post("/{run_id}/fork", response={201: RunOut})
 def fork_run(request, run_id: int, body: ForkIn):
-    """A new run with the same configuration, seeded from one candidate."""
-    run = _visible(request, run_id)
+    """A new run with the same configuration, seeded from one candidate (the run's owner only)."""
+    run = _controllable(request, run_id)
     fork = services.run_fork(run=run, candidate_index=body.candidate_index, owner=request.user)
     return Status(201, RunOut.of(fork))

@@ -24,6 +24,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from optimizer import event_types as ev
 from optimizer.adapter import MAX_OUTPUT_CHARS, EvalRecord
+from optimizer.claims import RunClaim
 from optimizer.config import MAX_METRIC_CALLS, config_problems
 from optimizer.events import publish_run_event
 from optimizer.export import MAX_TEXT, Count
@@ -196,6 +197,7 @@ def external_run_open(*, owner, data: dict | ExternalRunOpen) -> tuple[Run, bool
                 tasks_snapshot=[dict(t.as_row(), split=t.split) for t in task_set.tasks.all()] if task_set else [],
                 status=RunStatus.RUNNING,
                 phase="started",
+                claim=RunClaim.new_token(),  # no worker ever claims an external run (runner.claim)
                 budget_total=spec.budget_total,
                 started_at=now,
                 heartbeat_at=now,
@@ -245,7 +247,8 @@ def external_events_apply(*, run: Run, data: dict | EventBatch) -> dict:
             failure = (done.error or "the optimization failed") if done.status == "failed" else ""
             stopped = done.status == "stopped"
             phase = "stopped by the user" if run.stop_requested else "stopped by its own stopper" if stopped else "finished"
-            run_finish(run.pk, phase=phase, failure=failure, stopped=stopped)
+            # The tracker holds its run as a worker holds a native one (the claim set at open).
+            run_finish(RunClaim(run.pk, run.claim), phase=phase, failure=failure, stopped=stopped)
         stop = Run.objects.values_list("stop_requested", flat=True).get(pk=run.pk)
     return {"applied": True, "duplicate": False, "last_batch": batch.seq, "stop": stop}
 

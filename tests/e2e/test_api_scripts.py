@@ -183,6 +183,20 @@ def test_a_run_the_cli_queues_without_wait_is_started_by_the_running_server(fron
     wait_until(lambda: run_status(api, run_id) != "queued", what="the server to start the resumed run", timeout=30)
 
 
+def test_stop_and_cancel_from_the_cli_reach_a_run_the_server_executes(frontier_server, api):
+    task_set = import_tasks(api, "cli stop tasks")
+    api.call("POST", "/api/verifiers/", {"spec": {**SPEC, "id": "cli-stop-refund"}})
+    config = {"task_set_id": task_set, "verifier_ids": ["cli-stop-refund"], "budget": {"max_metric_calls": 400},
+              "task_lm": {"provider": "demo", "model": "demo-task", "simulated_latency_ms": 200}}
+    for action, phase in (("stop", "stopped by the user"), ("cancel", "cancelled")):
+        run_id = api.call("POST", "/api/runs/", {"config": config})[1]["id"]
+        wait_until(lambda: api.call("GET", f"/api/runs/{run_id}")[1]["candidates"], what="the seed candidate", timeout=60)
+        result = frontier_server.manage("optimize", action, str(run_id))
+        assert json.loads(result.stdout)["status"] == "stopping"
+        wait_until(lambda: run_status(api, run_id) == "stopped", what=f"the run to {action}", timeout=60)
+        assert api.call("GET", f"/api/runs/{run_id}")[1]["phase"] == phase
+
+
 def test_without_a_server_the_cli_says_how_to_start_one(frontier_server):
     data_dir = Path(tempfile.mkdtemp(prefix="frontier-no-server-"))
     env = dict(frontier_server.env, FRONTIER_DATA_DIR=str(data_dir))
