@@ -20,9 +20,10 @@ ALLOW_EMPTY = || [ $$? -eq 5 ]
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(PY)
+$(STAMP): pyproject.toml clients/python/pyproject.toml | $(PY)
 	$(PIP) --upgrade pip
 	$(PIP) -e '.[dev]'
+	$(PIP) -e clients/python  # frontier-tracker (clients/python), for its tests
 	rm -f $(VENV)/.installed-*
 	touch $@
 

@@ -131,6 +131,13 @@ def run_snapshot(request, run_id: int):
 
 
 @require_safe
+def run_client_json(request, run_id: int):
+    """An external run's tracker: last heard from, silent or not (the run page polls it)."""
+    run = _get_run_for_user(request, run_id)
+    return JsonResponse({"status": run.status, **selectors.run_client_status(run)})
+
+
+@require_safe
 def candidate_detail(request, run_id: int, index: int):
     run = _get_run_for_user(request, run_id)
     detail = selectors.candidate_detail(run, index)

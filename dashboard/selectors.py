@@ -17,9 +17,11 @@ from collections import defaultdict
 from django.db.models import Case, CharField, Count, F, Max, Q, QuerySet, Value, When
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
+from django.utils import timezone
 
 from optimizer import event_types as ev
 from optimizer.config import DEMO_MODEL_NAME
+from optimizer.external import SILENT_AFTER_SECONDS
 from optimizer.models import Candidate, Evaluation, ModelEndpoint, Run, RunEvent, RunStatus, Split, TaskSet
 from verifiers_app.models import Verifier
 
@@ -39,6 +41,8 @@ def _clip(text: str, limit: int) -> str:
 
 def run_model_label(run: Run) -> dict:
     """The task model as the UI shows it; the demo simulator is labelled as one."""
+    if run.is_external:  # the user's own adapter and models: we only know where it runs
+        return {"label": "the run's own adapter", "is_simulator": False, "model": ""}
     lm = (run.config or {}).get("task_lm") or {}
     if isinstance(lm, str):  # an endpoint name never resolved (an imported run's config)
         lm = {"provider": "demo" if lm == DEMO_MODEL_NAME else "", "model": lm}
@@ -136,13 +140,26 @@ def run_summary(run: Run) -> dict:
         "task_set_id": run.task_set_id,
         "tags": list(run.tags or []),
         "archived": run.archived,
+        "kind": run.kind,
+        "external": run.external or {},
+        **run_client_status(run),
     }
+
+
+def run_client_status(run: Run) -> dict:
+    """For an external run: when its tracker was last heard from (a batch or a
+    stop poll) and whether it went silent. Empty for a native run."""
+    if not run.is_external:
+        return {}
+    seen = run.heartbeat_at
+    silent = run.status in RunStatus.active() and (seen is None or (timezone.now() - seen).total_seconds() > SILENT_AFTER_SECONDS)
+    return {"client_seen_at": seen.isoformat() if seen else None, "client_silent": silent, "silent_after": SILENT_AFTER_SECONDS}
 
 
 LIST_ROW_FIELDS = (
     "id", "name", "status", "phase", "best_score", "seed_score", "delta", "budget_used", "budget_total",
     "budget_pct", "model", "task_set", "owner", "created_at", "started_at", "finished_at", "last_seq",
-    "task_set_id", "tags", "archived",
+    "task_set_id", "tags", "archived", "kind",
 )
 
 

@@ -86,6 +86,8 @@ class RunOut(Schema):
     archived: bool = Field(False, description="Hidden from the runs list unless asked for")
     forked_from: int | None = Field(None, description="The run this one was forked from")
     forked_from_candidate: int | None = Field(None, description="The parent run's candidate it was seeded from")
+    kind: str = Field(description='"native" (executed by our workers) or "external" (reported by frontier_tracker from its owner\'s process)')
+    external: dict[str, Any] = Field(description="For an external run: source, host, gepa_version, client_version")
 
     @staticmethod
     def of(run: Run) -> dict:
@@ -102,6 +104,7 @@ class RunOut(Schema):
             "finished_at": run.finished_at,
             "tags": run.tags or [], "notes": run.notes, "archived": run.archived,
             "forked_from": run.forked_from_id, "forked_from_candidate": run.forked_from_candidate,
+            "kind": run.kind, "external": run.external or {},
         }
 
 
@@ -218,11 +221,14 @@ def list_events(request, run_id: int, after: int = Query(0, ge=0, le=2**31), lim
     return [e.as_message() for e in run.events.filter(seq__gt=after).order_by("seq")[:limit]]
 
 
-@router.get("/{run_id}/export", response=RunDocument)
+@router.get("/{run_id}/export", response={200: RunDocument, 409: ErrorOut})
 def export_run(request, run_id: int):
     """The whole run as one JSON document (config, tasks, candidates, evaluations, events);
-    the run import reads it back."""
-    return JsonResponse(run_export(_visible(request, run_id)), json_dumps_params={"ensure_ascii": False})
+    the run import reads it back. A run with no candidate yet has nothing to export (409)."""
+    run = _visible(request, run_id)
+    if not run.candidates.exists():  # a document holds at least one candidate (RunDocument)
+        return Status(409, {"detail": f"run {run.pk} has no candidate yet: nothing to export", "problems": []})
+    return JsonResponse(run_export(run), json_dumps_params={"ensure_ascii": False})
 
 
 def _control(action, request, run_id: int, **kwargs):

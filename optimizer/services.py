@@ -289,7 +289,7 @@ def run_resume(*, run: Run, extra_budget: int = 0) -> Run:
     if extra_budget:
         too_large = budget_problem(limits, run.budget_total + extra_budget, "extra_budget")
         if too_large:
-            raise RunStateError(too_large.replace(": ", f": the run's budget would be ", 1))
+            raise RunStateError(too_large.replace(": ", ": the run's budget would be ", 1))
     with transaction.atomic():
         get_user_model().objects.select_for_update().filter(pk=run.owner_id).first()
         too_many = active_runs_problem(run.owner, limits, exclude_run_id=run.pk)
@@ -301,6 +301,8 @@ def run_resume(*, run: Run, extra_budget: int = 0) -> Run:
         )
         if run.imported:
             raise RunStateError(f"run {run.pk} was imported, not executed here; fork it instead")
+        if run.is_external:
+            raise RunStateError(f"run {run.pk} runs in its owner's own process; start it again there")
         if run.status == RunStatus.COMPLETED and extra_budget == 0:
             raise RunStateError("extra_budget: a completed run continues only with more budget")
         if run.status not in (RunStatus.STOPPED, RunStatus.FAILED, RunStatus.COMPLETED) and not crashed:

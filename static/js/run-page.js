@@ -120,6 +120,36 @@ function renderClock() {
   $("elapsed").textContent = duration(seconds);
   const left = r.budget_total - r.budget_used;
   $("eta").textContent = r.active && r.budget_used > 0 && left > 0 ? `ETA ${duration((seconds * left) / r.budget_used)}` : "";
+  renderClient();
+}
+
+// An external run's tracker reports from its owner's process: say when it was
+// last heard from, when it went silent, and when it finished.
+function renderClient() {
+  const r = S.run, field = $("client");
+  if (r.kind !== "external" || !field) return;
+  let text, state;
+  if (!r.active) {
+    const at = r.finished_at ? Date.parse(r.finished_at) : S.finishedAt;
+    [text, state] = [`finished (${r.status})${at ? ` at ${new Date(at).toLocaleTimeString()}` : ""}`, "finished"];
+  } else if (!r.client_seen_at) {
+    [text, state] = ["not heard from yet", "silent"];
+  } else {
+    const age = Math.max(0, (Date.now() - Date.parse(r.client_seen_at)) / 1000);
+    const silent = age > r.silent_after;
+    [text, state] = [silent ? `silent for ${duration(age)}: the tracker's process stopped reporting` : `heard from ${duration(age)} ago`, silent ? "silent" : "live"];
+  }
+  field.textContent = text;
+  field.dataset.state = state;
+}
+
+async function pollClient() {
+  if (S.run.kind !== "external" || !S.run.active) return;
+  try {
+    const response = await fetch(root.dataset.clientUrl, { headers: { Accept: "application/json" } });
+    if (response.ok) Object.assign(S.run, await response.json());
+  } catch { /* the next poll tries again */ }
+  renderClient();
 }
 
 function duration(seconds) {
@@ -577,6 +607,7 @@ function applyEvent(event) {
   const handler = handlers[event.type];
   const started = performance.now();
   if (handler) handler(event.data || {}, event.seq);
+  if (S.run.kind === "external" && S.run.active) S.run.client_seen_at = new Date().toISOString(); // every batch is a sign of life
   const stats = window.__frontierRun;
   stats.lastSeq = event.seq;
   stats.applied += 1;
@@ -633,6 +664,7 @@ async function boot() {
   root.querySelector('[data-action="clear-selection"]').addEventListener("click", () => { S.selected.clear(); renderSelection(); });
   root.querySelector('[data-action="compare"]').addEventListener("click", (e) => { if (S.selected.size < 2) e.preventDefault(); });
   setInterval(renderClock, 1000);
+  if (S.run.kind === "external") setInterval(pollClient, 5000);
 
   const live = $("live");
   const socket = new LiveSocket({

@@ -87,6 +87,7 @@ function row(r) {
   if (r.model.is_simulator) model.append(" ", span("simulator", "badge-sim"));
   const name = cell(link);
   for (const tag of r.tags || []) name.append(" ", span(tag, "tag"));
+  if (r.kind === "external") model.append(" ", span("external", "badge-external"));
   tr.append(
     name,
     cell(span(r.status, `status status-${r.status}`), " ", span(r.phase || "", "muted")),
