@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from contextlib import contextmanager
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from typing import Any
 
 from gepa import EvaluationBatch
 
+from optimizer.limits import BudgetReached, RunLimits, UsageMeter
 from optimizer.lm.base import LanguageModel, LMConfigError, LMResponse
 from optimizer.verify_loop import Judge, answer_with_verify
 
@@ -63,6 +65,9 @@ class EvalRecord:
     latency_ms: float = 0.0
     tokens_in: int = 0
     tokens_out: int = 0
+    judge_tokens_in: int = 0
+    judge_tokens_out: int = 0
+    cost: float = 0.0  # task model and judge, at the endpoints' prices
 
 
 class FrontierAdapter:
@@ -80,6 +85,8 @@ class FrontierAdapter:
         max_verify: int = 1,
         max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES,
         should_abort: Callable[[], bool] = lambda: False,
+        meter: UsageMeter | None = None,
+        limits: RunLimits | None = None,
     ):
         self.task_lm = task_lm
         self.scorer = scorer
@@ -88,6 +95,8 @@ class FrontierAdapter:
         self.max_verify = max_verify
         self.max_consecutive_failures = max_consecutive_failures
         self.should_abort = should_abort
+        self.meter = meter
+        self.limits = limits
         self.records: dict[tuple[str, str], EvalRecord] = {}
         self._lock = threading.Lock()
         self._consecutive_failures = 0
@@ -98,6 +107,8 @@ class FrontierAdapter:
     def evaluate(self, batch: list[dict], candidate: dict[str, str], capture_traces: bool = False) -> EvaluationBatch:
         if self.should_abort():
             raise SystemicFailure("the run was cancelled")
+        if self.limits is not None:
+            self.limits.check_batch(len(batch))  # nothing beyond the budget is run
         prompt = system_prompt(candidate)
         with ThreadPoolExecutor(max_workers=max(1, min(self.concurrency, len(batch)))) as pool:
             records = list(pool.map(lambda row: self._run_one(row, prompt), batch))
@@ -145,7 +156,10 @@ class FrontierAdapter:
         if self.should_abort():
             raise SystemicFailure("the run was cancelled")
         try:
-            response, attempts = self._answer(row, prompt)
+            with self._scope() as usage:
+                response, attempts = self._answer(row, prompt)
+        except BudgetReached:
+            raise
         except LMConfigError as error:
             raise SystemicFailure(str(error)) from error
         except Exception as error:  # one example failed: score 0, the error is its feedback
@@ -167,7 +181,19 @@ class FrontierAdapter:
             latency_ms=sum(a.latency_ms for a in attempts) if attempts else response.latency_ms,
             tokens_in=sum(a.tokens_in for a in attempts) if attempts else response.tokens_in,
             tokens_out=sum(a.tokens_out for a in attempts) if attempts else response.tokens_out,
+            judge_tokens_in=usage.roles["judge"].tokens_in if usage else 0,
+            judge_tokens_out=usage.roles["judge"].tokens_out if usage else 0,
+            cost=usage.cost if usage else 0.0,
         )
+
+    @contextmanager
+    def _scope(self):
+        """What this thread's calls cost (task answer and judge verdicts), when metered."""
+        if self.meter is None:
+            yield None
+            return
+        with self.meter.scope() as usage:
+            yield usage
 
     def _answer(self, row: dict, prompt: str) -> tuple[LMResponse, list]:
         def ask(user_text: str) -> LMResponse:

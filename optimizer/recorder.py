@@ -27,6 +27,7 @@ from django.db import transaction
 from optimizer import event_types as ev
 from optimizer.adapter import EvalRecord, FrontierAdapter
 from optimizer.events import publish_run_event, publish_run_events
+from optimizer.limits import BudgetReached, RunLimits, UsageMeter, UsageSnapshot
 from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, Split
 
 log = logging.getLogger(__name__)
@@ -60,8 +61,16 @@ class RunRecorder:
         valset: list[dict],
         task_pks: dict[str, int],
         budget_total: int,
+        meter: UsageMeter | None = None,
+        limits: RunLimits | None = None,
     ):
         self.run_id = run.pk
+        # Tokens and money: the meter counts every model call as it completes; the
+        # run's totals are written with each budget update, a candidate's and a
+        # proposal's are what their iteration spent (recorded once, here).
+        self.meter = meter or UsageMeter(start=UsageSnapshot.of(run.usage))
+        self.limits = limits
+        self.spent_before = self.meter.snapshot()  # the seed's evaluation starts now
         self.adapter = adapter
         self.valset = valset
         self.task_pks = task_pks
@@ -110,6 +119,7 @@ class RunRecorder:
     def on_iteration_start(self, event: dict) -> None:
         self._reset_iteration()
         self.iteration = event["iteration"]
+        self.spent_before = self.meter.snapshot()
         self.adapter.forget_records()
         if not self.optimizing:
             self.optimizing = True
@@ -149,9 +159,27 @@ class RunRecorder:
 
     def on_budget_updated(self, event: dict) -> None:
         self.metric_calls = event["metric_calls_used"]
+        if self.limits is not None:
+            self.limits.note_used(self.metric_calls)
         with transaction.atomic():
-            Run.objects.filter(pk=self.run_id).update(budget_used=self.metric_calls)
-            self._publish((ev.RUN_BUDGET, {"used": self.metric_calls, "total": self.budget_total}))
+            self._publish(self.save_usage())
+
+    def save_usage(self) -> tuple[str, dict]:
+        """Write the run's metric calls, tokens and cost; returns the RUN_BUDGET event to publish."""
+        usage = self.meter.snapshot()
+        Run.objects.filter(pk=self.run_id).update(budget_used=self.metric_calls, usage=usage.as_dict(), cost=usage.cost)
+        limits = self.limits
+        return ev.RUN_BUDGET, {
+            "used": self.metric_calls,
+            "total": self.budget_total,
+            "cost": round(usage.cost, 8),
+            "max_cost": limits.max_cost if limits else None,
+            "tokens": usage.total.tokens_in + usage.total.tokens_out,
+            "eta_seconds": round(limits.eta_seconds(), 1) if limits and limits.eta_seconds() is not None else None,
+        }
+
+    def spent_this_iteration(self) -> UsageSnapshot:
+        return self.meter.snapshot().minus(self.spent_before)
 
     def on_merge_attempted(self, event: dict) -> None:
         self.merge_parents = list(event["parent_ids"])
@@ -163,10 +191,13 @@ class RunRecorder:
         parents = [p for p in event["parent_ids"] if p is not None]
         if index == 0:
             origin, metric_calls = Origin.SEED, event["total_valset_size"]
+            # gepa counts the seed's valset before its budget events exist (GEPA_NOTES 5).
+            self.metric_calls = max(self.metric_calls, metric_calls)
         else:
             origin = Origin.MERGE if len(parents) > 1 else Origin.REFLECTION
             metric_calls = self.metric_calls
         components = dict(event["candidate"])
+        spent = self.spent_this_iteration()
         records = {}
         for val_id, score in event["scores_by_val_id"].items():
             key = self.valset[val_id]["task_id"]
@@ -184,6 +215,8 @@ class RunRecorder:
             "val_score": event["average_score"],
             "records": records,
             "reflection": "",
+            "usage": spent.as_dict(),
+            "cost": spent.cost,
         }
         if index == 0:
             self._record_candidate(**candidate)
@@ -223,7 +256,8 @@ class RunRecorder:
         if self.unpublished:
             self._publish()
         missing = self.proposal_starts - self.proposal_ends
-        if missing > 0 and not self._replayed(event["iteration"]):
+        budget_stop = self.limits is not None and self.limits.reason is not None
+        if missing > 0 and not self._replayed(event["iteration"]) and not budget_stop:
             cause = self.reflection_errors[-1] if self.reflection_errors else "the reflection returned no new text"
             publish_run_event(
                 self.run_id,
@@ -233,6 +267,8 @@ class RunRecorder:
         self.reflection_errors.clear()
 
     def on_error(self, event: dict) -> None:
+        if isinstance(event["exception"], BudgetReached):
+            return  # not an error: the run ends with its stop reason
         publish_run_event(
             self.run_id,
             ev.ERROR,
@@ -248,6 +284,7 @@ class RunRecorder:
         publish_run_events(self.run_id, batch)
 
     def _proposal(self, *, accepted: bool, candidate: int | None, before: float, after: float) -> dict:
+        spent = self.spent_this_iteration()
         return {
             "iteration": self.iteration,
             "parent": self.parent,
@@ -260,6 +297,8 @@ class RunRecorder:
             "texts": {name: preview(text) for name, text in self.proposed.items()},
             "reasoning": self.reasoning,
             "metric_calls": self.metric_calls,
+            "usage": spent.as_dict(),
+            "cost": round(spent.cost, 8),
         }
 
     def record_evaluations(self, *, candidate: Candidate, split: str, records: list[EvalRecord]) -> tuple[str, dict]:
@@ -281,16 +320,25 @@ class RunRecorder:
                     latency_ms=r.latency_ms,
                     tokens_in=r.tokens_in,
                     tokens_out=r.tokens_out,
+                    judge_tokens_in=r.judge_tokens_in,
+                    judge_tokens_out=r.judge_tokens_out,
+                    cost=r.cost,
                 )
                 for r in records
             ],
             update_conflicts=True,
             unique_fields=["candidate", "task_key", "split"],
-            update_fields=["output", "score", "verdict", "passed", "result", "feedback", "attempts", "latency_ms", "tokens_in", "tokens_out"],
+            update_fields=[
+                "output", "score", "verdict", "passed", "result", "feedback", "attempts", "latency_ms", "tokens_in",
+                "tokens_out", "judge_tokens_in", "judge_tokens_out", "cost",
+            ],
         )
         return ev.TRIALS, {"candidate": candidate.index, "split": split, "items": [item_payload(r) for r in records]}
 
-    def _record_candidate(self, *, index, components, parents, origin, iteration, metric_calls, val_score, records, reflection, then=()) -> None:
+    def _record_candidate(
+        self, *, index, components, parents, origin, iteration, metric_calls, val_score, records, reflection, usage, cost,
+        then=(),
+    ) -> None:
         objective_ids = sorted({vid for r in records.values() for vid in r.objective_scores})
         objective_scores = {
             vid: fmean(r.objective_scores.get(vid, 0.0) for r in records.values()) for vid in objective_ids
@@ -316,6 +364,8 @@ class RunRecorder:
                 val_score=val_score,
                 objective_scores=objective_scores,
                 reflection=reflection,
+                usage=usage,
+                cost=cost,
             )
             on_front = Candidate.objects.filter(run_id=self.run_id)
             on_front.filter(index__in=self.members - set(members)).update(on_front=False)
@@ -343,6 +393,8 @@ class RunRecorder:
                     "mean_output_tokens": fmean(r.tokens_out for r in answered) if answered else 0.0,
                     "mean_latency_ms": fmean(r.latency_ms for r in answered) if answered else 0.0,
                     "components": {name: preview(text) for name, text in components.items()},
+                    "usage": usage,
+                    "cost": round(cost, 8),
                 },
             )
             trials = self.record_evaluations(candidate=candidate, split=Split.VAL, records=list(records.values()))

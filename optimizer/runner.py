@@ -21,8 +21,10 @@ import gepa
 from optimizer import event_types as ev
 from optimizer.adapter import FrontierAdapter, SystemicFailure
 from optimizer.config import RunConfig, parse_run_config
-from optimizer.events import publish_run_event
-from optimizer.lm import LMError, build_candidate_proposer, build_lm, build_reflection_lm
+from optimizer.events import publish_run_event, publish_run_events
+from optimizer.limits import BudgetReached, MeteredLM, Price, RunLimits, UsageMeter, UsageSnapshot
+from optimizer.lm import LMConfig, LMError, ReflectionCallable, build_candidate_proposer, build_lm
+from optimizer.lm.config import coerce_config
 from optimizer.models import Candidate, Run, RunStatus, Split
 from optimizer.recorder import RunRecorder
 from optimizer.verify_loop import llm_judge, verifier_judge
@@ -133,19 +135,32 @@ def _optimize(run: Run, heartbeat: Heartbeat) -> str:
     if not trainset or not valset:
         raise SystemicFailure(f"splits: the task set has no {'train' if not trainset else 'val'} tasks in the frozen snapshot")
     scorer = compile_specs(run.verifier_specs, aggregator=config.aggregator, thresholds=config.thresholds.as_engine())
+    meter = UsageMeter(_prices(config), start=UsageSnapshot.of(run.usage))
+    limits = RunLimits(
+        budget_total=run.budget_total,
+        iteration_cost=config.iteration_cost(len(valset)),
+        meter=meter,
+        max_cost=config.budget.max_cost,
+        stop_at_perfect=config.early_stop.at_perfect_score,
+        patience=config.early_stop.after_iterations_without_improvement,
+        used_at_start=run.budget_used,
+    )
     adapter = FrontierAdapter(
-        task_lm=build_lm(config.task_lm),
+        task_lm=MeteredLM(build_lm(config.task_lm), meter, "task", before_call=limits.check_cost),
         scorer=scorer,
         concurrency=config.concurrency,
-        judge_factory=_judge_factory(config, scorer),
+        judge_factory=_judge_factory(config, scorer, meter, limits),
         max_verify=config.verify.max_verify,
         should_abort=heartbeat.cancelled.is_set,
+        meter=meter,
+        limits=limits,
     )
     task_pks = dict(run.task_set.tasks.values_list("task_id", "pk")) if run.task_set_id else {}
     recorder = RunRecorder(
-        run=run, adapter=adapter, valset=valset, task_pks=task_pks, budget_total=run.budget_total
+        run=run, adapter=adapter, valset=valset, task_pks=task_pks, budget_total=run.budget_total, meter=meter,
+        limits=limits,
     )
-    reflection = _reflection_kwargs(config, recorder)
+    reflection = _reflection_kwargs(config, recorder, meter, limits)
 
     def stop_requested(_state) -> bool:
         return Run.objects.filter(pk=run.pk).filter(stop_requested=True).exists() or heartbeat.cancelled.is_set()
@@ -163,7 +178,8 @@ def _optimize(run: Run, heartbeat: Heartbeat) -> str:
             use_merge=config.use_merge,
             max_merge_invocations=config.max_merge_invocations,
             max_metric_calls=run.budget_total,
-            stop_callbacks=[stop_requested],
+            # limits first: it must see every between-iterations check (CompositeStopper short-circuits)
+            stop_callbacks=[limits, stop_requested],
             logger=GepaLogger(),
             run_dir=str(directory),
             callbacks=[recorder],
@@ -176,36 +192,71 @@ def _optimize(run: Run, heartbeat: Heartbeat) -> str:
     except SystemicFailure:
         if not heartbeat.cancelled.is_set():
             raise
+    except BudgetReached:
+        pass  # the guard refused an evaluation beyond the budget or the cost cap: limits.reason says which
+    except Exception:
+        _save_usage(run.pk, recorder)
+        raise
+    _save_usage(run.pk, recorder)
     run.refresh_from_db()
     if run.cancel_requested:
-        return _finish(run.pk, heartbeat, phase="cancelled")
+        return _finish(run.pk, heartbeat, phase="cancelled", reason="cancelled")
     if run.stop_requested:
-        return _finish(run.pk, heartbeat, phase="stopped by the user")
+        return _finish(run.pk, heartbeat, phase="stopped by the user", reason="stopped by the user")
+    reason = limits.reason or ""
     if config.splits.holdout:
         set_status(run.pk, RunStatus.RUNNING, "holdout evaluation")
-        _score_holdout(run, config, adapter, recorder)
-    return _finish(run.pk, heartbeat)
+        limits.in_iteration = False  # holdout scoring is not metric calls; the cost cap still holds
+        try:
+            _score_holdout(run, config, adapter, recorder)
+        except BudgetReached:
+            reason = limits.reason or reason
+        with transaction.atomic():
+            publish_run_event(run.pk, *recorder.save_usage())
+    return _finish(run.pk, heartbeat, phase=f"finished: {reason}" if reason else "finished", reason=reason)
 
 
-def _judge_factory(config: RunConfig, scorer):
+def _save_usage(run_id: int, recorder: RunRecorder) -> None:
+    """What the last calls spent (the final reflection, a refused iteration's minibatch)."""
+    with transaction.atomic():
+        publish_run_events(run_id, [*recorder.unpublished, recorder.save_usage()])
+        recorder.unpublished = []
+
+
+def _prices(config: RunConfig) -> dict[str, Price]:
+    """Each role's price per 1M tokens, frozen with the run's model configs (the simulator is free)."""
+    lms = {"task": config.task_lm, "reflection": config.reflection_lm}
+    if config.verify.enabled and config.verify.judge == "llm":
+        lms["judge"] = config.verify.judge_lm
+    prices = {}
+    for role, lm in lms.items():
+        lm = coerce_config(lm) if isinstance(lm, dict | LMConfig) else None
+        if lm is not None and lm.provider != "demo":
+            prices[role] = Price(lm.price_in_per_million, lm.price_out_per_million)
+    return prices
+
+
+def _judge_factory(config: RunConfig, scorer, meter: UsageMeter, limits: RunLimits):
     verify = config.verify
     if not verify.enabled:
         return None
     if verify.judge == "llm":
-        judge = llm_judge(build_lm(verify.judge_lm), verify.judge_prompt)
+        judge = llm_judge(MeteredLM(build_lm(verify.judge_lm), meter, "judge", before_call=limits.check_cost), verify.judge_prompt)
         return lambda row, prompt: judge
     return lambda row, prompt: verifier_judge(lambda output: scorer.score(output, task=row, prompt=prompt))
 
 
-def _reflection_kwargs(config: RunConfig, recorder: RunRecorder) -> dict:
+def _reflection_kwargs(config: RunConfig, recorder: RunRecorder, meter: UsageMeter, limits: RunLimits) -> dict:
     """The demo simulator proposes directly; a real model reflects through gepa's
-    prompt. Either way a failure is noted for the recorder, because gepa
-    swallows it (GEPA_NOTES 3)."""
+    prompt (metered: its tokens come from the provider's usage). Either way a
+    failure is noted for the recorder, because gepa swallows it (GEPA_NOTES 3)."""
 
     def noting(fn):
         def call(*args):
             try:
                 return fn(*args)
+            except BudgetReached:
+                raise  # the cost cap, not a reflection error: the run stops before the next iteration
             except Exception as error:
                 recorder.reflection_errors.append(f"{type(error).__name__}: {error}")
                 raise
@@ -215,8 +266,26 @@ def _reflection_kwargs(config: RunConfig, recorder: RunRecorder) -> dict:
     proposer = build_candidate_proposer(config.reflection_lm)
     if proposer is not None:
         recorder.proposer_reasoning = lambda: str(getattr(proposer, "last_reasoning", "") or "")
-        return {"custom_candidate_proposer": noting(proposer)}
-    return {"reflection_lm": noting(build_reflection_lm(config.reflection_lm))}
+        return {"custom_candidate_proposer": noting(_metered_proposer(proposer, meter))}
+    lm = MeteredLM(build_lm(config.reflection_lm), meter, "reflection", before_call=limits.check_cost)
+    return {"reflection_lm": noting(ReflectionCallable(lm))}
+
+
+def _metered_proposer(proposer, meter: UsageMeter):
+    """The demo simulator's proposer is one (free) reflection call; its token counts are
+    estimated like the simulated task model's, since no provider reports them."""
+    from optimizer.lm.demo import approx_tokens
+
+    def propose(candidate, reflective_dataset, components):
+        texts = proposer(candidate, reflective_dataset, components)
+        meter.record(
+            "reflection",
+            approx_tokens(str(candidate)) + approx_tokens(str(reflective_dataset)),
+            approx_tokens(str(texts)) + approx_tokens(str(getattr(proposer, "last_reasoning", "") or "")),
+        )
+        return texts
+
+    return propose
 
 
 def _score_holdout(run: Run, config: RunConfig, adapter: FrontierAdapter, recorder: RunRecorder) -> None:
@@ -243,7 +312,7 @@ def _score_holdout(run: Run, config: RunConfig, adapter: FrontierAdapter, record
     )
 
 
-def _finish(run_id: int, heartbeat: Heartbeat, *, phase: str = "finished", failure: str = "") -> str:
+def _finish(run_id: int, heartbeat: Heartbeat, *, phase: str = "finished", failure: str = "", reason: str = "") -> str:
     heartbeat.done.set()
     run = Run.objects.get(pk=run_id)
     if failure:
@@ -254,7 +323,7 @@ def _finish(run_id: int, heartbeat: Heartbeat, *, phase: str = "finished", failu
     else:
         status = RunStatus.COMPLETED
     set_status(run_id, status, "failed" if failure else phase, error=failure[:2000])
-    Run.objects.filter(pk=run_id).update(heartbeat_at=None)
+    Run.objects.filter(pk=run_id).update(heartbeat_at=None, stop_reason="" if failure else reason)
     run.refresh_from_db()
     publish_run_event(
         run_id,
@@ -265,6 +334,8 @@ def _finish(run_id: int, heartbeat: Heartbeat, *, phase: str = "finished", failu
             "best_score": run.best_score,
             "seed_score": run.seed_score,
             "metric_calls": run.budget_used,
+            "cost": round(run.cost, 8),
+            "stop_reason": run.stop_reason,
         },
     )
     return status

@@ -69,6 +69,8 @@ def _resolve_lm(ref: LMConfig | str, field: str, problems: list, *, inline_endpo
                 "base_url": endpoint.base_url or None,
                 "api_key_env": endpoint.api_key_env or None,
                 **(endpoint.options or {}),
+                "price_in_per_million": endpoint.price_in_per_million,
+                "price_out_per_million": endpoint.price_out_per_million,
             }
         )
     except ValueError as error:
@@ -93,6 +95,14 @@ def _prepare(*, owner, config: dict | RunConfig, trusted_lms: bool = False) -> _
             split = getattr(config.splits, field)
             if split and not any(row["split"] == split for row in rows):
                 problems.append((f"splits.{field}", f'task set "{task_set.name}" has no tasks in split "{split}"'))
+
+    valset_size = sum(1 for row in rows if row["split"] == config.splits.val)
+    exact = config.budget.max_metric_calls
+    if valset_size and exact is not None and exact < valset_size:
+        # gepa scores the seed on the whole valset before anything can stop it.
+        problems.append(
+            ("budget.max_metric_calls", f"must be at least {valset_size}: scoring the seed on the valset takes {valset_size} metric calls")
+        )
 
     found = {v.slug: v for v in Verifier.objects.visible_to(owner).filter(slug__in=config.verifier_ids)}
     verifiers = [found[slug] for slug in config.verifier_ids if slug in found]
