@@ -154,9 +154,9 @@ def _config_from_body(request) -> tuple[dict | None, list[tuple[str, str]]]:
     return data, []
 
 
-def _problems_response(problems, warnings=(), status=200) -> JsonResponse:
+def _problems_response(problems, warnings=(), status=200, **extra) -> JsonResponse:
     return JsonResponse(
-        {"problems": [{"field": f, "message": m} for f, m in problems], "warnings": [w for w in warnings if w]},
+        {"problems": [{"field": f, "message": m} for f, m in problems], "warnings": [w for w in warnings if w], **extra},
         status=status,
     )
 
@@ -179,9 +179,19 @@ def run_new(request):
 
 @require_POST
 def run_dry_run(request):
-    """Check a RunConfig without calling a model; problems name their fields."""
+    """Check a RunConfig (its endpoints are contacted; one probe call when an endpoint
+    has no history here); problems name their fields; the plan says what the run will do."""
     config, problems = _config_from_body(request)
     if not problems:
         problems = services.run_dry_run(owner=request.user, config=config)
+    plan = services.run_plan_for(owner=request.user, config=config, probe=not problems) if config else None
     warning = selectors.launch_budget_warning(user=request.user, config=config) if config else None
-    return _problems_response(problems, [warning])
+    return _problems_response(problems, [warning], plan=plan)
+
+
+@require_POST
+def run_plan(request):
+    """The launch form's live summary: the plan of the config as it stands (no model is called)."""
+    config, problems = _config_from_body(request)
+    plan = services.run_plan_for(owner=request.user, config=config) if config else None
+    return JsonResponse({"plan": plan})

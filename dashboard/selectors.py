@@ -18,6 +18,7 @@ from django.db.models import Count, Max, Q, QuerySet
 
 from optimizer import event_types as ev
 from optimizer.config import RunConfigError, parse_run_config
+from optimizer.limits import format_cost, run_max_cost, run_pricing
 from optimizer.models import Candidate, Evaluation, ModelEndpoint, Run, RunEvent, RunStatus, Split, TaskSet
 from verifiers_app.models import Verifier
 
@@ -60,6 +61,7 @@ def run_list(*, user, status: str = "", search: str = "") -> QuerySet[Run]:
 
 def run_summary(run: Run) -> dict:
     """The header fields of a run (run list rows and the run page header)."""
+    pricing = run_pricing(run.config)
     return {
         "id": run.pk,
         "name": str(run),
@@ -82,12 +84,21 @@ def run_summary(run: Run) -> dict:
         "started_at": run.started_at.isoformat() if run.started_at else None,
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
         "last_seq": run.last_seq,
+        # Money and tokens, recorded by the runner (never re-summed here).
+        "cost": run.cost,
+        "pricing": pricing,
+        "cost_label": format_cost(run.cost, pricing),
+        "tokens": int((run.usage or {}).get("total", {}).get("tokens_in", 0)) + int((run.usage or {}).get("total", {}).get("tokens_out", 0)),
+        "usage": run.usage or {},
+        "max_cost": run_max_cost(run.config),
+        "stop_reason": run.stop_reason,
     }
 
 
 LIST_ROW_FIELDS = (
     "id", "name", "status", "phase", "best_score", "seed_score", "delta", "budget_used", "budget_total",
     "budget_pct", "model", "task_set", "owner", "created_at", "started_at", "finished_at", "last_seq",
+    "cost", "pricing", "cost_label", "stop_reason",
 )
 
 
@@ -181,7 +192,8 @@ def run_snapshot(run: Run) -> dict:
         Candidate.objects.filter(run=run)
         .order_by("index")
         .values_list(
-            "pk", "index", "parents", "origin", "iteration", "metric_calls", "val_score", "objective_scores", "on_front", "components"
+            "pk", "index", "parents", "origin", "iteration", "metric_calls", "val_score", "objective_scores", "on_front", "components",
+            "cost",
         )
     )
     pk_to_index = {row[0]: row[1] for row in candidates}
@@ -197,7 +209,7 @@ def run_snapshot(run: Run) -> dict:
     verifier_ids = [spec.get("id", "") for spec in run.verifier_specs or []]
 
     rows, matrix, verdicts = [], [], []
-    for _, index, parents, origin, iteration, metric_calls, val_score, objective, on_front, components in candidates:
+    for _, index, parents, origin, iteration, metric_calls, val_score, objective, on_front, components, cost in candidates:
         per_task = by_candidate.get(index, {})
         matrix.append([round(per_task[k][0], 3) if k in per_task else None for k in tasks])
         verdicts.append("".join(VERDICT_LETTERS.get(per_task[k][1], "-") if k in per_task else "-" for k in tasks))
@@ -219,6 +231,7 @@ def run_snapshot(run: Run) -> dict:
                 "mean_output_tokens": round(sum(v[3] for v in answered) / n, 1),
                 "mean_latency_ms": round(sum(v[4] for v in answered) / n, 1),
                 "preview": _clip(preview, HOVER_PREVIEW_CHARS),
+                "cost": cost,
             }
         )
 

@@ -14,6 +14,7 @@ from ninja import Field, Router, Schema, Status
 
 from optimizer import selectors, services
 from optimizer.config import MAX_METRIC_CALLS, RunConfigError
+from optimizer.limits import run_max_cost, run_pricing
 from optimizer.models import Run
 
 router = Router()
@@ -36,6 +37,11 @@ class ProblemsOut(Schema):
 class DryRunOut(Schema):
     ok: bool
     problems: list[Problem]
+    plan: dict[str, Any] | None = Field(
+        None,
+        description="What the run will do: split sizes, presets in metric calls, ranges of iterations, task/reflection/"
+        "judge calls, tokens, cost and seconds, and warnings (null while the config has problems that prevent it)",
+    )
 
 
 class ResumeIn(Schema):
@@ -56,6 +62,10 @@ class CandidateOut(Schema):
     objective_scores: dict[str, float]
     on_front: bool
     components: dict[str, str]
+    cost: float = Field(0.0, description="What the iteration that found it spent (its valset scoring included)")
+    usage: dict[str, Any] = Field(
+        default_factory=dict, description="Calls, input/output tokens and cost per role: task, reflection, judge, total"
+    )
 
 
 class RunOut(Schema):
@@ -77,6 +87,13 @@ class RunOut(Schema):
     started_at: datetime | None
     finished_at: datetime | None
     simulator: bool = Field(description="True when the task or reflection model is the offline demo simulator, not a real model")
+    cost: float = Field(0.0, description="Money spent on model calls so far, at the endpoints' prices per 1M tokens")
+    pricing: str = Field("priced", description='"simulator" (free), "unpriced" (no endpoint price set) or "priced"')
+    max_cost: float | None = Field(None, description="The run's cost cap, if any")
+    usage: dict[str, Any] = Field(
+        default_factory=dict, description="Calls, input/output tokens and cost per role: task, reflection, judge, total"
+    )
+    stop_reason: str = Field("", description='Why the run ended: "budget reached", "cost cap reached", …')
 
     @staticmethod
     def of(run: Run) -> dict:
@@ -90,6 +107,8 @@ class RunOut(Schema):
             "chosen_candidate": run.chosen_candidate.index if run.chosen_candidate else None, "error": run.error,
             "last_seq": run.last_seq, "created_at": run.created_at, "started_at": run.started_at,
             "finished_at": run.finished_at,
+            "cost": run.cost, "pricing": run_pricing(run.config), "max_cost": run_max_cost(run.config),
+            "usage": run.usage or {}, "stop_reason": run.stop_reason,
         }
 
 
@@ -108,7 +127,7 @@ def _detail(run: Run) -> dict:
         {
             "index": c.index, "parents": c.parents, "origin": c.origin, "iteration": c.iteration,
             "metric_calls": c.metric_calls, "val_score": c.val_score, "objective_scores": c.objective_scores,
-            "on_front": c.on_front, "components": c.components,
+            "on_front": c.on_front, "components": c.components, "cost": c.cost, "usage": c.usage or {},
         }
         for c in run.candidates.order_by("index")
     ]
@@ -143,9 +162,11 @@ def launch_run(request, body: ConfigIn):
 
 @router.post("/dry-run", response={200: DryRunOut})
 def dry_run(request, body: ConfigIn):
-    """Everything that would stop a launch (splits, verifiers, endpoints reachable), without launching."""
+    """Everything that would stop a launch (splits, verifiers, endpoints reachable), without launching,
+    and the plan: what the budget buys in calls, tokens, money and time."""
     problems = services.run_dry_run(owner=request.user, config=body.config)
-    return {"ok": not problems, "problems": [{"field": f, "message": m} for f, m in problems]}
+    plan = services.run_plan_for(owner=request.user, config=body.config, probe=not problems)
+    return {"ok": not problems, "problems": [{"field": f, "message": m} for f, m in problems], "plan": plan}
 
 
 @router.get("/", response=list[RunOut])

@@ -37,6 +37,40 @@ def no_improvement_reason(iterations: int) -> str:
     return f"no improvement in {iterations} iterations"
 
 
+def run_pricing(config: dict) -> str:
+    """"simulator" when every model of a frozen run config is the demo simulator (free),
+    "unpriced" when a real endpoint has no price set, else "priced"."""
+    if not isinstance(config, dict):
+        return "priced"
+    lms = [config.get("task_lm"), config.get("reflection_lm")]
+    verify = config.get("verify") if isinstance(config.get("verify"), dict) else {}
+    if verify.get("enabled") and verify.get("judge") == "llm":
+        lms.append(verify.get("judge_lm"))
+    real = [lm for lm in lms if isinstance(lm, dict) and lm.get("provider") != "demo"]
+    if not real:
+        return "simulator"
+    if not any(lm.get("price_in_per_million") or lm.get("price_out_per_million") for lm in real):
+        return "unpriced"
+    return "priced"
+
+
+def run_max_cost(config: dict) -> float | None:
+    """The cost cap of a frozen run config (None: no cap, or a config from elsewhere)."""
+    budget = config.get("budget") if isinstance(config, dict) else None
+    return budget.get("max_cost") if isinstance(budget, dict) else None
+
+
+def format_cost(cost: float, pricing: str = "priced") -> str:
+    """The one way pages and exports write money (static/js/money.js is its twin)."""
+    if pricing == "simulator":
+        return "free (demo simulator)"
+    if pricing == "unpriced":
+        return "no price set"
+    if not cost:
+        return "$0"
+    return f"${cost:.4f}" if cost < 0.01 else f"${cost:.2f}"
+
+
 class BudgetReached(RuntimeError):
     """The next evaluation would go beyond the run's metric-call budget or cost cap."""
 

@@ -156,6 +156,26 @@ def run_dry_run(*, owner, config: dict | RunConfig) -> list[tuple[str, str]]:
     return problems
 
 
+def run_plan_for(*, owner, config: dict | RunConfig, probe: bool = False) -> dict | None:
+    """The plan of a launch (optimizer/plan.py), or None while the config cannot be resolved
+    (its problems come from run_dry_run). `probe`: one real task call when the endpoint
+    has no past evaluations here, for the dry run; the live form never probes."""
+    from optimizer.plan import run_plan
+
+    try:
+        prepared = _prepare(owner=owner, config=config)
+    except RunConfigError:
+        return None
+    lms = [prepared.config.task_lm, prepared.config.reflection_lm]
+    if prepared.task_set is None or not all(isinstance(lm, LMConfig) for lm in lms):
+        return None
+    verify = prepared.config.verify
+    if verify.enabled and verify.judge == "llm" and not isinstance(verify.judge_lm, LMConfig):
+        return None
+    refused = {field for field, _ in prepared.problems}
+    return run_plan(prepared.config, prepared.rows, probe=probe and "task_lm" not in refused)
+
+
 def run_launch(*, owner, config: dict | RunConfig, trusted_lms: bool = False) -> Run:
     """Freeze the config, verifiers and tasks into a queued Run and queue it after commit.
     Raises RunConfigError (problems naming each field) and saves nothing when invalid."""
@@ -252,6 +272,7 @@ def run_resume(*, run: Run, extra_budget: int = 0) -> Run:
             stop_requested=False,
             cancel_requested=False,
             error="",
+            stop_reason="",
             finished_at=None,
             budget_total=run.budget_total + extra_budget,
         )

@@ -79,7 +79,8 @@ def test_the_dry_run_contacts_the_model_endpoint(user_client, task_set, monkeypa
     assert [p["field"] for p in body["problems"]] == ["reflection_lm"]
     assert not Run.objects.exists()
 
-    assert post(user_client, "/api/runs/dry-run", {"config": run_config(task_set)}).json() == {"ok": True, "problems": []}
+    passed = post(user_client, "/api/runs/dry-run", {"config": run_config(task_set)}).json()
+    assert (passed["ok"], passed["problems"], passed["plan"]["budget"]["metric_calls"]) == (True, [], 120)
 
 
 def test_a_user_lists_and_reads_only_runs_they_may_see(user_client, other_client, task_set):
