@@ -1,0 +1,132 @@
+"""What counting tokens and money costs (issue 14, point 7): scoring + recording
+with cost accounting on vs off.
+
+Run: ``.venv/bin/python bench/cost_accounting.py [--rounds N] [--tasks N]``. A
+throwaway SQLite database is created in a temporary directory (migrations
+applied) and removed at the end.
+
+One round = one evaluation batch as the runner does it: the adapter answers and
+scores N tasks (the demo simulator, no latency, concurrency 4), the recorder
+writes the N Evaluation rows, and the run's counters are updated as a budget
+event does. "on": the task model is wrapped in MeteredLM, each evaluation runs
+in a meter scope, the run's limits check every batch and call, and the run's
+usage JSON and cost are written with the budget. "off": the bare model, no
+meter, no limits, only budget_used written. Rounds alternate on/off; the script
+prints the median of each and their ratio (target: on ≤ 1.02 × off).
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+os.environ["FRONTIER_DATA_DIR"] = DATA_DIR = tempfile.mkdtemp(prefix="frontier-bench-cost-")
+atexit.register(shutil.rmtree, DATA_DIR, ignore_errors=True)
+for name in ("DATABASE_URL", "REDIS_URL", "SQLITE_PATH", "FRONTIER_RUNS_DIR"):
+    os.environ.pop(name, None)
+
+import django  # noqa: E402
+
+django.setup()
+
+import logging  # noqa: E402
+
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+
+from optimizer.adapter import FrontierAdapter  # noqa: E402
+from optimizer.limits import MeteredLM, Price, RunLimits, UsageMeter  # noqa: E402
+from optimizer.lm import build_lm  # noqa: E402
+from optimizer.models import Candidate, Run, Split  # noqa: E402
+from optimizer.recorder import RunRecorder  # noqa: E402
+from verifiers_app.engine import compile_specs  # noqa: E402
+
+logging.disable(logging.WARNING)
+SPEC = {
+    "id": "refund", "name": "Refund", "kind": "native",
+    "checks": [
+        {"id": "window", "type": "contains", "params": {"value": "30 days"}},
+        {"id": "expectations", "type": "task_expectations"},
+    ],
+}
+PROMPT = {"instructions": 'Answer refund questions. Always mention "30 days" and "receipt".'}
+
+
+def rows(n: int) -> list[dict]:
+    return [
+        {
+            "task_id": f"t{i}", "input": f"Question {i}: can I return the item I bought {i} days ago?",
+            "metadata": {"expectations": {"mustMention": [{"text": "receipt", "message": "Ask for the receipt"}]}},
+        }
+        for i in range(n)
+    ]
+
+
+def contender(run: Run, candidate: Candidate, *, accounting: bool):
+    lm = build_lm({"provider": "demo", "model": "demo-task"})
+    scorer = compile_specs([SPEC])
+    if accounting:
+        meter = UsageMeter({"task": Price(0.15, 0.60)})  # priced as a real endpoint would be
+        limits = RunLimits(budget_total=10**9, iteration_cost=1, meter=meter, max_cost=10**9)
+        limits.in_iteration = True
+        adapter = FrontierAdapter(
+            task_lm=MeteredLM(lm, meter, "task", before_call=limits.check_cost), scorer=scorer, meter=meter, limits=limits
+        )
+    else:
+        meter = limits = None
+        adapter = FrontierAdapter(task_lm=lm, scorer=scorer)
+    recorder = RunRecorder(run=run, adapter=adapter, valset=[], task_pks={}, budget_total=10**9, meter=meter, limits=limits)
+
+    def one_round(batch: list[dict]) -> float:
+        started = time.perf_counter()
+        adapter.evaluate(batch, PROMPT)
+        records = [adapter.take_record(PROMPT, row["task_id"]) for row in batch]
+        recorder.record_evaluations(candidate=candidate, split=Split.TRAIN, records=records)
+        recorder.metric_calls += len(batch)
+        if accounting:
+            recorder.save_usage()
+        else:
+            Run.objects.filter(pk=run.pk).update(budget_used=recorder.metric_calls)
+        return time.perf_counter() - started
+
+    return one_round
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--tasks", type=int, default=50)
+    args = parser.parse_args()
+    call_command("migrate", verbosity=0)
+    owner = get_user_model().objects.create_user("bench")
+    batch = rows(args.tasks)
+    times: dict[str, list[float]] = {"off": [], "on": []}
+    rounds = {}
+    for name in times:
+        run = Run.objects.create(owner=owner, name=f"cost {name}", budget_total=10**9)
+        candidate = Candidate.objects.create(run=run, index=0, components=PROMPT)
+        rounds[name] = contender(run, candidate, accounting=name == "on")
+        rounds[name](batch)  # warm up (first rows inserted, caches filled)
+    for i in range(args.rounds):
+        order = ("off", "on") if i % 2 == 0 else ("on", "off")
+        for name in order:
+            times[name].append(rounds[name](batch))
+    off, on = statistics.median(times["off"]), statistics.median(times["on"])
+    print(f"scoring + recording one batch of {args.tasks} tasks, median of {args.rounds} rounds each")
+    print(f"  accounting off: {off * 1000:8.2f} ms")
+    print(f"  accounting on:  {on * 1000:8.2f} ms")
+    print(f"  ratio on/off:   {on / off:8.3f}  (target ≤ 1.02)")
+
+
+if __name__ == "__main__":
+    main()
