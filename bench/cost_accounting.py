@@ -80,7 +80,7 @@ def contender(run: Run, candidate: Candidate, *, accounting: bool):
         limits = RunLimits(budget_total=10**9, iteration_cost=1, meter=meter, max_cost=10**9)
         limits.in_iteration = True
         adapter = FrontierAdapter(
-            task_lm=MeteredLM(lm, meter, "task", before_call=limits.check_cost), scorer=scorer, meter=meter, limits=limits
+            task_lm=MeteredLM(lm, meter, "task", limits=limits), scorer=scorer, meter=meter, limits=limits
         )
     else:
         meter = limits = None

@@ -171,10 +171,27 @@ class UsageMeter:
         self._totals = UsageSnapshot.of(start.as_dict() if start else None)
         self._lock = threading.Lock()
         self._local = threading.local()
+        self._in_flight = 0
+        self._dearest_call = 0.0
+
+    def start_call(self, max_cost: float | None) -> bool:
+        """Reserve a call; False (nothing reserved) when what is spent plus every call
+        in flight and this one, each priced as the dearest call so far, would pass
+        `max_cost`. Each reserved call must be ended with `end_call`."""
+        with self._lock:
+            if max_cost is not None and self._totals.cost + (self._in_flight + 1) * self._dearest_call > max_cost:
+                return False
+            self._in_flight += 1
+            return True
+
+    def end_call(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
 
     def record(self, role: str, tokens_in: int, tokens_out: int) -> float:
         cost = self.prices[role].cost(tokens_in, tokens_out)
         with self._lock:
+            self._dearest_call = max(self._dearest_call, cost)
             self._totals.roles[role].add(tokens_in, tokens_out, cost)
         for scope in getattr(self._local, "scopes", ()):
             scope.roles[role].add(tokens_in, tokens_out, cost)
@@ -204,14 +221,14 @@ class UsageMeter:
 
 
 class MeteredLM:
-    """A LanguageModel whose every completed call is counted in a UsageMeter
-    (and checked against the run's limits first, when `before_call` is given)."""
+    """A LanguageModel whose every completed call is counted in a UsageMeter and,
+    with `limits`, reserved against the run's cost cap before it starts."""
 
-    def __init__(self, lm, meter: UsageMeter, role: str, *, before_call: Callable[[], None] | None = None):
+    def __init__(self, lm, meter: UsageMeter, role: str, *, limits: RunLimits | None = None):
         self.lm = lm
         self.meter = meter
         self.role = role
-        self.before_call = before_call
+        self.limits = limits
         self.label = lm.label
         self.is_simulator = lm.is_simulator
 
@@ -219,9 +236,12 @@ class MeteredLM:
         return f"MeteredLM({self.lm!r}, {self.role})"
 
     def complete(self, messages: list[dict[str, str]]) -> LMResponse:
-        if self.before_call is not None:
-            self.before_call()
-        response = self.lm.complete(messages)
+        if not self.meter.start_call(self.limits.max_cost if self.limits else None):
+            self.limits.refuse(REASON_COST)
+        try:
+            response = self.lm.complete(messages)
+        finally:
+            self.meter.end_call()
         self.meter.record(self.role, response.tokens_in, response.tokens_out)
         return response
 
@@ -234,8 +254,9 @@ class RunLimits:
     an accepted child) does not fit in `budget_total - used`.
     Money: stop before an iteration when what is spent plus what one iteration
     has cost on average so far (at least the observed cost per metric call times
-    the iteration's worst case) would pass the cap; each task call is refused
-    once the spend has reached the cap.
+    the iteration's worst case) would pass the cap; a model call (task,
+    reflection, judge) does not start when what is spent plus the calls in flight
+    and itself, each priced as the dearest call so far, could pass the cap.
     Optional: stop at a perfect val score, or after N iterations without a better
     best val score. `reason` says which rule stopped the run.
     """
@@ -316,14 +337,13 @@ class RunLimits:
         the seed's valset evaluation, which gepa repeats uncounted on resume, is
         checked at launch (the budget must cover the valset)."""
         if self.in_iteration and self.used + size > self.budget_total:
-            self.reason = self.reason or REASON_BUDGET
-            raise BudgetReached(REASON_BUDGET)
-        self.check_cost()
-
-    def check_cost(self) -> None:
+            self.refuse(REASON_BUDGET)
         if self.max_cost is not None and self.meter.cost >= self.max_cost:
-            self.reason = self.reason or REASON_COST
-            raise BudgetReached(REASON_COST)
+            self.refuse(REASON_COST)
+
+    def refuse(self, reason: str) -> None:
+        self.reason = self.reason or reason
+        raise BudgetReached(reason)
 
     def seconds_per_call(self) -> float | None:
         calls = self.used - self.used_at_start

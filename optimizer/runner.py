@@ -146,7 +146,7 @@ def _optimize(run: Run, heartbeat: Heartbeat) -> str:
         used_at_start=run.budget_used,
     )
     adapter = FrontierAdapter(
-        task_lm=MeteredLM(build_lm(config.task_lm), meter, "task", before_call=limits.check_cost),
+        task_lm=MeteredLM(build_lm(config.task_lm), meter, "task", limits=limits),
         scorer=scorer,
         concurrency=config.concurrency,
         judge_factory=_judge_factory(config, scorer, meter, limits),
@@ -241,7 +241,7 @@ def _judge_factory(config: RunConfig, scorer, meter: UsageMeter, limits: RunLimi
     if not verify.enabled:
         return None
     if verify.judge == "llm":
-        judge = llm_judge(MeteredLM(build_lm(verify.judge_lm), meter, "judge", before_call=limits.check_cost), verify.judge_prompt)
+        judge = llm_judge(MeteredLM(build_lm(verify.judge_lm), meter, "judge", limits=limits), verify.judge_prompt)
         return lambda row, prompt: judge
     return lambda row, prompt: verifier_judge(lambda output: scorer.score(output, task=row, prompt=prompt))
 
@@ -267,7 +267,7 @@ def _reflection_kwargs(config: RunConfig, recorder: RunRecorder, meter: UsageMet
     if proposer is not None:
         recorder.proposer_reasoning = lambda: str(getattr(proposer, "last_reasoning", "") or "")
         return {"custom_candidate_proposer": noting(_metered_proposer(proposer, meter))}
-    lm = MeteredLM(build_lm(config.reflection_lm), meter, "reflection", before_call=limits.check_cost)
+    lm = MeteredLM(build_lm(config.reflection_lm), meter, "reflection", limits=limits)
     return {"reflection_lm": noting(ReflectionCallable(lm))}
 
 

@@ -112,19 +112,17 @@ def test_the_adapter_refuses_an_evaluation_beyond_the_budget_without_calling_the
     assert calls == [] and limits.reason == "budget reached"
 
 
-def test_a_cost_cap_refuses_the_call_once_the_money_is_spent():
-    meter = UsageMeter({"task": Price(per_million_in=1_000_000, per_million_out=0)})
+def test_a_model_call_that_could_pass_the_cost_cap_is_not_made():
+    meter = UsageMeter({"task": Price(per_million_in=1_000_000, per_million_out=0)})  # $1 a token
     limits = RunLimits(budget_total=100, iteration_cost=6, meter=meter, max_cost=25.0)
-    lm = MeteredLM(build_lm({"provider": "demo", "model": "demo"}), meter, "task", before_call=limits.check_cost)
-    while True:
-        try:
+    lm = MeteredLM(build_lm({"provider": "demo", "model": "demo"}), meter, "task", limits=limits)
+    with pytest.raises(BudgetReached, match="cost cap reached"):
+        for _ in range(100):
             lm.complete([{"role": "user", "content": "ten chars!"}])
-        except BudgetReached as error:
-            assert error.reason == "cost cap reached"
-            break
     spent = meter.snapshot().roles["task"]
-    assert spent.cost == spent.tokens_in and spent.cost >= 25.0  # $1 a token at this price
-    assert spent.cost - spent.tokens_in / spent.calls < 25.0  # the refused call was never made
+    per_call = spent.cost / spent.calls
+    assert spent.cost <= 25.0 < spent.cost + per_call  # stopped at the last call that fit
+    assert limits.reason == "cost cap reached"
 
 
 def fake_lm(server, **prices) -> dict:
