@@ -64,6 +64,10 @@ def launch_demo_run(page, *, budget: int, latency_ms: int, name: str = "") -> in
     page.get_by_label("Simulator latency (ms per call, demo only)").fill(str(latency_ms))
     page.locator("[name='budget.preset']").select_option(label="exact number of metric calls")
     page.get_by_label("Exact metric calls").fill(str(budget))
+    # The plan follows the form as it changes: this budget, for this task set, with the simulator free.
+    plan = page.locator("[data-field=plan]")
+    expect(plan).to_contain_text(f"{budget} metric calls")
+    expect(plan).to_contain_text("free (demo simulator)")
     page.get_by_role("button", name="Dry run", exact=True).click()
     expect(page.locator("[data-field=dry-run-result]")).to_have_text("dry run passed: ready to launch")
     page.get_by_role("button", name="Launch", exact=True).click()
