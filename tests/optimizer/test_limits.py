@@ -217,3 +217,12 @@ def test_a_run_can_stop_after_iterations_without_improvement(user, task_set, mon
     assert run.stop_reason == "no improvement in 3 iterations"
     assert run.budget_used <= 4 + 3 * (2 * 2 + 4)  # the seed, then three iterations at most
     assert events(run, ev.RUN_FINISHED)[-1]["stop_reason"] == "no improvement in 3 iterations"
+
+
+def test_budget_events_carry_an_eta_from_the_pace_the_worker_observed(user, task_set):
+    slow = {"provider": "demo", "model": "demo-task", "simulated_latency_ms": 20}
+    run = launch(user, task_set, task_lm=slow, budget={"max_metric_calls": 44}, minibatch_size=2, concurrency=2)
+    assert execute_run(run.pk) == RunStatus.COMPLETED
+    etas = [e["eta_seconds"] for e in events(run, ev.RUN_BUDGET) if e["eta_seconds"] is not None]
+    assert len(etas) >= 3 and all(eta >= 0 for eta in etas)
+    assert etas[-1] < etas[0]  # the calls left shrink as the run goes
