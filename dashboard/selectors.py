@@ -276,6 +276,8 @@ def candidate_detail(run: Run, index: int) -> dict | None:
         "children": [i for i, parents in children if index in (parents or [])],
         "leads": leads,
         "val_count": sum(1 for e in evaluations if e.split == Split.VAL),
+        "cost_label": format_cost(candidate.cost, run_pricing(run.config)),
+        "usage_roles": [(role, u) for role, u in (candidate.usage or {}).items() if role != "total" and u.get("calls")],
     }
 
 

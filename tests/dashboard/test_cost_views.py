@@ -59,6 +59,10 @@ def test_every_view_of_a_run_shows_what_it_cost_and_the_simulator_says_it_is_fre
     assert snapshot["candidates"][0]["cost"] == seed.cost > 0
     assert all("cost" in p and "usage" in p for p in snapshot["proposals"])
 
+    candidate_page = user_client.get(reverse("runs:candidate", args=[priced.pk, 0])).content.decode()
+    assert seed.cost == pytest.approx(4 * 11 * 1000 / 1e6)  # four val tasks, 11 input tokens each, $1,000 per 1M
+    assert 'data-field="cost">$0.04<' in candidate_page and "task 4 calls, 44 in / 12 out tokens" in candidate_page
+
     api = user_client.get(f"/api/runs/{priced.pk}").json()
     assert (api["cost"], api["pricing"], api["stop_reason"]) == (priced.cost, "priced", "budget reached")
     assert api["usage"]["task"]["calls"] == priced.usage["task"]["calls"]
