@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from contextlib import contextmanager
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -155,15 +154,19 @@ class FrontierAdapter:
     def _run_one(self, row: dict, prompt: str) -> EvalRecord:
         if self.should_abort():
             raise SystemicFailure("the run was cancelled")
+        # What this thread's calls cost (the task answer and any judge verdicts).
+        usage = self.meter.open_tally() if self.meter is not None else None
         try:
-            with self._scope() as usage:
-                response, attempts = self._answer(row, prompt)
+            response, attempts = self._answer(row, prompt)
         except BudgetReached:
             raise
         except LMConfigError as error:
             raise SystemicFailure(str(error)) from error
         except Exception as error:  # one example failed: score 0, the error is its feedback
             return self._failed(row, f"{type(error).__name__}: {error}")
+        finally:
+            if usage is not None:
+                self.meter.close_tally(usage)
         with self._lock:
             self._consecutive_failures = 0
         output = response.text[:MAX_OUTPUT_CHARS]
@@ -181,19 +184,10 @@ class FrontierAdapter:
             latency_ms=sum(a.latency_ms for a in attempts) if attempts else response.latency_ms,
             tokens_in=sum(a.tokens_in for a in attempts) if attempts else response.tokens_in,
             tokens_out=sum(a.tokens_out for a in attempts) if attempts else response.tokens_out,
-            judge_tokens_in=usage.roles["judge"].tokens_in if usage else 0,
-            judge_tokens_out=usage.roles["judge"].tokens_out if usage else 0,
+            judge_tokens_in=usage.judge_in if usage else 0,
+            judge_tokens_out=usage.judge_out if usage else 0,
             cost=usage.cost if usage else 0.0,
         )
-
-    @contextmanager
-    def _scope(self):
-        """What this thread's calls cost (task answer and judge verdicts), when metered."""
-        if self.meter is None:
-            yield None
-            return
-        with self.meter.scope() as usage:
-            yield usage
 
     def _answer(self, row: dict, prompt: str) -> tuple[LMResponse, list]:
         def ask(user_text: str) -> LMResponse:

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from optimizer.lm.base import LMResponse
 
@@ -120,9 +120,7 @@ class Usage:
         )
 
     def as_dict(self) -> dict:
-        data = asdict(self)
-        data["cost"] = round(self.cost, 8)
-        return data
+        return {"calls": self.calls, "tokens_in": self.tokens_in, "tokens_out": self.tokens_out, "cost": round(self.cost, 8)}
 
     @classmethod
     def of(cls, data: dict | None) -> Usage:
@@ -163,6 +161,22 @@ class UsageSnapshot:
         return cls({role: Usage.of(data.get(role)) for role in ROLES})
 
 
+class Tally:
+    """One evaluation's share (the hot path: a few numbers, no per-role objects)."""
+
+    __slots__ = ("cost", "judge_in", "judge_out")
+
+    def __init__(self):
+        self.cost = 0.0
+        self.judge_in = self.judge_out = 0
+
+    def add(self, role: str, tokens_in: int, tokens_out: int, cost: float) -> None:
+        self.cost += cost
+        if role == "judge":
+            self.judge_in += tokens_in
+            self.judge_out += tokens_out
+
+
 class UsageMeter:
     """Thread-safe totals of a run's model calls, per role, priced per endpoint."""
 
@@ -173,13 +187,14 @@ class UsageMeter:
         self._local = threading.local()
         self._in_flight = 0
         self._dearest_call = 0.0
+        self._cost = self._totals.cost  # kept apart: the cap is checked before every call
 
-    def start_call(self, max_cost: float | None) -> bool:
+    def start_call(self, max_cost: float) -> bool:
         """Reserve a call; False (nothing reserved) when what is spent plus every call
         in flight and this one, each priced as the dearest call so far, would pass
         `max_cost`. Each reserved call must be ended with `end_call`."""
         with self._lock:
-            if max_cost is not None and self._totals.cost + (self._in_flight + 1) * self._dearest_call > max_cost:
+            if self._cost + (self._in_flight + 1) * self._dearest_call > max_cost:
                 return False
             self._in_flight += 1
             return True
@@ -188,36 +203,53 @@ class UsageMeter:
         with self._lock:
             self._in_flight -= 1
 
-    def record(self, role: str, tokens_in: int, tokens_out: int) -> float:
+    def record(self, role: str, tokens_in: int, tokens_out: int, *, reserved: bool = False) -> float:
+        """Count one completed call (`reserved`: it was started with start_call, which this ends)."""
         cost = self.prices[role].cost(tokens_in, tokens_out)
         with self._lock:
-            self._dearest_call = max(self._dearest_call, cost)
+            if reserved:
+                self._in_flight -= 1
+            if cost > self._dearest_call:
+                self._dearest_call = cost
+            self._cost += cost
             self._totals.roles[role].add(tokens_in, tokens_out, cost)
-        for scope in getattr(self._local, "scopes", ()):
-            scope.roles[role].add(tokens_in, tokens_out, cost)
+        for tally in getattr(self._local, "scopes", ()):
+            tally.add(role, tokens_in, tokens_out, cost)
         return cost
 
     def snapshot(self) -> UsageSnapshot:
         with self._lock:
             return UsageSnapshot.of(self._totals.as_dict())
 
+    def totals(self) -> dict:
+        """The JSON of Run.usage (UsageSnapshot.as_dict), built once."""
+        with self._lock:
+            return self._totals.as_dict()
+
     @property
     def cost(self) -> float:
-        with self._lock:
-            return self._totals.cost
+        return self._cost  # one float read: atomic
+
+    def open_tally(self) -> Tally:
+        """Start counting what this thread's calls cost (one evaluation); end with close_tally."""
+        tally = Tally()
+        try:
+            self._local.scopes.append(tally)
+        except AttributeError:
+            self._local.scopes = [tally]
+        return tally
+
+    def close_tally(self, tally: Tally) -> None:
+        self._local.scopes.remove(tally)
 
     @contextmanager
     def scope(self):
-        """What the calls made on this thread inside the block cost (yields a live UsageSnapshot)."""
-        scope = UsageSnapshot()
-        scopes = getattr(self._local, "scopes", None)
-        if scopes is None:
-            scopes = self._local.scopes = []
-        scopes.append(scope)
+        """What the calls made on this thread inside the block cost (yields a live Tally)."""
+        tally = self.open_tally()
         try:
-            yield scope
+            yield tally
         finally:
-            scopes.remove(scope)
+            self.close_tally(tally)
 
 
 class MeteredLM:
@@ -236,13 +268,19 @@ class MeteredLM:
         return f"MeteredLM({self.lm!r}, {self.role})"
 
     def complete(self, messages: list[dict[str, str]]) -> LMResponse:
-        if not self.meter.start_call(self.limits.max_cost if self.limits else None):
+        cap = self.limits.max_cost if self.limits is not None else None
+        if cap is None:
+            response = self.lm.complete(messages)
+            self.meter.record(self.role, response.tokens_in, response.tokens_out)
+            return response
+        if not self.meter.start_call(cap):
             self.limits.refuse(REASON_COST)
         try:
             response = self.lm.complete(messages)
-        finally:
+        except BaseException:
             self.meter.end_call()
-        self.meter.record(self.role, response.tokens_in, response.tokens_out)
+            raise
+        self.meter.record(self.role, response.tokens_in, response.tokens_out, reserved=True)  # one lock: end + count
         return response
 
 

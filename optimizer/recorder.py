@@ -166,16 +166,18 @@ class RunRecorder:
 
     def save_usage(self) -> tuple[str, dict]:
         """Write the run's metric calls, tokens and cost; returns the RUN_BUDGET event to publish."""
-        usage = self.meter.snapshot()
-        Run.objects.filter(pk=self.run_id).update(budget_used=self.metric_calls, usage=usage.as_dict(), cost=usage.cost)
+        usage = self.meter.totals()
+        total = usage["total"]
+        Run.objects.filter(pk=self.run_id).update(budget_used=self.metric_calls, usage=usage, cost=total["cost"])
         limits = self.limits
+        eta = limits.eta_seconds() if limits else None
         return ev.RUN_BUDGET, {
             "used": self.metric_calls,
             "total": self.budget_total,
-            "cost": round(usage.cost, 8),
+            "cost": total["cost"],
             "max_cost": limits.max_cost if limits else None,
-            "tokens": usage.total.tokens_in + usage.total.tokens_out,
-            "eta_seconds": round(limits.eta_seconds(), 1) if limits and limits.eta_seconds() is not None else None,
+            "tokens": total["tokens_in"] + total["tokens_out"],
+            "eta_seconds": round(eta, 1) if eta is not None else None,
         }
 
     def spent_this_iteration(self) -> UsageSnapshot:
