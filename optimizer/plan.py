@@ -17,13 +17,14 @@ from django.db.models import Avg, Count
 
 from optimizer.config import PRESET_PROPOSALS, RunConfig, proposal_cost
 from optimizer.lm import LMConfig, LMError, build_lm
-from optimizer.models import Evaluation
+from optimizer.models import Evaluation, Run
 
 CHARS_PER_TOKEN = 4
 GUESSED_OUTPUT_TOKENS = 200
 GUESSED_LATENCY_MS = 1500.0
 FEEDBACK_CHARS = 300  # what a reflective example adds besides the input and the output
 HISTORY_ROWS = 500
+HISTORY_RUNS = 20
 
 
 @dataclass(frozen=True)
@@ -36,11 +37,10 @@ class CallStats:
 
 def observed_stats(lm: LMConfig) -> CallStats | None:
     """Mean tokens and latency of this endpoint's task calls in past runs here."""
-    rows = Evaluation.objects.filter(
-        candidate__run__config__task_lm__model=lm.model,
-        candidate__run__config__task_lm__provider=lm.provider,
-        tokens_out__gt=0,
-    ).order_by("-pk")[:HISTORY_ROWS]
+    # The few latest runs of this model first (the runs table is small), then their rows.
+    runs = Run.objects.filter(config__task_lm__model=lm.model, config__task_lm__provider=lm.provider).order_by("-pk")
+    run_ids = list(runs.values_list("pk", flat=True)[:HISTORY_RUNS])
+    rows = Evaluation.objects.filter(candidate__run_id__in=run_ids, tokens_out__gt=0).order_by("-pk")[:HISTORY_ROWS]
     stats = Evaluation.objects.filter(pk__in=rows.values("pk")).aggregate(
         n=Count("pk"), tin=Avg("tokens_in"), tout=Avg("tokens_out"), latency=Avg("latency_ms")
     )
