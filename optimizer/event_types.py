@@ -17,6 +17,7 @@ PREVIEW_CHARS = 2000
 RUN_STATUS = "run.status"
 # {"used": int, "total": int (metric calls), "cost": float (money spent so far, every role),
 #  "max_cost": float|null (the run's cost cap), "tokens": int (input + output, every role),
+#  "usage": {task|reflection|judge|total: {calls, tokens_in, tokens_out, cost}},
 #  "eta_seconds": float|null (wall time left at the pace observed on the worker)}
 # — sent after every gepa budget update
 RUN_BUDGET = "run.budget"

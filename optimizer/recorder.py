@@ -177,6 +177,7 @@ class RunRecorder:
             "cost": total["cost"],
             "max_cost": limits.max_cost if limits else None,
             "tokens": total["tokens_in"] + total["tokens_out"],
+            "usage": usage,
             "eta_seconds": round(eta, 1) if eta is not None else None,
         }
 

@@ -105,6 +105,11 @@ function renderHeader() {
   $("budget").textContent = `${r.budget_used} / ${r.budget_total}`;
   $("cost").textContent = money(r.cost, r.pricing);
   $("tokens").textContent = `${tokens(r.tokens)} tokens`;
+  // Task model vs reflection model (and the verify judge): who spent what.
+  $("cost-split").textContent = ["task", "reflection", "judge"]
+    .filter((role) => r.usage?.[role]?.calls)
+    .map((role) => { const u = r.usage[role]; return `${role} ${u.calls} calls · ${tokens(u.tokens_in)} in / ${tokens(u.tokens_out)} out · ${money(u.cost, r.pricing)}`; })
+    .join(" | ");
   $("stop-reason").textContent = r.stop_reason || "–";
   for (const control of root.querySelectorAll("[data-when]")) control.hidden = (control.dataset.when === "active") !== r.active;
   $("error").textContent = r.error || "";
@@ -427,7 +432,7 @@ const handlers = {
   },
   "run.budget": (d) => {
     Object.assign(S.run, { budget_used: d.used, budget_total: d.total });
-    if (d.cost !== undefined) Object.assign(S.run, { cost: d.cost, tokens: d.tokens, eta_seconds: d.eta_seconds });
+    if (d.cost !== undefined) Object.assign(S.run, { cost: d.cost, tokens: d.tokens, usage: d.usage ?? S.run.usage, eta_seconds: d.eta_seconds });
     renderHeader();
   },
   "candidate.new": (d) => {
