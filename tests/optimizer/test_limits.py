@@ -9,7 +9,7 @@ import pytest
 from optimizer import event_types as ev
 from optimizer import runner
 from optimizer.adapter import FrontierAdapter
-from optimizer.config import RunConfigError
+from optimizer.config import RunConfigError, iteration_cost
 from optimizer.limits import BudgetReached, MeteredLM, Price, RunLimits, UsageMeter
 from optimizer.lm import build_lm
 from optimizer.models import Candidate, Evaluation, Run, RunEvent, RunStatus
@@ -63,15 +63,20 @@ def test_a_run_never_records_more_metric_calls_than_its_budget(user, task_set, b
     assert run.budget_total - run.budget_used < 2 * minibatch + 4
 
 
-def test_merges_count_against_the_same_hard_cap(user):
-    refund_verifier(user)
-    task_set = refund_task_set(user, splits=["train", "val"] * 4)
+def test_with_merge_on_an_iteration_is_priced_at_a_merges_worst_case():
+    # A merge scores the merged prompt on up to 5 val tasks, then (accepted) on the whole valset.
+    assert iteration_cost(4, 1, use_merge=True) == 8 and iteration_cost(4, 1) == 6
+    assert iteration_cost(20, 1, use_merge=True) == 25 and iteration_cost(20, 3, use_merge=True) == 26
+
+
+def test_a_run_with_merge_on_stays_within_its_budget(user, task_set):
     run = launch(
-        user, task_set, budget={"max_metric_calls": 47}, use_merge=True,
+        user, task_set, budget={"max_metric_calls": 47}, use_merge=True, minibatch_size=1,
         seed_components={"rules": "You answer customer questions.", "tone": "Be polite."},
     )
     assert execute_run(run.pk) == RunStatus.COMPLETED
     assert_within_budget(run)
+    assert run.budget_total - run.budget_used < 8  # room was kept for a merge iteration, no more
 
 
 def test_a_continued_run_keeps_the_hard_cap(user, task_set):
