@@ -42,6 +42,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    # Serves Swagger UI's assets from the package (no CDN: /api/docs works offline).
+    "ninja",
     "dashboard",
     "verifiers_app",
     "optimizer",
@@ -50,6 +52,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    "dashboard.middleware.ApiShapeMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -158,13 +161,17 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+# Where users reach this site: links printed by the CLI and returned by the API.
+BASE_URL = env_str("FRONTIER_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"daphne": {"level": "WARNING"}, "celery": {"level": "WARNING"}},
+    # HTTP client libraries log every request at INFO: that would interleave with
+    # `optimize run --wait`'s progress bar and flood worker logs.
+    "loggers": {name: {"level": "WARNING"} for name in ("daphne", "celery", "httpx", "httpx2", "httpcore", "openai")},
 }
 
 # Model endpoints a run can choose (ARCHITECTURE "LM providers"). Keys are never
