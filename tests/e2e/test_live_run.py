@@ -244,7 +244,10 @@ def test_the_runs_list_follows_a_run_launched_in_another_tab_without_a_reload(pa
     expect(page.locator("[data-field=live]")).to_have_text("● live")
     expect(row.locator(".status")).to_have_text("completed", timeout=60_000)
     expect(row).to_contain_text("simulator")
-    expect(row).to_contain_text(re.compile(r"\d+ / 120"))  # gepa may overshoot by one iteration
+    expect(row).to_contain_text(re.compile(r"\d+ / 120"))
+    used = int(re.search(r"(\d+) / 120", row.locator(".bar + .muted").text_content()).group(1))
+    assert used <= 120  # the budget is a hard cap, on the list as everywhere
+    expect(row).to_contain_text("free (demo simulator)")  # the cost column
     assert page.evaluate("window.__noReload") is True
     assert page.evaluate("window.__xss") is None
     # Pushed, not polled: list.json is read only when the socket (re)connects.
