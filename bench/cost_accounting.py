@@ -47,7 +47,7 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
 from optimizer.adapter import FrontierAdapter  # noqa: E402
-from optimizer.limits import MeteredLM, Price, RunLimits, UsageMeter  # noqa: E402
+from optimizer.budget import MeteredLM, Price, BudgetGuard, UsageMeter  # noqa: E402
 from optimizer.lm import build_lm  # noqa: E402
 from optimizer.models import Candidate, Run, Split  # noqa: E402
 from optimizer.recorder import RunRecorder  # noqa: E402
@@ -79,7 +79,7 @@ def contender(run: Run, candidate: Candidate, *, accounting: bool):
     scorer = compile_specs([SPEC])
     if accounting:
         meter = UsageMeter({"task": Price(0.15, 0.60)})  # priced as a real endpoint would be
-        limits = RunLimits(budget_total=10**9, iteration_cost=1, meter=meter, max_cost=10**9)
+        limits = BudgetGuard(budget_total=10**9, iteration_cost=1, meter=meter, max_cost=10**9)
         limits.in_iteration = True
         adapter = FrontierAdapter(
             task_lm=MeteredLM(lm, meter, "task", limits=limits), scorer=scorer, meter=meter, limits=limits

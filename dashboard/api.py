@@ -14,19 +14,33 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, JsonResponse
 from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.parser import Parser
 from ninja.security import HttpBearer, SessionAuth
 
 from dashboard.models import ApiToken
 from optimizer.config import LM_REF_TAGS, RunConfigError
 from verifiers_app.api_errors import ErrorOut, error_body, split_problem, validation_problems
+from dashboard.throttle import REFUSED_MESSAGE as THROTTLED_DETAIL
+from dashboard.throttle import token_throttle
 from verifiers_app.engine import SpecError
+from verifiers_app.storable import parse_json
+
+
+class TokenThrottled(Exception):
+    """Too many wrong tokens from this address (dashboard.throttle): a 429."""
 
 
 class TokenAuth(HttpBearer):
     def authenticate(self, request, token):
+        throttle = token_throttle(request)
+        if throttle.refused():
+            throttle.failed()
+            raise TokenThrottled()
         user = ApiToken.user_for(token)
-        if user is not None:
-            request.user = user
+        if user is None:
+            throttle.failed()
+            return None
+        request.user = user
         return user
 
 
@@ -39,6 +53,13 @@ class BrowserSessionAuth(SessionAuth):
         if settings.SESSION_COOKIE_NAME not in request.COOKIES:
             return None
         return super().__call__(request)
+
+
+class BoundedJsonParser(Parser):
+    """Request bodies are untrusted JSON: nesting is capped (verifiers_app.storable)."""
+
+    def parse_body(self, request):
+        return parse_json(request.body, source="body")
 
 
 def _docs_auth(view):
@@ -95,6 +116,7 @@ api = FrontierAPI(
     auth=[TokenAuth(), BrowserSessionAuth()],
     docs_decorator=_docs_auth,
     urls_namespace="api",
+    parser=BoundedJsonParser(),
 )
 
 
@@ -137,12 +159,22 @@ def _unauthenticated(request, exc):
 
 @api.exception_handler(HttpError)
 def _http_error(request, exc: HttpError):
+    if exc.status_code == 400 and isinstance(exc.__cause__, ValueError):  # the body parser: bad or too deep JSON
+        message = f"not valid JSON ({exc.__cause__})"
+        return _error(request, 400, f"body: {message}", [("body", message)])
     return _error(request, exc.status_code, str(exc))
 
 
 @api.exception_handler(Http404)
 def _not_found(request, exc):
     return _error(request, 404, str(exc) or "Not found")
+
+
+@api.exception_handler(TokenThrottled)
+def _token_throttled(request, exc):
+    response = _error(request, 429, THROTTLED_DETAIL)
+    response["Retry-After"] = str(settings.LOGIN_THROTTLE_WINDOW_SECONDS)
+    return response
 
 
 @api.exception_handler(RequestDataTooBig)

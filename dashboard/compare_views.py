@@ -11,14 +11,15 @@ from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import urlencode
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_safe, require_http_methods
 
 from dashboard import compare_selectors as sel
 from dashboard.selectors import run_summary
 from optimizer.export import RunImportError, run_export, run_export_csv, run_import
-from optimizer.limits import format_cost, run_pricing
+from optimizer.budget import format_cost, run_pricing
 from optimizer.models import Run
 from optimizer.promotion import DEFAULT_MIN_IMPROVEMENT, promotion_report, run_promote
+from verifiers_app.storable import JsonTooDeep, parse_json
 
 MAX_IMPORT_BYTES = 50 * 1024 * 1024
 
@@ -38,7 +39,7 @@ def _bad_request(request, message: str, *, run: Run | None = None):
     return render(request, "compare/error.html", {"message": message, "run": run}, status=400)
 
 
-@require_GET
+@require_safe
 def compare(request, run_id: int):
     run = _run_for(request.user, run_id)
     chosen = request.GET.getlist("c")
@@ -67,7 +68,7 @@ def compare(request, run_id: int):
     })
 
 
-@require_GET
+@require_safe
 def compare_task(request, run_id: int):
     run = _run_for(request.user, run_id)
     try:
@@ -83,7 +84,7 @@ def compare_task(request, run_id: int):
     })
 
 
-@require_GET
+@require_safe
 def history(request, run_id: int, index: int):
     run = _run_for(request.user, run_id)
     candidate = _candidate_for(run, index)
@@ -98,7 +99,7 @@ def _attachment(response: HttpResponse, filename: str) -> HttpResponse:
     return response
 
 
-@require_GET
+@require_safe
 def download_candidate(request, run_id: int, index: int | None, fmt: str):
     run = _run_for(request.user, run_id)
     if index is None:
@@ -120,14 +121,14 @@ def download_candidate(request, run_id: int, index: int | None, fmt: str):
     return _attachment(HttpResponse(text, content_type="text/plain; charset=utf-8"), name)
 
 
-@require_GET
+@require_safe
 def export_json(request, run_id: int):
     run = _run_for(request.user, run_id)
     body = json.dumps(run_export(run), ensure_ascii=False)
     return _attachment(HttpResponse(body, content_type="application/json"), f"run-{run.pk}.json")
 
 
-@require_GET
+@require_safe
 def export_csv(request, run_id: int):
     run = _run_for(request.user, run_id)
     return _attachment(HttpResponse(run_export_csv(run), content_type="text/csv; charset=utf-8"), f"run-{run.pk}.csv")
@@ -144,14 +145,14 @@ def import_run(request):
             error = f"file: {upload.size} bytes is more than the {MAX_IMPORT_BYTES // (1024 * 1024)} MB limit."
         else:
             try:
-                data = json.loads(upload.read().decode("utf-8-sig"))  # a BOM from a Windows editor is fine
+                data = parse_json(upload.read().decode("utf-8-sig"))  # a BOM from a Windows editor is fine
                 run = run_import(owner=request.user, data=data)
             except UnicodeDecodeError:
                 error = "file: not UTF-8 text."
             except json.JSONDecodeError as exc:
                 error = f"file: not valid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg})."
-            except RecursionError:
-                error = "file: nested too deeply to be an exported run."
+            except JsonTooDeep as exc:
+                error = f"file: {str(exc).removeprefix('value: ')}; an exported run is never that deep."
             except ValueError as exc:  # e.g. an integer literal of thousands of digits
                 error = f"file: not valid JSON ({exc})."
             except RunImportError as exc:
@@ -196,11 +197,11 @@ def promotion(request, run_id: int):
     report = promotion_report(seed=seed, candidate=best, margin=margin) if seed and best else None
     return render(request, "compare/promotion.html", {
         "run": run, "seed": seed, "best": best, "report": report, "margin": margin,
-        "can_promote": request.user.is_superuser or run.owner_id == request.user.pk,
+        "can_promote": run.controllable_by(request.user),
     })
 
 
-@require_GET
+@require_safe
 def compare_runs(request):
     visible = Run.objects.visible_to(request.user)
     a_id, b_id = request.GET.get("a"), request.GET.get("b")

@@ -18,15 +18,30 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.contrib.auth import get_user_model
 
 from optimizer.events import RUNS_GROUP, run_group
 from optimizer.models import Run, RunEvent
 
 REPLAY_BATCH = 500
+# A run socket asks "may this user still see the run?" again at the first event
+# after this many seconds, besides at once when the run's sharing changes
+# (optimizer.signals): an access lost another way (an owner change in the admin,
+# a deactivated account) ends the stream within this time of the next event.
+ACCESS_RECHECK_SECONDS = 10.0
+# Close codes the page shows as "access denied" (static/js/live-socket.js).
+CLOSE_LOGGED_OUT = 4401
+CLOSE_DENIED = 4403
 
 
 def _user_can_view_run(user, run_id: int) -> bool:
     return Run.objects.visible_to(user).filter(pk=run_id).exists()
+
+
+def _user_still_can_view_run(user, run_id: int) -> bool:
+    """Re-read the user too: the scope's copy keeps the flags it had at connect."""
+    user = get_user_model().objects.filter(pk=user.pk, is_active=True).first()
+    return user is not None and _user_can_view_run(user, run_id)
 
 
 def _events_after(run_id: int, after: int, limit: int) -> list[dict]:
@@ -40,12 +55,15 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self):
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
-            await self.close(code=4401)
+            await self.close(code=CLOSE_LOGGED_OUT)
             return
+        self.user = user
+        self.denied = False
         self.run_id = int(self.scope["url_route"]["kwargs"]["run_id"])
         if not await database_sync_to_async(_user_can_view_run)(user, self.run_id):
-            await self.close(code=4403)
+            await self.close(code=CLOSE_DENIED)
             return
+        self.access_checked_at = time.monotonic()
         query = parse_qs(self.scope.get("query_string", b"").decode())
         try:
             self.last_seq = max(0, int(query.get("after", ["0"])[0]))
@@ -62,8 +80,27 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
 
     async def receive_json(self, content, **kwargs):
         # The only thing a client says is "I have up to seq N" (after a gap it noticed).
-        if isinstance(content, dict) and content.get("type") == "resume":
+        if isinstance(content, dict) and content.get("type") == "resume" and await self._still_allowed():
             await self._catch_up()
+
+    async def run_access(self, message):
+        """The run's sharing changed: ask again now."""
+        await self._still_allowed(force=True)
+
+    async def _still_allowed(self, force: bool = False) -> bool:
+        """False (and the socket closed with 4403) once the user may no longer see the run."""
+        if self.denied:
+            return False
+        now = time.monotonic()
+        if not force and now - self.access_checked_at < ACCESS_RECHECK_SECONDS:
+            return True
+        allowed = await database_sync_to_async(_user_still_can_view_run)(self.user, self.run_id)
+        self.access_checked_at = now
+        if not allowed:
+            self.denied = True
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+            await self.close(code=CLOSE_DENIED)
+        return allowed
 
     async def _catch_up(self):
         while True:
@@ -77,7 +114,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
     async def run_event(self, message):
         event = message["message"]
         seq = event["seq"]
-        if seq <= self.last_seq:
+        if seq <= self.last_seq or not await self._still_allowed():
             return
         if seq > self.last_seq + 1:
             await self._catch_up()  # fills the gap and includes this event
@@ -101,7 +138,7 @@ class RunListConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self):
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
-            await self.close(code=4401)
+            await self.close(code=CLOSE_LOGGED_OUT)
             return
         self.user = user
         self.checked: dict[int, tuple[bool, float]] = {}  # run id → (visible, when asked)

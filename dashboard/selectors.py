@@ -18,7 +18,7 @@ from django.db.models import Count, Max, Q, QuerySet
 
 from optimizer import event_types as ev
 from optimizer.config import DEMO_MODEL_NAME, RunConfigError, parse_run_config
-from optimizer.limits import format_cost, run_max_cost, run_pricing
+from optimizer.budget import format_cost, run_max_cost, run_pricing
 from optimizer.models import Candidate, Evaluation, ModelEndpoint, Run, RunEvent, RunStatus, Split, TaskSet
 from verifiers_app.models import Verifier
 

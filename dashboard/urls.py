@@ -3,11 +3,12 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from dashboard import views
+from dashboard.login import LoginView
 from dashboard.api import api
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/", api.urls),

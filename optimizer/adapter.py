@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -24,12 +25,17 @@ from typing import Any
 
 from gepa import EvaluationBatch
 
-from optimizer.limits import BudgetReached, RunLimits, UsageMeter
-from optimizer.lm.base import LanguageModel, LMConfigError, LMResponse
+from optimizer.budget import BudgetGuard, BudgetReached, UsageMeter
+from optimizer.lm.base import LanguageModel, LMConfigError, LMResponse, LMUnavailable
 from optimizer.verify_loop import Judge, answer_with_verify
 
 MAX_OUTPUT_CHARS = 20_000
 MAX_CONSECUTIVE_FAILURES = 8
+# An endpoint that has answered nothing for this long, while its calls end in
+# timeouts or refused connections, is down: the run fails now (naming it) rather
+# than after every remaining call has timed out too. Resume it once it is back.
+DEAD_ENDPOINT_SECONDS = 30.0
+EMPTY_OUTPUT = "empty output (the task model answered with no text)"
 ROW_VERIFIER_ID = "row"
 
 
@@ -84,8 +90,9 @@ class FrontierAdapter:
         max_verify: int = 1,
         max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES,
         should_abort: Callable[[], bool] = lambda: False,
+        dead_endpoint_seconds: float = DEAD_ENDPOINT_SECONDS,
         meter: UsageMeter | None = None,
-        limits: RunLimits | None = None,
+        limits: BudgetGuard | None = None,
     ):
         self.task_lm = task_lm
         self.scorer = scorer
@@ -100,6 +107,8 @@ class FrontierAdapter:
         self._lock = threading.Lock()
         self._consecutive_failures = 0
         self._last_error = ""
+        self.dead_endpoint_seconds = dead_endpoint_seconds
+        self._last_answer_at: float | None = None  # monotonic: the task model's last answer (or our first call)
 
     # -- gepa contract --------------------------------------------------------
 
@@ -109,6 +118,9 @@ class FrontierAdapter:
         if self.limits is not None:
             self.limits.check_batch(len(batch))  # nothing beyond the budget is run
         prompt = system_prompt(candidate)
+        with self._lock:
+            if self._last_answer_at is None:
+                self._last_answer_at = time.monotonic()
         with ThreadPoolExecutor(max_workers=max(1, min(self.concurrency, len(batch)))) as pool:
             records = list(pool.map(lambda row: self._run_one(row, prompt), batch))
         digest = candidate_digest(candidate)
@@ -162,11 +174,28 @@ class FrontierAdapter:
             raise
         except LMConfigError as error:
             raise SystemicFailure(str(error)) from error
+        except LMUnavailable as error:
+            return self._failed(row, f"{type(error).__name__}: {error}", latency_ms=error.latency_ms, unavailable=True)
         except Exception as error:  # one example failed: score 0, the error is its feedback
-            return self._failed(row, f"{type(error).__name__}: {error}")
+            return self._failed(row, f"{type(error).__name__}: {error}", latency_ms=getattr(error, "latency_ms", 0.0))
         finally:
             if usage is not None:
                 self.meter.close_tally(usage)
+        spent = {
+            "attempts": [a.as_dict() for a in attempts],
+            "latency_ms": sum(a.latency_ms for a in attempts) if attempts else response.latency_ms,
+            "tokens_in": sum(a.tokens_in for a in attempts) if attempts else response.tokens_in,
+            "tokens_out": sum(a.tokens_out for a in attempts) if attempts else response.tokens_out,
+            "judge_tokens_in": usage.judge_in if usage else 0,
+            "judge_tokens_out": usage.judge_out if usage else 0,
+            "cost": usage.cost if usage else 0.0,
+        }
+        with self._lock:
+            self._last_answer_at = time.monotonic()
+        if not response.text.strip():
+            # A model that answers nothing is failing, not scoring low: it counts
+            # towards the consecutive failures, so an all-empty run fails loudly.
+            return self._failed(row, EMPTY_OUTPUT, **spent)
         with self._lock:
             self._consecutive_failures = 0
         output = response.text[:MAX_OUTPUT_CHARS]
@@ -180,13 +209,7 @@ class FrontierAdapter:
             result=result.as_dict(),
             feedback=result.feedback,
             objective_scores={v.id: v.score for v in result.verifiers},
-            attempts=[a.as_dict() for a in attempts],
-            latency_ms=sum(a.latency_ms for a in attempts) if attempts else response.latency_ms,
-            tokens_in=sum(a.tokens_in for a in attempts) if attempts else response.tokens_in,
-            tokens_out=sum(a.tokens_out for a in attempts) if attempts else response.tokens_out,
-            judge_tokens_in=usage.judge_in if usage else 0,
-            judge_tokens_out=usage.judge_out if usage else 0,
-            cost=usage.cost if usage else 0.0,
+            **spent,
         )
 
     def _answer(self, row: dict, prompt: str) -> tuple[LMResponse, list]:
@@ -199,12 +222,17 @@ class FrontierAdapter:
             ask=ask, task=row["input"], judge=self.judge_factory(row, prompt), max_verify=self.max_verify
         )
 
-    def _failed(self, row: dict, message: str) -> EvalRecord:
+    def _failed(self, row: dict, message: str, *, unavailable: bool = False, attempts: list | None = None,
+                latency_ms: float = 0.0, tokens_in: int = 0, tokens_out: int = 0, judge_tokens_in: int = 0,
+                judge_tokens_out: int = 0, cost: float = 0.0) -> EvalRecord:
         with self._lock:
             self._consecutive_failures += 1
             failures = self._consecutive_failures
+            silent_for = time.monotonic() - (self._last_answer_at or time.monotonic())
         if failures >= self.max_consecutive_failures:
             raise SystemicFailure(f"{failures} task-model calls failed in a row; the last: {message}")
+        if unavailable and silent_for >= self.dead_endpoint_seconds:
+            raise SystemicFailure(f"The task model has not answered for {silent_for:.0f} s: {message.removeprefix('LMUnavailable: ')}")
         ids = self.scorer.verifier_ids + ([ROW_VERIFIER_ID] if row.get("verifier") else [])
         return EvalRecord(
             task_key=row["task_id"],
@@ -215,6 +243,13 @@ class FrontierAdapter:
             result={},
             feedback=f"The task model failed: {message}",
             objective_scores={vid: 0.0 for vid in ids},
+            attempts=attempts or [],
+            latency_ms=latency_ms,
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            judge_tokens_in=judge_tokens_in,
+            judge_tokens_out=judge_tokens_out,
+            cost=cost,  # an empty answer was still paid for
         )
 
 

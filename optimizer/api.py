@@ -18,7 +18,7 @@ from optimizer import event_types as ev
 from optimizer import selectors, services
 from optimizer.config import DEMO_MODEL_NAME, MAX_METRIC_CALLS, RunConfig
 from optimizer.export import RunDocument, run_export
-from optimizer.limits import run_max_cost, run_pricing
+from optimizer.budget import run_max_cost, run_pricing
 from optimizer.models import Candidate, Origin, Run, RunStatus
 from verifiers_app.api_errors import ErrorOut, Problem
 
@@ -213,7 +213,7 @@ def _visible(request, run_id: int) -> Run:
 def _controllable(request, run_id: int) -> Run:
     """Only the owner (or an admin) controls a run; others get 404 or 403."""
     run = _visible(request, run_id)
-    if run.owner_id != request.user.pk and not request.user.is_superuser:
+    if not run.controllable_by(request.user):
         raise Http404("No such run")
     return run
 
@@ -307,7 +307,7 @@ def resume_run(request, run_id: int, body: ResumeIn):
 
 @router.post("/{run_id}/fork", response={201: RunOut})
 def fork_run(request, run_id: int, body: ForkIn):
-    """A new run with the same configuration, seeded from one candidate."""
-    run = _visible(request, run_id)
+    """A new run with the same configuration, seeded from one candidate (the run's owner only)."""
+    run = _controllable(request, run_id)
     fork = services.run_fork(run=run, candidate_index=body.candidate_index, owner=request.user)
     return Status(201, RunOut.of(fork))

@@ -117,6 +117,26 @@ class ModelEndpoint(models.Model):
             raise ValidationError({"name": f'"{DEMO_MODEL_NAME}" names the offline simulator; choose another name'})
 
 
+class UserRunLimits(models.Model):
+    """An administrator's limits for one user's runs; an empty field means the
+    site default from settings (optimizer/limits.py, README "Limits")."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="run_limits")
+    max_metric_calls = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Largest budget of one run, continuations included (empty: site default)")
+    max_concurrency = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Largest `concurrency` of one run (empty: site default)")
+    max_active_runs = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Runs queued, running or stopping at once (empty: site default)")
+
+    class Meta:
+        verbose_name = "user run limits"
+        verbose_name_plural = "user run limits"
+
+    def __str__(self) -> str:
+        return f"run limits of {self.user}"
+
+
 class RunStatus(models.TextChoices):
     QUEUED = "queued", "queued"
     RUNNING = "running", "running"
@@ -164,6 +184,14 @@ class Run(models.Model):
     heartbeat_at = models.DateTimeField(
         null=True, blank=True, help_text="Last sign of life of the worker executing the run (stale = the worker died)"
     )
+    claim = models.CharField(
+        max_length=32,
+        blank=True,
+        help_text="Token of the worker that holds the run: every write of the runner is conditional on it (one run, one runner)",
+    )
+    enqueued_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the run was last handed to the broker (empty: not yet, e.g. Redis was down)"
+    )
     budget_total = models.PositiveIntegerField(default=0)
     budget_used = models.PositiveIntegerField(default=0)
     seed_score = models.FloatField(null=True, blank=True)
@@ -192,6 +220,11 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return self.name or f"Run {self.pk}"
+
+    def controllable_by(self, user) -> bool:
+        """Only the owner (or an admin) stops, resumes or forks a run: sharing is
+        read-only, and a fork spends the run's frozen endpoints (the owner's)."""
+        return bool(user.is_superuser or self.owner_id == user.pk)
 
 
 class Origin(models.TextChoices):

@@ -90,7 +90,7 @@ def promotion_report(*, seed: Candidate, candidate: Candidate, margin: float = D
 def run_promote(*, run: Run, candidate: Candidate, user) -> Run:
     """Mark `candidate` as the run's chosen prompt. Only the run's owner (or an
     admin) may, and only once the run has finished."""
-    if not (user.is_superuser or run.owner_id == user.pk):
+    if not run.controllable_by(user):
         raise PermissionDenied("Only the run's owner can promote a candidate.")
     if candidate.run_id != run.pk:
         raise ValueError(f"candidate: {candidate.index} is not a candidate of run {run.pk}.")

@@ -8,6 +8,28 @@ import pytest
 PASSWORD = "correct horse battery"  # noqa: S105 - test users only
 
 
+@pytest.fixture(autouse=True)
+def _fresh_login_throttle():
+    """Every test starts with no failed logins counted (dashboard.throttle keeps
+    them in the cache, which outlives a test), so none is throttled by accident.
+    Only the in-process cache: clearing the Redis one would flush the whole DB
+    the broker and channel layer share (integration tests use their own IPs)."""
+    from django.core.cache import caches
+    from django.core.cache.backends.locmem import LocMemCache
+
+    if isinstance(caches["default"], LocMemCache):
+        caches["default"].clear()
+    yield
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hasher(settings):
+    """Tests create users by the hundred: a deliberately slow hasher (PBKDF2,
+    ~0.3 s a password on this machine) cost most of the unit stage's time.
+    Servers the tests start as processes keep the real one."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def user(django_user_model):
     return django_user_model.objects.create_user("alice", "alice@example.com", PASSWORD)

@@ -8,7 +8,6 @@ from typing import Annotated, Any
 from pydantic import WithJsonSchema
 
 from django.http import Http404
-from django.shortcuts import get_object_or_404
 from ninja import Field, Router, Schema, Status
 
 from verifiers_app import selectors, services
@@ -119,14 +118,17 @@ class ScoreOut(Schema):
     feedback: str
 
 
-def _get(verifiers, slug: str) -> Verifier:
+def _get(request, verifiers, slug: str) -> Verifier:
     if "\x00" in slug:  # no id holds one, and PostgreSQL would refuse the query (a 500)
         raise Http404("No verifier has this id")
-    return get_object_or_404(verifiers.select_related("owner"), slug=slug)
+    verifier = verifiers.select_related("owner").lookup(request.user, slug)
+    if verifier is None:
+        raise Http404("No verifier has this id")
+    return verifier
 
 
 def _editable(request, slug: str) -> Verifier:
-    return _get(Verifier.objects.editable_by(request.user), slug)
+    return _get(request, Verifier.objects.editable_by(request.user), slug)
 
 
 @router.get("/", response=list[VerifierOut])
@@ -162,7 +164,7 @@ def score_output(request, body: ScoreIn):
 
 @router.get("/{slug}", response=VerifierOut)
 def get_verifier(request, slug: str):
-    verifier = _get(Verifier.objects.visible_to(request.user), slug)
+    verifier = _get(request, Verifier.objects.visible_to(request.user), slug)
     return VerifierOut.from_verifier(verifier)
 
 

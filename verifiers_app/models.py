@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import Case, IntegerField, Q, Value, When
 
 
 class VerifierQuerySet(models.QuerySet):
@@ -17,13 +17,22 @@ class VerifierQuerySet(models.QuerySet):
             return self
         return self.filter(owner=user)
 
+    def lookup(self, user, slug: str) -> Verifier | None:
+        """The verifier `user` means by an id, among these rows: their own, else
+        the oldest other one (a shared verifier; for an admin, anyone's). Ids are
+        unique per owner, so one id may name verifiers of several users."""
+        mine = Case(When(owner_id=user.pk, then=Value(0)), default=Value(1), output_field=IntegerField())
+        return self.filter(slug=slug).order_by(mine, "pk").first()
+
 
 class Verifier(models.Model):
     """A verifier spec (seed 000 / 001). `spec` is validated by the engine on every
     write through `verifiers_app.services`; `slug` is the spec's `id`."""
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="verifiers")
-    slug = models.SlugField(max_length=100, unique=True)
+    # Unique per owner, not globally: whether another user has some id must not
+    # be observable (a global "already exists" told it).
+    slug = models.SlugField(max_length=100)
     name = models.CharField(max_length=200)
     kind = models.CharField(max_length=100, default="native")
     spec = models.JSONField()
@@ -37,6 +46,9 @@ class Verifier(models.Model):
 
     class Meta:
         ordering = ["name", "slug"]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "slug"], name="verifier_unique_id_per_owner"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.slug})"

@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 from optimizer.models import Run
 from verifiers_app.engine import SpecError, validate_spec
 from verifiers_app.models import Verifier, VerifierVersion
-from verifiers_app.storable import storage_problems
+from verifiers_app.storable import JsonTooDeep, parse_json, storage_problems
 
 MAX_SPEC_BYTES = 256 * 1024
 _ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,100}")
@@ -34,13 +34,13 @@ def spec_from_json(text: str | bytes, *, source: str = "spec") -> object:
     if len(text) > MAX_SPEC_BYTES:
         raise SpecError(f"{source}: larger than {MAX_SPEC_BYTES // 1024} KB")
     try:
-        return json.loads(text)
+        return parse_json(text)
+    except JsonTooDeep as exc:
+        raise SpecError(f"{source}: invalid JSON ({str(exc).removeprefix('value: ')})") from None
     except UnicodeDecodeError:
         raise SpecError(f"{source}: not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise SpecError(f"{source}: invalid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") from None
-    except RecursionError:
-        raise SpecError(f"{source}: invalid JSON (nested too deeply)") from None
 
 
 def _validated(spec: object) -> dict:
@@ -68,7 +68,7 @@ def verifier_create(*, owner, spec: object, shared: bool = False) -> Verifier:
     """Create a verifier from a spec (its `id` becomes the verifier's id) with version 1."""
     normalized = _validated(spec)
     taken = SpecError(f'id: a verifier with id "{normalized["id"]}" already exists; edit it or choose another id')
-    if Verifier.objects.filter(slug=normalized["id"]).exists():
+    if Verifier.objects.filter(owner=owner, slug=normalized["id"]).exists():
         raise taken
     verifier = Verifier(owner=owner, shared=shared, version=1)
     _apply(verifier, spec, normalized)
@@ -110,13 +110,13 @@ def verifier_upsert(*, owner, spec: object) -> tuple[Verifier, str]:
     """Create or update by the spec's id (CLI, imports, examples); returns the
     verifier and "Created", "Updated" or "Unchanged"."""
     normalized = _validated(spec)
-    existing = Verifier.objects.filter(slug=normalized["id"]).first()
+    existing = Verifier.objects.filter(owner=owner, slug=normalized["id"]).first()
     if existing is None:
+        # The same spec shared by someone else is used as it is, not copied.
+        visible = Verifier.objects.visible_to(owner).lookup(owner, normalized["id"])
+        if visible is not None and normalized == validate_spec(visible.spec):
+            return visible, "Unchanged"
         return verifier_create(owner=owner, spec=spec), "Created"
-    if not Verifier.objects.editable_by(owner).filter(pk=existing.pk).exists():
-        if normalized == validate_spec(existing.spec) and Verifier.objects.visible_to(owner).filter(pk=existing.pk).exists():
-            return existing, "Unchanged"
-        raise SpecError(f'id: verifier "{existing.slug}" belongs to another user; choose another id')
     changed = verifier_update(verifier=existing, spec=spec, user=owner)
     return existing, "Updated" if changed else "Unchanged"
 
@@ -128,7 +128,7 @@ def verifier_duplicate(*, verifier: Verifier, owner) -> Verifier:
         return f"{verifier.slug[:100 - len(suffix)]}{suffix}"
 
     n = 1
-    while Verifier.objects.filter(slug=copy_id(n)).exists():
+    while Verifier.objects.filter(owner=owner, slug=copy_id(n)).exists():
         n += 1
     new_id = copy_id(n)
     spec = {**verifier.spec, "id": new_id, "name": f"{verifier.name} (copy)"}
@@ -154,7 +154,7 @@ def verifier_resolve(ref: str, *, owner) -> Verifier:
         except OSError as exc:
             raise VerifierNotFound(f"verifier: cannot read {ref}: {exc.strerror}") from None
         return verifier_upsert(owner=owner, spec=spec_from_json(text, source=ref))[0]
-    verifier = Verifier.objects.visible_to(owner).filter(slug=ref).first() if _ID_PATTERN.fullmatch(ref) else None
+    verifier = Verifier.objects.visible_to(owner).lookup(owner, ref) if _ID_PATTERN.fullmatch(ref) else None
     if verifier is None:
         raise VerifierNotFound(f'verifier: no verifier with id "{ref}" and no spec file at that path')
     return verifier

@@ -9,7 +9,7 @@ import json
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import Http404, JsonResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from verifiers_app import selectors, services
@@ -21,11 +21,17 @@ NEW_SPEC = {"id": "", "name": "", "kind": "native", "passThreshold": 1.0,
 
 
 def _visible(request, slug: str) -> Verifier:
-    return get_object_or_404(Verifier.objects.visible_to(request.user).select_related("owner"), slug=slug)
+    return _found(Verifier.objects.visible_to(request.user).select_related("owner").lookup(request.user, slug))
 
 
 def _editable(request, slug: str) -> Verifier:
-    return get_object_or_404(Verifier.objects.editable_by(request.user).select_related("owner"), slug=slug)
+    return _found(Verifier.objects.editable_by(request.user).select_related("owner").lookup(request.user, slug))
+
+
+def _found(verifier: Verifier | None) -> Verifier:
+    if verifier is None:
+        raise Http404("No verifier has this id")
+    return verifier
 
 
 def verifier_list(request):

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .base import LanguageModel, LMConfigError, LMError, LMResponse
+from .base import LanguageModel, LMConfigError, LMError, LMResponse, LMUnavailable
 from .config import DEMO_LABEL, LMConfig, coerce_config, format_config_error
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "LMConfig",
     "LMConfigError",
     "LMError",
+    "LMUnavailable",
     "LMResponse",
     "LanguageModel",
     "build_candidate_proposer",

@@ -30,7 +30,15 @@ class LMError(Exception):
 
     The adapter scores that example 0 and uses ``str(error)`` as its feedback, so
     the message is one plain sentence and never contains a credential.
+    ``latency_ms`` is how long the failed call took, retries included.
     """
+
+    latency_ms: float = 0.0
+
+
+class LMUnavailable(LMError):
+    """The endpoint did not answer at all (timeouts, refused connections) after
+    its retries: the adapter fails the run once nothing has answered for a while."""
 
 
 class LMConfigError(LMError):

@@ -25,7 +25,7 @@ from typing import Any
 import openai
 from openai._constants import INITIAL_RETRY_DELAY, MAX_RETRY_AFTER_DELAY
 
-from .base import LMConfigError, LMError, LMResponse
+from .base import LMConfigError, LMError, LMResponse, LMUnavailable
 from .config import LMConfig
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
@@ -158,13 +158,13 @@ class OpenAIChatModel:
             retries_taken = raw.retries_taken
             response = raw.parse()
         except openai.APITimeoutError:
-            failure = LMError(
-                f"{self.label} did not answer within {config.timeout:g} s "
+            failure = LMUnavailable(
+                f"{self.label} ({_endpoint(config)}) did not answer within {config.timeout:g} s "
                 f"({config.max_retries + 1} attempts)."
             )
         except openai.APIConnectionError as error:
             cause = type(error.__cause__).__name__ if error.__cause__ else "connection error"
-            failure = LMError(
+            failure = LMUnavailable(
                 f"Could not connect to {_endpoint(config)} ({cause}, {config.max_retries + 1} attempts)."
             )
         except (openai.AuthenticationError, openai.PermissionDeniedError) as error:
@@ -204,6 +204,7 @@ class OpenAIChatModel:
                 self._totals.calls += 1
                 self._totals.failures += 1
                 self._totals.latency_ms += latency_ms
+            failure.latency_ms = latency_ms
             raise failure
 
         with self._lock:

@@ -23,7 +23,8 @@ const FIRST_DELAY_MS = 500;
 const MAX_DELAY_MS = 15000;
 const DENIED = new Set([4401, 4403]);
 
-/** True when the server now refuses this page to us (login redirect, 403 or 404). */
+/** True when the server now refuses this page to us (login redirect, 403 or 404).
+ *  HEAD: every page answers it like GET (Django's require_safe), without the body. */
 async function accessRefused() {
   try {
     const response = await fetch(location.href, { method: "HEAD", redirect: "manual", credentials: "same-origin" });

@@ -198,3 +198,30 @@ async def test_the_runs_list_socket_refuses_a_foreign_origin(user):
     communicator = WebsocketCommunicator(application, "/ws/runs/", headers=[*headers, (b"origin", b"http://evil.example")])
     connected, _ = await communicator.connect()
     assert not connected
+
+
+async def test_unsharing_a_run_closes_the_other_users_open_socket_as_denied(user, other_user):
+    run = await database_sync_to_async(Run.objects.create)(owner=user)
+    await database_sync_to_async(run.shared_with.add)(other_user)
+    watcher, connected, _ = await connect(other_user, run)
+    assert connected
+    await publish(run, "while shared")
+    assert await receive_seqs(watcher, 1) == [1]
+
+    await database_sync_to_async(run.shared_with.remove)(other_user)
+    closed = await watcher.receive_output(timeout=5)
+    assert closed == {"type": "websocket.close", "code": 4403}  # the page shows "access denied"
+    await publish(run, "after unsharing")
+    assert await watcher.receive_nothing(timeout=0.3)
+
+
+async def test_a_run_socket_checks_access_again_at_an_event_after_a_while(user, other_user, monkeypatch):
+    # Access lost without a sharing edit (here: the run handed to another owner):
+    # the periodic re-check ends the stream instead of the signal.
+    monkeypatch.setattr("dashboard.consumers.ACCESS_RECHECK_SECONDS", 0)
+    run = await database_sync_to_async(Run.objects.create)(owner=other_user)
+    watcher, connected, _ = await connect(other_user, run)
+    assert connected
+    await database_sync_to_async(Run.objects.filter(pk=run.pk).update)(owner=user)
+    await publish(run, "not for the old owner")
+    assert await watcher.receive_output(timeout=5) == {"type": "websocket.close", "code": 4403}

@@ -77,8 +77,10 @@ def test_a_user_a_run_is_shared_with_can_watch_it_but_not_control_it(other_clien
     assert page.status_code == 200
     assert 'data-control="stop"' not in page.content.decode()
     assert other_client.post(reverse("runs:control", args=[run.pk, "stop"])).status_code == 404
+    assert other_client.post(reverse("runs:control", args=[run.pk, "fork"]), {"candidate": "0"}).status_code == 404
     run.refresh_from_db()
     assert not run.stop_requested
+    assert Run.objects.count() == 1
 
 
 def test_the_run_page_carries_the_snapshot_and_websocket_addresses(user_client, user):
@@ -288,3 +290,32 @@ def test_forking_from_a_candidate_opens_the_new_run_seeded_with_its_prompt(user_
 def test_an_unknown_control_is_not_routed(user_client, user):
     run = build_run(owner=user, candidates=1, val_tasks=1)
     assert user_client.post(f"/runs/{run.pk}/explode/").status_code == 404
+
+
+def test_a_launch_body_nested_ten_thousand_deep_is_a_400_naming_config_not_a_500(user_client, task_set, verifier):
+    body = '{"task_set_id": ' + "[" * 10_000 + "]" * 10_000 + "}"
+    response = user_client.post(reverse("runs:new"), data=body, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["problems"] == [{"field": "config", "message": "nested more than 100 levels deep"}]
+    # Shallow enough for json.loads, too deep for us: the field it is under is named.
+    deep = "x"
+    for _ in range(150):
+        deep = [deep]
+    response = post_json(user_client, "runs:new", config(task_set, seed_components={"instructions": deep}))
+    assert response.status_code == 400
+    assert response.json()["problems"] == [
+        {"field": "seed_components.instructions[0]", "message": "nested more than 100 levels deep"},
+    ]
+    assert Run.objects.count() == 0
+
+
+def test_the_pages_answer_head_like_get_so_the_live_pages_can_tell_a_refusal_from_a_drop(user_client, other_client, user):
+    from django.test import Client
+
+    # live-socket.js asks with HEAD after a refused handshake; a 405 meant "denied" was never shown.
+    run = build_run(owner=user, candidates=2, val_tasks=2)
+    for url in [reverse("runs:detail", args=[run.pk]), reverse("runs:list"), reverse("compare:runs")]:
+        assert user_client.head(url).status_code == 200, url
+    detail = reverse("runs:detail", args=[run.pk])
+    assert other_client.head(detail).status_code == 404
+    assert Client().head(detail).status_code == 302

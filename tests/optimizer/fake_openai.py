@@ -4,6 +4,7 @@ cannot reach from here, replaced at the wire and nowhere else."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -104,3 +105,32 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def hung_server():
+    """A TCP server on 127.0.0.1 that accepts connections and never answers
+    (a model server stuck mid-request); yields its port."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    listener.settimeout(0.1)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept_and_hold():
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except (TimeoutError, OSError):
+                continue
+
+    thread = threading.Thread(target=accept_and_hold, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join()
+        for sock in [*held, listener]:
+            sock.close()

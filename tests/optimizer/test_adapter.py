@@ -11,7 +11,7 @@ import pytest
 from optimizer.adapter import FrontierAdapter, SystemicFailure, system_prompt
 from optimizer.lm import build_lm
 from tests.optimizer.run_helpers import REFUND_SPEC, REQUESTS
-from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer, completion
+from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer, completion, hung_server
 from verifiers_app.engine import compile_specs
 
 ROWS = [
@@ -132,3 +132,36 @@ def test_the_recorder_can_take_the_full_record_of_each_evaluation_once():
     record = adapter.take_record(SEED, ROWS[0]["task_id"])
     assert record.result["verifiers"][0]["id"] == "refund-policy" and record.tokens_in > 0
     assert adapter.take_record(SEED, ROWS[0]["task_id"]) is None
+
+
+def test_an_empty_completion_is_a_failure_with_empty_output_as_its_feedback(server):
+    server.script = [(200, completion("   "), 0.0)]
+    adapter = openai_adapter(server, concurrency=1)
+    batch = adapter.evaluate(ROWS[:2], SEED, capture_traces=True)
+    assert batch.scores[0] == 0.0 and batch.trajectories[0]["verdict"] == "fail"
+    assert "empty output" in batch.trajectories[0]["feedback"]
+    record = adapter.take_record(SEED, ROWS[0]["task_id"])
+    assert record.tokens_in == 11 and record.latency_ms > 0  # the call happened and cost tokens
+    assert batch.outputs[1] == "Hi there."
+
+
+def test_a_model_that_only_answers_empty_text_fails_loudly(server):
+    server.default = (200, completion(""), 0.0)
+    with pytest.raises(SystemicFailure, match="3 task-model calls failed in a row; the last: empty output"):
+        openai_adapter(server, concurrency=1, max_consecutive_failures=3).evaluate(ROWS[:4], SEED)
+
+
+def test_a_failed_call_records_how_long_it_took(server):
+    server.script = [(500, {"error": {"message": "overloaded", "type": "server_error"}}, 0.3)]
+    adapter = openai_adapter(server, concurrency=1)
+    adapter.evaluate(ROWS[:1], SEED)
+    assert adapter.take_record(SEED, ROWS[0]["task_id"]).latency_ms >= 300
+
+
+def test_an_endpoint_that_answers_nothing_for_a_while_is_a_systemic_failure_naming_it():
+    with hung_server() as port:
+        lm = build_lm({"provider": "openai", "model": "m", "base_url": f"http://127.0.0.1:{port}/v1", "timeout": 0.3,
+                       "max_retries": 0})
+        adapter = FrontierAdapter(task_lm=lm, scorer=compile_specs([REFUND_SPEC]), concurrency=1, dead_endpoint_seconds=0.5)
+        with pytest.raises(SystemicFailure, match=rf"has not answered for \d+ s: m @ 127.0.0.1:{port} \(http://127.0.0.1:{port}/v1\) did not answer"):
+            adapter.evaluate(ROWS[:4], SEED)

@@ -180,3 +180,35 @@ def test_a_nul_character_in_an_api_launch_is_a_400_naming_the_field_not_a_databa
     assert response.status_code == 400
     assert response.json()["problems"] == [{"field": "name", "message": "contains a NUL character (U+0000), which cannot be stored"}]
     assert not Run.objects.exists()
+
+
+def test_a_status_filter_that_is_no_status_is_a_400_naming_it(user_client):
+    # A NUL in it reached PostgreSQL, which answered with an error (a 500).
+    for status in ["\x00", "runing"]:
+        response = user_client.get("/api/runs/", {"status": status})
+        assert response.status_code == 400
+        [problem] = response.json()["problems"]
+        assert problem["field"] == "status" and "'queued', 'running', 'stopping', 'stopped', 'completed' or 'failed'" in problem["message"]
+    assert user_client.get("/api/runs/", {"status": "running"}).json() == []
+
+
+def test_a_user_a_run_is_shared_with_can_read_it_but_not_fork_it(user_client, other_client, other_user, task_set):
+    run_id = post(user_client, "/api/runs/", {"config": run_config(task_set)}).json()["id"]
+    Candidate.objects.create(run_id=run_id, index=0, components={"instructions": "Be brief."})
+    Run.objects.get(pk=run_id).shared_with.add(other_user)
+    assert other_client.get(f"/api/runs/{run_id}").status_code == 200
+    refused = post(other_client, f"/api/runs/{run_id}/fork", {"candidate_index": 0})
+    assert refused.status_code == 404  # as for stop/resume: a fork spends the owner's endpoints
+    assert Run.objects.count() == 1
+
+
+def test_the_fork_service_refuses_anyone_who_does_not_control_the_run(user_client, other_user, task_set):
+    from django.core.exceptions import PermissionDenied
+
+    run_id = post(user_client, "/api/runs/", {"config": run_config(task_set)}).json()["id"]
+    Candidate.objects.create(run_id=run_id, index=0, components={"instructions": "Be brief."})
+    run = Run.objects.get(pk=run_id)
+    run.shared_with.add(other_user)
+    with pytest.raises(PermissionDenied):
+        services.run_fork(run=run, candidate_index=0, owner=other_user)
+    assert Run.objects.count() == 1

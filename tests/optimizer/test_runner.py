@@ -4,6 +4,7 @@ user's dashboard reads."""
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -17,7 +18,7 @@ from optimizer.runner import execute_run
 from optimizer.recorder import RunRecorder
 from optimizer.services import run_launch, run_resume, run_stop
 from tests.optimizer.run_helpers import endpoint, refund_task_set, refund_verifier, run_config
-from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer
+from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer, completion, hung_server
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -161,6 +162,33 @@ def test_a_run_whose_worker_died_resumes_from_its_checkpoint_without_duplicates(
     assert "resuming" in statuses
 
 
+def test_a_worker_that_lost_its_claim_to_another_worker_stops_without_writing_anything_more(user, task_set, monkeypatch):
+    run = launch(user, task_set, budget={"max_metric_calls": 2000})
+    accepted = RunRecorder.on_candidate_accepted
+    taken: dict = {}
+
+    def taken_over_at_candidate_two(self, event):
+        accepted(self, event)
+        if event["new_candidate_idx"] == 2 and not taken:
+            # The watchdog gave the run to another worker: this one looked dead (a long DB outage).
+            Run.objects.filter(pk=run.pk).update(claim="another-worker", heartbeat_at=timezone.now())
+            taken["last_seq"] = Run.objects.get(pk=run.pk).last_seq
+            taken["checkpoint"] = (runner.run_dir(run.pk) / "gepa_state.bin").stat().st_mtime_ns
+
+    monkeypatch.setattr(RunRecorder, "on_candidate_accepted", taken_over_at_candidate_two)
+    assert execute_run(run.pk) is None  # it stopped: not its run any more
+
+    run.refresh_from_db()
+    assert run.claim == "another-worker" and run.status == RunStatus.RUNNING  # the new holder's state, untouched
+    assert run.last_seq == taken["last_seq"]
+    assert [e.seq for e in events(run)] == list(range(1, taken["last_seq"] + 1))
+    assert not events(run, ev.RUN_FINISHED)
+    assert sorted(Candidate.objects.filter(run=run).values_list("index", flat=True)) == [0, 1]
+    assert run.budget_used < 2000
+    # gepa's checkpoint is the new holder's too: the stopper raised before gepa could write it again.
+    assert (runner.run_dir(run.pk) / "gepa_state.bin").stat().st_mtime_ns == taken["checkpoint"]
+
+
 def test_stop_ends_the_run_after_the_iteration_in_flight(user, task_set, monkeypatch):
     run = launch(user, task_set, budget={"max_metric_calls": 2000})
     accepted = RunRecorder.on_candidate_accepted
@@ -256,3 +284,28 @@ def test_a_completed_run_continues_with_more_budget_from_where_it_ended(user, ta
     assert indices == list(range(len(indices))) and len(indices) > candidates
     assert sorted(e.payload["index"] for e in events(run, ev.CANDIDATE_NEW)) == indices
     assert [e.payload["status"] for e in events(run, ev.RUN_FINISHED)] == ["completed", "completed"]
+
+
+def test_a_run_whose_model_only_answers_empty_text_fails_and_says_so_once(user, task_set, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "sk-test")
+    with FakeOpenAIServer() as server:
+        server.default = (200, completion(""), 0.0)
+        lm = {"provider": "openai", "model": "fake-model", "base_url": server.base_url, "api_key_env": KEY_ENV, "timeout": 5}
+        run = launch(user, task_set, task_lm=endpoint("mute", lm), budget={"max_metric_calls": 40})
+        assert execute_run(run.pk) == RunStatus.FAILED
+    run.refresh_from_db()
+    assert "empty output" in run.error
+    errors = [e.payload for e in events(run, ev.ERROR)]
+    assert len(errors) == 1 and errors[0]["where"] == "runner" and "empty output" in errors[0]["message"]
+
+
+def test_a_hung_endpoint_with_the_default_options_fails_the_run_within_a_minute_naming_it(user, task_set):
+    with hung_server() as port:
+        lm = {"provider": "openai", "model": "stuck-model", "base_url": f"http://127.0.0.1:{port}/v1"}  # default timeout/retries
+        run = launch(user, task_set, task_lm=endpoint("stuck", lm), budget={"max_metric_calls": 40})
+        started = time.monotonic()
+        assert execute_run(run.pk) == RunStatus.FAILED
+        elapsed = time.monotonic() - started
+    run.refresh_from_db()
+    assert elapsed <= 60, f"a dead endpoint took {elapsed:.0f} s to fail the run"
+    assert f"127.0.0.1:{port}" in run.error and "did not answer" in run.error

@@ -34,10 +34,19 @@ def test_it_rejects_a_regex_that_does_not_compile_naming_the_field(user):
     assert not Verifier.objects.exists()
 
 
-def test_it_refuses_an_id_that_another_verifier_already_has(user, other_user):
+def test_it_refuses_an_id_that_one_of_your_verifiers_already_has(user):
     verifier_create(owner=user, spec=SPEC)
     with pytest.raises(SpecError, match='id: a verifier with id "tone" already exists'):
-        verifier_create(owner=other_user, spec=SPEC)
+        verifier_create(owner=user, spec=SPEC)
+
+
+def test_ids_are_unique_per_owner_so_another_users_id_is_neither_refused_nor_revealed(user, other_user):
+    mine = verifier_create(owner=user, spec=SPEC)
+    theirs = verifier_create(owner=other_user, spec={**SPEC, "name": "Bob's tone"})
+    assert mine.slug == theirs.slug == "tone" and mine.pk != theirs.pk
+    # Each user's "tone" is their own, wherever a verifier is named by id.
+    assert verifier_resolve("tone", owner=user) == mine
+    assert verifier_resolve("tone", owner=other_user) == theirs
 
 
 def test_saving_an_edit_keeps_a_new_version_and_an_unchanged_save_creates_nothing(user):
@@ -73,11 +82,17 @@ def test_upsert_reports_created_updated_and_unchanged(user):
     assert verifier_upsert(owner=user, spec={**SPEC, "name": "Tone 2"})[1] == "Updated"
 
 
-def test_upsert_refuses_to_overwrite_another_users_verifier(user, other_user):
-    verifier_create(owner=user, spec=SPEC)
-    with pytest.raises(SpecError, match="belongs to another user"):
-        verifier_upsert(owner=other_user, spec={**SPEC, "name": "Hijacked"})
-    assert Verifier.objects.get().name == "Tone"
+def test_upsert_never_overwrites_another_users_verifier(user, other_user):
+    original = verifier_create(owner=user, spec=SPEC)
+    copy, outcome = verifier_upsert(owner=other_user, spec={**SPEC, "name": "Hijacked"})
+    assert outcome == "Created" and copy.owner == other_user
+    original.refresh_from_db()
+    assert original.name == "Tone"
+
+
+def test_upsert_uses_a_shared_verifier_with_the_same_spec_as_it_is(user, other_user):
+    shared = verifier_create(owner=user, spec=SPEC, shared=True)
+    assert verifier_upsert(owner=other_user, spec=SPEC) == (shared, "Unchanged")
 
 
 def test_duplicate_makes_a_copy_under_a_fresh_id_owned_by_the_caller(user, other_user):

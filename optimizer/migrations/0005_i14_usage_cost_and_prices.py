@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('optimizer', '0002_run_heartbeat_and_cancel'),
+        ('optimizer', '0004_i11a_user_run_limits'),
     ]
 
     operations = [
