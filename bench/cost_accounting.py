@@ -9,9 +9,10 @@ One round = one evaluation batch as the runner does it: the adapter answers and
 scores N tasks (the demo simulator, no latency, concurrency 4), the recorder
 writes the N Evaluation rows, and the run's counters are updated as a budget
 event does. "on": the task model is wrapped in MeteredLM, each evaluation runs
-in a meter scope, the run's limits check every batch and call, and the run's
-usage JSON and cost are written with the budget. "off": the bare model, no
-meter, no limits, only budget_used written. Rounds alternate on/off; the script
+in a meter tally, the run's guard checks every batch, and the run's usage
+JSON and cost are written with the budget; "on + cost cap" also reserves each
+call against a cost cap (one more lock per call). "off": the bare model, no
+meter, no guard, only budget_used written. The order rotates each round; the script
 prints the median wall and CPU time of each and their ratios (target: on ≤
 1.02 × off). On a loaded machine trust the CPU column: wall time there mostly
 measures the neighbours.
@@ -74,12 +75,12 @@ def rows(n: int) -> list[dict]:
     ]
 
 
-def contender(run: Run, candidate: Candidate, *, accounting: bool):
+def contender(run: Run, candidate: Candidate, *, accounting: bool, cap: float | None = None):
     lm = build_lm({"provider": "demo", "model": "demo-task"})
     scorer = compile_specs([SPEC])
     if accounting:
         meter = UsageMeter({"task": Price(0.15, 0.60)})  # priced as a real endpoint would be
-        limits = BudgetGuard(budget_total=10**9, iteration_cost=1, meter=meter, max_cost=10**9)
+        limits = BudgetGuard(budget_total=10**9, iteration_cost=1, meter=meter, max_cost=cap)
         limits.in_iteration = True
         adapter = FrontierAdapter(
             task_lm=MeteredLM(lm, meter, "task", limits=limits), scorer=scorer, meter=meter, limits=limits
@@ -112,22 +113,25 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     owner = get_user_model().objects.create_user("bench")
     batch = rows(args.tasks)
-    times: dict[str, list[tuple[float, float]]] = {"off": [], "on": []}
+    times: dict[str, list[tuple[float, float]]] = {"off": [], "on": [], "on + cost cap": []}
     rounds = {}
     for name in times:
         run = Run.objects.create(owner=owner, name=f"cost {name}", budget_total=10**9)
         candidate = Candidate.objects.create(run=run, index=0, components=PROMPT)
-        rounds[name] = contender(run, candidate, accounting=name == "on")
+        rounds[name] = contender(run, candidate, accounting=name != "off", cap=10**9 if "cap" in name else None)
         rounds[name](batch)  # warm up (first rows inserted, caches filled)
+    names = list(times)
     for i in range(args.rounds):
-        order = ("off", "on") if i % 2 == 0 else ("on", "off")
-        for name in order:
+        for name in names[i % 3:] + names[: i % 3]:  # rotate the order
             times[name].append(rounds[name](batch))
     print(f"scoring + recording one batch of {args.tasks} tasks, median of {args.rounds} rounds each")
     for column, label in ((0, "wall"), (1, "CPU (this process, every thread)")):
         off = statistics.median(t[column] for t in times["off"])
-        on = statistics.median(t[column] for t in times["on"])
-        print(f"  {label}: off {off * 1000:.2f} ms · on {on * 1000:.2f} ms · ratio on/off {on / off:.3f} (target ≤ 1.02)")
+        line = f"  {label}: off {off * 1000:.2f} ms"
+        for name in names[1:]:
+            on = statistics.median(t[column] for t in times[name])
+            line += f" · {name} {on * 1000:.2f} ms (×{on / off:.3f})"
+        print(line + "  (target ≤ ×1.02)")
 
 
 if __name__ == "__main__":
