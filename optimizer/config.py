@@ -30,7 +30,8 @@ PRESET_PROPOSALS = {"light": 5, "medium": 15, "heavy": 40}
 MIN_PROPOSALS = 3
 MAX_COMPONENT_CHARS = 20_000
 MAX_COMPONENTS = 20
-MAX_METRIC_CALLS = 10_000_000  # a run's whole budget, continuations included
+MAX_METRIC_CALLS = 10_000_000
+MAX_PARALLEL_PROPOSALS = 8  # a run's whole budget, continuations included
 
 # "demo" names the offline simulator everywhere a model is chosen (form, API, CLI);
 # no model endpoint may take that name.
@@ -170,6 +171,11 @@ class RunConfig(_Strict):
     max_merge_invocations: int = Field(default=5, ge=0, le=1000)
     module_selector: Literal["round_robin", "all"] = "round_robin"
     concurrency: int = Field(default=4, ge=1, le=64)
+    parallel_proposals: int = Field(
+        default=1, ge=1, le=MAX_PARALLEL_PROPOSALS,
+        description="Proposals per iteration, each from its own parent and minibatch, evaluated together "
+        "(gepa's IndependentSampling); 1 is classic GEPA.",
+    )
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
     verify: VerifyLoop = Field(default_factory=VerifyLoop)
     early_stop: EarlyStop = Field(default_factory=EarlyStop)
@@ -210,7 +216,8 @@ class RunConfig(_Strict):
         return self.budget.metric_calls(valset_size=valset_size, minibatch_size=self.minibatch_size)
 
     def iteration_cost(self, valset_size: int) -> int:
-        return iteration_cost(valset_size, self.minibatch_size, use_merge=self.use_merge)
+        """The worst case of one iteration: each of its parallel proposals accepted."""
+        return self.parallel_proposals * iteration_cost(valset_size, self.minibatch_size, use_merge=self.use_merge)
 
     def budget_warning(self, valset_size: int) -> str | None:
         """A sentence when the budget buys fewer than MIN_PROPOSALS proposals, else None."""

@@ -193,7 +193,7 @@ def test_stop_and_cancel_from_the_cli_reach_a_run_the_server_executes(frontier_s
         run_id = api.call("POST", "/api/runs/", {"config": config})[1]["id"]
         wait_until(lambda: api.call("GET", f"/api/runs/{run_id}")[1]["candidates"], what="the seed candidate", timeout=60)
         result = frontier_server.manage("optimize", action, str(run_id))
-        assert json.loads(result.stdout)["status"] == "stopping"
+        assert json.loads(result.stdout)["status"] in ("stopping", "stopped")  # it may end its iteration at once
         wait_until(lambda: run_status(api, run_id) == "stopped", what=f"the run to {action}", timeout=60)
         assert api.call("GET", f"/api/runs/{run_id}")[1]["phase"] == phase
 

@@ -173,5 +173,11 @@ def test_a_body_nested_deeper_than_the_cap_is_a_400_and_saves_nothing(user_clien
         deep = [deep]
     spec = {"id": "deep", "kind": "in_process", "fn_name": "exact_match", "expected": deep}
     response = post(user_client, "/api/verifiers/", {"spec": spec})
-    assert response.status_code == 400 and response.json()["detail"]
+    assert response.status_code == 400
+    assert response.json()["problems"] == [{"field": "spec.expected[0]", "message": "nested more than 100 levels deep"}]
+    # Past Python's recursion limit, with or without a JSON content type (that one was a 500).
+    for content_type in ("application/json", "text/plain"):
+        response = user_client.post("/api/verifiers/", "[" * 10_000 + "]" * 10_000, content_type=content_type)
+        assert response.status_code == 400
+        assert response.json()["problems"] == [{"field": "body", "message": "nested more than 100 levels deep"}]
     assert not Verifier.objects.exists()
