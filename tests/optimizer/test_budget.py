@@ -231,3 +231,10 @@ def test_budget_events_carry_an_eta_from_the_pace_the_worker_observed(user, task
     etas = [e["eta_seconds"] for e in events(run, ev.RUN_BUDGET) if e["eta_seconds"] is not None]
     assert len(etas) >= 3 and all(eta >= 0 for eta in etas)
     assert etas[-1] < etas[0]  # the calls left shrink as the run goes
+
+
+def test_parallel_proposals_stay_within_the_budget(user, task_set):
+    run = launch(user, task_set, budget={"max_metric_calls": 50}, minibatch_size=1, parallel_proposals=2)
+    assert execute_run(run.pk) == RunStatus.COMPLETED
+    assert_within_budget(run)
+    assert run.budget_total - run.budget_used < 2 * (2 * 1 + 4)  # less than one round of two proposals left
