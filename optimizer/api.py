@@ -84,6 +84,7 @@ class PlanOut(Schema):
 class DryRunOut(Schema):
     ok: bool
     problems: list[Problem]
+    warnings: list[str] = []  # launchable, but worth knowing (low budget, task data no verifier reads)
     plan: PlanOut | None = Field(None, description="What the run will do (null while the config cannot be resolved)")
 
 
@@ -233,7 +234,8 @@ def dry_run(request, body: ConfigIn):
     money and time. A body that is not a RunConfig at all is a 400."""
     problems = services.run_dry_run(owner=request.user, config=body.config)
     plan = services.run_plan_for(owner=request.user, config=body.config, probe=not problems)
-    return {"ok": not problems, "problems": [{"field": f, "message": m} for f, m in problems], "plan": plan}
+    return {"ok": not problems, "problems": [{"field": f, "message": m} for f, m in problems],
+            "warnings": selectors.launch_warnings(user=request.user, config=body.config), "plan": plan}
 
 
 @router.get("/", response=list[RunOut])

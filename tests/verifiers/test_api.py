@@ -73,6 +73,13 @@ def test_score_reads_the_task_expectations(user_client):
     assert "offer a refund" in result["feedback"] and "no gift cards" in result["feedback"]
 
 
+def test_score_behind_the_editors_try_it_accepts_plain_phrase_expectations(user_client):
+    spec = {"id": "refund", "checks": [{"type": "task_expectations"}]}
+    task = {"metadata": {"expectations": {"mustMention": ["refund"]}}}
+    result = post(user_client, "/api/verifiers/score", {"spec": spec, "output": "Sorry.", "task": task}).json()
+    assert result["feedback"] == 'refund/task_expectations: output is missing an expected phrase (expected: "refund")'
+
+
 def test_a_bad_task_in_score_is_a_400_naming_the_task_field(user_client):
     task = {"metadata": {"expectations": {"mustMention": "refund"}}}
     response = post(user_client, "/api/verifiers/score", {"spec": SPEC, "output": "x", "task": task})
