@@ -14,9 +14,11 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_safe, require_http_methods
 
 from dashboard import compare_selectors as sel
+from dashboard.selectors import run_summary
 from optimizer.export import RunImportError, run_export, run_export_csv, run_import
 from optimizer.external import ExternalRunError
 from optimizer.gepa_replay import run_replay_gepa_state
+from optimizer.budget import format_cost, run_pricing
 from optimizer.models import Run
 from optimizer.promotion import DEFAULT_MIN_IMPROVEMENT, promotion_report, run_promote
 from verifiers_app.storable import JsonTooDeep, parse_json
@@ -57,6 +59,9 @@ def compare(request, run_id: int):
         return _bad_request(request, str(exc), run=run)
     query = request.GET.copy()
     query.pop("page", None)
+    pricing = run_pricing(run.config or {})
+    for candidate in candidates:
+        candidate.cost_label = format_cost(candidate.cost, pricing)
     return render(request, "compare/compare.html", {
         "run": run, "candidates": candidates, "diffs": diffs, "diff": request.GET.get("diff", "parent"),
         "table": table, "filters": filters, "base_query": query.urlencode(),
@@ -229,4 +234,5 @@ def compare_runs(request):
         "figure": sel.score_curves([a, b]),
         "prompt_diff": sel.prompt_diff(best_a, best_b) if best_a and best_b else [],
         "base_query": urlencode({"a": a.pk, "b": b.pk}),
+        "spend": [run_summary(a), run_summary(b)],
     })

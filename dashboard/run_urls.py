@@ -8,6 +8,7 @@ urlpatterns = [
     path("list.json", run_views.run_list_json, name="list_json"),
     path("new/", run_views.run_new, name="new"),
     path("new/dry-run/", run_views.run_dry_run, name="dry_run"),
+    path("new/plan/", run_views.run_plan, name="plan"),
     path("<int:run_id>/", run_views.run_detail, name="detail"),
     path("<int:run_id>/snapshot.json", run_views.run_snapshot, name="snapshot"),
     path("<int:run_id>/client.json", run_views.run_client_json, name="client"),

@@ -59,7 +59,7 @@ def _list_filters(request) -> dict:
 # Column headings of the runs list, each sortable (key of selectors.RUN_SORTS).
 LIST_COLUMNS = [
     ("name", "Run", ""), ("status", "Status", ""), ("best_score", "Best score", "num"), ("budget", "Budget", ""),
-    ("model", "Model", ""), ("task_set", "Task set", ""), ("owner", "Owner", ""), ("started", "Started", ""),
+    ("cost", "Cost", "num"), ("model", "Model", ""), ("task_set", "Task set", ""), ("owner", "Owner", ""), ("started", "Started", ""),
     ("finished", "Finished", ""),
 ]
 
@@ -69,7 +69,7 @@ def _sort_headers(request, current: str) -> list[dict]:
     headers = []
     for key, label, css in LIST_COLUMNS:
         active = current.removeprefix("-") == key
-        descending_first = key in {"best_score", "started", "finished", "budget"}
+        descending_first = key in {"best_score", "started", "finished", "budget", "cost"}
         if active:
             target = key if current.startswith("-") else f"-{key}"
         else:
@@ -239,9 +239,9 @@ def _config_from_body(request) -> tuple[dict | None, list[tuple[str, str]]]:
     return data, []
 
 
-def _problems_response(problems, warnings=(), status=200) -> JsonResponse:
+def _problems_response(problems, warnings=(), status=200, **extra) -> JsonResponse:
     return JsonResponse(
-        {"problems": [{"field": f, "message": m} for f, m in problems], "warnings": [w for w in warnings if w]},
+        {"problems": [{"field": f, "message": m} for f, m in problems], "warnings": [w for w in warnings if w], **extra},
         status=status,
     )
 
@@ -289,8 +289,20 @@ def _fork_source(request) -> tuple[Run | None, int]:
 
 @require_POST
 def run_dry_run(request):
-    """Check a RunConfig without calling a model; problems name their fields."""
+    """Check a RunConfig (its endpoints are contacted; one probe call when an endpoint
+    has no history here); problems name their fields; the plan says what the run will do."""
     config, problems = _config_from_body(request)
     if not problems:
         problems = services.run_dry_run(owner=request.user, config=config)
-    return _problems_response(problems, optimizer_selectors.launch_warnings(user=request.user, config=config) if config else [])
+    plan = services.run_plan_for(owner=request.user, config=config, probe=not problems) if config else None
+    return _problems_response(
+        problems, optimizer_selectors.launch_warnings(user=request.user, config=config) if config else [], plan=plan
+    )
+
+
+@require_POST
+def run_plan(request):
+    """The launch form's live summary: the plan of the config as it stands (no model is called)."""
+    config, problems = _config_from_body(request)
+    plan = services.run_plan_for(owner=request.user, config=config) if config else None
+    return JsonResponse({"plan": plan})

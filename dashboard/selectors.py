@@ -20,6 +20,7 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from optimizer import event_types as ev
+from optimizer.budget import format_cost, run_max_cost, run_pricing
 from optimizer.config import DEMO_MODEL_NAME
 from optimizer.external import SILENT_AFTER_SECONDS
 from optimizer.models import Candidate, Evaluation, ModelEndpoint, Run, RunEvent, RunStatus, Split, TaskSet
@@ -55,7 +56,8 @@ def run_model_label(run: Run) -> dict:
 
 # The runs list's sortable columns: URL key → what the database orders by.
 RUN_SORTS = {
-    "name": "name", "status": "status", "best_score": "best_score", "budget": "budget_used", "model": "task_model",
+    "name": "name", "status": "status", "best_score": "best_score", "budget": "budget_used", "cost": "cost",
+    "model": "task_model",
     "task_set": "task_set__name", "owner": "owner__username", "started": "started_at", "finished": "finished_at",
     "created": "created_at",
 }
@@ -115,6 +117,7 @@ def run_list_filter_choices(*, user) -> dict:
 
 def run_summary(run: Run) -> dict:
     """The header fields of a run (run list rows and the run page header)."""
+    pricing = run_pricing(run.config)
     return {
         "id": run.pk,
         "name": str(run),
@@ -143,6 +146,14 @@ def run_summary(run: Run) -> dict:
         "kind": run.kind,
         "external": run.external or {},
         **run_client_status(run),
+        # Money and tokens, recorded by the runner (never re-summed here).
+        "cost": run.cost,
+        "pricing": pricing,
+        "cost_label": format_cost(run.cost, pricing),
+        "tokens": int((run.usage or {}).get("total", {}).get("tokens_in", 0)) + int((run.usage or {}).get("total", {}).get("tokens_out", 0)),
+        "usage": run.usage or {},
+        "max_cost": run_max_cost(run.config),
+        "stop_reason": run.stop_reason,
     }
 
 
@@ -159,7 +170,7 @@ def run_client_status(run: Run) -> dict:
 LIST_ROW_FIELDS = (
     "id", "name", "status", "phase", "best_score", "seed_score", "delta", "budget_used", "budget_total",
     "budget_pct", "model", "task_set", "owner", "created_at", "started_at", "finished_at", "last_seq",
-    "task_set_id", "tags", "archived", "kind",
+    "task_set_id", "tags", "archived", "kind", "cost", "pricing", "cost_label", "stop_reason",
 )
 
 
@@ -253,7 +264,8 @@ def run_snapshot(run: Run) -> dict:
         Candidate.objects.filter(run=run)
         .order_by("index")
         .values_list(
-            "pk", "index", "parents", "origin", "iteration", "metric_calls", "val_score", "objective_scores", "on_front", "components"
+            "pk", "index", "parents", "origin", "iteration", "metric_calls", "val_score", "objective_scores", "on_front", "components",
+            "cost",
         )
     )
     pk_to_index = {row[0]: row[1] for row in candidates}
@@ -269,7 +281,7 @@ def run_snapshot(run: Run) -> dict:
     verifier_ids = [spec.get("id", "") for spec in run.verifier_specs or []]
 
     rows, matrix, verdicts = [], [], []
-    for _, index, parents, origin, iteration, metric_calls, val_score, objective, on_front, components in candidates:
+    for _, index, parents, origin, iteration, metric_calls, val_score, objective, on_front, components, cost in candidates:
         per_task = by_candidate.get(index, {})
         matrix.append([round(per_task[k][0], 3) if k in per_task else None for k in tasks])
         verdicts.append("".join(VERDICT_LETTERS.get(per_task[k][1], "-") if k in per_task else "-" for k in tasks))
@@ -291,6 +303,7 @@ def run_snapshot(run: Run) -> dict:
                 "mean_output_tokens": round(sum(v[3] for v in answered) / n, 1),
                 "mean_latency_ms": round(sum(v[4] for v in answered) / n, 1),
                 "preview": _clip(preview, HOVER_PREVIEW_CHARS),
+                "cost": cost,
             }
         )
 
@@ -335,6 +348,8 @@ def candidate_detail(run: Run, index: int) -> dict | None:
         "children": [i for i, parents in children if index in (parents or [])],
         "leads": leads,
         "val_count": sum(1 for e in evaluations if e.split == Split.VAL),
+        "cost_label": format_cost(candidate.cost, run_pricing(run.config)),
+        "usage_roles": [(role, u) for role, u in (candidate.usage or {}).items() if role != "total" and u.get("calls")],
     }
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from gepa import EvaluationBatch
 
+from optimizer.budget import BudgetGuard, BudgetReached, UsageMeter
 from optimizer.lm.base import LanguageModel, LMConfigError, LMResponse, LMUnavailable
 from optimizer.verify_loop import Judge, answer_with_verify
 
@@ -70,6 +71,9 @@ class EvalRecord:
     latency_ms: float = 0.0
     tokens_in: int = 0
     tokens_out: int = 0
+    judge_tokens_in: int = 0
+    judge_tokens_out: int = 0
+    cost: float = 0.0  # task model and judge, at the endpoints' prices
 
 
 class FrontierAdapter:
@@ -88,6 +92,8 @@ class FrontierAdapter:
         max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES,
         should_abort: Callable[[], bool] = lambda: False,
         dead_endpoint_seconds: float = DEAD_ENDPOINT_SECONDS,
+        meter: UsageMeter | None = None,
+        limits: BudgetGuard | None = None,
     ):
         self.task_lm = task_lm
         self.scorer = scorer
@@ -96,6 +102,8 @@ class FrontierAdapter:
         self.max_verify = max_verify
         self.max_consecutive_failures = max_consecutive_failures
         self.should_abort = should_abort
+        self.meter = meter
+        self.limits = limits
         self.records: dict[tuple[str, str], EvalRecord] = {}
         # One pool for the adapter's life: starting `concurrency` threads for every
         # evaluation cost ~2 ms a thread on the engine's critical path (bench/run_throughput.py).
@@ -122,6 +130,8 @@ class FrontierAdapter:
         evaluation after another."""
         if self.should_abort():
             raise SystemicFailure("the run was cancelled")
+        if self.limits is not None:
+            self.limits.check_batch(sum(len(batch) for _, batch in items))  # nothing beyond the budget is run
         with self._lock:
             if self._last_answer_at is None:
                 self._last_answer_at = time.monotonic()
@@ -185,19 +195,29 @@ class FrontierAdapter:
     def _run_one(self, row: dict, prompt: str) -> EvalRecord:
         if self.should_abort():
             raise SystemicFailure("the run was cancelled")
+        # What this thread's calls cost (the task answer and any judge verdicts).
+        usage = self.meter.open_tally() if self.meter is not None else None
         try:
             response, attempts = self._answer(row, prompt)
+        except BudgetReached:
+            raise
         except LMConfigError as error:
             raise SystemicFailure(str(error)) from error
         except LMUnavailable as error:
             return self._failed(row, f"{type(error).__name__}: {error}", latency_ms=error.latency_ms, unavailable=True)
         except Exception as error:  # one example failed: score 0, the error is its feedback
             return self._failed(row, f"{type(error).__name__}: {error}", latency_ms=getattr(error, "latency_ms", 0.0))
+        finally:
+            if usage is not None:
+                self.meter.close_tally(usage)
         spent = {
             "attempts": [a.as_dict() for a in attempts],
             "latency_ms": sum(a.latency_ms for a in attempts) if attempts else response.latency_ms,
             "tokens_in": sum(a.tokens_in for a in attempts) if attempts else response.tokens_in,
             "tokens_out": sum(a.tokens_out for a in attempts) if attempts else response.tokens_out,
+            "judge_tokens_in": usage.judge_in if usage else 0,
+            "judge_tokens_out": usage.judge_out if usage else 0,
+            "cost": usage.cost if usage else 0.0,
         }
         with self._lock:
             self._last_answer_at = time.monotonic()
@@ -232,7 +252,8 @@ class FrontierAdapter:
         )
 
     def _failed(self, row: dict, message: str, *, unavailable: bool = False, attempts: list | None = None,
-                latency_ms: float = 0.0, tokens_in: int = 0, tokens_out: int = 0) -> EvalRecord:
+                latency_ms: float = 0.0, tokens_in: int = 0, tokens_out: int = 0, judge_tokens_in: int = 0,
+                judge_tokens_out: int = 0, cost: float = 0.0) -> EvalRecord:
         with self._lock:
             self._consecutive_failures += 1
             failures = self._consecutive_failures
@@ -255,6 +276,9 @@ class FrontierAdapter:
             latency_ms=latency_ms,
             tokens_in=tokens_in,
             tokens_out=tokens_out,
+            judge_tokens_in=judge_tokens_in,
+            judge_tokens_out=judge_tokens_out,
+            cost=cost,  # an empty answer was still paid for
         )
 
 

@@ -33,7 +33,7 @@ class UserRunLimitsAdmin(admin.ModelAdmin):
 
 @admin.register(ModelEndpoint)
 class ModelEndpointAdmin(admin.ModelAdmin):
-    list_display = ["name", "provider", "model", "base_url", "api_key_env"]
+    list_display = ["name", "provider", "model", "base_url", "api_key_env", "price_in_per_million", "price_out_per_million"]
 
 
 @admin.register(Run)

@@ -19,6 +19,7 @@ from optimizer import event_types as ev
 from optimizer import selectors, services
 from optimizer.config import DEMO_MODEL_NAME, MAX_METRIC_CALLS, RunConfig
 from optimizer.export import RunDocument, run_export
+from optimizer.budget import run_max_cost, run_pricing
 from optimizer.models import Candidate, Origin, Run, RunStatus
 from verifiers_app.api_errors import ErrorOut, Problem
 
@@ -29,10 +30,63 @@ class ConfigIn(Schema):
     config: RunConfig = Field(..., description="What to optimize and how; unset fields take their defaults.")
 
 
+class RoleUsageOut(Schema):
+    calls: int = 0
+    tokens_in: int = Field(0, description="Input (prompt) tokens, from the provider's usage")
+    tokens_out: int = Field(0, description="Output (completion) tokens, from the provider's usage")
+    cost: float = Field(0.0, description="At the endpoint's prices per 1M tokens (the demo simulator is free)")
+
+
+class UsageOut(Schema):
+    """Model calls by role: the task model, the reflection model and the verify-loop judge."""
+
+    task: RoleUsageOut = Field(default_factory=RoleUsageOut)
+    reflection: RoleUsageOut = Field(default_factory=RoleUsageOut)
+    judge: RoleUsageOut = Field(default_factory=RoleUsageOut)
+    total: RoleUsageOut = Field(default_factory=RoleUsageOut)
+
+
+class PresetOut(Schema):
+    proposals: int
+    metric_calls: int = Field(description="V + proposals × (2·m + V) for this task set")
+
+
+class PlanBudgetOut(Schema):
+    metric_calls: int
+    max_cost: float | None
+    iteration_cost: int = Field(description="The most metric calls one iteration can spend; the run stops when less is left")
+
+
+class PlanCallOut(Schema):
+    tokens_in: int
+    tokens_out: int
+    latency_ms: float
+    source: str = Field(description='"past evaluations (n)", "probe call", "simulator" or "guess"')
+
+
+class PlanOut(Schema):
+    """What a run will do; every pair is a [low, high] range (all proposals accepted … all rejected)."""
+
+    splits: dict[str, int]
+    minibatch_size: int
+    presets: dict[str, PresetOut]
+    budget: PlanBudgetOut
+    iterations: list[int]
+    metric_calls: list[int]
+    calls: dict[str, list[int]] = Field(description="task, reflection and judge model calls, each [low, high]")
+    tokens: list[int]
+    cost: list[float]
+    free: bool = Field(description="Every model is the demo simulator")
+    seconds: list[float] = Field(description="Wall time from the endpoint's observed latency and the run's concurrency")
+    per_task_call: PlanCallOut
+    warnings: list[str]
+
+
 class DryRunOut(Schema):
     ok: bool
     problems: list[Problem]
     warnings: list[str] = []  # launchable, but worth knowing (low budget, task data no verifier reads)
+    plan: PlanOut | None = Field(None, description="What the run will do (null while the config cannot be resolved)")
 
 
 class ResumeIn(Schema):
@@ -59,6 +113,8 @@ class CandidateOut(Schema):
     objective_scores: dict[str, float]
     on_front: bool
     components: dict[str, str]
+    cost: float = Field(0.0, description="What the iteration that found it spent (its valset scoring included)")
+    usage: UsageOut = Field(default_factory=UsageOut, description="That spend by role")
 
 
 class RunOut(Schema):
@@ -88,6 +144,11 @@ class RunOut(Schema):
     forked_from_candidate: int | None = Field(None, description="The parent run's candidate it was seeded from")
     kind: str = Field(description='"native" (executed by our workers) or "external" (reported by frontier_tracker from its owner\'s process)')
     external: dict[str, Any] = Field(description="For an external run: source, host, gepa_version, client_version")
+    cost: float = Field(0.0, description="Money spent on model calls so far, at the endpoints' prices per 1M tokens")
+    pricing: str = Field("priced", description='"simulator" (free), "unpriced" (no endpoint price set) or "priced"')
+    max_cost: float | None = Field(None, description="The run's cost cap, if any")
+    usage: UsageOut = Field(default_factory=UsageOut, description="Model calls, tokens and cost by role so far")
+    stop_reason: str = Field("", description='Why the run ended: "budget reached", "cost cap reached", …')
 
     @staticmethod
     def of(run: Run) -> dict:
@@ -105,6 +166,8 @@ class RunOut(Schema):
             "tags": run.tags or [], "notes": run.notes, "archived": run.archived,
             "forked_from": run.forked_from_id, "forked_from_candidate": run.forked_from_candidate,
             "kind": run.kind, "external": run.external or {},
+            "cost": run.cost, "pricing": run_pricing(run.config), "max_cost": run_max_cost(run.config),
+            "usage": run.usage or {}, "stop_reason": run.stop_reason,
         }
 
 
@@ -128,6 +191,9 @@ class EvaluationOut(Schema):
     latency_ms: float
     tokens_in: int
     tokens_out: int
+    judge_tokens_in: int = 0
+    judge_tokens_out: int = 0
+    cost: float = Field(0.0, description="Task model and verify-judge calls of this evaluation, at the endpoints' prices")
 
 
 class CandidateDetailOut(CandidateOut):
@@ -145,7 +211,7 @@ def _candidate(c: Candidate) -> dict:
     return {
         "index": c.index, "parents": c.parents, "origin": c.origin, "iteration": c.iteration,
         "metric_calls": c.metric_calls, "val_score": c.val_score, "objective_scores": c.objective_scores,
-        "on_front": c.on_front, "components": c.components,
+        "on_front": c.on_front, "components": c.components, "cost": c.cost, "usage": c.usage or {},
     }
 
 
@@ -181,10 +247,12 @@ def launch_run(request, body: ConfigIn):
 @router.post("/dry-run", response={200: DryRunOut})
 def dry_run(request, body: ConfigIn):
     """Everything that would stop a launch (splits, verifiers, endpoints reachable), without
-    launching: `ok` with the problems. A body that is not a RunConfig at all is a 400."""
+    launching: `ok` with the problems, and the plan: what the budget buys in calls, tokens,
+    money and time. A body that is not a RunConfig at all is a 400."""
     problems = services.run_dry_run(owner=request.user, config=body.config)
+    plan = services.run_plan_for(owner=request.user, config=body.config, probe=not problems)
     return {"ok": not problems, "problems": [{"field": f, "message": m} for f, m in problems],
-            "warnings": selectors.launch_warnings(user=request.user, config=body.config)}
+            "warnings": selectors.launch_warnings(user=request.user, config=body.config), "plan": plan}
 
 
 @router.get("/", response=list[RunOut])
@@ -208,7 +276,8 @@ def get_candidate(request, run_id: int, index: int):
     evaluations = [
         {"task_key": e.task_key, "split": e.split, "output": e.output, "score": e.score, "verdict": e.verdict,
          "passed": e.passed, "feedback": e.feedback, "result": e.result, "attempts": e.attempts,
-         "latency_ms": e.latency_ms, "tokens_in": e.tokens_in, "tokens_out": e.tokens_out}
+         "latency_ms": e.latency_ms, "tokens_in": e.tokens_in, "tokens_out": e.tokens_out,
+         "judge_tokens_in": e.judge_tokens_in, "judge_tokens_out": e.judge_tokens_out, "cost": e.cost}
         for e in candidate.evaluations.order_by("split", "task_key")
     ]
     return {**_candidate(candidate), "reflection": candidate.reflection, "evaluations": evaluations}

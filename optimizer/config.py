@@ -80,10 +80,15 @@ class Thresholds(_Strict):
 
 
 class Budget(_Strict):
-    """Either a preset or an exact number of metric calls (one task scored once = one call)."""
+    """Either a preset or an exact number of metric calls (one task scored once = one call),
+    and optionally a cap on money (task, reflection and judge calls at the endpoints' prices).
+    Both are hard caps: the run stops before an iteration that cannot fit (optimizer/budget.py)."""
 
     preset: Literal["light", "medium", "heavy"] | None = None
     max_metric_calls: int | None = Field(default=None, ge=1, le=MAX_METRIC_CALLS)
+    max_cost: float | None = Field(
+        default=None, gt=0, le=1_000_000, description="Stop before spending more than this on model calls (endpoint price units)."
+    )
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Budget:
@@ -100,6 +105,25 @@ class Budget(_Strict):
 def proposal_cost(valset_size: int, minibatch_size: int) -> int:
     """Metric calls of one accepted proposal: parent and child on a minibatch, then the valset."""
     return 2 * minibatch_size + valset_size
+
+
+MERGE_SUBSAMPLE = 5  # gepa 0.1.4 MergeProposer's num_subsample_ids
+
+
+def iteration_cost(valset_size: int, minibatch_size: int, *, use_merge: bool = False) -> int:
+    """The most metric calls one gepa iteration can spend: an accepted reflection
+    (2·m + V) or, with merge, an accepted merge (its val subsample + V)."""
+    merge = min(MERGE_SUBSAMPLE, valset_size) + valset_size if use_merge else 0
+    return max(proposal_cost(valset_size, minibatch_size), merge)
+
+
+class EarlyStop(_Strict):
+    """Stop when there is nothing left to win (both off by default)."""
+
+    at_perfect_score: bool = Field(default=False, description="Stop once a candidate scores 1.0 on the valset.")
+    after_iterations_without_improvement: int | None = Field(
+        default=None, ge=1, le=10_000, description="Stop after this many iterations without a better val score."
+    )
 
 
 class VerifyLoop(_Strict):
@@ -154,6 +178,7 @@ class RunConfig(_Strict):
     )
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
     verify: VerifyLoop = Field(default_factory=VerifyLoop)
+    early_stop: EarlyStop = Field(default_factory=EarlyStop)
 
     @field_validator("verifier_ids")
     @classmethod
@@ -189,6 +214,10 @@ class RunConfig(_Strict):
 
     def max_metric_calls(self, valset_size: int) -> int:
         return self.budget.metric_calls(valset_size=valset_size, minibatch_size=self.minibatch_size)
+
+    def iteration_cost(self, valset_size: int) -> int:
+        """The worst case of one iteration: each of its parallel proposals accepted."""
+        return self.parallel_proposals * iteration_cost(valset_size, self.minibatch_size, use_merge=self.use_merge)
 
     def budget_warning(self, valset_size: int) -> str | None:
         """A sentence when the budget buys fewer than MIN_PROPOSALS proposals, else None."""

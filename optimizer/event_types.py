@@ -15,7 +15,11 @@ PREVIEW_CHARS = 2000
 
 # {"status": RunStatus value, "phase": str, "error": str (only when failed)}
 RUN_STATUS = "run.status"
-# {"used": int, "total": int}  — metric calls; sent after every gepa budget update
+# {"used": int, "total": int (metric calls), "cost": float (money spent so far, every role),
+#  "max_cost": float|null (the run's cost cap), "tokens": int (input + output, every role),
+#  "usage": {task|reflection|judge|total: {calls, tokens_in, tokens_out, cost}},
+#  "eta_seconds": float|null (wall time left at the pace observed on the worker)}
+# — sent after every gepa budget update
 RUN_BUDGET = "run.budget"
 # A candidate entered the pool (the seed, an accepted reflection or a merge) and
 # was scored on the valset:
@@ -23,7 +27,9 @@ RUN_BUDGET = "run.budget"
 #  "metric_calls", "val_score", "objective_scores": {verifier_id: float},
 #  "task_scores": {task_key: float}, "verdicts": {task_key: "pass"|"borderline"|"fail"},
 #  "prompt_chars": int, "prompt_tokens": int, "mean_output_tokens": float, "mean_latency_ms": float,
-#  "components": {name: text (preview)}}
+#  "components": {name: text (preview)},
+#  "usage": {task|reflection|judge|total: {calls, tokens_in, tokens_out, cost}} (what the
+#  iteration that found it spent, its valset scoring included), "cost": float}
 CANDIDATE_NEW = "candidate.new"
 # GEPA's per-task Pareto front after a valset evaluation:
 # {"members": [candidate index], "leaders": {task_key: [candidate index]},
@@ -33,7 +39,9 @@ FRONT_UPDATED = "front.updated"
 # {"iteration", "parent": int, "components": [names updated], "accepted": bool,
 #  "candidate": int|null (the new index when accepted), "before": float, "after": float
 #  (minibatch score sums), "minibatch": [task_key], "texts": {name: text (preview)},
-#  "reasoning": str, "metric_calls": int}
+#  "reasoning": str, "metric_calls": int,
+#  "usage": {task|reflection|judge|total: {calls, tokens_in, tokens_out, cost}}, "cost": float}
+#  (usage: what the iteration spent up to the decision)
 PROPOSAL = "proposal"
 # One evaluation batch: {"candidate": int|null (null: a proposal not yet accepted),
 #  "split": "train"|"val"|"holdout", "items": [{"task_key", "score", "verdict",
@@ -41,7 +49,9 @@ PROPOSAL = "proposal"
 TRIALS = "trials"
 # {"where": "reflection"|"task_lm"|"verifier"|"runner", "message": str, "iteration": int|null}
 ERROR = "error"
-# {"status", "best_index", "best_score", "seed_score", "metric_calls"}
+# {"status", "best_index", "best_score", "seed_score", "metric_calls", "cost": float,
+#  "stop_reason": str ("budget reached", "cost cap reached", "perfect validation score",
+#  "no improvement in N iterations", "stopped by the user", "cancelled", "" when failed)}
 RUN_FINISHED = "run.finished"
 # The promotion report, when the run has a holdout split: the seed and the best
 # candidate scored on it at the end (their Evaluations carry split "holdout"):

@@ -40,6 +40,7 @@ def _plausible(value: datetime | None) -> datetime | None:
 Moment = Annotated[datetime | None, AfterValidator(_plausible)]
 # Counters are stored in 32-bit integer columns (PostgreSQL rejects more).
 Count = Annotated[int, Field(ge=0, le=2**31 - 1)]
+Money = Annotated[float, Field(ge=0, le=1e12)]
 
 
 class RunImportError(ValueError):
@@ -97,6 +98,9 @@ class EvaluationIn(_Strict):
     latency_ms: float = Field(default=0, ge=0)
     tokens_in: Count = 0
     tokens_out: Count = 0
+    judge_tokens_in: Count = 0
+    judge_tokens_out: Count = 0
+    cost: Money = 0.0
 
     @field_validator("result")
     @classmethod
@@ -116,6 +120,8 @@ class CandidateIn(_Strict):
     objective_scores: dict[str, float] = {}
     on_front: bool = False
     reflection: Text = ""
+    cost: Money = 0.0
+    usage: dict = {}
     evaluations: list[EvaluationIn] = []
 
     @model_validator(mode="after")
@@ -149,6 +155,9 @@ class RunIn(_Strict):
     best_index: int | None = None
     chosen_index: int | None = None
     error: Text = ""
+    cost: Money = 0.0
+    usage: dict = {}
+    stop_reason: Annotated[str, Field(max_length=100)] = ""
     created_at: Moment = None
     started_at: Moment = None
     finished_at: Moment = None
@@ -250,6 +259,7 @@ def run_export(run: Run) -> dict:
             "task_key": e.task_key, "split": e.split, "output": e.output, "score": e.score, "verdict": e.verdict,
             "passed": e.passed, "result": e.result, "feedback": e.feedback, "attempts": e.attempts,
             "latency_ms": e.latency_ms, "tokens_in": e.tokens_in, "tokens_out": e.tokens_out,
+            "judge_tokens_in": e.judge_tokens_in, "judge_tokens_out": e.judge_tokens_out, "cost": e.cost,
         })
     candidates = list(run.candidates.order_by("index"))
     index_of = {c.pk: c.index for c in candidates}
@@ -262,7 +272,8 @@ def run_export(run: Run) -> dict:
             "budget_total": run.budget_total, "budget_used": run.budget_used,
             "seed_score": run.seed_score, "best_score": run.best_score,
             "best_index": index_of.get(run.best_candidate_id), "chosen_index": index_of.get(run.chosen_candidate_id),
-            "error": run.error, "created_at": _iso(run.created_at), "started_at": _iso(run.started_at),
+            "error": run.error, "cost": run.cost, "usage": run.usage, "stop_reason": run.stop_reason,
+            "created_at": _iso(run.created_at), "started_at": _iso(run.started_at),
             "finished_at": _iso(run.finished_at),
         },
         "candidates": [
@@ -270,7 +281,7 @@ def run_export(run: Run) -> dict:
                 "index": c.index, "components": c.components, "parents": c.parents, "origin": c.origin,
                 "iteration": c.iteration, "metric_calls": c.metric_calls, "val_score": c.val_score,
                 "objective_scores": c.objective_scores, "on_front": c.on_front, "reflection": c.reflection,
-                "evaluations": evals.get(c.pk, []),
+                "cost": c.cost, "usage": c.usage, "evaluations": evals.get(c.pk, []),
             }
             for c in candidates
         ],
@@ -323,13 +334,15 @@ def run_import(*, owner, data) -> Run:
             status=status, imported=True, config=meta.config, verifier_specs=meta.verifier_specs,
             tasks_snapshot=meta.tasks_snapshot, budget_total=meta.budget_total, budget_used=meta.budget_used,
             seed_score=meta.seed_score, best_score=meta.best_score, error=meta.error,
+            cost=meta.cost, usage=meta.usage, stop_reason=meta.stop_reason,
             started_at=meta.started_at, finished_at=meta.finished_at,
             last_seq=max((e.seq for e in doc.events), default=0),
         )
         made = Candidate.objects.bulk_create([
             Candidate(run=run, index=c.index, components=c.components, parents=c.parents, origin=c.origin,
                       iteration=c.iteration, metric_calls=c.metric_calls, val_score=c.val_score,
-                      objective_scores=c.objective_scores, on_front=c.on_front, reflection=c.reflection)
+                      objective_scores=c.objective_scores, on_front=c.on_front, reflection=c.reflection,
+                      cost=c.cost, usage=c.usage)
             for c in doc.candidates
         ])
         by_index = {c.index: c for c in made}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 
@@ -95,6 +96,12 @@ class ModelEndpoint(models.Model):
     model = models.CharField(max_length=200)
     api_key_env = models.CharField(max_length=100, blank=True, help_text="Name of the environment variable holding the key")
     options = models.JSONField(default=dict, blank=True, help_text="temperature, max_tokens, timeout, max_retries …")
+    price_in_per_million = models.FloatField(
+        default=0, validators=[MinValueValidator(0)], help_text="Price of 1M input (prompt) tokens; 0 = free (the demo simulator is always free)"
+    )
+    price_out_per_million = models.FloatField(
+        default=0, validators=[MinValueValidator(0)], help_text="Price of 1M output (completion) tokens"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -194,6 +201,11 @@ class Run(models.Model):
     budget_used = models.PositiveIntegerField(default=0)
     seed_score = models.FloatField(null=True, blank=True)
     best_score = models.FloatField(null=True, blank=True)
+    usage = models.JSONField(
+        default=dict, blank=True, help_text="Model calls, tokens and cost per role (task, reflection, judge) and in total"
+    )
+    cost = models.FloatField(default=0, help_text="Money spent on model calls, at the endpoints' prices")
+    stop_reason = models.CharField(max_length=100, blank=True, help_text="Why the run ended (budget reached, …)")
     best_candidate = models.ForeignKey("Candidate", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     chosen_candidate = models.ForeignKey("Candidate", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     error = models.TextField(blank=True)
@@ -258,6 +270,10 @@ class Candidate(models.Model):
     objective_scores = models.JSONField(default=dict, blank=True)
     on_front = models.BooleanField(default=False)
     reflection = models.TextField(blank=True, help_text="The reflection's reasoning, when available")
+    usage = models.JSONField(
+        default=dict, blank=True, help_text="What finding it cost: the iteration that proposed and scored it, per role"
+    )
+    cost = models.FloatField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -285,6 +301,9 @@ class Evaluation(models.Model):
     latency_ms = models.FloatField(default=0)
     tokens_in = models.PositiveIntegerField(default=0)
     tokens_out = models.PositiveIntegerField(default=0)
+    judge_tokens_in = models.PositiveIntegerField(default=0)
+    judge_tokens_out = models.PositiveIntegerField(default=0)
+    cost = models.FloatField(default=0, help_text="Task model and judge calls of this evaluation")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

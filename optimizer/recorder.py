@@ -32,6 +32,7 @@ from optimizer.adapter import EvalRecord, FrontierAdapter
 from optimizer.claims import ClaimLost, RunClaim, retry_db
 from optimizer.events import publish_run_event, publish_run_events
 from optimizer.front import front_members
+from optimizer.budget import BudgetReached, BudgetGuard, UsageMeter, UsageSnapshot
 from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, Split
 
 log = logging.getLogger(__name__)
@@ -102,9 +103,17 @@ class RunRecorder:
         task_pks: dict[str, int],
         budget_total: int,
         claim: RunClaim | None = None,
+        meter: UsageMeter | None = None,
+        limits: BudgetGuard | None = None,
     ):
         self.run_id = run.pk
         self.claim = claim  # the runner's: every write below is conditional on it
+        # Tokens and money: the meter counts every model call as it completes; the
+        # run's totals are written with each budget update, a candidate's and a
+        # proposal's are what their iteration spent (recorded once, here).
+        self.meter = meter or UsageMeter(start=UsageSnapshot.of(run.usage))
+        self.limits = limits
+        self.spent_before = self.meter.snapshot()  # the seed's evaluation starts now
         self.adapter = adapter
         self.valset = valset
         self.task_pks = task_pks
@@ -157,6 +166,7 @@ class RunRecorder:
     def on_iteration_start(self, event: dict) -> None:
         self._reset_iteration()
         self.iteration = event["iteration"]
+        self.spent_before = self.meter.snapshot()
         self.adapter.forget_records()
         if not self.optimizing:
             self._announce_optimizing(event)
@@ -224,9 +234,30 @@ class RunRecorder:
     @writes
     def on_budget_updated(self, event: dict) -> None:
         self.metric_calls = event["metric_calls_used"]
+        if self.limits is not None:
+            self.limits.note_used(self.metric_calls)
         with transaction.atomic():
-            self._runs().update(budget_used=self.metric_calls)
-            self._publish((ev.RUN_BUDGET, {"used": self.metric_calls, "total": self.budget_total}))
+            self._publish(self.save_usage())
+
+    def save_usage(self) -> tuple[str, dict]:
+        """Write the run's metric calls, tokens and cost; returns the RUN_BUDGET event to publish."""
+        usage = self.meter.totals()
+        total = usage["total"]
+        self._runs().update(budget_used=self.metric_calls, usage=usage, cost=total["cost"])
+        limits = self.limits
+        eta = limits.eta_seconds() if limits else None
+        return ev.RUN_BUDGET, {
+            "used": self.metric_calls,
+            "total": self.budget_total,
+            "cost": total["cost"],
+            "max_cost": limits.max_cost if limits else None,
+            "tokens": total["tokens_in"] + total["tokens_out"],
+            "usage": usage,
+            "eta_seconds": round(eta, 1) if eta is not None else None,
+        }
+
+    def spent_this_iteration(self) -> UsageSnapshot:
+        return self.meter.snapshot().minus(self.spent_before)
 
     def on_merge_attempted(self, event: dict) -> None:
         self.merge_parents = list(event["parent_ids"])
@@ -239,10 +270,13 @@ class RunRecorder:
         parents = [p for p in event["parent_ids"] if p is not None]
         if index == 0:
             origin, metric_calls = Origin.SEED, event["total_valset_size"]
+            # gepa counts the seed's valset before its budget events exist (GEPA_NOTES 5).
+            self.metric_calls = max(self.metric_calls, metric_calls)
         else:
             origin = Origin.MERGE if len(parents) > 1 else Origin.REFLECTION
             metric_calls = self.metric_calls
         components = dict(event["candidate"])
+        spent = self.spent_this_iteration()
         records = {}
         for val_id, score in event["scores_by_val_id"].items():
             key = self.valset[val_id]["task_id"]
@@ -260,6 +294,8 @@ class RunRecorder:
             "val_score": event["average_score"],
             "records": records,
             "reflection": "",
+            "usage": spent.as_dict(),
+            "cost": spent.cost,
         }
         if index == 0:
             self._record_candidate(**candidate)
@@ -319,7 +355,8 @@ class RunRecorder:
     @writes
     def on_iteration_end(self, event: dict) -> None:
         missing = self.proposal_starts - self.proposal_ends
-        if missing > 0 and not self._replayed(event["iteration"]):
+        budget_stop = self.limits is not None and self.limits.reason is not None
+        if missing > 0 and not self._replayed(event["iteration"]) and not budget_stop:
             cause = self.reflection_errors[-1] if self.reflection_errors else "the reflection returned no new text"
             error = {"where": "reflection", "message": preview(f"Reflection failed: {cause}", 1000), "iteration": event["iteration"]}
             self._publish((ev.ERROR, error))
@@ -329,6 +366,8 @@ class RunRecorder:
 
     @writes
     def on_error(self, event: dict) -> None:
+        if isinstance(event["exception"], BudgetReached):
+            return  # not an error: the run ends with its stop reason
         if isinstance(event["exception"], ClaimLost) or (self.claim is not None and self.claim.lost.is_set()):
             return  # not this worker's run any more: nothing to say in its log
         if not event.get("will_continue", True):
@@ -358,6 +397,8 @@ class RunRecorder:
             self.unpublished.clear()
 
     def _proposal(self, slot: Slot, *, accepted: bool, candidate: int | None, before: float, after: float) -> dict:
+        # What the iteration has spent so far (with parallel proposals, the round's proposals share it).
+        spent = self.spent_this_iteration()
         return {
             "iteration": self.iteration,
             "parent": slot.parent,
@@ -370,6 +411,8 @@ class RunRecorder:
             "texts": {name: preview(text) for name, text in slot.proposed.items()},
             "reasoning": slot.reasoning,
             "metric_calls": self.metric_calls,
+            "usage": spent.as_dict(),
+            "cost": round(spent.cost, 8),
         }
 
     def record_evaluations(self, *, candidate: Candidate, split: str, records: list[EvalRecord]) -> tuple[str, dict]:
@@ -391,16 +434,25 @@ class RunRecorder:
                     latency_ms=r.latency_ms,
                     tokens_in=r.tokens_in,
                     tokens_out=r.tokens_out,
+                    judge_tokens_in=r.judge_tokens_in,
+                    judge_tokens_out=r.judge_tokens_out,
+                    cost=r.cost,
                 )
                 for r in records
             ],
             update_conflicts=True,
             unique_fields=["candidate", "task_key", "split"],
-            update_fields=["output", "score", "verdict", "passed", "result", "feedback", "attempts", "latency_ms", "tokens_in", "tokens_out"],
+            update_fields=[
+                "output", "score", "verdict", "passed", "result", "feedback", "attempts", "latency_ms", "tokens_in",
+                "tokens_out", "judge_tokens_in", "judge_tokens_out", "cost",
+            ],
         )
         return ev.TRIALS, {"candidate": candidate.index, "split": split, "items": [item_payload(r) for r in records]}
 
-    def _record_candidate(self, *, index, components, parents, origin, iteration, metric_calls, val_score, records, reflection, then=()) -> None:
+    def _record_candidate(
+        self, *, index, components, parents, origin, iteration, metric_calls, val_score, records, reflection, usage, cost,
+        then=(),
+    ) -> None:
         objective_ids = sorted({vid for r in records.values() for vid in r.objective_scores})
         objective_scores = {
             vid: fmean(r.objective_scores.get(vid, 0.0) for r in records.values()) for vid in objective_ids
@@ -430,6 +482,8 @@ class RunRecorder:
                 val_score=val_score,
                 objective_scores=objective_scores,
                 reflection=reflection,
+                usage=usage,
+                cost=cost,
             )
             on_front = Candidate.objects.filter(run_id=self.run_id)
             on_front.filter(index__in=self.members - set(members)).update(on_front=False)
@@ -456,6 +510,8 @@ class RunRecorder:
                     "mean_output_tokens": fmean(r.tokens_out for r in answered) if answered else 0.0,
                     "mean_latency_ms": fmean(r.latency_ms for r in answered) if answered else 0.0,
                     "components": {name: preview(text) for name, text in components.items()},
+                    "usage": usage,
+                    "cost": round(cost, 8),
                 },
             )
             trials = self.record_evaluations(candidate=candidate, split=Split.VAL, records=list(records.values()))

@@ -30,8 +30,10 @@ from optimizer import event_types as ev
 from optimizer.adapter import FrontierAdapter, SystemicFailure
 from optimizer.claims import ClaimLost, RunClaim, retry_db
 from optimizer.config import RunConfig, parse_run_config
-from optimizer.events import publish_run_event, publishing_in_background
-from optimizer.lm import LMError, build_candidate_proposer, build_lm, build_reflection_lm
+from optimizer.budget import BudgetGuard, BudgetReached, MeteredLM, Price, UsageMeter, UsageSnapshot
+from optimizer.events import publish_run_event, publish_run_events, publishing_in_background
+from optimizer.lm import LMConfig, LMError, ReflectionCallable, build_candidate_proposer, build_lm
+from optimizer.lm.config import coerce_config
 from optimizer.models import Candidate, Run, RunStatus, Split
 from optimizer.recorder import RunRecorder
 from optimizer.verify_loop import llm_judge, verifier_judge
@@ -166,17 +168,30 @@ def _optimize(run: Run, run_claim: RunClaim, heartbeat: Heartbeat) -> str:
     if not trainset or not valset:
         raise SystemicFailure(f"splits: the task set has no {'train' if not trainset else 'val'} tasks in the frozen snapshot")
     scorer = compile_specs(run.verifier_specs, aggregator=config.aggregator, thresholds=config.thresholds.as_engine())
+    meter = UsageMeter(_prices(config), start=UsageSnapshot.of(run.usage))
+    limits = BudgetGuard(
+        budget_total=run.budget_total,
+        iteration_cost=config.iteration_cost(len(valset)),
+        meter=meter,
+        max_cost=config.budget.max_cost,
+        stop_at_perfect=config.early_stop.at_perfect_score,
+        patience=config.early_stop.after_iterations_without_improvement,
+        used_at_start=run.budget_used,
+    )
     adapter = FrontierAdapter(
-        task_lm=build_lm(config.task_lm),
+        task_lm=MeteredLM(build_lm(config.task_lm), meter, "task", limits=limits),
         scorer=scorer,
         concurrency=config.concurrency,
-        judge_factory=_judge_factory(config, scorer),
+        judge_factory=_judge_factory(config, scorer, meter, limits),
         max_verify=config.verify.max_verify,
         should_abort=lambda: heartbeat.cancelled.is_set() or run_claim.lost.is_set(),
+        meter=meter,
+        limits=limits,
     )
     task_pks = dict(run.task_set.tasks.values_list("task_id", "pk")) if run.task_set_id else {}
     recorder = RunRecorder(
-        run=run, adapter=adapter, valset=valset, task_pks=task_pks, budget_total=run.budget_total, claim=run_claim
+        run=run, adapter=adapter, valset=valset, task_pks=task_pks, budget_total=run.budget_total, claim=run_claim,
+        meter=meter, limits=limits,
     )
     try:
         return _run_gepa(run, run_claim, config, directory, trainset, valset, adapter, recorder, heartbeat)
@@ -189,7 +204,8 @@ def _run_gepa(
     adapter: FrontierAdapter, recorder: RunRecorder, heartbeat: Heartbeat,
 ) -> str:
     """gepa.optimize with our adapter, recorder and stopper, then the holdout and the final status."""
-    reflection = _reflection_kwargs(config, recorder)
+    meter, limits = adapter.meter, adapter.limits
+    reflection = _reflection_kwargs(config, recorder, meter, limits)
 
     def stop_requested(_state) -> bool:
         """gepa asks before each iteration, just before it writes its checkpoint.
@@ -215,7 +231,8 @@ def _run_gepa(
             use_merge=config.use_merge,
             max_merge_invocations=config.max_merge_invocations,
             max_metric_calls=run.budget_total,
-            stop_callbacks=[stop_requested],
+            # limits first: it must see every between-iterations check (CompositeStopper short-circuits)
+            stop_callbacks=[limits, stop_requested],
             logger=GepaLogger(),
             run_dir=str(directory),
             callbacks=[recorder],
@@ -229,38 +246,73 @@ def _run_gepa(
     except SystemicFailure:
         if not heartbeat.cancelled.is_set():
             raise
+    except BudgetReached:
+        pass  # the guard refused an evaluation beyond the budget or the cost cap: limits.reason says which
+    except Exception:
+        if not run_claim.lost.is_set():
+            _save_usage(run.pk, recorder)
+        raise
     if run_claim.lost.is_set():
         raise ClaimLost(f"run {run.pk} is held by another worker")
+    retry_db(lambda: _save_usage(run.pk, recorder), what=f"run {run.pk}: usage")
     retry_db(run.refresh_from_db, what=f"run {run.pk}: read")
     if run.cancel_requested:
-        return _finish(run_claim, heartbeat, phase="cancelled")
+        return _finish(run_claim, heartbeat, phase="cancelled", reason="cancelled")
     if run.stop_requested:
-        return _finish(run_claim, heartbeat, phase="stopped by the user")
+        return _finish(run_claim, heartbeat, phase="stopped by the user", reason="stopped by the user")
+    reason = limits.reason or ""
     if config.splits.holdout:
         retry_db(lambda: set_status(run_claim, RunStatus.RUNNING, "holdout evaluation"), what=f"run {run.pk}: status")
-        _score_holdout(run, run_claim, config, adapter, recorder)
-    return _finish(run_claim, heartbeat)
+        limits.in_iteration = False  # holdout scoring is not metric calls; the cost cap still holds
+        try:
+            _score_holdout(run, run_claim, config, adapter, recorder)
+        except BudgetReached:
+            reason = limits.reason or reason
+        retry_db(lambda: _save_usage(run.pk, recorder), what=f"run {run.pk}: usage")
+    return _finish(run_claim, heartbeat, phase=f"finished: {reason}" if reason else "finished", reason=reason)
 
 
-def _judge_factory(config: RunConfig, scorer):
+def _save_usage(run_id: int, recorder: RunRecorder) -> None:
+    """What the last calls spent (the final reflection, a refused iteration's minibatch)."""
+    with transaction.atomic():
+        publish_run_events(run_id, [*recorder.unpublished, recorder.save_usage()], claim=recorder.claim)
+        recorder.unpublished = []
+
+
+def _prices(config: RunConfig) -> dict[str, Price]:
+    """Each role's price per 1M tokens, frozen with the run's model configs (the simulator is free)."""
+    lms = {"task": config.task_lm, "reflection": config.reflection_lm}
+    if config.verify.enabled and config.verify.judge == "llm":
+        lms["judge"] = config.verify.judge_lm
+    prices = {}
+    for role, lm in lms.items():
+        lm = coerce_config(lm) if isinstance(lm, dict | LMConfig) else None
+        if lm is not None and lm.provider != "demo":
+            prices[role] = Price(lm.price_in_per_million, lm.price_out_per_million)
+    return prices
+
+
+def _judge_factory(config: RunConfig, scorer, meter: UsageMeter, limits: BudgetGuard):
     verify = config.verify
     if not verify.enabled:
         return None
     if verify.judge == "llm":
-        judge = llm_judge(build_lm(verify.judge_lm), verify.judge_prompt)
+        judge = llm_judge(MeteredLM(build_lm(verify.judge_lm), meter, "judge", limits=limits), verify.judge_prompt)
         return lambda row, prompt: judge
     return lambda row, prompt: verifier_judge(lambda output: scorer.score(output, task=row, prompt=prompt))
 
 
-def _reflection_kwargs(config: RunConfig, recorder: RunRecorder) -> dict:
+def _reflection_kwargs(config: RunConfig, recorder: RunRecorder, meter: UsageMeter, limits: BudgetGuard) -> dict:
     """The demo simulator proposes directly; a real model reflects through gepa's
-    prompt. Either way a failure is noted for the recorder, because gepa
-    swallows it (GEPA_NOTES 3)."""
+    prompt (metered: its tokens come from the provider's usage). Either way a
+    failure is noted for the recorder, because gepa swallows it (GEPA_NOTES 3)."""
 
     def noting(fn):
         def call(*args):
             try:
                 return fn(*args)
+            except BudgetReached:
+                raise  # the cost cap, not a reflection error: the run stops before the next iteration
             except Exception as error:
                 recorder.reflection_errors.append(f"{type(error).__name__}: {error}")
                 raise
@@ -270,8 +322,9 @@ def _reflection_kwargs(config: RunConfig, recorder: RunRecorder) -> dict:
     proposer = build_candidate_proposer(config.reflection_lm)
     if proposer is not None:
         recorder.proposer_reasoning = lambda: str(getattr(proposer, "last_reasoning", "") or "")
-        return {"custom_candidate_proposer": noting(proposer)}
-    reflection_lm = noting(build_reflection_lm(config.reflection_lm))
+        return {"custom_candidate_proposer": noting(_metered_proposer(proposer, meter))}
+    lm = MeteredLM(build_lm(config.reflection_lm), meter, "reflection", limits=limits)
+    reflection_lm = noting(ReflectionCallable(lm))
     if config.parallel_proposals > 1:
         # gepa sends a round's reflection prompts together when its LM has
         # batch_complete (else one after another): ask them at once, within the
@@ -283,6 +336,23 @@ def _reflection_kwargs(config: RunConfig, recorder: RunRecorder) -> dict:
 
         reflection_lm.batch_complete = batch_complete
     return {"reflection_lm": reflection_lm}
+
+
+def _metered_proposer(proposer, meter: UsageMeter):
+    """The demo simulator's proposer is one (free) reflection call; its token counts are
+    estimated like the simulated task model's, since no provider reports them."""
+    from optimizer.lm.demo import approx_tokens
+
+    def propose(candidate, reflective_dataset, components):
+        texts = proposer(candidate, reflective_dataset, components)
+        meter.record(
+            "reflection",
+            approx_tokens(str(candidate)) + approx_tokens(str(reflective_dataset)),
+            approx_tokens(str(texts)) + approx_tokens(str(getattr(proposer, "last_reasoning", "") or "")),
+        )
+        return texts
+
+    return propose
 
 
 def _proposal_kwargs(config: RunConfig) -> dict:
@@ -322,15 +392,19 @@ def _score_holdout(run: Run, run_claim: RunClaim, config: RunConfig, adapter: Fr
     retry_db(lambda: publish_run_event(run.pk, ev.HOLDOUT_SCORED, scored, claim=run_claim), what=f"run {run.pk}: holdout")
 
 
-def _finish(run_claim: RunClaim, heartbeat: Heartbeat, *, phase: str = "finished", failure: str = "") -> str | None:
+def _finish(
+    run_claim: RunClaim, heartbeat: Heartbeat, *, phase: str = "finished", failure: str = "", reason: str = ""
+) -> str | None:
     """The run's last words, written in one transaction only if this worker still
     holds it (exactly one run.finished however many workers touched the run)."""
     heartbeat.done.set()
     heartbeat.join()  # no heartbeat lands after the run is finished
-    return run_finish(run_claim, phase=phase, failure=failure)
+    return run_finish(run_claim, phase=phase, failure=failure, reason=reason)
 
 
-def run_finish(run_claim: RunClaim, *, phase: str = "finished", failure: str = "", stopped: bool = False) -> str | None:
+def run_finish(
+    run_claim: RunClaim, *, phase: str = "finished", failure: str = "", stopped: bool = False, reason: str = ""
+) -> str | None:
     """Mark the run failed, stopped (asked to, or `stopped` by its own stopper) or
     completed, and send its run.finished event, if `run_claim` still holds it.
     External runs (optimizer/external.py) finish through here too."""
@@ -349,6 +423,7 @@ def run_finish(run_claim: RunClaim, *, phase: str = "finished", failure: str = "
             if failure:
                 publish_run_event(run_id, ev.ERROR, {"where": "runner", "message": failure[:1000], "iteration": None}, claim=run_claim)
             set_status(run_claim, status, "failed" if failure else phase, error=failure[:2000])
+            run_claim.runs().update(stop_reason="" if failure else reason)
             run.refresh_from_db()
             publish_run_event(
                 run_id,
@@ -359,6 +434,8 @@ def run_finish(run_claim: RunClaim, *, phase: str = "finished", failure: str = "
                     "best_score": run.best_score,
                     "seed_score": run.seed_score,
                     "metric_calls": run.budget_used,
+                    "cost": round(run.cost, 8),
+                    "stop_reason": run.stop_reason,
                 },
                 claim=run_claim,
             )

@@ -83,6 +83,8 @@ def _resolve_lm(ref: LMConfig | str, field: str, problems: list, *, inline_endpo
                 "base_url": endpoint.base_url or None,
                 "api_key_env": endpoint.api_key_env or None,
                 **(endpoint.options or {}),
+                "price_in_per_million": endpoint.price_in_per_million,
+                "price_out_per_million": endpoint.price_out_per_million,
             }
         )
     except ValueError as error:
@@ -107,6 +109,14 @@ def _prepare(*, owner, config: dict | RunConfig, trusted_lms: bool = False) -> _
             split = getattr(config.splits, field)
             if split and not any(row["split"] == split for row in rows):
                 problems.append((f"splits.{field}", f'task set "{task_set.name}" has no tasks in split "{split}"'))
+
+    valset_size = sum(1 for row in rows if row["split"] == config.splits.val)
+    exact = config.budget.max_metric_calls
+    if valset_size and exact is not None and exact < valset_size:
+        # gepa scores the seed on the whole valset before anything can stop it.
+        problems.append(
+            ("budget.max_metric_calls", f"must be at least {valset_size}: scoring the seed on the valset takes {valset_size} metric calls")
+        )
 
     visible = Verifier.objects.visible_to(owner)
     found = {slug: v for slug in config.verifier_ids if (v := visible.lookup(owner, slug)) is not None}
@@ -164,6 +174,26 @@ def run_dry_run(*, owner, config: dict | RunConfig) -> list[tuple[str, str]]:
             if problem:
                 problems.append((field, problem))
     return problems
+
+
+def run_plan_for(*, owner, config: dict | RunConfig, probe: bool = False) -> dict | None:
+    """The plan of a launch (optimizer/plan.py), or None while the config cannot be resolved
+    (its problems come from run_dry_run). `probe`: one real task call when the endpoint
+    has no past evaluations here, for the dry run; the live form never probes."""
+    from optimizer.plan import run_plan
+
+    try:
+        prepared = _prepare(owner=owner, config=config)
+    except RunConfigError:
+        return None
+    lms = [prepared.config.task_lm, prepared.config.reflection_lm]
+    if prepared.task_set is None or not all(isinstance(lm, LMConfig) for lm in lms):
+        return None
+    verify = prepared.config.verify
+    if verify.enabled and verify.judge == "llm" and not isinstance(verify.judge_lm, LMConfig):
+        return None
+    refused = {field for field, _ in prepared.problems}
+    return run_plan(prepared.config, prepared.rows, probe=probe and "task_lm" not in refused)
 
 
 def run_launch(*, owner, config: dict | RunConfig, trusted_lms: bool = False,
@@ -314,6 +344,7 @@ def run_resume(*, run: Run, extra_budget: int = 0) -> Run:
             stop_requested=False,
             cancel_requested=False,
             error="",
+            stop_reason="",
             finished_at=None,
             budget_total=run.budget_total + extra_budget,
             enqueued_at=timezone.now(),

@@ -49,6 +49,10 @@ class LMConfig(BaseModel):
         description="First backoff delay in seconds; doubles per retry (capped at 16x), minus up to 25% jitter.",
     )
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
+    price_in_per_million: float = Field(
+        default=0.0, ge=0.0, le=100_000.0, description="Price of 1M input tokens (0 = free; the demo simulator is always free)."
+    )
+    price_out_per_million: float = Field(default=0.0, ge=0.0, le=100_000.0, description="Price of 1M output tokens.")
     simulated_latency_ms: float = Field(
         default=0.0, ge=0.0, le=10_000.0, description="demo only: sleep this long per call so live charts move."
     )

@@ -1,6 +1,8 @@
 // The launch form: builds the RunConfig JSON (optimizer/config.py) from the
 // fields, posts it for a dry run or a launch, and lists each problem next to
 // the field its path names (the longest matching data-problems-for prefix).
+import { money, tokens } from "./money.js";
+
 const form = document.getElementById("launch-form");
 const components = document.getElementById("components");
 const result = form.querySelector('[data-field="dry-run-result"]');
@@ -47,7 +49,7 @@ export function buildConfig() {
     task_lm: lm("task_lm", "demo-task"),
     reflection_lm: lm("reflection_lm", "demo-reflection"),
     seed_components: seedComponents(),
-    budget: preset ? { preset } : { max_metric_calls: number("budget.max_metric_calls") ?? null },
+    budget: { ...(preset ? { preset } : { max_metric_calls: number("budget.max_metric_calls") ?? null }), max_cost: number("budget.max_cost") || null },
     candidate_selection: value("candidate_selection"),
     frontier_type: value("frontier_type"),
     minibatch_size: number("minibatch_size"),
@@ -57,6 +59,10 @@ export function buildConfig() {
     parallel_proposals: number("parallel_proposals"),
     seed: number("seed"),
     verify: { enabled: checked("verify.enabled"), judge: value("verify.judge"), max_verify: number("verify.max_verify") },
+    early_stop: {
+      at_perfect_score: checked("early_stop.at_perfect_score"),
+      after_iterations_without_improvement: number("early_stop.after_iterations_without_improvement") ?? null,
+    },
   };
   if (config.verify.judge === "llm") config.verify.judge_lm = config.reflection_lm;
   return config;
@@ -116,6 +122,50 @@ function duplicateComponentNames() {
   return [...twice];
 }
 
+// ---- the plan: what the run will do, refreshed as the form changes ----------------
+
+const planBox = form.querySelector('[data-field="plan"]');
+const range = ([low, high], show = String) => (low === high ? show(low) : `${show(low)} – ${show(high)}`);
+const seconds = (s) => (s >= 3600 ? `${(s / 3600).toFixed(1)} h` : s >= 60 ? `${Math.round(s / 60)} min` : `${Math.round(s)} s`);
+
+export function renderPlan(plan) {
+  if (!plan) { planBox.replaceChildren(Object.assign(document.createElement("p"), { className: "muted", textContent: "Fix the problems above to see the plan." })); return; }
+  const list = document.createElement("dl");
+  list.className = "plan-list";
+  const add = (term, text) => { list.append(Object.assign(document.createElement("dt"), { textContent: term }), Object.assign(document.createElement("dd"), { textContent: text })); };
+  const s = plan.splits;
+  add("Splits", Object.entries(s).map(([k, n]) => `${k} ${n}`).join(" · ") + ` · minibatch ${plan.minibatch_size}`);
+  add("Presets", Object.entries(plan.presets).map(([k, p]) => `${k}: ${p.metric_calls} calls (${p.proposals} proposals)`).join(" · "));
+  add("Budget", `${plan.budget.metric_calls} metric calls (one iteration: up to ${plan.budget.iteration_cost})` + (plan.budget.max_cost ? ` · cost cap ${plan.budget.max_cost}` : ""));
+  add("Iterations", range(plan.iterations));
+  add("Model calls", `task ${range(plan.calls.task)} · reflection ${range(plan.calls.reflection)}` + (plan.calls.judge[1] ? ` · judge ${range(plan.calls.judge)}` : ""));
+  add("Tokens", range(plan.tokens, tokens) + ` (per task call ≈ ${plan.per_task_call.tokens_in} in / ${plan.per_task_call.tokens_out} out, from ${plan.per_task_call.source})`);
+  add("Cost", plan.free ? money(0, "simulator") : range(plan.cost, (c) => money(c)));
+  add("Wall time", range(plan.seconds, seconds) + (plan.per_task_call.latency_ms ? ` (${plan.per_task_call.latency_ms} ms per task call)` : ""));
+  const children = [list];
+  for (const w of plan.warnings) children.push(Object.assign(document.createElement("p"), { className: "warning", textContent: w }));
+  planBox.replaceChildren(...children);
+}
+
+let planTimer = null;
+let planAsked = 0;
+function refreshPlan() {
+  clearTimeout(planTimer);
+  planTimer = setTimeout(async () => {
+    const asked = ++planAsked;
+    const response = await fetch(form.dataset.planUrl, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "X-CSRFToken": csrf, Accept: "application/json" },
+      body: JSON.stringify(buildConfig()),
+    }).catch(() => null);
+    if (!response || !response.ok || asked !== planAsked) return; // a newer answer is on its way
+    renderPlan((await response.json()).plan);
+  }, 250);
+}
+form.addEventListener("input", refreshPlan);
+form.addEventListener("change", refreshPlan);
+refreshPlan();
+
 async function post(url) {
   const twice = duplicateComponentNames();
   if (twice.length) {
@@ -137,6 +187,7 @@ form.querySelector('[data-action="dry-run"]').addEventListener("click", async ()
   result.textContent = "checking…";
   const body = await post(form.dataset.dryRunUrl);
   showProblems(body.problems, body.warnings);
+  if (body.plan !== undefined) renderPlan(body.plan);
   result.textContent = body.problems.length ? `${body.problems.length} problem(s) found` : "dry run passed: ready to launch";
 });
 

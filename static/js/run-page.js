@@ -6,6 +6,7 @@ import { LiveSocket } from "./live-socket.js";
 import { COLORS, plot, scoreAxis } from "./charts.js";
 import { frontMembers } from "./front.js";
 import { wireCopyButtons } from "./clipboard.js";
+import { money, tokens } from "./money.js";
 
 const root = document.getElementById("run-page");
 const candidateUrl = (index) => root.dataset.candidateUrl.replace(/\/0\/$/, `/${index}/`);
@@ -54,7 +55,7 @@ function candidateFromEvent(d) {
     index: d.index, parents: d.parents || [], origin: d.origin, iteration: d.iteration,
     metric_calls: d.metric_calls, val_score: d.val_score, objective_scores: d.objective_scores || {},
     on_front: false, prompt_tokens: d.prompt_tokens, mean_output_tokens: d.mean_output_tokens,
-    mean_latency_ms: d.mean_latency_ms, preview: clip(preview, S.limits.preview),
+    mean_latency_ms: d.mean_latency_ms, preview: clip(preview, S.limits.preview), cost: d.cost ?? 0,
     // Rounded as the snapshot's score matrix is, so a live page and a reload draw the same front.
     scores: S.tasks.map((key) => (key in (d.task_scores || {}) ? Math.round(d.task_scores[key] * 1000) / 1000 : null)),
     verdicts: S.tasks.map((key) => ({ pass: "p", borderline: "b", fail: "f" })[(d.verdicts || {})[key]] || "-").join(""),
@@ -105,6 +106,14 @@ function renderHeader() {
   const pct = r.budget_total ? Math.min(100, (100 * r.budget_used) / r.budget_total) : 0;
   $("budget-bar").firstElementChild.style.width = `${pct}%`;
   $("budget").textContent = `${r.budget_used} / ${r.budget_total}`;
+  $("cost").textContent = money(r.cost, r.pricing);
+  $("tokens").textContent = `${tokens(r.tokens)} tokens`;
+  // Task model vs reflection model (and the verify judge): who spent what.
+  $("cost-split").textContent = ["task", "reflection", "judge"]
+    .filter((role) => r.usage?.[role]?.calls)
+    .map((role) => { const u = r.usage[role]; return `${role} ${u.calls} calls · ${tokens(u.tokens_in)} in / ${tokens(u.tokens_out)} out · ${money(u.cost, r.pricing)}`; })
+    .join(" | ");
+  $("stop-reason").textContent = r.stop_reason || "–";
   for (const control of root.querySelectorAll("[data-when]")) control.hidden = (control.dataset.when === "active") !== r.active;
   $("error").textContent = r.error || "";
   $("error-panel").hidden = !r.error;
@@ -119,7 +128,9 @@ function renderClock() {
   const seconds = Math.max(0, (end - start) / 1000);
   $("elapsed").textContent = duration(seconds);
   const left = r.budget_total - r.budget_used;
-  $("eta").textContent = r.active && r.budget_used > 0 && left > 0 ? `ETA ${duration((seconds * left) / r.budget_used)}` : "";
+  // The worker's own estimate (its observed pace, concurrency included) when it sent one.
+  const eta = r.eta_seconds ?? (r.budget_used > 0 ? (seconds * left) / r.budget_used : null);
+  $("eta").textContent = r.active && eta !== null && left > 0 ? `ETA ${duration(eta)}` : "";
   renderClient();
 }
 
@@ -452,7 +463,8 @@ function candidateRow(c) {
   const td = (text, cls) => { const el = document.createElement("td"); el.textContent = text; if (cls) el.className = cls; return el; };
   const idCell = td("", "num"); idCell.append(link);
   cells.push(idCell, td(c.origin), td(c.parents.map((p) => `#${p}`).join(" + ") || "–"), td(fmt(c.val_score), "num"),
-    td(String(leadCount(c.index)), "num lead-count"), td(String(c.metric_calls), "num"), td("", "front-mark"));
+    td(String(leadCount(c.index)), "num lead-count"), td(String(c.metric_calls), "num"),
+    td(money(c.cost, S.run.pricing), "num cost"), td("", "front-mark"));
   tr.append(...cells);
   return tr;
 }
@@ -508,7 +520,8 @@ function renderProposal(p) {
   const li = el("li", undefined, p.accepted ? "accepted" : "rejected");
   const n = minibatchSize(p);
   li.append(el("strong", p.accepted ? `accepted → #${p.candidate}` : "rejected"),
-    el("span", ` it. ${p.iteration} · from #${p.parent} · minibatch ${fmt(p.before / n, 2)} → ${fmt(p.after / n, 2)} · ${(p.components || []).join(", ")}`, "muted"));
+    el("span", ` it. ${p.iteration} · from #${p.parent} · minibatch ${fmt(p.before / n, 2)} → ${fmt(p.after / n, 2)} · ${(p.components || []).join(", ")}`, "muted"),
+    el("span", p.usage ? ` · ${money(p.cost, S.run.pricing)} · ${tokens(p.usage.total?.tokens_in + p.usage.total?.tokens_out)} tokens (reflection ${tokens(p.usage.reflection?.tokens_in + p.usage.reflection?.tokens_out)})` : "", "muted proposal-cost"));
   const details = el("details");
   details.append(el("summary", "proposed text"));
   for (const [name, text] of Object.entries(p.texts || {})) { details.append(el("div", name, "muted"), el("pre", clip(text, S.limits.text))); }
@@ -539,12 +552,17 @@ const handlers = {
   "run.status": (d) => {
     Object.assign(S.run, { status: d.status, phase: d.phase ?? S.run.phase, active: ["queued", "running", "stopping"].includes(d.status) });
     if (d.error) S.run.error = d.error;
-    if (S.run.active) { S.run.finished_at = null; S.finishedAt = null; S.run.error = d.error || ""; } // resumed: run_resume clears the error
+    if (S.run.active) { S.run.finished_at = null; S.finishedAt = null; S.run.error = d.error || ""; S.run.stop_reason = ""; } // resumed: run_resume clears the error and the stop reason
     if (!S.run.started_at && d.status === "running") S.run.started_at = new Date().toISOString();
     renderHeader();
     doingFromStatus();
   },
-  "run.budget": (d) => { S.run.budget_used = d.used; S.run.budget_total = d.total; renderHeader(); later(redrawBestLine); },
+  "run.budget": (d) => {
+    Object.assign(S.run, { budget_used: d.used, budget_total: d.total });
+    if (d.cost !== undefined) Object.assign(S.run, { cost: d.cost, tokens: d.tokens, usage: d.usage ?? S.run.usage, eta_seconds: d.eta_seconds });
+    renderHeader();
+    later(redrawBestLine);
+  },
   "candidate.new": (d) => {
     if (S.byIndex.has(d.index)) return; // a resumed run re-announces the seed
     const c = candidateFromEvent(d);
@@ -588,6 +606,7 @@ const handlers = {
   error: (d) => renderError(d),
   "run.finished": (d) => {
     Object.assign(S.run, { status: d.status, active: false, best_index: d.best_index, best_score: d.best_score, seed_score: d.seed_score ?? S.run.seed_score });
+    if (d.cost !== undefined) Object.assign(S.run, { cost: d.cost, stop_reason: d.stop_reason, eta_seconds: null });
     S.finishedAt = Date.now();
     renderHeader();
     doingFromStatus();

@@ -14,6 +14,7 @@
 // breaks the connection as a network drop would.
 
 import { ReconnectingSocket } from "./live-socket.js";
+import { money } from "./money.js";
 
 const LIMIT = 200; // as run_views.LIST_LIMIT
 const table = document.getElementById("runs-table");
@@ -93,6 +94,7 @@ function row(r) {
     cell(span(r.status, `status status-${r.status}`), " ", span(r.phase || "", "muted")),
     best,
     cell(bar, span(`${r.budget_used} / ${r.budget_total}`, "muted")),
+    Object.assign(cell(money(r.cost, r.pricing)), { className: "num" }),
     model,
     cell(r.task_set || "–"),
     cell(r.owner),
@@ -106,7 +108,7 @@ function emptyRow() {
   const tr = document.createElement("tr");
   tr.className = "empty-row";
   const td = cell("No runs match. Author a verifier, load a task set, then launch a run to watch GEPA improve your prompt live.");
-  td.colSpan = 9;
+  td.colSpan = 10;
   tr.append(td);
   return tr;
 }

@@ -151,7 +151,9 @@ def test_the_launch_form_offers_task_sets_verifiers_and_the_demo_simulator(user_
 
 def test_a_dry_run_of_a_valid_config_reports_no_problems_and_creates_nothing(user_client, task_set, verifier):
     response = post_json(user_client, "runs:dry_run", config(task_set))
-    assert response.json() == {"problems": [], "warnings": []}
+    body = response.json()
+    assert (body["problems"], body["warnings"]) == ([], [])
+    assert body["plan"]["free"] is True and body["plan"]["budget"]["metric_calls"] == 60  # the plan of the run
     assert Run.objects.count() == 0
 
 

@@ -57,7 +57,8 @@ def test_a_script_with_only_a_token_creates_imports_launches_follows_stops_resum
     config = {"task_set_id": task_set, "verifier_ids": ["script-refund"], "budget": {"max_metric_calls": 400},
               "task_lm": {"provider": "demo", "model": "demo-task", "simulated_latency_ms": 150}}
     status, body, _ = api.call("POST", "/api/runs/dry-run", {"config": config})
-    assert status == 200 and body == {"ok": True, "problems": [], "warnings": []}
+    assert status == 200 and (body["ok"], body["problems"], body["warnings"]) == (True, [], []), body
+    assert body["plan"]["budget"]["metric_calls"] == 400 and body["plan"]["free"] is True
     status, run, _ = api.call("POST", "/api/runs/", {"config": config})
     assert status == 201 and run["status"] == "queued" and run["url"].endswith(f"/runs/{run['id']}/"), run
 

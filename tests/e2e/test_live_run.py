@@ -64,7 +64,11 @@ def launch_demo_run(page, *, budget: int, latency_ms: int, name: str = "") -> in
     page.get_by_label("Simulator latency (ms per call, demo only)").fill(str(latency_ms))
     page.locator("[name='budget.preset']").select_option(label="exact number of metric calls")
     page.get_by_label("Exact metric calls").fill(str(budget))
-    page.get_by_role("button", name="Dry run (no model calls)").click()
+    # The plan follows the form as it changes: this budget, for this task set, with the simulator free.
+    plan = page.locator("[data-field=plan]")
+    expect(plan).to_contain_text(f"{budget} metric calls")
+    expect(plan).to_contain_text("free (demo simulator)")
+    page.get_by_role("button", name="Dry run", exact=True).click()
     expect(page.locator("[data-field=dry-run-result]")).to_have_text("dry run passed: ready to launch")
     page.get_by_role("button", name="Launch", exact=True).click()
     page.wait_for_url(re.compile(r"/runs/\d+/$"))
@@ -256,7 +260,10 @@ def test_the_runs_list_follows_a_run_launched_in_another_tab_without_a_reload(pa
     expect(page.locator("[data-field=live]")).to_have_text("● live")
     expect(row.locator(".status")).to_have_text("completed", timeout=60_000)
     expect(row).to_contain_text("simulator")
-    expect(row).to_contain_text(re.compile(r"\d+ / 120"))  # gepa may overshoot by one iteration
+    expect(row).to_contain_text(re.compile(r"\d+ / 120"))
+    used = int(re.search(r"(\d+) / 120", row.locator(".bar + .muted").text_content()).group(1))
+    assert used <= 120  # the budget is a hard cap, on the list as everywhere
+    expect(row).to_contain_text("free (demo simulator)")  # the cost column
     assert page.evaluate("window.__noReload") is True
     assert page.evaluate("window.__xss") is None
     # Pushed, not polled: list.json is read only when the socket (re)connects.
@@ -332,7 +339,7 @@ def test_a_dry_run_lists_each_problem_next_to_its_field_and_launches_nothing(pag
     page.locator("[name='budget.preset']").select_option(label="exact number of metric calls")
     page.get_by_label("Exact metric calls").fill("6")
     page.get_by_label("Concurrency").fill("0")
-    page.get_by_role("button", name="Dry run (no model calls)").click()
+    page.get_by_role("button", name="Dry run", exact=True).click()
 
     # The config's own shape is checked first…
     expect(page.locator("[data-problems-for=seed_components]")).to_contain_text("component 'component_2' is empty")
@@ -341,7 +348,7 @@ def test_a_dry_run_lists_each_problem_next_to_its_field_and_launches_nothing(pag
     page.get_by_label("Concurrency").fill("4")
     expect(page.locator("[data-field=dry-run-result]")).to_contain_text("problem(s) found")
     components.nth(1).get_by_label("Text").fill("Be brief.")
-    page.get_by_role("button", name="Dry run (no model calls)").click()
+    page.get_by_role("button", name="Dry run", exact=True).click()
     # …then what it refers to: splits, verifiers.
     expect(page.locator("[data-problems-for=splits]")).to_contain_text('splits.val: task set "e2e refunds" has no tasks in split "nope"')
     expect(page.locator("[data-problems-for=verifier_ids]")).to_contain_text("choose at least one verifier")
@@ -354,14 +361,14 @@ def test_a_dry_run_lists_each_problem_next_to_its_field_and_launches_nothing(pag
 
     # Two components with one name would silently become one: refused by name.
     components.nth(1).get_by_label("Component name").fill("instructions")
-    page.get_by_role("button", name="Dry run (no model calls)").click()
+    page.get_by_role("button", name="Dry run", exact=True).click()
     expect(page.locator("[data-problems-for=seed_components]")).to_have_text('seed_components: two components are named "instructions": rename one')
 
     components.nth(1).get_by_role("button", name="Remove").click()
     expect(components).to_have_count(1)
     page.get_by_label("Val split").fill("val")
     page.locator("[name=verifier_ids][value=e2e-refund]").check()
-    page.get_by_role("button", name="Dry run (no model calls)").click()
+    page.get_by_role("button", name="Dry run", exact=True).click()
     expect(page.locator("[data-field=dry-run-result]")).to_have_text("dry run passed: ready to launch")
     expect(page.locator("[data-problems-for='budget.warning']")).to_contain_text("budget: 6 metric calls allow only 0 proposal(s)")
 

@@ -66,7 +66,7 @@ def endpoint(name: str, lm: dict) -> str:
     Only administrators may give an endpoint inline in a run's configuration."""
     from optimizer.models import ModelEndpoint
 
-    fields = {"provider", "model", "base_url", "api_key_env"}
+    fields = {"provider", "model", "base_url", "api_key_env", "price_in_per_million", "price_out_per_million"}
     ModelEndpoint.objects.create(
         name=name, **{k: v for k, v in lm.items() if k in fields}, options={k: v for k, v in lm.items() if k not in fields}
     )

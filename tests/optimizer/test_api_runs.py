@@ -80,7 +80,9 @@ def test_the_dry_run_contacts_the_model_endpoint(user_client, task_set, monkeypa
     assert [p["field"] for p in body["problems"]] == ["reflection_lm"]
     assert not Run.objects.exists()
 
-    assert post(user_client, "/api/runs/dry-run", {"config": run_config(task_set)}).json() == {"ok": True, "problems": [], "warnings": []}
+    passed = post(user_client, "/api/runs/dry-run", {"config": run_config(task_set)}).json()
+    assert (passed["ok"], passed["problems"], passed["warnings"]) == (True, [], [])
+    assert passed["plan"]["budget"]["metric_calls"] == 120
 
 
 def test_the_dry_run_warns_when_no_chosen_verifier_reads_the_tasks_expectations_or_schemas(user, user_client, task_set):

@@ -99,7 +99,8 @@ def test_run_wait_prints_the_json_summary_on_stdout_and_progress_on_stderr(site)
     assert summary["status"] == "completed"
     assert summary["best_score"] > summary["seed_score"]
     assert summary["best_candidate"]["instructions"].startswith("You are a helpful assistant.")
-    assert 80 <= summary["metric_calls"] <= 80 + 2 * 2 + 4  # gepa may overshoot by one iteration
+    # A hard cap: never above the budget, and less than one iteration (2·3 + 4 calls) left unspent.
+    assert 80 - (2 * 3 + 4) < summary["metric_calls"] <= 80
     assert "metric calls" in done.stderr and "[" in done.stderr
 
     status = site.manage("optimize", "status", str(summary["run_id"]))

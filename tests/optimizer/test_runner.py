@@ -24,11 +24,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 CANDIDATE_KEYS = {
     "index", "parents", "origin", "iteration", "metric_calls", "val_score", "objective_scores", "task_scores",
-    "verdicts", "prompt_chars", "prompt_tokens", "mean_output_tokens", "mean_latency_ms", "components",
+    "verdicts", "prompt_chars", "prompt_tokens", "mean_output_tokens", "mean_latency_ms", "components", "usage", "cost",
 }
 PROPOSAL_KEYS = {
     "iteration", "parent", "components", "accepted", "candidate", "before", "after", "minibatch", "texts",
-    "reasoning", "metric_calls",
+    "reasoning", "metric_calls", "usage", "cost",
 }
 
 
@@ -87,11 +87,15 @@ def test_a_demo_run_records_candidates_evaluations_and_events_and_improves(user,
     front = events(run, ev.FRONT_UPDATED)[-1].payload
     assert front["best_index"] == run.best_candidate.index and set(front["leaders"]) == {"laptop", "blender", "late", "phone"}
     assert sorted(Candidate.objects.filter(run=run, on_front=True).values_list("index", flat=True)) == front["members"]
-    assert events(run, ev.RUN_BUDGET)[-1].payload == {"used": run.budget_used, "total": 120}
+    budget = events(run, ev.RUN_BUDGET)[-1].payload
+    assert (budget["used"], budget["total"], budget["cost"]) == (run.budget_used, 120, 0)  # the simulator is free
     finished = events(run)[-1]
     assert finished.type == ev.RUN_FINISHED and finished.payload["status"] == "completed"
     phases = [(e.payload["status"], e.payload["phase"]) for e in events(run, ev.RUN_STATUS)]
-    assert phases == [("queued", "queued"), ("running", "seed evaluation"), ("running", "optimizing"), ("completed", "finished")]
+    assert phases == [
+        ("queued", "queued"), ("running", "seed evaluation"), ("running", "optimizing"), ("completed", "finished: budget reached")
+    ]
+    assert run.stop_reason == "budget reached" and finished.payload["stop_reason"] == "budget reached"
 
 
 @pytest.mark.parametrize("frontier_type", ["objective", "hybrid"])

@@ -29,7 +29,7 @@ def _text_of(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-def _approx_tokens(text: str) -> int:
+def approx_tokens(text: str) -> int:
     return math.ceil(len(text) / 4) if text else 0
 
 
@@ -69,8 +69,8 @@ class DemoLanguageModel:
         _pause(self.config)
         return LMResponse(
             text=text,
-            tokens_in=sum(_approx_tokens(_text_of(m.get("content"))) for m in messages),
-            tokens_out=_approx_tokens(text),
+            tokens_in=sum(approx_tokens(_text_of(m.get("content"))) for m in messages),
+            tokens_out=approx_tokens(text),
             latency_ms=(time.perf_counter() - started) * 1000.0,
             model=self.config.model,
         )
