@@ -10,18 +10,18 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 django_http = get_asgi_application()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from dashboard.routing import websocket_urlpatterns  # noqa: E402
+from dashboard.ws_auth import TokenOrSessionAuth  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         # Static files (our own and Plotly's bundle) are served by the app itself,
         # under daphne, in both modes: no separate web server is needed.
         "http": ASGIStaticFilesHandler(django_http),
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        # Scripts: a Bearer token; browsers: the session, Origin-checked.
+        "websocket": TokenOrSessionAuth(URLRouter(websocket_urlpatterns)),
     }
 )

@@ -1,4 +1,12 @@
+import json
+
+from django.conf import settings
 from django.contrib.auth.middleware import LoginRequiredMiddleware
+from django.core.exceptions import RequestDataTooBig
+from django.http import JsonResponse
+from django.urls import Resolver404, resolve
+
+from verifiers_app.api_errors import error_body
 
 
 class FrontierLoginRequiredMiddleware(LoginRequiredMiddleware):
@@ -9,6 +17,99 @@ class FrontierLoginRequiredMiddleware(LoginRequiredMiddleware):
         if request.path_info.startswith("/api/"):
             return None
         return super().process_view(request, view_func, view_args, view_kwargs)
+
+
+class ApiShapeMiddleware:
+    """Under /api/, what a script gets wrong about the *shape* of a request gets
+    a JSON 4xx that names the problem, never a redirect, an HTML page or a 500:
+
+    - a missing or extra trailing slash is tolerated (`POST /api/runs` was a 500
+      from APPEND_SLASH, `GET /api/runs` an empty 301);
+    - a body that is a form or a multipart upload, not JSON, is a 415 (a JSON
+      text sent with curl's default form content type is still accepted);
+    - a body over DATA_UPLOAD_MAX_MEMORY_SIZE is a 413;
+    - any other error response that is not JSON (405 wrong method, 404 no such
+      operation) is given the API's error body (verifiers_app/api_errors.py).
+    """
+
+    BODY_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if not request.path_info.startswith("/api/"):
+            return self.get_response(request)
+        self._tolerate_trailing_slash(request)
+        try:
+            refusal = self._refuse_body(request)
+        except RequestDataTooBig:
+            limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+            refusal = _json_error(413, f"body: larger than {limit} bytes", "body", f"larger than {limit} bytes")
+        response = refusal or self.get_response(request)
+        return self._as_json(request, response)
+
+    @staticmethod
+    def _tolerate_trailing_slash(request) -> None:
+        path = request.path_info
+        if _resolves(request, path):
+            return
+        other = path[:-1] if path.endswith("/") else path + "/"
+        if other != "/api" and _resolves(request, other):
+            request.path = request.path[: len(request.path) - len(path)] + other
+            request.path_info = other
+
+    def _refuse_body(self, request):
+        if request.method not in self.BODY_METHODS:
+            return None
+        header = request.META.get("CONTENT_TYPE", "").lower()
+        content_type = header.split(";")[0].strip()
+        if content_type == "application/json" or content_type.endswith("+json") or not request.body:
+            return None
+        if content_type.startswith("multipart/"):
+            # An empty form (what some clients send for a POST with no data) is no body at all.
+            empty_form = "boundary=" in header and b"content-disposition" not in request.body[:65536].lower()
+            return None if empty_form else _unsupported(content_type)
+        try:
+            json.loads(request.body)
+        except ValueError:
+            return _unsupported(content_type or "no Content-Type")
+        return None
+
+    @staticmethod
+    def _as_json(request, response):
+        if response.status_code < 400 or getattr(response, "streaming", False):
+            return response
+        if response.get("Content-Type", "").startswith("application/json"):
+            return response
+        if response.status_code == 405:
+            allowed = response.get("Allow", "")
+            detail = f"method: {request.method} is not allowed here; use {allowed or 'another method'}"
+            json_response = _json_error(405, detail, "method", detail.removeprefix("method: "))
+            if allowed:
+                json_response["Allow"] = allowed
+            return json_response
+        if response.status_code == 404:
+            return _json_error(404, f"No API operation at {request.path}", "path", "no such operation")
+        reason = response.reason_phrase or "Error"
+        return _json_error(response.status_code, reason)
+
+
+def _resolves(request, path: str) -> bool:
+    try:
+        resolve(path, getattr(request, "urlconf", None))
+    except Resolver404:
+        return False
+    return True
+
+
+def _unsupported(content_type: str) -> JsonResponse:
+    detail = f"body: send JSON with Content-Type: application/json (got {content_type})"
+    return _json_error(415, detail, "body", detail.removeprefix("body: "))
+
+
+def _json_error(status: int, detail: str, field: str = "", message: str = "") -> JsonResponse:
+    return JsonResponse(error_body(detail, [(field, message)] if field else []), status=status)
 
 
 # Every page's scripts and styles are files under /static/ (no inline <script>,

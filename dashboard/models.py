@@ -2,9 +2,11 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class ApiTokenQuerySet(models.QuerySet):
@@ -35,6 +37,18 @@ class ApiToken(models.Model):
     @staticmethod
     def hash(token: str) -> str:
         return hashlib.sha256(token.encode()).hexdigest()
+
+    @classmethod
+    def user_for(cls, token: str):
+        """The active user a token belongs to, or None. Marks the token used (at
+        most once a minute: it is shown in the UI, not audited)."""
+        api_token = cls.objects.active().select_related("user").filter(digest=cls.hash(token)).first()
+        if api_token is None or not api_token.user.is_active:
+            return None
+        now = timezone.now()
+        if api_token.last_used_at is None or now - api_token.last_used_at > timedelta(minutes=1):
+            cls.objects.filter(pk=api_token.pk).update(last_used_at=now)
+        return api_token.user
 
     @staticmethod
     def generate() -> str:

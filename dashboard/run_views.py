@@ -14,7 +14,7 @@ from django.views.decorators.http import require_safe, require_http_methods, req
 
 from dashboard import selectors
 from optimizer import services
-from optimizer.config import RunConfigError
+from optimizer.config import DEMO_MODEL_NAME, RunConfigError
 from optimizer.models import Run, RunStatus
 from verifiers_app.storable import without_nul
 
@@ -136,8 +136,8 @@ def _int_field(request, name: str, default: int) -> int:
 
 
 LM_FIELDS = [("task_lm", "Task model"), ("reflection_lm", "Reflection model")]
-# The launch form's value for "the demo simulator"; endpoint names are slugs, so it cannot clash.
-DEMO_CHOICE = "(demo)"
+# The launch form's value for "the demo simulator": the same name the API and CLI take.
+DEMO_CHOICE = DEMO_MODEL_NAME
 MAX_CONFIG_BYTES = 200_000
 
 

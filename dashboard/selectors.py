@@ -17,7 +17,7 @@ from collections import defaultdict
 from django.db.models import Count, Max, Q, QuerySet
 
 from optimizer import event_types as ev
-from optimizer.config import RunConfigError, parse_run_config
+from optimizer.config import DEMO_MODEL_NAME, RunConfigError, parse_run_config
 from optimizer.models import Candidate, Evaluation, ModelEndpoint, Run, RunEvent, RunStatus, Split, TaskSet
 from verifiers_app.models import Verifier
 
@@ -38,6 +38,8 @@ def _clip(text: str, limit: int) -> str:
 def run_model_label(run: Run) -> dict:
     """The task model as the UI shows it; the demo simulator is labelled as one."""
     lm = (run.config or {}).get("task_lm") or {}
+    if isinstance(lm, str):  # an endpoint name never resolved (an imported run's config)
+        lm = {"provider": "demo" if lm == DEMO_MODEL_NAME else "", "model": lm}
     provider = lm.get("provider", "")
     model = lm.get("model", "")
     is_simulator = provider == "demo"

@@ -42,6 +42,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    # Serves Swagger UI's assets from the package (no CDN: /api/docs works offline).
+    "ninja",
     "dashboard",
     "verifiers_app",
     "optimizer",
@@ -51,6 +53,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "dashboard.middleware.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    "dashboard.middleware.ApiShapeMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -176,13 +179,17 @@ SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
 CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
 # "Header-Name: value" the TLS-terminating proxy sets, e.g. "X-Forwarded-Proto: https".
 SECURE_PROXY_SSL_HEADER = proxy_ssl_header("SECURE_PROXY_SSL_HEADER", env_str("SECURE_PROXY_SSL_HEADER"))
+# Where users reach this site: links printed by the CLI and returned by the API.
+BASE_URL = env_str("FRONTIER_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"daphne": {"level": "WARNING"}, "celery": {"level": "WARNING"}},
+    # HTTP client libraries log every request at INFO: that would interleave with
+    # `optimize run --wait`'s progress bar and flood worker logs.
+    "loggers": {name: {"level": "WARNING"} for name in ("daphne", "celery", "httpx", "httpx2", "httpcore", "openai")},
 }
 
 # Model endpoints a run can choose (ARCHITECTURE "LM providers"). Keys are never

@@ -1,7 +1,9 @@
-"""/api/runs: launch, dry-run, list, get and control optimization runs.
+"""/api/runs: launch, dry-run, list, get and control optimization runs; read
+their candidates, evaluations, events and export.
 
-A run's config is the RunConfig JSON (optimizer/config.py); every problem comes
-back as a 400 with {"detail", "problems": [{"field", "message"}]}.
+A run's config is the RunConfig JSON (optimizer/config.py), typed in the
+OpenAPI document; every problem comes back as a 400 ErrorOut
+{"detail", "problems": [{"field", "message"}]} (verifiers_app/api_errors.py).
 """
 
 from __future__ import annotations
@@ -9,28 +11,21 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.http import Http404
-from ninja import Field, Router, Schema, Status
+from django.http import Http404, JsonResponse
+from ninja import Field, Query, Router, Schema, Status
 
+from optimizer import event_types as ev
 from optimizer import selectors, services
-from optimizer.config import MAX_METRIC_CALLS, RunConfigError
-from optimizer.models import Run
+from optimizer.config import DEMO_MODEL_NAME, MAX_METRIC_CALLS, RunConfig
+from optimizer.export import RunDocument, run_export
+from optimizer.models import Candidate, Origin, Run, RunStatus
+from verifiers_app.api_errors import ErrorOut, Problem
 
 router = Router()
 
 
 class ConfigIn(Schema):
-    config: dict[str, Any] = Field(..., description="A RunConfig: task_set_id, verifier_ids, task_lm, budget, …")
-
-
-class Problem(Schema):
-    field: str
-    message: str
-
-
-class ProblemsOut(Schema):
-    detail: str
-    problems: list[Problem]
+    config: RunConfig = Field(..., description="What to optimize and how; unset fields take their defaults.")
 
 
 class DryRunOut(Schema):
@@ -49,7 +44,7 @@ class ForkIn(Schema):
 class CandidateOut(Schema):
     index: int
     parents: list[int]
-    origin: str
+    origin: Origin
     iteration: int
     metric_calls: int
     val_score: float | None
@@ -62,7 +57,7 @@ class RunOut(Schema):
     id: int
     name: str
     owner: str
-    status: str
+    status: RunStatus
     phase: str
     task_set_id: int | None
     budget_used: int
@@ -77,12 +72,14 @@ class RunOut(Schema):
     started_at: datetime | None
     finished_at: datetime | None
     simulator: bool = Field(description="True when the task or reflection model is the offline demo simulator, not a real model")
+    url: str = Field(description="The run's page")
 
     @staticmethod
     def of(run: Run) -> dict:
         models = [run.config.get(field) for field in ("task_lm", "reflection_lm")] if isinstance(run.config, dict) else []
         return {
-            "simulator": any(isinstance(lm, dict) and lm.get("provider") == "demo" for lm in models),
+            "simulator": any(lm == DEMO_MODEL_NAME or isinstance(lm, dict) and lm.get("provider") == "demo" for lm in models),
+            "url": selectors.run_url(run),
             "id": run.pk, "name": run.name, "owner": run.owner.get_username(), "status": run.status, "phase": run.phase,
             "task_set_id": run.task_set_id, "budget_used": run.budget_used, "budget_total": run.budget_total,
             "seed_score": run.seed_score, "best_score": run.best_score,
@@ -94,24 +91,48 @@ class RunOut(Schema):
 
 
 class RunDetailOut(RunOut):
-    config: dict[str, Any]
+    config: RunConfig | dict[str, Any] = Field(
+        description="The config frozen at launch (model names resolved into LM configs); an imported run's may be partial")
     verifier_ids: list[str]
     candidates: list[CandidateOut]
 
 
-def _problems(error: RunConfigError) -> ProblemsOut:
-    return ProblemsOut(detail=str(error), problems=[Problem(field=f, message=m) for f, m in error.problems])
+class EvaluationOut(Schema):
+    task_key: str
+    split: str
+    output: str
+    score: float
+    verdict: str
+    passed: bool
+    feedback: str
+    result: dict[str, Any] = Field(description="The verifiers' result: score, verdict, verifiers[].checks[], hits, misses")
+    attempts: list[Any] = Field(description="Attempts of the verify loop, when it ran")
+    latency_ms: float
+    tokens_in: int
+    tokens_out: int
+
+
+class CandidateDetailOut(CandidateOut):
+    reflection: str
+    evaluations: list[EvaluationOut]
+
+
+class EventOut(Schema):
+    seq: int = Field(description="1, 2, 3 … with no gap within a run")
+    type: str = Field(description="One of: " + ", ".join(ev.CATALOGUE))
+    data: dict[str, Any]
+
+
+def _candidate(c: Candidate) -> dict:
+    return {
+        "index": c.index, "parents": c.parents, "origin": c.origin, "iteration": c.iteration,
+        "metric_calls": c.metric_calls, "val_score": c.val_score, "objective_scores": c.objective_scores,
+        "on_front": c.on_front, "components": c.components,
+    }
 
 
 def _detail(run: Run) -> dict:
-    candidates = [
-        {
-            "index": c.index, "parents": c.parents, "origin": c.origin, "iteration": c.iteration,
-            "metric_calls": c.metric_calls, "val_score": c.val_score, "objective_scores": c.objective_scores,
-            "on_front": c.on_front, "components": c.components,
-        }
-        for c in run.candidates.order_by("index")
-    ]
+    candidates = [_candidate(c) for c in run.candidates.order_by("index")]
     verifier_ids = [spec.get("id", "") for spec in run.verifier_specs]
     return {**RunOut.of(run), "config": run.config, "verifier_ids": verifier_ids, "candidates": candidates}
 
@@ -131,32 +152,61 @@ def _controllable(request, run_id: int) -> Run:
     return run
 
 
-@router.post("/", response={201: RunOut, 400: ProblemsOut})
+@router.post("/", response={201: RunOut})
 def launch_run(request, body: ConfigIn):
-    """Launch a run; it is queued for a worker once the request commits."""
-    try:
-        run = services.run_launch(owner=request.user, config=body.config)
-    except RunConfigError as error:
-        return Status(400, _problems(error))
+    """Launch a run; it is queued for a worker once the request commits. A config
+    that cannot run is a 400 naming each field."""
+    run = services.run_launch(owner=request.user, config=body.config)
     return Status(201, RunOut.of(run))
 
 
 @router.post("/dry-run", response={200: DryRunOut})
 def dry_run(request, body: ConfigIn):
-    """Everything that would stop a launch (splits, verifiers, endpoints reachable), without launching."""
+    """Everything that would stop a launch (splits, verifiers, endpoints reachable), without
+    launching: `ok` with the problems. A body that is not a RunConfig at all is a 400."""
     problems = services.run_dry_run(owner=request.user, config=body.config)
     return {"ok": not problems, "problems": [{"field": f, "message": m} for f, m in problems]}
 
 
 @router.get("/", response=list[RunOut])
-def list_runs(request, status: str = ""):
+def list_runs(request, status: RunStatus | None = None):
     """Runs you can see (yours and those shared with you), newest first."""
-    return [RunOut.of(run) for run in selectors.run_list(user=request.user, status=status or None)]
+    return [RunOut.of(run) for run in selectors.run_list(user=request.user, status=status)]
 
 
 @router.get("/{run_id}", response=RunDetailOut)
 def get_run(request, run_id: int):
     return _detail(_visible(request, run_id))
+
+
+@router.get("/{run_id}/candidates/{index}", response=CandidateDetailOut)
+def get_candidate(request, run_id: int, index: int):
+    """One candidate with its prompt texts and every evaluation (output, score, checks, feedback)."""
+    run = _visible(request, run_id)
+    candidate = run.candidates.filter(index=index).first()
+    if candidate is None:
+        raise Http404(f"Run {run.pk} has no candidate {index}")
+    evaluations = [
+        {"task_key": e.task_key, "split": e.split, "output": e.output, "score": e.score, "verdict": e.verdict,
+         "passed": e.passed, "feedback": e.feedback, "result": e.result, "attempts": e.attempts,
+         "latency_ms": e.latency_ms, "tokens_in": e.tokens_in, "tokens_out": e.tokens_out}
+        for e in candidate.evaluations.order_by("split", "task_key")
+    ]
+    return {**_candidate(candidate), "reflection": candidate.reflection, "evaluations": evaluations}
+
+
+@router.get("/{run_id}/events", response=list[EventOut])
+def list_events(request, run_id: int, after: int = Query(0, ge=0, le=2**31), limit: int = Query(500, ge=1, le=5000)):
+    """The run's event log after seq `after` (the websocket's messages, for polling clients)."""
+    run = _visible(request, run_id)
+    return [e.as_message() for e in run.events.filter(seq__gt=after).order_by("seq")[:limit]]
+
+
+@router.get("/{run_id}/export", response=RunDocument)
+def export_run(request, run_id: int):
+    """The whole run as one JSON document (config, tasks, candidates, evaluations, events);
+    the run import reads it back."""
+    return JsonResponse(run_export(_visible(request, run_id)), json_dumps_params={"ensure_ascii": False})
 
 
 def _control(action, request, run_id: int, **kwargs):
@@ -168,30 +218,28 @@ def _control(action, request, run_id: int, **kwargs):
     return Status(200, RunOut.of(Run.objects.select_related("owner", "best_candidate", "chosen_candidate").get(pk=run.pk)))
 
 
-@router.post("/{run_id}/stop", response={200: RunOut, 409: ProblemsOut})
+@router.post("/{run_id}/stop", response={200: RunOut, 409: ErrorOut})
 def stop_run(request, run_id: int):
     """Stop after the iteration in flight."""
     return _control(services.run_stop, request, run_id)
 
 
-@router.post("/{run_id}/cancel", response={200: RunOut, 409: ProblemsOut})
+@router.post("/{run_id}/cancel", response={200: RunOut, 409: ErrorOut})
 def cancel_run(request, run_id: int):
     """Abort now, abandoning the evaluation in flight."""
     return _control(services.run_cancel, request, run_id)
 
 
-@router.post("/{run_id}/resume", response={200: RunOut, 409: ProblemsOut})
+@router.post("/{run_id}/resume", response={200: RunOut, 409: ErrorOut})
 def resume_run(request, run_id: int, body: ResumeIn):
     """Resume a stopped, failed or crashed run; continue a completed one with extra_budget."""
     return _control(services.run_resume, request, run_id, extra_budget=body.extra_budget)
 
 
-@router.post("/{run_id}/fork", response={201: RunOut, 400: ProblemsOut})
+@router.post("/{run_id}/fork", response={201: RunOut})
 def fork_run(request, run_id: int, body: ForkIn):
-    """A new run with the same configuration, seeded from one candidate (the run's owner only)."""
+    """A new run with the same configuration, seeded from one candidate (the run's owner only:
+    a fork spends the run's endpoints)."""
     run = _controllable(request, run_id)
-    try:
-        fork = services.run_fork(run=run, candidate_index=body.candidate_index, owner=request.user)
-    except RunConfigError as error:
-        return Status(400, _problems(error))
+    fork = services.run_fork(run=run, candidate_index=body.candidate_index, owner=request.user)
     return Status(201, RunOut.of(fork))

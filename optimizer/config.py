@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator, model_validator
 
 from optimizer.lm.config import LMConfig
+from verifiers_app.api_errors import split_problem, validation_problems
 from verifiers_app.storable import storage_problems
 
 PRESET_PROPOSALS = {"light": 5, "medium": 15, "heavy": 40}
@@ -31,12 +32,16 @@ MAX_COMPONENT_CHARS = 20_000
 MAX_COMPONENTS = 20
 MAX_METRIC_CALLS = 10_000_000  # a run's whole budget, continuations included
 
+# "demo" names the offline simulator everywhere a model is chosen (form, API, CLI);
+# no model endpoint may take that name.
+DEMO_MODEL_NAME = "demo"
 DEMO_TASK_LM = LMConfig(provider="demo", model="demo-task")
 DEMO_REFLECTION_LM = LMConfig(provider="demo", model="demo-reflection")
 DEFAULT_SEED_COMPONENTS = {"instructions": "You are a helpful assistant. Answer the user's request."}
 
 # An LM is a full config or the name of a ModelEndpoint (resolved at launch). The
 # discriminator keeps errors about a config dict from also saying "not a string".
+LM_REF_TAGS = ("config", "endpoint")
 LMRef = Annotated[
     Annotated[LMConfig, Tag("config")] | Annotated[str, Tag("endpoint")],
     Discriminator(lambda value: "endpoint" if isinstance(value, str) else "config"),
@@ -119,14 +124,21 @@ class VerifyLoop(_Strict):
 class RunConfig(_Strict):
     name: str = Field(default="", max_length=200)
     task_set_id: int = Field(ge=1)
-    splits: Splits = Splits()
+    splits: Splits = Field(default_factory=Splits)
     verifier_ids: list[str] = Field(default_factory=list, max_length=50, description="Verifier slugs.")
     aggregator: str | dict[str, Any] = "weighted_average"
-    thresholds: Thresholds = Thresholds()
-    task_lm: LMRef = DEMO_TASK_LM
-    reflection_lm: LMRef = DEMO_REFLECTION_LM
+    thresholds: Thresholds = Field(default_factory=Thresholds)
+    task_lm: LMRef = Field(
+        default=DEMO_MODEL_NAME,
+        description='The model that answers the tasks: "demo" (the offline simulator), the name of a '
+        "model endpoint, or (administrators only) a full LM config.",
+    )
+    reflection_lm: LMRef = Field(
+        default=DEMO_MODEL_NAME,
+        description='The model GEPA reflects with to propose new prompts: "demo", an endpoint name or an LM config.',
+    )
     seed_components: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_SEED_COMPONENTS))
-    budget: Budget = Budget(preset="light")
+    budget: Budget = Field(default_factory=lambda: Budget(preset="light"), description='Default: the "light" preset.')
     candidate_selection: Literal["pareto", "current_best", "epsilon_greedy", "top_k_pareto"] = "pareto"
     frontier_type: Literal["instance", "objective", "hybrid", "cartesian"] = "instance"
     minibatch_size: int = Field(default=3, ge=1, le=100)
@@ -135,7 +147,7 @@ class RunConfig(_Strict):
     module_selector: Literal["round_robin", "all"] = "round_robin"
     concurrency: int = Field(default=4, ge=1, le=64)
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
-    verify: VerifyLoop = VerifyLoop()
+    verify: VerifyLoop = Field(default_factory=VerifyLoop)
 
     @field_validator("verifier_ids")
     @classmethod
@@ -199,12 +211,14 @@ class RunConfigError(ValueError):
 
 def parse_run_config(data: dict[str, Any] | RunConfig) -> RunConfig:
     """Validate a config dict; raises RunConfigError whose messages name each field."""
+    # What PostgreSQL cannot store (NUL characters, NaN) is named here, not met as a
+    # database error on save; a RunConfig the API already validated is checked too.
+    raw = data.frozen() if isinstance(data, RunConfig) else data
+    unstorable = storage_problems(raw, "") if isinstance(raw, dict) else []
+    if unstorable:
+        raise RunConfigError([split_problem(problem) for problem in unstorable])
     if isinstance(data, RunConfig):
         return data
-    # What PostgreSQL cannot store (NUL characters, NaN) is named here, not met as a database error on save.
-    unstorable = storage_problems(data, "") if isinstance(data, dict) else []
-    if unstorable:
-        raise RunConfigError([tuple(problem.split(": ", 1)) for problem in unstorable])
     try:
         return RunConfig.model_validate(data)
     except ValidationError as error:
@@ -212,10 +226,5 @@ def parse_run_config(data: dict[str, Any] | RunConfig) -> RunConfig:
 
 
 def config_problems(error: ValidationError) -> list[tuple[str, str]]:
-    problems = []
-    for item in error.errors():
-        # An LMRef adds its union tag to the path; drop it.
-        loc = [str(part) for part in item["loc"] if part not in ("config", "endpoint")]
-        message = item["msg"].removeprefix("Value error, ")
-        problems.append((".".join(loc) or "config", message))
-    return problems
+    # An LMRef adds its union tag ("config" or "endpoint") to the path; drop it.
+    return validation_problems(error.errors(), tags=LM_REF_TAGS)

@@ -49,3 +49,6 @@ RUN_FINISHED = "run.finished"
 HOLDOUT_SCORED = "holdout.scored"
 # Diagnostics: {"host": str, "note": str}
 WORKER_PING = "worker.ping"
+
+CATALOGUE = (RUN_STATUS, RUN_BUDGET, CANDIDATE_NEW, FRONT_UPDATED, PROPOSAL, TRIALS, ERROR, RUN_FINISHED,
+             HOLDOUT_SCORED, WORKER_PING)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
@@ -101,6 +102,12 @@ class ModelEndpoint(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.get_provider_display()}: {self.model})"
+
+    def clean(self):
+        from optimizer.config import DEMO_MODEL_NAME
+
+        if self.name == DEMO_MODEL_NAME:
+            raise ValidationError({"name": f'"{DEMO_MODEL_NAME}" names the offline simulator; choose another name'})
 
 
 class RunStatus(models.TextChoices):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db.models import Count, QuerySet
+from django.urls import reverse
 
 from optimizer.models import Run, TaskSet
 
@@ -25,13 +27,21 @@ def run_get(*, user, run_id: int) -> Run | None:
     return run_list(user=user).filter(pk=run_id).first()
 
 
+def run_url(run: Run) -> str:
+    """The run page's absolute address (settings.BASE_URL)."""
+    return settings.BASE_URL + reverse("runs:detail", args=[run.pk])
+
+
 def run_summary(run: Run) -> dict:
-    """The `optimize run --wait` JSON summary (ARCHITECTURE "Public contracts")."""
+    """The `optimize run --wait` JSON summary (ARCHITECTURE "Public contracts"),
+    plus where to see the run and which candidate is best."""
     return {
         "run_id": run.pk,
         "status": run.status,
         "seed_score": run.seed_score,
         "best_score": run.best_score,
         "best_candidate": run.best_candidate.components if run.best_candidate else {},
+        "best_candidate_index": run.best_candidate.index if run.best_candidate else None,
         "metric_calls": run.budget_used,
+        "run_url": run_url(run),
     }

@@ -13,7 +13,15 @@ from django.db import transaction
 from django.utils import timezone
 
 from optimizer import event_types as ev
-from optimizer.config import MAX_METRIC_CALLS, RunConfig, RunConfigError, parse_run_config
+from optimizer.config import (
+    DEMO_MODEL_NAME,
+    DEMO_REFLECTION_LM,
+    DEMO_TASK_LM,
+    MAX_METRIC_CALLS,
+    RunConfig,
+    RunConfigError,
+    parse_run_config,
+)
 from optimizer.events import publish_run_event
 from optimizer.lm import LMConfig, check_endpoint
 from optimizer.models import Candidate, ModelEndpoint, Run, RunStatus, TaskSet
@@ -58,6 +66,8 @@ def _resolve_lm(ref: LMConfig | str, field: str, problems: list, *, inline_endpo
         if ref.provider != "demo" and not inline_endpoints:
             problems.append((field, INLINE_ENDPOINT_PROBLEM))
         return ref
+    if ref == DEMO_MODEL_NAME:
+        return DEMO_REFLECTION_LM if field == "reflection_lm" else DEMO_TASK_LM
     endpoint = ModelEndpoint.objects.filter(name=ref).first()
     if endpoint is None:
         problems.append((field, f'no model endpoint named "{ref}"'))

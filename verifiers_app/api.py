@@ -3,27 +3,68 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import WithJsonSchema
 
 from django.http import Http404
 from ninja import Field, Router, Schema, Status
 
 from verifiers_app import selectors, services
-from verifiers_app.engine import SpecError, lint_spec, score, spec_warnings, validate_task
+from verifiers_app.engine import (
+    AGGREGATORS,
+    SpecError,
+    inline_json_schema,
+    lint_spec,
+    row_verifier_json_schema,
+    score,
+    spec_json_schema,
+    spec_warnings,
+    validate_task,
+)
 from verifiers_app.models import Verifier
 
 router = Router()
 
 MAX_OUTPUT_CHARS = 200_000
 
+# Documented with the spec's JSON Schema; validated by the engine (validate_spec),
+# whose errors name every field, so the API and the CLI refuse the same specs.
+SpecJSON = Annotated[Any, WithJsonSchema(spec_json_schema())]
+
+
+class Expectation(Schema):
+    text: str | None = None
+    anyOf: list[str] | None = None
+    message: str | None = None
+
+
+class Expectations(Schema):
+    mustMention: list[Expectation | str] = []
+    mustNotMention: list[Expectation | str] = []
+
+
+class TaskMetadata(Schema):
+    expectations: Expectations | None = None
+
+
+class TaskIn(Schema):
+    """A task row as the verifiers read it (seed 001); other metadata is kept."""
+
+    input: str | None = None
+    expected: Any = None
+    params: dict[str, Any] = {}
+    metadata: TaskMetadata | dict[str, Any] = {}
+    verifier: Annotated[dict[str, Any] | None, WithJsonSchema(row_verifier_json_schema())] = None
+
 
 class VerifierIn(Schema):
-    spec: Any = Field(..., description="The verifier spec (seed 000); its id is the verifier's id")
+    spec: SpecJSON = Field(..., description="The verifier spec (seed 000); its id is the verifier's id")
     shared: bool = False
 
 
 class VerifierUpdate(Schema):
-    spec: Any
+    spec: SpecJSON
     shared: bool | None = None
 
 
@@ -36,7 +77,7 @@ class VerifierOut(Schema):
     version: int
     updated_at: datetime
     last_used_at: datetime | None
-    spec: Any
+    spec: SpecJSON
 
     @staticmethod
     def from_verifier(v: Verifier) -> dict:
@@ -45,7 +86,7 @@ class VerifierOut(Schema):
 
 
 class LintIn(Schema):
-    spec: Any
+    spec: Any = Field(..., description="A verifier spec to check (anything: lint says what is wrong with it)")
 
 
 class LintOut(Schema):
@@ -56,11 +97,25 @@ class LintOut(Schema):
 
 
 class ScoreIn(Schema):
-    spec: Any = Field(..., description="A spec, or a list of specs")
+    spec: SpecJSON | list[SpecJSON] = Field(..., description="A spec, or a list of specs")
     output: str = Field(..., max_length=MAX_OUTPUT_CHARS)
-    task: dict[str, Any] | None = Field(None, description="A task row: metadata.expectations, expected, params, verifier")
-    aggregator: Any = "weighted_average"
-    thresholds: Any = Field(None, description='Verdict thresholds, e.g. {"pass": 0.8, "borderline": 0.6}')
+    task: Annotated[dict[str, Any] | None, WithJsonSchema(inline_json_schema(TaskIn))] = Field(
+        None, description="A task row: metadata.expectations, expected, params, verifier")
+    aggregator: str | dict[str, Any] = Field(
+        "weighted_average", description="One of " + ", ".join(AGGREGATORS) + ', or {"name": …, "params": …}')
+    thresholds: dict[str, Any] | None = Field(None, description='Verdict thresholds, e.g. {"pass": 0.8, "borderline": 0.6}')
+
+
+class ScoreOut(Schema):
+    """The result shape of ARCHITECTURE.md."""
+
+    score: float
+    verdict: str
+    passed: bool
+    verifiers: list[dict[str, Any]] = Field(description="Per verifier: id, score, passed, checks[]")
+    hits: list[str]
+    misses: list[str]
+    feedback: str
 
 
 def _get(request, verifiers, slug: str) -> Verifier:
@@ -95,7 +150,7 @@ def lint(request, body: LintIn):
     return {"valid": not problems, "problems": problems, "warnings": spec_warnings(body.spec)}
 
 
-@router.post("/score")
+@router.post("/score", response=ScoreOut)
 def score_output(request, body: ScoreIn):
     """Score one output; the result shape of ARCHITECTURE.md (score, verdict,
     passed, verifiers[].checks[], hits, misses, feedback)."""

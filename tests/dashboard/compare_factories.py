@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 
 from optimizer import event_types
-from optimizer.config import parse_run_config
+from optimizer.config import DEMO_REFLECTION_LM, DEMO_TASK_LM, parse_run_config
 from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, RunStatus, Task, TaskSet
 from verifiers_app.engine import compile_specs
 
@@ -94,6 +94,8 @@ def make_compare_run(owner, *, candidates: int = 4, val_tasks: int = 6, holdout_
             "name": name, "task_set_id": task_set.pk, "verifier_ids": [VERIFIER["id"]],
             "splits": {"holdout": "holdout"}, "seed_components": {"system_prompt": RULES[0]},
             "budget": {"max_metric_calls": 200}, "minibatch_size": 3, "seed": seed,
+            # A launch resolves model names into LM configs before it stores them.
+            "task_lm": DEMO_TASK_LM.model_dump(mode="json"), "reflection_lm": DEMO_REFLECTION_LM.model_dump(mode="json"),
         }).frozen(),
         verifier_specs=[VERIFIER], tasks_snapshot=[t.as_row() | {"split": t.split} for t in tasks],
         budget_total=200, budget_used=0,

@@ -7,19 +7,26 @@ Fixtures:
   `E2E_USERNAME`/`E2E_PASSWORD` exists.
 - `browser` (session scope): Chromium at /usr/bin/chromium.
 - `page`: a fresh browser context logged in as the e2e user, base_url set.
+- `Api(base, token)`: a plain HTTP client (urllib) as scripts use the API;
+  `session_login(base)` one logged in through the login form instead.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
+from http.cookiejar import CookieJar
 from pathlib import Path
 
 import pytest
@@ -85,8 +92,66 @@ class FrontierServer:
             raise AssertionError(f"manage.py {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
         return result
 
+    def new_token(self, username: str = E2E_USERNAME) -> str:
+        """A fresh API token of `username`, as the API tokens page would show it once."""
+        return self.manage("shell", "-c", NEW_TOKEN.format(username=username)).stdout.strip().splitlines()[-1]
+
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path and self.log_path.exists() else ""
+
+
+NEW_TOKEN = """
+from django.contrib.auth import get_user_model
+from dashboard.account_services import api_token_create
+_, raw = api_token_create(user=get_user_model().objects.get(username={username!r}), name="e2e script")
+print(raw)
+"""
+
+
+class Api:
+    """A plain HTTP client: urllib, JSON bodies, optional Bearer token and cookies."""
+
+    def __init__(self, base: str, token: str | None = None):
+        self.base, self.token = base, token
+        self.cookies = CookieJar()
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.cookies))
+
+    def call(self, method: str, path: str, body=None, *, raw: bytes | None = None, headers: dict | None = None):
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        all_headers = {"Content-Type": "application/json"} if body is not None else {}
+        if self.token:
+            all_headers["Authorization"] = f"Bearer {self.token}"
+        all_headers.update(headers or {})
+        request = urllib.request.Request(self.base + path, data=data, method=method, headers=all_headers)
+        try:
+            with self.opener.open(request, timeout=60) as response:
+                return response.status, _decode(response), dict(response.headers)
+        except urllib.error.HTTPError as error:
+            return error.code, _decode(error), dict(error.headers)
+
+
+
+
+    def cookie(self, name: str) -> str:
+        return next(c.value for c in self.cookies if c.name == name)
+
+
+def _decode(response):
+    body = response.read()
+    kind = response.headers.get("Content-Type", "")
+    return json.loads(body) if kind.startswith("application/json") and body else body.decode(errors="replace")
+
+
+def session_login(base: str, username: str = E2E_USERNAME, password: str = E2E_PASSWORD) -> Api:
+    """A plain HTTP client logged in through the login form (a session cookie and a CSRF cookie)."""
+    browser = Api(base)
+    login_page = browser.call("GET", "/login/")[1]
+    csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', login_page).group(1)
+    form = urllib.parse.urlencode({"csrfmiddlewaretoken": csrf, "username": username, "password": password}).encode()
+    status, _, _ = browser.call("POST", "/login/", raw=form, headers={"Content-Type": "application/x-www-form-urlencoded",
+                                                                      "Referer": base + "/login/"})
+    assert status == 200 and browser.cookie("sessionid"), "login failed"
+    return browser
 
 
 def _wait_for(url: str, process: subprocess.Popen, server: FrontierServer, timeout: float = 60) -> None:

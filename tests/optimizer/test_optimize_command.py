@@ -18,7 +18,7 @@ from tests.optimizer.run_helpers import REFUND_SPEC, REQUESTS
 from tests.polling import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
-SUMMARY_KEYS = {"run_id", "status", "seed_score", "best_score", "best_candidate", "metric_calls"}
+SUMMARY_KEYS = {"run_id", "status", "seed_score", "best_score", "best_candidate", "best_candidate_index", "metric_calls", "run_url"}
 
 
 class Site:

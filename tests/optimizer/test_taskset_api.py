@@ -27,7 +27,8 @@ def test_a_broken_file_is_a_400_listing_lines_and_fields_and_saves_nothing(user_
     content = JSONL + '{"task_id": "c", "input": "x", "verifier": {"kind": "in_process", "fn_name": "foo"}}\n{oops\n'
     response = post(user_client, "/api/tasksets/import", {"name": "S", "filename": "t.jsonl", "content": content})
     assert response.status_code == 400
-    assert response.json()["problems"] == ["t.jsonl line 4: invalid JSON (Expecting property name enclosed in double quotes at column 2)"]
+    assert response.json()["problems"] == [
+        {"field": "t.jsonl line 4", "message": "invalid JSON (Expecting property name enclosed in double quotes at column 2)"}]
     assert not TaskSet.objects.exists()
 
 

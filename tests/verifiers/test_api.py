@@ -112,7 +112,8 @@ def test_a_body_over_the_upload_limit_is_a_413_json_error(user_client, settings)
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
     response = post(user_client, "/api/verifiers/lint", {"spec": {"id": "x" * 2000}})
     assert response.status_code == 413
-    assert response.json() == {"detail": "body: larger than 1000 bytes"}
+    assert response.json() == {"detail": "body: larger than 1000 bytes",
+                               "problems": [{"field": "body", "message": "larger than 1000 bytes"}]}
 
 
 def test_values_the_database_cannot_store_are_a_400_naming_the_field(user_client):
@@ -162,5 +163,5 @@ def test_hostile_request_bodies_get_a_4xx_json_error_and_save_nothing(user_clien
 def test_a_verifier_id_with_a_nul_character_is_a_json_404(user, user_client):
     verifier_create(owner=user, spec=SPEC)
     response = user_client.get("/api/verifiers/to%00ne")
-    assert response.status_code == 404 and response.json() == {"detail": "Not Found"}
+    assert response.status_code == 404 and response.json() == {"detail": "No verifier has this id", "problems": []}
     assert user_client.get("/api/verifiers/", {"q": "to\x00ne"}).json()[0]["id"] == "tone"

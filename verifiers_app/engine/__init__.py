@@ -75,7 +75,7 @@ from .fns import register_fn
 from .regexes import REGEX_BUDGET_SECONDS, REGEX_TIMEOUT_SECONDS
 from .result import CheckResult, Result, VerifierResult
 from .scoring import Scorer, compile_specs, score
-from .specs import ROW_VERIFIER_ID, lint_spec, spec_warnings, validate_spec
+from .specs import ROW_VERIFIER_ID, inline_json_schema, lint_spec, row_verifier_json_schema, spec_json_schema, spec_warnings, validate_spec
 from .tasks import validate_task
 
 __all__ = [
@@ -93,10 +93,13 @@ __all__ = [
     "Verifier",
     "VerifierResult",
     "compile_specs",
+    "inline_json_schema",
     "lint_spec",
     "register_fn",
     "register_verifier",
+    "row_verifier_json_schema",
     "score",
+    "spec_json_schema",
     "spec_warnings",
     "validate_spec",
     "validate_task",

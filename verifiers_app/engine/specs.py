@@ -328,3 +328,41 @@ def spec_warnings(spec: Any) -> list[str]:
         hint = f"did you mean {quote(close[0])}? " if close else f"known types: {', '.join(CHECK_TYPES)}; "
         warnings.append(f"checks[{index}].type: unknown check type {quote(check_type)} ({hint}scoring skips this check)")
     return warnings
+
+
+def spec_json_schema() -> dict:
+    """The JSON Schema of one verifier spec of any kind, self-contained (no
+    ``$ref``), for the API's OpenAPI document. Each check's ``params`` depend on
+    its type (validated by :func:`validate_spec`, which has the last word)."""
+    native = inline_json_schema(NativeSpec)
+    native["properties"]["checks"]["items"] = inline_json_schema(CheckSpec)
+    kinds = [native, inline_json_schema(InProcessSpec), inline_json_schema(ClassSpec)]
+    for schema, title in zip(kinds, ("NativeVerifierSpec", "InProcessVerifierSpec", "ClassVerifierSpec"), strict=True):
+        schema["title"] = title
+    native["properties"]["checks"]["description"] = "Check types: " + ", ".join(CHECK_TYPES)
+    return {"title": "VerifierSpec", "anyOf": kinds,
+            "description": 'A verifier: kind "native" (weighted checks), "in_process" (a registered function) '
+                           "or the name of a registered verifier class; its id is the verifier's id."}
+
+
+def inline_json_schema(model: type[BaseModel]) -> dict:
+    """``model``'s JSON Schema with every ``$ref`` replaced by its definition, so
+    it can be embedded in another document (an OpenAPI component) as it is."""
+    schema = model.model_json_schema()
+    defs = schema.pop("$defs", {})
+
+    def inline(node):
+        if isinstance(node, dict):
+            if "$ref" in node:
+                return inline(defs[node["$ref"].rsplit("/", 1)[-1]])
+            return {key: inline(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [inline(item) for item in node]
+        return node
+
+    return inline(schema)
+
+
+def row_verifier_json_schema() -> dict:
+    """The JSON Schema of a task row's own ``verifier``."""
+    return inline_json_schema(RowVerifierSpec)

@@ -21,7 +21,11 @@ class Command(BaseCommand):
         if settings.EMBEDDED and settings.EMBEDDED_WORKER and not no_worker:
             from dashboard.embedded import ensure_worker
 
+            from optimizer.queued_runs import QueuedRunPoller
+
             worker = ensure_worker()
+            # Runs queued by other processes (the CLI without --wait) start here too.
+            QueuedRunPoller().start()
             self.stderr.write(f"Embedded Celery worker running ({worker.concurrency} threads, in-memory broker).")
         elif not settings.EMBEDDED:
             self.stderr.write("Distributed mode: runs execute on `celery -A dashboard worker` processes.")

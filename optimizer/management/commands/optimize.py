@@ -27,8 +27,9 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from optimizer.config import DEMO_REFLECTION_LM, DEMO_TASK_LM, RunConfigError
+from optimizer.config import RunConfigError
 from optimizer.models import Run, RunStatus, TaskSet
+from optimizer.queued_runs import server_is_alive
 from optimizer.runner import execute_run
 from optimizer.selectors import run_summary
 from optimizer.services import RunStateError, run_budget_warning, run_cancel, run_launch, run_resume, run_stop
@@ -87,15 +88,22 @@ class Command(BaseCommand):
         if options.get("wait"):
             run = self._follow(run)
         elif action != "status":
-            note = ""
-            if run.status == RunStatus.QUEUED:
-                note = " (`manage.py serve` executes it; or pass --wait)" if settings.EMBEDDED else " (for the workers)"
+            note = self._who_executes() if run.status == RunStatus.QUEUED else ""
             self.stderr.write(f"run {run.pk}: {run.status}{note}")
         run.refresh_from_db()
         self.stdout.write(json.dumps({**run_summary(run), "phase": run.phase, "error": run.error} if action == "status" else run_summary(run)))
         if options.get("wait") and run.status == RunStatus.FAILED:
             self.stderr.write(f"run {run.pk} failed: {run.error}")
             sys.exit(1)
+
+    @staticmethod
+    def _who_executes() -> str:
+        if not settings.EMBEDDED:
+            return " for the workers (`celery -A dashboard worker`)"
+        if server_is_alive():
+            return ": the running Frontier server starts it within a second or two"
+        return (": no Frontier server is running to execute it; start one with `python manage.py serve` "
+                "(it starts queued runs), or pass --wait to run it in this command")
 
     # -- run ----------------------------------------------------------------
 
@@ -110,8 +118,8 @@ class Command(BaseCommand):
         if not task_set.tasks.filter(split="val").exists():
             self.stderr.write(f'task set "{task_set.name}" has no val split: its train tasks are used for validation too')
             splits["val"] = "train"
-        task_lm = self._model(options["model"], DEMO_TASK_LM)
-        reflection_lm = self._model(options["reflection_model"] or options["model"], DEMO_REFLECTION_LM)
+        task_lm = options["model"]
+        reflection_lm = options["reflection_model"] or options["model"]
         budget = options["budget"]
         config = {
             "name": options["name"],
@@ -155,9 +163,6 @@ class Command(BaseCommand):
         if task_set is None:
             raise bad_input(f'--tasks: no task set named "{ref}" and no file at that path')
         return task_set
-
-    def _model(self, ref: str, demo):
-        return demo.model_dump(mode="json") if ref == "demo" else ref
 
     # -- follow -------------------------------------------------------------
 

@@ -1,0 +1,284 @@
+"""The API as scripts use it: a real `manage.py serve` process, a plain HTTP
+client (urllib) and only a token; sessions with their CSRF check; the CLI in
+another process; the README's examples run verbatim; a client generated from
+the OpenAPI document; the docs page offline in Chromium."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from websockets.sync.client import connect
+
+from tests.e2e.conftest import ARTIFACTS, E2E_USERNAME, ROOT, Api, session_login
+from tests.polling import wait_until
+
+pytestmark = pytest.mark.e2e
+
+SPEC = {"id": "script-refund", "name": "Script refund",
+        "checks": [{"type": "contains", "params": {"value": "refund"}}, {"type": "max_length", "params": {"value": 600}}]}
+ROWS = [{"task_id": f"t{i}", "input": f"Customer {i} asks for a refund of order {i}.", "split": "train" if i < 3 else "val"}
+        for i in range(6)]
+FINISHED = ("completed", "stopped", "failed")
+
+
+@pytest.fixture(scope="module")
+def token(frontier_server) -> str:
+    return frontier_server.new_token()
+
+
+@pytest.fixture
+def api(frontier_server, token) -> Api:
+    return Api(frontier_server.url, token)
+
+
+def import_tasks(api: Api, name: str) -> int:
+    status, body, _ = api.call("POST", "/api/tasksets/import", {
+        "name": name, "filename": "tasks.jsonl", "content": "".join(json.dumps(row) + "\n" for row in ROWS)})
+    assert status == 201, body
+    return body["id"]
+
+
+def run_status(api: Api, run_id: int) -> str:
+    return api.call("GET", f"/api/runs/{run_id}")[1]["status"]
+
+
+def test_a_script_with_only_a_token_creates_imports_launches_follows_stops_resumes_and_exports(api, frontier_server, token):
+    status, body, _ = api.call("POST", "/api/verifiers/", {"spec": SPEC})
+    assert status == 201 and body["id"] == "script-refund", body
+    task_set = import_tasks(api, "script tasks")
+    config = {"task_set_id": task_set, "verifier_ids": ["script-refund"], "budget": {"max_metric_calls": 400},
+              "task_lm": {"provider": "demo", "model": "demo-task", "simulated_latency_ms": 150}}
+    status, body, _ = api.call("POST", "/api/runs/dry-run", {"config": config})
+    assert status == 200 and body == {"ok": True, "problems": []}
+    status, run, _ = api.call("POST", "/api/runs/", {"config": config})
+    assert status == 201 and run["status"] == "queued" and run["url"].endswith(f"/runs/{run['id']}/"), run
+
+    # Follow the websocket with the same token (no cookie, no Origin header).
+    ws_url = frontier_server.url.replace("http", "ws") + f"/ws/runs/{run['id']}/?after=0"
+    seqs, types = [], []
+    with connect(ws_url, additional_headers={"Authorization": f"Bearer {token}"}, open_timeout=10) as socket:
+        while "candidate.new" not in types:
+            message = json.loads(socket.recv(timeout=60))
+            seqs.append(message["seq"])
+            types.append(message["type"])
+    assert seqs == list(range(1, len(seqs) + 1))
+
+    status, body, _ = api.call("POST", f"/api/runs/{run['id']}/stop")
+    assert status == 200 and body["status"] in ("stopping", "stopped"), body
+    wait_until(lambda: run_status(api, run["id"]) == "stopped", what="the run to stop", timeout=60)
+    status, body, _ = api.call("POST", f"/api/runs/{run['id']}/resume", {"extra_budget": 0})
+    assert status == 200 and body["status"] == "queued", body
+    wait_until(lambda: run_status(api, run["id"]) != "queued", what="the resumed run to start", timeout=30)
+    status, body, _ = api.call("POST", f"/api/runs/{run['id']}/cancel")
+    assert status == 200, body
+    wait_until(lambda: run_status(api, run["id"]) in FINISHED, what="the run to end", timeout=60)
+
+    status, events, _ = api.call("GET", f"/api/runs/{run['id']}/events?after=0&limit=5000")
+    assert status == 200 and [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert [e["type"] for e in events].count("run.finished") == 2  # stopped, then cancelled after the resume
+    status, detail, _ = api.call("GET", f"/api/runs/{run['id']}")
+    best = api.call("GET", f"/api/runs/{run['id']}/candidates/{detail['best_candidate']}")[1]
+    assert best["evaluations"] and all(e["split"] in ("train", "val") for e in best["evaluations"])
+    status, document, headers = api.call("GET", f"/api/runs/{run['id']}/export")
+    assert status == 200 and document["format"] == "frontier.run"
+    assert len(document["candidates"]) == len(detail["candidates"]) and len(document["events"]) == len(events)
+
+
+def test_the_openapi_document_is_readable_with_a_token_and_refused_without(api, frontier_server):
+    status, document, _ = api.call("GET", "/api/openapi.json")
+    assert status == 200 and "/api/runs/" in document["paths"]
+    status, body, _ = Api(frontier_server.url).call("GET", "/api/openapi.json")
+    assert status == 401 and body["detail"].startswith("Authentication required")
+    status, body, _ = Api(frontier_server.url, "ft_not-a-token").call("POST", "/api/verifiers/lint", {"spec": SPEC})
+    assert status == 401 and body["problems"] == [], body  # a wrong token is a 401, not a CSRF failure
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "kwargs", "status", "field"),
+    [
+        ("POST", "/api/runs", {"body": {"config": {"task_set_id": 999999}}}, 400, "task_set_id"),
+        ("GET", "/api/runs/0", {}, 404, None),
+        ("POST", "/api/verifiers/lint/", {"body": {"spec": {"id": "x"}}}, 200, None),
+        ("DELETE", "/api/runs/", {}, 405, "method"),
+        ("POST", "/api/verifiers/lint", {"raw": b"spec=x", "headers": {"Content-Type": "application/x-www-form-urlencoded"}}, 415, "body"),
+        ("POST", "/api/verifiers/lint", {"raw": b"--b\r\nContent-Disposition: form-data; name=\"spec\"\r\n\r\nx\r\n--b--\r\n",
+                                         "headers": {"Content-Type": "multipart/form-data; boundary=b"}}, 415, "body"),
+        ("POST", "/api/verifiers/lint", {"raw": b'{"spec": ', "headers": {"Content-Type": "application/json"}}, 400, None),
+        ("POST", "/api/runs/", {"body": {"config": {"task_set_id": "one", "budget": {"preset": "huge"}}}}, 400, "task_set_id"),
+        ("GET", "/api/no-such-thing", {}, 404, "path"),
+        ("GET", "/api/runs/?status=sleeping", {}, 400, "status"),
+    ],
+)
+def test_shape_mistakes_get_a_json_4xx_that_names_the_problem(api, method, path, kwargs, status, field):
+    got, body, headers = api.call(method, path, **kwargs)
+    assert got == status, body
+    assert headers["Content-Type"].startswith("application/json")
+    if status >= 400:
+        assert set(body) == {"detail", "problems"} and body["detail"]
+        if field:
+            assert field in [p["field"] for p in body["problems"]], body
+    if status == 405:
+        assert "GET" in headers["Allow"] and "DELETE" in body["detail"]
+
+
+def test_a_trailing_slash_is_optional_for_every_operation(api):
+    status, runs, _ = api.call("GET", "/api/runs")
+    assert status == 200 and isinstance(runs, list)
+    status, me, _ = api.call("GET", "/api/me/")
+    assert status == 200 and me["username"] == E2E_USERNAME
+
+
+def test_a_session_is_csrf_checked_and_a_cross_site_form_is_refused(frontier_server):
+    browser = session_login(frontier_server.url)
+    assert browser.call("GET", "/api/me")[0] == 200
+    # Without the CSRF header a session write is refused …
+    status, body, _ = browser.call("POST", "/api/verifiers/lint", {"spec": SPEC})
+    assert status == 403 and "CSRF" in body["detail"]
+    # … and so is a form another site posts with the user's cookie.
+    status, _, _ = browser.call("POST", "/runs/new/dry-run/", raw=b"{}", headers={
+        "Content-Type": "text/plain", "Origin": "https://evil.example"})
+    assert status == 403
+    status, body, _ = browser.call("POST", "/api/verifiers/lint", {"spec": SPEC}, headers={"X-CSRFToken": browser.cookie("csrftoken")})
+    assert status == 200 and body["valid"] is True
+
+
+def test_demo_names_the_simulator_in_the_api_the_cli_and_the_form(api, frontier_server):
+    task_set = import_tasks(api, "vocabulary tasks")
+    api.call("POST", "/api/verifiers/", {"spec": {**SPEC, "id": "vocab-refund"}})
+    config = {"task_set_id": task_set, "verifier_ids": ["vocab-refund"], "task_lm": "demo", "reflection_lm": "demo",
+              "budget": {"preset": "light"}}
+    status, body, _ = api.call("POST", "/api/runs/dry-run", {"config": config})
+    assert status == 200 and body["ok"], body
+    status, body, _ = api.call("GET", "/api/openapi.json")
+    run_config = body["components"]["schemas"]["RunConfig"]["properties"]
+    assert run_config["task_lm"]["default"] == "demo"
+    assert body["components"]["schemas"]["Budget"]["properties"]["preset"]["anyOf"][0]["enum"] == ["light", "medium", "heavy"]
+    result = frontier_server.manage("optimize", "run", "--verifier", "vocab-refund", "--tasks", "vocabulary tasks",
+                                    "--model", "demo", "--budget", "light", "--wait")
+    assert json.loads(result.stdout)["status"] == "completed"
+
+
+def test_a_run_the_cli_queues_without_wait_is_started_by_the_running_server(frontier_server, api):
+    import_tasks(api, "cli queued tasks")
+    api.call("POST", "/api/verifiers/", {"spec": {**SPEC, "id": "cli-refund"}})
+    queued = frontier_server.manage("optimize", "run", "--verifier", "cli-refund", "--tasks", "cli queued tasks",
+                                    "--model", "demo", "--budget", "30")
+    assert "the running Frontier server starts it" in queued.stderr
+    run_id = json.loads(queued.stdout)["run_id"]
+    started = time.monotonic()
+    wait_until(lambda: run_status(api, run_id) != "queued", what="the server to start the CLI's run", timeout=30)
+    print(f"started {time.monotonic() - started:.2f} s after the CLI queued it")
+    wait_until(lambda: run_status(api, run_id) in FINISHED, what="the run to finish", timeout=120)
+    # Resume from another process: queued again, and started again by the server.
+    resumed = frontier_server.manage("optimize", "resume", str(run_id), "--extra-budget", "10")
+    assert json.loads(resumed.stdout)["status"] == "queued"
+    wait_until(lambda: run_status(api, run_id) != "queued", what="the server to start the resumed run", timeout=30)
+
+
+def test_stop_and_cancel_from_the_cli_reach_a_run_the_server_executes(frontier_server, api):
+    task_set = import_tasks(api, "cli stop tasks")
+    api.call("POST", "/api/verifiers/", {"spec": {**SPEC, "id": "cli-stop-refund"}})
+    config = {"task_set_id": task_set, "verifier_ids": ["cli-stop-refund"], "budget": {"max_metric_calls": 400},
+              "task_lm": {"provider": "demo", "model": "demo-task", "simulated_latency_ms": 200}}
+    for action, phase in (("stop", "stopped by the user"), ("cancel", "cancelled")):
+        run_id = api.call("POST", "/api/runs/", {"config": config})[1]["id"]
+        wait_until(lambda: api.call("GET", f"/api/runs/{run_id}")[1]["candidates"], what="the seed candidate", timeout=60)
+        result = frontier_server.manage("optimize", action, str(run_id))
+        assert json.loads(result.stdout)["status"] == "stopping"
+        wait_until(lambda: run_status(api, run_id) == "stopped", what=f"the run to {action}", timeout=60)
+        assert api.call("GET", f"/api/runs/{run_id}")[1]["phase"] == phase
+
+
+def test_without_a_server_the_cli_says_how_to_start_one(frontier_server):
+    data_dir = Path(tempfile.mkdtemp(prefix="frontier-no-server-"))
+    env = dict(frontier_server.env, FRONTIER_DATA_DIR=str(data_dir))
+    run = lambda *args: subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env,  # noqa: E731
+                                       capture_output=True, text=True, timeout=300)
+    assert run("migrate", "--noinput", "-v", "0").returncode == 0
+    spec = data_dir / "spec.json"
+    spec.write_text(json.dumps(SPEC))
+    tasks = data_dir / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
+    result = run("optimize", "run", "--verifier", str(spec), "--tasks", str(tasks), "--model", "demo", "--budget", "30")
+    assert result.returncode == 0, result.stderr
+    assert "no Frontier server is running" in result.stderr and "python manage.py serve" in result.stderr
+
+
+def test_run_wait_prints_a_clean_progress_bar_and_a_summary_with_the_run_url(frontier_server, api):
+    import_tasks(api, "wait tasks")
+    api.call("POST", "/api/verifiers/", {"spec": {**SPEC, "id": "wait-refund"}})
+    result = frontier_server.manage("optimize", "run", "--verifier", "wait-refund", "--tasks", "wait tasks",
+                                    "--model", "demo", "--budget", "40", "--wait")
+    lines = [line for line in result.stderr.replace("\r", "\n").splitlines() if line.strip()]
+    assert lines and all(line.startswith(("[", "warning:")) for line in lines), result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["run_url"].endswith(f"/runs/{summary['run_id']}/")
+    detail = api.call("GET", f"/api/runs/{summary['run_id']}")[1]
+    assert summary["best_candidate_index"] == detail["best_candidate"]
+
+
+def _readme_block(kind: str) -> str:
+    readme = (ROOT / "README.md").read_text()
+    match = re.search(rf"<!-- api-example:{kind} -->\n```\w+\n(.*?)```", readme, re.S)
+    assert match, f"README has no api-example:{kind} block"
+    return match.group(1)
+
+
+@pytest.mark.parametrize(("kind", "command"), [("sh", ["bash", "-euo", "pipefail", "-c"]), ("python", [sys.executable, "-c"])])
+def test_the_readme_api_examples_run_verbatim(frontier_server, token, kind, command):
+    env = dict(os.environ, FRONTIER_URL=frontier_server.url, FRONTIER_TOKEN=token)
+    result = subprocess.run([*command, _readme_block(kind)], env=env, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stdout + result.stderr
+    if kind == "python":
+        assert result.stdout.startswith("completed ")
+
+
+def test_a_client_generated_from_the_openapi_document_launches_a_run(frontier_server, api, token, tmp_path):
+    document = tmp_path / "openapi.json"
+    document.write_text(json.dumps(api.call("GET", "/api/openapi.json")[1]))
+    generator = Path(sys.executable).with_name("openapi-python-client")
+    result = subprocess.run([str(generator), "generate", "--path", str(document), "--output-path", str(tmp_path / "client"),
+                             "--meta", "none"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    task_set = import_tasks(api, "generated client tasks")
+    api.call("POST", "/api/verifiers/", {"spec": {**SPEC, "id": "generated-refund"}})
+    script = f"""
+import sys
+sys.path.insert(0, {str(tmp_path)!r})
+from client import AuthenticatedClient
+from client.api.runs import optimizer_api_launch_run
+from client.models import ConfigIn, RunConfig, Budget
+client = AuthenticatedClient(base_url={frontier_server.url!r}, token={token!r})
+config = RunConfig(task_set_id={task_set}, verifier_ids=["generated-refund"], budget=Budget(max_metric_calls=20))
+run = optimizer_api_launch_run.sync(client=client, body=ConfigIn(config=config))
+print(type(run).__name__, run.id, run.status.value)
+"""
+    launched = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert launched.returncode == 0, launched.stdout + launched.stderr
+    kind, run_id, status = launched.stdout.split()
+    assert kind == "RunOut" and status == "queued"
+    wait_until(lambda: run_status(api, int(run_id)) in FINISHED, what="the generated client's run", timeout=120)
+
+
+def test_the_api_docs_work_offline_for_a_logged_in_browser(page, frontier_server):
+    outside = []
+
+    def offline(route):
+        outside.append(route.request.url)
+        route.abort()
+
+    page.route(re.compile(r"^(?!" + re.escape(frontier_server.url) + ")"), offline)
+    page.goto("/api/docs")
+    page.locator(".opblock").first.wait_for()
+    assert page.locator(".opblock").count() >= 15
+    assert outside == []
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "api-docs-offline.png"))
