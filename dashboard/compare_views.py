@@ -17,6 +17,7 @@ from dashboard import compare_selectors as sel
 from optimizer.export import RunImportError, run_export, run_export_csv, run_import
 from optimizer.models import Run
 from optimizer.promotion import DEFAULT_MIN_IMPROVEMENT, promotion_report, run_promote
+from verifiers_app.storable import JsonTooDeep, parse_json
 
 MAX_IMPORT_BYTES = 50 * 1024 * 1024
 
@@ -139,14 +140,14 @@ def import_run(request):
             error = f"file: {upload.size} bytes is more than the {MAX_IMPORT_BYTES // (1024 * 1024)} MB limit."
         else:
             try:
-                data = json.loads(upload.read().decode("utf-8-sig"))  # a BOM from a Windows editor is fine
+                data = parse_json(upload.read().decode("utf-8-sig"))  # a BOM from a Windows editor is fine
                 run = run_import(owner=request.user, data=data)
             except UnicodeDecodeError:
                 error = "file: not UTF-8 text."
             except json.JSONDecodeError as exc:
                 error = f"file: not valid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg})."
-            except RecursionError:
-                error = "file: nested too deeply to be an exported run."
+            except JsonTooDeep as exc:
+                error = f"file: {str(exc).removeprefix('value: ')}; an exported run is never that deep."
             except ValueError as exc:  # e.g. an integer literal of thousands of digits
                 error = f"file: not valid JSON ({exc})."
             except RunImportError as exc:

@@ -4,8 +4,6 @@ and render; the work lives in dashboard.selectors and optimizer.services."""
 
 from __future__ import annotations
 
-import json
-
 from django.contrib import messages
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -16,7 +14,7 @@ from dashboard import selectors
 from optimizer import services
 from optimizer.config import DEMO_MODEL_NAME, RunConfigError
 from optimizer.models import Run, RunStatus
-from verifiers_app.storable import without_nul
+from verifiers_app.storable import JsonTooDeep, parse_json, without_nul
 
 LIST_LIMIT = 200
 
@@ -146,7 +144,10 @@ def _config_from_body(request) -> tuple[dict | None, list[tuple[str, str]]]:
     if len(request.body) > MAX_CONFIG_BYTES:
         return None, [("config", f"is larger than {MAX_CONFIG_BYTES} bytes")]
     try:
-        data = json.loads(request.body or b"{}")
+        data = parse_json(request.body or b"{}")
+    except JsonTooDeep as error:  # names the field: "task_lm.options: nested more than 100 levels deep"
+        field, _, message = str(error).partition(": ")
+        return None, [(field if field != "value" else "config", message)]
     except ValueError as error:
         return None, [("config", f"is not valid JSON ({error})")]
     if not isinstance(data, dict):

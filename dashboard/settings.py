@@ -104,12 +104,34 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # --- Channels and Celery -----------------------------------------------------------
 # A prefix keeps several Frontier installations (or test runs) apart on one Redis.
 CHANNEL_PREFIX = env_str("FRONTIER_CHANNEL_PREFIX", "frontier")
+CHANNEL_REDIS_SOCKET_TIMEOUT = 30  # seconds; > channels-redis's brpop_timeout (5 s)
 if REDIS_URL:
+    from redis.asyncio.retry import Retry as AsyncRedisRetry
+    from redis.backoff import ExponentialBackoff
+
     redis_url("REDIS_URL", REDIS_URL)
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": CHANNEL_PREFIX, "capacity": 1000, "expiry": 60},
+            "CONFIG": {
+                # redis-py 8 reads with a 5 s socket_timeout by default, the same
+                # 5 s channels-redis blocks in BRPOP waiting for a message: an idle
+                # socket's read timed out and the connection closed (1011) every
+                # ~5 s. The read timeout must outlast the BRPOP. A pooled
+                # connection Redis dropped (a restart) is retried on a new one
+                # instead of failing the next websocket connect with a 500.
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        "socket_timeout": CHANNEL_REDIS_SOCKET_TIMEOUT,
+                        "socket_connect_timeout": 5,
+                        "retry": AsyncRedisRetry(ExponentialBackoff(cap=2, base=0.1), 3),
+                    }
+                ],
+                "prefix": CHANNEL_PREFIX,
+                "capacity": 1000,
+                "expiry": 60,
+            },
         }
     }
     CELERY_BROKER_URL = REDIS_URL
@@ -127,8 +149,20 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# Runs are long: a Redis visibility timeout shorter than a run would redeliver it.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("FRONTIER_VISIBILITY_TIMEOUT", 6 * 3600)}
+# No ack emulation on Redis. With it, a worker that loses Redis while a run is
+# in flight (celery/kombu 5.7) restores the unacknowledged message through a
+# connection it has just closed, gets "'NoneType' object has no attribute
+# 'hostname'", and shuts down for good. The database is what keeps runs safe
+# instead: a run whose worker died is re-queued by the watchdog once its
+# heartbeat is stale, and a queued run that never started is sent again
+# (optimizer/tasks.py), so a message the broker forgets costs nothing.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"ack_emulation": False}
+# Keep reconnecting to a broker that went away, for as long as it takes.
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+# A run in flight when Redis goes away keeps running (it needs only the database);
+# cancelling it would throw away the iteration for nothing.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 # The embedded worker starts inside `manage.py serve` unless this is off.
 EMBEDDED_WORKER = EMBEDDED and env_bool("FRONTIER_EMBEDDED_WORKER", True)
 EMBEDDED_WORKER_CONCURRENCY = env_int("FRONTIER_WORKER_CONCURRENCY", 2)
@@ -136,6 +170,16 @@ EMBEDDED_WORKER_CONCURRENCY = env_int("FRONTIER_WORKER_CONCURRENCY", 2)
 # A running run whose worker has not beaten its heartbeat for this long is
 # considered orphaned (its worker died) and is resumed by another worker.
 RUN_STALE_SECONDS = env_int("FRONTIER_RUN_STALE_SECONDS", 30)
+# A queued run is kept in the database and sent to the broker after its launch
+# commits; a worker's watchdog (every RUN_STALE_SECONDS / 2) sends it again if the
+# broker was down then, or if it was sent this long ago and has not started.
+RUN_QUEUED_RESEND_SECONDS = env_int("FRONTIER_RUN_QUEUED_RESEND_SECONDS", 600)
+
+# Per-user run limits (site defaults; an admin sets other values per user in
+# "User run limits"). Checked at launch, fork and resume (optimizer/limits.py).
+FRONTIER_MAX_METRIC_CALLS_PER_RUN = env_int("FRONTIER_MAX_METRIC_CALLS_PER_RUN", 50_000)
+FRONTIER_MAX_RUN_CONCURRENCY = env_int("FRONTIER_MAX_RUN_CONCURRENCY", 16)
+FRONTIER_MAX_ACTIVE_RUNS_PER_USER = env_int("FRONTIER_MAX_ACTIVE_RUNS_PER_USER", 5)
 
 RUNS_DIR = Path(env_str("FRONTIER_RUNS_DIR", str(DATA_DIR / "runs")))
 
@@ -164,6 +208,16 @@ STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
     "dashboard.staticfiles.PlotlyFinder",
 ]
+
+# --- Request bodies (dashboard/body_guard.py; README "Limits") ---------------------
+# Any body above this is refused (413) before it is read; the run import (50 MB)
+# is the largest upload.
+FRONTIER_MAX_REQUEST_BYTES = env_int("FRONTIER_MAX_REQUEST_BYTES", 52 * 1024 * 1024)
+# A body Django reads into memory (JSON, form fields): the API's task-set import
+# carries a file of up to 10 MB as JSON text.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("FRONTIER_MAX_BODY_BYTES", 12 * 1024 * 1024)
+# Uploaded files above this go to a temporary file, not memory (Django's default, made explicit).
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"

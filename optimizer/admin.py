@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from optimizer.models import Candidate, Evaluation, ModelEndpoint, Run, RunEvent, Task, TaskSet
+from optimizer.models import Candidate, Evaluation, ModelEndpoint, Run, RunEvent, Task, TaskSet, UserRunLimits
 
 
 class TaskInline(admin.TabularInline):
@@ -22,6 +22,13 @@ class TaskAdmin(admin.ModelAdmin):
     list_display = ["task_id", "task_set", "split"]
     list_filter = ["split"]
     search_fields = ["task_id", "input"]
+
+
+@admin.register(UserRunLimits)
+class UserRunLimitsAdmin(admin.ModelAdmin):
+    list_display = ["user", "max_metric_calls", "max_concurrency", "max_active_runs"]
+    search_fields = ["user__username"]
+    autocomplete_fields = ["user"]
 
 
 @admin.register(ModelEndpoint)

@@ -16,6 +16,7 @@ from django.db import transaction
 from django.db.models import F
 
 from optimizer import event_types as ev
+from optimizer.claims import RunClaim
 from optimizer.models import Run, RunEvent
 
 log = logging.getLogger(__name__)
@@ -32,20 +33,25 @@ RUNS_GROUP = "runs"
 RUN_ROW_EVENTS = frozenset({ev.RUN_STATUS, ev.RUN_BUDGET, ev.CANDIDATE_NEW, ev.FRONT_UPDATED, ev.RUN_FINISHED})
 
 
-def publish_run_event(run_id: int, type: str, data: dict) -> RunEvent:
+def publish_run_event(run_id: int, type: str, data: dict, *, claim: RunClaim | None = None) -> RunEvent:
     """Append an event to the run's log and publish it after commit."""
-    return publish_run_events(run_id, [(type, data)])[0]
+    return publish_run_events(run_id, [(type, data)], claim=claim)[0]
 
 
-def publish_run_events(run_id: int, events: list[tuple[str, dict]]) -> list[RunEvent]:
+def publish_run_events(run_id: int, events: list[tuple[str, dict]], *, claim: RunClaim | None = None) -> list[RunEvent]:
     """Append several events with consecutive seqs in one transaction and publish
     them, in order, after commit (one database round and one channel-layer call
-    for the batch: the runner's per-iteration cost)."""
+    for the batch: the runner's per-iteration cost). With a `claim` (the
+    runner's), nothing is written unless this worker still holds the run:
+    ClaimLost is raised instead and the enclosing transaction rolls back."""
     with transaction.atomic():
         # The UPDATE takes the run row's write lock, so concurrent publishers of
         # one run get consecutive seqs in commit order (PostgreSQL row lock;
         # SQLite's IMMEDIATE transactions serialise writers as a whole).
-        Run.objects.filter(pk=run_id).update(last_seq=F("last_seq") + len(events))
+        if claim is not None:
+            claim.update(last_seq=F("last_seq") + len(events))
+        else:
+            Run.objects.filter(pk=run_id).update(last_seq=F("last_seq") + len(events))
         last = Run.objects.filter(pk=run_id).values_list("last_seq", flat=True).get()
         first = last - len(events) + 1
         rows = RunEvent.objects.bulk_create(

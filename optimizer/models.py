@@ -110,6 +110,26 @@ class ModelEndpoint(models.Model):
             raise ValidationError({"name": f'"{DEMO_MODEL_NAME}" names the offline simulator; choose another name'})
 
 
+class UserRunLimits(models.Model):
+    """An administrator's limits for one user's runs; an empty field means the
+    site default from settings (optimizer/limits.py, README "Limits")."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="run_limits")
+    max_metric_calls = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Largest budget of one run, continuations included (empty: site default)")
+    max_concurrency = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Largest `concurrency` of one run (empty: site default)")
+    max_active_runs = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Runs queued, running or stopping at once (empty: site default)")
+
+    class Meta:
+        verbose_name = "user run limits"
+        verbose_name_plural = "user run limits"
+
+    def __str__(self) -> str:
+        return f"run limits of {self.user}"
+
+
 class RunStatus(models.TextChoices):
     QUEUED = "queued", "queued"
     RUNNING = "running", "running"
@@ -156,6 +176,14 @@ class Run(models.Model):
     cancel_requested = models.BooleanField(default=False, help_text="Abort now, without finishing the iteration")
     heartbeat_at = models.DateTimeField(
         null=True, blank=True, help_text="Last sign of life of the worker executing the run (stale = the worker died)"
+    )
+    claim = models.CharField(
+        max_length=32,
+        blank=True,
+        help_text="Token of the worker that holds the run: every write of the runner is conditional on it (one run, one runner)",
+    )
+    enqueued_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the run was last handed to the broker (empty: not yet, e.g. Redis was down)"
     )
     budget_total = models.PositiveIntegerField(default=0)
     budget_used = models.PositiveIntegerField(default=0)

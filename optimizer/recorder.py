@@ -17,6 +17,7 @@ iteration already recorded are not published twice.
 
 from __future__ import annotations
 
+import functools
 import logging
 from statistics import fmean
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from django.db import transaction
 
 from optimizer import event_types as ev
 from optimizer.adapter import EvalRecord, FrontierAdapter
+from optimizer.claims import ClaimLost, RunClaim, retry_db
 from optimizer.events import publish_run_event, publish_run_events
 from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, Split
 
@@ -51,6 +53,25 @@ def item_payload(record: EvalRecord) -> dict:
     }
 
 
+def writes(method):
+    """A gepa callback that writes. gepa swallows a callback's exception
+    (GEPA_NOTES 4), so the writing is made safe here: a transient database error
+    is retried on a new connection (the callback's transaction rolled back whole,
+    and its in-memory state changes only after a commit); once this worker lost
+    its claim the callback does nothing (the runner's stopper ends the run)."""
+
+    @functools.wraps(method)
+    def callback(self, event):
+        if self.claim is not None and self.claim.lost.is_set():
+            return None
+        try:
+            return retry_db(lambda: method(self, event), what=f"run {self.run_id}: {method.__name__}")
+        except ClaimLost:
+            return None
+
+    return callback
+
+
 class RunRecorder:
     def __init__(
         self,
@@ -60,8 +81,10 @@ class RunRecorder:
         valset: list[dict],
         task_pks: dict[str, int],
         budget_total: int,
+        claim: RunClaim | None = None,
     ):
         self.run_id = run.pk
+        self.claim = claim  # the runner's: every write below is conditional on it
         self.adapter = adapter
         self.valset = valset
         self.task_pks = task_pks
@@ -112,10 +135,15 @@ class RunRecorder:
         self.iteration = event["iteration"]
         self.adapter.forget_records()
         if not self.optimizing:
-            self.optimizing = True
-            Run.objects.filter(pk=self.run_id).update(phase="optimizing")
+            self._announce_optimizing(event)
+
+    @writes
+    def _announce_optimizing(self, event: dict) -> None:
+        with transaction.atomic():
+            self._runs().update(phase="optimizing")
             status = Run.objects.values_list("status", flat=True).get(pk=self.run_id)
-            publish_run_event(self.run_id, ev.RUN_STATUS, {"status": status, "phase": "optimizing"})
+            publish_run_event(self.run_id, ev.RUN_STATUS, {"status": status, "phase": "optimizing"}, claim=self.claim)
+        self.optimizing = True
 
     def on_candidate_selected(self, event: dict) -> None:
         self.parent = event["candidate_idx"]
@@ -147,15 +175,17 @@ class RunRecorder:
         raw = "\n\n".join(str(v) for v in (event.get("raw_lm_outputs") or {}).values())
         self.reasoning = preview(raw or self.proposer_reasoning(), MAX_REASONING_CHARS)
 
+    @writes
     def on_budget_updated(self, event: dict) -> None:
         self.metric_calls = event["metric_calls_used"]
         with transaction.atomic():
-            Run.objects.filter(pk=self.run_id).update(budget_used=self.metric_calls)
+            self._runs().update(budget_used=self.metric_calls)
             self._publish((ev.RUN_BUDGET, {"used": self.metric_calls, "total": self.budget_total}))
 
     def on_merge_attempted(self, event: dict) -> None:
         self.merge_parents = list(event["parent_ids"])
 
+    @writes
     def on_valset_evaluated(self, event: dict) -> None:
         index = event["candidate_idx"]
         if index in self.components:  # the seed again after a resume, or a replayed iteration
@@ -198,14 +228,17 @@ class RunRecorder:
             accepted=True, candidate=event["new_candidate_idx"], before=sum(self.before), after=event["new_score"]
         )
 
+    @writes
     def on_candidate_rejected(self, event: dict) -> None:
         if not self._replayed(self.iteration):
             proposal = self._proposal(accepted=False, candidate=None, before=event["old_score"], after=event["new_score"])
             self._publish((ev.PROPOSAL, proposal))
 
+    @writes
     def on_state_saved(self, event: dict) -> None:
         self._flush_pending()
 
+    @writes
     def on_optimization_end(self, event: dict) -> None:
         self._flush_pending()  # gepa saved the final state just before
 
@@ -219,35 +252,46 @@ class RunRecorder:
             self._record_candidate(**self.pending_candidate, then=proposal)
         self.pending_candidate = self.pending_proposal = None
 
+    @writes
     def on_iteration_end(self, event: dict) -> None:
-        if self.unpublished:
-            self._publish()
         missing = self.proposal_starts - self.proposal_ends
         if missing > 0 and not self._replayed(event["iteration"]):
             cause = self.reflection_errors[-1] if self.reflection_errors else "the reflection returned no new text"
-            publish_run_event(
-                self.run_id,
-                ev.ERROR,
-                {"where": "reflection", "message": preview(f"Reflection failed: {cause}", 1000), "iteration": event["iteration"]},
-            )
+            error = {"where": "reflection", "message": preview(f"Reflection failed: {cause}", 1000), "iteration": event["iteration"]}
+            self._publish((ev.ERROR, error))
+        elif self.unpublished:
+            self._publish()
         self.reflection_errors.clear()
 
+    @writes
     def on_error(self, event: dict) -> None:
+        if isinstance(event["exception"], ClaimLost) or (self.claim is not None and self.claim.lost.is_set()):
+            return  # not this worker's run any more: nothing to say in its log
         if not event.get("will_continue", True):
             return  # the exception ends the run: the runner writes it, once (runner._finish)
         publish_run_event(
             self.run_id,
             ev.ERROR,
             {"where": "runner", "message": preview(str(event["exception"]), 1000), "iteration": event["iteration"]},
+            claim=self.claim,
         )
 
     # -- writing ----------------------------------------------------------------
 
+    def _runs(self):
+        """The run row, if this worker still holds it (all of it without a claim: tests)."""
+        return self.claim.runs() if self.claim is not None else Run.objects.filter(pk=self.run_id)
+
     def _publish(self, *events: tuple[str, dict]) -> None:
         """Publish what waits in `unpublished`, then `events`, as one batch
-        (one transaction and one channel-layer call: cheaper per iteration)."""
-        batch, self.unpublished = [*self.unpublished, *events], []
-        publish_run_events(self.run_id, batch)
+        (one transaction and one channel-layer call: cheaper per iteration).
+        `unpublished` is emptied only once the batch is written (after the
+        commit when inside a transaction), so a retried callback loses nothing."""
+        publish_run_events(self.run_id, [*self.unpublished, *events], claim=self.claim)
+        if transaction.get_connection().in_atomic_block:
+            transaction.on_commit(self.unpublished.clear)
+        else:
+            self.unpublished.clear()
 
     def _proposal(self, *, accepted: bool, candidate: int | None, before: float, after: float) -> dict:
         return {
@@ -298,15 +342,18 @@ class RunRecorder:
             vid: fmean(r.objective_scores.get(vid, 0.0) for r in records.values()) for vid in objective_ids
         }
         task_scores = {key: r.score for key, r in records.items()}
-        self.components[index] = components
-        self.val_scores[index] = val_score
-        self._add_to_front(index, task_scores)
-        leaders = {key: list(indices) for key, (_, indices) in self.front.items()}
+        # The in-memory state changes only once the rows are committed (a retry after a database error starts over).
+        val_scores = {**self.val_scores, index: val_score}
+        front = dict(self.front)
+        self._add_to_front(index, task_scores, front)
+        leaders = {key: list(indices) for key, (_, indices) in front.items()}
         members = sorted({i for group in leaders.values() for i in group})
-        best_index = max(self.val_scores, key=lambda i: (self.val_scores[i], -i))
+        best_index = max(val_scores, key=lambda i: (val_scores[i], -i))
         answered = [r for r in records.values() if r.tokens_in or r.tokens_out]
         prompt_text = "\n\n".join(components.values())
         with transaction.atomic():
+            if self.claim is not None:
+                self.claim.hold()  # the run row stays locked, and ours, until this commits
             candidate = Candidate.objects.create(
                 run_id=self.run_id,
                 index=index,
@@ -322,12 +369,11 @@ class RunRecorder:
             on_front = Candidate.objects.filter(run_id=self.run_id)
             on_front.filter(index__in=self.members - set(members)).update(on_front=False)
             on_front.filter(index__in=set(members) - self.members).update(on_front=True)
-            self.members = set(members)
             if index == 0 or best_index == index:
                 updates: dict[str, Any] = {"best_candidate_id": candidate.pk, "best_score": val_score}
                 if index == 0:
                     updates["seed_score"] = val_score
-                Run.objects.filter(pk=self.run_id).update(**updates)
+                self._runs().update(**updates)
             announced = (
                 ev.CANDIDATE_NEW,
                 {
@@ -348,17 +394,22 @@ class RunRecorder:
                 },
             )
             trials = self.record_evaluations(candidate=candidate, split=Split.VAL, records=list(records.values()))
-            front = (
+            front_event = (
                 ev.FRONT_UPDATED,
-                {"members": members, "leaders": leaders, "best_index": best_index, "best_score": self.val_scores[best_index]},
+                {"members": members, "leaders": leaders, "best_index": best_index, "best_score": val_scores[best_index]},
             )
-            self._publish(announced, trials, front, *then)
+            self._publish(announced, trials, front_event, *then)
+        self.components[index] = components
+        self.val_scores = val_scores
+        self.front = front
+        self.members = set(members)
 
-    def _add_to_front(self, index: int, task_scores: dict[str, float]) -> None:
+    def _add_to_front(self, index: int, task_scores: dict[str, float], front: dict | None = None) -> None:
         """The per-task front: for each val task, every candidate with the top score (ties included)."""
+        front = self.front if front is None else front
         for key, score in task_scores.items():
-            top, leaders = self.front.get(key, (None, []))
+            top, leaders = front.get(key, (None, []))
             if top is None or score > top:
-                self.front[key] = (score, [index])
+                front[key] = (score, [index])
             elif score == top:
-                leaders.append(index)
+                front[key] = (top, [*leaders, index])

@@ -4,6 +4,12 @@
 embedded mode) calls. It is safe to call twice: a run that is finished, or
 running on a worker whose heartbeat is fresh, is left alone; a run whose
 worker died (stale heartbeat) resumes from its run_dir checkpoint.
+
+One run, one runner (optimizer/claims.py): a worker that claims a run gets a
+fresh token and every write it makes is conditional on it. If the watchdog
+hands the run to another worker (this one's heartbeat went stale), this one
+notices at its next write, heartbeat or stopper check, raises ClaimLost out of
+gepa (so gepa does not write its checkpoint either) and ends without a word.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from django.utils import timezone
 import gepa
 from optimizer import event_types as ev
 from optimizer.adapter import FrontierAdapter, SystemicFailure
+from optimizer.claims import ClaimLost, RunClaim, retry_db
 from optimizer.config import RunConfig, parse_run_config
 from optimizer.events import publish_run_event
 from optimizer.lm import LMError, build_candidate_proposer, build_lm, build_reflection_lm
@@ -51,8 +58,9 @@ def task_rows(run: Run, split: str) -> list[dict]:
     return [{k: v for k, v in row.items() if k != "split"} for row in run.tasks_snapshot if row.get("split") == split]
 
 
-def claim(run_id: int) -> Run | None:
-    """Mark the run as running on this worker, or return None when it must not run here."""
+def claim(run_id: int) -> tuple[Run, RunClaim] | None:
+    """Take the run for this worker with a fresh claim token, or return None when
+    it must not run here (finished, imported, or held by a live worker)."""
     now = timezone.now()
     with transaction.atomic():
         run = Run.objects.select_for_update().filter(pk=run_id).first()
@@ -64,69 +72,89 @@ def claim(run_id: int) -> Run | None:
         run.status = RunStatus.STOPPING if run.stop_requested else RunStatus.RUNNING
         run.heartbeat_at = now
         run.started_at = run.started_at or now
-        run.save(update_fields=["status", "heartbeat_at", "started_at"])
-    return run
+        run.claim = RunClaim.new_token()
+        run.save(update_fields=["status", "heartbeat_at", "started_at", "claim"])
+    return run, RunClaim(run.pk, run.claim)
 
 
 class Heartbeat(threading.Thread):
-    """Proves the worker is alive and relays a cancel request to the adapter."""
+    """Proves the worker is alive (while it holds the claim) and relays a cancel
+    request to the adapter. A database error never ends it: it retries on a new
+    connection, quickly at first, so a blip never makes the run look dead."""
 
-    def __init__(self, run_id: int):
-        super().__init__(name=f"run-{run_id}-heartbeat", daemon=True)
-        self.run_id = run_id
+    def __init__(self, claim: RunClaim):
+        super().__init__(name=f"run-{claim.run_id}-heartbeat", daemon=True)
+        self.claim = claim
         self.cancelled = threading.Event()
         self.done = threading.Event()
+
+    def beat(self) -> None:
+        self.claim.update(heartbeat_at=timezone.now())
+        if self.claim.runs().filter(cancel_requested=True).exists():
+            self.cancelled.set()
 
     def run(self) -> None:
         try:
             while not self.done.wait(HEARTBEAT_SECONDS):
-                Run.objects.filter(pk=self.run_id).update(heartbeat_at=timezone.now())
-                if Run.objects.filter(pk=self.run_id, cancel_requested=True).exists():
-                    self.cancelled.set()
+                try:
+                    retry_db(self.beat, what=f"run {self.claim.run_id}: heartbeat", give_up_after=None, max_delay=HEARTBEAT_SECONDS, stop=self.done)
+                except ClaimLost:
+                    return  # the runner stops at its next check
+                except Exception:  # never end the thread over one bad beat
+                    log.exception("run %s: heartbeat failed", self.claim.run_id)
         finally:
             connection.close()
 
 
-def set_status(run_id: int, status: str, phase: str, error: str = "") -> None:
+def set_status(claim: RunClaim, status: str, phase: str, error: str = "") -> None:
     fields = {"status": status, "phase": phase}
     if error:
         fields["error"] = error
     if status in RunStatus.finished():
         fields["finished_at"] = timezone.now()
-    Run.objects.filter(pk=run_id).update(**fields)
+        fields["heartbeat_at"] = None
     payload = {"status": status, "phase": phase}
     if error:
         payload["error"] = error
-    publish_run_event(run_id, ev.RUN_STATUS, payload)
+    with transaction.atomic():
+        claim.update(**fields)
+        publish_run_event(claim.run_id, ev.RUN_STATUS, payload, claim=claim)
 
 
 def execute_run(run_id: int) -> str | None:
     """Run (or resume) the optimization; returns the final status, None if not run here."""
     close_old_connections()
-    run = claim(run_id)
-    if run is None:
+    claimed = retry_db(lambda: claim(run_id), what=f"run {run_id}: claim")
+    if claimed is None:
         return None
-    heartbeat = Heartbeat(run_id)
+    run, run_claim = claimed
+    heartbeat = Heartbeat(run_claim)
     heartbeat.start()
     try:
-        return _optimize(run, heartbeat)
-    except (SystemicFailure, LMError, SpecError) as error:
-        return _finish(run_id, heartbeat, failure=str(error))
+        return _optimize(run, run_claim, heartbeat)
     except Exception as error:
+        if run_claim.lost.is_set():
+            log.warning("run %s: stopped on this worker, another one holds it (%s)", run_id, type(error).__name__)
+            return None
+        if isinstance(error, (SystemicFailure, LMError, SpecError)):
+            return _finish(run_claim, heartbeat, failure=str(error))
         log.exception("run %s failed", run_id)
-        return _finish(run_id, heartbeat, failure=f"{type(error).__name__}: {error}")
+        return _finish(run_claim, heartbeat, failure=f"{type(error).__name__}: {error}")
     finally:
         heartbeat.done.set()
         heartbeat.join()
 
 
-def _optimize(run: Run, heartbeat: Heartbeat) -> str:
+def _optimize(run: Run, run_claim: RunClaim, heartbeat: Heartbeat) -> str:
     config = parse_run_config(run.config)
     directory = run_dir(run.pk)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "gepa.stop").unlink(missing_ok=True)  # never deleted by gepa (GEPA_NOTES 7)
     resuming = (directory / "gepa_state.bin").exists()
-    set_status(run.pk, RunStatus.STOPPING if run.stop_requested else RunStatus.RUNNING, "resuming" if resuming else "seed evaluation")
+    retry_db(
+        lambda: set_status(run_claim, RunStatus.STOPPING if run.stop_requested else RunStatus.RUNNING, "resuming" if resuming else "seed evaluation"),
+        what=f"run {run.pk}: status",
+    )
 
     trainset = task_rows(run, config.splits.train)
     valset = task_rows(run, config.splits.val)
@@ -139,16 +167,24 @@ def _optimize(run: Run, heartbeat: Heartbeat) -> str:
         concurrency=config.concurrency,
         judge_factory=_judge_factory(config, scorer),
         max_verify=config.verify.max_verify,
-        should_abort=heartbeat.cancelled.is_set,
+        should_abort=lambda: heartbeat.cancelled.is_set() or run_claim.lost.is_set(),
     )
     task_pks = dict(run.task_set.tasks.values_list("task_id", "pk")) if run.task_set_id else {}
     recorder = RunRecorder(
-        run=run, adapter=adapter, valset=valset, task_pks=task_pks, budget_total=run.budget_total
+        run=run, adapter=adapter, valset=valset, task_pks=task_pks, budget_total=run.budget_total, claim=run_claim
     )
     reflection = _reflection_kwargs(config, recorder)
 
     def stop_requested(_state) -> bool:
-        return Run.objects.filter(pk=run.pk).filter(stop_requested=True).exists() or heartbeat.cancelled.is_set()
+        """gepa asks before each iteration, just before it writes its checkpoint.
+        A lost claim raises out of gepa.optimize, so that checkpoint (and the
+        final one) is never written by a worker that no longer holds the run."""
+        if run_claim.lost.is_set():
+            raise ClaimLost(f"run {run.pk} is held by another worker")
+        flags = retry_db(lambda: run_claim.runs().values_list("stop_requested", flat=True).first(), what=f"run {run.pk}: stop check")
+        if flags is None:
+            run_claim.give_up()
+        return flags or heartbeat.cancelled.is_set()
 
     try:
         gepa.optimize(
@@ -176,15 +212,17 @@ def _optimize(run: Run, heartbeat: Heartbeat) -> str:
     except SystemicFailure:
         if not heartbeat.cancelled.is_set():
             raise
-    run.refresh_from_db()
+    if run_claim.lost.is_set():
+        raise ClaimLost(f"run {run.pk} is held by another worker")
+    retry_db(run.refresh_from_db, what=f"run {run.pk}: read")
     if run.cancel_requested:
-        return _finish(run.pk, heartbeat, phase="cancelled")
+        return _finish(run_claim, heartbeat, phase="cancelled")
     if run.stop_requested:
-        return _finish(run.pk, heartbeat, phase="stopped by the user")
+        return _finish(run_claim, heartbeat, phase="stopped by the user")
     if config.splits.holdout:
-        set_status(run.pk, RunStatus.RUNNING, "holdout evaluation")
-        _score_holdout(run, config, adapter, recorder)
-    return _finish(run.pk, heartbeat)
+        retry_db(lambda: set_status(run_claim, RunStatus.RUNNING, "holdout evaluation"), what=f"run {run.pk}: status")
+        _score_holdout(run, run_claim, config, adapter, recorder)
+    return _finish(run_claim, heartbeat)
 
 
 def _judge_factory(config: RunConfig, scorer):
@@ -219,53 +257,71 @@ def _reflection_kwargs(config: RunConfig, recorder: RunRecorder) -> dict:
     return {"reflection_lm": noting(build_reflection_lm(config.reflection_lm))}
 
 
-def _score_holdout(run: Run, config: RunConfig, adapter: FrontierAdapter, recorder: RunRecorder) -> None:
+def _score_holdout(run: Run, run_claim: RunClaim, config: RunConfig, adapter: FrontierAdapter, recorder: RunRecorder) -> None:
     """The promotion report: the seed and the best candidate on the holdout split."""
     rows = task_rows(run, config.splits.holdout)
-    run.refresh_from_db()
+    retry_db(run.refresh_from_db, what=f"run {run.pk}: read")
     if not rows or run.best_candidate is None:
         return
     summary = {}
     for candidate in Candidate.objects.filter(run=run, index__in={0, run.best_candidate.index}):
         adapter.evaluate(rows, candidate.components)
         records = [adapter.take_record(candidate.components, row["task_id"]) for row in rows]
-        publish_run_event(run.pk, *recorder.record_evaluations(candidate=candidate, split=Split.HOLDOUT, records=records))
+
+        def record(candidate=candidate, records=records) -> None:
+            with transaction.atomic():
+                run_claim.hold()
+                trials = recorder.record_evaluations(candidate=candidate, split=Split.HOLDOUT, records=records)
+                publish_run_event(run.pk, *trials, claim=run_claim)
+
+        retry_db(record, what=f"run {run.pk}: holdout evaluations")
         summary[candidate.index] = sum(r.score for r in records) / len(records)
-    publish_run_event(
-        run.pk,
-        ev.HOLDOUT_SCORED,
-        {
-            "seed_score": summary.get(0),
-            "best_index": run.best_candidate.index,
-            "best_score": summary[run.best_candidate.index],
-            "tasks": len(rows),
-        },
-    )
+    scored = {
+        "seed_score": summary.get(0),
+        "best_index": run.best_candidate.index,
+        "best_score": summary[run.best_candidate.index],
+        "tasks": len(rows),
+    }
+    retry_db(lambda: publish_run_event(run.pk, ev.HOLDOUT_SCORED, scored, claim=run_claim), what=f"run {run.pk}: holdout")
 
 
-def _finish(run_id: int, heartbeat: Heartbeat, *, phase: str = "finished", failure: str = "") -> str:
+def _finish(run_claim: RunClaim, heartbeat: Heartbeat, *, phase: str = "finished", failure: str = "") -> str | None:
+    """The run's last words, written in one transaction only if this worker still
+    holds it (exactly one run.finished however many workers touched the run)."""
     heartbeat.done.set()
-    run = Run.objects.get(pk=run_id)
-    if failure:
-        status = RunStatus.FAILED
-        publish_run_event(run_id, ev.ERROR, {"where": "runner", "message": failure[:1000], "iteration": None})
-    elif run.stop_requested or run.cancel_requested:
-        status = RunStatus.STOPPED
-    else:
-        status = RunStatus.COMPLETED
-    set_status(run_id, status, "failed" if failure else phase, error=failure[:2000])
-    Run.objects.filter(pk=run_id).update(heartbeat_at=None)
-    run.refresh_from_db()
-    publish_run_event(
-        run_id,
-        ev.RUN_FINISHED,
-        {
-            "status": status,
-            "best_index": run.best_candidate.index if run.best_candidate else None,
-            "best_score": run.best_score,
-            "seed_score": run.seed_score,
-            "metric_calls": run.budget_used,
-        },
-    )
-    return status
+    heartbeat.join()  # no heartbeat lands after the run is finished
+    run_id = run_claim.run_id
+
+    def finish() -> str:
+        run = Run.objects.get(pk=run_id)
+        if failure:
+            status = RunStatus.FAILED
+        elif run.stop_requested or run.cancel_requested:
+            status = RunStatus.STOPPED
+        else:
+            status = RunStatus.COMPLETED
+        with transaction.atomic():
+            run_claim.hold()
+            if failure:
+                publish_run_event(run_id, ev.ERROR, {"where": "runner", "message": failure[:1000], "iteration": None}, claim=run_claim)
+            set_status(run_claim, status, "failed" if failure else phase, error=failure[:2000])
+            run.refresh_from_db()
+            publish_run_event(
+                run_id,
+                ev.RUN_FINISHED,
+                {
+                    "status": status,
+                    "best_index": run.best_candidate.index if run.best_candidate else None,
+                    "best_score": run.best_score,
+                    "seed_score": run.seed_score,
+                    "metric_calls": run.budget_used,
+                },
+                claim=run_claim,
+            )
+        return status
+
+    try:
+        return retry_db(finish, what=f"run {run_id}: finish")
+    except ClaimLost:
+        return None
 

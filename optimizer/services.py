@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
@@ -23,6 +24,7 @@ from optimizer.config import (
     parse_run_config,
 )
 from optimizer.events import publish_run_event
+from optimizer.limits import active_runs_problem, budget_problem, launch_problems, run_limits_for
 from optimizer.lm import LMConfig, check_endpoint
 from optimizer.models import Candidate, ModelEndpoint, Run, RunStatus, TaskSet
 from verifiers_app.engine import SpecError, compile_specs, validate_task
@@ -134,7 +136,12 @@ def _prepare(*, owner, config: dict | RunConfig, trusted_lms: bool = False) -> _
             # spend max_verify attempts on each task. Say so instead of faking verdicts.
             problems.append(("verify.judge_lm", DEMO_JUDGE_PROBLEM))
         updates["verify"] = config.verify.model_copy(update={"judge_lm": judge_lm})
-    return _Prepared(config.model_copy(update=updates), task_set, verifiers, rows, problems)
+    prepared = _Prepared(config.model_copy(update=updates), task_set, verifiers, rows, problems)
+    if task_set is not None:  # the owner's run limits (admin-set, optimizer/limits.py)
+        budget_field = "budget.max_metric_calls" if config.budget.max_metric_calls is not None else "budget"
+        problems += launch_problems(owner, metric_calls=config.max_metric_calls(prepared.valset_size),
+                                    concurrency=config.concurrency, budget_field=budget_field)
+    return prepared
 
 
 def run_dry_run(*, owner, config: dict | RunConfig) -> list[tuple[str, str]]:
@@ -166,6 +173,12 @@ def run_launch(*, owner, config: dict | RunConfig, trusted_lms: bool = False) ->
         raise RunConfigError(prepared.problems)
     config = prepared.config
     with transaction.atomic():
+        # Two launches at once must not both pass the active-runs limit: the
+        # owner's row is the lock they queue on, then the count is taken again.
+        get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
+        too_many = active_runs_problem(owner, run_limits_for(owner))
+        if too_many:
+            raise RunConfigError([("active_runs", too_many)])
         run = Run.objects.create(
             owner=owner,
             name=config.name or f"{prepared.task_set.name} · {timezone.now():%Y-%m-%d %H:%M}",
@@ -174,6 +187,7 @@ def run_launch(*, owner, config: dict | RunConfig, trusted_lms: bool = False) ->
             verifier_specs=[v.spec for v in prepared.verifiers],
             tasks_snapshot=prepared.rows,
             budget_total=config.max_metric_calls(prepared.valset_size),
+            enqueued_at=timezone.now(),
         )
         run.verifiers.set(prepared.verifiers)
         Verifier.objects.filter(pk__in=[v.pk for v in prepared.verifiers]).update(last_used_at=timezone.now())
@@ -189,9 +203,12 @@ def run_budget_warning(run: Run) -> str | None:
 
 
 def _enqueue(run: Run) -> None:
-    from optimizer.tasks import run_optimization
+    """After commit, hand the run to the workers. The committed queued row is the
+    durable queue: with the broker down it is sent later by a worker's watchdog
+    (optimizer.tasks.enqueue_run), and the launch still answers with the run."""
+    from optimizer.tasks import enqueue_run
 
-    transaction.on_commit(lambda: run_optimization.delay(run.pk))
+    transaction.on_commit(lambda: enqueue_run(run.pk))
 
 
 def _set_status(run: Run, status: str, phase: str, **fields) -> None:
@@ -236,7 +253,16 @@ def run_resume(*, run: Run, extra_budget: int = 0) -> Run:
         raise RunStateError("extra_budget: must not be negative")
     if run.budget_total + extra_budget > MAX_METRIC_CALLS:
         raise RunStateError(f"extra_budget: a run's budget may not exceed {MAX_METRIC_CALLS:,} metric calls")
+    limits = run_limits_for(run.owner)
+    if extra_budget:
+        too_large = budget_problem(limits, run.budget_total + extra_budget, "extra_budget")
+        if too_large:
+            raise RunStateError(too_large.replace(": ", f": the run's budget would be ", 1))
     with transaction.atomic():
+        get_user_model().objects.select_for_update().filter(pk=run.owner_id).first()
+        too_many = active_runs_problem(run.owner, limits, exclude_run_id=run.pk)
+        if too_many:
+            raise RunStateError(f"active_runs: {too_many}")
         run = Run.objects.select_for_update().get(pk=run.pk)
         crashed = run.status in (RunStatus.RUNNING, RunStatus.STOPPING) and (
             run.heartbeat_at is None or timezone.now() - run.heartbeat_at >= STALE_AFTER
@@ -256,6 +282,7 @@ def run_resume(*, run: Run, extra_budget: int = 0) -> Run:
             error="",
             finished_at=None,
             budget_total=run.budget_total + extra_budget,
+            enqueued_at=timezone.now(),
         )
         _enqueue(run)
     return run

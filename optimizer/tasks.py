@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from datetime import timedelta
 
 from celery import shared_task
 from celery.contrib.testing.worker import test_worker_started, test_worker_stopped
@@ -28,19 +29,51 @@ def run_optimization(run_id: int) -> str | None:
     return execute_run(run_id)
 
 
-def requeue_orphaned_runs(*, include_queued: bool = False) -> list[int]:
-    """Queue again every run whose worker died (its heartbeat went stale). With
-    acks_late the broker would redeliver it too, but only after its visibility
-    timeout (hours); a duplicate delivery is harmless."""
-    stale = Q(status__in=[RunStatus.RUNNING, RunStatus.STOPPING]) & (
-        Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=timezone.now() - STALE_AFTER)
-    )
-    if include_queued:
-        stale |= Q(status=RunStatus.QUEUED)
-    run_ids = list(Run.objects.filter(stale, imported=False).values_list("pk", flat=True))
-    for run_id in run_ids:
-        log.info("re-queueing run %s", run_id)
+# A queued run handed to the broker this long ago and still not started is sent
+# again: its message may have been lost (a Redis restarted without persistence).
+QUEUED_RESEND_AFTER = timedelta(seconds=settings.RUN_QUEUED_RESEND_SECONDS)
+
+
+def enqueue_run(run_id: int) -> bool:
+    """Hand a queued run to the workers. The run's row is the durable queue: when
+    the broker is unreachable (Redis down) this logs, marks the run as not sent
+    (enqueued_at empty) and returns False; a worker's watchdog sends it once
+    the broker is back (requeue_orphaned_runs). Never raises."""
+    try:
         run_optimization.delay(run_id)
+        return True
+    except Exception as error:
+        log.warning("run %s stays queued: the broker is unreachable (%s); a worker sends it again later", run_id, error)
+        try:
+            Run.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(enqueued_at=None, phase="queued: waiting for the broker")
+        except Exception:  # the watchdog also resends runs whose sending is old
+            log.exception("could not mark run %s as not sent", run_id)
+        return False
+
+
+def requeue_orphaned_runs(*, include_queued: bool = False) -> list[int]:
+    """Queue again every run whose worker died (its heartbeat went stale) and
+    every queued run that never reached the broker, or reached it long ago and
+    never started. With acks_late the broker would redeliver the first kind too,
+    but only after its visibility timeout (hours). Each run is sent by one
+    watchdog per round (a conditional UPDATE decides which), and a duplicate
+    delivery is harmless anyway: runner.claim starts a run at most once.
+    `include_queued`: every queued run (embedded mode at startup: the in-memory
+    broker lost its queue with the previous process)."""
+    now = timezone.now()
+    stale = Q(status__in=[RunStatus.RUNNING, RunStatus.STOPPING]) & (
+        Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=now - STALE_AFTER)
+    )
+    unsent = Q(status=RunStatus.QUEUED)
+    if not include_queued:
+        unsent &= Q(enqueued_at__isnull=True) | Q(enqueued_at__lt=now - QUEUED_RESEND_AFTER)
+    run_ids = []
+    for run_id in Run.objects.filter(stale | unsent, imported=False).values_list("pk", flat=True):
+        # Several workers each run a watchdog: the one whose UPDATE matched sends it.
+        if Run.objects.filter(stale | unsent, pk=run_id).update(enqueued_at=now):
+            log.info("re-queueing run %s", run_id)
+            if enqueue_run(run_id):
+                run_ids.append(run_id)
     return run_ids
 
 

@@ -16,6 +16,9 @@ from optimizer.tasksets import MAX_FILE_BYTES, CsvMapping
 from verifiers_app.storable import without_nul
 
 router = Router()
+#: Rows a task set can hold is far below this; a larger offset reads as "past the end"
+#: (an offset beyond 2**63 - 1 was a database error, a 500).
+MAX_OFFSET = 2**31 - 1
 
 
 class CsvMappingIn(Schema):
@@ -97,7 +100,7 @@ def list_tasksets(request, q: str = ""):
 @router.get("/{int:taskset_id}", response=TaskSetDetail)
 def get_taskset(request, taskset_id: int, split: str = "", limit: int = 1000, offset: int = 0):
     """One task set with its tasks (optionally one split), `limit` (at most 5000) rows from `offset`."""
-    limit, offset = min(max(limit, 1), 5000), max(offset, 0)
+    limit, offset = min(max(limit, 1), 5000), min(max(offset, 0), MAX_OFFSET)
     task_set = get_object_or_404(_visible(request), pk=taskset_id)
     tasks = task_set.tasks.all()
     if split:

@@ -21,7 +21,7 @@ import yaml
 
 from optimizer.models import Split
 from verifiers_app.engine import SpecError, validate_task
-from verifiers_app.storable import storage_problems
+from verifiers_app.storable import JsonTooDeep, parse_json, storage_problems
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
 MAX_ROWS = 20_000
@@ -80,11 +80,13 @@ def _jsonl_rows(filename: str, text: str) -> list[tuple[int, Any]]:
         if not line.strip():
             continue
         try:
-            rows.append((number, json.loads(line)))
+            rows.append((number, parse_json(line)))
         except json.JSONDecodeError as exc:
             problems.append(f"{filename} line {number}: invalid JSON ({exc.msg} at column {exc.colno})")
-        except RecursionError:
-            problems.append(f"{filename} line {number}: invalid JSON (nested too deeply)")
+        except JsonTooDeep as exc:
+            where, _, message = str(exc).partition(": ")
+            problem = f"invalid JSON ({message})" if where == "value" else str(exc)
+            problems.append(f"{filename} line {number}: {problem}")
     _raise(problems)
     return rows
 

@@ -19,30 +19,109 @@ from dataclasses import dataclass
 _TOKEN = re.compile(r"\s*\w+|\s*[^\w\s]|\s+")
 # A sentence ends at . ! or ? followed by whitespace, or at a line break.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+# For the coarser diff: a run of text up to and including its end punctuation or
+# line breaks (the whitespace before it rides along, as with words).
+_SENTENCE_TOKEN = re.compile(r"[^\n.!?]*[.!?\n]*")
 
 SAME, ADDED, REMOVED = "same", "added", "removed"
 # SequenceMatcher still grows faster than linearly: about 0.1 s for two 4,000-word
 # texts here. An imported component may hold 200,000 characters.
 MAX_WORD_TOKENS = 20_000
+# What bounds the time, whatever the text: SequenceMatcher's cost is the number
+# of (token in a, same token in b) pairs its longest-match search visits, and on
+# text of one repeated word that is ~n² per search, with up to n searches (two
+# 4 KB prompts of one word took 6.8 s, 12 KB took 70 s). The searches are run
+# here one by one against this budget of visits; a diff that would need more
+# falls back to whole sentences, then whole lines, then to "all removed, all
+# added". 2,000,000 visits take ~0.25 s here; the coarser levels get half that
+# each (bench/compare.py prints the worst case).
+MAX_MATCH_WORK = 2_000_000
 
 
 def word_diff(old: str, new: str) -> list[tuple[str, str]]:
     """The edit from `old` to `new` as (op, text) pieces, op in same/added/removed.
-    Concatenating the same+removed pieces gives `old`; same+added gives `new`."""
-    a, b = _TOKEN.findall(old or ""), _TOKEN.findall(new or "")
-    if len(a) + len(b) > MAX_WORD_TOKENS:  # beyond ~10,000 words a side, diff whole lines
-        a, b = (old or "").splitlines(keepends=True), (new or "").splitlines(keepends=True)
+    Concatenating the same+removed pieces gives `old`; same+added gives `new`.
+
+    Word by word when that fits the work budget, else sentence by sentence,
+    else line by line, else the whole of `old` removed and the whole of `new`
+    added."""
+    old, new = old or "", new or ""
+    a, b = _TOKEN.findall(old), _TOKEN.findall(new)
+    if len(a) + len(b) <= MAX_WORD_TOKENS:  # beyond ~10,000 words a side, diff whole lines
+        ops = _bounded_diff(a, b, MAX_MATCH_WORK)
+        if ops is not None:
+            return ops
+        ops = _bounded_diff(_SENTENCE_TOKEN.findall(old), _SENTENCE_TOKEN.findall(new), MAX_MATCH_WORK // 2)
+        if ops is not None:
+            return ops
+    ops = _bounded_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), MAX_MATCH_WORK // 2)
+    if ops is not None:
+        return ops
+    return [(op, text) for op, text in ((REMOVED, old), (ADDED, new)) if text]
+
+
+def _bounded_diff(a: list[str], b: list[str], work: int) -> list[tuple[str, str]] | None:
+    """The diff of two token lists, or None when it needs more than `work`."""
+    # A shared beginning and end cost nothing to find and are most of a typical edit.
+    head = 0
+    while head < len(a) and head < len(b) and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < len(a) - head and tail < len(b) - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    middle_a, middle_b = a[head:len(a) - tail], b[head:len(b) - tail]
+    blocks = _matching_blocks(middle_a, middle_b, work)
+    if blocks is None:
+        return None
     ops: list[tuple[str, str]] = []
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            ops.append((SAME, "".join(a[i1:i2])))
-            continue
-        if i2 > i1:
-            ops.append((REMOVED, "".join(a[i1:i2])))
-        if j2 > j1:
-            ops.append((ADDED, "".join(b[j1:j2])))
+
+    def add(op: str, text: str) -> None:
+        if not text:
+            return
+        if ops and ops[-1][0] == op:  # a prefix or suffix next to a middle block
+            ops[-1] = (op, ops[-1][1] + text)
+        else:
+            ops.append((op, text))
+
+    add(SAME, "".join(a[:head]))
+    i = j = 0
+    for bi, bj, size in blocks:
+        add(REMOVED, "".join(middle_a[i:bi]))
+        add(ADDED, "".join(middle_b[j:bj]))
+        add(SAME, "".join(middle_a[bi:bi + size]))
+        i, j = bi + size, bj + size
+    add(REMOVED, "".join(middle_a[i:]))
+    add(ADDED, "".join(middle_b[j:]))
+    add(SAME, "".join(a[len(a) - tail:]))
     return ops
+
+
+def _matching_blocks(a: list[str], b: list[str], budget: int) -> list[tuple[int, int, int]] | None:
+    """difflib's get_matching_blocks (same results), with each longest-match
+    search paid for from `budget` before it runs; None when it runs out."""
+    if not a or not b:
+        return []
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    b2j = matcher.b2j
+    # work_before[i]: the pairs a search over a[0:i] visits at most.
+    work_before = [0]
+    for token in a:
+        work_before.append(work_before[-1] + len(b2j.get(token, ())))
+    queue, found = [(0, len(a), 0, len(b))], []
+    while queue:
+        alo, ahi, blo, bhi = queue.pop()
+        budget -= work_before[ahi] - work_before[alo] + 1
+        if budget < 0:
+            return None
+        i, j, k = matcher.find_longest_match(alo, ahi, blo, bhi)
+        if k:
+            found.append((i, j, k))
+            if alo < i and blo < j:
+                queue.append((alo, i, blo, j))
+            if i + k < ahi and j + k < bhi:
+                queue.append((i + k, ahi, j + k, bhi))
+    found.sort()
+    return found
 
 
 def split_sentences(text: str) -> list[str]:

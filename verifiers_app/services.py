@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 from optimizer.models import Run
 from verifiers_app.engine import SpecError, validate_spec
 from verifiers_app.models import Verifier, VerifierVersion
-from verifiers_app.storable import storage_problems
+from verifiers_app.storable import JsonTooDeep, parse_json, storage_problems
 
 MAX_SPEC_BYTES = 256 * 1024
 _ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,100}")
@@ -34,13 +34,13 @@ def spec_from_json(text: str | bytes, *, source: str = "spec") -> object:
     if len(text) > MAX_SPEC_BYTES:
         raise SpecError(f"{source}: larger than {MAX_SPEC_BYTES // 1024} KB")
     try:
-        return json.loads(text)
+        return parse_json(text)
+    except JsonTooDeep as exc:
+        raise SpecError(f"{source}: invalid JSON ({str(exc).removeprefix('value: ')})") from None
     except UnicodeDecodeError:
         raise SpecError(f"{source}: not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise SpecError(f"{source}: invalid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") from None
-    except RecursionError:
-        raise SpecError(f"{source}: invalid JSON (nested too deeply)") from None
 
 
 def _validated(spec: object) -> dict:

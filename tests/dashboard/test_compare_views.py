@@ -207,7 +207,7 @@ def _hostile(run, mutate) -> bytes:
 
 
 @pytest.mark.parametrize(("build", "message"), [
-    (lambda run: b"[" * 200_000 + b"]" * 200_000, b"file: nested too deeply"),
+    (lambda run: b"[" * 200_000 + b"]" * 200_000, b"file: nested more than 100 levels deep"),
     (lambda run: b'{"format": "frontier.run", "version": ' + b"9" * 5000 + b"}", b"file: not valid JSON"),
     (lambda run: _hostile(run, lambda d: d["candidates"][1]["evaluations"][0].update(score=float("nan"))),
      b"candidates.1.evaluations.0.score: must be a finite number"),

@@ -290,6 +290,23 @@ def test_an_unknown_control_is_not_routed(user_client, user):
     assert user_client.post(f"/runs/{run.pk}/explode/").status_code == 404
 
 
+def test_a_launch_body_nested_ten_thousand_deep_is_a_400_naming_config_not_a_500(user_client, task_set, verifier):
+    body = '{"task_set_id": ' + "[" * 10_000 + "]" * 10_000 + "}"
+    response = user_client.post(reverse("runs:new"), data=body, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["problems"] == [{"field": "config", "message": "nested more than 100 levels deep"}]
+    # Shallow enough for json.loads, too deep for us: the field it is under is named.
+    deep = "x"
+    for _ in range(150):
+        deep = [deep]
+    response = post_json(user_client, "runs:new", config(task_set, seed_components={"instructions": deep}))
+    assert response.status_code == 400
+    assert response.json()["problems"] == [
+        {"field": "seed_components.instructions[0]", "message": "nested more than 100 levels deep"},
+    ]
+    assert Run.objects.count() == 0
+
+
 def test_the_pages_answer_head_like_get_so_the_live_pages_can_tell_a_refusal_from_a_drop(user_client, other_client, user):
     from django.test import Client
 

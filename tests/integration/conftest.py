@@ -8,6 +8,7 @@ no services) they skip with the reason; under CI (CI=true) they fail instead.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -19,6 +20,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
+from celery import Celery
 from django.conf import settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -136,8 +138,15 @@ def _bin(name: str) -> str:
 @pytest.fixture
 def daphne_server(services_env, tmp_path):
     """`daphne dashboard.asgi:application` (as in docker-compose.yml) on a free port."""
+    process = start_daphne(services_env, tmp_path / "daphne.log")
+    yield process
+    process.stop()
+
+
+def start_daphne(env: dict, log_path: Path) -> Process:
+    """`daphne dashboard.asgi:application` on a free port; returns once it serves the login page."""
     port = free_port()
-    process = Process([_bin("daphne"), "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"], services_env, tmp_path / "daphne.log")
+    process = Process([_bin("daphne"), "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"], env, log_path)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -152,12 +161,12 @@ def daphne_server(services_env, tmp_path):
                 pytest.fail(f"daphne did not answer within 60 s:\n{process.log()}")
             time.sleep(0.2)
     process.url = url
-    yield process
-    process.stop()
+    return process
 
 
 def start_worker(env: dict, log_path: Path) -> Process:
-    """`celery -A dashboard worker` (as in docker-compose.yml); returns once it answers a ping."""
+    """`celery -A dashboard worker` (as in docker-compose.yml); returns once it
+    answers a ping (through the broker in `env`, which may be another Redis)."""
     from dashboard.celery import app
 
     hostname = f"it-{uuid.uuid4().hex[:6]}@{socket.gethostname()}"
@@ -167,11 +176,53 @@ def start_worker(env: dict, log_path: Path) -> Process:
         log_path,
     )
     deadline = time.monotonic() + 60
-    while not app.control.ping(destination=[hostname], timeout=0.5):
+    # Another Redis (a RedisServer of the test) is pinged through an app of its own.
+    control = app.control if env["REDIS_URL"] == settings.REDIS_URL else Celery(broker=env["REDIS_URL"]).control
+    while not control.ping(destination=[hostname], timeout=0.5):
         if process.popen.poll() is not None or time.monotonic() > deadline:
             process.stop()
             pytest.fail(f"the celery worker did not answer a ping:\n{process.log()}")
     return process
+
+
+class RedisServer:
+    """A redis-server of the test's own, on a free port, no persistence: the
+    test stops and starts it at will (a Redis outage) without touching anyone
+    else's Redis."""
+
+    def __init__(self, directory: Path):
+        self.port = free_port()
+        self.directory = directory
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.popen: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.popen = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(self.directory)],
+            stdout=open(self.directory / "redis.log", "a"),
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 20
+        while not _reachable("127.0.0.1", self.port):
+            if self.popen.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"redis-server did not start:\n{(self.directory / 'redis.log').read_text()}")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.popen is not None and self.popen.poll() is None:
+            self.popen.terminate()
+            self.popen.wait(timeout=20)
+        self.popen = None
+
+
+@pytest.fixture
+def own_redis(tmp_path):
+    """A RedisServer, not started yet; stopped and removed after the test."""
+    server = RedisServer(tmp_path / "redis")
+    yield server
+    server.stop()
+    shutil.rmtree(server.directory, ignore_errors=True)
 
 
 @pytest.fixture

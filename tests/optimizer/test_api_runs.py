@@ -181,6 +181,16 @@ def test_a_nul_character_in_an_api_launch_is_a_400_naming_the_field_not_a_databa
     assert not Run.objects.exists()
 
 
+def test_a_status_filter_that_is_no_status_is_a_400_naming_it(user_client):
+    # A NUL in it reached PostgreSQL, which answered with an error (a 500).
+    for status in ["\x00", "runing"]:
+        response = user_client.get("/api/runs/", {"status": status})
+        assert response.status_code == 400
+        [problem] = response.json()["problems"]
+        assert problem["field"] == "status" and "'queued', 'running', 'stopping', 'stopped', 'completed' or 'failed'" in problem["message"]
+    assert user_client.get("/api/runs/", {"status": "running"}).json() == []
+
+
 def test_a_user_a_run_is_shared_with_can_read_it_but_not_fork_it(user_client, other_client, other_user, task_set):
     run_id = post(user_client, "/api/runs/", {"config": run_config(task_set)}).json()["id"]
     Candidate.objects.create(run_id=run_id, index=0, components={"instructions": "Be brief."})

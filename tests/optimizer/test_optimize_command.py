@@ -120,6 +120,8 @@ def test_a_preset_budget_below_a_few_proposals_is_warned_about(site):
         (("--verifier", "refund.json", "--tasks", "nowhere"), '--tasks: no task set named "nowhere"'),
         (("--verifier", "refund.json", "--tasks", "refunds.jsonl", "--model", "gpt-9"), 'task_lm: no model endpoint named "gpt-9"'),
         (("--verifier", "refund.json", "--tasks", "refunds.jsonl", "--budget", "lots"), "budget.preset: Input should be"),
+        (("--verifier", "refund.json", "--tasks", "refunds.jsonl", "--budget", "9914443"),
+         "budget.max_metric_calls: 9,914,443 metric calls is above your limit of 50,000 per run (set by an administrator)"),
     ],
 )
 def test_bad_input_exits_2_with_one_line_naming_the_option(site, args, message):

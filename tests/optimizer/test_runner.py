@@ -158,6 +158,33 @@ def test_a_run_whose_worker_died_resumes_from_its_checkpoint_without_duplicates(
     assert "resuming" in statuses
 
 
+def test_a_worker_that_lost_its_claim_to_another_worker_stops_without_writing_anything_more(user, task_set, monkeypatch):
+    run = launch(user, task_set, budget={"max_metric_calls": 2000})
+    accepted = RunRecorder.on_candidate_accepted
+    taken: dict = {}
+
+    def taken_over_at_candidate_two(self, event):
+        accepted(self, event)
+        if event["new_candidate_idx"] == 2 and not taken:
+            # The watchdog gave the run to another worker: this one looked dead (a long DB outage).
+            Run.objects.filter(pk=run.pk).update(claim="another-worker", heartbeat_at=timezone.now())
+            taken["last_seq"] = Run.objects.get(pk=run.pk).last_seq
+            taken["checkpoint"] = (runner.run_dir(run.pk) / "gepa_state.bin").stat().st_mtime_ns
+
+    monkeypatch.setattr(RunRecorder, "on_candidate_accepted", taken_over_at_candidate_two)
+    assert execute_run(run.pk) is None  # it stopped: not its run any more
+
+    run.refresh_from_db()
+    assert run.claim == "another-worker" and run.status == RunStatus.RUNNING  # the new holder's state, untouched
+    assert run.last_seq == taken["last_seq"]
+    assert [e.seq for e in events(run)] == list(range(1, taken["last_seq"] + 1))
+    assert not events(run, ev.RUN_FINISHED)
+    assert sorted(Candidate.objects.filter(run=run).values_list("index", flat=True)) == [0, 1]
+    assert run.budget_used < 2000
+    # gepa's checkpoint is the new holder's too: the stopper raised before gepa could write it again.
+    assert (runner.run_dir(run.pk) / "gepa_state.bin").stat().st_mtime_ns == taken["checkpoint"]
+
+
 def test_stop_ends_the_run_after_the_iteration_in_flight(user, task_set, monkeypatch):
     run = launch(user, task_set, budget={"max_metric_calls": 2000})
     accepted = RunRecorder.on_candidate_accepted

@@ -73,6 +73,26 @@ def test_a_worker_re_queues_runs_whose_worker_died_but_not_live_ones(user, task_
     assert sorted(requeue_orphaned_runs(include_queued=True)) == sorted([dead.pk, queued.pk])
 
 
+def test_a_queued_run_that_never_reached_the_broker_is_sent_by_one_watchdog_round_only(user, task_set):
+    from optimizer.tasks import requeue_orphaned_runs
+
+    unsent = run_launch(owner=user, config=run_config(task_set))
+    Run.objects.filter(pk=unsent.pk).update(enqueued_at=None)  # the broker was down when it was launched
+    waiting = run_launch(owner=user, config=run_config(task_set))  # sent a moment ago: waits for a free worker
+    assert requeue_orphaned_runs() == [unsent.pk]
+    assert requeue_orphaned_runs() == []  # another worker's watchdog, the same round: already sent
+    assert Run.objects.get(pk=unsent.pk).enqueued_at is not None
+    assert Run.objects.get(pk=waiting.pk).status == RunStatus.QUEUED
+
+
+def test_a_queued_run_sent_long_ago_that_never_started_is_sent_again(user, task_set):
+    from optimizer.tasks import QUEUED_RESEND_AFTER, requeue_orphaned_runs
+
+    lost = run_launch(owner=user, config=run_config(task_set))  # its message went down with a Redis restart
+    Run.objects.filter(pk=lost.pk).update(enqueued_at=timezone.now() - QUEUED_RESEND_AFTER * 2)
+    assert requeue_orphaned_runs() == [lost.pk]
+
+
 def test_the_demo_simulator_is_refused_as_an_llm_judge_by_launch_and_dry_run_naming_the_field(user, task_set):
     from optimizer.config import RunConfigError
     from optimizer.models import ModelEndpoint

@@ -44,3 +44,11 @@ def test_private_task_sets_are_hidden_from_other_users(user_client, other_client
     set_id = TaskSet.objects.get().pk
     assert other_client.get("/api/tasksets/").json() == []
     assert other_client.get(f"/api/tasksets/{set_id}").status_code == 404
+
+
+def test_an_offset_past_any_database_integer_reads_as_past_the_end(user_client):
+    created = post(user_client, "/api/tasksets/import", {"name": "s", "filename": "a.jsonl", "content": '{"task_id": "a", "input": "x"}'}).json()
+    # 2**63 overflowed the database's integer (a 500).
+    response = user_client.get(f"/api/tasksets/{created['id']}", {"offset": str(2**63), "limit": str(2**63)})
+    assert response.status_code == 200 and response.json()["tasks"] == []
+    assert [t["task_id"] for t in user_client.get(f"/api/tasksets/{created['id']}", {"offset": "-5"}).json()["tasks"]] == ["a"]

@@ -116,7 +116,7 @@ def test_values_the_database_cannot_store_name_their_line_and_field_and_save_not
 
 def test_json_nested_too_deeply_names_its_line(user):
     content = jsonl(ROWS[0], "[" * 100_000 + "]" * 100_000)
-    with pytest.raises(SpecError, match=r"^tasks.jsonl line 2: invalid JSON \(nested too deeply\)$"):
+    with pytest.raises(SpecError, match=r"^tasks.jsonl line 2: invalid JSON \(nested more than 100 levels deep\)$"):
         taskset_import(owner=user, name="S", filename="tasks.jsonl", content=content)
     assert not Task.objects.exists()
 

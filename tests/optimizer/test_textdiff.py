@@ -76,3 +76,27 @@ def test_a_sentence_removed_and_later_reintroduced_belongs_to_the_later_candidat
         2: LineageNode(2, (1,), {"p": "Keep. Drop me."}),
     }
     assert dict(sentence_origins(nodes, 2, "p")) == {"Keep.": 0, "Drop me.": 2}
+
+
+def test_two_prompts_of_one_repeated_word_are_diffed_in_bounded_time():
+    # SequenceMatcher's worst case: 12 KB of one word took 70 s (4 KB: 6.8 s).
+    import time
+
+    old, new = "x " + "word " * 2400, "word " * 2400 + "y"
+    started = time.perf_counter()
+    ops = word_diff(old, new)
+    assert time.perf_counter() - started < 5  # ~1 ms now; generous for a loaded machine
+    assert _side(ops, REMOVED) == old and _side(ops, ADDED) == new
+
+
+def test_a_word_diff_over_the_work_budget_falls_back_to_whole_sentences(monkeypatch):
+    import optimizer.textdiff as textdiff
+
+    monkeypatch.setattr(textdiff, "MAX_MATCH_WORK", 2)  # the words in between need 4 pair visits
+    old = "Be brief. Quote the policy now. Answer in English."
+    new = "Be brief. Cite the rule today. Answer in English."
+    ops = word_diff(old, new)
+    assert ops == [(SAME, "Be brief."), (REMOVED, " Quote the policy now."), (ADDED, " Cite the rule today."),
+                   (SAME, " Answer in English.")]
+    monkeypatch.setattr(textdiff, "MAX_MATCH_WORK", 0)
+    assert word_diff(old, new) == [(REMOVED, old), (ADDED, new)]

@@ -165,3 +165,13 @@ def test_a_verifier_id_with_a_nul_character_is_a_json_404(user, user_client):
     response = user_client.get("/api/verifiers/to%00ne")
     assert response.status_code == 404 and response.json() == {"detail": "No verifier has this id", "problems": []}
     assert user_client.get("/api/verifiers/", {"q": "to\x00ne"}).json()[0]["id"] == "tone"
+
+
+def test_a_body_nested_deeper_than_the_cap_is_a_400_and_saves_nothing(user_client):
+    deep = "x"
+    for _ in range(150):  # json.loads reads it; storing and rendering it is what must not happen
+        deep = [deep]
+    spec = {"id": "deep", "kind": "in_process", "fn_name": "exact_match", "expected": deep}
+    response = post(user_client, "/api/verifiers/", {"spec": spec})
+    assert response.status_code == 400 and response.json()["detail"]
+    assert not Verifier.objects.exists()

@@ -43,7 +43,7 @@ def test_broken_json_names_the_line(user_client):
 def test_json_nested_too_deeply_is_a_clear_error_not_a_500(user_client):
     response = user_client.post("/verifiers/new/", {"spec": "[" * 100_000 + "]" * 100_000})
     assert response.status_code == 400
-    assert "JSON: invalid JSON (nested too deeply)" in response.content.decode()
+    assert "JSON: invalid JSON (nested more than 100 levels deep)" in response.content.decode()
     assert not Verifier.objects.exists()
 
 

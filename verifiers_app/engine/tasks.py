@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import regexes
 from .errors import SpecError
 from .expectations import NO_EXPECTATIONS, Expectations, parse_expectations
 from .specs import parse_row_verifier
@@ -96,6 +97,16 @@ def compile_task(task: Any) -> CompiledTask:
                         expectation_problems, schema_keys, schema_problems, row)
 
 
+def _costly_pattern(pattern: Any, field: str) -> list[str]:
+    """A regex_match pattern too costly to compile is refused with the task (a
+    pattern that merely does not compile still scores 0 when scored, as before)."""
+    try:
+        regexes.check_pattern_cost(str(pattern if pattern is not None else ""))
+    except regexes.RegexTooCostly as exc:
+        return [f"{field}: invalid regular expression: {exc}"]
+    return []
+
+
 def validate_task(task: Any, *, require_task_id: bool = True) -> dict:
     """The task with its row verifier normalized; :class:`SpecError` listing
     every problem (``metadata.expectations.mustMention[0].anyOf: must not be
@@ -120,6 +131,9 @@ def validate_task(task: Any, *, require_task_id: bool = True) -> dict:
         row, row_problems = parse_row_verifier(task["verifier"])
         problems += row_problems
         normalized["verifier"] = row
+        if row is not None and row["fn_name"] == "regex_match":
+            problems += _costly_pattern(row.get("expected", task.get("expected")),
+                                        "verifier.expected" if "expected" in row else "expected")
     if problems:
         raise SpecError(problems)
     return normalized

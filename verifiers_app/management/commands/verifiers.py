@@ -24,6 +24,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from verifiers_app.engine import SpecError, compile_specs, lint_spec, spec_warnings, validate_spec, validate_task
+from verifiers_app.storable import parse_json
 
 BAD_INPUT = 2
 PROBLEMS_FOUND = 1
@@ -42,8 +43,8 @@ def read_json(path: str) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise bad_input(f"{path}: cannot be read ({exc})") from None
     try:
-        return json.loads(text)
-    except ValueError as exc:
+        return parse_json(text)
+    except ValueError as exc:  # JsonTooDeep too: "not valid JSON (value: nested more than 100 levels deep)"
         raise bad_input(f"{path}: not valid JSON ({exc})") from None
 
 
@@ -116,7 +117,7 @@ class Command(BaseCommand):
         if not value.lstrip().startswith(("{", "[")):
             return value
         try:
-            return json.loads(value)
+            return parse_json(value)
         except ValueError as exc:
             raise bad_input(f"{option}: not valid JSON ({exc})") from None
 

@@ -1,0 +1,188 @@
+"""ASGI middleware that decides about a request body before anything reads it.
+
+Django reads a whole body (spooling it to a temporary file) before any
+middleware runs, and the CSRF check then parses a multipart body to look for
+its token: an anonymous 60 MB upload, answered 403 in the end, took the server
+from 176 MB to 861 MB. So, before the body is read:
+
+- a body larger than ``FRONTIER_MAX_REQUEST_BYTES`` is refused with 413, from
+  anyone (the run import, the largest upload, takes up to 50 MB);
+- a body larger than :data:`ANONYMOUS_BODY_BYTES` is refused with 401 (API) or
+  403 (pages) unless the request carries a session or Bearer token that
+  authenticates. Smaller anonymous bodies (a login form) go on to Django,
+  which answers them as before.
+
+Daphne itself has received the whole body before it calls the application
+(on disk above 100 KB, then handed over in 8 KB messages): what is saved here
+is everything after that. ``README.md`` ("Limits") has the measured numbers.
+"""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+#: Bodies up to this size are let through to Django without an identity check
+#: (a login form is well under it).
+ANONYMOUS_BODY_BYTES = 64 * 1024
+
+
+def _header(scope, name: bytes) -> bytes | None:
+    for key, value in scope.get("headers", ()):
+        if key.lower() == name:
+            return value
+    return None
+
+
+def _body_size(scope) -> int | None:
+    """The announced body size; None when it comes chunked (size unknown)."""
+    raw = _header(scope, b"content-length")
+    if raw is None:
+        return None if _header(scope, b"transfer-encoding") else 0
+    try:
+        return int(raw)
+    except ValueError:
+        return None
+
+
+def _cookie(scope, name: str) -> str | None:
+    raw = _header(scope, b"cookie")
+    if not raw:
+        return None
+    for part in raw.decode("latin-1").split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == name:
+            return value
+    return None
+
+
+def _identified(scope) -> bool:
+    """Does the request carry a Bearer token or a session that authenticates?
+    The same checks the API and the session middleware make, made early."""
+    from django.contrib.auth import get_user
+    from django.utils.module_loading import import_string
+
+    from dashboard.models import ApiToken
+
+    authorization = (_header(scope, b"authorization") or b"").decode("latin-1")
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        api_token = ApiToken.objects.active().select_related("user").filter(digest=ApiToken.hash(token.strip())).first()
+        if api_token is not None and api_token.user.is_active:
+            return True
+    session_key = _cookie(scope, settings.SESSION_COOKIE_NAME)
+    if session_key:
+        store = import_string(settings.SESSION_ENGINE + ".SessionStore")
+        user = get_user(SimpleNamespace(session=store(session_key)))
+        return user.is_authenticated and user.is_active
+    return False
+
+
+class RequestBodyGuard:
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        size = _body_size(scope)
+        limit = settings.FRONTIER_MAX_REQUEST_BYTES
+        if size is not None and size > limit:
+            return await self._refuse(scope, send, 413, f"body: larger than {limit} bytes")
+        if (size is None or size > ANONYMOUS_BODY_BYTES) and not await sync_to_async(_identified)(scope):
+            api = scope.get("path", "").startswith("/api/")
+            return await self._refuse(scope, send, 401 if api else 403, "Authentication required")
+        return await self.app(scope, receive, send)
+
+    @staticmethod
+    async def _refuse(scope, send, status: int, detail: str) -> None:
+        # The body is never read: the connection is closed after the answer, so
+        # the client cannot send it as the next request.
+        if scope.get("path", "").startswith("/api/"):
+            body, content_type = json.dumps({"detail": detail}).encode(), b"application/json"
+        else:
+            body, content_type = f"{status}: {detail}\n".encode(), b"text/plain; charset=utf-8"
+        headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode()), (b"connection", b"close")]
+        if status == 401:
+            headers.append((b"www-authenticate", b"Bearer"))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+# --- daphne ---------------------------------------------------------------------
+# Two things happen inside daphne (Twisted) before any application code runs,
+# measured with a 60 MB upload:
+# 1. Twisted's Request parses every multipart or url-encoded POST body into
+#    `request.args`, all in memory (+650 MB for 60 MB), though daphne never uses
+#    `args`. The patch hides the content type from that parser only.
+# 2. The body is received whatever its size (into a temporary file), then put on
+#    the application's queue in memory. The patch refuses a body larger than
+#    FRONTIER_MAX_REQUEST_BYTES as soon as its Content-Length is known (or, when
+#    it comes chunked, once that many bytes arrived), and reads no more of it.
+
+
+def _refuse_too_large(request) -> None:
+    limit = settings.FRONTIER_MAX_REQUEST_BYTES
+    body = json.dumps({"detail": f"body: larger than {limit} bytes"}).encode()
+    request._frontier_refused = True
+    request.channel.transport.write(
+        b"HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {len(body)}\r\n".encode()
+        + b"Connection: close\r\n\r\n" + body
+    )
+    request.channel.loseConnection()
+
+
+def install_daphne_body_limits() -> None:
+    """Patch daphne's request class (idempotent); see the comment above."""
+    try:
+        from daphne.http_protocol import WebRequest
+    except ImportError:  # not served by daphne
+        return
+    if getattr(WebRequest, "_frontier_body_limits", False):
+        return
+    from twisted.web import http
+
+    process = WebRequest.process
+
+    def gotLength(self, length):
+        self._frontier_refused, self._frontier_received = False, 0
+        if length is not None and length > settings.FRONTIER_MAX_REQUEST_BYTES:
+            self.content = None
+            _refuse_too_large(self)
+            return
+        http.Request.gotLength(self, length)
+
+    def handleContentChunk(self, data):
+        if getattr(self, "_frontier_refused", False):
+            return  # the connection is closing; drop what is still arriving
+        self._frontier_received = getattr(self, "_frontier_received", 0) + len(data)
+        if self._frontier_received > settings.FRONTIER_MAX_REQUEST_BYTES:
+            self.content.close()
+            _refuse_too_large(self)
+            return
+        http.Request.handleContentChunk(self, data)
+
+    def requestReceived(self, command, path, version):
+        if getattr(self, "_frontier_refused", False):
+            return
+        content_type = self.requestHeaders.getRawHeaders(b"content-type")
+        if content_type is not None:
+            self.requestHeaders.removeHeader(b"content-type")  # Twisted parses no form args without it
+            self._frontier_content_type = content_type
+        http.Request.requestReceived(self, command, path, version)
+
+    def restoring_process(self):
+        content_type = getattr(self, "_frontier_content_type", None)
+        if content_type is not None:
+            self.requestHeaders.setRawHeaders(b"content-type", content_type)
+        return process(self)
+
+    WebRequest.gotLength = gotLength
+    WebRequest.handleContentChunk = handleContentChunk
+    WebRequest.requestReceived = requestReceived
+    WebRequest.process = restoring_process
+    WebRequest._frontier_body_limits = True

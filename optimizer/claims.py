@@ -1,0 +1,117 @@
+"""One run, one runner.
+
+A worker that claims a run stores a fresh random token on it (`Run.claim`).
+Every write the runner makes afterwards (events, candidates, evaluations,
+budget, status, heartbeat) is conditional on that token: an UPDATE ... WHERE
+claim = <mine> that touches no row means another worker took the run over
+(ours looked dead to the watchdog: a long database outage, a frozen VM), and
+this worker stops without writing anything more. The conditional UPDATE also
+takes the run row's lock, so a takeover (runner.claim, SELECT ... FOR UPDATE)
+waits for a write in flight to commit, and that write never lands after it.
+
+Transient database errors (a restarted PostgreSQL, connections terminated by a
+proxy) are retried with a fresh connection: `retry_db` is what the heartbeat,
+the stopper and the recorder's callbacks run their queries through.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from django.db import DatabaseError, InterfaceError, OperationalError, connection
+from django.db.models import QuerySet
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# Errors a new connection may cure. IntegrityError and friends are bugs, not blips.
+TRANSIENT_DB_ERRORS = (OperationalError, InterfaceError)
+
+
+class ClaimLost(RuntimeError):
+    """Another worker holds this run now: stop without writing."""
+
+
+class RunClaim:
+    """This worker's hold on one run."""
+
+    def __init__(self, run_id: int, token: str):
+        self.run_id = run_id
+        self.token = token
+        self.lost = threading.Event()
+
+    @staticmethod
+    def new_token() -> str:
+        return secrets.token_hex(16)
+
+    def runs(self) -> QuerySet:
+        """The run, if this worker still holds it (an empty queryset once it lost it)."""
+        from optimizer.models import Run
+
+        return Run.objects.filter(pk=self.run_id, claim=self.token)
+
+    def update(self, **fields) -> None:
+        """UPDATE the run WHERE claim = mine; raises ClaimLost (and remembers it) when no row matched."""
+        if self.lost.is_set() or not self.runs().update(**fields):
+            self.give_up()
+
+    def hold(self) -> None:
+        """Inside a transaction: lock the run row while it is still ours, else raise ClaimLost."""
+        if self.lost.is_set() or not list(self.runs().select_for_update().values_list("pk", flat=True)):
+            self.give_up()
+
+    def give_up(self) -> None:
+        if not self.lost.is_set():
+            log.warning("run %s: another worker holds it now; this worker stops without writing", self.run_id)
+        self.lost.set()
+        raise ClaimLost(f"run {self.run_id} is held by another worker")
+
+
+def is_transient(error: BaseException) -> bool:
+    return isinstance(error, TRANSIENT_DB_ERRORS)
+
+
+def retry_db(
+    fn: Callable[[], T],
+    *,
+    what: str,
+    give_up_after: float | None = 60.0,
+    first_delay: float = 0.2,
+    max_delay: float = 5.0,
+    stop: threading.Event | None = None,
+) -> T | None:
+    """Call `fn`; on a transient database error close this thread's connection
+    (the next query opens a new one) and call it again, with exponential
+    backoff, for at most `give_up_after` seconds (None: for ever) or until
+    `stop` is set (then None). `fn` must be safe to repeat: a failed
+    transaction was rolled back whole."""
+    delay = first_delay
+    deadline = None if give_up_after is None else time.monotonic() + give_up_after
+    while True:
+        try:
+            return fn()
+        except DatabaseError as error:
+            if not is_transient(error) or connection.in_atomic_block:
+                raise  # an outer transaction must see the error and roll back itself
+            if deadline is not None and time.monotonic() + delay > deadline:
+                raise
+            log.warning("%s: database error, retrying in %.1f s: %s", what, delay, error)
+            _drop_connection()
+            if stop is not None:
+                if stop.wait(delay):
+                    return None
+            else:
+                time.sleep(delay)
+            delay = min(delay * 2, max_delay)
+
+
+def _drop_connection() -> None:
+    try:
+        connection.close()
+    except DatabaseError:  # closing a dead connection may complain; it is gone either way
+        connection.connection = None

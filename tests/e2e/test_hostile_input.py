@@ -1,0 +1,170 @@
+"""Hostile requests against a real `manage.py serve` (daphne) process: the
+server answers them quickly and its memory stays small (issue 11: one regex or
+one upload used to take the whole site down)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import E2E_PASSWORD, E2E_USERNAME
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+@pytest.fixture(scope="module")
+def token(frontier_server) -> str:
+    code = (
+        "from django.contrib.auth import get_user_model; "
+        "from dashboard.account_services import api_token_create; "
+        f"print(api_token_create(user=get_user_model().objects.get(username={E2E_USERNAME!r}), name='hostile')[1])"
+    )
+    return frontier_server.manage("shell", "-c", code).stdout.strip().splitlines()[-1]
+
+
+def request(url: str, body: bytes, headers: dict, timeout: float = 60) -> tuple[int, bytes]:
+    req = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def test_a_regex_with_a_billion_repeats_is_refused_quickly_and_the_server_stays_small(frontier_server, token):
+    pid = frontier_server.process.pid
+    before = rss_mb(pid)
+    spec = {"id": "bomb", "checks": [{"id": "code", "type": "regex", "params": {"pattern": "a{1000000000}"}}]}
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    started = time.monotonic()
+    status, body = request(frontier_server.url + "/api/verifiers/lint", json.dumps({"spec": spec}).encode(), headers)
+    elapsed = time.monotonic() - started
+    assert status == 200, body
+    lint = json.loads(body)
+    assert lint["valid"] is False
+    assert lint["problems"] == ["checks[0].params.pattern: invalid regular expression: counted repeat "
+                                "{1000000000} is above the limit of 1,000 repetitions at position 1"]
+    # Creating it is a 400 naming the field; nesting 1,000 groups deep too (a RecursionError 500 before).
+    status, body = request(frontier_server.url + "/api/verifiers/", json.dumps({"spec": spec}).encode(), headers)
+    assert status == 400 and json.loads(body)["detail"].startswith("checks[0].params.pattern: invalid regular expression")
+    deep = {"id": "deep", "checks": [{"type": "regex", "params": {"pattern": "(" * 1000 + ")" * 1000}}]}
+    status, body = request(frontier_server.url + "/api/verifiers/", json.dumps({"spec": deep}).encode(), headers)
+    assert status == 400 and "groups nested more than" in json.loads(body)["detail"]
+    # Before the fix the server grew by gigabytes and took minutes (then was OOM-killed).
+    # Generous bounds: the machine is shared.
+    assert elapsed < 20
+    assert rss_mb(pid) - before < 100
+
+
+class PeakRss:
+    """The largest RSS of a process while the block runs, sampled every 20 ms."""
+
+    def __init__(self, pid: int):
+        self.pid, self.peak, self._stop = pid, 0.0, threading.Event()
+
+    def __enter__(self):
+        self.before = rss_mb(self.pid)
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, rss_mb(self.pid))
+            time.sleep(0.02)
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.growth = max(self.peak, rss_mb(self.pid)) - self.before
+
+
+def post_streamed(url: str, size: int, headers: dict, content_type: str) -> tuple[int, bytes]:
+    """POST `size` bytes of a multipart file upload without holding them in this process."""
+    parsed = urllib.parse.urlsplit(url)
+    boundary = "frontierboundary"
+    head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"big.json\"\r\n"
+            f"Content-Type: {content_type}\r\n\r\n").encode()
+    tail = f"\r\n--{boundary}--\r\n".encode()
+    conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=120)
+    conn.putrequest("POST", parsed.path)
+    conn.putheader("Content-Type", f"multipart/form-data; boundary={boundary}")
+    conn.putheader("Content-Length", str(len(head) + size + len(tail)))
+    for name, value in headers.items():
+        conn.putheader(name, value)
+    conn.endheaders()
+    chunk = b" " * (1024 * 1024)
+    try:
+        conn.send(head)
+        sent = 0
+        while sent < size:
+            piece = chunk[: min(len(chunk), size - sent)]
+            conn.send(piece)
+            sent += len(piece)
+        conn.send(tail)
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the server may answer and close before the body is all sent
+    response = conn.getresponse()
+    body = response.read()
+    conn.close()
+    return response.status, body
+
+
+def login_cookies(server_url: str) -> dict:
+    """A logged-in session over plain HTTP: the login form with its CSRF token."""
+    with urllib.request.urlopen(server_url + "/login/") as response:
+        csrf = re.search(r"csrftoken=([^;]+)", response.headers["Set-Cookie"]).group(1)
+        form_token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', response.read().decode()).group(1)
+    body = urllib.parse.urlencode({"username": E2E_USERNAME, "password": E2E_PASSWORD, "csrfmiddlewaretoken": form_token})
+    conn = http.client.HTTPConnection(*urllib.parse.urlsplit(server_url).netloc.split(":"), timeout=30)
+    conn.request("POST", "/login/", body, {"Content-Type": "application/x-www-form-urlencoded",
+                                           "Cookie": f"csrftoken={csrf}", "Referer": server_url + "/login/"})
+    response = conn.getresponse()
+    assert response.status == 302, response.read()
+    session = re.search(r"sessionid=([^;]+)", ", ".join(response.headers.get_all("Set-Cookie"))).group(1)
+    conn.close()
+    return {"csrftoken": csrf, "sessionid": session}
+
+
+MB = 1024 * 1024
+
+
+def test_an_anonymous_60_mb_upload_is_refused_before_it_is_read(frontier_server):
+    with PeakRss(frontier_server.process.pid) as rss:
+        status, body = post_streamed(frontier_server.url + "/runs/import/", 60 * MB, {}, "application/json")
+    print(f"anonymous 60 MB upload: {status}, server RSS {rss.before:.0f} MB, peak growth {rss.growth:.0f} MB")
+    assert status == 413 and json.loads(body) == {"detail": f"body: larger than {52 * MB} bytes"}
+    assert rss.growth < 150  # it was +685 MB (176 → 861 MB), then a 403
+
+
+def test_an_anonymous_upload_under_the_size_limit_is_refused_without_being_parsed(frontier_server):
+    with PeakRss(frontier_server.process.pid) as rss:
+        status, _ = post_streamed(frontier_server.url + "/runs/import/", 40 * MB, {}, "application/json")
+    print(f"anonymous 40 MB upload: {status}, peak growth {rss.growth:.0f} MB")
+    assert status == 403
+    assert rss.growth < 150  # daphne holds the body once (~40 MB) before any application code runs
+
+
+def test_an_accepted_large_import_is_read_from_disk_and_stays_bounded(frontier_server):
+    cookies = login_cookies(frontier_server.url)
+    headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in cookies.items()), "X-CSRFToken": cookies["csrftoken"],
+               "Referer": frontier_server.url + "/runs/import/"}
+    with PeakRss(frontier_server.process.pid) as rss:
+        status, body = post_streamed(frontier_server.url + "/runs/import/", 45 * MB, headers, "application/json")
+    print(f"logged-in 45 MB import: {status}, peak growth {rss.growth:.0f} MB")
+    assert status == 400 and b"not valid JSON" in body  # 45 MB of spaces: read, refused, nothing saved
+    assert rss.growth < 400
