@@ -156,7 +156,7 @@ def api_operations() -> list[tuple[str, str]]:
 def api_url(path: str, owned) -> str:
     return (path.replace("{run_id}", str(owned["run"].pk))
                 .replace("{slug}", owned["verifier"].slug)
-                .replace("{taskset_id}", str(owned["task_set"].pk)))
+                .replace("{taskset_id}", str(owned["task_set"].pk)).replace("{index}", "0"))
 
 
 def api_body(path: str, owned) -> dict:
@@ -204,7 +204,7 @@ def test_another_users_token_and_session_reach_nothing_of_the_owner_through_the_
             response = api_call(client, method, api_url(path, owned), api_body(path, owned), **headers)
             assert response.status_code < 500, (method, path, response.status_code, response.content[:300])
             assert not leaked(response), (method, path, response.status_code, response.content[:300])
-            if re.search(r"\{(run_id|slug|taskset_id)\}", path):
+            if re.search(r"\{(run_id|slug|taskset_id|index)\}", path):
                 assert response.status_code in (403, 404), (method, path, response.status_code)
     assert fingerprint() == before
     assert not Run.objects.filter(owner=other_user).exists()  # no run on the owner's task set
