@@ -22,6 +22,14 @@ def _fresh_login_throttle():
     yield
 
 
+@pytest.fixture(autouse=True)
+def _fast_password_hasher(settings):
+    """Tests create users by the hundred: a deliberately slow hasher (PBKDF2,
+    ~0.3 s a password on this machine) cost most of the unit stage's time.
+    Servers the tests start as processes keep the real one."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def user(django_user_model):
     return django_user_model.objects.create_user("alice", "alice@example.com", PASSWORD)

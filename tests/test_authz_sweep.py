@@ -156,7 +156,8 @@ def api_operations() -> list[tuple[str, str]]:
 def api_url(path: str, owned) -> str:
     return (path.replace("{run_id}", str(owned["run"].pk))
                 .replace("{slug}", owned["verifier"].slug)
-                .replace("{taskset_id}", str(owned["task_set"].pk)).replace("{index}", "0"))
+                .replace("{taskset_id}", str(owned["task_set"].pk))
+                .replace("{index}", "0"))
 
 
 def api_body(path: str, owned) -> dict:
