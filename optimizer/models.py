@@ -183,7 +183,7 @@ class Run(models.Model):
         help_text="Token of the worker that holds the run: every write of the runner is conditional on it (one run, one runner)",
     )
     enqueued_at = models.DateTimeField(
-        null=True, blank=True, help_text="When the run was last handed to the broker (empty: not yet, e.g. Redis was down)"
+        null=True, blank=True, help_text="When the run was last handed to the broker; set back when that failed, so a watchdog sends it again soon"
     )
     budget_total = models.PositiveIntegerField(default=0)
     budget_used = models.PositiveIntegerField(default=0)

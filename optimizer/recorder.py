@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import functools
 import logging
-from statistics import fmean
+from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from statistics import fmean
 from typing import Any
 
 from django.db import transaction
@@ -72,6 +74,23 @@ def writes(method):
     return callback
 
 
+@dataclass
+class Slot:
+    """One proposal of an iteration: a parent, its minibatch and scores, the
+    proposed texts and the child's scores on the same minibatch."""
+
+    parent: int | None
+    minibatch: list[str] = field(default_factory=list)
+    before: list[float] = field(default_factory=list)
+    proposed: dict[str, str] = field(default_factory=dict)
+    reasoning: str = ""
+    after: list[float] | None = None
+    resolved: bool = False  # accepted or rejected: published
+
+    def child(self, components: dict[int, dict[str, str]]) -> dict[str, str]:
+        return {**components.get(self.parent, {}), **self.proposed}
+
+
 class RunRecorder:
     def __init__(
         self,
@@ -107,20 +126,22 @@ class RunRecorder:
         )
         self.reflection_errors: list[str] = []
         self.optimizing = False
-        self.pending_candidate: dict | None = None
-        self.pending_proposal: dict | None = None
+        # Accepted candidates (with their proposal events) waiting for gepa's checkpoint.
+        self.pending: list[dict] = []
         self.unpublished: list[tuple[str, dict]] = []
         # A custom proposer (the demo simulator) explains itself outside gepa's events.
         self.proposer_reasoning: Callable[[], str] = lambda: ""
         self._reset_iteration()
 
     def _reset_iteration(self) -> None:
+        """One iteration holds one proposal, or several with parallel proposals
+        (gepa fires each stage's events for every proposal, in the same order):
+        a slot per sampled parent, filled in as its events arrive."""
         self.iteration = 0
-        self.parent: int | None = None
-        self.minibatch: list[str] = []
-        self.before: list[float] = []
-        self.proposed: dict[str, str] = {}
-        self.reasoning = ""
+        self.slots: list[Slot] = []
+        self.parent_evaluations = 0  # parents' minibatch evaluations ended so far
+        self.started: deque[tuple[Slot | None, list[str]]] = deque()  # evaluations started, not ended
+        self.proposed: deque[tuple[dict[str, str], str]] = deque()  # proposal texts waiting for their child's evaluation
         self.proposal_starts = 0
         self.proposal_ends = 0
         self.merge_parents: list[int] | None = None
@@ -146,22 +167,44 @@ class RunRecorder:
         self.optimizing = True
 
     def on_candidate_selected(self, event: dict) -> None:
-        self.parent = event["candidate_idx"]
+        self.slots.append(Slot(parent=event["candidate_idx"]))
+
+    @staticmethod
+    def _is_merge(event: dict) -> bool:
+        return event["candidate_idx"] is None and len(event["parent_ids"]) > 1
 
     def on_evaluation_start(self, event: dict) -> None:
-        if event["candidate_idx"] is not None or event["capture_traces"]:
-            self.minibatch = [row["task_id"] for row in event["inputs"]]
+        if self._is_merge(event):
+            return
+        minibatch = [row["task_id"] for row in event["inputs"]]
+        slot = None
+        if event["candidate_idx"] is None:  # a child: its slot has this parent and minibatch
+            parent = event["parent_ids"][0] if event["parent_ids"] else None
+            slot = next((s for s in self.slots if s.parent == parent and s.minibatch == minibatch and s.after is None
+                         and not s.proposed), None)
+            if slot is not None and self.proposed:
+                slot.proposed, slot.reasoning = self.proposed.popleft()
+        self.started.append((slot, minibatch))
 
     def on_evaluation_end(self, event: dict) -> None:
-        """A minibatch evaluation: the parent's (candidate known) or the child's (not yet in the pool)."""
+        """A minibatch evaluation: a parent's (candidate known) or a child's (not yet in the pool)."""
+        if self._is_merge(event) or not self.started:
+            return
+        slot, minibatch = self.started.popleft()
         if event["candidate_idx"] is not None:
-            self.before = list(event["scores"])
+            if self.parent_evaluations < len(self.slots):
+                slot = self.slots[self.parent_evaluations]
+                slot.minibatch, slot.before = minibatch, list(event["scores"])
+            self.parent_evaluations += 1
             candidate = self.components.get(event["candidate_idx"])
+        elif slot is not None:
+            slot.after = list(event["scores"])
+            candidate = slot.child(self.components)
         else:
-            candidate = {**self.components.get(self.parent, {}), **self.proposed}
+            candidate = None
         if self._replayed(event["iteration"]) or candidate is None:
             return
-        records = [self.adapter.take_record(candidate, key) for key in self.minibatch]
+        records = [self.adapter.take_record(candidate, key) for key in minibatch]
         items = [item_payload(r) for r in records if r is not None]
         if items:  # published with the budget update gepa makes right after
             self.unpublished.append((ev.TRIALS, {"candidate": event["candidate_idx"], "split": Split.TRAIN, "items": items}))
@@ -171,9 +214,9 @@ class RunRecorder:
 
     def on_proposal_end(self, event: dict) -> None:
         self.proposal_ends += 1
-        self.proposed = dict(event["new_instructions"])
         raw = "\n\n".join(str(v) for v in (event.get("raw_lm_outputs") or {}).values())
-        self.reasoning = preview(raw or self.proposer_reasoning(), MAX_REASONING_CHARS)
+        # Proposal ends come in the order their children are then evaluated.
+        self.proposed.append((dict(event["new_instructions"]), preview(raw or self.proposer_reasoning(), MAX_REASONING_CHARS)))
 
     @writes
     def on_budget_updated(self, event: dict) -> None:
@@ -218,21 +261,38 @@ class RunRecorder:
         if index == 0:
             self._record_candidate(**candidate)
         else:
-            self.pending_candidate = candidate  # recorded once gepa has checkpointed it (_flush_pending)
+            # Recorded once gepa has checkpointed it (_flush_pending).
+            self.pending.append({"candidate": candidate, "proposal": None})
 
     def on_candidate_accepted(self, event: dict) -> None:
-        if self.pending_candidate is None or self.merge_parents is not None:
+        waiting = next((p for p in self.pending if p["candidate"]["index"] == event["new_candidate_idx"]), None)
+        if waiting is None or self.merge_parents is not None:
             return  # merges publish no reflection proposal
-        self.pending_candidate["reflection"] = self.reasoning
-        self.pending_proposal = self._proposal(
-            accepted=True, candidate=event["new_candidate_idx"], before=sum(self.before), after=event["new_score"]
+        components = waiting["candidate"]["components"]
+        slot = next((s for s in self.slots if not s.resolved and s.child(self.components) == components), None)
+        if slot is None:
+            return
+        slot.resolved = True
+        waiting["candidate"]["reflection"] = slot.reasoning
+        waiting["proposal"] = self._proposal(
+            slot, accepted=True, candidate=event["new_candidate_idx"], before=sum(slot.before), after=event["new_score"]
         )
 
     @writes
     def on_candidate_rejected(self, event: dict) -> None:
+        """The event names no proposal: it is the first unresolved one with these
+        before/after sums (gepa reports rejections in proposal order)."""
+        slot = next(
+            (s for s in self.slots if not s.resolved and s.after is not None
+             and sum(s.before) == event["old_score"] and sum(s.after) == event["new_score"]),
+            None,
+        )
+        if slot is None:
+            return
         if not self._replayed(self.iteration):
-            proposal = self._proposal(accepted=False, candidate=None, before=event["old_score"], after=event["new_score"])
+            proposal = self._proposal(slot, accepted=False, candidate=None, before=event["old_score"], after=event["new_score"])
             self._publish((ev.PROPOSAL, proposal))
+        slot.resolved = True  # only once published: a retried write finds the slot again
 
     @writes
     def on_state_saved(self, event: dict) -> None:
@@ -243,14 +303,15 @@ class RunRecorder:
         self._flush_pending()  # gepa saved the final state just before
 
     def _flush_pending(self) -> None:
-        """Record the last accepted candidate now that gepa's checkpoint holds it.
-        Checkpoint first, then record: a worker killed in between leaves a
-        candidate gepa will not re-propose but we never announced, instead of
-        one we announced that gepa forgets and proposes anew."""
-        if self.pending_candidate is not None:
-            proposal = [(ev.PROPOSAL, self.pending_proposal)] if self.pending_proposal is not None else []
-            self._record_candidate(**self.pending_candidate, then=proposal)
-        self.pending_candidate = self.pending_proposal = None
+        """Record the last iteration's accepted candidates now that gepa's
+        checkpoint holds them. Checkpoint first, then record: a worker killed in
+        between leaves a candidate gepa will not re-propose but we never
+        announced, instead of one we announced that gepa forgets and proposes anew."""
+        while self.pending:  # each one leaves the list once committed (a retried write resumes here)
+            waiting = self.pending[0]
+            proposal = [(ev.PROPOSAL, waiting["proposal"])] if waiting["proposal"] is not None else []
+            self._record_candidate(**waiting["candidate"], then=proposal)
+            self.pending.pop(0)
 
     @writes
     def on_iteration_end(self, event: dict) -> None:
@@ -293,18 +354,18 @@ class RunRecorder:
         else:
             self.unpublished.clear()
 
-    def _proposal(self, *, accepted: bool, candidate: int | None, before: float, after: float) -> dict:
+    def _proposal(self, slot: Slot, *, accepted: bool, candidate: int | None, before: float, after: float) -> dict:
         return {
             "iteration": self.iteration,
-            "parent": self.parent,
-            "components": sorted(self.proposed),
+            "parent": slot.parent,
+            "components": sorted(slot.proposed),
             "accepted": accepted,
             "candidate": candidate,
             "before": before,
             "after": after,
-            "minibatch": self.minibatch,
-            "texts": {name: preview(text) for name, text in self.proposed.items()},
-            "reasoning": self.reasoning,
+            "minibatch": slot.minibatch,
+            "texts": {name: preview(text) for name, text in slot.proposed.items()},
+            "reasoning": slot.reasoning,
             "metric_calls": self.metric_calls,
         }
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 
@@ -24,11 +25,12 @@ from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 import gepa
+from gepa.strategies.proposal_sampling import IndependentSampling
 from optimizer import event_types as ev
 from optimizer.adapter import FrontierAdapter, SystemicFailure
 from optimizer.claims import ClaimLost, RunClaim, retry_db
 from optimizer.config import RunConfig, parse_run_config
-from optimizer.events import publish_run_event
+from optimizer.events import publish_run_event, publishing_in_background
 from optimizer.lm import LMError, build_candidate_proposer, build_lm, build_reflection_lm
 from optimizer.models import Candidate, Run, RunStatus, Split
 from optimizer.recorder import RunRecorder
@@ -131,7 +133,10 @@ def execute_run(run_id: int) -> str | None:
     heartbeat = Heartbeat(run_claim)
     heartbeat.start()
     try:
-        return _optimize(run, run_claim, heartbeat)
+        # The engine thread writes each event to the database; a background thread
+        # sends it to the browsers (in order), off the critical path of the run.
+        with publishing_in_background():
+            return _optimize(run, run_claim, heartbeat)
     except Exception as error:
         if run_claim.lost.is_set():
             log.warning("run %s: stopped on this worker, another one holds it (%s)", run_id, type(error).__name__)
@@ -173,6 +178,17 @@ def _optimize(run: Run, run_claim: RunClaim, heartbeat: Heartbeat) -> str:
     recorder = RunRecorder(
         run=run, adapter=adapter, valset=valset, task_pks=task_pks, budget_total=run.budget_total, claim=run_claim
     )
+    try:
+        return _run_gepa(run, run_claim, config, directory, trainset, valset, adapter, recorder, heartbeat)
+    finally:
+        adapter.close()
+
+
+def _run_gepa(
+    run: Run, run_claim: RunClaim, config: RunConfig, directory: Path, trainset: list[dict], valset: list[dict],
+    adapter: FrontierAdapter, recorder: RunRecorder, heartbeat: Heartbeat,
+) -> str:
+    """gepa.optimize with our adapter, recorder and stopper, then the holdout and the final status."""
     reflection = _reflection_kwargs(config, recorder)
 
     def stop_requested(_state) -> bool:
@@ -208,6 +224,7 @@ def _optimize(run: Run, run_claim: RunClaim, heartbeat: Heartbeat) -> str:
             display_progress_bar=False,
             raise_on_exception=True,
             **reflection,
+            **_proposal_kwargs(config),
         )
     except SystemicFailure:
         if not heartbeat.cancelled.is_set():
@@ -254,7 +271,27 @@ def _reflection_kwargs(config: RunConfig, recorder: RunRecorder) -> dict:
     if proposer is not None:
         recorder.proposer_reasoning = lambda: str(getattr(proposer, "last_reasoning", "") or "")
         return {"custom_candidate_proposer": noting(proposer)}
-    return {"reflection_lm": noting(build_reflection_lm(config.reflection_lm))}
+    reflection_lm = noting(build_reflection_lm(config.reflection_lm))
+    if config.parallel_proposals > 1:
+        # gepa sends a round's reflection prompts together when its LM has
+        # batch_complete (else one after another): ask them at once, within the
+        # run's concurrency. A failure fails the batch; gepa then retries per task.
+        def batch_complete(messages_list: list[list[dict]]) -> list[str]:
+            width = max(1, min(config.concurrency, len(messages_list)))
+            with ThreadPoolExecutor(max_workers=width, thread_name_prefix="frontier-reflect") as pool:
+                return list(pool.map(reflection_lm, messages_list))
+
+        reflection_lm.batch_complete = batch_complete
+    return {"reflection_lm": reflection_lm}
+
+
+def _proposal_kwargs(config: RunConfig) -> dict:
+    """Parallel proposals: P parents, each with its own minibatch, per iteration
+    (gepa's IndependentSampling); every improving child is kept (AllImprovements).
+    The adapter's batch_evaluate runs each stage of the round at once."""
+    if config.parallel_proposals == 1:
+        return {}
+    return {"sampling_strategy": IndependentSampling(config.parallel_proposals)}
 
 
 def _score_holdout(run: Run, run_claim: RunClaim, config: RunConfig, adapter: FrontierAdapter, recorder: RunRecorder) -> None:

@@ -32,20 +32,22 @@ def run_optimization(run_id: int) -> str | None:
 # A queued run handed to the broker this long ago and still not started is sent
 # again: its message may have been lost (a Redis restarted without persistence).
 QUEUED_RESEND_AFTER = timedelta(seconds=settings.RUN_QUEUED_RESEND_SECONDS)
+WAITING_FOR_BROKER = "queued: waiting for the broker"
 
 
 def enqueue_run(run_id: int) -> bool:
     """Hand a queued run to the workers. The run's row is the durable queue: when
-    the broker is unreachable (Redis down) this logs, marks the run as not sent
-    (enqueued_at empty) and returns False; a worker's watchdog sends it once
-    the broker is back (requeue_orphaned_runs). Never raises."""
+    the broker is unreachable (Redis down) this logs, marks the run as due to be
+    sent again and returns False; a worker's watchdog sends it once the broker
+    is back (requeue_orphaned_runs). Never raises."""
     try:
         run_optimization.delay(run_id)
         return True
-    except Exception as error:
+    except Exception as error:  # noqa: BLE001 - any broker failure: the row stays queued, the watchdog resends
         log.warning("run %s stays queued: the broker is unreachable (%s); a worker sends it again later", run_id, error)
         try:
-            Run.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(enqueued_at=None, phase="queued: waiting for the broker")
+            due = timezone.now() - QUEUED_RESEND_AFTER
+            Run.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(enqueued_at=due, phase=WAITING_FOR_BROKER)
         except Exception:  # the watchdog also resends runs whose sending is old
             log.exception("could not mark run %s as not sent", run_id)
         return False
@@ -53,20 +55,21 @@ def enqueue_run(run_id: int) -> bool:
 
 def requeue_orphaned_runs(*, include_queued: bool = False) -> list[int]:
     """Queue again every run whose worker died (its heartbeat went stale) and
-    every queued run that never reached the broker, or reached it long ago and
-    never started. With acks_late the broker would redeliver the first kind too,
-    but only after its visibility timeout (hours). Each run is sent by one
-    watchdog per round (a conditional UPDATE decides which), and a duplicate
-    delivery is harmless anyway: runner.claim starts a run at most once.
-    `include_queued`: every queued run (embedded mode at startup: the in-memory
-    broker lost its queue with the previous process)."""
+    every queued run whose hand-over to the broker failed (Redis was down) or
+    happened long ago without the run starting (the message may be lost).
+    Each run is sent by one watchdog per round (a conditional UPDATE decides
+    which), and a duplicate delivery is harmless anyway: runner.claim starts a
+    run at most once. A queued row that never went through enqueue_run
+    (enqueued_at empty) is left alone. `include_queued`: every queued run
+    (embedded mode at startup: the in-memory broker lost its queue with the
+    previous process)."""
     now = timezone.now()
     stale = Q(status__in=[RunStatus.RUNNING, RunStatus.STOPPING]) & (
         Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=now - STALE_AFTER)
     )
     unsent = Q(status=RunStatus.QUEUED)
     if not include_queued:
-        unsent &= Q(enqueued_at__isnull=True) | Q(enqueued_at__lt=now - QUEUED_RESEND_AFTER)
+        unsent &= Q(enqueued_at__lte=now - QUEUED_RESEND_AFTER)
     run_ids = []
     for run_id in Run.objects.filter(stale | unsent, imported=False).values_list("pk", flat=True):
         # Several workers each run a watchdog: the one whose UPDATE matched sends it.

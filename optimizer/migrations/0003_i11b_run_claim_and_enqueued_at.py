@@ -21,7 +21,7 @@ class Migration(migrations.Migration):
             model_name="run",
             name="enqueued_at",
             field=models.DateTimeField(
-                blank=True, help_text="When the run was last handed to the broker (empty: not yet, e.g. Redis was down)", null=True
+                blank=True, help_text="When the run was last handed to the broker; set back when that failed, so a watchdog sends it again soon", null=True
             ),
         ),
     ]

@@ -54,6 +54,7 @@ export function buildConfig() {
     use_merge: checked("use_merge"),
     max_merge_invocations: number("max_merge_invocations"),
     concurrency: number("concurrency"),
+    parallel_proposals: number("parallel_proposals"),
     seed: number("seed"),
     verify: { enabled: checked("verify.enabled"), judge: value("verify.judge"), max_verify: number("verify.max_verify") },
   };

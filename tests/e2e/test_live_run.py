@@ -132,8 +132,11 @@ def test_a_dropped_socket_reconnects_and_catches_up_with_no_gap_or_duplicate(pag
 
 
 def test_the_owner_stops_resumes_and_cancels_a_run_from_its_page_and_sees_each_live(page, demo_data):
-    launch_demo_run(page, budget=2000, latency_ms=120)
-    wait_until(lambda: state(page)["points"] >= 2, what="the first candidates")
+    # Slow enough that the Stop lands while there is still something to learn: the
+    # simulator reaches 1.000 on this set within ~5 candidates, after which no
+    # proposal can be accepted and a resumed run would add no point to the chart.
+    launch_demo_run(page, budget=2000, latency_ms=400)
+    wait_until(lambda: state(page)["points"] >= 1, what="the seed candidate")
     page.get_by_role("button", name="Stop").click()
     expect(page.locator("[data-field=status]")).to_have_text(re.compile("stopping|stopped"))
     expect(page.locator("[data-field=status]")).to_have_text("stopped", timeout=60_000)

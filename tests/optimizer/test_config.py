@@ -94,3 +94,10 @@ def test_what_the_database_cannot_store_is_refused_naming_the_field():
         parse_run_config({"task_set_id": 1, "name": "a\x00b", "thresholds": {"pass": float("nan")}})
     fields = [field for field, _ in error.value.problems]
     assert fields == ["name", "thresholds.pass"]
+
+
+def test_parallel_proposals_default_to_classic_gepa_and_are_bounded():
+    assert parse_run_config({"task_set_id": 1}).parallel_proposals == 1
+    assert parse_run_config({"task_set_id": 1, "parallel_proposals": 4}).parallel_proposals == 4
+    assert [field for field, _ in problems_of({"task_set_id": 1, "parallel_proposals": 0})] == ["parallel_proposals"]
+    assert [field for field, _ in problems_of({"task_set_id": 1, "parallel_proposals": 9})] == ["parallel_proposals"]

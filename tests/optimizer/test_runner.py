@@ -282,6 +282,35 @@ def test_a_completed_run_continues_with_more_budget_from_where_it_ended(user, ta
     assert [e.payload["status"] for e in events(run, ev.RUN_FINISHED)] == ["completed", "completed"]
 
 
+def test_parallel_proposals_record_every_proposal_of_a_round_with_its_own_parent_and_minibatch(user, task_set):
+    run = launch(user, task_set, parallel_proposals=4, budget={"max_metric_calls": 120})
+    assert execute_run(run.pk) == RunStatus.COMPLETED
+    run.refresh_from_db()
+    candidates = list(Candidate.objects.filter(run=run).order_by("index"))
+    assert [c.index for c in candidates] == list(range(len(candidates)))
+    assert run.best_score > run.seed_score
+
+    proposals = [e.payload for e in events(run, ev.PROPOSAL)]
+    assert all(set(p) == PROPOSAL_KEYS for p in proposals)
+    by_iteration: dict[int, list[dict]] = {}
+    for p in proposals:
+        by_iteration.setdefault(p["iteration"], []).append(p)
+    # A full round publishes four proposals; each names its own minibatch, scored before and after.
+    assert max(len(round_) for round_ in by_iteration.values()) == 4
+    assert all(len(p["minibatch"]) == 2 and p["texts"] and p["reasoning"] for p in proposals)
+    accepted = sorted(p["candidate"] for p in proposals if p["accepted"])
+    assert accepted == list(range(1, len(candidates)))  # every accepted child announced once, none lost
+    for p in proposals:
+        if p["accepted"]:
+            child = candidates[p["candidate"]]
+            assert child.parents == [p["parent"]] and child.iteration == p["iteration"]
+            assert {name: text[:100] for name, text in child.components.items()} == {
+                name: text[:100] for name, text in p["texts"].items()
+            }
+    seqs = [e.seq for e in events(run)]
+    assert seqs == list(range(1, len(seqs) + 1))
+
+
 def test_a_run_whose_model_only_answers_empty_text_fails_and_says_so_once(user, task_set, monkeypatch):
     monkeypatch.setenv(KEY_ENV, "sk-test")
     with FakeOpenAIServer() as server:

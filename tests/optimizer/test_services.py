@@ -73,15 +73,25 @@ def test_a_worker_re_queues_runs_whose_worker_died_but_not_live_ones(user, task_
     assert sorted(requeue_orphaned_runs(include_queued=True)) == sorted([dead.pk, queued.pk])
 
 
-def test_a_queued_run_that_never_reached_the_broker_is_sent_by_one_watchdog_round_only(user, task_set):
-    from optimizer.tasks import requeue_orphaned_runs
+def test_a_run_launched_while_the_broker_is_down_is_kept_and_sent_by_one_watchdog_round_only(
+    user, task_set, monkeypatch, django_capture_on_commit_callbacks
+):
+    from kombu.exceptions import OperationalError
 
-    unsent = run_launch(owner=user, config=run_config(task_set))
-    Run.objects.filter(pk=unsent.pk).update(enqueued_at=None)  # the broker was down when it was launched
+    from optimizer.tasks import requeue_orphaned_runs, run_optimization
+
+    def broker_down(*args, **kwargs):
+        raise OperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    with monkeypatch.context() as down:
+        down.setattr(run_optimization, "delay", broker_down)
+        with django_capture_on_commit_callbacks(execute=True):
+            unsent = run_launch(owner=user, config=run_config(task_set))  # no exception: the launch is kept
+    unsent.refresh_from_db()
+    assert unsent.status == RunStatus.QUEUED and unsent.phase == "queued: waiting for the broker"
     waiting = run_launch(owner=user, config=run_config(task_set))  # sent a moment ago: waits for a free worker
     assert requeue_orphaned_runs() == [unsent.pk]
     assert requeue_orphaned_runs() == []  # another worker's watchdog, the same round: already sent
-    assert Run.objects.get(pk=unsent.pk).enqueued_at is not None
     assert Run.objects.get(pk=waiting.pk).status == RunStatus.QUEUED
 
 

@@ -56,6 +56,8 @@ class Command(BaseCommand):
         run.add_argument("--model", default="demo", help='task model: "demo" or a model endpoint name')
         run.add_argument("--reflection-model", help="reflection model (default: the task model)")
         run.add_argument("--budget", default="light", help="metric calls, or light / medium / heavy")
+        run.add_argument("--parallel-proposals", type=int, default=1, metavar="P",
+                         help="proposals per iteration, evaluated together (default 1: classic GEPA)")
         run.add_argument("--name", default="")
         run.add_argument("--user", help="owner of the run (default: the first superuser, else 'cli')")
         run.add_argument("--wait", action="store_true", help="follow the run and print a JSON summary")
@@ -129,6 +131,7 @@ class Command(BaseCommand):
             "task_lm": task_lm,
             "reflection_lm": reflection_lm,
             "budget": {"max_metric_calls": int(budget)} if budget.isdigit() else {"preset": budget},
+            "parallel_proposals": options["parallel_proposals"],
         }
         try:
             run = run_launch(owner=owner, config=config)

