@@ -197,8 +197,10 @@ def _mount_routers() -> None:
     from optimizer.taskset_api import router as tasksets_router
     from verifiers_app.api import router as verifiers_router
 
+    from optimizer.taskset_services import TaskSetInUse
     from verifiers_app.services import VerifierInUse, VerifierNotFound
 
+    api.add_exception_handler(TaskSetInUse, lambda request, exc: _error(request, 409, str(exc)))
     api.add_exception_handler(VerifierInUse, lambda request, exc: _error(request, 409, str(exc)))
     api.add_exception_handler(VerifierNotFound, lambda request, exc: _error(request, 404, str(exc)))
     api.add_router("/verifiers", verifiers_router, tags=["verifiers"])

@@ -7,6 +7,8 @@ from 176 MB to 861 MB. So, before the body is read:
 
 - a body larger than ``FRONTIER_MAX_REQUEST_BYTES`` is refused with 413, from
   anyone (the run import, the largest upload, takes up to 50 MB);
+- a multipart POST whose boundary Django's parser would refuse is a 400 (it
+  raised from the CSRF check: a 500; Twisted used to refuse it first, see below);
 - a body larger than :data:`ANONYMOUS_BODY_BYTES` is refused with 401 (API) or
   403 (pages) unless the request carries a session or Bearer token that
   authenticates. Smaller anonymous bodies (a login form) go on to Django,
@@ -24,6 +26,8 @@ from types import SimpleNamespace
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.http.multipartparser import MultiPartParser
+from django.utils.http import parse_header_parameters
 
 #: Bodies up to this size are let through to Django without an identity check
 #: (a login form is well under it).
@@ -46,6 +50,18 @@ def _body_size(scope) -> int | None:
         return int(raw)
     except ValueError:
         return None
+
+
+def _bad_multipart(scope) -> bool:
+    """A multipart/form-data POST that Django's MultiPartParser refuses at once."""
+    if scope.get("method") != "POST":
+        return False
+    raw = (_header(scope, b"content-type") or b"").decode("latin-1")
+    media, params = parse_header_parameters(raw)
+    if media != "multipart/form-data":
+        return False
+    boundary = params.get("boundary")
+    return not raw.isascii() or not boundary or not MultiPartParser.boundary_re.fullmatch(boundary)
 
 
 def _cookie(scope, name: str) -> str | None:
@@ -92,6 +108,8 @@ class RequestBodyGuard:
         limit = settings.FRONTIER_MAX_REQUEST_BYTES
         if size is not None and size > limit:
             return await self._refuse(scope, send, 413, f"body: larger than {limit} bytes")
+        if _bad_multipart(scope):
+            return await self._refuse(scope, send, 400, "body: a multipart/form-data body needs a valid boundary")
         if (size is None or size > ANONYMOUS_BODY_BYTES) and not await sync_to_async(_identified)(scope):
             api = scope.get("path", "").startswith("/api/")
             return await self._refuse(scope, send, 401 if api else 403, "Authentication required")
@@ -101,8 +119,10 @@ class RequestBodyGuard:
     async def _refuse(scope, send, status: int, detail: str) -> None:
         # The body is never read: the connection is closed after the answer, so
         # the client cannot send it as the next request.
-        if scope.get("path", "").startswith("/api/"):
-            body, content_type = json.dumps({"detail": detail}).encode(), b"application/json"
+        if scope.get("path", "").startswith("/api/"):  # the API's error body (verifiers_app/api_errors.py)
+            field, _, message = detail.partition(": ")
+            problems = [{"field": field, "message": message}] if message else []
+            body, content_type = json.dumps({"detail": detail, "problems": problems}).encode(), b"application/json"
         else:
             body, content_type = f"{status}: {detail}\n".encode(), b"text/plain; charset=utf-8"
         headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode()), (b"connection", b"close")]
@@ -126,7 +146,8 @@ class RequestBodyGuard:
 
 def _refuse_too_large(request) -> None:
     limit = settings.FRONTIER_MAX_REQUEST_BYTES
-    body = json.dumps({"detail": f"body: larger than {limit} bytes"}).encode()
+    body = json.dumps({"detail": f"body: larger than {limit} bytes",
+                       "problems": [{"field": "body", "message": f"larger than {limit} bytes"}]}).encode()
     request._frontier_refused = True
     request.channel.transport.write(
         b"HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\n"

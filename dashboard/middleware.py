@@ -7,6 +7,7 @@ from django.http import JsonResponse
 from django.urls import Resolver404, resolve
 
 from verifiers_app.api_errors import error_body
+from verifiers_app.storable import MAX_JSON_DEPTH, JsonTooDeep, parse_json
 
 
 class FrontierLoginRequiredMiddleware(LoginRequiredMiddleware):
@@ -28,6 +29,8 @@ class ApiShapeMiddleware:
     - a body that is a form or a multipart upload, not JSON, is a 415 (a JSON
       text sent with curl's default form content type is still accepted);
     - a body over DATA_UPLOAD_MAX_MEMORY_SIZE is a 413;
+    - JSON nested deeper than MAX_JSON_DEPTH is a 400 naming the field
+      (verifiers_app/storable.py: past Python's recursion limit it was a 500);
     - any other error response that is not JSON (405 wrong method, 404 no such
       operation) is given the API's error body (verifiers_app/api_errors.py).
     """
@@ -64,7 +67,12 @@ class ApiShapeMiddleware:
             return None
         header = request.META.get("CONTENT_TYPE", "").lower()
         content_type = header.split(";")[0].strip()
-        if content_type == "application/json" or content_type.endswith("+json") or not request.body:
+        if not request.body:
+            return None
+        too_deep = _too_deep(request.body)
+        if too_deep:
+            return too_deep
+        if content_type == "application/json" or content_type.endswith("+json"):
             return None
         if content_type.startswith("multipart/"):
             # An empty form (what some clients send for a POST with no data) is no body at all.
@@ -101,6 +109,22 @@ def _resolves(request, path: str) -> bool:
     except Resolver404:
         return False
     return True
+
+
+def _too_deep(body: bytes) -> JsonResponse | None:
+    """A 400 for JSON nested past the cap. Only a body with more opening
+    brackets than the cap can be that deep, so most are not parsed twice."""
+    if body.count(b"[") + body.count(b"{") <= MAX_JSON_DEPTH:
+        return None
+    try:
+        parse_json(body, source="body")
+    except JsonTooDeep as exc:
+        field, _, message = str(exc).partition(": ")
+        field = field.removeprefix("body.")  # fields are named as in the API's other errors
+        return _json_error(400, f"{field}: {message}", field, message)
+    except ValueError:  # not JSON at all: the rest of the checks (and the API) say so
+        return None
+    return None
 
 
 def _unsupported(content_type: str) -> JsonResponse:

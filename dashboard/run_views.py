@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_safe, require_http_methods, require_POST
 
 from dashboard import selectors
+from optimizer import selectors as optimizer_selectors
 from optimizer import services
 from optimizer.config import DEMO_MODEL_NAME, RunConfigError
 from optimizer.models import Run, RunStatus
@@ -174,7 +175,9 @@ def run_new(request):
     try:
         run = services.run_launch(owner=request.user, config=config)
     except RunConfigError as error:
-        return _problems_response(error.problems, [selectors.launch_budget_warning(user=request.user, config=config)], status=400)
+        return _problems_response(error.problems, optimizer_selectors.launch_warnings(user=request.user, config=config), status=400)
+    for warning in services.run_snapshot_warnings(run):  # shown on the run page the form goes to
+        messages.warning(request, f"Launched with a warning: {warning}")
     return JsonResponse({"run_id": run.pk, "redirect": reverse("runs:detail", args=[run.pk])}, status=201)
 
 
@@ -184,5 +187,4 @@ def run_dry_run(request):
     config, problems = _config_from_body(request)
     if not problems:
         problems = services.run_dry_run(owner=request.user, config=config)
-    warning = selectors.launch_budget_warning(user=request.user, config=config) if config else None
-    return _problems_response(problems, [warning])
+    return _problems_response(problems, optimizer_selectors.launch_warnings(user=request.user, config=config) if config else [])

@@ -17,7 +17,7 @@ from collections import defaultdict
 from django.db.models import Count, Max, Q, QuerySet
 
 from optimizer import event_types as ev
-from optimizer.config import DEMO_MODEL_NAME, RunConfigError, parse_run_config
+from optimizer.config import DEMO_MODEL_NAME
 from optimizer.models import Candidate, Evaluation, ModelEndpoint, Run, RunEvent, RunStatus, Split, TaskSet
 from verifiers_app.models import Verifier
 
@@ -284,17 +284,3 @@ def launch_form_choices(*, user) -> dict:
         "verifiers": Verifier.objects.visible_to(user).only("slug", "name"),
         "endpoints": ModelEndpoint.objects.all(),
     }
-
-
-def launch_budget_warning(*, user, config: dict) -> str | None:
-    """The low-budget sentence for a config, or None (also None while the config
-    itself is invalid: its problems are reported first)."""
-    try:
-        parsed = parse_run_config(config)
-    except RunConfigError:
-        return None
-    task_set = TaskSet.objects.visible_to(user).filter(pk=parsed.task_set_id).first()
-    if task_set is None:
-        return None
-    valset_size = task_set.tasks.filter(split=parsed.splits.val).count()
-    return parsed.budget_warning(valset_size) if valset_size else None

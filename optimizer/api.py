@@ -31,6 +31,7 @@ class ConfigIn(Schema):
 class DryRunOut(Schema):
     ok: bool
     problems: list[Problem]
+    warnings: list[str] = []  # launchable, but worth knowing (low budget, task data no verifier reads)
 
 
 class ResumeIn(Schema):
@@ -165,7 +166,8 @@ def dry_run(request, body: ConfigIn):
     """Everything that would stop a launch (splits, verifiers, endpoints reachable), without
     launching: `ok` with the problems. A body that is not a RunConfig at all is a 400."""
     problems = services.run_dry_run(owner=request.user, config=body.config)
-    return {"ok": not problems, "problems": [{"field": f, "message": m} for f, m in problems]}
+    return {"ok": not problems, "problems": [{"field": f, "message": m} for f, m in problems],
+            "warnings": selectors.launch_warnings(user=request.user, config=body.config)}
 
 
 @router.get("/", response=list[RunOut])

@@ -6,7 +6,10 @@ from django.conf import settings
 from django.db.models import Count, QuerySet
 from django.urls import reverse
 
+from optimizer.config import RunConfigError, parse_run_config
 from optimizer.models import Run, TaskSet
+from optimizer.services import run_data_warnings
+from verifiers_app.models import Verifier
 
 
 def taskset_list(*, user) -> QuerySet[TaskSet]:
@@ -45,3 +48,25 @@ def run_summary(run: Run) -> dict:
         "metric_calls": run.budget_used,
         "run_url": run_url(run),
     }
+
+
+def launch_warnings(*, user, config: dict) -> list[str]:
+    """What a dry run or a launch warns about without refusing: a budget too low
+    for a few proposals, and task data no chosen verifier reads. Empty while the
+    config itself is invalid (its problems are reported first)."""
+    try:
+        parsed = parse_run_config(config)
+    except RunConfigError:
+        return []
+    task_set = TaskSet.objects.visible_to(user).filter(pk=parsed.task_set_id).first()
+    if task_set is None:
+        return []
+    warnings = []
+    valset_size = task_set.tasks.filter(split=parsed.splits.val).count()
+    if valset_size:
+        warnings.append(parsed.budget_warning(valset_size))
+    specs = list(Verifier.objects.visible_to(user).filter(slug__in=parsed.verifier_ids).values_list("spec", flat=True))
+    tasks = task_set.tasks
+    warnings += run_data_warnings(tasks=tasks.count(), expecting=tasks.filter(metadata__has_key="expectations").count(),
+                                  schemas=tasks.filter(metadata__has_key="expectedOutputSchema").count(), specs=specs)
+    return [w for w in warnings if w]

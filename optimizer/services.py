@@ -196,6 +196,34 @@ def run_launch(*, owner, config: dict | RunConfig, trusted_lms: bool = False) ->
     return run
 
 
+def run_data_warnings(*, tasks: int, expecting: int, schemas: int, specs: list[dict]) -> list[str]:
+    """Task data the chosen verifiers would silently ignore: expectations (in
+    `expecting` of the `tasks`) with no task_expectations check, schemas with no
+    expected_output_schema check, and a schema check with no schema in any task
+    (it would pass every output)."""
+    types = {check.get("type") for spec in specs if isinstance(spec, dict)
+             for check in (spec.get("checks") or []) if isinstance(check, dict)}
+    warnings = []
+    if expecting and "task_expectations" not in types:
+        warnings.append(f"tasks: {expecting} task(s) carry expectations (metadata.expectations) but no chosen verifier "
+                        "has a task_expectations check, so they are ignored; choose a verifier with one")
+    if schemas and "expected_output_schema" not in types:
+        warnings.append(f"tasks: {schemas} task(s) carry a schema (metadata.expectedOutputSchema) but no chosen verifier "
+                        "has an expected_output_schema check, so it is ignored")
+    if "expected_output_schema" in types and tasks and not schemas:
+        warnings.append("verifiers: an expected_output_schema check is chosen but no task has a schema "
+                        "(metadata.expectedOutputSchema), so that check passes every output")
+    return warnings
+
+
+def run_snapshot_warnings(run: Run) -> list[str]:
+    """The launch warnings of a run, from what it froze (budget, ignored task data)."""
+    metadata = [row.get("metadata") or {} for row in run.tasks_snapshot]
+    return [w for w in [run_budget_warning(run), *run_data_warnings(
+        tasks=len(metadata), expecting=sum(1 for m in metadata if "expectations" in m),
+        schemas=sum(1 for m in metadata if "expectedOutputSchema" in m), specs=run.verifier_specs)] if w]
+
+
 def run_budget_warning(run: Run) -> str | None:
     config = parse_run_config(run.config)
     valset = sum(1 for row in run.tasks_snapshot if row.get("split") == config.splits.val)

@@ -1,4 +1,5 @@
-"""/api/tasksets: import a task file, list sets, get one set with its tasks."""
+"""/api/tasksets: import (or dry-run) a task file, list sets, get one set with
+its tasks, export it as JSONL, duplicate and delete it."""
 
 from __future__ import annotations
 
@@ -6,13 +7,17 @@ from datetime import datetime
 from typing import Any, Literal
 
 
+from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from ninja import Field, Router, Schema, Status
 
 from optimizer.models import TaskSet
 from optimizer.selectors import taskset_list
-from optimizer.taskset_services import taskset_import
-from optimizer.tasksets import MAX_FILE_BYTES, CsvMapping
+from optimizer.taskset_services import (
+    taskset_delete, taskset_duplicate, taskset_export_lines, taskset_import, taskset_import_preview,
+)
+from optimizer.tasksets import DEFAULT_SPLIT_RATIOS, MAX_FILE_BYTES, DefaultSplit, FieldMapping
+from verifiers_app.api_errors import Problem
 from verifiers_app.storable import without_nul
 
 router = Router()
@@ -21,21 +26,78 @@ router = Router()
 MAX_OFFSET = 2**31 - 1
 
 
-class CsvMappingIn(Schema):
-    input: str = ""
+class MappingIn(Schema):
+    """Source field (JSON/YAML key or CSV column) of each task field; empty = the usual names."""
+
     task_id: str = ""
+    input: str = ""
+    instruction: str = ""
     expected: str = ""
     split: str = ""
-    metadata: list[str] = []
+
+
+class DefaultSplitIn(Schema):
+    """How rows without a split are dealt (seeded)."""
+
+    train: float = DEFAULT_SPLIT_RATIOS["train"]
+    val: float = DEFAULT_SPLIT_RATIOS["val"]
+    holdout: float = DEFAULT_SPLIT_RATIOS["holdout"]
+    seed: int = 0
 
 
 class ImportIn(Schema):
     name: str = Field(..., description="Task set name (created if new; rows are added or updated by task_id)")
-    filename: str = Field(..., description="Its extension picks the format: .jsonl, .yaml/.yml or .csv")
+    filename: str = Field(..., description="Its extension picks the format: .jsonl, .json, .yaml/.yml, .csv or .tsv")
     content: str = Field(..., max_length=MAX_FILE_BYTES)
-    format: Literal["jsonl", "yaml", "csv", ""] = ""
-    mapping: CsvMappingIn | None = None
+    format: Literal["jsonl", "json", "yaml", "csv", "tsv", ""] = ""
+    mapping: MappingIn | None = None
+    default_split: DefaultSplitIn | None = None
     shared: bool | None = None
+    dry_run: bool = Field(False, description="Return the preview report (200) and write nothing")
+    page: int = Field(1, description="dry_run: which page of preview rows")
+    page_size: int = Field(20, description="dry_run: preview rows per page (at most 200)")
+
+
+class PreviewRowOut(Schema):
+    line: int
+    task_id: str
+    input: str
+    expected: Any = None
+    params: dict
+    metadata: dict
+    verifier: dict | None = None
+    split: str
+
+
+class DefaultSplitOut(Schema):
+    ratios: dict[str, float]
+    seed: int
+    rows: int = Field(..., description="rows of the file without a split")
+    dealt: dict[str, int] = Field(..., description="how the new ones among them were dealt")
+
+
+class ImportPreviewOut(Schema):
+    """What the import would do; nothing is written."""
+
+    ok: bool
+    name: str
+    filename: str
+    format: str
+    delimiter: str
+    columns: list[str]
+    rows_total: int
+    mapping: dict[str, list[str]] = Field(..., description="task field → the source fields it was read from")
+    problems: list[Problem]
+    kept_in_metadata: list[str]
+    created: int
+    updated: int
+    unchanged: int
+    split_counts: dict[str, int]
+    default_split: DefaultSplitOut
+    page: int
+    page_size: int
+    pages: int
+    rows: list[PreviewRowOut]
 
 
 class ImportOut(Schema):
@@ -79,12 +141,21 @@ def _visible(request):
     return taskset_list(user=request.user)
 
 
-@router.post("/import", response={201: ImportOut})
+@router.post("/import", response={201: ImportOut, 200: ImportPreviewOut})
 def import_tasks(request, body: ImportIn):
-    """All or nothing: a 400 lists every problem as `<file> line N: field: message`."""
-    mapping = CsvMapping(**{**body.mapping.dict(), "metadata": tuple(body.mapping.metadata)}) if body.mapping else None
-    task_set, counts = taskset_import(owner=request.user, name=body.name, filename=body.filename,
-                                      content=body.content, fmt=body.format, mapping=mapping, shared=body.shared)
+    """All or nothing: a 400 lists every problem as `<file> line N: field: message`.
+    With `dry_run`, a 200 with the preview report (`ok`, `problems`, counts,
+    `split_counts`, the mapping used, one page of `rows` as they would be stored)."""
+    mapping = FieldMapping(**body.mapping.dict()) if body.mapping else None
+    default_split = None
+    if body.default_split:
+        split = body.default_split.dict()
+        default_split = DefaultSplit(ratios={s: split[s] for s in DEFAULT_SPLIT_RATIOS}, seed=split["seed"])
+    args = {"owner": request.user, "name": body.name, "filename": body.filename, "content": body.content,
+            "fmt": body.format, "mapping": mapping, "default_split": default_split}
+    if body.dry_run:
+        return Status(200, taskset_import_preview(**args, page=body.page, page_size=body.page_size).as_json())
+    task_set, counts = taskset_import(**args, shared=body.shared)
     return Status(201, {"id": task_set.pk, "name": task_set.name, **counts})
 
 
@@ -107,3 +178,32 @@ def get_taskset(request, taskset_id: int, split: str = "", limit: int = 1000, of
         tasks = tasks.filter(split=without_nul(split))
     rows = [{**t.as_row(), "verifier": t.verifier, "split": t.split} for t in tasks[offset:offset + limit]]
     return {**_out(task_set), "tasks": rows}
+
+
+@router.get("/{int:taskset_id}/export.jsonl")
+def export_taskset(request, taskset_id: int):
+    """The set as JSONL (one task per line, in order); importing it gives an identical set."""
+    task_set = get_object_or_404(_visible(request), pk=taskset_id)
+    response = StreamingHttpResponse(taskset_export_lines(task_set=task_set), content_type="application/x-ndjson")
+    response["Content-Disposition"] = f'attachment; filename="taskset-{task_set.pk}.jsonl"'
+    return response
+
+
+class DuplicateIn(Schema):
+    name: str = Field("", description='Name of the copy (default: "<name> (copy)")')
+
+
+@router.post("/{int:taskset_id}/duplicate", response={201: TaskSetOut})
+def duplicate_taskset(request, taskset_id: int, body: DuplicateIn):
+    """A private copy (yours) of a set you can see, with every task."""
+    task_set = get_object_or_404(_visible(request), pk=taskset_id)
+    copy = taskset_duplicate(task_set=task_set, owner=request.user, name=body.name)
+    return Status(201, _out(_visible(request).get(pk=copy.pk)))
+
+
+@router.delete("/{int:taskset_id}", response={204: None})
+def delete_taskset(request, taskset_id: int):
+    """Delete a set you own; 409 while a queued or running run uses it."""
+    task_set = get_object_or_404(TaskSet.objects.editable_by(request.user), pk=taskset_id)
+    taskset_delete(task_set=task_set)
+    return Status(204, None)

@@ -1,5 +1,6 @@
-"""Task-set pages: browse (paginated, searchable), import, view and edit one
-task, assign splits by hand or by a seeded random split."""
+"""Task-set pages: browse (paginated, searchable), import (upload → preview →
+confirm), export, duplicate, delete, view and edit one task, assign splits by
+hand or by a seeded random split."""
 
 from __future__ import annotations
 
@@ -8,18 +9,27 @@ import json
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
+from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from optimizer.models import Split, Task, TaskSet
 from optimizer import selectors
-from optimizer.taskset_services import task_update, taskset_assign_split, taskset_import, taskset_split
-from optimizer.tasksets import MAX_FILE_BYTES, CsvMapping
+from optimizer.import_uploads import upload_discard, upload_keep, upload_path
+from optimizer.taskset_services import (
+    TaskSetInUse, task_update, taskset_assign_split, taskset_delete, taskset_duplicate, taskset_export_lines,
+    taskset_import, taskset_split,
+)
+from optimizer.taskset_services import taskset_import_preview as services_import_preview
+from optimizer.tasksets import DEFAULT_SOURCES, DEFAULT_SPLIT_RATIOS, FORMATS, MAX_FILE_BYTES, DefaultSplit, FieldMapping
 from verifiers_app.engine import SpecError
 from verifiers_app.services import spec_from_json
 from verifiers_app.storable import without_nul
 
 SPLITS = Split.values
+PREVIEW_PAGE_SIZE = 20
 
 
 def _visible(request, pk) -> TaskSet:
@@ -43,31 +53,143 @@ def taskset_list(request):
     return render(request, "tasksets/list.html", {"page": page, "query": query})
 
 
+def _import_options(data) -> tuple[dict, list[str]]:
+    """Name, format, field mapping, default split and sharing from the import
+    form (GET or POST), and the problems reading them."""
+    problems = []
+    mapping = FieldMapping(**{name: without_nul(data.get(f"{name}_field", "").strip())[:200] for name in FieldMapping.names()})
+    try:
+        ratios = {s: float(data.get(f"default_{s}") or 0) if data.get(f"default_{s}") is not None else DEFAULT_SPLIT_RATIOS[s]
+                  for s in DEFAULT_SPLIT_RATIOS}
+        default_split = DefaultSplit(ratios=ratios, seed=int(data.get("split_seed") or 0))
+    except ValueError as exc:  # SpecError is a ValueError; so are bad numbers
+        problems.append(f"default split: {exc}" if isinstance(exc, SpecError) else "default split: ratios and seed must be numbers")
+        default_split = DefaultSplit()
+    fmt = data.get("format", "")
+    if fmt and fmt not in FORMATS:
+        problems.append(f"format: use one of {', '.join(FORMATS)}")
+        fmt = ""
+    return {"name": data.get("name", ""), "fmt": fmt, "mapping": mapping, "default_split": default_split}, problems
+
+
+def _form_context(data) -> dict:
+    """What the import options fieldset shows (the same on the upload and the preview page)."""
+    hints = {name: " / ".join(DEFAULT_SOURCES[name]) for name in FieldMapping.names()}
+    return {
+        "form": data, "formats": FORMATS,
+        "mapping_inputs": [(name, f"{name}_field", data.get(f"{name}_field", ""), hints[name]) for name in FieldMapping.names()],
+        "ratio_inputs": [(s, f"default_{s}", data.get(f"default_{s}", f"{r:g}")) for s, r in DEFAULT_SPLIT_RATIOS.items()],
+    }
+
+
+def _page_number(data) -> int:
+    try:
+        return max(1, int(data.get("page") or 1))
+    except ValueError:
+        return 1
+
+
 def taskset_import_view(request):
+    """Step 1: choose the file and options. The upload is kept aside (not saved)
+    and the browser goes to the preview."""
     problems = []
     if request.method == "POST":
         upload = request.FILES.get("file")
-        post = request.POST
-        mapping = CsvMapping(
-            input=post.get("input_column", "").strip(), task_id=post.get("task_id_column", "").strip(),
-            expected=post.get("expected_column", "").strip(), split=post.get("split_column", "").strip(),
-            metadata=tuple(c.strip() for c in post.get("metadata_columns", "").split(",") if c.strip()),
-        )
-        try:
-            if upload is None:
-                raise SpecError("file: choose a .jsonl, .yaml or .csv file")
-            task_set, counts = taskset_import(
-                owner=request.user, name=post.get("name", ""), filename=upload.name,
-                content=upload.read(MAX_FILE_BYTES + 1), mapping=mapping, shared=post.get("shared") == "on",
-            )
-        except SpecError as exc:
-            problems = exc.problems
-        else:
-            messages.success(request, f"Imported {upload.name} into {task_set.name}: {counts['created']} new, "
-                                      f"{counts['updated']} updated, {counts['unchanged']} unchanged.")
-            return redirect("tasksets:detail", pk=task_set.pk)
-    return render(request, "tasksets/import.html", {"problems": problems, "form": request.POST},
+        options, problems = _import_options(request.POST)
+        if upload is None:
+            problems.append("file: choose a .jsonl, .json, .yaml, .csv or .tsv file")
+        elif upload.size > MAX_FILE_BYTES:
+            problems.append(f"file: larger than {MAX_FILE_BYTES // (1024 * 1024)} MB")
+        if not problems:
+            token = upload_keep(user=request.user, upload=upload)
+            query = {k: v for k, v in request.POST.items() if k not in ("csrfmiddlewaretoken", "file")}
+            return redirect(f"{reverse('tasksets:import_preview')}?{urlencode({**query, 'token': token})}")
+    form = request.POST if request.method == "POST" else request.GET
+    return render(request, "tasksets/import.html", {"problems": problems, **_form_context(form)},
                   status=400 if problems else 200)
+
+
+def taskset_import_preview(request):
+    """Step 2: the first rows exactly as they will be stored, the mapping, counts
+    per split and every problem; change the options and preview again, or confirm.
+    Rows are paged on the server (`page`), so a big file never reaches the browser whole."""
+    data = request.GET
+    token = data.get("token", "")
+    options, problems = _import_options(data)
+    preview = None
+    try:
+        filename, path = upload_path(user=request.user, token=token)
+        if not problems:
+            with open(path, "rb") as handle:
+                preview = services_import_preview(owner=request.user, filename=filename, content=handle,
+                                                  page=_page_number(data), page_size=PREVIEW_PAGE_SIZE, **options)
+            problems = preview.problems
+    except SpecError as exc:
+        problems = problems + exc.problems
+    query = {k: v for k, v in data.items() if k not in ("page", "csrfmiddlewaretoken")}
+    return render(request, "tasksets/import_preview.html", {
+        "preview": preview, "problems": problems, "token": token, "query": urlencode(query), **_form_context(data),
+        "rows": [{**row, "expected_json": _json_text(row["expected"]), "params_json": _json_text(row["params"] or None),
+                  "metadata_json": _json_text(row["metadata"] or None), "verifier_json": _json_text(row["verifier"])}
+                 for row in (preview.rows if preview else [])],
+    }, status=400 if problems and preview is None else 200)
+
+
+@require_POST
+def taskset_import_confirm(request):
+    """Step 3: import the kept upload with the options shown in the preview."""
+    token = request.POST.get("token", "")
+    options, problems = _import_options(request.POST)
+    back = f"{reverse('tasksets:import_preview')}?" + urlencode(
+        {k: v for k, v in request.POST.items() if k != "csrfmiddlewaretoken"})
+    if problems:
+        messages.error(request, "Nothing was imported: " + "; ".join(problems))
+        return redirect(back)
+    try:
+        filename, path = upload_path(user=request.user, token=token)
+        with open(path, "rb") as handle:
+            task_set, counts = taskset_import(owner=request.user, filename=filename, content=handle,
+                                              shared=request.POST.get("shared") == "on", **options)
+    except SpecError as exc:
+        messages.error(request, "Nothing was imported: " + "; ".join(exc.problems[:3]))
+        return redirect(back)
+    upload_discard(user=request.user, token=token)
+    messages.success(request, f"Imported {filename} into {task_set.name}: {counts['created']} new, "
+                              f"{counts['updated']} updated, {counts['unchanged']} unchanged.")
+    return redirect("tasksets:detail", pk=task_set.pk)
+
+
+def taskset_export(request, pk):
+    task_set = _visible(request, pk)
+    response = StreamingHttpResponse(taskset_export_lines(task_set=task_set), content_type="application/x-ndjson")
+    safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in task_set.name)[:80] or "tasks"
+    response["Content-Disposition"] = f'attachment; filename="{safe}.jsonl"'
+    return response
+
+
+@require_POST
+def taskset_duplicate_view(request, pk):
+    task_set = _visible(request, pk)
+    try:
+        copy = taskset_duplicate(task_set=task_set, owner=request.user)
+    except SpecError as exc:
+        messages.error(request, f"Not duplicated: {exc}.")
+        return redirect("tasksets:detail", pk=pk)
+    messages.success(request, f"Duplicated {task_set.name} as {copy.name}.")
+    return redirect("tasksets:detail", pk=copy.pk)
+
+
+@require_POST
+def taskset_delete_view(request, pk):
+    task_set = _editable(request, pk)
+    name = task_set.name
+    try:
+        taskset_delete(task_set=task_set)
+    except TaskSetInUse as exc:
+        messages.error(request, f"Not deleted: {exc}.")
+        return redirect("tasksets:detail", pk=pk)
+    messages.success(request, f"Deleted task set {name}.")
+    return redirect("tasksets:list")
 
 
 def taskset_detail(request, pk):

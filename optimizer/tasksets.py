@@ -1,97 +1,351 @@
-"""Task-set files → validated task rows (no database here; see taskset_services).
+"""Task-set files → validated task rows, streamed (no database here; see taskset_services).
 
-Formats: JSONL (one row object per line), YAML (a list of rows, or `{tasks:
-[...]}`, rows as in seed 001) and CSV (one row per record, columns mapped to
-fields by `CsvMapping`). A row is `{task_id, input | instruction, expected,
-params, metadata, verifier, split}`; each is checked here and by the engine's
-`validate_task` (row verifiers against the fn registry). Every problem names the
-file, its line and the field: `tasks.jsonl line 7: invalid JSON (…)`. Parsing
-never evaluates anything: JSON, `yaml.safe_*` and the csv module only.
+One parser per format yields `(line, raw row)`:
+- JSONL: one row object per line;
+- JSON: an array of rows, or an object with the list under rows/data/examples/tasks;
+- YAML: a list of rows, or a mapping with the list under tasks/rows/data/examples (seed 001);
+- CSV/TSV: a header row, then one row per record (delimiter sniffed from the
+  header for .csv, a UTF-8 BOM is accepted; strict: an unterminated quote or a
+  row with more or fewer values than the header is an error naming its line).
+
+One field mapper (`FieldMapping.apply`) turns every raw row, whatever its
+format, into a task row `{task_id, input, expected, params, metadata, verifier,
+split}`: default source names (`question` → input, `answer` → expected, `id` →
+task_id, Alpaca's `instruction` + `input` → one input …), each overridable;
+fields it does not know are kept in `metadata`. Each row is then checked here
+and by the engine's `validate_task`. Every problem names the file, its line and
+the field: `tasks.jsonl line 7: invalid JSON (…)`. Parsing never evaluates
+anything: JSON, `yaml.safe_*` and the csv module only.
+
+JSONL and CSV are read line by line from a binary stream, so a 100,000-row file
+is scanned in bounded memory (`scan_task_file` for the preview report,
+`iter_task_rows` for writing); JSON and YAML are parsed whole and are capped lower.
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
+import functools
 import io
 import json
-from dataclasses import dataclass, field
-from typing import Any
+import math
+import random
+from collections import Counter
+from dataclasses import dataclass, field, fields
+from typing import Any, BinaryIO, Callable, Iterator
 
 import yaml
 
 from optimizer.models import Split
 from verifiers_app.engine import SpecError, validate_task
-from verifiers_app.storable import JsonTooDeep, parse_json, storage_problems
+from verifiers_app.storable import MAX_JSON_DEPTH, JsonTooDeep, depth_problem, parse_json, storage_problems
 
-MAX_FILE_BYTES = 10 * 1024 * 1024
-MAX_ROWS = 20_000
+MAX_FILE_BYTES = 64 * 1024 * 1024  # JSONL, CSV, TSV: streamed
+MAX_DOCUMENT_BYTES = 10 * 1024 * 1024  # JSON, YAML: parsed whole
+MAX_ROWS = 200_000
 MAX_INPUT_CHARS = 100_000
-MAX_PROBLEMS = 20
+MAX_PROBLEMS = 50
 MAX_YAML_VALUES = 2_000_000
-FORMATS = ("jsonl", "yaml", "csv")
-ROW_FIELDS = ("task_id", "input", "instruction", "expected", "params", "metadata", "verifier", "split")
+FORMATS = ("jsonl", "json", "yaml", "csv", "tsv")
+EXTENSIONS = {"jsonl": "jsonl", "ndjson": "jsonl", "json": "json", "yaml": "yaml", "yml": "yaml",
+              "csv": "csv", "tsv": "tsv", "tab": "tsv"}
+WHOLE_DOCUMENT = ("json", "yaml")
+ROW_LIST_KEYS = ("rows", "data", "examples", "tasks")
+CSV_DELIMITERS = (",", ";", "\t", "|")
+ROW_FIELDS = ("task_id", "input", "expected", "params", "metadata", "verifier", "split")
+PASSTHROUGH_FIELDS = ("params", "metadata", "verifier")
 SPLITS = tuple(Split.values)
+# Source names each task field is read from when the mapping does not name one (first present wins).
+DEFAULT_SOURCES = {
+    "task_id": ("task_id", "id"),
+    "input": ("input", "prompt", "question", "query"),
+    "instruction": ("instruction",),
+    "expected": ("expected", "output", "answer", "completion", "target"),
+    "split": ("split",),
+}
+DEFAULT_SPLIT_RATIOS = {"train": 0.6, "val": 0.4, "holdout": 0.0}
 
 
 @dataclass(frozen=True)
-class CsvMapping:
-    """Which CSV columns hold which task fields. Empty = the column of that name,
-    if present; `metadata` columns become string fields of `metadata`."""
+class FieldMapping:
+    """Which source field (a JSON/YAML key or a CSV column) fills which task field.
+    Empty = the first of `DEFAULT_SOURCES[field]` the row has. `instruction` is
+    put before `input` with a blank line between (Alpaca); either alone is the input."""
 
-    input: str = ""
     task_id: str = ""
+    input: str = ""
+    instruction: str = ""
     expected: str = ""
     split: str = ""
-    metadata: tuple[str, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    def overrides(self) -> dict[str, str]:
+        return {name: getattr(self, name) for name in self.names() if getattr(self, name)}
+
+    def sources(self, keys) -> dict[str, str]:
+        """task field → the key of `keys` it is read from ("" = none)."""
+        return _sources(self, tuple(keys))
+
+    def _resolve(self, keys: tuple) -> dict[str, str]:
+        found = {}
+        for name in self.names():
+            chosen = getattr(self, name)
+            found[name] = chosen if chosen else next((k for k in DEFAULT_SOURCES[name] if k in keys), "")
+        return found
+
+    def apply(self, raw: dict) -> tuple[dict, dict[str, str], list[str]]:
+        """The task-row fields of one raw row (before validation), the source
+        label of each field for problems, and the problems found mapping it."""
+        src = self.sources(raw)
+        used = {s for s in src.values() if s}
+        labels = {name: src.get(name) or name for name in ROW_FIELDS}
+        problems: list[str] = []
+        row: dict[str, Any] = {}
+        for name in ("task_id", "expected", "split"):
+            if src[name] and src[name] in raw:
+                row[name] = raw[src[name]]
+        instruction = raw.get(src["instruction"]) if src["instruction"] else None
+        text = raw.get(src["input"]) if src["input"] else None
+        if instruction is not None and not isinstance(instruction, str):
+            problems.append(f"{src['instruction']}: must be text, got {type(instruction).__name__}")
+        elif instruction is not None and (text is None or (isinstance(text, str) and not text.strip())):
+            row["input"], labels["input"] = instruction, src["instruction"]
+        elif instruction is not None and isinstance(text, str):
+            row["input"] = f"{instruction}\n\n{text}"
+        elif text is not None:
+            row["input"] = text
+        elif src["input"] and src["input"] in raw:
+            problems.append(f"{src['input']}: must be non-empty text")
+        else:
+            wanted = f"no {self.input!r} field" if self.input else (
+                "no field named " + ", ".join(DEFAULT_SOURCES["input"]) + " or instruction")
+            problems.append(f"input: is required ({wanted}; choose the input field in the mapping)")
+        for name in PASSTHROUGH_FIELDS:
+            if name in raw and name not in used:
+                row[name] = raw[name]
+        extra = {key: value for key, value in raw.items() if key not in used and key not in PASSTHROUGH_FIELDS}
+        if extra:
+            metadata = row.get("metadata")
+            if metadata is None:
+                row["metadata"] = extra
+            elif isinstance(metadata, dict):
+                row["metadata"] = {**extra, **metadata}
+        return row, labels, problems
+
+
+@functools.lru_cache(maxsize=1024)
+def _sources(mapping: FieldMapping, keys: tuple) -> dict[str, str]:
+    # Rows of one file nearly always share their keys: resolve each key set once.
+    return mapping._resolve(keys)
+
+
+@dataclass(frozen=True)
+class DefaultSplit:
+    """How rows without a split are dealt: shuffled with `seed`, then dealt by
+    `ratios` (every split with a ratio > 0 gets at least one row when there are enough)."""
+
+    ratios: dict = field(default_factory=lambda: dict(DEFAULT_SPLIT_RATIOS))
+    seed: int = 0
+
+    def __post_init__(self):
+        check_ratios(self.ratios)
+
+    def describe(self) -> str:
+        return ", ".join(f"{s} {self.ratios.get(s, 0):g}" for s in SPLITS if self.ratios.get(s, 0)) + f", seed {self.seed}"
+
+
+def check_ratios(ratios: dict) -> None:
+    unknown = set(ratios) - set(SPLITS)
+    if unknown:
+        raise SpecError(f"ratios: unknown split {sorted(unknown)[0]!r}; use {', '.join(SPLITS)}")
+    if any(isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) or r < 0 for r in ratios.values()) \
+            or sum(ratios.values()) <= 0:
+        raise SpecError("ratios: each ratio must be a number ≥ 0 and they must not all be 0")
+
+
+def deal_splits(items: list, ratios: dict, seed: int) -> dict[str, list]:
+    """Shuffle `items` with `seed` and deal them by `ratios` (the same seed gives
+    the same deal). Each split with a ratio > 0 gets at least one item when
+    there are at least as many items as such splits; rounding never drops one."""
+    check_ratios(ratios)
+    items = list(items)
+    random.Random(seed).shuffle(items)
+    names = [s for s in SPLITS if ratios.get(s, 0) > 0]
+    total = sum(ratios[s] for s in names)
+    sizes = [round(len(items) * ratios[s] / total) for s in names]
+    sizes[-1] = len(items) - sum(sizes[:-1])
+    while sizes[-1] < 0:  # rounding up earlier splits overshot
+        biggest = max(range(len(sizes) - 1), key=lambda i: sizes[i])
+        sizes[biggest] -= 1
+        sizes[-1] += 1
+    if len(items) >= len(names):
+        for i in range(len(sizes)):
+            if sizes[i] == 0:
+                biggest = max(range(len(sizes)), key=lambda j: sizes[j])
+                sizes[biggest] -= 1
+                sizes[i] += 1
+    dealt, start = {}, 0
+    for name, size in zip(names, sizes):
+        dealt[name] = items[start:start + size]
+        start += size
+    return dealt
 
 
 def detect_format(filename: str) -> str:
     suffix = filename.rsplit(".", 1)[-1].lower() if "." in filename else ""
-    fmt = {"jsonl": "jsonl", "ndjson": "jsonl", "yaml": "yaml", "yml": "yaml", "csv": "csv"}.get(suffix)
+    fmt = EXTENSIONS.get(suffix)
     if fmt is None:
-        raise SpecError(f"{filename}: unknown file type; use .jsonl, .yaml/.yml or .csv")
+        raise SpecError(f"{filename}: unknown file type; use .jsonl, .json, .yaml/.yml, .csv or .tsv")
     return fmt
 
 
-def parse_task_file(filename: str, content: bytes | str, *, fmt: str = "", mapping: CsvMapping | None = None) -> list[dict]:
-    """Every row of the file, validated; `SpecError` listing every problem otherwise."""
-    fmt = fmt or detect_format(filename)
-    if fmt not in FORMATS:
-        raise SpecError(f"format: unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
-    if len(content) > MAX_FILE_BYTES:
-        raise SpecError(f"{filename}: larger than {MAX_FILE_BYTES // (1024 * 1024)} MB")
-    if isinstance(content, bytes):
+class TaskFile:
+    """An uploaded file that can be read more than once (a preview pass, then a
+    write pass): bytes/str in memory, or a seekable binary file (an upload on disk)."""
+
+    def __init__(self, filename: str, content: bytes | str | BinaryIO):
+        self.filename = filename
+        if isinstance(content, str):
+            content = content.encode("utf-8")
+        self._data = content if isinstance(content, bytes) else None
+        self._file = None if isinstance(content, bytes) else content
+        if self._file is not None:
+            self._file.seek(0, io.SEEK_END)
+            self.size = self._file.tell()
+        else:
+            self.size = len(self._data)
+
+    def open(self) -> BinaryIO:
+        if self._file is None:
+            return io.BytesIO(self._data)
+        self._file.seek(0)
+        return self._file
+
+
+class _Bad(str):
+    """A row that could not be parsed: the problem, in place of the row."""
+
+
+def _text_lines(filename: str, stream: BinaryIO) -> Iterator[tuple[int, str]]:
+    """Decoded lines with their numbers; invalid UTF-8 names its line."""
+    for number, raw in enumerate(stream, start=1):
+        if number == 1 and raw.startswith(codecs.BOM_UTF8):
+            raw = raw[len(codecs.BOM_UTF8):]
         try:
-            content = content.decode("utf-8-sig")
+            yield number, raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise SpecError(f"{filename}: not UTF-8 text (byte {exc.start})") from None
-    if fmt == "jsonl":
-        numbered = _jsonl_rows(filename, content)
-    elif fmt == "yaml":
-        numbered = _yaml_rows(filename, content)
-    else:
-        numbered = _csv_rows(filename, content, mapping or CsvMapping())
-    return _validate_rows(filename, numbered)
+            raise SpecError(f"{filename} line {number}: not UTF-8 text (byte {exc.start + 1} of the line); "
+                            "save the file as UTF-8") from None
 
 
-def _jsonl_rows(filename: str, text: str) -> list[tuple[int, Any]]:
-    rows, problems = [], []
-    for number, line in enumerate(text.splitlines(), start=1):
+def _read_text(filename: str, stream: BinaryIO) -> str:
+    data = stream.read()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise SpecError(f"{filename} line {line}: not UTF-8 text; save the file as UTF-8") from None
+
+
+def _jsonl_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: dict) -> Iterator[tuple[int, Any]]:
+    for number, line in _text_lines(filename, stream):
         if not line.strip():
             continue
         try:
-            rows.append((number, parse_json(line)))
+            yield number, parse_json(line)
         except json.JSONDecodeError as exc:
-            problems.append(f"{filename} line {number}: invalid JSON ({exc.msg} at column {exc.colno})")
+            yield number, _Bad(f"invalid JSON ({exc.msg} at column {exc.colno})")
         except JsonTooDeep as exc:
             where, _, message = str(exc).partition(": ")
-            problem = f"invalid JSON ({message})" if where == "value" else str(exc)
-            problems.append(f"{filename} line {number}: {problem}")
-    _raise(problems)
-    return rows
+            yield number, _Bad(f"invalid JSON ({message})" if where == "value" else str(exc))
 
 
-def _yaml_rows(filename: str, text: str) -> list[tuple[int, Any]]:
+def _json_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: dict) -> Iterator[tuple[int, Any]]:
+    """An array of rows, or an object with the array under one of ROW_LIST_KEYS.
+    Walks the top level with `raw_decode` so each row keeps its line number."""
+    text = _read_text(filename, stream)
+    decoder = json.JSONDecoder()
+    lines = _LineCounter(text)
+
+    def skip(pos: int) -> int:
+        while pos < len(text) and text[pos] in " \t\r\n":
+            pos += 1
+        return pos
+
+    def value_at(pos: int) -> tuple[Any, int]:
+        try:
+            value, end = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            raise SpecError(f"{filename} line {exc.lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+        except RecursionError:
+            value, end = None, None
+        problem = f"value: nested more than {MAX_JSON_DEPTH} levels deep" if end is None else depth_problem(value)
+        if problem:  # the same cap as every other untrusted JSON (verifiers_app.storable)
+            raise SpecError(f"{filename} line {lines.at(pos)}: invalid JSON ({problem.partition(': ')[2]})")
+        return value, end
+
+    def expect(pos: int, chars: str) -> int:
+        pos = skip(pos)
+        if pos >= len(text) or text[pos] not in chars:
+            raise SpecError(f"{filename} line {lines.at(pos)}: invalid JSON (expected {' or '.join(repr(c) for c in chars)})")
+        return pos
+
+    start = skip(0)
+    if text[start:start + 1] == "{":
+        pos, found = skip(start + 1), None
+        while text[pos:pos + 1] != "}":
+            key, pos = value_at(pos)
+            pos = expect(pos, ":") + 1
+            pos = skip(pos)
+            if found is None and key in ROW_LIST_KEYS and text[pos:pos + 1] == "[":
+                found = pos
+            _, pos = value_at(pos)
+            pos = expect(pos, ",}")
+            if text[pos] == ",":
+                pos = skip(pos + 1)
+        if found is None:
+            raise SpecError(f"{filename} line {lines.at(start)}: a JSON object needs its rows in a list under "
+                            + ", ".join(ROW_LIST_KEYS))
+        end_of_document, start = pos + 1, found
+    elif text[start:start + 1] != "[":
+        raise SpecError(f"{filename} line {lines.at(start)}: expected an array of rows, or an object with a list "
+                        "under " + ", ".join(ROW_LIST_KEYS))
+    else:
+        end_of_document = None
+    pos = skip(start + 1)
+    while text[pos:pos + 1] != "]":
+        row, end = value_at(pos)
+        yield lines.at(pos), row
+        pos = expect(end, ",]")
+        if text[pos] == ",":
+            pos = skip(pos + 1)
+            if text[pos:pos + 1] == "]":
+                raise SpecError(f"{filename} line {lines.at(pos)}: invalid JSON (a comma before ']')")
+    trailing = skip(end_of_document if end_of_document is not None else pos + 1)
+    if trailing < len(text):
+        raise SpecError(f"{filename} line {lines.at(trailing)}: invalid JSON (extra data after the rows)")
+
+
+class _LineCounter:
+    """Line number of a position, for positions that only grow (linear overall)."""
+
+    def __init__(self, text: str):
+        self.text, self.pos, self.line = text, 0, 1
+
+    def at(self, pos: int) -> int:
+        if pos < self.pos:
+            self.pos, self.line = 0, 1
+        self.line += self.text.count("\n", self.pos, pos)
+        self.pos = pos
+        return self.line
+
+
+def _yaml_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: dict) -> Iterator[tuple[int, Any]]:
+    text = _read_text(filename, stream)
     try:
         # compose() gives every node's line; safe_load() the plain values.
         root = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -104,12 +358,16 @@ def _yaml_rows(filename: str, text: str) -> list[tuple[int, Any]]:
         raise SpecError(f"{filename}{where}: invalid YAML ({problem})") from None
     except RecursionError:
         raise SpecError(f"{filename}: invalid YAML (nested too deeply)") from None
-    if isinstance(data, dict) and isinstance(root, yaml.MappingNode) and "tasks" in data:
-        root = next(value for key, value in root.value if key.value == "tasks")
-        data = data["tasks"]
+    if isinstance(data, dict) and isinstance(root, yaml.MappingNode):
+        key = next((k for k in ("tasks", *ROW_LIST_KEYS) if isinstance(data.get(k), list)), None)
+        if key is not None:
+            root = next(value for k, value in root.value if k.value == key)
+            data = data[key]
     if not isinstance(data, list) or not isinstance(root, yaml.SequenceNode):
-        raise SpecError(f"{filename} line 1: expected a list of task rows (or a mapping with a tasks: list)")
-    return [(node.start_mark.line + 1, row) for node, row in zip(root.value, data, strict=True)]
+        raise SpecError(f"{filename} line 1: expected a list of task rows (or a mapping with the list under "
+                        + ", ".join(ROW_LIST_KEYS) + ")")
+    for node, row in zip(root.value, data, strict=True):
+        yield node.start_mark.line + 1, row
 
 
 def _yaml_children(node) -> list:
@@ -150,110 +408,230 @@ def _check_aliases(filename: str, root) -> None:
         stack.extend((child, False) for child in _yaml_children(node))
 
 
-def _csv_rows(filename: str, text: str, mapping: CsvMapping) -> list[tuple[int, Any]]:
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    columns = reader.fieldnames or []
-    if not columns:
+def _sniff_delimiter(header: str) -> str:
+    """The candidate that splits the header line most often (outside quotes); `,` by default."""
+    unquoted = "".join(part for i, part in enumerate(header.split('"')) if i % 2 == 0)
+    counts = {d: unquoted.count(d) for d in CSV_DELIMITERS}
+    best = max(counts, key=lambda d: counts[d])
+    return best if counts[best] else ","
+
+
+def _csv_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: dict, *, tsv: bool = False) -> Iterator[tuple[int, Any]]:
+    lines = _text_lines(filename, stream)
+    first = next(lines, None)
+    if first is None or not first[1].strip():
         raise SpecError(f"{filename} line 1: no header row")
+    delimiter = "\t" if tsv else _sniff_delimiter(first[1])
+    report["delimiter"] = delimiter
 
-    def column(chosen: str, *defaults: str) -> str:
-        if chosen:
-            if chosen not in columns:
-                raise SpecError(f"{filename} line 1: column {chosen!r} not found (columns: {', '.join(columns)})")
-            return chosen
-        return next((name for name in defaults if name in columns), "")
+    def physical():
+        yield first[1]
+        for _, text in lines:
+            yield text
 
-    input_col = column(mapping.input, "input", "instruction")
-    if not input_col:
-        raise SpecError(f"{filename} line 1: no input column; name one in the column mapping (columns: {', '.join(columns)})")
-    id_col, expected_col, split_col = column(mapping.task_id, "task_id"), column(mapping.expected, "expected"), column(mapping.split, "split")
-    metadata_cols = [column(name) for name in mapping.metadata]
-    rows = []
+    reader = csv.reader(physical(), delimiter=delimiter, strict=True)
+    start = 1
     try:
-        for record in reader:
-            if None in record:
-                raise SpecError(f"{filename} line {reader.line_num}: more values than header columns")
-            row: dict[str, Any] = {"input": record[input_col]}
-            if id_col and record[id_col]:
-                row["task_id"] = record[id_col]
-            if expected_col and record[expected_col]:
-                row["expected"] = record[expected_col]
-            if split_col and record[split_col]:
-                row["split"] = record[split_col]
-            if metadata_cols:
-                row["metadata"] = {name: record[name] for name in metadata_cols if record[name]}
-            rows.append((reader.line_num, row))
+        header = [name.strip() for name in next(reader)]
+        duplicates = [name for name, n in Counter(header).items() if n > 1]
+        if "" in header:
+            raise SpecError(f"{filename} line 1: column {header.index('') + 1} has no name in the header row")
+        if duplicates:
+            raise SpecError(f"{filename} line 1: column {duplicates[0]!r} appears more than once in the header row")
+        report["columns"] = header
+        missing = [f"{name}: column {column!r} not found (columns: {', '.join(header)})"
+                   for name, column in mapping.overrides().items() if column not in header]
+        if missing:
+            raise SpecError([f"{filename} line 1: {problem}" for problem in missing])
+        start = reader.line_num + 1
+        for values in reader:
+            if not values:  # a blank line
+                start = reader.line_num + 1
+                continue
+            if len(values) != len(header):
+                yield start, _Bad(f"row: {len(values)} values but the header has {len(header)} columns "
+                                  f"(delimiter {delimiter!r}; a value holding it must be quoted)")
+            else:
+                # An empty cell is a missing value: the default for that field applies.
+                yield start, {name: value for name, value in zip(header, values) if value != ""}
+            start = reader.line_num + 1
     except csv.Error as exc:
+        if "unexpected end of data" in str(exc):
+            raise SpecError(f"{filename} line {start}: unterminated quote: the quoted value that starts on this "
+                            "line never ends") from None
+        if "field larger than field limit" in str(exc):
+            raise SpecError(f"{filename} line {start}: a value longer than {csv.field_size_limit():,} characters "
+                            "(an unterminated quote on this line?)") from None
         raise SpecError(f"{filename} line {reader.line_num}: invalid CSV ({exc})") from None
-    return rows
 
 
-def _validate_rows(filename: str, numbered: list[tuple[int, Any]]) -> list[dict]:
-    if not numbered:
-        raise SpecError(f"{filename}: no task rows")
-    if len(numbered) > MAX_ROWS:
-        raise SpecError(f"{filename}: {len(numbered)} rows; at most {MAX_ROWS} per import")
-    rows, problems, seen = [], [], {}
-    for index, (line, raw) in enumerate(numbered, start=1):
-        row, row_problems = _validate_row(raw, index)
-        problems += [f"{filename} line {line}: {problem}" for problem in row_problems]
-        if row is None:
-            continue
-        if row["task_id"] in seen:
-            problems.append(f"{filename} line {line}: task_id: duplicate id {row['task_id']!r} (first on line {seen[row['task_id']]})")
-        seen[row["task_id"]] = line
-        rows.append(row)
-    _raise(problems)
-    return rows
+PARSERS: dict[str, Callable] = {
+    "jsonl": _jsonl_rows,
+    "json": _json_rows,
+    "yaml": _yaml_rows,
+    "csv": _csv_rows,
+    "tsv": lambda *args: _csv_rows(*args, tsv=True),
+}
 
 
-def _validate_row(raw: Any, index: int) -> tuple[dict | None, list[str]]:
+def _validate_row(raw: Any, index: int, mapping: FieldMapping) -> tuple[dict | None, list[str]]:
+    """One raw row → a task row (split None = none given) and its problems."""
+    if isinstance(raw, _Bad):
+        return None, [str(raw)]
     if not isinstance(raw, dict):
-        return None, [f"row: must be an object with task_id and input, got {type(raw).__name__}"]
-    problems = [f"{key}: unknown field (fields: {', '.join(ROW_FIELDS)})" for key in raw if key not in ROW_FIELDS]
-    if "input" in raw and "instruction" in raw:
-        problems.append("instruction: give either input or instruction, not both")
-    text = raw.get("input", raw.get("instruction"))
-    text_field = "input" if "input" in raw else "instruction"
-    if text is None:
-        problems.append("input: is required (or instruction)")
-    elif not isinstance(text, str) or not text.strip():
-        problems.append(f"{text_field}: must be non-empty text")
-    elif len(text) > MAX_INPUT_CHARS:
-        problems.append(f"{text_field}: longer than {MAX_INPUT_CHARS} characters")
-    split = raw.get("split", Split.TRAIN)
-    if split not in SPLITS:
-        problems.append(f"split: must be one of {', '.join(SPLITS)}, got {split!r}")
+        return None, [f"row: must be an object with an input field, got {type(raw).__name__}"]
+    mapped, labels, problems = mapping.apply(raw)
+    text = mapped.get("input")
+    if text is not None:
+        if not isinstance(text, str) or not text.strip():
+            problems.append(f"{labels['input']}: must be non-empty text")
+        elif len(text) > MAX_INPUT_CHARS:
+            problems.append(f"{labels['input']}: longer than {MAX_INPUT_CHARS} characters")
+    split = mapped.get("split")
+    if split is not None and split not in SPLITS:
+        problems.append(f"{labels['split']}: must be one of {', '.join(SPLITS)}, got {split!r}")
     for name in ("params", "metadata"):
-        if raw.get(name) is not None and not isinstance(raw[name], dict):
-            problems.append(f"{name}: must be an object, got {type(raw[name]).__name__}")
-    task_id = raw.get("task_id", f"task-{index}")
+        if mapped.get(name) is not None and not isinstance(mapped[name], dict):
+            problems.append(f"{name}: must be an object, got {type(mapped[name]).__name__}")
+    task_id = mapped.get("task_id", f"task-{index}")
     if isinstance(task_id, int) and not isinstance(task_id, bool):
         task_id = str(task_id)
     try:
-        validate_task({**raw, "task_id": task_id})
+        validate_task({**mapped, "task_id": task_id})
     except SpecError as exc:
-        problems += [p for p in exc.problems if not p.startswith(("params:", "metadata:"))]
+        problems += [p.replace("task_id:", f"{labels['task_id']}:", 1) if p.startswith("task_id:") else p
+                     for p in exc.problems if not p.startswith(("params:", "metadata:"))]
     for name in ROW_FIELDS:  # what the database cannot hold: NaN, NUL, YAML dates and binary
-        if name in raw:
-            problems += storage_problems(raw[name], name)
+        if name in mapped:
+            problems += storage_problems(mapped[name], labels.get(name, name))
     if problems:
         return None, problems
     if len(task_id) > 200:
-        return None, ["task_id: longer than 200 characters"]
+        return None, [f"{labels['task_id']}: longer than 200 characters"]
     return {
         "task_id": task_id,
         "input": text,
-        "expected": raw.get("expected"),
-        "params": raw.get("params") or {},
-        "metadata": raw.get("metadata") or {},
-        "verifier": raw.get("verifier"),
+        "expected": mapped.get("expected"),
+        "params": mapped.get("params") or {},
+        "metadata": mapped.get("metadata") or {},
+        "verifier": mapped.get("verifier"),
         "split": split,
     }, []
 
 
-def _raise(problems: list[str]) -> None:
-    if problems:
-        if len(problems) > MAX_PROBLEMS:
-            problems = [*problems[:MAX_PROBLEMS], f"… and {len(problems) - MAX_PROBLEMS} more problems"]
-        raise SpecError(problems)
+@dataclass
+class ScanReport:
+    """What one pass over a file found: the preview of an import."""
+
+    filename: str
+    format: str
+    delimiter: str = ""
+    columns: list[str] = field(default_factory=list)
+    total: int = 0
+    problems: list[str] = field(default_factory=list)
+    problem_count: int = 0
+    mapping: dict[str, list[str]] = field(default_factory=dict)  # task field → source fields seen
+    kept_in_metadata: list[str] = field(default_factory=list)  # unknown fields, kept in metadata
+    split_counts: dict[str, int] = field(default_factory=dict)  # rows that name a split
+    unsplit_ids: list[str] = field(default_factory=list)  # rows without one, in file order
+    page_rows: list[dict] = field(default_factory=list)
+
+    def add_problem(self, problem: str) -> None:
+        self.problem_count += 1
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(problem)
+
+    def problem_lines(self) -> list[str]:
+        more = self.problem_count - len(self.problems)
+        return self.problems + ([f"… and {more} more problems"] if more > 0 else [])
+
+
+def _numbered_rows(task_file: TaskFile, fmt: str, mapping: FieldMapping, report: dict) -> Iterator[tuple[int, Any]]:
+    fmt = fmt or detect_format(task_file.filename)
+    if fmt not in FORMATS:
+        raise SpecError(f"format: unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+    limit = MAX_DOCUMENT_BYTES if fmt in WHOLE_DOCUMENT else MAX_FILE_BYTES
+    if task_file.size > limit:
+        raise SpecError(f"{task_file.filename}: larger than {limit // (1024 * 1024)} MB"
+                        + (" (JSON and YAML are read whole; use JSONL or CSV for bigger sets)" if fmt in WHOLE_DOCUMENT else ""))
+    report["format"] = fmt
+    return PARSERS[fmt](task_file.filename, task_file.open(), mapping, report)
+
+
+def scan_task_file(task_file: TaskFile, *, fmt: str = "", mapping: FieldMapping | None = None,
+                   page: tuple[int, int] = (0, 20), visit: Callable[[dict], None] | None = None) -> ScanReport:
+    """One pass over the file: every problem (by line and field, at most
+    MAX_PROBLEMS kept), counts, the rows `page` = (offset, limit) as they would be
+    stored (split None = to be dealt by the default split), and `visit(row)` for
+    each valid row. Raises `SpecError` only when the file cannot be read at all."""
+    mapping = mapping or FieldMapping()
+    context: dict = {}
+    report = ScanReport(task_file.filename, fmt)
+    seen: dict[str, int] = {}
+    sources: dict[str, set] = {name: set() for name in FieldMapping.names()}
+    extra: set[str] = set()
+    shapes: set[tuple] = set()
+    offset, limit = page
+    for index, (line, raw) in enumerate(_numbered_rows(task_file, fmt, mapping, context), start=1):
+        if index > MAX_ROWS:
+            raise SpecError(f"{task_file.filename} line {line}: more than {MAX_ROWS:,} rows; at most {MAX_ROWS:,} per import")
+        report.total = index
+        row, problems = _validate_row(raw, index, mapping)
+        for problem in problems:
+            report.add_problem(f"{task_file.filename} line {line}: {problem}")
+        if isinstance(raw, dict) and len(extra) < 50 and len(shapes) < 1000 and (shape := tuple(raw)) not in shapes:
+            shapes.add(shape)  # rows of one shape map the same way: look once
+            src = mapping.sources(raw)
+            for name, key in src.items():
+                if key and key in raw:
+                    sources[name].add(key)
+            used = set(src.values())
+            extra.update(k for k in raw if k not in used and k not in PASSTHROUGH_FIELDS and isinstance(k, str))
+        if row is None:
+            continue
+        if row["task_id"] in seen:
+            report.add_problem(f"{task_file.filename} line {line}: {'task_id'}: duplicate id {row['task_id']!r} "
+                               f"(first on line {seen[row['task_id']]})")
+            continue
+        seen[row["task_id"]] = line
+        if row["split"] is None:
+            report.unsplit_ids.append(row["task_id"])
+        else:
+            report.split_counts[row["split"]] = report.split_counts.get(row["split"], 0) + 1
+        if offset < index <= offset + limit:
+            report.page_rows.append({"line": line, **row})
+        if visit is not None:
+            visit(row)
+    if report.total == 0:
+        raise SpecError(f"{task_file.filename}: no task rows")
+    report.format = context.get("format", fmt)
+    report.delimiter = context.get("delimiter", "")
+    report.columns = context.get("columns", [])
+    report.mapping = {name: sorted(keys) for name, keys in sources.items() if keys}
+    report.kept_in_metadata = sorted(extra)[:50]
+    return report
+
+
+def iter_task_rows(task_file: TaskFile, *, fmt: str = "", mapping: FieldMapping | None = None) -> Iterator[dict]:
+    """The valid rows of a file already scanned without problems (a second pass, for writing)."""
+    mapping = mapping or FieldMapping()
+    for index, (line, raw) in enumerate(_numbered_rows(task_file, fmt, mapping, {}), start=1):
+        row, problems = _validate_row(raw, index, mapping)
+        if problems:  # the file changed between the passes
+            raise SpecError(f"{task_file.filename} line {line}: {problems[0]}")
+        yield row
+
+
+def parse_task_file(filename: str, content: bytes | str, *, fmt: str = "", mapping: FieldMapping | None = None,
+                    default_split: DefaultSplit | None = None) -> list[dict]:
+    """Every row of a small file, validated, rows without a split dealt by
+    `default_split`; `SpecError` listing every problem otherwise."""
+    task_file = TaskFile(filename, content)
+    report = scan_task_file(task_file, fmt=fmt, mapping=mapping, page=(0, 0))
+    if report.problem_count:
+        raise SpecError(report.problem_lines())
+    default_split = default_split or DefaultSplit()
+    dealt = {task_id: split for split, ids in deal_splits(report.unsplit_ids, default_split.ratios, default_split.seed).items()
+             for task_id in ids}
+    return [{**row, "split": row["split"] or dealt[row["task_id"]]}
+            for row in iter_task_rows(task_file, fmt=fmt, mapping=mapping)]

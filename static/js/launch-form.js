@@ -82,7 +82,27 @@ function showProblems(problems = [], warnings = []) {
   };
   for (const p of problems) add(slot(p.field), `${p.field}: ${p.message}`);
   for (const w of warnings) add(form.querySelector('[data-problems-for="budget.warning"]'), w);
+  // An empty split can be fixed from here: offer the task set's seeded split.
+  splitNow.hidden = !problems.some((p) => p.field.startsWith("splits.") && p.message.includes("has no tasks in split"));
 }
+
+const splitNow = form.querySelector("[data-split-now]");
+splitNow.querySelector('[data-action="split-now"]').addEventListener("click", async () => {
+  const status = splitNow.querySelector('[data-field="split-now-result"]');
+  const setId = form.elements.task_set_id.value;
+  const url = splitNow.dataset.splitUrl.replace("/0/", `/${encodeURIComponent(setId)}/`);
+  const body = new URLSearchParams({ train: "0.6", val: "0.4", holdout: "0", seed: "0" });
+  status.textContent = "splitting…";
+  const response = await fetch(url, { method: "POST", headers: { "X-CSRFToken": csrf }, body });
+  if (!response.ok) {
+    status.textContent = response.status === 404
+      ? "only the owner can split this set: duplicate it from its page, then split the copy"
+      : `the server answered ${response.status}; nothing was split`;
+    return;
+  }
+  status.textContent = "";
+  form.querySelector('[data-action="dry-run"]').click();
+});
 
 // Components are a name → text map: a second component with the same name would
 // silently replace the first, so it is refused here, next to the components.

@@ -169,6 +169,15 @@ def test_a_dry_run_warns_when_the_budget_buys_too_few_proposals(user_client, tas
     assert data["warnings"] and data["warnings"][0].startswith("budget: 5 metric calls allow only 0 proposal(s)")
 
 
+def test_a_launch_whose_verifiers_ignore_the_task_expectations_says_so_on_the_run_page(user, user_client, task_set):
+    verifier_create(owner=user, spec={"id": "polite", "kind": "native", "checks": [
+        {"id": "thanks", "type": "contains", "params": {"value": "thank"}}]})
+    response = post_json(user_client, "runs:new", config(task_set, verifier_ids=["polite"]))
+    assert response.status_code == 201
+    page = user_client.get(response.json()["redirect"]).content.decode()
+    assert "Launched with a warning: tasks: 6 task(s) carry expectations (metadata.expectations) but no chosen verifier" in page
+
+
 class ModelListing(BaseHTTPRequestHandler):
     """A local OpenAI-compatible endpoint that serves one model."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,9 @@ def schemathesis(url: str, *headers: str) -> subprocess.CompletedProcess:
                "--max-time", str(SECONDS_PER_RUN), "--request-timeout", "30", "--warnings", "off"]
     for header in headers:
         command += ["--header", header]
-    return subprocess.run(command, capture_output=True, text=True, timeout=SECONDS_PER_RUN + 120)
+    # In a directory of its own: schemathesis keeps a cache (.schemathesis/) in its working directory.
+    with tempfile.TemporaryDirectory(prefix="schemathesis-") as cwd:
+        return subprocess.run(command, capture_output=True, text=True, timeout=SECONDS_PER_RUN + 120, cwd=cwd)
 
 
 def test_the_api_conforms_to_its_document_for_a_token_client(seeded):

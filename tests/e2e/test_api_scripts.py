@@ -57,7 +57,7 @@ def test_a_script_with_only_a_token_creates_imports_launches_follows_stops_resum
     config = {"task_set_id": task_set, "verifier_ids": ["script-refund"], "budget": {"max_metric_calls": 400},
               "task_lm": {"provider": "demo", "model": "demo-task", "simulated_latency_ms": 150}}
     status, body, _ = api.call("POST", "/api/runs/dry-run", {"config": config})
-    assert status == 200 and body == {"ok": True, "problems": []}
+    assert status == 200 and body == {"ok": True, "problems": [], "warnings": []}
     status, run, _ = api.call("POST", "/api/runs/", {"config": config})
     assert status == 201 and run["status"] == "queued" and run["url"].endswith(f"/runs/{run['id']}/"), run
 
@@ -192,7 +192,7 @@ def test_stop_and_cancel_from_the_cli_reach_a_run_the_server_executes(frontier_s
         run_id = api.call("POST", "/api/runs/", {"config": config})[1]["id"]
         wait_until(lambda: api.call("GET", f"/api/runs/{run_id}")[1]["candidates"], what="the seed candidate", timeout=60)
         result = frontier_server.manage("optimize", action, str(run_id))
-        assert json.loads(result.stdout)["status"] == "stopping"
+        assert json.loads(result.stdout)["status"] in ("stopping", "stopped")  # it may end its iteration at once
         wait_until(lambda: run_status(api, run_id) == "stopped", what=f"the run to {action}", timeout=60)
         assert api.call("GET", f"/api/runs/{run_id}")[1]["phase"] == phase
 

@@ -8,6 +8,7 @@ from optimizer import services
 from optimizer.models import Candidate, ModelEndpoint, Run, RunEvent, RunStatus
 from tests.optimizer.run_helpers import endpoint, refund_task_set, refund_verifier, run_config
 from tests.optimizer.fake_openai import free_port
+from verifiers_app.services import verifier_create
 
 pytestmark = pytest.mark.django_db
 
@@ -79,7 +80,21 @@ def test_the_dry_run_contacts_the_model_endpoint(user_client, task_set, monkeypa
     assert [p["field"] for p in body["problems"]] == ["reflection_lm"]
     assert not Run.objects.exists()
 
-    assert post(user_client, "/api/runs/dry-run", {"config": run_config(task_set)}).json() == {"ok": True, "problems": []}
+    assert post(user_client, "/api/runs/dry-run", {"config": run_config(task_set)}).json() == {"ok": True, "problems": [], "warnings": []}
+
+
+def test_the_dry_run_warns_when_no_chosen_verifier_reads_the_tasks_expectations_or_schemas(user, user_client, task_set):
+    verifier_create(owner=user, spec={"id": "polite", "kind": "native", "checks": [
+        {"id": "thanks", "type": "contains", "params": {"value": "thank"}}]})
+    verifier_create(owner=user, spec={"id": "schema", "kind": "native", "checks": [
+        {"id": "keys", "type": "expected_output_schema"}]})
+    body = post(user_client, "/api/runs/dry-run", {"config": run_config(task_set, verifier_ids=["polite"])}).json()
+    assert body["ok"] is True
+    assert body["warnings"] == ["tasks: 8 task(s) carry expectations (metadata.expectations) but no chosen verifier "
+                                "has a task_expectations check, so they are ignored; choose a verifier with one"]
+    body = post(user_client, "/api/runs/dry-run", {"config": run_config(task_set, verifier_ids=["refund-policy", "schema"])}).json()
+    assert body["warnings"] == ["verifiers: an expected_output_schema check is chosen but no task has a schema "
+                                "(metadata.expectedOutputSchema), so that check passes every output"]
 
 
 def test_a_user_lists_and_reads_only_runs_they_may_see(user_client, other_client, task_set):

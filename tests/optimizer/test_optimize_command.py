@@ -132,6 +132,14 @@ def test_bad_input_exits_2_with_one_line_naming_the_option(site, args, message):
     assert last_run_id(site) == runs_before  # nothing half-saved
 
 
+def test_a_set_with_no_val_tasks_is_refused_like_in_the_launch_form_not_validated_on_train(site):
+    rows = [json.loads(line) | {"split": "train"} for line in (site.path / "refunds.jsonl").read_text().splitlines()]
+    (site.path / "all-train.jsonl").write_text("\n".join(json.dumps(row) for row in rows))
+    done = site.manage("optimize", "run", "--verifier", "refund.json", "--tasks", "all-train.jsonl")
+    assert done.returncode == 2
+    assert 'splits.val: task set "all-train" has no tasks in split "val"; split it first: manage.py tasks split all-train' in done.stderr
+
+
 def test_a_refused_launch_leaves_no_imported_verifier_or_task_set_behind(site):
     (site.path / "fresh-spec.json").write_text(json.dumps({**REFUND_SPEC, "id": "fresh-spec"}))
     (site.path / "fresh-tasks.jsonl").write_text((site.path / "refunds.jsonl").read_text())

@@ -1,5 +1,6 @@
 import json
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -39,6 +40,44 @@ def test_a_bad_file_exits_2_listing_line_and_field_and_imports_nothing(admin_use
 def test_csv_columns_are_mapped_from_options(admin_user, tmp_path):
     path = tmp_path / "quiz.csv"
     path.write_text("q,a,level\nWhat is 7 x 6?,42,easy\n")
-    run(str(path), "--set", "Quiz", "--input-column", "q", "--expected-column", "a", "--metadata-columns", "level")
+    run(str(path), "--set", "Quiz", "--input-column", "q", "--expected-field", "a")
     task = TaskSet.objects.get().tasks.get()
     assert (task.input, task.expected, task.metadata) == ("What is 7 x 6?", "42", {"level": "easy"})
+
+
+DATASETS = Path(__file__).resolve().parents[1] / "fixtures" / "datasets"
+
+
+def test_dry_run_prints_the_preview_report_and_writes_nothing(admin_user):
+    out = StringIO()
+    call_command("tasks", "import", str(DATASETS / "rows-object.json"), "--set", "Haiku", "--dry-run", stdout=out, stderr=StringIO())
+    report = json.loads(out.getvalue())
+    assert (report["ok"], report["format"], report["rows_total"], report["created"]) == (True, "json", 3, 3)
+    assert report["split_counts"] == {"train": 2, "val": 1, "holdout": 0}
+    assert report["mapping"] == {"expected": ["completion"], "input": ["prompt"], "split": ["split"]}
+    assert not TaskSet.objects.exists()
+
+
+@pytest.mark.parametrize(("name", "line"), [
+    ("broken-unterminated-quote.csv", "broken-unterminated-quote.csv line 3: unterminated quote"),
+    ("broken-latin1.csv", "broken-latin1.csv line 3: not UTF-8 text"),
+])
+def test_a_broken_fixture_exits_2_naming_its_line_with_or_without_dry_run(admin_user, name, line):
+    for extra in ((), ("--dry-run",)):
+        with pytest.raises(CommandError) as error:
+            call_command("tasks", "import", str(DATASETS / name), "--set", "X", *extra, stdout=StringIO())
+        assert error.value.returncode == 2 and line in str(error.value)
+    assert not TaskSet.objects.exists()
+
+
+def test_export_then_import_gives_the_same_tasks_and_split_reseeds(admin_user, tmp_path):
+    run(str(DATASETS / "alpaca.jsonl"), "--set", "Alpaca", "--split-ratios", "train=0.5,val=0.5", "--split-seed", "4")
+    out = tmp_path / "alpaca-export.jsonl"
+    call_command("tasks", "export", "Alpaca", "--out", str(out), stderr=StringIO())
+    run(str(out), "--set", "Copy")
+    fields = ("task_id", "input", "expected", "metadata", "split")
+    original, copy = (list(TaskSet.objects.get(name=n).tasks.values_list(*fields)) for n in ("Alpaca", "Copy"))
+    assert original == copy and len(copy) == 4
+    said = StringIO()
+    call_command("tasks", "split", "Copy", "--split-ratios", "train=0.75,val=0.25", stdout=said)
+    assert said.getvalue().strip() == "Split 'Copy' with seed 0: 3 train, 1 val"

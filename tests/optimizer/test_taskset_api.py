@@ -1,7 +1,11 @@
 import json
+from pathlib import Path
 
 import pytest
 
+from django.test import Client
+
+from dashboard.account_services import api_token_create
 from optimizer.models import TaskSet
 
 pytestmark = pytest.mark.django_db
@@ -9,8 +13,8 @@ pytestmark = pytest.mark.django_db
 JSONL = '{"task_id": "a", "input": "Refund please", "split": "val"}\n{"task_id": "b", "input": "Where is my order?"}\n'
 
 
-def post(client, url, body):
-    return client.post(url, json.dumps(body), content_type="application/json")
+def post(client, url, body, **headers):
+    return client.post(url, json.dumps(body), content_type="application/json", **headers)
 
 
 def test_it_imports_lists_and_gets_a_task_set(user_client):
@@ -27,8 +31,10 @@ def test_a_broken_file_is_a_400_listing_lines_and_fields_and_saves_nothing(user_
     content = JSONL + '{"task_id": "c", "input": "x", "verifier": {"kind": "in_process", "fn_name": "foo"}}\n{oops\n'
     response = post(user_client, "/api/tasksets/import", {"name": "S", "filename": "t.jsonl", "content": content})
     assert response.status_code == 400
-    assert response.json()["problems"] == [
-        {"field": "t.jsonl line 4", "message": "invalid JSON (Expecting property name enclosed in double quotes at column 2)"}]
+    first, second = response.json()["problems"]
+    assert first["field"] == "t.jsonl line 3"
+    assert first["message"].startswith('verifier.fn_name: unknown fn "foo"; registered fns: contains, exact_match')
+    assert second == {"field": "t.jsonl line 4", "message": "invalid JSON (Expecting property name enclosed in double quotes at column 2)"}
     assert not TaskSet.objects.exists()
 
 
@@ -52,3 +58,37 @@ def test_an_offset_past_any_database_integer_reads_as_past_the_end(user_client):
     response = user_client.get(f"/api/tasksets/{created['id']}", {"offset": str(2**63), "limit": str(2**63)})
     assert response.status_code == 200 and response.json()["tasks"] == []
     assert [t["task_id"] for t in user_client.get(f"/api/tasksets/{created['id']}", {"offset": "-5"}).json()["tasks"]] == ["a"]
+
+
+DATASETS = Path(__file__).resolve().parents[1] / "fixtures" / "datasets"
+
+
+@pytest.mark.parametrize(("name", "first_input"), [
+    ("alpaca.jsonl", "Give three tips for staying healthy."),
+    ("array.json", "What is the capital of France?"),
+    ("rows-object.json", "Write a haiku about rain."),
+    ("seed001.yaml", "A customer was charged twice for one order. Reply to them."),
+    ("semicolon.csv", "Largest planet; by mass?"),
+    ("tasks.tsv", "Say hello"),
+])
+def test_a_script_with_a_token_imports_each_file_shape(user, name, first_input):
+    _, token = api_token_create(user=user, name="script")
+    script = Client()
+    body = {"name": name, "filename": name, "content": (DATASETS / name).read_text(encoding="utf-8")}  # a BOM stays in
+    response = post(script, "/api/tasksets/import", body, HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert response.status_code == 201, response.content
+    task_set = TaskSet.objects.get(name=name)
+    assert task_set.tasks.first().input == first_input
+    assert {"train", "val"} <= set(task_set.tasks.values_list("split", flat=True))
+
+
+def test_a_dry_run_returns_the_preview_report_a_page_at_a_time_and_saves_nothing(user_client):
+    content = "\n".join(json.dumps({"question": f"Q{i}?", "answer": str(i)}) for i in range(30))
+    body = {"name": "Q", "filename": "q.jsonl", "content": content, "dry_run": True, "page": 2, "page_size": 25,
+            "default_split": {"train": 0.5, "val": 0.5, "holdout": 0, "seed": 1}}
+    report = post(user_client, "/api/tasksets/import", body).json()
+    assert report["ok"] is True and report["pages"] == 2
+    assert [r["task_id"] for r in report["rows"]] == [f"task-{i}" for i in range(26, 31)]
+    assert report["split_counts"] == {"train": 15, "val": 15, "holdout": 0}
+    assert report["default_split"]["rows"] == 30
+    assert not TaskSet.objects.exists()

@@ -4,7 +4,7 @@ import pytest
 
 from optimizer.models import Task, TaskSet
 from optimizer.taskset_services import taskset_assign_split, taskset_import, taskset_split
-from optimizer.tasksets import CsvMapping
+from optimizer.tasksets import FieldMapping
 from verifiers_app.engine import SpecError
 
 pytestmark = pytest.mark.django_db
@@ -49,7 +49,7 @@ def test_it_imports_yaml_rows_with_row_verifiers(user):
 
 def test_it_imports_csv_with_a_column_mapping(user):
     csv_text = "id,question,answer,topic\nc1,Who wrote Hamlet?,Shakespeare,books\nc2,\"Largest planet, by mass?\",Jupiter,space\n"
-    mapping = CsvMapping(input="question", task_id="id", expected="answer", metadata=("topic",))
+    mapping = FieldMapping(input="question", task_id="id", expected="answer")
     task_set, _ = taskset_import(owner=user, name="Quiz", filename="quiz.csv", content=csv_text, mapping=mapping)
     c2 = task_set.tasks.get(task_id="c2")
     assert (c2.input, c2.expected, c2.metadata) == ("Largest planet, by mass?", "Jupiter", {"topic": "space"})

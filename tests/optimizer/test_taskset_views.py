@@ -1,4 +1,5 @@
 import json
+from urllib.parse import parse_qsl
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -17,26 +18,58 @@ def upload(name, content):
     return SimpleUploadedFile(name, content.encode())
 
 
-def test_importing_from_the_browser_creates_the_set_and_reports_counts(user_client):
-    response = user_client.post("/tasksets/import/", {"name": "Tickets", "file": upload("t.jsonl", rows(3))}, follow=True)
-    assert "Imported t.jsonl into Tickets: 3 new, 0 updated, 0 unchanged." in response.content.decode()
+def preview(client, name, file, **options):
+    """Upload a file (step 1) and follow to its preview (step 2)."""
+    return client.post("/tasksets/import/", {"name": name, "file": file, **options}, follow=True)
+
+
+def confirm(client, preview_response, **changes):
+    """Confirm the import with the options shown on the preview page (step 3)."""
+    params = dict(parse_qsl(preview_response.request["QUERY_STRING"]))
+    return client.post("/tasksets/import/confirm/", {**params, **changes}, follow=True)
+
+
+def test_importing_from_the_browser_previews_first_and_saves_only_on_confirm(user_client):
+    shown = preview(user_client, "Tickets", upload("t.jsonl", rows(3)))
+    page = shown.content.decode()
+    assert "Confirm import" in page and "3</strong> rows" in page and "3 new, 0 updated, 0 unchanged" in page
+    assert not TaskSet.objects.exists()
+    done = confirm(user_client, shown)
+    assert "Imported t.jsonl into Tickets: 3 new, 0 updated, 0 unchanged." in done.content.decode()
     assert TaskSet.objects.get().tasks.count() == 3
+    again = confirm(user_client, shown)  # the kept upload is gone once imported
+    assert "this preview has expired or was already imported" in again.content.decode()
+    assert Task.objects.count() == 3
 
 
-def test_a_broken_upload_lists_line_and_field_and_imports_nothing(user_client):
+def test_a_broken_upload_lists_line_and_field_and_cannot_be_confirmed(user_client):
     content = rows(6) + '\n{"task_id": "x" "input": "y"}\n'
-    response = user_client.post("/tasksets/import/", {"name": "Tickets", "file": upload("t.jsonl", content)})
-    assert response.status_code == 400
-    assert "t.jsonl line 7: invalid JSON (Expecting &#x27;,&#x27; delimiter" in response.content.decode()
+    shown = preview(user_client, "Tickets", upload("t.jsonl", content))
+    page = shown.content.decode()
+    assert "t.jsonl line 7: invalid JSON (Expecting &#x27;,&#x27; delimiter" in page
+    assert '<button type="submit" class="primary" disabled>Confirm import</button>' in page
+    assert "Nothing was imported" in confirm(user_client, shown).content.decode()
     assert not TaskSet.objects.exists()
 
 
-def test_a_csv_upload_uses_the_column_mapping_from_the_form(user_client):
+def test_a_csv_upload_uses_the_field_mapping_from_the_form(user_client):
     content = "question,answer,topic\nWho painted the Mona Lisa?,Leonardo,art\n"
-    user_client.post("/tasksets/import/", {"name": "Quiz", "file": upload("q.csv", content), "input_column": "question",
-                                           "expected_column": "answer", "metadata_columns": "topic"})
+    shown = preview(user_client, "Quiz", upload("q.csv", content), input_field="question", expected_field="answer")
+    assert "kept in metadata: <code>topic</code>" in shown.content.decode()
+    confirm(user_client, shown)
     task = Task.objects.get()
     assert (task.input, task.expected, task.metadata) == ("Who painted the Mona Lisa?", "Leonardo", {"topic": "art"})
+
+
+def test_the_preview_pages_rows_on_the_server_and_the_default_split_can_be_changed(user_client):
+    shown = preview(user_client, "Tickets", upload("t.jsonl", rows(45)))
+    assert "Page 1 of 3" in shown.content.decode() and "t20" not in shown.content.decode()
+    url = shown.request["PATH_INFO"] + "?" + shown.request["QUERY_STRING"]
+    third = user_client.get(url + "&page=3").content.decode()
+    assert "<code>t40</code>" in third and "<code>t00</code>" not in third
+    assert "27 train · 18 val · 0 holdout" in shown.content.decode()
+    changed = user_client.get(url + "&default_train=0.8&default_val=0.2&split_seed=5")
+    assert "36 train · 9 val · 0 holdout" in changed.content.decode()
 
 
 def test_the_browse_page_is_paginated_and_searchable(user, user_client):
@@ -57,8 +90,9 @@ def test_searches_ignore_a_nul_character_which_no_database_query_may_hold(user, 
 
 
 def test_a_nul_character_in_a_set_name_or_a_task_field_is_refused_and_nothing_saved(user, user_client):
-    response = user_client.post("/tasksets/import/", {"name": "Tick\x00ets", "file": upload("t.jsonl", rows(2))})
-    assert response.status_code == 400 and "name: contains a NUL character" in response.content.decode()
+    response = preview(user_client, "Tick\x00ets", upload("t.jsonl", rows(2)))
+    assert "name: contains a NUL character" in response.content.decode()
+    assert "name: contains a NUL character" in confirm(user_client, response).content.decode()
     assert not TaskSet.objects.exists()
     task_set, _ = taskset_import(owner=user, name="S", filename="t.jsonl", content=rows(1))
     task = task_set.tasks.get()
@@ -116,5 +150,17 @@ def test_task_and_set_text_is_escaped_on_every_task_set_page(user, user_client):
         page = user_client.get(url).content.decode()
         assert script not in page and "<b>1</b>" not in page
         assert "&lt;script&gt;" in page
-    refused = user_client.post("/tasksets/import/", {"name": script, "file": upload("<i>.jsonl", '{"task_id": "<i>", "input": 5}')})
-    assert refused.status_code == 400 and "<i>" not in refused.content.decode()
+    refused = preview(user_client, script, upload("<i>.jsonl", '{"task_id": "<i>", "input": 5}'))
+    assert "input: must be non-empty text" in refused.content.decode()
+    assert "<i>" not in refused.content.decode() and script not in refused.content.decode()
+
+
+def test_a_kept_upload_is_only_usable_by_the_user_who_sent_it_and_a_forged_token_is_refused(user_client, other_client):
+    shown = preview(user_client, "Tickets", upload("t.jsonl", rows(2)))
+    query = shown.request["QUERY_STRING"]
+    stolen = other_client.get(f"/tasksets/import/preview/?{query}")
+    assert "this preview has expired or was already imported" in stolen.content.decode()
+    assert "Nothing was imported" in confirm(other_client, shown).content.decode()
+    forged = user_client.get("/tasksets/import/preview/?name=T&token=eyJ1IjoxfQ:forged:sig")
+    assert forged.status_code == 400 and "this preview has expired or is not valid" in forged.content.decode()
+    assert not TaskSet.objects.exists()

@@ -73,6 +73,13 @@ def test_score_reads_the_task_expectations(user_client):
     assert "offer a refund" in result["feedback"] and "no gift cards" in result["feedback"]
 
 
+def test_score_behind_the_editors_try_it_accepts_plain_phrase_expectations(user_client):
+    spec = {"id": "refund", "checks": [{"type": "task_expectations"}]}
+    task = {"metadata": {"expectations": {"mustMention": ["refund"]}}}
+    result = post(user_client, "/api/verifiers/score", {"spec": spec, "output": "Sorry.", "task": task}).json()
+    assert result["feedback"] == 'refund/task_expectations: output is missing an expected phrase (expected: "refund")'
+
+
 def test_a_bad_task_in_score_is_a_400_naming_the_task_field(user_client):
     task = {"metadata": {"expectations": {"mustMention": "refund"}}}
     response = post(user_client, "/api/verifiers/score", {"spec": SPEC, "output": "x", "task": task})
@@ -173,5 +180,11 @@ def test_a_body_nested_deeper_than_the_cap_is_a_400_and_saves_nothing(user_clien
         deep = [deep]
     spec = {"id": "deep", "kind": "in_process", "fn_name": "exact_match", "expected": deep}
     response = post(user_client, "/api/verifiers/", {"spec": spec})
-    assert response.status_code == 400 and response.json()["detail"]
+    assert response.status_code == 400
+    assert response.json()["problems"] == [{"field": "spec.expected[0]", "message": "nested more than 100 levels deep"}]
+    # Past Python's recursion limit, with or without a JSON content type (that one was a 500).
+    for content_type in ("application/json", "text/plain"):
+        response = user_client.post("/api/verifiers/", "[" * 10_000 + "]" * 10_000, content_type=content_type)
+        assert response.status_code == 400
+        assert response.json()["problems"] == [{"field": "body", "message": "nested more than 100 levels deep"}]
     assert not Verifier.objects.exists()

@@ -97,6 +97,18 @@ class TestTaskExpectations:
             'output is missing an expected phrase (expected: "refund")'
         )
 
+    def test_a_plain_string_entry_means_that_phrase_and_its_reason_names_it(self):
+        task = expectations_task(must=["refund"], must_not=["gift card"])
+        assert run_check({"type": "task_expectations"}, "Here is your REFUND.", task).score == 1.0
+        check = run_check({"type": "task_expectations"}, "Have a gift card.", task)
+        assert check.score == 0.0
+        assert check.reason == ('output is missing an expected phrase (expected: "refund"); '
+                                'output contains a phrase it must not (found: "gift card")')
+
+    def test_an_entry_of_the_wrong_shape_shows_the_accepted_shapes(self):
+        check = run_check({"type": "task_expectations"}, "text", expectations_task(must=[42]))
+        assert 'mustMention[0]: must be a phrase or an object with anyOf or text, e.g. "refund"' in check.reason
+
     def test_it_scores_zero_with_the_problem_when_the_task_has_an_empty_anyof(self):
         task = expectations_task(must=[{"anyOf": []}])
         check = run_check({"type": "task_expectations"}, "text", task)

@@ -39,7 +39,8 @@ quotes, ``\\"`` escaped). Reasons by check:
   "refund")`` for a single phrase — or, for mustNotMention, ``<message>
   (found: "gift card")`` listing the phrases actually present. An entry with
   no message uses "output is missing an expected phrase" / "output contains a
-  phrase it must not".
+  phrase it must not". A plain-string entry (``mustMention: ["refund"]``) is
+  the same as ``{"text": "refund"}``.
 - contains: ``output does not contain "X"``; not_contains: ``output must not
   contain "X"`` (both add `` (case-sensitive)`` when caseSensitive).
 - regex: ``output does not match pattern "P"``; ``pattern "P" timed out after

@@ -1,5 +1,9 @@
 """Per-task ``metadata.expectations``: mustMention / mustNotMention entries.
 
+An entry is a plain phrase (``"refund"``, the same as ``{"text": "refund"}``),
+``{"text": phrase}`` or ``{"anyOf": [phrases]}``, each optionally with a
+``message``; without one the reason is generated and names the phrase(s).
+
 Parsed once per task (not per output) into lower-cased phrase tuples with the
 miss reason already written, so the ``task_expectations`` check is a handful of
 substring tests.
@@ -88,9 +92,16 @@ def parse_expectations(raw: Any, path: str) -> tuple[Expectations, list[str]]:
     return Expectations(tuple(parsed["mustMention"]), tuple(parsed["mustNotMention"])), problems
 
 
+ENTRY_SHAPES = '"refund", {"text": "refund"} or {"anyOf": ["refund", "money back"], "message": "offer a refund"}'
+
+
 def _parse_entry(entry: Any, path: str) -> tuple[tuple[str, ...], str, list[str]]:
+    if isinstance(entry, str):  # a plain phrase: the same as {"text": phrase}
+        if not entry:
+            return (), "", [f"{path}: must be a non-empty phrase"]
+        return (entry,), "", []
     if not isinstance(entry, dict):
-        return (), "", [f"{path}: must be an object with anyOf or text"]
+        return (), "", [f"{path}: must be a phrase or an object with anyOf or text, e.g. {ENTRY_SHAPES}"]
     problems = [f"{path}.{key}: unknown field" for key in entry if key not in _ENTRY_KEYS]
     message = entry.get("message", "")
     if not isinstance(message, str):

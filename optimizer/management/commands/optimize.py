@@ -17,6 +17,7 @@ Bad input exits with code 2 and one sentence naming the option.
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 import threading
 import time
@@ -32,7 +33,7 @@ from optimizer.models import Run, RunStatus, TaskSet
 from optimizer.queued_runs import server_is_alive
 from optimizer.runner import execute_run
 from optimizer.selectors import run_summary
-from optimizer.services import RunStateError, run_budget_warning, run_cancel, run_launch, run_resume, run_stop
+from optimizer.services import RunStateError, run_cancel, run_launch, run_resume, run_snapshot_warnings, run_stop
 from optimizer.taskset_services import taskset_import
 from verifiers_app.engine import SpecError
 from verifiers_app.services import verifier_resolve
@@ -116,10 +117,9 @@ class Command(BaseCommand):
         except (SpecError, ValueError, LookupError) as error:
             raise bad_input(f"--verifier: {str(error).removeprefix('verifier: ')}") from None
         task_set = self._task_set(options["tasks"], owner)
+        # Like the launch form and the API: an empty split is refused, never filled
+        # silently with train tasks (a val score on the training tasks is no score).
         splits = {"train": "train", "val": "val"}
-        if not task_set.tasks.filter(split="val").exists():
-            self.stderr.write(f'task set "{task_set.name}" has no val split: its train tasks are used for validation too')
-            splits["val"] = "train"
         task_lm = options["model"]
         reflection_lm = options["reflection_model"] or options["model"]
         budget = options["budget"]
@@ -137,10 +137,11 @@ class Command(BaseCommand):
             run = run_launch(owner=owner, config=config)
         except RunConfigError as error:
             field, message = error.problems[0]
+            if field.startswith("splits."):
+                message += f"; split it first: manage.py tasks split {shlex.quote(task_set.name)} (or import the file again)"
             raise bad_input(f"{field}: {message}") from None
 
-        warning = run_budget_warning(run)
-        if warning:
+        for warning in run_snapshot_warnings(run):
             self.stderr.write(f"warning: {warning}")
         return run
 
