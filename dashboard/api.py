@@ -194,6 +194,7 @@ def _mount_routers() -> None:
     # Each app owns its router module; an app that has not built its API yet
     # simply exposes an empty router.
     from optimizer.api import router as runs_router
+    from optimizer.external_api import router as external_router
     from optimizer.taskset_api import router as tasksets_router
     from verifiers_app.api import router as verifiers_router
 
@@ -206,6 +207,7 @@ def _mount_routers() -> None:
     api.add_router("/verifiers", verifiers_router, tags=["verifiers"])
     api.add_router("/tasksets", tasksets_router, tags=["task sets"])
     api.add_router("/runs", runs_router, tags=["runs"])
+    api.add_router("/external", external_router, tags=["external runs"])
 
 
 _mount_routers()

@@ -382,9 +382,10 @@ def score_curves(runs: list[Run]) -> dict:
         # Plotly renders trace names as HTML; it shows &quot; literally, so escape only <, > and &.
         name = html.escape(f"#{run.pk} {run}", quote=False)
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"shape": "hv"}, name=f"{name} best so far"))
-        fig.add_trace(go.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], mode="markers", name=f"{name} candidates",
+        fig.add_trace(go.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], mode="markers", name=f"{name} candidates", cliponaxis=False,
                                  text=[f"candidate {p[2]}" for p in points], hovertemplate="%{text}: %{y:.3f} at %{x} calls<extra></extra>"))
-    fig.update_layout(xaxis_title="metric calls", yaxis_title="validation score", yaxis_range=[0, 1.02],
+    # The page's charts.js gives it the style of every other chart (and drops plotly.py's template).
+    fig.update_layout(xaxis_title="metric calls", yaxis_title="validation score", yaxis_range=[0, 1],
                       margin={"l": 50, "r": 10, "t": 40, "b": 40}, height=340,
                       legend={"orientation": "h", "yanchor": "bottom", "y": 1.02})
     return json.loads(fig.to_json())

@@ -15,6 +15,8 @@ from django.views.decorators.http import require_safe, require_http_methods
 
 from dashboard import compare_selectors as sel
 from optimizer.export import RunImportError, run_export, run_export_csv, run_import
+from optimizer.external import ExternalRunError
+from optimizer.gepa_replay import run_replay_gepa_state
 from optimizer.models import Run
 from optimizer.promotion import DEFAULT_MIN_IMPROVEMENT, promotion_report, run_promote
 from verifiers_app.storable import JsonTooDeep, parse_json
@@ -138,7 +140,17 @@ def import_run(request):
             error = "file: choose an exported run JSON file."
         elif upload.size > MAX_IMPORT_BYTES:
             error = f"file: {upload.size} bytes is more than the {MAX_IMPORT_BYTES // (1024 * 1024)} MB limit."
+        elif upload.read(1) == b"\x80":  # a pickle: gepa's run_dir checkpoint (gepa_state.bin)
+            upload.seek(0)
+            try:
+                run = run_replay_gepa_state(owner=request.user, raw=upload.read())
+            except ExternalRunError as exc:
+                error = str(exc)
+            else:
+                messages.success(request, f"Replayed {run} with {run.candidates.count()} candidates.")
+                return redirect(reverse("runs:detail", args=[run.pk]))
         else:
+            upload.seek(0)
             try:
                 data = parse_json(upload.read().decode("utf-8-sig"))  # a BOM from a Windows editor is fine
                 run = run_import(owner=request.user, data=data)

@@ -10,7 +10,11 @@ urlpatterns = [
     path("new/dry-run/", run_views.run_dry_run, name="dry_run"),
     path("<int:run_id>/", run_views.run_detail, name="detail"),
     path("<int:run_id>/snapshot.json", run_views.run_snapshot, name="snapshot"),
+    path("<int:run_id>/client.json", run_views.run_client_json, name="client"),
     path("<int:run_id>/candidates/<int:index>/", run_views.candidate_detail, name="candidate"),
     # Spelled out so /runs/<id>/compare/ (the compare namespace) is never shadowed.
     re_path(r"^(?P<run_id>\d+)/(?P<action>stop|cancel|resume|fork)/$", run_views.run_control, name="control"),
+    path("<int:run_id>/annotate/", run_views.run_annotate, name="annotate"),
+    path("<int:run_id>/archive/", run_views.run_archive, name="archive"),
+    path("<int:run_id>/delete/", run_views.run_delete, name="delete"),
 ]

@@ -40,11 +40,47 @@ def _get_rw_run_for_user(request, run_id: int) -> Run:
 
 
 def _list_filters(request) -> dict:
-    status = request.GET.get("status", "")
+    """The runs list's filters and sort from the query string; anything malformed is ignored."""
+    get = request.GET
+    status = get.get("status", "")
+    task_set = get.get("task_set", "")
+    sort = get.get("sort", selectors.DEFAULT_RUN_SORT)
     return {
         "status": status if status in RunStatus.values else "",
-        "search": without_nul(request.GET.get("q", "")).strip()[:200],
+        "search": without_nul(get.get("q", "")).strip()[:200],
+        "task_set": int(task_set) if task_set.isdigit() else None,
+        "verifier": without_nul(get.get("verifier", "")).strip()[:200],
+        "model": without_nul(get.get("model", "")).strip()[:200],
+        "archived": get.get("archived") == "1",
+        "sort": sort if sort.removeprefix("-") in selectors.RUN_SORTS else selectors.DEFAULT_RUN_SORT,
     }
+
+
+# Column headings of the runs list, each sortable (key of selectors.RUN_SORTS).
+LIST_COLUMNS = [
+    ("name", "Run", ""), ("status", "Status", ""), ("best_score", "Best score", "num"), ("budget", "Budget", ""),
+    ("model", "Model", ""), ("task_set", "Task set", ""), ("owner", "Owner", ""), ("started", "Started", ""),
+    ("finished", "Finished", ""),
+]
+
+
+def _sort_headers(request, current: str) -> list[dict]:
+    """Each heading's link: the first click sorts ascending (scores and dates: descending), the next flips it."""
+    headers = []
+    for key, label, css in LIST_COLUMNS:
+        active = current.removeprefix("-") == key
+        descending_first = key in {"best_score", "started", "finished", "budget"}
+        if active:
+            target = key if current.startswith("-") else f"-{key}"
+        else:
+            target = f"-{key}" if descending_first else key
+        query = request.GET.copy()
+        query["sort"] = target
+        headers.append({
+            "key": key, "label": label, "css": css, "href": f"?{query.urlencode()}",
+            "aria_sort": ("descending" if current.startswith("-") else "ascending") if active else "none",
+        })
+    return headers
 
 
 @require_safe
@@ -58,6 +94,8 @@ def run_list(request):
             "rows": [selectors.run_list_row(run) for run in runs],
             "statuses": RunStatus.choices,
             "filters": filters,
+            "choices": selectors.run_list_filter_choices(user=request.user),
+            "headers": _sort_headers(request, filters["sort"]),
         },
     )
 
@@ -79,6 +117,8 @@ def run_detail(request, run_id: int):
         {
             "run": run,
             "summary": selectors.run_summary(run),
+            "explain": selectors.run_explainer(run),
+            "family": selectors.run_family(run, user=request.user),
             "can_control": _can_control(request, run),
         },
     )
@@ -88,6 +128,13 @@ def run_detail(request, run_id: int):
 def run_snapshot(request, run_id: int):
     run = _get_run_for_user(request, run_id)
     return JsonResponse(selectors.run_snapshot(run))
+
+
+@require_safe
+def run_client_json(request, run_id: int):
+    """An external run's tracker: last heard from, silent or not (the run page polls it)."""
+    run = _get_run_for_user(request, run_id)
+    return JsonResponse({"status": run.status, **selectors.run_client_status(run)})
 
 
 @require_safe
@@ -119,6 +166,42 @@ def run_control(request, run_id: int, action: str):
     except ValueError as error:  # RunStateError and bad numbers
         messages.error(request, str(error))
     return redirect(reverse("runs:detail", args=[target.pk]))
+
+
+@require_POST
+def run_annotate(request, run_id: int):
+    """Tags (comma-separated) and notes from the run page's form."""
+    run = _get_rw_run_for_user(request, run_id)
+    tags = [t for t in request.POST.get("tags", "").split(",")]
+    try:
+        services.run_annotate(run=run, tags=tags, notes=request.POST.get("notes", ""))
+        messages.success(request, "Tags and notes saved.")
+    except RunConfigError as error:
+        messages.error(request, "; ".join(f"{field}: {problem}" for field, problem in error.problems))
+    return redirect(reverse("runs:detail", args=[run.pk]))
+
+
+@require_POST
+def run_archive(request, run_id: int):
+    """Archive (archived=1) or bring back (archived=0) a finished run."""
+    run = _get_rw_run_for_user(request, run_id)
+    try:
+        services.run_archive(run=run, archived=request.POST.get("archived", "1") == "1")
+    except ValueError as error:
+        messages.error(request, str(error))
+    return redirect(reverse("runs:detail", args=[run.pk]))
+
+
+@require_POST
+def run_delete(request, run_id: int):
+    run = _get_rw_run_for_user(request, run_id)
+    try:
+        services.run_delete(run=run)
+    except ValueError as error:
+        messages.error(request, str(error))
+        return redirect(reverse("runs:detail", args=[run.pk]))
+    messages.success(request, f"Run {run_id} ({run}) was deleted.")
+    return redirect(reverse("runs:list"))
 
 
 def _int_field(request, name: str, default: int) -> int:
@@ -166,19 +249,42 @@ def _problems_response(problems, warnings=(), status=200) -> JsonResponse:
 @require_http_methods(["GET", "POST"])
 def run_new(request):
     """GET: the launch form. POST (JSON RunConfig): launch, or list the problems."""
+    fork_of, fork_candidate = _fork_source(request)
     if request.method == "GET":
         context = selectors.launch_form_choices(user=request.user) | {"lm_fields": LM_FIELDS, "demo_choice": DEMO_CHOICE}
+        if fork_of is not None:
+            try:
+                context["prefill"] = services.run_fork_config(run=fork_of, candidate_index=fork_candidate)
+            except RunConfigError as error:
+                messages.error(request, "; ".join(f"{field}: {problem}" for field, problem in error.problems))
+            context["fork_of"], context["fork_candidate"] = fork_of, fork_candidate
         return render(request, "runs/new.html", context)
     config, problems = _config_from_body(request)
     if problems:
         return _problems_response(problems, status=400)
     try:
-        run = services.run_launch(owner=request.user, config=config)
+        run = services.run_launch(
+            owner=request.user, config=config, forked_from=fork_of,
+            forked_from_candidate=fork_candidate if fork_of is not None else None,
+        )
     except RunConfigError as error:
         return _problems_response(error.problems, optimizer_selectors.launch_warnings(user=request.user, config=config), status=400)
     for warning in services.run_snapshot_warnings(run):  # shown on the run page the form goes to
         messages.warning(request, f"Launched with a warning: {warning}")
     return JsonResponse({"run_id": run.pk, "redirect": reverse("runs:detail", args=[run.pk])}, status=201)
+
+
+def _fork_source(request) -> tuple[Run | None, int]:
+    """`?fork=<run id>&candidate=<index>` on the launch form: the run (visible to the
+    user) and candidate a new run is forked from; the candidate defaults to the best."""
+    raw = request.GET.get("fork", "")
+    if not raw.isdigit():
+        return None, 0
+    run = _get_run_for_user(request, int(raw))
+    candidate = request.GET.get("candidate", "")
+    if candidate.isdigit():
+        return run, int(candidate)
+    return run, run.best_candidate.index if run.best_candidate_id else 0
 
 
 @require_POST

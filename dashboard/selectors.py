@@ -14,10 +14,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from django.db.models import Count, Max, Q, QuerySet
+from django.db.models import Case, CharField, Count, F, Max, Q, QuerySet, Value, When
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
+from django.utils import timezone
 
 from optimizer import event_types as ev
 from optimizer.config import DEMO_MODEL_NAME
+from optimizer.external import SILENT_AFTER_SECONDS
 from optimizer.models import Candidate, Evaluation, ModelEndpoint, Run, RunEvent, RunStatus, Split, TaskSet
 from verifiers_app.models import Verifier
 
@@ -37,6 +41,8 @@ def _clip(text: str, limit: int) -> str:
 
 def run_model_label(run: Run) -> dict:
     """The task model as the UI shows it; the demo simulator is labelled as one."""
+    if run.is_external:  # the user's own adapter and models: we only know where it runs
+        return {"label": "the run's own adapter", "is_simulator": False, "model": ""}
     lm = (run.config or {}).get("task_lm") or {}
     if isinstance(lm, str):  # an endpoint name never resolved (an imported run's config)
         lm = {"provider": "demo" if lm == DEMO_MODEL_NAME else "", "model": lm}
@@ -47,17 +53,64 @@ def run_model_label(run: Run) -> dict:
     return {"label": label, "is_simulator": is_simulator, "model": model}
 
 
-def run_list(*, user, status: str = "", search: str = "") -> QuerySet[Run]:
-    """Runs the user may see, newest first, filtered by status and a search over
-    run name, task set name and owner."""
-    runs = Run.objects.visible_to(user).select_related("task_set", "owner", "best_candidate")
+# The runs list's sortable columns: URL key → what the database orders by.
+RUN_SORTS = {
+    "name": "name", "status": "status", "best_score": "best_score", "budget": "budget_used", "model": "task_model",
+    "task_set": "task_set__name", "owner": "owner__username", "started": "started_at", "finished": "finished_at",
+    "created": "created_at",
+}
+DEFAULT_RUN_SORT = "-created"
+DEMO_MODEL_LABEL = "demo simulator"
+
+
+def _with_task_model(runs: QuerySet[Run]) -> QuerySet[Run]:
+    """Annotate `task_model`: the task model as the list shows it (run_model_label)."""
+    return runs.annotate(
+        task_model=Case(
+            When(config__task_lm__provider="demo", then=Value(DEMO_MODEL_LABEL)),
+            default=Cast(KT("config__task_lm__model"), CharField()),
+            output_field=CharField(),
+        )
+    )
+
+
+def run_list(
+    *, user, status: str = "", search: str = "", task_set: int | None = None, verifier: str = "", model: str = "",
+    archived: bool = False, sort: str = DEFAULT_RUN_SORT,
+) -> QuerySet[Run]:
+    """Runs the user may see, filtered by status, task set, verifier (slug), task
+    model (as the list labels it), archived or not, and a search over run name,
+    task set name and owner; ordered by `sort` (a RUN_SORTS key, "-" for
+    descending; unknown keys fall back to newest first), ties newest first."""
+    runs = _with_task_model(Run.objects.visible_to(user).select_related("task_set", "owner", "best_candidate"))
+    runs = runs.filter(archived=archived)
     if status:
         runs = runs.filter(status=status)
+    if task_set:
+        runs = runs.filter(task_set_id=task_set)
+    if verifier:
+        runs = runs.filter(verifiers__slug=verifier).distinct()
+    if model:
+        runs = runs.filter(task_model=model)
     if search:
         runs = runs.filter(
             Q(name__icontains=search) | Q(task_set__name__icontains=search) | Q(owner__username__icontains=search)
         )
-    return runs
+    key = sort.removeprefix("-")
+    field = F(RUN_SORTS.get(key, "created_at"))
+    descending = sort.startswith("-") if key in RUN_SORTS else True
+    order = field.desc(nulls_last=True) if descending else field.asc(nulls_last=True)
+    return runs.order_by(order, "-created_at", "-pk")
+
+
+def run_list_filter_choices(*, user) -> dict:
+    """What the runs list's filters offer: task sets, verifiers and task models of the user's runs."""
+    runs = Run.objects.visible_to(user)
+    return {
+        "task_sets": TaskSet.objects.filter(pk__in=runs.values("task_set_id")).order_by("name").values_list("pk", "name"),
+        "verifiers": Verifier.objects.filter(runs__in=runs.values("pk")).order_by("slug").values_list("slug", flat=True).distinct(),
+        "models": sorted({m for m in _with_task_model(runs).values_list("task_model", flat=True) if m}),
+    }
 
 
 def run_summary(run: Run) -> dict:
@@ -84,12 +137,29 @@ def run_summary(run: Run) -> dict:
         "started_at": run.started_at.isoformat() if run.started_at else None,
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
         "last_seq": run.last_seq,
+        "task_set_id": run.task_set_id,
+        "tags": list(run.tags or []),
+        "archived": run.archived,
+        "kind": run.kind,
+        "external": run.external or {},
+        **run_client_status(run),
     }
+
+
+def run_client_status(run: Run) -> dict:
+    """For an external run: when its tracker was last heard from (a batch or a
+    stop poll) and whether it went silent. Empty for a native run."""
+    if not run.is_external:
+        return {}
+    seen = run.heartbeat_at
+    silent = run.status in RunStatus.active() and (seen is None or (timezone.now() - seen).total_seconds() > SILENT_AFTER_SECONDS)
+    return {"client_seen_at": seen.isoformat() if seen else None, "client_silent": silent, "silent_after": SILENT_AFTER_SECONDS}
 
 
 LIST_ROW_FIELDS = (
     "id", "name", "status", "phase", "best_score", "seed_score", "delta", "budget_used", "budget_total",
     "budget_pct", "model", "task_set", "owner", "created_at", "started_at", "finished_at", "last_seq",
+    "task_set_id", "tags", "archived", "kind",
 )
 
 
@@ -283,4 +353,49 @@ def launch_form_choices(*, user) -> dict:
         "task_sets": TaskSet.objects.visible_to(user).select_related("owner").annotate(task_count=Count("tasks")),
         "verifiers": Verifier.objects.visible_to(user).only("slug", "name"),
         "endpoints": ModelEndpoint.objects.all(),
+    }
+
+
+def _lm_label(lm: dict | str) -> dict:
+    if isinstance(lm, str):  # a model name never resolved (an imported run's config)
+        return {"label": "demo simulator" if lm == DEMO_MODEL_NAME else lm, "is_simulator": lm == DEMO_MODEL_NAME}
+    provider = (lm or {}).get("provider", "")
+    if provider == "demo":
+        return {"label": "demo simulator", "is_simulator": True}
+    return {"label": (lm or {}).get("model") or (lm or {}).get("endpoint") or "–", "is_simulator": False}
+
+
+def run_explainer(run: Run) -> dict:
+    """What the run page's header card says the run is: the seed prompt, the best
+    prompt so far (index and full text), the verifiers with their weights, the
+    aggregator and verdict thresholds, and the task and reflection models."""
+    config = run.config or {}
+    seed = Candidate.objects.filter(run=run, index=0).values_list("components", flat=True).first()
+    best = run.best_candidate if run.best_candidate_id else None
+    thresholds = config.get("thresholds") or {}
+    aggregator = config.get("aggregator", "weighted_average")
+    return {
+        "seed_components": seed if seed is not None else (config.get("seed_components") or {}),
+        "best": {"index": best.index, "components": best.components, "val_score": best.val_score} if best else None,
+        "verifiers": [
+            {"id": spec.get("id", ""), "name": spec.get("name") or spec.get("id", ""), "weight": spec.get("weight", 1),
+             "required": bool(spec.get("required"))}
+            for spec in run.verifier_specs or []
+        ],
+        "aggregator": aggregator if isinstance(aggregator, str) else aggregator.get("type", "custom"),
+        "thresholds": {"pass": thresholds.get("pass", 0.8), "borderline": thresholds.get("borderline", 0.6)},
+        "task_lm": _lm_label(config.get("task_lm") or {}),
+        "reflection_lm": _lm_label(config.get("reflection_lm") or {}),
+    }
+
+
+def run_family(run: Run, *, user) -> dict:
+    """The run it was forked from (and from which candidate) and the runs forked
+    from it, as far as the user may see them."""
+    visible = Run.objects.visible_to(user)
+    parent = visible.filter(pk=run.forked_from_id).first() if run.forked_from_id else None
+    return {
+        "parent": parent,
+        "parent_candidate": run.forked_from_candidate,
+        "forks": list(visible.filter(forked_from=run).order_by("created_at").values("pk", "name", "forked_from_candidate")),
     }

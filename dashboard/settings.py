@@ -60,7 +60,10 @@ MIDDLEWARE = [
     "dashboard.middleware.FrontierLoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "dashboard.middleware.FriendlyErrorPagesMiddleware",
 ]
+# Our 403 page for a failed CSRF check too (Django's explains CSRF to developers).
+CSRF_FAILURE_VIEW = "dashboard.middleware.csrf_failure"
 
 ROOT_URLCONF = "dashboard.urls"
 ASGI_APPLICATION = "dashboard.asgi.application"

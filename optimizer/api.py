@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.db import transaction
 from django.http import Http404, JsonResponse
 from ninja import Field, Query, Router, Schema, Status
 
@@ -40,6 +41,12 @@ class ResumeIn(Schema):
 
 class ForkIn(Schema):
     candidate_index: int = Field(..., ge=0)
+
+
+class RunPatchIn(Schema):
+    tags: list[str] | None = Field(None, description="Replace the run's tags (each 1-40 characters, at most 20)")
+    notes: str | None = Field(None, description="Replace the run's notes")
+    archived: bool | None = Field(None, description="Archive (refused while the run is active) or unarchive")
 
 
 class CandidateOut(Schema):
@@ -74,6 +81,13 @@ class RunOut(Schema):
     finished_at: datetime | None
     simulator: bool = Field(description="True when the task or reflection model is the offline demo simulator, not a real model")
     url: str = Field(description="The run's page")
+    tags: list[str] = Field(default_factory=list, description="The user's labels for this run")
+    notes: str = Field("", description="The user's notes on this run")
+    archived: bool = Field(False, description="Hidden from the runs list unless asked for")
+    forked_from: int | None = Field(None, description="The run this one was forked from")
+    forked_from_candidate: int | None = Field(None, description="The parent run's candidate it was seeded from")
+    kind: str = Field(description='"native" (executed by our workers) or "external" (reported by frontier_tracker from its owner\'s process)')
+    external: dict[str, Any] = Field(description="For an external run: source, host, gepa_version, client_version")
 
     @staticmethod
     def of(run: Run) -> dict:
@@ -88,6 +102,9 @@ class RunOut(Schema):
             "chosen_candidate": run.chosen_candidate.index if run.chosen_candidate else None, "error": run.error,
             "last_seq": run.last_seq, "created_at": run.created_at, "started_at": run.started_at,
             "finished_at": run.finished_at,
+            "tags": run.tags or [], "notes": run.notes, "archived": run.archived,
+            "forked_from": run.forked_from_id, "forked_from_candidate": run.forked_from_candidate,
+            "kind": run.kind, "external": run.external or {},
         }
 
 
@@ -204,11 +221,14 @@ def list_events(request, run_id: int, after: int = Query(0, ge=0, le=2**31), lim
     return [e.as_message() for e in run.events.filter(seq__gt=after).order_by("seq")[:limit]]
 
 
-@router.get("/{run_id}/export", response=RunDocument)
+@router.get("/{run_id}/export", response={200: RunDocument, 409: ErrorOut})
 def export_run(request, run_id: int):
     """The whole run as one JSON document (config, tasks, candidates, evaluations, events);
-    the run import reads it back."""
-    return JsonResponse(run_export(_visible(request, run_id)), json_dumps_params={"ensure_ascii": False})
+    the run import reads it back. A run with no candidate yet has nothing to export (409)."""
+    run = _visible(request, run_id)
+    if not run.candidates.exists():  # a document holds at least one candidate (RunDocument)
+        return Status(409, {"detail": f"run {run.pk} has no candidate yet: nothing to export", "problems": []})
+    return JsonResponse(run_export(run), json_dumps_params={"ensure_ascii": False})
 
 
 def _control(action, request, run_id: int, **kwargs):
@@ -245,3 +265,29 @@ def fork_run(request, run_id: int, body: ForkIn):
     run = _controllable(request, run_id)
     fork = services.run_fork(run=run, candidate_index=body.candidate_index, owner=request.user)
     return Status(201, RunOut.of(fork))
+
+
+@router.patch("/{run_id}", response={200: RunOut, 400: ErrorOut, 409: ErrorOut})
+def update_run(request, run_id: int, body: RunPatchIn):
+    """Set tags, notes or archived; fields left out stay as they are. All or nothing:
+    a bad tag (400) or archiving an active run (409) saves none of the fields."""
+    run = _controllable(request, run_id)
+    try:
+        with transaction.atomic():
+            if body.archived is not None:
+                run = services.run_archive(run=run, archived=body.archived)
+            services.run_annotate(run=run, tags=body.tags, notes=body.notes)  # RunConfigError: the API's 400
+    except services.RunStateError as error:
+        return Status(409, {"detail": str(error), "problems": []})
+    return Status(200, RunOut.of(Run.objects.select_related("owner", "best_candidate", "chosen_candidate").get(pk=run.pk)))
+
+
+@router.delete("/{run_id}", response={204: None, 409: ErrorOut})
+def delete_run(request, run_id: int):
+    """Delete a run and everything recorded for it; refused (409) while it is queued or running."""
+    run = _controllable(request, run_id)
+    try:
+        services.run_delete(run=run)
+    except services.RunStateError as error:
+        return Status(409, {"detail": str(error), "problems": []})
+    return Status(204, None)

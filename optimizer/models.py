@@ -147,6 +147,11 @@ class RunStatus(models.TextChoices):
         return [cls.STOPPED, cls.COMPLETED, cls.FAILED]
 
 
+class RunKind(models.TextChoices):
+    NATIVE = "native", "native"
+    EXTERNAL = "external", "external"
+
+
 class RunQuerySet(models.QuerySet):
     def visible_to(self, user):
         """Runs a user may see: their own and those shared with them (admins see all)."""
@@ -194,6 +199,18 @@ class Run(models.Model):
     error = models.TextField(blank=True)
     last_seq = models.PositiveIntegerField(default=0, help_text="Highest RunEvent.seq written")
     imported = models.BooleanField(default=False, help_text="Created from an exported run, not executed here")
+    # The user's own bookkeeping (runs list chores): never read by the optimizer.
+    tags = models.JSONField(default=list, blank=True, help_text="Short labels, e.g. ['baseline', 'gpt-4o']")
+    notes = models.TextField(blank=True)
+    archived = models.BooleanField(default=False, help_text="Hidden from the runs list unless asked for")
+    forked_from = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="forks")
+    forked_from_candidate = models.PositiveIntegerField(null=True, blank=True, help_text="The parent run's candidate it was seeded from")
+    # An external run is driven by the user's own process (the frontier_tracker
+    # client) and reaches us through /api/external/; nothing here executes it.
+    kind = models.CharField(max_length=10, choices=RunKind.choices, default=RunKind.NATIVE)
+    external = models.JSONField(default=dict, blank=True, help_text="Where an external run runs: host, gepa and client versions")
+    external_key = models.CharField(max_length=64, blank=True, help_text="The tracker's own id of the run (opening twice gives one run)")
+    external_batch = models.PositiveIntegerField(default=0, help_text="Last event batch applied (resent batches are ignored)")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -204,10 +221,17 @@ class Run(models.Model):
         ordering = ["-created_at"]
         constraints = [
             models.CheckConstraint(condition=Q(budget_used__gte=0), name="run_budget_used_non_negative"),
+            models.UniqueConstraint(
+                fields=["owner", "external_key"], condition=~Q(external_key=""), name="run_unique_external_key_per_owner"
+            ),
         ]
 
     def __str__(self) -> str:
         return self.name or f"Run {self.pk}"
+
+    @property
+    def is_external(self) -> bool:
+        return self.kind == RunKind.EXTERNAL
 
     def controllable_by(self, user) -> bool:
         """Only the owner (or an admin) stops, resumes or forks a run: sharing is

@@ -31,6 +31,7 @@ from optimizer import event_types as ev
 from optimizer.adapter import EvalRecord, FrontierAdapter
 from optimizer.claims import ClaimLost, RunClaim, retry_db
 from optimizer.events import publish_run_event, publish_run_events
+from optimizer.front import front_members
 from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, Split
 
 log = logging.getLogger(__name__)
@@ -113,13 +114,15 @@ class RunRecorder:
         self.components: dict[int, dict[str, str]] = {}
         self.front: dict[str, tuple[float, list[int]]] = {}  # task_key → (top score, candidates with it)
         self.val_scores: dict[int, float] = {}
+        self.task_scores: dict[int, dict[str, float]] = {}  # index → val task → score (optimizer.front)
         self.members: set[int] = set()
         for c in Candidate.objects.filter(run=run).prefetch_related("evaluations"):
             if c.on_front:
                 self.members.add(c.index)
             self.components[c.index] = c.components
             self.val_scores[c.index] = c.val_score or 0.0
-            self._add_to_front(c.index, {e.task_key: e.score for e in c.evaluations.all() if e.split == Split.VAL})
+            self.task_scores[c.index] = {e.task_key: e.score for e in c.evaluations.all() if e.split == Split.VAL}
+            self._add_to_front(c.index, self.task_scores[c.index])
         self.last_recorded_iteration = max(
             (p["iteration"] for p in RunEvent.objects.filter(run=run, type=ev.PROPOSAL).values_list("payload", flat=True)),
             default=0,
@@ -408,7 +411,8 @@ class RunRecorder:
         front = dict(self.front)
         self._add_to_front(index, task_scores, front)
         leaders = {key: list(indices) for key, (_, indices) in front.items()}
-        members = sorted({i for group in leaders.values() for i in group})
+        all_task_scores = {**self.task_scores, index: task_scores}
+        members = front_members(all_task_scores)
         best_index = max(val_scores, key=lambda i: (val_scores[i], -i))
         answered = [r for r in records.values() if r.tokens_in or r.tokens_out]
         prompt_text = "\n\n".join(components.values())
@@ -463,6 +467,7 @@ class RunRecorder:
         self.components[index] = components
         self.val_scores = val_scores
         self.front = front
+        self.task_scores = all_task_scores
         self.members = set(members)
 
     def _add_to_front(self, index: int, task_scores: dict[str, float], front: dict | None = None) -> None:

@@ -66,7 +66,7 @@ def claim(run_id: int) -> tuple[Run, RunClaim] | None:
     now = timezone.now()
     with transaction.atomic():
         run = Run.objects.select_for_update().filter(pk=run_id).first()
-        if run is None or run.imported or run.status in RunStatus.finished():
+        if run is None or run.imported or run.is_external or run.status in RunStatus.finished():
             return None
         if run.status in (RunStatus.RUNNING, RunStatus.STOPPING):
             if run.heartbeat_at and now - run.heartbeat_at < STALE_AFTER:
@@ -327,13 +327,20 @@ def _finish(run_claim: RunClaim, heartbeat: Heartbeat, *, phase: str = "finished
     holds it (exactly one run.finished however many workers touched the run)."""
     heartbeat.done.set()
     heartbeat.join()  # no heartbeat lands after the run is finished
+    return run_finish(run_claim, phase=phase, failure=failure)
+
+
+def run_finish(run_claim: RunClaim, *, phase: str = "finished", failure: str = "", stopped: bool = False) -> str | None:
+    """Mark the run failed, stopped (asked to, or `stopped` by its own stopper) or
+    completed, and send its run.finished event, if `run_claim` still holds it.
+    External runs (optimizer/external.py) finish through here too."""
     run_id = run_claim.run_id
 
     def finish() -> str:
         run = Run.objects.get(pk=run_id)
         if failure:
             status = RunStatus.FAILED
-        elif run.stop_requested or run.cancel_requested:
+        elif stopped or run.stop_requested or run.cancel_requested:
             status = RunStatus.STOPPED
         else:
             status = RunStatus.COMPLETED

@@ -6,6 +6,7 @@ every verifier spec and the task rows, so later edits never change it.
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
@@ -165,7 +166,8 @@ def run_dry_run(*, owner, config: dict | RunConfig) -> list[tuple[str, str]]:
     return problems
 
 
-def run_launch(*, owner, config: dict | RunConfig, trusted_lms: bool = False) -> Run:
+def run_launch(*, owner, config: dict | RunConfig, trusted_lms: bool = False,
+               forked_from: Run | None = None, forked_from_candidate: int | None = None) -> Run:
     """Freeze the config, verifiers and tasks into a queued Run and queue it after commit.
     Raises RunConfigError (problems naming each field) and saves nothing when invalid."""
     prepared = _prepare(owner=owner, config=config, trusted_lms=trusted_lms)
@@ -187,6 +189,8 @@ def run_launch(*, owner, config: dict | RunConfig, trusted_lms: bool = False) ->
             verifier_specs=[v.spec for v in prepared.verifiers],
             tasks_snapshot=prepared.rows,
             budget_total=config.max_metric_calls(prepared.valset_size),
+            forked_from=forked_from,
+            forked_from_candidate=forked_from_candidate if forked_from is not None else None,
             enqueued_at=timezone.now(),
         )
         run.verifiers.set(prepared.verifiers)
@@ -285,7 +289,7 @@ def run_resume(*, run: Run, extra_budget: int = 0) -> Run:
     if extra_budget:
         too_large = budget_problem(limits, run.budget_total + extra_budget, "extra_budget")
         if too_large:
-            raise RunStateError(too_large.replace(": ", f": the run's budget would be ", 1))
+            raise RunStateError(too_large.replace(": ", ": the run's budget would be ", 1))
     with transaction.atomic():
         get_user_model().objects.select_for_update().filter(pk=run.owner_id).first()
         too_many = active_runs_problem(run.owner, limits, exclude_run_id=run.pk)
@@ -297,6 +301,8 @@ def run_resume(*, run: Run, extra_budget: int = 0) -> Run:
         )
         if run.imported:
             raise RunStateError(f"run {run.pk} was imported, not executed here; fork it instead")
+        if run.is_external:
+            raise RunStateError(f"run {run.pk} runs in its owner's own process; start it again there")
         if run.status == RunStatus.COMPLETED and extra_budget == 0:
             raise RunStateError("extra_budget: a completed run continues only with more budget")
         if run.status not in (RunStatus.STOPPED, RunStatus.FAILED, RunStatus.COMPLETED) and not crashed:
@@ -327,4 +333,81 @@ def run_fork(*, run: Run, candidate_index: int, owner) -> Run:
     config = dict(run.config)
     config.update(name=f"{run.name} · fork of candidate {candidate_index}", seed_components=candidate.components)
     # An imported run's config came from a file, not from a launch here: check its models again.
-    return run_launch(owner=owner, config=config, trusted_lms=not run.imported)
+    return run_launch(owner=owner, config=config, trusted_lms=not run.imported, forked_from=run, forked_from_candidate=candidate_index)
+
+
+def run_fork_config(*, run: Run, candidate_index: int) -> dict:
+    """The config the launch form opens with to fork `run` from one candidate (the
+    user changes budget, models … before launching), or RunConfigError."""
+    candidate = Candidate.objects.filter(run=run, index=candidate_index).first()
+    if candidate is None:
+        raise RunConfigError([("candidate_index", f"run {run.pk} has no candidate {candidate_index}")])
+    return dict(run.config, name=f"{run.name} · fork of candidate {candidate_index}", seed_components=candidate.components)
+
+
+MAX_TAGS = 20
+MAX_TAG_CHARS = 40
+MAX_NOTES_CHARS = 20_000
+
+
+def run_annotate(*, run: Run, tags: list[str] | None = None, notes: str | None = None) -> Run:
+    """Set a run's tags and/or notes (None leaves a field as it is). Tags are
+    trimmed, deduplicated in order, each 1–40 characters, at most 20.
+    Raises RunConfigError naming the field; saves nothing then."""
+    problems = []
+    if tags is not None:
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            problems.append(("tags", "must be a list of strings"))
+        else:
+            cleaned = list(dict.fromkeys(t.strip() for t in tags if t.strip()))
+            if len(cleaned) > MAX_TAGS:
+                problems.append(("tags", f"at most {MAX_TAGS} tags, got {len(cleaned)}"))
+            for tag in cleaned:
+                if len(tag) > MAX_TAG_CHARS or "\x00" in tag:
+                    problems.append(("tags", f"each tag is at most {MAX_TAG_CHARS} characters with no NUL: {tag[:40]!r}"))
+                    break
+            tags = cleaned
+    if notes is not None and (not isinstance(notes, str) or len(notes) > MAX_NOTES_CHARS or "\x00" in notes):
+        problems.append(("notes", f"must be text of at most {MAX_NOTES_CHARS} characters with no NUL"))
+    if problems:
+        raise RunConfigError(problems)
+    fields = {}
+    if tags is not None:
+        fields["tags"] = tags
+    if notes is not None:
+        fields["notes"] = notes
+    if fields:
+        Run.objects.filter(pk=run.pk).update(**fields)
+        for name, value in fields.items():
+            setattr(run, name, value)
+    return run
+
+
+def run_archive(*, run: Run, archived: bool = True) -> Run:
+    """Hide a finished run from the runs list (or bring it back). A queued or
+    running run is refused: stop it first."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        if archived and run.status in RunStatus.active():
+            raise RunStateError(f"run {run.pk} is {run.status}; stop it before archiving it")
+        run.archived = archived
+        run.save(update_fields=["archived"])
+    return run
+
+
+def run_delete(*, run: Run) -> None:
+    """Delete a run with its candidates, evaluations, events and checkpoint
+    directory. Refused while it is queued, running or stopping (its worker would
+    keep writing): stop or cancel it first."""
+    # Imported here: the runner pulls in gepa, which a web request deleting a run need not load first.
+    from optimizer.runner import run_dir
+
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().filter(pk=run.pk).first()
+        if locked is None:
+            return
+        if locked.status in RunStatus.active():
+            raise RunStateError(f"run {run.pk} is {locked.status}; stop or cancel it before deleting it")
+        directory = run_dir(locked.pk)
+        locked.delete()
+        transaction.on_commit(lambda: shutil.rmtree(directory, ignore_errors=True))

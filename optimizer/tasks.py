@@ -14,7 +14,7 @@ from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
-from optimizer.models import Run, RunStatus
+from optimizer.models import Run, RunKind, RunStatus
 from optimizer.runner import STALE_AFTER, execute_run
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,8 @@ def requeue_orphaned_runs(*, include_queued: bool = False) -> list[int]:
     if not include_queued:
         unsent &= Q(enqueued_at__lte=now - QUEUED_RESEND_AFTER)
     run_ids = []
-    for run_id in Run.objects.filter(stale | unsent, imported=False).values_list("pk", flat=True):
+    # External runs are driven by their owners' own processes: nothing here resumes them.
+    for run_id in Run.objects.filter(stale | unsent, imported=False, kind=RunKind.NATIVE).values_list("pk", flat=True):
         # Several workers each run a watchdog: the one whose UPDATE matched sends it.
         if Run.objects.filter(stale | unsent, pk=run_id).update(enqueued_at=now):
             log.info("re-queueing run %s", run_id)

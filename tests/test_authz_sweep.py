@@ -166,6 +166,10 @@ def api_body(path: str, owned) -> dict:
     if path.startswith("/api/runs"):
         return {"config": {"task_set_id": owned["task_set"].pk, "budget": {"max_metric_calls": 20}},
                 "candidate_index": 0, "extra_budget": 10}
+    if path.endswith("/events"):  # a well-formed batch aimed at the owner's run
+        return {"seq": 1, "events": [{"type": "budget", "used": 1}]}
+    if path.startswith("/api/external"):  # open a tracked run on the owner's task set
+        return {"key": "probe-key-0001", "task_set_id": owned["task_set"].pk}
     if path.startswith("/api/verifiers"):
         return {"spec": {"id": "probe", "name": "probe", "kind": "native",
                          "checks": [{"id": "c", "type": "min_length", "params": {"value": 1}}]}, "output": "x"}

@@ -63,14 +63,49 @@ def _apply(verifier: Verifier, spec: dict, normalized: dict) -> None:
     verifier.kind = normalized["kind"][:100]
 
 
+MAX_TEST_CASES = 30
+MAX_TEST_OUTPUT_CHARS = 20_000
+TEST_CASE_EXPECTATIONS = ("pass", "borderline", "fail")
+
+
+def validate_test_cases(cases: object) -> list[dict]:
+    """The editor's saved sample outputs, checked: a list of at most 30
+    `{name, output, task, expect}` with `expect` a verdict. Raises SpecError naming
+    the field (`test_cases[2].output`)."""
+    if not isinstance(cases, list):
+        raise SpecError("test_cases: must be a list")
+    if len(cases) > MAX_TEST_CASES:
+        raise SpecError(f"test_cases: at most {MAX_TEST_CASES} test cases, got {len(cases)}")
+    cleaned = []
+    for i, case in enumerate(cases):
+        where = f"test_cases[{i}]"
+        if not isinstance(case, dict):
+            raise SpecError(f"{where}: must be an object")
+        name, output, task, expect = case.get("name", ""), case.get("output"), case.get("task"), case.get("expect")
+        if not isinstance(name, str) or len(name) > 200:
+            raise SpecError(f"{where}.name: must be text of at most 200 characters")
+        if not isinstance(output, str) or len(output) > MAX_TEST_OUTPUT_CHARS:
+            raise SpecError(f"{where}.output: must be text of at most {MAX_TEST_OUTPUT_CHARS} characters")
+        if task is not None and not isinstance(task, dict):
+            raise SpecError(f"{where}.task: must be a task object or null")
+        if expect not in TEST_CASE_EXPECTATIONS:
+            raise SpecError(f"{where}.expect: must be one of {', '.join(TEST_CASE_EXPECTATIONS)}")
+        cleaned.append({"name": name.strip() or f"case {i + 1}", "output": output, "task": task, "expect": expect})
+    problems = storage_problems(cleaned, "test_cases")
+    if problems:
+        raise SpecError(problems)
+    return cleaned
+
+
 @transaction.atomic
-def verifier_create(*, owner, spec: object, shared: bool = False) -> Verifier:
+def verifier_create(*, owner, spec: object, shared: bool = False, test_cases: object = None) -> Verifier:
     """Create a verifier from a spec (its `id` becomes the verifier's id) with version 1."""
     normalized = _validated(spec)
+    cases = validate_test_cases(test_cases) if test_cases is not None else []
     taken = SpecError(f'id: a verifier with id "{normalized["id"]}" already exists; edit it or choose another id')
     if Verifier.objects.filter(owner=owner, slug=normalized["id"]).exists():
         raise taken
-    verifier = Verifier(owner=owner, shared=shared, version=1)
+    verifier = Verifier(owner=owner, shared=shared, version=1, test_cases=cases)
     _apply(verifier, spec, normalized)
     try:
         with transaction.atomic():  # a savepoint: two creates of one id can both pass the check above
@@ -82,20 +117,26 @@ def verifier_create(*, owner, spec: object, shared: bool = False) -> Verifier:
 
 
 @transaction.atomic
-def verifier_update(*, verifier: Verifier, spec: object, user, shared: bool | None = None) -> bool:
+def verifier_update(*, verifier: Verifier, spec: object, user, shared: bool | None = None, test_cases: object = None) -> bool:
     """Save an edited spec as a new version; return False (and write nothing) when
-    the spec means the same as the stored one and `shared` is unchanged."""
+    the spec means the same as the stored one and `shared` and the test cases are
+    unchanged. Test cases are stored with the verifier, not versioned."""
     normalized = _validated(spec)
     if normalized["id"] != verifier.slug:
         raise SpecError(f'id: a verifier\'s id cannot change (it is "{verifier.slug}"); duplicate it to use a new id')
+    cases = validate_test_cases(test_cases) if test_cases is not None else None
     # Compare with and number after the stored row, locked: `verifier` may have been read
     # before another save (two tabs, a double submit), and version numbers must not collide.
-    stored = Verifier.objects.select_for_update().only("version", "spec", "shared").get(pk=verifier.pk)
+    stored = Verifier.objects.select_for_update().only("version", "spec", "shared", "test_cases").get(pk=verifier.pk)
     verifier.version, verifier.spec, verifier.shared = stored.version, stored.spec, stored.shared
+    verifier.test_cases = stored.test_cases
     spec_changed = normalized != validate_spec(verifier.spec)
     shared_changed = shared is not None and shared != verifier.shared
-    if not (spec_changed or shared_changed):
+    cases_changed = cases is not None and cases != verifier.test_cases
+    if not (spec_changed or shared_changed or cases_changed):
         return False
+    if cases_changed:
+        verifier.test_cases = cases
     if shared_changed:
         verifier.shared = shared
     if spec_changed:

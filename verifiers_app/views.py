@@ -59,9 +59,25 @@ def _spec_from_request(request):
     return services.spec_from_json(request.POST.get("spec", ""), source="JSON")
 
 
+def _test_cases_from_request(request):
+    """The editor's test cases (a JSON list in the `test_cases` field), or None when
+    the form did not send them (an import, a client without JavaScript)."""
+    raw = request.POST.get("test_cases")
+    if raw is None or raw == "":
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError as error:
+        raise SpecError(f"test_cases: not valid JSON ({error})") from None
+
+
 def _editor(request, *, verifier: Verifier | None, spec_text: str, problems=(), status=200):
+    if request.method == "POST":
+        cases_text = request.POST.get("test_cases") or "[]"
+    else:
+        cases_text = json.dumps(verifier.test_cases if verifier else [], ensure_ascii=False)
     return render(request, "verifiers/editor.html", {
-        "verifier": verifier, "spec_text": spec_text, "problems": problems,
+        "verifier": verifier, "spec_text": spec_text, "problems": problems, "test_cases_text": cases_text,
         "check_types": selectors.check_type_fields(),
         "shared": verifier.shared if verifier else request.POST.get("shared") == "on",
     }, status=status)
@@ -71,7 +87,8 @@ def verifier_create(request):
     if request.method == "POST":
         try:
             verifier = services.verifier_create(owner=request.user, spec=_spec_from_request(request),
-                                                shared=request.POST.get("shared") == "on")
+                                                shared=request.POST.get("shared") == "on",
+                                                test_cases=_test_cases_from_request(request))
         except SpecError as exc:
             return _editor(request, verifier=None, spec_text=request.POST.get("spec", ""), problems=exc.problems, status=400)
         messages.success(request, f"Created verifier {verifier.slug} (version 1).")
@@ -84,7 +101,8 @@ def verifier_edit(request, slug):
     if request.method == "POST":
         try:
             changed = services.verifier_update(verifier=verifier, spec=_spec_from_request(request), user=request.user,
-                                               shared=request.POST.get("shared") == "on")
+                                               shared=request.POST.get("shared") == "on",
+                                               test_cases=_test_cases_from_request(request))
         except SpecError as exc:
             return _editor(request, verifier=verifier, spec_text=request.POST.get("spec", ""), problems=exc.problems, status=400)
         if changed:

@@ -149,12 +149,68 @@ form.addEventListener("submit", async (event) => {
   result.textContent = `${body.problems.length} problem(s): nothing was launched`;
 });
 
-form.querySelector('[data-action="add-component"]').addEventListener("click", () => {
+function addComponent(name = `component_${components.children.length + 1}`, text = "") {
   const block = components.querySelector(".component").cloneNode(true);
-  block.querySelector("[name='component.name']").value = `component_${components.children.length + 1}`;
-  block.querySelector("[name='component.text']").value = "";
+  block.querySelector("[name='component.name']").value = name;
+  block.querySelector("[name='component.text']").value = text;
   components.append(block);
-});
+}
+
+form.querySelector('[data-action="add-component"]').addEventListener("click", () => addComponent());
+
+// A fork opens the form filled with the parent run's config (view: ?fork=&candidate=):
+// the inverse of buildConfig, field by field; the user edits it before launching.
+function setField(name, v) {
+  const field = form.elements.namedItem(name);
+  if (!field || v === undefined || v === null) return;
+  if (field.type === "checkbox") field.checked = !!v;
+  else field.value = String(v);
+}
+
+function setLm(field, ref) {
+  if (ref && typeof ref === "object" && ref.provider === "demo") {
+    setField(field, form.dataset.demoChoice);
+    setField("simulated_latency_ms", ref.simulated_latency_ms ?? 0);
+  } else if (typeof ref === "string" && [...form.elements.namedItem(field).options].some((o) => o.value === ref)) {
+    setField(field, ref);
+  } else {
+    showProblems([{ field, message: "the parent run's model is not an endpoint of this installation: pick one" }]);
+  }
+}
+
+export function applyConfig(c) {
+  setField("name", c.name);
+  setField("task_set_id", c.task_set_id);
+  for (const split of ["train", "val", "holdout"]) setField(`splits.${split}`, (c.splits || {})[split] ?? "");
+  const verifiers = new Set(c.verifier_ids || []);
+  for (const box of form.querySelectorAll("[name=verifier_ids]")) box.checked = verifiers.has(box.value);
+  const agg = c.aggregator || "weighted_average";
+  setField("aggregator.type", typeof agg === "string" ? agg : agg.type);
+  if (typeof agg === "object") { setField("aggregator.required", (agg.required || []).join(", ")); setField("aggregator.threshold", agg.threshold); }
+  setField("thresholds.pass", (c.thresholds || {}).pass);
+  setField("thresholds.borderline", (c.thresholds || {}).borderline);
+  setLm("task_lm", c.task_lm);
+  setLm("reflection_lm", c.reflection_lm);
+  const entries = Object.entries(c.seed_components || {});
+  if (entries.length) {
+    [...components.querySelectorAll(".component")].slice(1).forEach((b) => b.remove());
+    const first = components.querySelector(".component");
+    first.querySelector("[name='component.name']").value = entries[0][0];
+    first.querySelector("[name='component.text']").value = entries[0][1];
+    for (const [name, text] of entries.slice(1)) addComponent(name, text);
+  }
+  const budget = c.budget || {};
+  setField("budget.preset", budget.preset || "");
+  setField("budget.max_metric_calls", budget.max_metric_calls ?? "");
+  for (const name of ["candidate_selection", "frontier_type", "minibatch_size", "use_merge", "max_merge_invocations", "concurrency", "seed"]) setField(name, c[name]);
+  const verify = c.verify || {};
+  setField("verify.enabled", verify.enabled);
+  setField("verify.judge", verify.judge);
+  setField("verify.max_verify", verify.max_verify);
+}
+
+const prefill = document.getElementById("launch-prefill");
+if (prefill) applyConfig(JSON.parse(prefill.textContent));
 
 components.addEventListener("click", (event) => {
   if (event.target.dataset.action !== "remove-component") return;

@@ -3,13 +3,16 @@
 // for the small scatter and verdict figures). Every untrusted string reaches
 // the DOM through textContent and Plotly through esc().
 import { LiveSocket } from "./live-socket.js";
+import { COLORS, plot, scoreAxis } from "./charts.js";
+import { frontMembers } from "./front.js";
+import { wireCopyButtons } from "./clipboard.js";
 
 const root = document.getElementById("run-page");
 const candidateUrl = (index) => root.dataset.candidateUrl.replace(/\/0\/$/, `/${index}/`);
-const COLORS = { best: "#f08c00", front: "#3b5bdb", other: "#adb5bd", selected: "#e03131" };
 const VERDICT_NAMES = { p: "pass", b: "borderline", f: "fail" };
-const PLOT_CONFIG = { displaylogo: false, responsive: true };
-const MARGIN = { l: 50, r: 10, t: 10, b: 40 };
+// The top margin holds Plotly's toolbar, which appears on hover: with less, it
+// covered the points at score 1.000 (the top edge of the [0, 1] axes).
+const MARGIN = { l: 50, r: 10, t: 34, b: 40 };
 
 // Plotly renders hover text, tick labels and titles as HTML-ish markup (<b>,
 // <a href>, <br> …): escape every untrusted string before it goes there. With
@@ -26,7 +29,7 @@ const $ = (field) => root.querySelector(`[data-field="${field}"]`);
 const S = {
   run: null, tasks: [], taskColumn: new Map(), verifiers: [],
   byIndex: new Map(), order: [], members: new Set(), leaders: {},
-  best: -Infinity, selected: new Set(), finishedAt: null, limits: null,
+  best: -Infinity, selected: new Set(), finishedAt: null, limits: null, shownBest: null,
 };
 
 // Redraws that depend on the whole pool (restyles, the scatter's front, the
@@ -117,12 +120,91 @@ function renderClock() {
   $("elapsed").textContent = duration(seconds);
   const left = r.budget_total - r.budget_used;
   $("eta").textContent = r.active && r.budget_used > 0 && left > 0 ? `ETA ${duration((seconds * left) / r.budget_used)}` : "";
+  renderClient();
+}
+
+// An external run's tracker reports from its owner's process: say when it was
+// last heard from, when it went silent, and when it finished.
+function renderClient() {
+  const r = S.run, field = $("client");
+  if (r.kind !== "external" || !field) return;
+  let text, state;
+  if (!r.active) {
+    const at = r.finished_at ? Date.parse(r.finished_at) : S.finishedAt;
+    [text, state] = [`finished (${r.status})${at ? ` at ${new Date(at).toLocaleTimeString()}` : ""}`, "finished"];
+  } else if (!r.client_seen_at) {
+    [text, state] = ["not heard from yet", "silent"];
+  } else {
+    const age = Math.max(0, (Date.now() - Date.parse(r.client_seen_at)) / 1000);
+    const silent = age > r.silent_after;
+    [text, state] = [silent ? `silent for ${duration(age)}: the tracker's process stopped reporting` : `heard from ${duration(age)} ago`, silent ? "silent" : "live"];
+  }
+  field.textContent = text;
+  field.dataset.state = state;
+}
+
+async function pollClient() {
+  if (S.run.kind !== "external" || !S.run.active) return;
+  try {
+    const response = await fetch(root.dataset.clientUrl, { headers: { Accept: "application/json" } });
+    if (response.ok) Object.assign(S.run, await response.json());
+  } catch { /* the next poll tries again */ }
+  renderClient();
 }
 
 function duration(seconds) {
   const s = Math.round(seconds);
   const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60);
   return h ? `${h}h ${m}m` : m ? `${m}m ${s % 60}s` : `${s % 60}s`;
+}
+
+// ---- explainer card (runs/_explainer.html) -------------------------------------------
+
+const promptText = (components) => {
+  const entries = Object.entries(components || {});
+  return entries.length === 1 ? entries[0][1] : entries.map(([name, text]) => `## ${name}\n${text}`).join("\n\n");
+};
+
+// The best prompt's full text is fetched when the best changes (events carry previews only).
+async function renderBestPrompt() {
+  const index = bestIndex();
+  if (index === null || index === S.shownBest) return;
+  S.shownBest = index;
+  const url = root.dataset.candidateJsonUrl.replace(/\/0\/download\.json$/, `/${index}/download.json`);
+  const response = await fetch(url, { headers: { Accept: "application/json" } });
+  if (!response.ok || S.shownBest !== index) return;
+  const candidate = await response.json();
+  $("best-prompt").textContent = promptText(candidate.components);
+  $("best-index").textContent = String(index);
+  $("best-link").href = candidateUrl(index);
+  for (const field of ["best-prompt", "best-link"]) $(field).hidden = false;
+  root.querySelector('[data-copy="best-prompt-text"]').hidden = false;
+  $("no-best").hidden = true;
+}
+
+// One line of what GEPA is doing now, from the latest event.
+const STATUS_LINES = {
+  queued: "Queued: waiting for a worker to pick the run up.",
+  stopping: "Stopping: GEPA finishes the current iteration, then stops.",
+  stopped: "Stopped by the user.",
+  completed: "Finished: the budget is spent.",
+  failed: "Failed: see the error below.",
+};
+
+function doing(text) { $("doing-now").textContent = text; }
+
+function doingFromStatus() {
+  const r = S.run;
+  if (r.status === "running") doing(r.phase === "optimizing" ? "Optimizing: GEPA picks a parent from the front, reflects on its misses and proposes a rewrite." : `Running: ${r.phase || "starting"}.`);
+  else doing(STATUS_LINES[r.status] || r.status);
+}
+
+function doingFromProposal(p) {
+  const n = minibatchSize(p);
+  const scores = `${fmt(p.before / n, 2)} → ${fmt(p.after / n, 2)} on a minibatch of ${n}`;
+  doing(p.accepted
+    ? `Iteration ${p.iteration}: a rewrite of #${p.parent} improved it (${scores}); it became candidate #${p.candidate} and was scored on the val set.`
+    : `Iteration ${p.iteration}: a rewrite of #${p.parent} did not beat it (${scores}); discarded, GEPA tries again.`);
 }
 
 // ---- charts --------------------------------------------------------------------
@@ -135,23 +217,45 @@ const charts = {
   verdicts: document.getElementById("chart-verdicts"),
 };
 
-function drawScore(rejected) {
-  const xs = [], ys = [], text = [], ids = [], bx = [], by = [];
+// Rejected proposals were scored on a minibatch, not on the val set: they get
+// their own strip (y2) under the val-score axis, never a place on it.
+function bestSoFar() {
+  const bx = [], by = [];
   let best = -Infinity;
   for (const i of S.order) {
     const c = S.byIndex.get(i);
-    xs.push(c.metric_calls); ys.push(c.val_score); text.push(hover(c)); ids.push(i);
-    best = Math.max(best, c.val_score ?? -Infinity);
-    bx.push(c.metric_calls); by.push(best);
+    if (c.val_score === null || c.val_score === undefined) continue;
+    if (c.val_score > best || !bx.length) { best = Math.max(best, c.val_score); bx.push(c.metric_calls); by.push(best); }
   }
+  // The line runs on to the budget spent so far: the best has held since.
+  const end = Math.max(S.run.budget_used || 0, bx.length ? bx[bx.length - 1] : 0);
+  if (bx.length && end > bx[bx.length - 1]) { bx.push(end); by.push(best); }
   S.best = best;
-  Plotly.newPlot(charts.score, [
-    { name: "candidates", x: xs, y: ys, text, customdata: ids, mode: "markers", type: "scatter", hoverinfo: "text", marker: { size: 8, color: COLORS.front } },
-    { name: "best so far", x: bx, y: by, text: bx.map(() => ""), customdata: bx.map(() => null), mode: "lines", line: { shape: "hv", color: COLORS.best }, hoverinfo: "skip" },
-    { name: "rejected (minibatch)", x: rejected.map((p) => p.metric_calls), y: rejected.map(minibatchMean), text: rejected.map(proposalHover),
-      mode: "markers", hoverinfo: "text", marker: { size: 6, color: "rgba(224,49,49,0.25)", symbol: "x" } },
-    { name: "selected", x: [], y: [], mode: "markers", hoverinfo: "skip", marker: { size: 14, color: "rgba(0,0,0,0)", line: { color: COLORS.selected, width: 2 } } },
-  ], { margin: MARGIN, xaxis: { title: { text: "metric calls" } }, yaxis: { title: { text: "val score" } }, legend: { orientation: "h", y: -0.25 } }, PLOT_CONFIG);
+  return { x: bx, y: by };
+}
+
+function redrawBestLine() {
+  const line = bestSoFar();
+  Plotly.restyle(charts.score, { x: [line.x], y: [line.y] }, [1]);
+}
+
+function drawScore(rejected) {
+  const xs = [], ys = [], text = [], ids = [];
+  for (const i of S.order) {
+    const c = S.byIndex.get(i);
+    xs.push(c.metric_calls); ys.push(c.val_score); text.push(hover(c)); ids.push(i);
+  }
+  const line = bestSoFar();
+  plot(charts.score, [
+    { name: "candidates (val score)", x: xs, y: ys, text, customdata: ids, mode: "markers", type: "scatter", hoverinfo: "text", cliponaxis: false, marker: { size: 8, color: COLORS.front } },
+    { name: "best so far", x: line.x, y: line.y, mode: "lines", line: { shape: "hv", color: COLORS.best }, hoverinfo: "skip", cliponaxis: false },
+    { name: "rejected proposal (minibatch score)", x: rejected.map((p) => p.metric_calls), y: rejected.map(minibatchMean), text: rejected.map(proposalHover),
+      yaxis: "y2", mode: "markers", hoverinfo: "text", cliponaxis: false, marker: { size: 6, color: COLORS.rejected, symbol: "x" } },
+    { name: "selected", x: [], y: [], mode: "markers", hoverinfo: "skip", showlegend: false, cliponaxis: false, marker: { size: 14, color: "rgba(0,0,0,0)", line: { color: COLORS.selected, width: 2 } } },
+  ], { margin: MARGIN, xaxis: { title: { text: "metric calls" }, rangemode: "tozero", anchor: "y2" },
+       yaxis: scoreAxis("val score", { domain: [0.3, 1] }),
+       yaxis2: scoreAxis("minibatch", { domain: [0, 0.18], tickvals: [0, 0.5, 1] }),
+       legend: { orientation: "h", y: -0.25 } });
   charts.score.on("plotly_click", (e) => { const p = e.points.find((q) => q.curveNumber === 0); if (p) toggleSelected(p.customdata); });
 }
 
@@ -160,6 +264,8 @@ const minibatchSize = (p) => (p.minibatch_size ?? (p.minibatch && p.minibatch.le
 const minibatchMean = (p) => p.after / minibatchSize(p);
 const proposalHover = (p) => `rejected from #${p.parent} · minibatch ${fmt(p.before / minibatchSize(p), 2)} → ${fmt(minibatchMean(p), 2)}`;
 
+// Two edge traces: plain parent → child lines, and merges (a child of two
+// parents) drawn bolder in their own colour so both joins are visible.
 function lineageEdges(c) {
   const x = [], y = [];
   for (const p of c.parents) {
@@ -167,7 +273,7 @@ function lineageEdges(c) {
     if (!parent) continue;
     x.push(p, c.index, null); y.push(parent.val_score, c.val_score, null);
   }
-  return { x, y };
+  return { x, y, merge: c.parents.length > 1 };
 }
 
 function lineageStyle() {
@@ -178,19 +284,31 @@ function lineageStyle() {
   };
 }
 
+// Candidate numbers are integers: one tick per candidate while they fit, then
+// whole steps; a lone seed sits in the middle of a sane range, not at ±0.5 noise.
+function lineageXAxis() {
+  const last = S.order.length ? Math.max(...S.order) : 0;
+  return { title: { text: "candidate (birth order)" }, tickmode: "linear", tick0: 0, dtick: Math.max(1, Math.ceil((last + 1) / 12)),
+           tickformat: "d", range: [-0.5, Math.max(last, 1) + 0.5], autorange: false };
+}
+
 function drawLineage() {
-  const ex = [], ey = [];
-  for (const i of S.order) { const e = lineageEdges(S.byIndex.get(i)); ex.push(...e.x); ey.push(...e.y); }
+  const plain = { x: [], y: [] }, merges = { x: [], y: [] };
+  for (const i of S.order) { const e = lineageEdges(S.byIndex.get(i)); const into = e.merge ? merges : plain; into.x.push(...e.x); into.y.push(...e.y); }
   const style = lineageStyle();
-  Plotly.newPlot(charts.lineage, [
+  const edgeTrace = (name, edges, line) => ({
     // The edges carry (unused) copies of the nodes' array attributes so one
-    // extendTraces call can grow both traces.
-    { name: "parent → child", x: ex, y: ey, text: ex.map(() => ""), customdata: ex.map(() => null), mode: "lines",
-      line: { color: "#ced4da", width: 1 }, hoverinfo: "skip", marker: { color: ex.map(() => COLORS.other), symbol: ex.map(() => "circle"), line: { width: ex.map(() => 0) } } },
+    // extendTraces call can grow all three traces.
+    name, x: edges.x, y: edges.y, text: edges.x.map(() => ""), customdata: edges.x.map(() => null), mode: "lines", line, hoverinfo: "skip", cliponaxis: false,
+    marker: { color: edges.x.map(() => COLORS.other), symbol: edges.x.map(() => "circle"), line: { width: edges.x.map(() => 0) } },
+  });
+  plot(charts.lineage, [
+    edgeTrace("parent → child", plain, { color: COLORS.edge, width: 1 }),
     { name: "candidates", x: [...S.order], y: S.order.map((i) => S.byIndex.get(i).val_score), customdata: [...S.order],
-      text: S.order.map((i) => hover(S.byIndex.get(i))), hoverinfo: "text", mode: "markers",
+      text: S.order.map((i) => hover(S.byIndex.get(i))), hoverinfo: "text", mode: "markers", cliponaxis: false,
       marker: { size: 11, color: style.color, symbol: style.symbol, line: { color: COLORS.selected, width: style.line } } },
-  ], { margin: MARGIN, showlegend: false, xaxis: { title: { text: "candidate (birth order)" } }, yaxis: { title: { text: "val score" } } }, PLOT_CONFIG);
+    edgeTrace("merge: child of both parents", merges, { color: COLORS.merge, width: 2, dash: "dot" }),
+  ], { margin: MARGIN, legend: { orientation: "h", y: -0.3 }, xaxis: lineageXAxis(), yaxis: scoreAxis("val score") });
   // A click opens the candidate; shift/ctrl/cmd-click selects it for comparison.
   charts.lineage.on("plotly_click", (e) => {
     const p = e.points.find((q) => q.curveNumber === 1);
@@ -199,6 +317,11 @@ function drawLineage() {
     if (ev.shiftKey || ev.ctrlKey || ev.metaKey) toggleSelected(p.customdata);
     else window.location.href = candidateUrl(p.customdata);
   });
+}
+
+function relayoutLineage() {
+  const axis = lineageXAxis();
+  Plotly.relayout(charts.lineage, Object.fromEntries(Object.entries(axis).filter(([k]) => k !== "title").map(([k, v]) => [`xaxis.${k}`, v])));
 }
 
 function restyleLineage() {
@@ -232,13 +355,14 @@ function frontTicks() {
 function drawFront() {
   const z = S.order.map((i) => S.byIndex.get(i).scores);
   const cells = leaderCells();
-  Plotly.newPlot(charts.front, [
-    { type: "heatmap", x: taskLabels(), y: S.order.map(rowLabel), z, zmin: 0, zmax: 1, colorscale: "Viridis",
+  plot(charts.front, [
+    { type: "heatmap", x: taskLabels(), y: S.order.map(rowLabel), z, zmin: 0, zmax: 1, colorscale: "Viridis", showlegend: false,
       text: S.order.map((i) => heatText(S.byIndex.get(i))), hoverinfo: "text", colorbar: { title: { text: "score" }, thickness: 10 } },
-    { name: "leads this task", x: cells.x, y: cells.y, mode: "markers", type: "scatter", hoverinfo: "skip",
+    { name: "○ top score on this task (leads it)", x: cells.x, y: cells.y, mode: "markers", type: "scatter", hoverinfo: "skip", showlegend: true,
       marker: { symbol: "circle-open", size: 6, color: "#fff", line: { width: 1.5 } } },
-  ], { margin: { l: 130, r: 10, t: 10, b: 80 }, showlegend: false, xaxis: { type: "category", tickangle: -45, automargin: true },
-       yaxis: { type: "category", autorange: "reversed", ...Object.fromEntries(Object.entries(frontTicks()).map(([k, v]) => [k.split(".")[1], v])) } }, PLOT_CONFIG);
+  ], { margin: { l: 130, r: 10, t: 10, b: 80 }, showlegend: true, legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom", bgcolor: "#495057", font: { color: "#fff" } },
+       xaxis: { type: "category", tickangle: -45, automargin: true },
+       yaxis: { type: "category", autorange: "reversed", ...Object.fromEntries(Object.entries(frontTicks()).map(([k, v]) => [k.split(".")[1], v])) } });
   charts.front.on("plotly_click", (e) => {
     const p = e.points[0];
     if (p && p.curveNumber === 0) toggleSelected(S.order[p.pointNumber[0]]);
@@ -279,20 +403,22 @@ export function nonDominated(points, xUp, yUp) {
   return points.filter((p) => !points.some((q) => q !== p && better(q.x, p.x, xUp) && better(q.y, p.y, yUp) && (strictly(q.x, p.x, xUp) || strictly(q.y, p.y, yUp))));
 }
 
+const axisFor = (option) => (option.key === "val_score" || option.key.startsWith("obj:") ? scoreAxis(esc(option.label)) : { title: { text: esc(option.label) } });
+
 function drawScatter() {
   const options = axisOptions();
   const ax = options.find((o) => o.key === document.getElementById("axis-x").value) || options[0];
   const ay = options.find((o) => o.key === document.getElementById("axis-y").value) || options[0];
   const points = S.order.map((i) => ({ id: i, x: ax.get(S.byIndex.get(i)), y: ay.get(S.byIndex.get(i)) })).filter((p) => p.x !== null && p.y !== null && p.x !== undefined && p.y !== undefined);
   const front = nonDominated(points, ax.up, ay.up).sort((a, b) => a.x - b.x);
-  Plotly.react(charts.scatter, [
+  plot(charts.scatter, [
     { name: "candidates", x: points.map((p) => p.x), y: points.map((p) => p.y), customdata: points.map((p) => p.id),
       text: points.map((p) => hover(S.byIndex.get(p.id))), hoverinfo: "text", mode: "markers",
       marker: { size: 8, color: points.map((p) => (S.selected.has(p.id) ? COLORS.selected : COLORS.other)) } },
     { name: "non-dominated", x: front.map((p) => p.x), y: front.map((p) => p.y), customdata: front.map((p) => p.id),
       text: front.map((p) => hover(S.byIndex.get(p.id))), hoverinfo: "text", mode: "lines+markers",
       line: { color: COLORS.front, shape: "linear" }, marker: { size: 10, color: COLORS.front } },
-  ], { margin: MARGIN, legend: { orientation: "h", y: -0.3 }, xaxis: { title: { text: esc(ax.label) } }, yaxis: { title: { text: esc(ay.label) } } }, PLOT_CONFIG);
+  ], { margin: MARGIN, legend: { orientation: "h", y: -0.3 }, xaxis: axisFor(ax), yaxis: axisFor(ay) }, { react: true });
 }
 
 function verdictCounts(index) {
@@ -305,10 +431,10 @@ function verdictCounts(index) {
 function drawVerdicts() {
   const best = bestIndex();
   const x = Object.values(VERDICT_NAMES);
-  Plotly.react(charts.verdicts, [
+  plot(charts.verdicts, [
     { name: "seed (#0)", type: "bar", x, y: verdictCounts(0), marker: { color: COLORS.other } },
     { name: best === null ? "best" : `best (#${best})`, type: "bar", x, y: verdictCounts(best), marker: { color: COLORS.best } },
-  ], { margin: MARGIN, barmode: "group", yaxis: { title: { text: "val tasks" } }, legend: { orientation: "h", y: -0.2 } }, PLOT_CONFIG);
+  ], { margin: MARGIN, barmode: "group", yaxis: { title: { text: "val tasks" }, tickformat: "d", rangemode: "tozero" }, legend: { orientation: "h", y: -0.2 } }, { react: true });
 }
 
 // ---- candidate table -------------------------------------------------------------
@@ -416,15 +542,17 @@ const handlers = {
     if (S.run.active) { S.run.finished_at = null; S.finishedAt = null; S.run.error = d.error || ""; } // resumed: run_resume clears the error
     if (!S.run.started_at && d.status === "running") S.run.started_at = new Date().toISOString();
     renderHeader();
+    doingFromStatus();
   },
-  "run.budget": (d) => { S.run.budget_used = d.used; S.run.budget_total = d.total; renderHeader(); },
+  "run.budget": (d) => { S.run.budget_used = d.used; S.run.budget_total = d.total; renderHeader(); later(redrawBestLine); },
   "candidate.new": (d) => {
     if (S.byIndex.has(d.index)) return; // a resumed run re-announces the seed
     const c = candidateFromEvent(d);
     addCandidate(c);
     if (S.run.seed_score === null && c.index === 0) S.run.seed_score = c.val_score;
-    S.best = Math.max(S.best, c.val_score ?? -Infinity);
-    Plotly.extendTraces(charts.score, { x: [[c.metric_calls], [c.metric_calls]], y: [[c.val_score], [S.best]], text: [[hover(c)], [""]], customdata: [[c.index], [null]] }, [0, 1]);
+    if (S.run.active) doing(`Candidate #${c.index} scored ${fmt(c.val_score)} on the val set${c.index === 0 ? " (the seed)" : ""}.`);
+    Plotly.extendTraces(charts.score, { x: [[c.metric_calls]], y: [[c.val_score]], text: [[hover(c)]], customdata: [[c.index]] }, [0]);
+    later(redrawBestLine);
     const e = lineageEdges(c);
     const blank = (value) => e.x.map(() => value);
     Plotly.extendTraces(charts.lineage, {
@@ -432,7 +560,9 @@ const handlers = {
       "marker.color": [blank(COLORS.other), [COLORS[role(c.index)]]],
       "marker.symbol": [blank("circle"), [c.parents.length > 1 ? "diamond" : "circle"]],
       "marker.line.width": [blank(0), [0]],
-    }, [0, 1]);
+    }, [e.merge ? 2 : 0, 1]);
+    later(recomputeFront);
+    later(relayoutLineage);
     // The new row's tick label arrives with the front.updated that follows every candidate.new.
     Plotly.extendTraces(charts.front, { z: [[c.scores]], y: [[rowLabel(c.index)]], text: [[heatText(c)]] }, [0]);
     document.getElementById("candidate-rows").append(candidateRow(c));
@@ -442,15 +572,16 @@ const handlers = {
     renderHeader();
   },
   "front.updated": (d) => {
-    S.members = new Set(d.members || []);
     S.leaders = d.leaders || {};
+    later(recomputeFront);
     if (d.best_index !== undefined && d.best_index !== null) S.run.best_index = d.best_index;
     if (d.best_score !== undefined) S.run.best_score = d.best_score;
-    for (const [i, c] of S.byIndex) c.on_front = S.members.has(i);
+    renderBestPrompt();
     later(restyleFront); later(restyleLineage); later(drawVerdicts); refreshRows(); renderHeader();
   },
   proposal: (d) => {
     renderProposal(d);
+    if (S.run.active) doingFromProposal(d);
     if (!d.accepted) Plotly.extendTraces(charts.score, { x: [[d.metric_calls]], y: [[minibatchMean(d)]], text: [[proposalHover(d)]] }, [2]);
   },
   trials: (d) => { for (const item of d.items || []) renderTrial(item, d.candidate, d.split); },
@@ -458,18 +589,38 @@ const handlers = {
   "run.finished": (d) => {
     Object.assign(S.run, { status: d.status, active: false, best_index: d.best_index, best_score: d.best_score, seed_score: d.seed_score ?? S.run.seed_score });
     S.finishedAt = Date.now();
-    renderHeader(); later(restyleLineage); later(drawVerdicts); refreshRows();
+    renderHeader();
+    doingFromStatus();
+    renderBestPrompt(); later(restyleLineage); later(drawVerdicts); refreshRows();
   },
 };
+
+// Members by the shared rule (front.js), as the server's recorder computes them:
+// once per frame, however many candidates a replay brings.
+function recomputeFront() {
+  S.members = new Set(frontMembers(S.order.map((i) => [i, S.byIndex.get(i).scores])));
+  for (const [i, c] of S.byIndex) c.on_front = S.members.has(i);
+  refreshRows();
+}
 
 function applyEvent(event) {
   const handler = handlers[event.type];
   const started = performance.now();
   if (handler) handler(event.data || {}, event.seq);
+  if (S.run.kind === "external" && S.run.active) S.run.client_seen_at = new Date().toISOString(); // every batch is a sign of life
   const stats = window.__frontierRun;
   stats.lastSeq = event.seq;
   stats.applied += 1;
   stats.slowestApplyMs[event.type] = Math.max(stats.slowestApplyMs[event.type] || 0, performance.now() - started);
+}
+
+// ---- confirmations -------------------------------------------------------------------
+
+// A control that throws work away (Cancel) asks first: <form data-confirm="…">.
+function wireConfirmations() {
+  for (const form of root.querySelectorAll("form[data-confirm]")) {
+    form.addEventListener("submit", (e) => { if (!window.confirm(form.dataset.confirm)) e.preventDefault(); });
+  }
 }
 
 // ---- boot ------------------------------------------------------------------------
@@ -504,9 +655,16 @@ async function boot() {
   refreshRows();
   renderHeader();
   renderSelection();
+  S.shownBest = $("best-prompt").hidden ? null : Number($("best-index").textContent);
+  renderBestPrompt();
+  const lastProposal = snap.proposals[snap.proposals.length - 1];
+  if (S.run.active && S.run.status === "running" && lastProposal) doingFromProposal(lastProposal); else doingFromStatus();
+  wireCopyButtons(root);
+  wireConfirmations();
   root.querySelector('[data-action="clear-selection"]').addEventListener("click", () => { S.selected.clear(); renderSelection(); });
   root.querySelector('[data-action="compare"]').addEventListener("click", (e) => { if (S.selected.size < 2) e.preventDefault(); });
   setInterval(renderClock, 1000);
+  if (S.run.kind === "external") setInterval(pollClient, 5000);
 
   const live = $("live");
   const socket = new LiveSocket({

@@ -33,11 +33,26 @@ const statuses = new Set([...form.querySelectorAll("select[name=status] option")
 const filter = {
   status: statuses.has(applied.get("status")) ? applied.get("status") : "",
   q: (applied.get("q") || "").trim().slice(0, 200).toLowerCase(),
+  taskSet: /^\d+$/.test(applied.get("task_set") || "") ? Number(applied.get("task_set")) : null,
+  verifier: (applied.get("verifier") || "").trim(),
+  model: (applied.get("model") || "").trim(),
+  archived: applied.get("archived") === "1",
 };
+// Newest first with no verifier filter: a pushed row is placed here. Otherwise (another
+// sort, or a filter a row does not carry) the server re-answers the list, at most every 2 s.
+const serverOrdered = table.dataset.sort !== "-created" || !!filter.verifier;
 
 function matches(r) {
   if (filter.status && r.status !== filter.status) return false;
+  if (filter.taskSet !== null && r.task_set_id !== filter.taskSet) return false;
+  if (filter.model && r.model.label !== filter.model) return false;
+  if (!!r.archived !== filter.archived) return false;
   return !filter.q || [r.name, r.task_set, r.owner].some((v) => (v || "").toLowerCase().includes(filter.q));
+}
+
+let resyncTimer = null;
+function resyncSoon() {
+  if (!resyncTimer) resyncTimer = setTimeout(() => { resyncTimer = null; resync(); }, 2000);
 }
 
 function cell(...children) {
@@ -73,8 +88,11 @@ function row(r) {
   bar.append(fill);
   const model = cell(span(r.model.label));
   if (r.model.is_simulator) model.append(" ", span("simulator", "badge-sim"));
+  const name = cell(link);
+  for (const tag of r.tags || []) name.append(" ", span(tag, "tag"));
+  if (r.kind === "external") model.append(" ", span("external", "badge-external"));
   tr.append(
-    cell(link),
+    name,
     cell(span(r.status, `status status-${r.status}`), " ", span(r.phase || "", "muted")),
     best,
     cell(bar, span(`${r.budget_used} / ${r.budget_total}`, "muted")),
@@ -123,7 +141,8 @@ function merge(r) {
     return;
   }
   if (current) current.replaceWith(row(r));
-  else insert(row(r), r.created_at);
+  else if (!serverOrdered) insert(row(r), r.created_at);
+  if (serverOrdered && !pushedDuringResync) resyncSoon();
 }
 
 // Rows pushed while list.json is in flight, merged again over its answer

@@ -15,8 +15,15 @@ const taskBox = document.getElementById("try-task-json");
 const outputBox = document.getElementById("try-output");
 const resultBox = document.getElementById("try-result");
 
+const form = document.getElementById("verifier-form");
+// Once saved, a verifier's id names it in URLs, runs and versions: it cannot change.
+const savedId = form.dataset.savedId || "";
+const ID_FIXED = `id: a saved verifier's id cannot change (it is "${savedId}"); duplicate the verifier to use another id`;
+
 let spec = null; // the parsed spec, or null while the JSON does not parse
 let lastProblems = [];
+// No problem is shown before the user changed something (a new verifier starts with an empty id).
+let touched = false;
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -113,8 +120,10 @@ function renderForm() {
     formBox.append(el("p", { class: "hint", text: "Fix the JSON to edit with the form." }));
     return;
   }
+  const idField = input("id", savedId ? "Id (fixed once saved)" : "Id", spec.id, { onchange: (f) => { spec.id = f.value; fromForm(); } });
+  if (savedId) idField.querySelector("input").readOnly = true;
   const top = el("div", { class: "fields" },
-    input("id", "Id", spec.id, { onchange: (f) => { spec.id = f.value; fromForm(); } }),
+    idField,
     input("name", "Name", spec.name, { onchange: (f) => { spec.name = f.value; fromForm(); } }),
     input("passThreshold", "Pass threshold", spec.passThreshold ?? 1, {
       type: "number", step: "0.05", onchange: (f) => { spec.passThreshold = f.value === "" ? undefined : Number(f.value); fromForm(); },
@@ -137,6 +146,7 @@ function renderForm() {
 // --- keeping both sides in sync ------------------------------------------------------
 
 function fromForm(structural = false) {
+  touched = true;
   jsonBox.value = JSON.stringify(spec, null, 2);
   if (structural) renderForm();
   showProblems(lastProblems);
@@ -171,7 +181,9 @@ function fieldFor(path) {
 function showProblems(problems, warnings = []) {
   // Problems make the spec invalid; warnings (an unknown check type, which scoring
   // skips) do not, but sit next to their field the same way so a typo is seen.
+  if (savedId && spec && spec.id !== savedId && !problems.includes(ID_FIXED)) problems = [ID_FIXED, ...problems];
   lastProblems = problems;
+  if (!touched) return;
   document.querySelectorAll("#spec-form .field-error, #spec-form .field-warning").forEach((n) => n.remove());
   document.querySelectorAll(".invalid, .suspect").forEach((n) => n.classList.remove("invalid", "suspect"));
   lintList.replaceChildren(
@@ -235,6 +247,11 @@ function renderResult(result) {
 
 const tryIt = debounce(async () => {
   if (spec === null) return;
+  if (!outputBox.value && !taskBox.value.trim()) {
+    lastResult = null;
+    resultBox.replaceChildren(el("p", { class: "muted", text: "Type an output to see its score." }));
+    return;
+  }
   let task = null;
   if (taskBox.value.trim()) {
     try { task = JSON.parse(taskBox.value); } catch (error) {
@@ -246,7 +263,7 @@ const tryIt = debounce(async () => {
     if (bare && ("expectations" in task || "expectedOutputSchema" in task)) task = { metadata: task };
   }
   const { ok, data } = await postJSON("/api/verifiers/score", { spec, output: outputBox.value, task });
-  if (ok) renderResult(data);
+  if (ok) { lastResult = data; renderResult(data); document.getElementById("case-expect").value = data.verdict; }
   else resultBox.replaceChildren(el("p", { class: "field-error", text: `Cannot score yet: ${data.detail || "error"}` }),
     ...(data.problems || []).slice(1).map((p) => el("p", { class: "field-error", text: p })));
 }, 300);
@@ -254,7 +271,62 @@ const tryIt = debounce(async () => {
 function changed() {
   lint();
   tryIt();
+  runSuite();
 }
+
+// --- test cases: saved sample outputs, re-scored on every edit -----------------------
+
+const casesField = document.getElementById("test-cases-field");
+const suiteRows = document.getElementById("suite-rows");
+const suiteSummary = document.getElementById("suite-summary");
+let cases = [];
+try { cases = JSON.parse(casesField.value || "[]"); } catch { cases = []; }
+let lastResult = null;
+let suiteRun = 0;
+
+function taskFromBox() {
+  if (!taskBox.value.trim()) return null;
+  try { return JSON.parse(taskBox.value); } catch { return undefined; }
+}
+
+function renderSuite(results = []) {
+  casesField.value = JSON.stringify(cases);
+  document.getElementById("suite-empty").hidden = cases.length > 0;
+  suiteRows.replaceChildren(...cases.map((c, i) => {
+    const r = results[i];
+    const status = !r ? "…" : r.error ? "error" : r.verdict === c.expect ? "ok" : "mismatch";
+    return el("tr", { class: `case-${status}`, "data-case": String(i) },
+      el("td", {}, el("strong", { text: c.name }), el("div", { class: "muted", text: c.output.slice(0, 80) })),
+      el("td", { text: c.expect }),
+      el("td", { class: "num", text: r && !r.error ? pct(r.score) : "—" }),
+      el("td", { "data-testid": "case-status", text: !r ? "…" : r.error ? `error: ${r.error}` : `${status === "ok" ? "✓" : "✗"} ${r.verdict}` }),
+      el("td", {}, el("button", { type: "button", class: "link-danger", text: "Remove", onclick: () => { cases.splice(i, 1); touched = true; runSuite(); } })));
+  }));
+  const done = results.filter(Boolean);
+  const passing = cases.filter((c, i) => results[i] && !results[i].error && results[i].verdict === c.expect).length;
+  suiteSummary.textContent = cases.length && done.length === cases.length ? `${passing} of ${cases.length} as expected` : "";
+}
+
+const runSuite = debounce(async () => {
+  const run = ++suiteRun;
+  renderSuite();
+  if (spec === null || !cases.length) return;
+  const results = await Promise.all(cases.map(async (c) => {
+    const { ok, data } = await postJSON("/api/verifiers/score", { spec, output: c.output, task: c.task });
+    return ok ? data : { error: data.detail || "cannot score" };
+  }));
+  if (run === suiteRun) renderSuite(results); // a later edit's run wins
+}, 300);
+
+document.getElementById("save-case").addEventListener("click", () => {
+  const task = taskFromBox();
+  if (task === undefined) { resultBox.prepend(el("p", { class: "field-error", text: "Task JSON: fix it before saving a test case" })); return; }
+  const name = document.getElementById("case-name").value.trim() || `case ${cases.length + 1}`;
+  cases.push({ name, output: outputBox.value, task, expect: document.getElementById("case-expect").value });
+  document.getElementById("case-name").value = "";
+  touched = true;
+  runSuite();
+});
 
 async function getJSON(url) {
   const response = await fetch(url, { credentials: "same-origin" });
@@ -286,7 +358,7 @@ taskSelect.addEventListener("change", () => {
   tryIt();
 });
 
-jsonBox.addEventListener("input", fromJSON);
+jsonBox.addEventListener("input", () => { touched = true; fromJSON(); });
 taskBox.addEventListener("input", tryIt);
 outputBox.addEventListener("input", tryIt);
 const fileInput = document.querySelector("input[name=spec_file]");
@@ -297,6 +369,7 @@ if (fileInput) {
     if (!file) return;
     jsonBox.value = await file.text();
     fileInput.value = "";
+    touched = true;
     fromJSON();
   });
 }

@@ -17,6 +17,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from optimizer import event_types as ev
+from optimizer.front import front_members
 from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, RunStatus, Split, Task, TaskSet
 
 VERIFIER_IDS = ("policy", "format")
@@ -211,7 +212,7 @@ def build_run(
         t.task_id: [i for i in task_scores if task_scores[i][k] == max(s[k] for s in task_scores.values())]
         for k, t in enumerate(tasks)
     }
-    members = sorted({i for group in leaders.values() for i in group})
+    members = front_members({i: dict(zip([t.task_id for t in tasks], scores, strict=True)) for i, scores in task_scores.items()})
     Candidate.objects.filter(run=run, index__in=members).update(on_front=True)
 
     evaluations = []

@@ -147,19 +147,32 @@ def test_the_owner_stops_resumes_and_cancels_a_run_from_its_page_and_sees_each_l
     page.get_by_role("button", name="Resume").click()
     expect(page.locator("[data-field=status]")).to_have_text("running", timeout=30_000)
     wait_until(lambda: state(page)["points"] > stopped_points, what="new candidates after resuming")
+    # Cancel throws the current iteration away, so it asks first: dismissing keeps the run going.
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    page.get_by_role("button", name="Cancel").click()
+    expect(page.locator("[data-field=status]")).to_have_text("running")
+    dialogs = []
+    page.once("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.accept()))
     page.get_by_role("button", name="Cancel").click()
     expect(page.locator("[data-field=status]")).to_have_text("stopped", timeout=60_000)
+    assert "Cancel this run now?" in dialogs[0]
 
 
 def test_clicking_a_lineage_node_opens_that_candidate(page, demo_data):
+    # Tall enough that the lineage chart (below the run's header card) is in the viewport the mouse clicks in.
+    page.set_viewport_size({"width": 1400, "height": 1800})
     run_id = launch_demo_run(page, budget=120, latency_ms=0)
     wait_until(lambda: state(page)["status"] == "completed", timeout=120, what="the run to complete")
     expect(page.locator("#chart-lineage .scatterlayer .point")).not_to_have_count(0)
+    # The header card fetches the final best prompt when the run ends: let the page settle before aiming.
+    page.wait_for_load_state("networkidle")
+    page.wait_for_timeout(300)
     point = page.evaluate(
         """() => {
           const el = document.getElementById('chart-lineage');
           const layout = el._fullLayout, trace = el._fullData[1];
-          const k = trace.x.length - 1, box = el.getBoundingClientRect();
+          // The seed: mid-chart (a best at 1.000 sits on the plot's top edge).
+          const k = 0, box = el.getBoundingClientRect();
           return { index: trace.customdata[k],
                    x: box.left + layout._size.l + layout.xaxis.l2p(trace.x[k]),
                    y: box.top + layout._size.t + layout.yaxis.l2p(trace.y[k]) };

@@ -41,7 +41,7 @@ def test_a_user_writes_a_verifier_sees_the_regex_error_inline_fixes_it_tries_it_
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "verifier-editor-try-it.png"), full_page=True)
 
-    page.get_by_role("button", name="Save").click()
+    page.get_by_role("button", name="Save", exact=True).click()
     expect(page).to_have_url(re.compile(r"/verifiers/greeting-check/$"))
     expect(page.get_by_text("Created verifier greeting-check (version 1).")).to_be_visible()
 

@@ -55,3 +55,24 @@ def test_simultaneous_creates_of_one_id_make_one_verifier_and_clear_errors(user)
     outcomes = at_once(lambda: verifier_create(owner=user, spec=SPEC))
     assert sorted(outcomes) == [f'id: a verifier with id "{SPEC["id"]}" already exists; edit it or choose another id'] * 3 + ["ok"]
     assert Verifier.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_resent_while_the_first_copy_is_being_applied_is_applied_once(user):
+    # The tracker resends a batch whose answer timed out, possibly while the
+    # server still applies the first copy: the run row's lock makes one win.
+    from optimizer.external import external_events_apply, external_run_open
+    from optimizer.models import Candidate, RunEvent
+
+    run, _ = external_run_open(owner=user, data={"key": "race-run-0001"})
+    batch = {"seq": 1, "events": [
+        {"type": "candidate", "index": 0, "origin": "seed", "components": {"p": "x"}, "val_score": 0.5,
+         "tasks": [{"task_key": f"t{i}", "score": 0.5} for i in range(50)]},
+        {"type": "budget", "used": 50, "total": 500},
+    ]}
+    answers = []
+    outcomes = at_once(lambda: answers.append(external_events_apply(run=run, data=batch)))
+    assert outcomes == ["ok"] * 4
+    assert sorted(a["duplicate"] for a in answers) == [False, True, True, True]
+    assert Candidate.objects.filter(run=run).count() == 1
+    assert RunEvent.objects.filter(run=run, type="run.budget").count() == 1

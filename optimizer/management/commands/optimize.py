@@ -4,6 +4,7 @@
                  [--reflection-model M] --budget N|light|medium|heavy [--wait]
     optimize status ID · optimize stop ID · optimize cancel ID
     optimize resume ID [--extra-budget N] [--wait]
+    optimize import-gepa RUN_DIR|gepa_state.bin [--name N] [--user U]
 
 With --wait a progress bar goes to stderr and the JSON summary
 {"run_id", "status", "seed_score", "best_score", "best_candidate", "metric_calls"}
@@ -68,9 +69,15 @@ class Command(BaseCommand):
         resume.add_argument("run_id", type=int)
         resume.add_argument("--extra-budget", type=int, default=0)
         resume.add_argument("--wait", action="store_true")
+        replay = sub.add_parser("import-gepa", help="replay a gepa run_dir (its gepa_state.bin) as an external run")
+        replay.add_argument("path", help="a gepa run_dir, or its gepa_state.bin")
+        replay.add_argument("--name", default="")
+        replay.add_argument("--user", help="owner of the run (default: the first superuser, else 'cli')")
 
     def handle(self, *args, action, **options):
-        if action == "run":
+        if action == "import-gepa":
+            run = self._replay(options)
+        elif action == "run":
             # All or nothing: a verifier file or task file imported on the way is
             # rolled back when the launch is refused (bad model, budget, split …).
             with transaction.atomic():
@@ -144,6 +151,20 @@ class Command(BaseCommand):
         for warning in run_snapshot_warnings(run):
             self.stderr.write(f"warning: {warning}")
         return run
+
+    def _replay(self, options) -> Run:
+        from optimizer.external import ExternalRunError
+        from optimizer.gepa_replay import run_replay_gepa_state
+
+        path = Path(options["path"])
+        if path.is_dir():
+            path = path / "gepa_state.bin"
+        if not path.is_file():
+            raise bad_input(f"path: {path} does not exist (a gepa run_dir holds gepa_state.bin)")
+        try:
+            return run_replay_gepa_state(owner=self._owner(options["user"]), raw=path.read_bytes(), name=options["name"])
+        except ExternalRunError as error:
+            raise bad_input(str(error)) from None
 
     def _owner(self, username: str | None):
         users = get_user_model().objects

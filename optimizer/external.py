@@ -1,0 +1,332 @@
+"""External runs: GEPA runs driven by their owner's own process.
+
+The `frontier_tracker` client (clients/python) is a gepa callback that turns
+gepa's events into the small event stream validated here, and posts it in
+numbered batches to /api/external/ (optimizer/external_api.py). Each batch is
+applied in one transaction onto the SAME rows and run events a native run's
+recorder writes (optimizer.recorder.RunRecorder does the writing), so the run
+page, compare views and downloads work for both kinds unchanged.
+
+Ordering and idempotency: batch `seq` n is applied only after n - 1; a batch
+whose seq was already applied is acknowledged and ignored (the client resends
+a batch whose answer it never got), a gap is refused (409) so nothing is
+applied out of order. Everything in a batch is validated first, so a bad batch
+changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from optimizer import event_types as ev
+from optimizer.adapter import MAX_OUTPUT_CHARS, EvalRecord
+from optimizer.claims import RunClaim
+from optimizer.config import MAX_METRIC_CALLS, config_problems
+from optimizer.events import publish_run_event
+from optimizer.export import MAX_TEXT, Count
+from optimizer.models import Origin, Run, RunKind, RunStatus, Split, TaskSet
+from optimizer.recorder import MAX_REASONING_CHARS, RunRecorder, item_payload, preview
+from verifiers_app.engine.aggregate import Thresholds
+
+MAX_BATCH_EVENTS = 500
+MAX_TASKS = 10_000
+# The run page calls an external client silent after this long without a batch or a control poll.
+SILENT_AFTER_SECONDS = 30
+
+
+def _storable(text: str) -> str:
+    if "\x00" in text:  # PostgreSQL stores no U+0000 in text or jsonb
+        raise ValueError("contains a NUL character (U+0000), which cannot be stored")
+    return text
+
+
+Score = Annotated[float, Field(allow_inf_nan=False)]
+Key = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_storable)]
+Short = Annotated[str, Field(max_length=200), AfterValidator(_storable)]
+Long = Annotated[str, Field(max_length=MAX_OUTPUT_CHARS), AfterValidator(_storable)]
+Text = Annotated[str, Field(max_length=MAX_TEXT), AfterValidator(_storable)]
+Version = Annotated[str, Field(max_length=50), AfterValidator(_storable)]
+
+
+class ExternalRunError(ValueError):
+    """A request the server refuses; `problems` are (field, message) pairs.
+    `conflict` marks refusals about the run's state or batch order (HTTP 409)."""
+
+    def __init__(self, problems: list[tuple[str, str]], *, conflict: bool = False):
+        super().__init__("; ".join(f"{field}: {message}" for field, message in problems))
+        self.problems = problems
+        self.conflict = conflict
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ExternalRunOpen(_Strict):
+    key: Annotated[str, Field(min_length=8, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
+    name: Short = ""
+    host: Short = ""
+    gepa_version: Version = ""
+    client_version: Version = ""
+    python_version: Version = ""
+    source: Literal["tracker", "replay"] = "tracker"
+    budget_total: Annotated[int, Field(ge=0, le=MAX_METRIC_CALLS)] = 0
+    task_set_id: int | None = Field(default=None, ge=1, le=2**31 - 1,
+                                    description="A task set of yours whose task_ids the run's task keys are")
+
+
+class TaskResult(_Strict):
+    task_key: Key
+    score: Score
+    output: Long = ""
+    feedback: Long = ""
+    objectives: dict[Key, Score] = {}
+
+
+class BudgetEvent(_Strict):
+    type: Literal["budget"]
+    used: Count
+    total: Count | None = None
+
+
+class StatusEvent(_Strict):
+    type: Literal["status"]
+    phase: Short
+
+
+class CandidateEvent(_Strict):
+    type: Literal["candidate"]
+    index: Count
+    components: Annotated[dict[Key, Text], Field(min_length=1, max_length=100)]
+    parents: Annotated[list[Count], Field(max_length=10)] = []
+    origin: Literal["seed", "reflection", "merge"] = "reflection"
+    iteration: Count = 0
+    metric_calls: Count = 0
+    val_score: Score
+    tasks: Annotated[list[TaskResult], Field(max_length=MAX_TASKS)] = []
+    reflection: Text = ""
+
+
+class ProposalEvent(_Strict):
+    type: Literal["proposal"]
+    iteration: Count
+    parent: Count | None = None
+    accepted: bool
+    candidate: Count | None = None
+    before: Score = 0.0
+    after: Score = 0.0
+    minibatch: Annotated[list[Key], Field(max_length=1000)] = []
+    texts: Annotated[dict[Key, Text], Field(max_length=100)] = {}
+    reasoning: Text = ""
+    metric_calls: Count = 0
+
+
+class TrialsEvent(_Strict):
+    type: Literal["trials"]
+    candidate: Count | None = None
+    split: Literal["train", "val"] = "train"
+    items: Annotated[list[TaskResult], Field(max_length=1000)]
+
+
+class ErrorEvent(_Strict):
+    type: Literal["error"]
+    where: Literal["reflection", "task_lm", "verifier", "runner"] = "runner"
+    message: Annotated[str, Field(min_length=1, max_length=5000), AfterValidator(_storable)]
+    iteration: Count | None = None
+
+
+class FinishedEvent(_Strict):
+    type: Literal["finished"]
+    status: Literal["completed", "stopped", "failed"]
+    error: Annotated[str, Field(max_length=5000), AfterValidator(_storable)] = ""
+
+
+Event = Annotated[
+    BudgetEvent | StatusEvent | CandidateEvent | ProposalEvent | TrialsEvent | ErrorEvent | FinishedEvent,
+    Field(discriminator="type"),
+]
+
+
+class EventBatch(_Strict):
+    seq: Annotated[int, Field(ge=1, le=2**31 - 1)]
+    events: Annotated[list[Event], Field(min_length=1, max_length=MAX_BATCH_EVENTS)]
+
+
+def _validate(model: type[BaseModel], data):
+    """`data` as `model` (the API hands over models ninja already validated)."""
+    if isinstance(data, model):
+        return data
+    if not isinstance(data, dict):
+        raise ExternalRunError([("body", "must be a JSON object")])
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        raise ExternalRunError(config_problems(error)) from None
+
+
+def external_run_open(*, owner, data: dict | ExternalRunOpen) -> tuple[Run, bool]:
+    """The external run with this key of `owner`, created (running) if new.
+    Returns (run, created). Opening twice with one key gives one run."""
+    spec = _validate(ExternalRunOpen, data)
+    task_set = None
+    if spec.task_set_id is not None:
+        task_set = TaskSet.objects.visible_to(owner).filter(pk=spec.task_set_id).first()
+        if task_set is None:
+            raise ExternalRunError([("task_set_id", f"no task set {spec.task_set_id} that you can use")])
+    existing = Run.objects.filter(owner=owner, external_key=spec.key).first()
+    if existing is not None:
+        return existing, False
+    now = timezone.now()
+    where = spec.host or "an unnamed host"
+    try:
+        with transaction.atomic():
+            run = Run.objects.create(
+                owner=owner,
+                kind=RunKind.EXTERNAL,
+                external_key=spec.key,
+                external={
+                    "source": spec.source, "host": spec.host, "gepa_version": spec.gepa_version,
+                    "client_version": spec.client_version, "python_version": spec.python_version,
+                },
+                name=spec.name or f"GEPA on {where}"[:200],
+                task_set=task_set,
+                tasks_snapshot=[dict(t.as_row(), split=t.split) for t in task_set.tasks.all()] if task_set else [],
+                status=RunStatus.RUNNING,
+                phase="started",
+                claim=RunClaim.new_token(),  # no worker ever claims an external run (runner.claim)
+                budget_total=spec.budget_total,
+                started_at=now,
+                heartbeat_at=now,
+            )
+            publish_run_event(run.pk, ev.RUN_STATUS, {"status": RunStatus.RUNNING, "phase": "started"})
+    except IntegrityError:  # the same key opened concurrently: one of the two won
+        return Run.objects.get(owner=owner, external_key=spec.key), False
+    return run, True
+
+
+def external_run_for(*, owner, run_id: int) -> Run | None:
+    """An external run the tracker's user may write into: only its owner's."""
+    return Run.objects.filter(pk=run_id, owner=owner, kind=RunKind.EXTERNAL).first()
+
+
+def external_run_control(*, run: Run) -> dict:
+    """What the tracker's stopper asks between iterations; also its heartbeat."""
+    if run.status in RunStatus.active():
+        Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())
+    return {"stop": run.stop_requested, "status": run.status}
+
+
+def external_events_apply(*, run: Run, data: dict | EventBatch) -> dict:
+    """Apply one numbered batch of events (see the module docstring)."""
+    batch = _validate(EventBatch, data)
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        if batch.seq <= run.external_batch:
+            return {"applied": False, "duplicate": True, "last_batch": run.external_batch, "stop": run.stop_requested}
+        if batch.seq != run.external_batch + 1:
+            raise ExternalRunError(
+                [("seq", f"expected batch {run.external_batch + 1}, got {batch.seq}: batches are applied in order")],
+                conflict=True,
+            )
+        if run.status in RunStatus.finished():
+            raise ExternalRunError([("run", f"run {run.pk} is {run.status}; it takes no more events")], conflict=True)
+        applier = _BatchApplier(run)
+        for event in batch.events:
+            applier.apply(event)
+        Run.objects.filter(pk=run.pk).update(external_batch=batch.seq)
+        if applier.finished is None:
+            Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())
+        else:
+            from optimizer.runner import run_finish
+
+            done = applier.finished
+            failure = (done.error or "the optimization failed") if done.status == "failed" else ""
+            stopped = done.status == "stopped"
+            phase = "stopped by the user" if run.stop_requested else "stopped by its own stopper" if stopped else "finished"
+            # The tracker holds its run as a worker holds a native one (the claim set at open).
+            run_finish(RunClaim(run.pk, run.claim), phase=phase, failure=failure, stopped=stopped)
+        stop = Run.objects.values_list("stop_requested", flat=True).get(pk=run.pk)
+    return {"applied": True, "duplicate": False, "last_batch": batch.seq, "stop": stop}
+
+
+def _record(result: TaskResult) -> EvalRecord:
+    """A task result as the recorder's EvalRecord. The user's adapter gives a
+    score (and maybe an output and feedback), not our verifiers' breakdown;
+    the verdict follows the default thresholds."""
+    verdict = Thresholds().verdict(min(1.0, max(0.0, result.score)))
+    return EvalRecord(
+        task_key=result.task_key, output=result.output, score=result.score, verdict=verdict, passed=verdict == "pass",
+        result={}, feedback=result.feedback, objective_scores=dict(result.objectives),
+    )
+
+
+class _BatchApplier:
+    """Maps the tracker's events onto what RunRecorder writes for a native run."""
+
+    def __init__(self, run: Run):
+        self.run = run
+        self.finished: FinishedEvent | None = None
+        self._recorder: RunRecorder | None = None
+
+    @property
+    def recorder(self) -> RunRecorder:
+        if self._recorder is None:  # reads the run's candidates and front back: only when needed
+            task_pks = dict(self.run.task_set.tasks.values_list("task_id", "pk")) if self.run.task_set_id else {}
+            self._recorder = RunRecorder(run=self.run, adapter=None, valset=[], task_pks=task_pks,
+                                         budget_total=self.run.budget_total)
+        return self._recorder
+
+    def apply(self, event) -> None:
+        getattr(self, f"_{event.type}")(event)
+
+    def _budget(self, event: BudgetEvent) -> None:
+        # As RunRecorder.on_budget_updated, without building a recorder: nearly
+        # every batch carries a budget update, and a recorder reads the whole
+        # pool back from the database.
+        if event.total is not None:
+            self.run.budget_total = event.total
+            if self._recorder is not None:
+                self._recorder.budget_total = event.total
+        Run.objects.filter(pk=self.run.pk).update(budget_used=event.used, budget_total=self.run.budget_total)
+        publish_run_event(self.run.pk, ev.RUN_BUDGET, {"used": event.used, "total": self.run.budget_total})
+
+    def _status(self, event: StatusEvent) -> None:
+        Run.objects.filter(pk=self.run.pk).update(phase=event.phase)
+        status = Run.objects.values_list("status", flat=True).get(pk=self.run.pk)
+        publish_run_event(self.run.pk, ev.RUN_STATUS, {"status": status, "phase": event.phase})
+
+    def _candidate(self, event: CandidateEvent) -> None:
+        if event.index in self.recorder.components:
+            return  # already recorded (a tracker restarted on a resumed gepa run sends the seed again)
+        self.recorder._record_candidate(
+            index=event.index, components=dict(event.components), parents=list(event.parents),
+            origin=Origin(event.origin), iteration=event.iteration, metric_calls=event.metric_calls,
+            val_score=event.val_score, records={t.task_key: _record(t) for t in event.tasks},
+            reflection=preview(event.reflection, MAX_REASONING_CHARS),
+        )
+
+    def _proposal(self, event: ProposalEvent) -> None:
+        publish_run_event(self.run.pk, ev.PROPOSAL, {
+            "iteration": event.iteration, "parent": event.parent, "components": sorted(event.texts),
+            "accepted": event.accepted, "candidate": event.candidate, "before": event.before, "after": event.after,
+            "minibatch": list(event.minibatch), "texts": {name: preview(text) for name, text in event.texts.items()},
+            "reasoning": preview(event.reasoning, MAX_REASONING_CHARS), "metric_calls": event.metric_calls,
+        })
+
+    def _trials(self, event: TrialsEvent) -> None:
+        split = Split.VAL if event.split == "val" else Split.TRAIN
+        publish_run_event(self.run.pk, ev.TRIALS, {
+            "candidate": event.candidate, "split": split, "items": [item_payload(_record(t)) for t in event.items],
+        })
+
+    def _error(self, event: ErrorEvent) -> None:
+        publish_run_event(self.run.pk, ev.ERROR, {
+            "where": event.where, "message": preview(event.message, 1000), "iteration": event.iteration,
+        })
+
+    def _finished(self, event: FinishedEvent) -> None:
+        self.finished = event

@@ -1,0 +1,74 @@
+"""frontier_tracker on its own: no server dependencies, and never in gepa's way
+when the server is unreachable (the live server cases are in tests/e2e/test_external_run.py)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from frontier_tracker import FrontierTracker
+
+from tests.optimizer.fake_openai import free_port
+
+CLIENT = Path(__file__).resolve().parents[2] / "clients" / "python"
+SERVER_PACKAGES = {"django", "ninja", "pydantic", "channels", "celery", "redis", "psycopg", "daphne", "plotly", "openai"}
+
+
+def test_it_imports_without_django_or_any_other_server_dependency():
+    probe = "import json, sys, frontier_tracker; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=CLIENT).stdout
+    assert not SERVER_PACKAGES & set(json.loads(loaded))
+    declared = tomllib.loads((CLIENT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert [d.split(">")[0] for d in declared] == ["gepa"]
+
+
+def gepa_iteration(tracker: FrontierTracker, iteration: int) -> None:
+    """The callbacks of one accepted gepa iteration, with the payloads gepa 0.1.4 sends."""
+    tracker.on_iteration_start({"iteration": iteration, "state": object(), "trainset_loader": None})
+    tracker.on_candidate_selected({"iteration": iteration, "candidate_idx": 0, "candidate": {"p": "x"}, "score": 0.0})
+    tracker.on_minibatch_sampled({"iteration": iteration, "minibatch_ids": [3, 1], "trainset_size": 4})
+    tracker.on_evaluation_start({"iteration": iteration, "candidate_idx": 0, "batch_size": 2, "capture_traces": True,
+                                 "parent_ids": [0], "inputs": [{"task_id": "a"}, {"task_id": "b"}], "is_seed_candidate": False})
+    tracker.on_evaluation_end({"iteration": iteration, "candidate_idx": 0, "scores": [0.0, float("nan")], "has_trajectories": True,
+                               "parent_ids": [0], "outputs": ["no", object()], "trajectories": None, "objective_scores": None,
+                               "is_seed_candidate": False})
+    tracker.on_budget_updated({"iteration": iteration, "metric_calls_used": 2 * iteration, "metric_calls_delta": 2,
+                               "metric_calls_remaining": 10})
+    tracker.on_valset_evaluated({"iteration": iteration, "candidate_idx": iteration, "candidate": {"p": "y" * 300_000},
+                                 "scores_by_val_id": {0: 1.0}, "average_score": 1.0, "num_examples_evaluated": 1,
+                                 "total_valset_size": 1, "parent_ids": [0], "is_best_program": True, "outputs_by_val_id": None})
+    tracker.on_candidate_accepted({"iteration": iteration, "new_candidate_idx": iteration, "new_score": 1.0, "parent_ids": [0]})
+    tracker.on_iteration_end({"iteration": iteration, "state": object(), "proposal_accepted": True})
+
+
+def test_callbacks_never_raise_or_wait_while_the_server_is_unreachable(caplog):
+    tracker = FrontierTracker(f"http://127.0.0.1:{free_port()}", "ft_nobody", batch_seconds=0.05, max_backoff=0.2)
+    caplog.set_level(logging.WARNING, logger="frontier_tracker")
+    for iteration in range(1, 51):
+        gepa_iteration(tracker, iteration)
+    tracker.on_candidate_rejected({"iteration": 51})  # malformed: gepa would log it; we swallow and log it ourselves
+    assert tracker.stopper(None) is False  # answered from memory, no request
+    assert tracker._sender.is_alive() and tracker.run_id is None  # still trying to reach the server, in the background
+    assert tracker.close(timeout=0.5) is False  # what could not be sent is reported, not raised
+    messages = " ".join(r.getMessage() for r in caplog.records)
+    assert "on_candidate_rejected failed" in messages and "retrying" in messages and "could not deliver every event" in messages
+
+
+def test_a_full_queue_drops_and_counts_events_instead_of_blocking_gepa():
+    tracker = FrontierTracker(f"http://127.0.0.1:{free_port()}", "ft_nobody", queue_size=20, batch_seconds=0.01, max_backoff=1)
+    for iteration in range(1, 41):
+        gepa_iteration(tracker, iteration)
+    assert tracker.dropped > 0
+    tracker.close(timeout=0.1)
+
+
+@pytest.mark.parametrize("value, expected", [("x" * 10, "x" * 10), ("y" * 300_000, "y" * 199_999 + "…"), ("a\x00b", "ab")])
+def test_texts_are_clipped_to_what_the_server_accepts(value, expected):
+    from frontier_tracker import MAX_TEXT, _clip
+
+    assert _clip(value, MAX_TEXT) == expected

@@ -1,0 +1,321 @@
+"""Issue 17 in a real browser: a run page that explains itself, charts that do
+not mislead, no Chart Studio anywhere, readable error pages, the chores of a
+runs list, the verifier editor's test cases, and a 390 px wide screen.
+
+Runs are written into the server's database by the factories (through
+`manage.py shell`), so their numbers are known."""
+
+import json
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.e2e.conftest import ARTIFACTS, E2E_USERNAME
+from tests.optimizer.front_cases import FRONT_CASES
+
+pytestmark = pytest.mark.e2e
+
+FACTORY_RUN = """
+import json
+from django.contrib.auth import get_user_model
+from tests.dashboard.factories import build_run
+owner = get_user_model().objects.get(username={username!r})
+run = build_run(owner=owner, candidates={candidates}, val_tasks={val_tasks}, name={name!r}, seed={seed}, status={status!r})
+best = run.best_candidate
+print(json.dumps({{"id": run.pk, "best": best.index if best else None, "task_set": run.task_set_id,
+                   "best_text": best.components["system_prompt"] if best else None,
+                   "budget_used": run.budget_used,
+                   "merges": list(run.candidates.filter(origin="merge").values_list("index", "parents"))}}))
+"""
+
+
+COMPARE_PAIR = """
+from django.contrib.auth import get_user_model
+from tests.dashboard.compare_factories import VERIFIER, make_compare_run
+from verifiers_app.services import verifier_create
+owner = get_user_model().objects.get(username={username!r})
+verifier_create(owner=owner, spec=VERIFIER)  # so a fork of these runs can launch
+a = make_compare_run(owner, name="Pair A", seed=1)
+b = make_compare_run(owner, name="Pair B", seed=2, task_set=a.task_set)
+print(a.pk, b.pk)
+"""
+
+
+def make_run(server, *, name: str, candidates: int = 12, val_tasks: int = 6, seed: int = 7, status: str = "completed") -> dict:
+    script = FACTORY_RUN.format(username=E2E_USERNAME, name=name, candidates=candidates, val_tasks=val_tasks, seed=seed, status=status)
+    return json.loads(server.manage("shell", "-c", script).stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def runs(frontier_server):
+    return {
+        "main": make_run(frontier_server, name="Explained run", candidates=14, seed=11),
+        "other": make_run(frontier_server, name="Second run", candidates=5, seed=3),
+        "lone": make_run(frontier_server, name="Lone seed", candidates=1, val_tasks=3),
+        "pair": frontier_server.manage("shell", "-c", COMPARE_PAIR.format(username=E2E_USERNAME)).stdout.split()[-2:],
+    }
+
+
+def open_run(page, run_id: int) -> None:
+    page.goto(f"/runs/{run_id}/")
+    page.wait_for_function("window.__frontierRun && document.querySelectorAll('#candidate-rows tr').length > 0")
+    page.wait_for_load_state("networkidle")
+
+
+NO_CLOUD = """() => [...document.querySelectorAll('.js-plotly-plot')].map((gd) => ({
+  id: gd.id,
+  displaylogo: gd._context.displaylogo,
+  cloud: gd._context.showSendToCloud || gd._context.showEditInChartStudio,
+  links: [...gd.querySelectorAll('a[href]')].map((a) => a.href).filter((h) => /plot\\.?ly/.test(h)),
+  studio: gd.querySelectorAll('[data-title*="Chart Studio"], [data-title*="cloud" i], .modebar-btn--logo').length,
+  tabbable: [...gd.querySelectorAll('.modebar a, .modebar button')].filter((b) => b.tabIndex >= 0).length,
+  bg: gd._fullLayout.plot_bgcolor,
+}))"""
+
+
+def test_no_chart_on_any_page_has_the_plotly_logo_or_a_chart_studio_button(page, runs):
+    pages = [f"/runs/{runs['main']['id']}/", "/runs/compare/?a={}&b={}".format(*runs["pair"])]
+    seen = 0
+    for url in pages:
+        page.goto(url)
+        page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length > 0")
+        page.wait_for_load_state("networkidle")
+        for chart in page.locator(".js-plotly-plot").all():
+            chart.hover()  # the toolbar is drawn (and shown) on hover
+        charts = page.evaluate(NO_CLOUD)
+        assert charts, url
+        for chart in charts:
+            assert chart["displaylogo"] is False and not chart["cloud"], chart
+            assert chart["links"] == [] and chart["studio"] == 0, chart
+            assert chart["tabbable"] == 0, chart  # the toolbar is out of the tab order
+            assert chart["bg"] == "#ffffff", chart  # one style: no grey plot area on compare-runs either
+        seen += len(charts)
+    assert seen >= 6
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "compare-runs-styled.png"), full_page=True)
+
+
+def test_the_front_rule_in_the_browser_is_the_servers(page, runs):
+    page.goto(f"/runs/{runs['main']['id']}/")
+    cases = []
+    for name, scores, expected in FRONT_CASES:
+        keys = sorted({k for per_task in scores.values() for k in per_task})
+        rows = [[index, [per_task.get(k) for k in keys]] for index, per_task in scores.items()]
+        cases.append({"name": name, "rows": rows, "expected": expected})
+    results = page.evaluate(
+        """async (cases) => { const { frontMembers } = await import('/static/js/front.js');
+             return cases.map((c) => ({ name: c.name, got: frontMembers(c.rows), expected: c.expected })); }""",
+        cases,
+    )
+    assert [r["got"] for r in results] == [r["expected"] for r in results], results
+
+
+def test_the_run_page_says_what_it_shows_and_what_gepa_is_doing(page, runs):
+    run = runs["main"]
+    open_run(page, run["id"])
+    card = page.locator("#run-explainer")
+    expect(card.locator("[data-field=best-prompt]")).to_have_text(run["best_text"])
+    expect(card.locator("[data-field=best-link]")).to_have_attribute("href", f"/runs/{run['id']}/candidates/{run['best']}/")
+    expect(card.locator("[data-field=doing-now]")).to_have_text(re.compile("Finished"))
+    expect(card.get_by_text("Seed prompt (where the run started)")).to_be_visible()
+    expect(card.locator(".explainer-facts")).to_contain_text("policy")  # a verifier of the factory run, with its weight
+    expect(card.locator(".explainer-facts")).to_contain_text("× 1")
+    expect(card).to_contain_text("demo simulator")
+    card.get_by_text("What the words on this page mean").click()
+    for term in ("metric calls", "front (★)", "leads N", "verdicts"):
+        expect(card.locator("dt", has_text=term)).to_be_visible()
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    card.get_by_role("button", name="Copy", exact=True).click()
+    expect(card.get_by_role("button", name="Copied")).to_be_visible()
+    page.screenshot(path=str(ARTIFACTS / "run-page-explainer.png"), full_page=False)
+
+
+CHARTS = """() => {
+  const score = document.getElementById('chart-score'), lineage = document.getElementById('chart-lineage');
+  const front = document.getElementById('chart-front');
+  const ticks = (gd) => [...gd.querySelectorAll('.xtick text')].map((t) => t.textContent);
+  return {
+    scoreRange: score._fullLayout.yaxis.range, rejectedAxis: score._fullData[2].yaxis,
+    bestLineEnd: score._fullData[1].x[score._fullData[1].x.length - 1],
+    lineageRange: lineage._fullLayout.xaxis.range, lineageYRange: lineage._fullLayout.yaxis.range,
+    lineageTicks: ticks(lineage),
+    mergeEdges: lineage._fullData[2].x.filter((x) => x === null).length,  // one null ends each edge
+    frontLegend: front._fullLayout.showlegend && front._fullData[1].name,
+  };
+}"""
+
+
+def test_the_charts_keep_scores_on_zero_to_one_and_minibatch_scores_off_the_val_axis(page, runs):
+    run = runs["main"]
+    open_run(page, run["id"])
+    charts = page.evaluate(CHARTS)
+    assert charts["scoreRange"] == [0, 1] and charts["lineageYRange"] == [0, 1]
+    assert charts["rejectedAxis"] == "y2"
+    assert charts["bestLineEnd"] == run["budget_used"]
+    assert all(re.fullmatch(r"\d+", t) for t in charts["lineageTicks"]), charts["lineageTicks"]
+    assert charts["mergeEdges"] == 2 * len(run["merges"])  # each merge child joined to both parents
+    assert "top score" in charts["frontLegend"]
+    page.screenshot(path=str(ARTIFACTS / "run-page-charts.png"), full_page=True)
+
+    open_run(page, runs["lone"]["id"])
+    lone = page.evaluate(CHARTS)
+    assert lone["lineageRange"][0] < 0 < lone["lineageRange"][1] and lone["lineageTicks"][0] == "0"
+    assert all(re.fullmatch(r"\d+", t) for t in lone["lineageTicks"]), lone["lineageTicks"]
+    assert lone["scoreRange"] == [0, 1]
+
+
+def test_a_missing_page_shows_our_404_not_djangos_debug_page(page, runs):
+    response = page.goto("/runs/999999/")
+    assert response.status == 404
+    expect(page.get_by_role("heading", name="Page not found")).to_be_visible()
+    assert "Django" not in page.content() and "DEBUG" not in page.content()
+    page.goto("/runs/999999/best/download.txt")
+    expect(page.get_by_role("heading", name="Page not found")).to_be_visible()
+
+
+OVERFLOW = """() => {
+  const width = document.documentElement.clientWidth;
+  const wide = [...document.querySelectorAll('body *')].filter((el) => {
+    const box = el.getBoundingClientRect();
+    return box.width > 0 && box.right > width + 1 && !el.closest('.table-scroll, table.data, .modebar');
+  }).slice(0, 5).map((el) => el.tagName + '.' + el.className + '#' + el.id);
+  return { scroll: document.documentElement.scrollWidth, width, wide };
+}"""
+
+
+def test_no_page_scrolls_sideways_at_390_px_and_the_nav_collapses(browser, frontier_server, runs):
+    from tests.e2e.conftest import login
+
+    context = browser.new_context(base_url=frontier_server.url, viewport={"width": 390, "height": 844})
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    try:
+        login(page)
+        main, pair = runs["main"], runs["pair"]
+        pages = [
+            "/runs/", f"/runs/{main['id']}/", f"/runs/{main['id']}/candidates/1/", "/runs/new/",
+            f"/runs/{pair[0]}/compare/?c=0&c=2", "/runs/compare/?a={}&b={}".format(*pair), f"/runs/{pair[0]}/promotion/",
+            "/verifiers/", "/verifiers/new/", "/tasksets/", f"/tasksets/{main['task_set']}/", "/account/tokens/",
+            "/runs/import/", "/no/such/page/",
+        ]
+        for url in pages:
+            page.goto(url)
+            page.wait_for_load_state("networkidle")
+            measured = page.evaluate(OVERFLOW)
+            assert measured["scroll"] <= measured["width"], (url, measured)
+        nav = page.get_by_role("navigation", name="Main")
+        expect(nav).to_be_hidden()
+        page.get_by_role("button", name="Menu").click()
+        expect(nav.get_by_role("link", name="Runs")).to_be_visible()
+
+        # The skip link is the first stop of the keyboard on the run page; the one past the charts follows the header.
+        open_run(page, main["id"])
+        page.keyboard.press("Tab")
+        expect(page.get_by_role("link", name="Skip to content")).to_be_focused()
+        page.get_by_role("link", name="Skip past the charts to the candidates table").focus()
+        page.keyboard.press("Enter")
+        expect(page.locator("#candidates")).to_be_focused()
+        page.screenshot(path=str(ARTIFACTS / "run-page-390px.png"), full_page=True)
+    finally:
+        context.close()
+
+
+def test_the_runs_list_sorts_by_a_heading_and_filters_by_task_set(page, runs):
+    page.goto("/runs/")
+    page.get_by_role("link", name="Best score").click()
+    page.wait_for_url(re.compile(r"sort=-best_score"))
+    expect(page.locator("th[data-sort-key=best_score]")).to_have_attribute("aria-sort", "descending")
+    scores = [float(t.split()[0]) for t in page.locator("#runs-table tbody tr td.num").all_inner_texts()]
+    assert scores == sorted(scores, reverse=True) and len(scores) >= 5
+    page.get_by_role("link", name="Best score").click()
+    page.wait_for_url(re.compile(r"sort=best_score"))
+    page.locator("#runs-filter select[name=task_set]").select_option(value=str(runs["main"]["task_set"]))
+    page.get_by_role("button", name="Filter").click()
+    page.wait_for_url(re.compile(rf"task_set={runs['main']['task_set']}"))
+    expect(page.locator("#runs-table tbody tr")).to_have_count(1)
+    expect(page.locator("#runs-table tbody tr")).to_contain_text("Explained run")
+
+
+def test_a_run_gets_tags_and_notes_is_forked_from_a_prefilled_form_and_deleted_after_a_confirmation(page, runs):
+    parent = runs["pair"][0]
+    page.goto(f"/runs/{parent}/")
+    page.get_by_text("Tags, notes, archive, delete").click()
+    page.get_by_label("Tags").fill("baseline, refund")
+    page.get_by_label("Notes").fill("The first try <b>bold</b>.")
+    page.get_by_role("button", name="Save tags and notes").click()
+    expect(page.locator("[data-field=tags] .tag")).to_have_text(["baseline", "refund"])
+    expect(page.locator("[data-field=notes]")).to_have_text("The first try <b>bold</b>.")
+
+    page.locator("[data-control=fork] input[name=candidate]").fill("2")
+    page.get_by_role("button", name="Fork…").click()
+    page.wait_for_url(re.compile(rf"/runs/new/\?fork={parent}&candidate=2"))
+    expect(page.locator("[data-field=fork-note]")).to_contain_text("from candidate #2")
+    expect(page.locator("textarea[name='component.text']")).not_to_have_value("")
+    seed_text = page.locator("textarea[name='component.text']").input_value()
+    page.locator("[name='budget.preset']").select_option(label="exact number of metric calls")
+    page.get_by_label("Exact metric calls").fill("60")
+    page.get_by_label("Train split").fill("val")  # the factory's task set has no train split
+    page.screenshot(path=str(ARTIFACTS / "fork-prefilled-form.png"), full_page=True)
+    page.get_by_role("button", name="Launch", exact=True).click()
+    page.wait_for_url(re.compile(r"/runs/\d+/$"))
+    fork = int(re.search(r"/runs/(\d+)/$", page.url).group(1))
+    expect(page.locator("[data-field=fork-parent]")).to_have_attribute("href", f"/runs/{parent}/")
+    expect(page.locator("#seed-prompt-text")).to_have_text(seed_text)
+    page.goto(f"/runs/{parent}/")
+    expect(page.locator("[data-field=fork-child]")).to_have_attribute("href", f"/runs/{fork}/")
+
+    page.get_by_text("Tags, notes, archive, delete").click()
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    page.get_by_role("button", name="Delete run").click()
+    expect(page).to_have_url(re.compile(rf"/runs/{parent}/$"))  # dismissed: nothing happened
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Delete run").click()
+    page.wait_for_url(re.compile(r"/runs/$"))
+    expect(page.get_by_text(f"Run {parent} (Pair A) was deleted.")).to_be_visible()
+    assert page.goto(f"/runs/{parent}/").status == 404
+
+
+def test_the_verifier_editor_keeps_the_id_fixed_and_runs_saved_test_cases_on_every_edit(page):
+    page.goto("/verifiers/new/")
+    expect(page.locator("#lint-problems li")).to_have_count(0)  # nothing typed yet: no error
+    expect(page.locator("[data-error-for]")).to_have_count(0)
+    page.locator("#spec-json").fill(json.dumps({"id": "polite-e2e", "name": "Polite", "checks": [
+        {"id": "please", "type": "contains", "params": {"value": "please"}}]}))
+    expect(page.locator("#lint-status")).to_have_text("Valid")
+    page.get_by_label("Output to score").fill("Yes, please hold on.")
+    expect(page.get_by_test_id("try-verdict")).to_have_text("pass")
+    page.get_by_label("Test case name").fill("says please")
+    page.get_by_role("button", name="Save as test case").click()
+    page.get_by_label("Output to score").fill("No.")
+    expect(page.get_by_test_id("try-verdict")).to_have_text("fail")
+    page.get_by_label("Test case name").fill("curt")
+    page.get_by_role("button", name="Save as test case").click()
+    expect(page.locator("#suite-summary")).to_have_text("2 of 2 as expected")
+    page.get_by_role("button", name="Save", exact=True).click()
+    page.wait_for_url(re.compile(r"/verifiers/polite-e2e/$"))
+
+    page.goto("/verifiers/polite-e2e/edit/")
+    id_field = page.locator("#spec-form").get_by_label("Id (fixed once saved)")
+    expect(id_field).to_have_attribute("readonly", "")
+    expect(page.locator("#suite-summary")).to_have_text("2 of 2 as expected")  # stored with the verifier
+    page.locator("#spec-form").get_by_label("value").fill("thanks")  # an edit re-runs the suite
+    expect(page.locator("#suite-summary")).to_have_text("1 of 2 as expected")
+    expect(page.locator("tr[data-case='0'] [data-testid=case-status]")).to_have_text("✗ fail")
+    page.screenshot(path=str(ARTIFACTS / "verifier-test-cases.png"), full_page=True)
+    spec = json.loads(page.locator("#spec-json").input_value())
+    page.locator("#spec-json").fill(json.dumps(dict(spec, id="renamed")))
+    expect(page.locator("#lint-problems")).to_contain_text("a saved verifier's id cannot change")
+
+
+def test_cancel_asks_first_and_does_nothing_when_the_answer_is_no(page, frontier_server):
+    run = make_run(frontier_server, name="Cancel me", candidates=3, status="running")
+    open_run(page, run["id"])
+    asked = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    page.get_by_role("button", name="Cancel").click()
+    expect(page.locator("[data-field=status]")).to_have_text("running")
+    assert asked and "Cancel this run now?" in asked[0]
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Cancel").click()
+    expect(page.locator("[data-field=status]")).to_have_text(re.compile("stopping|stopped"))
