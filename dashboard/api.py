@@ -18,10 +18,10 @@ from ninja.parser import Parser
 from ninja.security import HttpBearer, SessionAuth
 
 from dashboard.models import ApiToken
+from dashboard.throttle import REFUSED_MESSAGE as THROTTLED_DETAIL
+from dashboard.throttle import client_ip, token_throttle
 from optimizer.config import LM_REF_TAGS, RunConfigError
 from verifiers_app.api_errors import ErrorOut, error_body, split_problem, validation_problems
-from dashboard.throttle import REFUSED_MESSAGE as THROTTLED_DETAIL
-from dashboard.throttle import token_throttle
 from verifiers_app.engine import SpecError
 from verifiers_app.storable import parse_json
 
@@ -30,9 +30,14 @@ class TokenThrottled(Exception):
     """Too many wrong tokens from this address (dashboard.throttle): a 429."""
 
 
+def _retry_later(response):
+    response["Retry-After"] = str(settings.LOGIN_THROTTLE_WINDOW_SECONDS)
+    return response
+
+
 class TokenAuth(HttpBearer):
     def authenticate(self, request, token):
-        throttle = token_throttle(request)
+        throttle = token_throttle(client_ip(request))
         if throttle.refused():
             throttle.failed()
             raise TokenThrottled()
@@ -67,7 +72,11 @@ def _docs_auth(view):
 
     @wraps(view)
     def wrapper(request, *args, **kwargs):
-        if not request.user.is_authenticated and TokenAuth()(request) is None:
+        try:
+            anonymous = not request.user.is_authenticated and TokenAuth()(request) is None
+        except TokenThrottled:
+            return _retry_later(JsonResponse(error_body(THROTTLED_DETAIL), status=429))
+        if anonymous:
             return JsonResponse(error_body("Authentication required: log in, or send Authorization: Bearer <token>"), status=401)
         return view(request, *args, **kwargs)
 
@@ -172,9 +181,7 @@ def _not_found(request, exc):
 
 @api.exception_handler(TokenThrottled)
 def _token_throttled(request, exc):
-    response = _error(request, 429, THROTTLED_DETAIL)
-    response["Retry-After"] = str(settings.LOGIN_THROTTLE_WINDOW_SECONDS)
-    return response
+    return _retry_later(_error(request, 429, THROTTLED_DETAIL))
 
 
 @api.exception_handler(RequestDataTooBig)

@@ -74,3 +74,13 @@ def redis_url(name: str, url: str) -> str:
     if parsed.scheme not in {"redis", "rediss"} or not parsed.hostname:
         raise ImproperlyConfigured(f"{name} must be a redis:// URL, as in redis://127.0.0.1:6379/0; got {url!r}")
     return url
+
+
+def proxy_ssl_header(name: str, value: str | None) -> tuple[str, str] | None:
+    """`X-Forwarded-Proto: https` → Django's ("HTTP_X_FORWARDED_PROTO", "https")."""
+    if value is None or not value.strip():
+        return None
+    header, sep, expected = value.partition(":")
+    if not sep or not header.strip() or not expected.strip():
+        raise ImproperlyConfigured(f"{name} must look like 'X-Forwarded-Proto: https'; got {value!r}")
+    return "HTTP_" + header.strip().upper().replace("-", "_"), expected.strip()

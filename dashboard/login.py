@@ -7,7 +7,7 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
 
-from dashboard.throttle import REFUSED_MESSAGE, login_throttle
+from dashboard.throttle import REFUSED_MESSAGE, client_ip, login_throttle
 
 
 class ThrottledLoginMixin:
@@ -15,7 +15,7 @@ class ThrottledLoginMixin:
     (before the password is even checked), and counts each failure."""
 
     def clean(self):
-        throttle = login_throttle(self.request, self.data.get("username"))
+        throttle = login_throttle(client_ip(self.request), self.data.get("username"))
         if throttle.refused():
             throttle.failed()
             raise ValidationError(REFUSED_MESSAGE, code="throttled")

@@ -206,3 +206,38 @@ def error_page(request, status: int, message: str):
 def csrf_failure(request, reason: str = ""):
     """CSRF_FAILURE_VIEW: our 403 page, with one sentence of what to do."""
     return error_page(request, 403, "The form expired or came from another site. Reload the page and try again.")
+
+
+# Every page's scripts and styles are files under /static/ (no inline <script>,
+# <style> or style="…"), so the policy allows nothing else; sockets and fetches
+# go to this origin only. tests/e2e/test_csp.py loads every page and fails on
+# any violation.
+CONTENT_SECURITY_POLICY = "; ".join([
+    "default-src 'self'",
+    "script-src 'self'",
+    "style-src 'self'",
+    # Plotly draws its SVG with setAttribute("style", …) (d3): style attributes
+    # only; <style> elements stay forbidden, and our templates use none.
+    "style-src-attr 'unsafe-inline'",
+    "img-src 'self' data:",
+    "font-src 'self'",
+    "connect-src 'self'",
+    "object-src 'none'",
+    "base-uri 'none'",
+    "form-action 'self'",
+    "frame-ancestors 'none'",
+])
+# django-ninja's interactive docs page loads Swagger UI with an inline script: it
+# gets no policy (it is behind the login and shows no user data).
+CSP_EXEMPT_PREFIXES = ("/api/docs",)
+
+
+class ContentSecurityPolicyMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if not request.path_info.startswith(CSP_EXEMPT_PREFIXES):
+            response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+        return response

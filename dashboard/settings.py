@@ -13,7 +13,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from dashboard.env import database_from_url, env_bool, env_int, env_list, env_str, redis_url
+from dashboard.env import database_from_url, env_bool, env_int, env_list, env_str, proxy_ssl_header, redis_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env_str("FRONTIER_DATA_DIR", str(BASE_DIR / "var")))
@@ -51,6 +51,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "dashboard.middleware.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "dashboard.middleware.ApiShapeMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -225,6 +226,16 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+# Behind HTTPS (README "Deploying behind HTTPS"): all off by default, since the
+# embedded mode and the tests serve plain HTTP on 127.0.0.1.
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
+# "Header-Name: value" the TLS-terminating proxy sets, e.g. "X-Forwarded-Proto: https".
+SECURE_PROXY_SSL_HEADER = proxy_ssl_header("SECURE_PROXY_SSL_HEADER", env_str("SECURE_PROXY_SSL_HEADER"))
 # Where users reach this site: links printed by the CLI and returned by the API.
 BASE_URL = env_str("FRONTIER_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 

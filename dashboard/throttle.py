@@ -69,13 +69,14 @@ class Throttle:
             log.warning("login throttle unavailable, failure not counted: %s", error)
 
 
-def login_throttle(request, username: str | None) -> Throttle:
-    keys = [(_key("ip", client_ip(request)), settings.LOGIN_FAILURES_PER_IP)]
+def login_throttle(ip: str, username: str | None) -> Throttle:
+    keys = [(_key("ip", ip), settings.LOGIN_FAILURES_PER_IP)]
     if username:
         keys.append((_key("account", username.strip().lower()), settings.LOGIN_FAILURES_PER_ACCOUNT))
     return Throttle(tuple(keys))
 
 
-def token_throttle(request) -> Throttle:
-    """Token guesses carry no account: they count against the IP address only."""
-    return Throttle(((_key("ip", client_ip(request)), settings.LOGIN_FAILURES_PER_IP),))
+def token_throttle(ip: str) -> Throttle:
+    """Token guesses (API or websocket handshake) carry no account: they count
+    against the IP address only."""
+    return Throttle(((_key("ip", ip or "unknown"), settings.LOGIN_FAILURES_PER_IP),))

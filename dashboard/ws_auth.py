@@ -14,6 +14,7 @@ from channels.db import database_sync_to_async
 from channels.security.websocket import AllowedHostsOriginValidator, WebsocketDenier
 
 from dashboard.models import ApiToken
+from dashboard.throttle import token_throttle
 
 
 def _bearer(scope) -> str | None:
@@ -25,6 +26,19 @@ def _bearer(scope) -> str | None:
     return None
 
 
+def _token_user(token: str, ip: str):
+    """The token's user; None for a wrong token or while the address is
+    throttled for guessing (dashboard.throttle, shared with the API)."""
+    throttle = token_throttle(ip)
+    if throttle.refused():
+        throttle.failed()
+        return None
+    user = ApiToken.user_for(token)
+    if user is None:
+        throttle.failed()
+    return user
+
+
 class TokenOrSessionAuth:
     def __init__(self, inner):
         self.inner = inner
@@ -34,7 +48,7 @@ class TokenOrSessionAuth:
         token = _bearer(scope)
         if token is None:
             return await self.session_path(scope, receive, send)
-        user = await database_sync_to_async(ApiToken.user_for)(token)
+        user = await database_sync_to_async(_token_user)(token, (scope.get("client") or ("",))[0])
         if user is None:
             return await WebsocketDenier()(scope, receive, send)
         return await self.inner(dict(scope, user=user), receive, send)

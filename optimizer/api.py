@@ -329,7 +329,8 @@ def resume_run(request, run_id: int, body: ResumeIn):
 
 @router.post("/{run_id}/fork", response={201: RunOut})
 def fork_run(request, run_id: int, body: ForkIn):
-    """A new run with the same configuration, seeded from one candidate (the run's owner only)."""
+    """A new run with the same configuration, seeded from one candidate (the run's owner only:
+    a fork spends the run's endpoints)."""
     run = _controllable(request, run_id)
     fork = services.run_fork(run=run, candidate_index=body.candidate_index, owner=request.user)
     return Status(201, RunOut.of(fork))

@@ -18,7 +18,7 @@ from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client
-from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.urls import reverse
 
 from dashboard.account_services import api_token_create
 from dashboard.api import api
@@ -26,6 +26,7 @@ from dashboard.asgi import application
 from optimizer.models import Run, RunStatus
 from tests.dashboard.factories import build_run
 from tests.dashboard.test_embedded_mode import session_headers
+from tests.url_patterns import argument_names, url_patterns
 from verifiers_app.models import Verifier
 from verifiers_app.services import verifier_create, verifier_update
 
@@ -35,22 +36,6 @@ MARKER = "zqxprivate"
 SKIPPED_NAMESPACES = {"admin", "api"}
 PUBLIC = {"login", "logout"}
 CONTROL_ACTIONS = ["stop", "cancel", "resume", "fork"]
-
-
-def url_patterns(patterns=None, namespace=""):
-    """(view name, pattern) for every named URL pattern, with its namespace."""
-    for entry in get_resolver().url_patterns if patterns is None else patterns:
-        if isinstance(entry, URLResolver):
-            inner = f"{namespace}:{entry.namespace}".strip(":") if entry.namespace else namespace
-            yield from url_patterns(entry.url_patterns, inner)
-        elif isinstance(entry, URLPattern) and entry.name:
-            yield (f"{namespace}:{entry.name}".strip(":"), entry)
-
-
-def argument_names(pattern: URLPattern) -> list[str]:
-    route = pattern.pattern
-    names = list(getattr(route, "converters", {}) or {})
-    return names or list(route.regex.groupindex)
 
 
 @pytest.fixture
@@ -224,7 +209,7 @@ def test_another_users_token_and_session_reach_nothing_of_the_owner_through_the_
             response = api_call(client, method, api_url(path, owned), api_body(path, owned), **headers)
             assert response.status_code < 500, (method, path, response.status_code, response.content[:300])
             assert not leaked(response), (method, path, response.status_code, response.content[:300])
-            if re.search(r"\{(run_id|slug|taskset_id)\}", path):
+            if re.search(r"\{(run_id|slug|taskset_id|index)\}", path):
                 assert response.status_code in (403, 404), (method, path, response.status_code)
     assert fingerprint() == before
     assert not Run.objects.filter(owner=other_user).exists()  # no run on the owner's task set

@@ -22,6 +22,9 @@ const body = table.querySelector("tbody");
 const form = document.getElementById("runs-filter");
 const indicator = document.querySelector("[data-field=live]");
 
+// The server renders each budget bar's fill as data-pct (no inline style: the CSP forbids it).
+for (const fill of body.querySelectorAll(".bar > span[data-pct]")) fill.style.width = `${Number(fill.dataset.pct) || 0}%`;
+
 const fmt = (x) => (x === null || x === undefined ? "–" : Number(x).toFixed(3));
 const when = (iso) => (iso ? iso.slice(0, 16).replace("T", " ") : "–");
 

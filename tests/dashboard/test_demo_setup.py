@@ -10,6 +10,11 @@ from optimizer.models import Run, RunStatus, Task, TaskSet
 from verifiers_app.models import Verifier
 
 
+@pytest.fixture(autouse=True)
+def debug_on(settings):
+    settings.DEBUG = True  # as `make demo` runs it (pytest-django turns DEBUG off)
+
+
 def demo_setup(*args) -> str:
     out = StringIO()
     call_command("demo_setup", *args, stdout=out)
@@ -43,3 +48,27 @@ def test_no_run_loads_the_examples_without_launching_anything():
     demo_setup("--no-run")
     assert TaskSet.objects.count() == 3
     assert not Run.objects.exists()
+
+
+@pytest.mark.django_db
+def test_with_debug_off_it_refuses_to_create_the_demo_admin(settings):
+    from django.core.management.base import CommandError
+
+    settings.DEBUG = False
+    with pytest.raises(CommandError, match="DEBUG is off.*--force"):
+        demo_setup("--no-run")
+    assert not Verifier.objects.exists() and authenticate(username="demo", password="frontier-demo") is None
+
+
+@pytest.mark.django_db
+def test_forced_with_debug_off_it_makes_a_random_password_and_prints_it_once(settings):
+    import re
+
+    settings.DEBUG = False
+    output = demo_setup("--no-run", "--force")
+    password = re.search(r"Demo login: username demo · password (\S+)", output).group(1)
+    assert password != "frontier-demo" and len(password) >= 20
+    assert authenticate(username="demo", password=password) is not None
+    assert authenticate(username="demo", password="frontier-demo") is None
+    again = demo_setup("--no-run", "--force")
+    assert password not in again and "printed when it was created" in again
