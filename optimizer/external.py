@@ -307,6 +307,7 @@ class _BatchApplier:
             origin=Origin(event.origin), iteration=event.iteration, metric_calls=event.metric_calls,
             val_score=event.val_score, records={t.task_key: _record(t) for t in event.tasks},
             reflection=preview(event.reflection, MAX_REASONING_CHARS),
+            usage={}, cost=0.0,  # the tracker reports no model usage: an external run's spend is unknown here
         )
 
     def _proposal(self, event: ProposalEvent) -> None:
