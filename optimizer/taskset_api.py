@@ -17,7 +17,7 @@ from optimizer.taskset_services import (
     taskset_delete, taskset_duplicate, taskset_export_lines, taskset_import, taskset_import_preview,
 )
 from optimizer.tasksets import DEFAULT_SPLIT_RATIOS, MAX_FILE_BYTES, DefaultSplit, FieldMapping
-from verifiers_app.api_errors import Problem
+from verifiers_app.api_errors import ErrorOut, Problem
 from verifiers_app.storable import without_nul
 
 router = Router()
@@ -201,7 +201,7 @@ def duplicate_taskset(request, taskset_id: int, body: DuplicateIn):
     return Status(201, _out(_visible(request).get(pk=copy.pk)))
 
 
-@router.delete("/{int:taskset_id}", response={204: None})
+@router.delete("/{int:taskset_id}", response={204: None, 409: ErrorOut})
 def delete_taskset(request, taskset_id: int):
     """Delete a set you own; 409 while a queued or running run uses it."""
     task_set = get_object_or_404(TaskSet.objects.editable_by(request.user), pk=taskset_id)

@@ -22,6 +22,7 @@ from verifiers_app.engine import (
     spec_warnings,
     validate_task,
 )
+from verifiers_app.api_errors import ErrorOut
 from verifiers_app.models import Verifier
 
 router = Router()
@@ -175,7 +176,7 @@ def update_verifier(request, slug: str, body: VerifierUpdate):
     return VerifierOut.from_verifier(verifier)
 
 
-@router.delete("/{slug}", response={204: None})
+@router.delete("/{slug}", response={204: None, 409: ErrorOut})
 def delete_verifier(request, slug: str):
     services.verifier_delete(verifier=_editable(request, slug))
     return Status(204, None)
