@@ -633,15 +633,6 @@ function applyEvent(event) {
   stats.slowestApplyMs[event.type] = Math.max(stats.slowestApplyMs[event.type] || 0, performance.now() - started);
 }
 
-// ---- confirmations -------------------------------------------------------------------
-
-// A control that throws work away (Cancel) asks first: <form data-confirm="…">.
-function wireConfirmations() {
-  for (const form of root.querySelectorAll("form[data-confirm]")) {
-    form.addEventListener("submit", (e) => { if (!window.confirm(form.dataset.confirm)) e.preventDefault(); });
-  }
-}
-
 // ---- boot ------------------------------------------------------------------------
 
 async function boot() {
@@ -679,7 +670,6 @@ async function boot() {
   const lastProposal = snap.proposals[snap.proposals.length - 1];
   if (S.run.active && S.run.status === "running" && lastProposal) doingFromProposal(lastProposal); else doingFromStatus();
   wireCopyButtons(root);
-  wireConfirmations();
   root.querySelector('[data-action="clear-selection"]').addEventListener("click", () => { S.selected.clear(); renderSelection(); });
   root.querySelector('[data-action="compare"]').addEventListener("click", (e) => { if (S.selected.size < 2) e.preventDefault(); });
   setInterval(renderClock, 1000);

@@ -142,6 +142,15 @@ def _decode(response):
     return json.loads(body) if kind.startswith("application/json") and body else body.decode(errors="replace")
 
 
+def wait_for_js(page, expression: str, arg=None, *, timeout: float = 15, what: str = "") -> object:
+    """Page.wait_for_function without its in-page `new Function`, which the
+    site's Content Security Policy (no 'unsafe-eval') refuses: poll with
+    page.evaluate (run by the browser's debugging protocol, not the page)."""
+    from tests.polling import wait_until
+
+    return wait_until(lambda: page.evaluate(expression, arg), timeout=timeout, what=what or expression[:80], interval=0.05)
+
+
 def session_login(base: str, username: str = E2E_USERNAME, password: str = E2E_PASSWORD) -> Api:
     """A plain HTTP client logged in through the login form (a session cookie and a CSRF cookie)."""
     browser = Api(base)

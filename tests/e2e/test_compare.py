@@ -11,7 +11,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import ARTIFACTS, E2E_USERNAME
+from tests.e2e.conftest import ARTIFACTS, E2E_USERNAME, wait_for_js
 
 pytestmark = pytest.mark.e2e
 
@@ -50,10 +50,10 @@ def _shift_click_lineage_node(page, index: int) -> None:
     )
     page.mouse.move(point["x"], point["y"])
     # Plotly clicks the point it last hovered (hover is throttled): wait for this one.
-    page.wait_for_function(
-        "(index) => (document.getElementById('chart-lineage')._hoverdata || [])"
+    wait_for_js(
+        page, "(index) => (document.getElementById('chart-lineage')._hoverdata || [])"
         ".some((p) => p.curveNumber === 1 && p.customdata === index)",
-        arg=index,
+        index,
     )
     page.keyboard.down("Shift")
     page.mouse.click(point["x"], point["y"])
@@ -64,7 +64,7 @@ def test_two_lineage_nodes_open_a_comparison_with_the_diff_and_a_regression_row(
     run_id = _seed_run(frontier_server, "Refund lineage e2e")
     page.goto(f"/runs/{run_id}/")
     # The run page has booted: snapshot drawn, candidate rows listed, layout settled.
-    page.wait_for_function("window.__frontierRun && document.querySelectorAll('#candidate-rows tr').length === 4")
+    wait_for_js(page, "window.__frontierRun && document.querySelectorAll('#candidate-rows tr').length === 4")
     page.wait_for_load_state("networkidle")
 
     _shift_click_lineage_node(page, 0)
@@ -144,9 +144,9 @@ def _click_chart_point(page, chart_id: str, trace: int, x, y) -> None:
         [chart_id, x, y],
     )
     page.mouse.move(point["x"], point["y"])
-    page.wait_for_function(
-        "([id, trace]) => (document.getElementById(id)._hoverdata || []).some((p) => p.curveNumber === trace)",
-        arg=[chart_id, trace],
+    wait_for_js(
+        page, "([id, trace]) => (document.getElementById(id)._hoverdata || []).some((p) => p.curveNumber === trace)",
+        [chart_id, trace],
     )
     page.mouse.click(point["x"], point["y"])
 
@@ -154,7 +154,7 @@ def _click_chart_point(page, chart_id: str, trace: int, x, y) -> None:
 def test_the_candidate_table_the_score_chart_and_both_front_charts_each_add_to_the_comparison(page, frontier_server):
     run_id = _seed_run(frontier_server, "Refund selection e2e")
     page.goto(f"/runs/{run_id}/")
-    page.wait_for_function("window.__frontierRun && document.querySelectorAll('#candidate-rows tr').length === 4")
+    wait_for_js(page, "window.__frontierRun && document.querySelectorAll('#candidate-rows tr').length === 4")
     page.wait_for_load_state("networkidle")
 
     page.get_by_role("checkbox", name="select candidate 1").check()

@@ -11,7 +11,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import ARTIFACTS, E2E_USERNAME
+from tests.e2e.conftest import ARTIFACTS, E2E_USERNAME, wait_for_js
 from tests.optimizer.front_cases import FRONT_CASES
 
 pytestmark = pytest.mark.e2e
@@ -59,7 +59,7 @@ def runs(frontier_server):
 
 def open_run(page, run_id: int) -> None:
     page.goto(f"/runs/{run_id}/")
-    page.wait_for_function("window.__frontierRun && document.querySelectorAll('#candidate-rows tr').length > 0")
+    wait_for_js(page, "window.__frontierRun && document.querySelectorAll('#candidate-rows tr').length > 0")
     page.wait_for_load_state("networkidle")
 
 
@@ -79,7 +79,7 @@ def test_no_chart_on_any_page_has_the_plotly_logo_or_a_chart_studio_button(page,
     seen = 0
     for url in pages:
         page.goto(url)
-        page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length > 0")
+        wait_for_js(page, "document.querySelectorAll('.js-plotly-plot').length > 0")
         page.wait_for_load_state("networkidle")
         for chart in page.locator(".js-plotly-plot").all():
             chart.hover()  # the toolbar is drawn (and shown) on hover
@@ -226,7 +226,7 @@ def test_the_runs_list_sorts_by_a_heading_and_filters_by_task_set(page, runs):
     page.get_by_role("link", name="Best score").click()
     page.wait_for_url(re.compile(r"sort=-best_score"))
     expect(page.locator("th[data-sort-key=best_score]")).to_have_attribute("aria-sort", "descending")
-    scores = [float(t.split()[0]) for t in page.locator("#runs-table tbody tr td.num").all_inner_texts()]
+    scores = [float(t.split()[0]) for t in page.locator("#runs-table tbody tr td:nth-child(3)").all_inner_texts()]  # Best score
     assert scores == sorted(scores, reverse=True) and len(scores) >= 5
     page.get_by_role("link", name="Best score").click()
     page.wait_for_url(re.compile(r"sort=best_score"))
