@@ -82,7 +82,7 @@ def test_the_launch_form_offers_split_now_for_a_set_with_no_val_tasks(page, fron
     frontier_server.manage("tasks", "import", str(rows), "--set", "All train", "--owner", E2E_USERNAME)
     page.goto("/runs/new/")
     page.get_by_label("Task set").select_option(label="All train (5 tasks)")
-    page.get_by_role("button", name="Dry run (no model calls)").click()
+    page.get_by_role("button", name="Dry run", exact=True).click()
     expect(page.locator('[data-problems-for="splits"]')).to_contain_text('task set "All train" has no tasks in split "val"')
     page.get_by_role("button", name=re.compile("^Split now")).click()
     expect(page.locator('[data-field="dry-run-result"]')).to_have_text("dry run passed: ready to launch")
