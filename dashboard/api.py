@@ -14,7 +14,6 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, JsonResponse
 from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
-from ninja.parser import Parser
 from ninja.security import HttpBearer, SessionAuth
 
 from dashboard.models import ApiToken
@@ -23,7 +22,6 @@ from dashboard.throttle import client_ip, token_throttle
 from optimizer.config import LM_REF_TAGS, RunConfigError
 from verifiers_app.api_errors import ErrorOut, error_body, split_problem, validation_problems
 from verifiers_app.engine import SpecError
-from verifiers_app.storable import parse_json
 
 
 class TokenThrottled(Exception):
@@ -58,13 +56,6 @@ class BrowserSessionAuth(SessionAuth):
         if settings.SESSION_COOKIE_NAME not in request.COOKIES:
             return None
         return super().__call__(request)
-
-
-class BoundedJsonParser(Parser):
-    """Request bodies are untrusted JSON: nesting is capped (verifiers_app.storable)."""
-
-    def parse_body(self, request):
-        return parse_json(request.body, source="body")
 
 
 def _docs_auth(view):
@@ -125,7 +116,6 @@ api = FrontierAPI(
     auth=[TokenAuth(), BrowserSessionAuth()],
     docs_decorator=_docs_auth,
     urls_namespace="api",
-    parser=BoundedJsonParser(),
 )
 
 
@@ -168,7 +158,7 @@ def _unauthenticated(request, exc):
 
 @api.exception_handler(HttpError)
 def _http_error(request, exc: HttpError):
-    if exc.status_code == 400 and isinstance(exc.__cause__, ValueError):  # the body parser: bad or too deep JSON
+    if exc.status_code == 400 and isinstance(exc.__cause__, ValueError):  # ninja could not parse the body as JSON
         message = f"not valid JSON ({exc.__cause__})"
         return _error(request, 400, f"body: {message}", [("body", message)])
     return _error(request, exc.status_code, str(exc))

@@ -26,6 +26,8 @@ from types import SimpleNamespace
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+
+from verifiers_app.api_errors import error_body, split_problem
 from django.http.multipartparser import MultiPartParser
 from django.utils.http import parse_header_parameters
 
@@ -82,13 +84,11 @@ def _identified(scope) -> bool:
     from django.utils.module_loading import import_string
 
     from dashboard.models import ApiToken
+    from dashboard.ws_auth import bearer_token
 
-    authorization = (_header(scope, b"authorization") or b"").decode("latin-1")
-    scheme, _, token = authorization.partition(" ")
-    if scheme.lower() == "bearer" and token.strip():
-        api_token = ApiToken.objects.active().select_related("user").filter(digest=ApiToken.hash(token.strip())).first()
-        if api_token is not None and api_token.user.is_active:
-            return True
+    token = bearer_token(scope)
+    if token is not None and ApiToken.user_for(token) is not None:
+        return True
     session_key = _cookie(scope, settings.SESSION_COOKIE_NAME)
     if session_key:
         store = import_string(settings.SESSION_ENGINE + ".SessionStore")
@@ -119,10 +119,10 @@ class RequestBodyGuard:
     async def _refuse(scope, send, status: int, detail: str) -> None:
         # The body is never read: the connection is closed after the answer, so
         # the client cannot send it as the next request.
-        if scope.get("path", "").startswith("/api/"):  # the API's error body (verifiers_app/api_errors.py)
-            field, _, message = detail.partition(": ")
-            problems = [{"field": field, "message": message}] if message else []
-            body, content_type = json.dumps({"detail": detail, "problems": problems}).encode(), b"application/json"
+        if scope.get("path", "").startswith("/api/"):  # the API's one error body
+            field, message = split_problem(detail)
+            body = json.dumps(error_body(detail, [(field, message)] if field else [])).encode()
+            content_type = b"application/json"
         else:
             body, content_type = f"{status}: {detail}\n".encode(), b"text/plain; charset=utf-8"
         headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode()), (b"connection", b"close")]
@@ -145,9 +145,8 @@ class RequestBodyGuard:
 
 
 def _refuse_too_large(request) -> None:
-    limit = settings.FRONTIER_MAX_REQUEST_BYTES
-    body = json.dumps({"detail": f"body: larger than {limit} bytes",
-                       "problems": [{"field": "body", "message": f"larger than {limit} bytes"}]}).encode()
+    message = f"larger than {settings.FRONTIER_MAX_REQUEST_BYTES} bytes"
+    body = json.dumps(error_body(f"body: {message}", [("body", message)])).encode()
     request._frontier_refused = True
     request.channel.transport.write(
         b"HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\n"

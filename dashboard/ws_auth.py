@@ -17,7 +17,8 @@ from dashboard.models import ApiToken
 from dashboard.throttle import token_throttle
 
 
-def _bearer(scope) -> str | None:
+def bearer_token(scope) -> str | None:
+    """The token of an `Authorization: Bearer …` header in an ASGI scope, or None."""
     for name, value in scope.get("headers", ()):
         if name.lower() == b"authorization":
             scheme, _, token = value.decode("latin-1").partition(" ")
@@ -45,7 +46,7 @@ class TokenOrSessionAuth:
         self.session_path = AllowedHostsOriginValidator(AuthMiddlewareStack(inner))
 
     async def __call__(self, scope, receive, send):
-        token = _bearer(scope)
+        token = bearer_token(scope)
         if token is None:
             return await self.session_path(scope, receive, send)
         user = await database_sync_to_async(_token_user)(token, (scope.get("client") or ("",))[0])

@@ -148,20 +148,25 @@ def start_daphne(env: dict, log_path: Path) -> Process:
     port = free_port()
     process = Process([_bin("daphne"), "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"], env, log_path)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
+    wait_until_serving(process, url + "/login/", name="daphne", seconds=60)
+    process.url = url
+    return process
+
+
+def wait_until_serving(process: Process, url: str, *, name: str, seconds: float) -> None:
+    """Return once `url` answers; fail with the process's log when it exits or stays silent."""
+    deadline = time.monotonic() + seconds
     while True:
         if process.popen.poll() is not None:
-            pytest.fail(f"daphne exited:\n{process.log()}")
+            pytest.fail(f"{name} exited:\n{process.log()}")
         try:
-            urllib.request.urlopen(url + "/login/", timeout=2)
-            break
+            urllib.request.urlopen(url, timeout=2)
+            return
         except OSError:
             if time.monotonic() > deadline:
                 process.stop()
-                pytest.fail(f"daphne did not answer within 60 s:\n{process.log()}")
+                pytest.fail(f"{name} did not answer within {seconds:.0f} s:\n{process.log()}")
             time.sleep(0.2)
-    process.url = url
-    return process
 
 
 def start_worker(env: dict, log_path: Path) -> Process:

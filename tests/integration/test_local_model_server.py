@@ -13,8 +13,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import openai
@@ -22,7 +20,7 @@ import pytest
 
 from optimizer.models import Evaluation, ModelEndpoint, Run, RunEvent, RunStatus, Task
 from optimizer.services import run_launch
-from tests.integration.conftest import Process, free_port
+from tests.integration.conftest import Process, free_port, wait_until_serving
 from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
 from tests.polling import wait_until
 
@@ -63,18 +61,7 @@ def llama_server(tmp_path_factory):
     ]
     process = Process(command, dict(os.environ), tmp_path_factory.mktemp("llama") / "server.log")
     base_url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 120
-    while True:
-        if process.popen.poll() is not None:
-            pytest.fail(f"the llama.cpp server exited:\n{process.log()}")
-        try:
-            urllib.request.urlopen(base_url + "/models", timeout=2)
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                process.stop()
-                pytest.fail(f"the llama.cpp server did not answer within 120 s:\n{process.log()}")
-            time.sleep(0.2)
+    wait_until_serving(process, base_url + "/models", name="the llama.cpp server", seconds=120)
     process.base_url = base_url
     yield process
     process.stop()
