@@ -151,6 +151,16 @@ def wait_for_js(page, expression: str, arg=None, *, timeout: float = 15, what: s
     return wait_until(lambda: page.evaluate(expression, arg), timeout=timeout, what=what or expression[:80], interval=0.05)
 
 
+PROGRESS_LINE = re.compile(r"\[[#.]+\] \d+/\d+ metric calls · .* · (queued|running|stopping|stopped|completed|failed)")
+
+
+def progress_only(stderr: str) -> bool:
+    """`optimize run --wait`'s stderr holds nothing but its progress bar (each redraw
+    whole: no log line glued to it) and warnings."""
+    lines = [line for line in stderr.replace("\r", "\n").splitlines() if line.strip()]
+    return bool(lines) and all(PROGRESS_LINE.fullmatch(line) or line.startswith("warning:") for line in lines)
+
+
 def session_login(base: str, username: str = E2E_USERNAME, password: str = E2E_PASSWORD) -> Api:
     """A plain HTTP client logged in through the login form (a session cookie and a CSRF cookie)."""
     browser = Api(base)

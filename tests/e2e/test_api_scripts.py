@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from websockets.sync.client import connect
 
-from tests.e2e.conftest import ARTIFACTS, E2E_USERNAME, ROOT, Api, session_login
+from tests.e2e.conftest import ARTIFACTS, E2E_USERNAME, ROOT, Api, progress_only, session_login
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -218,8 +218,7 @@ def test_run_wait_prints_a_clean_progress_bar_and_a_summary_with_the_run_url(fro
     api.call("POST", "/api/verifiers/", {"spec": {**SPEC, "id": "wait-refund"}})
     result = frontier_server.manage("optimize", "run", "--verifier", "wait-refund", "--tasks", "wait tasks",
                                     "--model", "demo", "--budget", "40", "--wait")
-    lines = [line for line in result.stderr.replace("\r", "\n").splitlines() if line.strip()]
-    assert lines and all(line.startswith(("[", "warning:")) for line in lines), result.stderr
+    assert progress_only(result.stderr), result.stderr
     summary = json.loads(result.stdout)
     assert summary["run_url"].endswith(f"/runs/{summary['run_id']}/")
     detail = api.call("GET", f"/api/runs/{summary['run_id']}")[1]

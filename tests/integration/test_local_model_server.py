@@ -11,7 +11,9 @@ under CI (CI=true, where `.ci/run` installs them) it fails instead.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -20,7 +22,8 @@ import pytest
 
 from optimizer.models import Evaluation, ModelEndpoint, Run, RunEvent, RunStatus, Task
 from optimizer.services import run_launch
-from tests.integration.conftest import Process, free_port, wait_until_serving
+from tests.e2e.conftest import progress_only
+from tests.integration.conftest import ROOT, Process, free_port, wait_until_serving
 from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
 from tests.polling import wait_until
 
@@ -112,3 +115,26 @@ def test_a_run_against_a_real_llama_cpp_server_completes_with_real_usage_and_an_
     assert "The task model failed" in overflow.feedback and "HTTP 400" in overflow.feedback
     assert "context" in overflow.feedback.lower()
     assert not RunEvent.objects.filter(run=run, type="error", payload__where="runner").exists()
+
+
+def test_optimize_run_wait_against_the_real_server_shows_a_clean_bar_and_the_summary(llama_server, services_env, user):
+    """Issue 10 point 8 with real HTTP calls: in embedded mode `--wait` runs the run in
+    the command itself, so the openai client's requests happen there; none of its
+    log lines may land between the progress bar's redraws."""
+    verifier = refund_verifier(user)
+    task_set = refund_task_set(user)
+    ModelEndpoint.objects.create(
+        name="smol", provider="openai", base_url=llama_server.base_url, model="smol",
+        options={"max_tokens": 32, "timeout": 120, "max_retries": 0},
+    )
+    embedded = {k: v for k, v in services_env.items() if k != "REDIS_URL"}
+    result = subprocess.run(
+        [sys.executable, "manage.py", "optimize", "run", "--verifier", verifier.slug, "--tasks", task_set.name,
+         "--model", "smol", "--budget", "12", "--user", user.username, "--wait"],
+        cwd=ROOT, env=embedded, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert progress_only(result.stderr), result.stderr[-3000:]
+    summary = json.loads(result.stdout)
+    assert summary["status"] == "completed" and summary["run_url"].endswith(f"/runs/{summary['run_id']}/")
+    assert summary["best_candidate_index"] == Run.objects.get(pk=summary["run_id"]).best_candidate.index
