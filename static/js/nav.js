@@ -1,10 +1,18 @@
 // The top bar's menu button: on a narrow screen the navigation collapses behind it.
+// A <button>, so Enter and Space work; Escape closes the open menu and gives the
+// focus back to the button (WAI-ARIA disclosure pattern).
 const toggle = document.querySelector(".nav-toggle");
 if (toggle) {
   const nav = document.getElementById(toggle.getAttribute("aria-controls"));
-  toggle.addEventListener("click", () => {
-    const open = toggle.getAttribute("aria-expanded") !== "true";
+  const setOpen = (open) => {
     toggle.setAttribute("aria-expanded", String(open));
     nav.classList.toggle("open", open);
+  };
+  toggle.addEventListener("click", () => setOpen(toggle.getAttribute("aria-expanded") !== "true"));
+  document.addEventListener("keydown", (event) => {
+    if (event.key !== "Escape" || toggle.getAttribute("aria-expanded") !== "true") return;
+    const inMenu = nav.contains(document.activeElement);
+    setOpen(false);
+    if (inMenu) toggle.focus(); // the focused link is hidden now
   });
 }

@@ -1,6 +1,7 @@
 """Issue 17 in a real browser: a run page that explains itself, charts that do
 not mislead, no Chart Studio anywhere, readable error pages, the chores of a
-runs list, the verifier editor's test cases, and a 390 px wide screen.
+runs list and the verifier editor's test cases (a 390 px wide screen and the
+keyboard: test_small_screens.py).
 
 Runs are written into the server's database by the factories (through
 `manage.py shell`), so their numbers are known."""
@@ -172,53 +173,6 @@ def test_a_missing_page_shows_our_404_not_djangos_debug_page(page, runs):
     assert "Django" not in page.content() and "DEBUG" not in page.content()
     page.goto("/runs/999999/best/download.txt")
     expect(page.get_by_role("heading", name="Page not found")).to_be_visible()
-
-
-OVERFLOW = """() => {
-  const width = document.documentElement.clientWidth;
-  const wide = [...document.querySelectorAll('body *')].filter((el) => {
-    const box = el.getBoundingClientRect();
-    return box.width > 0 && box.right > width + 1 && !el.closest('.table-scroll, table.data, .modebar');
-  }).slice(0, 5).map((el) => el.tagName + '.' + el.className + '#' + el.id);
-  return { scroll: document.documentElement.scrollWidth, width, wide };
-}"""
-
-
-def test_no_page_scrolls_sideways_at_390_px_and_the_nav_collapses(browser, frontier_server, runs):
-    from tests.e2e.conftest import login
-
-    context = browser.new_context(base_url=frontier_server.url, viewport={"width": 390, "height": 844})
-    context.set_default_timeout(15_000)
-    page = context.new_page()
-    try:
-        login(page)
-        main, pair = runs["main"], runs["pair"]
-        pages = [
-            "/runs/", f"/runs/{main['id']}/", f"/runs/{main['id']}/candidates/1/", "/runs/new/",
-            f"/runs/{pair[0]}/compare/?c=0&c=2", "/runs/compare/?a={}&b={}".format(*pair), f"/runs/{pair[0]}/promotion/",
-            "/verifiers/", "/verifiers/new/", "/tasksets/", f"/tasksets/{main['task_set']}/", "/account/tokens/",
-            "/runs/import/", "/no/such/page/",
-        ]
-        for url in pages:
-            page.goto(url)
-            page.wait_for_load_state("networkidle")
-            measured = page.evaluate(OVERFLOW)
-            assert measured["scroll"] <= measured["width"], (url, measured)
-        nav = page.get_by_role("navigation", name="Main")
-        expect(nav).to_be_hidden()
-        page.get_by_role("button", name="Menu").click()
-        expect(nav.get_by_role("link", name="Runs")).to_be_visible()
-
-        # The skip link is the first stop of the keyboard on the run page; the one past the charts follows the header.
-        open_run(page, main["id"])
-        page.keyboard.press("Tab")
-        expect(page.get_by_role("link", name="Skip to content")).to_be_focused()
-        page.get_by_role("link", name="Skip past the charts to the candidates table").focus()
-        page.keyboard.press("Enter")
-        expect(page.locator("#candidates")).to_be_focused()
-        page.screenshot(path=str(ARTIFACTS / "run-page-390px.png"), full_page=True)
-    finally:
-        context.close()
 
 
 def test_the_runs_list_sorts_by_a_heading_and_filters_by_task_set(page, runs):
