@@ -36,9 +36,11 @@ from django.contrib.auth import get_user_model
 from tests.dashboard.compare_factories import VERIFIER, make_compare_run
 from verifiers_app.services import verifier_create
 owner = get_user_model().objects.get(username={username!r})
-verifier_create(owner=owner, spec=VERIFIER)  # so a fork of these runs can launch
+verifier = verifier_create(owner=owner, spec=VERIFIER)  # so a fork of these runs can launch
 a = make_compare_run(owner, name="Pair A", seed=1)
 b = make_compare_run(owner, name="Pair B", seed=2, task_set=a.task_set)
+for run in (a, b):  # as run_launch links a run to its verifiers (the runs list filters by them)
+    run.verifiers.add(verifier)
 print(a.pk, b.pk)
 """
 
@@ -94,6 +96,9 @@ def test_no_chart_on_any_page_has_the_plotly_logo_or_a_chart_studio_button(page,
         seen += len(charts)
     assert seen >= 6
     ARTIFACTS.mkdir(exist_ok=True)
+    chart = page.locator(".js-plotly-plot").first
+    chart.hover()
+    chart.screenshot(path=str(ARTIFACTS / "chart-toolbar-without-chart-studio.png"))
     page.screenshot(path=str(ARTIFACTS / "compare-runs-styled.png"), full_page=True)
 
 
@@ -171,8 +176,47 @@ def test_a_missing_page_shows_our_404_not_djangos_debug_page(page, runs):
     assert response.status == 404
     expect(page.get_by_role("heading", name="Page not found")).to_be_visible()
     assert "Django" not in page.content() and "DEBUG" not in page.content()
+    page.screenshot(path=str(ARTIFACTS / "error-404.png"))
     page.goto("/runs/999999/best/download.txt")
     expect(page.get_by_role("heading", name="Page not found")).to_be_visible()
+
+
+NO_CANDIDATE_RUN = """
+from django.contrib.auth import get_user_model
+from optimizer.models import Run, RunEvent
+from tests.dashboard.factories import build_run
+run = build_run(owner=get_user_model().objects.get(username={username!r}), candidates=1, val_tasks=3,
+                name="Failed before the seed was scored", status="failed")
+run.candidates.all().delete()
+RunEvent.objects.filter(run=run).delete()
+Run.objects.filter(pk=run.pk).update(best_candidate=None, best_score=None, seed_score=None, budget_used=0, last_seq=0)
+print(run.pk)
+"""
+
+
+def test_a_run_with_no_candidate_says_so_instead_of_a_best_prompt(page, frontier_server):
+    run = {"id": int(frontier_server.manage("shell", "-c", NO_CANDIDATE_RUN.format(username=E2E_USERNAME)).stdout.split()[-1])}
+    page.goto(f"/runs/{run['id']}/")
+    card = page.locator("#run-explainer")
+    expect(card.locator("[data-field=no-best]")).to_have_text(re.compile("No candidate yet"))
+    expect(card.locator("[data-field=best-prompt]")).to_be_hidden()
+    page.screenshot(path=str(ARTIFACTS / "run-without-candidate.png"))
+    response = page.goto(f"/runs/{run['id']}/best/download.txt")  # what the "Best prompt .txt" link answers
+    assert response.status == 404
+    expect(page.get_by_role("heading", name="Page not found")).to_be_visible()
+    expect(page.locator(".error-message")).to_have_text(f"Run {run['id']} has no scored candidate yet.")
+    assert "Traceback" not in page.content()
+    page.screenshot(path=str(ARTIFACTS / "error-best-prompt-without-candidate.png"))
+
+
+def test_our_403_page_answers_a_form_whose_csrf_cookie_is_gone(page, runs):
+    page.goto("/runs/")
+    page.context.clear_cookies(name="csrftoken")
+    page.get_by_role("button", name="Log out").click()
+    expect(page.get_by_role("heading", name="You may not see this page")).to_be_visible()
+    expect(page.locator(".error-message")).to_contain_text("Reload the page and try again")
+    assert "Django" not in page.content() and "DEBUG" not in page.content()
+    page.screenshot(path=str(ARTIFACTS / "error-403.png"))
 
 
 def test_the_runs_list_sorts_by_a_heading_and_filters_by_task_set(page, runs):
@@ -180,7 +224,8 @@ def test_the_runs_list_sorts_by_a_heading_and_filters_by_task_set(page, runs):
     page.get_by_role("link", name="Best score").click()
     page.wait_for_url(re.compile(r"sort=-best_score"))
     expect(page.locator("th[data-sort-key=best_score]")).to_have_attribute("aria-sort", "descending")
-    scores = [float(t.split()[0]) for t in page.locator("#runs-table tbody tr td:nth-child(3)").all_inner_texts()]  # Best score
+    best_scores = page.locator("#runs-table tbody tr td:nth-child(3)").all_inner_texts()  # "–": no score yet
+    scores = [float(t.split()[0]) for t in best_scores if t.strip() != "–"]
     assert scores == sorted(scores, reverse=True) and len(scores) >= 5
     page.get_by_role("link", name="Best score").click()
     page.wait_for_url(re.compile(r"sort=best_score"))
@@ -189,6 +234,95 @@ def test_the_runs_list_sorts_by_a_heading_and_filters_by_task_set(page, runs):
     page.wait_for_url(re.compile(rf"task_set={runs['main']['task_set']}"))
     expect(page.locator("#runs-table tbody tr")).to_have_count(1)
     expect(page.locator("#runs-table tbody tr")).to_contain_text("Explained run")
+
+
+def rows(page) -> list[str]:
+    return [name.strip() for name in page.locator("#runs-table tbody tr td:first-child a").all_inner_texts()]
+
+
+OTHER_MODEL_RUN = """
+from django.contrib.auth import get_user_model
+from tests.dashboard.factories import build_run
+run = build_run(owner=get_user_model().objects.get(username={username!r}), candidates=2, name="Failed run", status="failed")
+run.config["task_lm"] = {{"provider": "openai", "model": "tiny-e2e-model"}}  # not the simulator
+run.save(update_fields=["config"])
+"""
+
+
+def test_every_runs_list_heading_sorts_and_status_verifier_and_model_filter(page, runs, frontier_server):
+    frontier_server.manage("shell", "-c", OTHER_MODEL_RUN.format(username=E2E_USERNAME))
+    page.goto("/runs/")
+    keys = page.locator("#runs-table th").evaluate_all("(ths) => ths.map((th) => th.dataset.sortKey)")
+    assert len(keys) == 10 and all(keys), keys  # every column has a sort key
+    for key in keys:
+        page.locator(f"#runs-table th[data-sort-key={key}] a").click()
+        page.wait_for_url(re.compile(rf"[?&]sort=-?{key}(&|$)"))
+        heading = page.locator(f"#runs-table th[data-sort-key={key}]")
+        expect(heading).to_have_attribute("aria-sort", re.compile("ascending|descending"))
+        expect(page.locator("#runs-table th[aria-sort=ascending], #runs-table th[aria-sort=descending]")).to_have_count(1)
+        if key == "name":
+            names = rows(page)
+            ordered = sorted(names, key=str.casefold)
+            assert names in (ordered, ordered[::-1]), names
+    page.screenshot(path=str(ARTIFACTS / "runs-list-sorted.png"), full_page=True)
+
+    page.goto("/runs/")
+    page.locator("#runs-filter select[name=status]").select_option(value="failed")
+    page.get_by_role("button", name="Filter").click()
+    page.wait_for_url(re.compile(r"status=failed"))
+    assert "Failed run" in rows(page) and "Explained run" not in rows(page), rows(page)
+    assert all(s == "failed" for s in page.locator("#runs-table tbody .status").all_inner_texts())
+
+    page.goto("/runs/")
+    page.locator("#runs-filter select[name=verifier]").select_option(value="refund-policy")  # the pair's verifier only
+    page.get_by_role("button", name="Filter").click()
+    page.wait_for_url(re.compile(r"verifier=refund-policy"))
+    assert sorted(rows(page)) == ["Pair A", "Pair B"], rows(page)
+
+    page.goto("/runs/")
+    page.locator("#runs-filter select[name=model]").select_option(value="tiny-e2e-model")
+    page.get_by_role("button", name="Filter").click()
+    page.wait_for_url(re.compile(r"model=tiny-e2e-model"))
+    assert rows(page) == ["Failed run"], rows(page)
+    page.locator("#runs-filter select[name=model]").select_option(value="demo simulator")
+    page.get_by_role("button", name="Filter").click()
+    page.wait_for_url(re.compile(r"model=demo\+simulator"))
+    shown = rows(page)
+    assert {"Explained run", "Pair A", "Pair B"} <= set(shown) and "Failed run" not in shown, shown
+    page.screenshot(path=str(ARTIFACTS / "runs-list-filtered.png"), full_page=True)
+
+
+def test_an_archived_run_leaves_the_list_and_a_running_run_cannot_be_deleted(page, frontier_server):
+    done = make_run(frontier_server, name="Archive me", candidates=3, seed=5)
+    page.goto(f"/runs/{done['id']}/")
+    page.get_by_text("Tags, notes, archive, delete").click()
+    page.get_by_role("button", name="Archive", exact=True).click()
+    expect(page.locator("[data-field=tags] .tag-archived")).to_have_text("archived")
+    page.goto("/runs/")
+    assert "Archive me" not in rows(page)
+    page.get_by_label("archived runs").check()
+    page.get_by_role("button", name="Filter").click()
+    page.wait_for_url(re.compile(r"archived=1"))
+    assert "Archive me" in rows(page)
+    page.screenshot(path=str(ARTIFACTS / "runs-list-archived.png"), full_page=True)
+    page.goto(f"/runs/{done['id']}/")
+    page.get_by_text("Tags, notes, archive, delete").click()
+    page.get_by_role("button", name="Unarchive").click()
+    expect(page.locator("[data-field=tags] .tag-archived")).to_have_count(0)
+
+    busy = make_run(frontier_server, name="Busy run", candidates=2, status="running")
+    open_run(page, busy["id"])
+    page.get_by_text("Tags, notes, archive, delete").click()
+    expect(page.get_by_role("button", name="Delete run")).to_be_hidden()
+    expect(page.get_by_text("Archive and delete are available once the run has stopped.")).to_be_visible()
+    # A page opened while the run was stopped still shows the button: the server refuses all the same.
+    page.evaluate("document.querySelectorAll('.run-chores form[data-when=finished]').forEach((f) => { f.hidden = false; })")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Delete run").click()
+    expect(page.locator(".messages")).to_contain_text(f"run {busy['id']} is running; stop or cancel it before deleting it")
+    expect(page).to_have_url(re.compile(rf"/runs/{busy['id']}/$"))
+    page.screenshot(path=str(ARTIFACTS / "delete-refused-while-running.png"))
+    assert page.goto(f"/runs/{busy['id']}/").status == 200
 
 
 def test_a_run_gets_tags_and_notes_is_forked_from_a_prefilled_form_and_deleted_after_a_confirmation(page, runs):
@@ -273,3 +407,4 @@ def test_cancel_asks_first_and_does_nothing_when_the_answer_is_no(page, frontier
     page.once("dialog", lambda dialog: dialog.accept())
     page.get_by_role("button", name="Cancel").click()
     expect(page.locator("[data-field=status]")).to_have_text(re.compile("stopping|stopped"))
+    page.screenshot(path=str(ARTIFACTS / "cancel-confirmed.png"))
