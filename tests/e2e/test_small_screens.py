@@ -8,6 +8,7 @@ first Tab stop skips the charts; Plotly's toolbar buttons are never a Tab stop,
 also after the charts are drawn again."""
 
 import json
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
@@ -18,6 +19,7 @@ from tests.polling import wait_until
 pytestmark = pytest.mark.e2e
 
 PHONE = {"width": 390, "height": 844}
+DATASETS = Path(__file__).resolve().parents[1] / "fixtures" / "datasets"
 
 DEMO_RUN = """
 import json
@@ -26,9 +28,13 @@ from optimizer.demo import demo_config
 from optimizer.examples import load_examples
 from optimizer.models import TaskSet
 from optimizer.services import run_launch
+from pathlib import Path
 from tests.dashboard.compare_factories import make_compare_run
+from verifiers_app.services import verifier_upsert
 user = get_user_model().objects.get(username={username!r})
 load_examples(user=user)
+spec = json.loads(Path("examples/verifiers/refund-policy-quality.json").read_text())
+verifier_upsert(owner=user, spec=dict(spec, description="A second version, so the verifier has a diff to show."))
 task_set = TaskSet.objects.get(name="Refund tickets", owner=user)
 config = demo_config(task_set)
 config.update(name="Phone-sized demo run", budget={{"max_metric_calls": 90}})
@@ -107,6 +113,7 @@ def test_no_page_scrolls_sideways_at_390_px_logged_in_or_out(phone, site):
         "run": f"/runs/{run}/",
         "candidate": f"/runs/{run}/candidates/{site['best']}/",
         "candidate-history": f"/runs/{run}/candidates/{site['best']}/history/",
+        "compare-pick": f"/runs/{run}/compare/",
         "compare-candidates": f"/runs/{run}/compare/?c=0&c={site['best']}",
         "compare-task": f"/runs/{run}/compare/task/?c=0&c={site['best']}&task={site['task_key']}",
         "promotion": f"/runs/{run}/promotion/",
@@ -118,6 +125,7 @@ def test_no_page_scrolls_sideways_at_390_px_logged_in_or_out(phone, site):
         "verifiers": "/verifiers/",
         "verifier": f"/verifiers/{site['verifier']}/",
         "verifier-editor": f"/verifiers/{site['verifier']}/edit/",
+        "verifier-diff": f"/verifiers/{site['verifier']}/diff/",
         "verifier-new": "/verifiers/new/",
         "task-sets": "/tasksets/",
         "task-set": f"/tasksets/{site['task_set']}/",
@@ -134,6 +142,15 @@ def test_no_page_scrolls_sideways_at_390_px_logged_in_or_out(phone, site):
             wait_for_js(phone, "document.querySelectorAll('.js-plotly-plot .main-svg').length >= 3")
         assert_fits(phone, url)
         shot(phone, f"390px-{name}.png")
+
+    # A task set file's preview (its rows in a table) fits.
+    phone.goto("/tasksets/import/")
+    phone.get_by_label("Task set name").fill("Phone import")
+    phone.get_by_label("File (.jsonl, .json, .yaml, .csv or .tsv)").set_input_files(str(DATASETS / "alpaca.jsonl"))
+    phone.get_by_role("button", name="Preview").click()
+    expect(phone.get_by_role("table", name="Rows as they will be stored").locator("tbody tr")).to_have_count(4)
+    assert_fits(phone, "task set import preview")
+    shot(phone, "390px-task-set-import-preview.png")
 
     # Our 403 page (a form posted without its CSRF cookie) fits too.
     phone.goto("/runs/")
