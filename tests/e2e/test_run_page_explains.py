@@ -334,6 +334,7 @@ def test_a_run_gets_tags_and_notes_is_forked_from_a_prefilled_form_and_deleted_a
     page.get_by_role("button", name="Save tags and notes").click()
     expect(page.locator("[data-field=tags] .tag")).to_have_text(["baseline", "refund"])
     expect(page.locator("[data-field=notes]")).to_have_text("The first try <b>bold</b>.")
+    page.screenshot(path=str(ARTIFACTS / "run-tags-and-notes.png"))
 
     page.locator("[data-control=fork] input[name=candidate]").fill("2")
     page.get_by_role("button", name="Fork…").click()
@@ -352,6 +353,7 @@ def test_a_run_gets_tags_and_notes_is_forked_from_a_prefilled_form_and_deleted_a
     expect(page.locator("#seed-prompt-text")).to_have_text(seed_text)
     page.goto(f"/runs/{parent}/")
     expect(page.locator("[data-field=fork-child]")).to_have_attribute("href", f"/runs/{fork}/")
+    page.screenshot(path=str(ARTIFACTS / "run-links-to-its-fork.png"))
 
     page.get_by_text("Tags, notes, archive, delete").click()
     page.once("dialog", lambda dialog: dialog.dismiss())
