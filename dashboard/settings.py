@@ -168,6 +168,10 @@ CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 # The embedded worker starts inside `manage.py serve` unless this is off.
 EMBEDDED_WORKER = EMBEDDED and env_bool("FRONTIER_EMBEDDED_WORKER", True)
+# Check every published run event's payload against its model (optimizer.event_types)
+# and raise on a mismatch. On in the tests; off by default (the models are the
+# contract, the recorder's hot path need not pay for re-checking it).
+FRONTIER_VALIDATE_EVENTS = env_bool("FRONTIER_VALIDATE_EVENTS", False)
 EMBEDDED_WORKER_CONCURRENCY = env_int("FRONTIER_WORKER_CONCURRENCY", 2)
 
 # A running run whose worker has not beaten its heartbeat for this long is
