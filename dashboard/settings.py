@@ -194,7 +194,7 @@ RUNS_DIR = Path(env_str("FRONTIER_RUNS_DIR", str(DATA_DIR / "runs")))
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
-# Login and API-token throttling (dashboard/throttle.py, README "Login throttling").
+# Login and API-token throttling (dashboard/throttle.py, README "Security", login throttling).
 LOGIN_FAILURES_PER_ACCOUNT = env_int("FRONTIER_LOGIN_FAILURES_PER_ACCOUNT", 10)
 LOGIN_FAILURES_PER_IP = env_int("FRONTIER_LOGIN_FAILURES_PER_IP", 50)
 LOGIN_THROTTLE_WINDOW_SECONDS = env_int("FRONTIER_LOGIN_WINDOW_SECONDS", 900)
@@ -253,7 +253,7 @@ LOGGING = {
     "loggers": {name: {"level": "WARNING"} for name in ("daphne", "celery", "httpx", "httpx2", "httpcore", "openai")},
 }
 
-# Model endpoints a run can choose (ARCHITECTURE "LM providers"). Keys are never
+# Model endpoints a run can choose (docs/architecture.md "LM providers"). Keys are never
 # stored here: `api_key_env` names the environment variable that holds them.
 FRONTIER_ENDPOINTS_FILE = env_str("FRONTIER_ENDPOINTS_FILE")
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
