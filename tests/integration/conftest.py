@@ -102,6 +102,7 @@ def services_env(transactional_db, tmp_path):
         FRONTIER_QUEUE=settings.CELERY_TASK_DEFAULT_QUEUE,
         FRONTIER_RUNS_DIR=str(tmp_path / "runs"),
         FRONTIER_RUN_STALE_SECONDS="3",
+        FRONTIER_VALIDATE_EVENTS="1",  # the workers check every event against its model, as the unit tests do
         PYTHONUNBUFFERED="1",
     )
     return env
