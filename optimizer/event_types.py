@@ -255,16 +255,37 @@ def _type_name(annotation: Any) -> str:
     return {str: "string", int: "int", float: "number", bool: "bool"}.get(annotation, str(annotation))
 
 
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    """The model inside a field's type (a list of items, a dict of per-role usage), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _nested_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _field_lines(model: type[BaseModel], indent: str) -> list[str]:
+    lines = []
+    for name, field in model.model_fields.items():
+        note = field.description or ""
+        if not field.is_required():
+            note = f"{note}; may be absent" if note else "may be absent"
+        lines.append(f"{indent}- `{name}`: {_type_name(field.annotation)}" + (f" — {note}" if note else ""))
+        nested = _nested_model(field.annotation)
+        if nested is not None:
+            lines += _field_lines(nested, indent + "  ")
+    return lines
+
+
 def catalogue_markdown() -> str:
-    """The README's list of event types, one entry per model, fields in order."""
+    """The README's list of event types, one entry per model, fields in order
+    (with the fields of a nested model, such as a trial item, under it)."""
     lines = []
     for type, model in PAYLOADS.items():
         lines.append(f"- **`{type}`** — {' '.join((model.__doc__ or '').split())}")
-        for name, field in model.model_fields.items():
-            note = field.description or ""
-            if not field.is_required():
-                note = f"{note}; may be absent" if note else "may be absent"
-            lines.append(f"  - `{name}`: {_type_name(field.annotation)}" + (f" — {note}" if note else ""))
+        lines += _field_lines(model, "  ")
     return "\n".join(lines) + "\n"
 
 
