@@ -58,8 +58,10 @@ test: test-unit test-integration test-e2e
 test-unit: install
 	env -u DATABASE_URL -u REDIS_URL $(PYTEST) tests --ignore=tests/integration --ignore=tests/e2e -q $(ALLOW_EMPTY)
 
-# Uses DATABASE_URL and REDIS_URL from the environment; skips (with the reason)
-# when they are not set, and fails instead when CI=true.
+# Uses DATABASE_URL and REDIS_URL from the environment; the tests that need them
+# skip (with the reason) when they are not set, and fail instead when CI=true.
+# The `standalone` ones (they spawn processes: the CLI, `serve`, settings in a
+# fresh process) need neither and always run.
 test-integration: install
 	FRONTIER_QUEUE=frontier-test FRONTIER_CHANNEL_PREFIX=frontier-test $(PYTEST) tests/integration -q $(ALLOW_EMPTY)
 

@@ -1,4 +1,4 @@
-"""Compare view server time: 5 candidates × 500 tasks (issue #7, target < 1 s).
+"""Compare view server time: 5 candidates × 500 tasks (target < 1 s).
 
 Run: ``python bench/compare.py`` (``--quick`` for fewer repeats). It builds a
 throwaway SQLite database in a temporary directory (migrations applied), fills
@@ -85,7 +85,7 @@ def main() -> int:
 
 
 def diff_worst_case() -> bool:
-    """The prompt diff on the pairs that are worst for SequenceMatcher (issue 11:
+    """The prompt diff on the pairs that are worst for SequenceMatcher (README "Limits":
     two 4 KB prompts of one repeated word took 6.8 s, 12 KB took 70 s), next to
     a realistic heavy edit; each must take ≤ 1 s whatever level it falls back to."""
     import random

@@ -1,4 +1,4 @@
-"""What counting tokens and money costs (issue 14, point 7): scoring + recording
+"""What counting tokens and money costs (target: at most 2 % of a run's time): scoring + recording
 with cost accounting on vs off.
 
 Run: ``.venv/bin/python bench/cost_accounting.py [--rounds N] [--tasks N]``. A

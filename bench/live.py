@@ -1,4 +1,4 @@
-"""Live dashboard benchmark (issue 6, point 9).
+"""Live dashboard benchmark.
 
 1. Builds a 300-candidate × 100-val-task run (tests/dashboard/factories.py)
    and prints the run page's JSON snapshot size and build time (median of 5

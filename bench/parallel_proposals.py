@@ -1,4 +1,4 @@
-"""Parallel proposals (issue 15, point 5): P=1 vs P=4 proposals per iteration.
+"""Parallel proposals: P=1 vs P=4 proposals per iteration.
 
 Run: ``.venv/bin/python bench/parallel_proposals.py [--repeats N] [--budget N]``.
 A throwaway SQLite database in a temporary directory.

@@ -1,4 +1,4 @@
-"""Run speed (issues 5 and 15): our runner vs plain gepa at equal concurrency, and our per-iteration overhead.
+"""Run speed: our runner vs plain gepa at equal concurrency, and our per-iteration overhead.
 
 Run: ``.venv/bin/python bench/run_throughput.py`` (``--skip-overhead`` or
 ``--skip-throughput`` for one part). A throwaway SQLite database is created in a
@@ -12,7 +12,7 @@ current instructions plus one more line "Mention token-NNN.". Every task row
 expects all tokens (task_expectations, partial credit), so each proposal
 improves and is accepted.
 
-1. Throughput at equal concurrency (issue 15): valset 30, trainset 30, budget
+1. Throughput at equal concurrency (docs/gepa-notes.md §12): valset 30, trainset 30, budget
    300 metric calls, 100 ms per call, seed 0, concurrency 16, each contender run
    `--repeats` times (median and every run printed).
    (a) plain gepa as its users configure it: DefaultAdapter with a litellm model
@@ -29,7 +29,7 @@ improves and is accepted.
    adapter.batch_evaluate and in the reflection call), over the iterations
    with ≥ 280 candidates in the pool, for bare gepa with our adapter and for our
    runner (medians); the difference is our overhead (target ≤ 10 ms). Also prints how much
-   of gepa's own time is `_log_candidate_tree` (GEPA_NOTES trap 10).
+   of gepa's own time is `_log_candidate_tree` (docs/gepa-notes.md §10).
 """
 
 from __future__ import annotations

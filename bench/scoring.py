@@ -2,7 +2,7 @@
 
 Run: ``python bench/scoring.py`` (add ``--quick`` for a short run). For each
 case it prints the engine's and the hand-written function's outputs/second
-(medians of several repeats, one core) and the time ratio. Targets (issue #3):
+(medians of several repeats, one core) and the time ratio. Targets:
 engine time ≤ 3× hand-written for every case, ≥ 50,000 outputs/s for (a).
 
 (a) facility extraction: task_expectations (4 entries, weight 4), json_valid
@@ -11,7 +11,7 @@ engine time ≤ 3× hand-written for every case, ≥ 50,000 outputs/s for (a).
     ~600-byte prose
 (c) a 12-check mixed native verifier on ~300-byte JSON outputs
 
-Then hostile input (issue #3 point 9): a catastrophic-backtracking regex against
+Then hostile input: a catastrophic-backtracking regex against
 a 1 MB output (target: about a second, score 0, "timed out"), eight such
 checks on one output (they share a per-output regex budget) and the 12-check
 verifier on a 10 MB output.
@@ -269,7 +269,7 @@ def main() -> int:
 
 
 def hostile() -> None:
-    """Issue #3 point 9: bounded time on hostile input (one scoring each, wall time)."""
+    """Bounded time on hostile input (one scoring each, wall time)."""
     print("\nhostile input (one scoring each)")
     catastrophic = compile_specs({"id": "h", "checks": [{"type": "regex", "params": {"pattern": "(a+)+$"}}]})
     megabyte = "a" * 1_000_000 + "b"

@@ -1,4 +1,4 @@
-"""How fast the things the unit suite checks only for behaviour are (issue 15, point 6).
+"""How fast the things the unit suite checks only for behaviour are.
 
 Run: ``.venv/bin/python bench/suite_timings.py``. The unit tests assert what a
 user notices (the reply is bounded, the batch runs four at a time, the client

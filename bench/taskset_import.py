@@ -4,7 +4,7 @@ Run: ``python bench/taskset_import.py`` (``--rows N`` for another size). Prints
 rows/second for the preview pass and for the full import (check pass + write
 pass into SQLite in batches), the peak Python heap of each (tracemalloc, a
 separate measured pass: tracemalloc slows the code it watches) and the
-process's peak RSS. Target (issue 13 point 9): the heap stays bounded — a few
+process's peak RSS. Target: the heap stays bounded — a few
 MB per 100,000 rows for ids and split bookkeeping, never the whole file.
 """
 

@@ -1,6 +1,6 @@
 """An in-process channel layer that is safe to use from worker threads.
 
-Measured (ARCHITECTURE.md): channels' InMemoryChannelLayer keeps an
+Measured (docs/architecture.md "Two ways to run"): channels' InMemoryChannelLayer keeps an
 asyncio.Queue per channel; a `group_send` made from a worker thread through
 `async_to_sync` runs on a *different* event loop, so the put never wakes the
 consumer awaiting in the server's loop, and messages sit until an unrelated

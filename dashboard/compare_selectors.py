@@ -1,4 +1,4 @@
-"""Read paths for comparing candidates and runs (issue 7).
+"""Read paths for comparing candidates and runs.
 
 Everything here reads rows the runner (or an import) wrote; nothing writes.
 Bad query parameters raise `CompareError` with a sentence naming the parameter.

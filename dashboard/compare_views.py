@@ -1,5 +1,5 @@
-"""Compare candidates and runs, prompt history, promotion, export and import
-(issue 7). Views check access, read query parameters, call one selector or
+"""Compare candidates and runs, prompt history, promotion, export and import.
+Views check access, read query parameters, call one selector or
 service and render; bad parameters get a 400 page naming the parameter."""
 
 from __future__ import annotations

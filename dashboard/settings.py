@@ -168,6 +168,10 @@ CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 # The embedded worker starts inside `manage.py serve` unless this is off.
 EMBEDDED_WORKER = EMBEDDED and env_bool("FRONTIER_EMBEDDED_WORKER", True)
+# Check every published run event's payload against its model (optimizer.event_types)
+# and raise on a mismatch. On in the tests; off by default (the models are the
+# contract, the recorder's hot path need not pay for re-checking it).
+FRONTIER_VALIDATE_EVENTS = env_bool("FRONTIER_VALIDATE_EVENTS", False)
 EMBEDDED_WORKER_CONCURRENCY = env_int("FRONTIER_WORKER_CONCURRENCY", 2)
 
 # A running run whose worker has not beaten its heartbeat for this long is
@@ -190,7 +194,7 @@ RUNS_DIR = Path(env_str("FRONTIER_RUNS_DIR", str(DATA_DIR / "runs")))
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
-# Login and API-token throttling (dashboard/throttle.py, README "Login throttling").
+# Login and API-token throttling (dashboard/throttle.py, README "Security", login throttling).
 LOGIN_FAILURES_PER_ACCOUNT = env_int("FRONTIER_LOGIN_FAILURES_PER_ACCOUNT", 10)
 LOGIN_FAILURES_PER_IP = env_int("FRONTIER_LOGIN_FAILURES_PER_IP", 50)
 LOGIN_THROTTLE_WINDOW_SECONDS = env_int("FRONTIER_LOGIN_WINDOW_SECONDS", 900)
@@ -249,7 +253,7 @@ LOGGING = {
     "loggers": {name: {"level": "WARNING"} for name in ("daphne", "celery", "httpx", "httpx2", "httpcore", "openai")},
 }
 
-# Model endpoints a run can choose (ARCHITECTURE "LM providers"). Keys are never
+# Model endpoints a run can choose (docs/architecture.md "LM providers"). Keys are never
 # stored here: `api_key_env` names the environment variable that holds them.
 FRONTIER_ENDPOINTS_FILE = env_str("FRONTIER_ENDPOINTS_FILE")
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False

@@ -1,4 +1,4 @@
-"""Our GEPAAdapter (seed 003): run a candidate prompt on task rows and score it.
+"""Our GEPAAdapter (docs/verifier-semantics.md "The GEPA adapter contract"): run a candidate prompt on task rows and score it.
 
 A candidate's components become the system prompt, a task's input the user
 message. Every output is scored by ONE compiled scorer (the run's frozen specs,

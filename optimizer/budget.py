@@ -1,4 +1,4 @@
-"""What a run may spend, and the accounting that keeps it honest (issue 14).
+"""What a run may spend, and the accounting that keeps it honest.
 
 Three pieces, none of which imports Django:
 
@@ -10,7 +10,7 @@ Three pieces, none of which imports Django:
 - `MeteredLM` wraps a LanguageModel so each completed call lands in the meter.
 - `BudgetGuard` is gepa's stopper and the adapter's guard. gepa 0.1.4 checks
   `max_metric_calls` only between iterations and overshoots by up to one
-  iteration (GEPA_NOTES 9); we stop *before* an iteration whose worst case
+  iteration (docs/gepa-notes.md §9); we stop *before* an iteration whose worst case
   cannot fit in what is left. The adapter asks the same object before every
   batch and every task call, so nothing beyond the budget or the cost cap is
   ever run (defence in depth: it raises BudgetReached, which ends the run).

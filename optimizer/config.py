@@ -127,7 +127,7 @@ class EarlyStop(_Strict):
 
 
 class VerifyLoop(_Strict):
-    """seed 004: a judge may reject an answer; the task is re-asked with its verdict."""
+    """docs/verifier-semantics.md "The verify loop": a judge may reject an answer; the task is re-asked with its verdict."""
 
     enabled: bool = False
     judge: Literal["verifiers", "llm"] = "verifiers"

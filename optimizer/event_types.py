@@ -1,4 +1,4 @@
-"""The run event catalogue: every RunEvent.type and its payload.
+"""The run event catalogue: every RunEvent.type and a pydantic model of its payload.
 
 Events are written by `optimizer.events.publish_run_event` (the recorder in the
 runner is the main writer) and reach browsers as websocket messages
@@ -6,59 +6,297 @@ runner is the main writer) and reach browsers as websocket messages
 events must be enough to draw every chart; the DB rows (Run, Candidate,
 Evaluation) are the source of truth for pages rendered from scratch.
 
+Each type's payload (`data`) is the model in `PAYLOADS`; with the setting
+FRONTIER_VALIDATE_EVENTS on (always in the tests) `publish_run_events` checks
+every payload against it and raises on a mismatch. README's websocket section
+lists the same models (`python -m optimizer.event_types README.md` writes it; a
+test fails when it is out of date).
+
 All text inside payloads is untrusted and already bounded in size by the writer
 (outputs and prompts truncated to PREVIEW_CHARS with an ellipsis); browsers must
 still escape it.
 """
 
+from __future__ import annotations
+
+import sys
+import types
+import typing
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 PREVIEW_CHARS = 2000
 
-# {"status": RunStatus value, "phase": str, "error": str (only when failed)}
 RUN_STATUS = "run.status"
-# {"used": int, "total": int (metric calls), "cost": float (money spent so far, every role),
-#  "max_cost": float|null (the run's cost cap), "tokens": int (input + output, every role),
-#  "usage": {task|reflection|judge|total: {calls, tokens_in, tokens_out, cost}},
-#  "eta_seconds": float|null (wall time left at the pace observed on the worker)}
-# — sent after every gepa budget update
 RUN_BUDGET = "run.budget"
-# A candidate entered the pool (the seed, an accepted reflection or a merge) and
-# was scored on the valset:
-# {"index", "parents": [int], "origin": "seed"|"reflection"|"merge", "iteration",
-#  "metric_calls", "val_score", "objective_scores": {verifier_id: float},
-#  "task_scores": {task_key: float}, "verdicts": {task_key: "pass"|"borderline"|"fail"},
-#  "prompt_chars": int, "prompt_tokens": int, "mean_output_tokens": float, "mean_latency_ms": float,
-#  "components": {name: text (preview)},
-#  "usage": {task|reflection|judge|total: {calls, tokens_in, tokens_out, cost}} (what the
-#  iteration that found it spent, its valset scoring included), "cost": float}
 CANDIDATE_NEW = "candidate.new"
-# GEPA's per-task Pareto front after a valset evaluation:
-# {"members": [candidate index], "leaders": {task_key: [candidate index]},
-#  "best_index": int, "best_score": float}
 FRONT_UPDATED = "front.updated"
-# A reflection proposal (accepted or rejected):
-# {"iteration", "parent": int, "components": [names updated], "accepted": bool,
-#  "candidate": int|null (the new index when accepted), "before": float, "after": float
-#  (minibatch score sums), "minibatch": [task_key], "texts": {name: text (preview)},
-#  "reasoning": str, "metric_calls": int,
-#  "usage": {task|reflection|judge|total: {calls, tokens_in, tokens_out, cost}}, "cost": float}
-#  (usage: what the iteration spent up to the decision)
 PROPOSAL = "proposal"
-# One evaluation batch: {"candidate": int|null (null: a proposal not yet accepted),
-#  "split": "train"|"val"|"holdout", "items": [{"task_key", "score", "verdict",
-#  "output": preview, "reasons": [str]}]}
 TRIALS = "trials"
-# {"where": "reflection"|"task_lm"|"verifier"|"runner", "message": str, "iteration": int|null}
 ERROR = "error"
-# {"status", "best_index", "best_score", "seed_score", "metric_calls", "cost": float,
-#  "stop_reason": str ("budget reached", "cost cap reached", "perfect validation score",
-#  "no improvement in N iterations", "stopped by the user", "cancelled", "" when failed)}
 RUN_FINISHED = "run.finished"
-# The promotion report, when the run has a holdout split: the seed and the best
-# candidate scored on it at the end (their Evaluations carry split "holdout"):
-# {"seed_score": float, "best_index": int, "best_score": float, "tasks": int}
 HOLDOUT_SCORED = "holdout.scored"
-# Diagnostics: {"host": str, "note": str}
 WORKER_PING = "worker.ping"
 
-CATALOGUE = (RUN_STATUS, RUN_BUDGET, CANDIDATE_NEW, FRONT_UPDATED, PROPOSAL, TRIALS, ERROR, RUN_FINISHED,
-             HOLDOUT_SCORED, WORKER_PING)
+Status = Literal["queued", "running", "stopping", "stopped", "completed", "failed"]
+Verdict = Literal["pass", "borderline", "fail"]
+SplitName = Literal["train", "val", "holdout"]
+
+
+class _Payload(BaseModel):
+    """An event's `data`. Strict: a field of the wrong type or one the model
+    does not name is an error (`validate_payload`)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    type: ClassVar[str]
+
+
+class RoleUsage(_Payload):
+    """What the calls of one role cost."""
+
+    calls: int
+    tokens_in: int
+    tokens_out: int
+    cost: float
+
+
+Usage = Annotated[
+    dict[Literal["task", "reflection", "judge", "total"], RoleUsage],
+    Field(description="per role (task, reflection, judge) and their total; {} when unknown (external runs)"),
+]
+
+
+class RunStatusData(_Payload):
+    """The run's status or phase changed."""
+
+    type: ClassVar[str] = RUN_STATUS
+    status: Status
+    phase: str = Field(description="one line of what the run is doing now")
+    error: str = Field("", description="only when the run failed: what went wrong")
+
+
+class RunBudgetData(_Payload):
+    """Sent after every gepa budget update. External runs send only `used` and `total`."""
+
+    type: ClassVar[str] = RUN_BUDGET
+    used: int = Field(description="metric calls spent")
+    total: int = Field(description="metric calls the run may spend")
+    cost: float = Field(0.0, description="money spent so far, every role")
+    max_cost: float | None = Field(None, description="the run's cost cap")
+    tokens: int = Field(0, description="input + output tokens, every role")
+    usage: Usage = {}
+    eta_seconds: float | None = Field(None, description="wall time left at the pace observed on the worker")
+
+
+class CandidateNewData(_Payload):
+    """A candidate entered the pool (the seed, an accepted reflection or a merge)
+    and was scored on the valset."""
+
+    type: ClassVar[str] = CANDIDATE_NEW
+    index: int = Field(description="gepa's candidate index")
+    parents: list[int]
+    origin: Literal["seed", "reflection", "merge"]
+    iteration: int
+    metric_calls: int = Field(description="metric calls spent when it was found")
+    val_score: float = Field(description="mean score on the val tasks")
+    objective_scores: dict[str, float] = Field(description="verifier id → mean score")
+    task_scores: dict[str, float] = Field(description="val task → score")
+    verdicts: dict[str, Verdict] = Field(description="val task → verdict")
+    prompt_chars: int
+    prompt_tokens: int
+    mean_output_tokens: float
+    mean_latency_ms: float
+    components: dict[str, str] = Field(description="component name → text (preview)")
+    usage: Usage = Field(description="what the iteration that found it spent, its valset scoring included")
+    cost: float
+
+
+class FrontUpdatedData(_Payload):
+    """gepa's per-task Pareto front after a valset evaluation."""
+
+    type: ClassVar[str] = FRONT_UPDATED
+    members: list[int] = Field(description="candidates on the front (optimizer/front.py)")
+    leaders: dict[str, list[int]] = Field(description="val task → candidates with its top score")
+    best_index: int
+    best_score: float
+
+
+class ProposalData(_Payload):
+    """A reflection proposal, accepted or rejected. External runs send no `usage` or `cost`."""
+
+    type: ClassVar[str] = PROPOSAL
+    iteration: int
+    parent: int | None
+    components: list[str] = Field(description="names of the components it rewrote")
+    accepted: bool
+    candidate: int | None = Field(description="the new candidate's index when accepted")
+    before: float = Field(description="the parent's minibatch score sum")
+    after: float = Field(description="the child's minibatch score sum")
+    minibatch: list[str] = Field(description="task keys")
+    texts: dict[str, str] = Field(description="component name → proposed text (preview)")
+    reasoning: str
+    metric_calls: int
+    usage: Usage = Field({}, description="what the iteration spent up to the decision")
+    cost: float = 0.0
+
+
+class TrialItem(_Payload):
+    """One task scored."""
+
+    task_key: str
+    score: float
+    verdict: Verdict
+    output: str = Field(description="preview")
+    reasons: list[str] = Field(description="up to 5 reasons it lost points")
+
+
+class TrialsData(_Payload):
+    """One evaluation batch."""
+
+    type: ClassVar[str] = TRIALS
+    candidate: int | None = Field(description="null: a proposal not yet accepted")
+    split: SplitName
+    items: list[TrialItem]
+
+
+class ErrorData(_Payload):
+    """Something went wrong; the run may go on."""
+
+    type: ClassVar[str] = ERROR
+    where: Literal["reflection", "task_lm", "verifier", "runner"]
+    message: str
+    iteration: int | None
+
+
+class RunFinishedData(_Payload):
+    """The run's last event."""
+
+    type: ClassVar[str] = RUN_FINISHED
+    status: Literal["completed", "stopped", "failed"]
+    best_index: int | None
+    best_score: float | None
+    seed_score: float | None
+    metric_calls: int
+    cost: float
+    stop_reason: str = Field(
+        description='"budget reached", "cost cap reached", "perfect validation score", '
+        '"no improvement in N iterations", "stopped by the user", "cancelled", or "" when failed'
+    )
+
+
+class HoldoutScoredData(_Payload):
+    """The promotion report, when the run has a holdout split: the seed and the
+    best candidate scored on it at the end (their Evaluations carry split "holdout")."""
+
+    type: ClassVar[str] = HOLDOUT_SCORED
+    seed_score: float | None
+    best_index: int
+    best_score: float
+    tasks: int
+
+
+class WorkerPingData(_Payload):
+    """Diagnostics: a worker answered."""
+
+    type: ClassVar[str] = WORKER_PING
+    host: str
+    note: str
+
+
+PAYLOADS: dict[str, type[_Payload]] = {
+    model.type: model
+    for model in (RunStatusData, RunBudgetData, CandidateNewData, FrontUpdatedData, ProposalData, TrialsData,
+                  ErrorData, RunFinishedData, HoldoutScoredData, WorkerPingData)
+}
+CATALOGUE = tuple(PAYLOADS)
+
+
+class EventPayloadError(ValueError):
+    """An event whose data does not match its model; names the event and the field."""
+
+
+def validate_payload(type: str, data: Any) -> None:
+    """Raise EventPayloadError unless `data` is exactly what `type`'s model describes."""
+    model = PAYLOADS.get(type)
+    if model is None:
+        raise EventPayloadError(f"{type!r} is not an event type (one of: {', '.join(CATALOGUE)})")
+    try:
+        model.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "data"
+        raise EventPayloadError(f"{type} event: data.{where}: {first['msg']}") from None
+
+
+# -- the README's section, written from the models ---------------------------------
+
+README_BEGIN = "<!-- event-catalogue:begin (python -m optimizer.event_types README.md) -->"
+README_END = "<!-- event-catalogue:end -->"
+
+
+def _type_name(annotation: Any) -> str:
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is Annotated:
+        return _type_name(args[0])
+    if origin is Literal:
+        return " | ".join(f'"{a}"' for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_type_name(a) for a in args)
+    if origin is list:
+        return f"[{_type_name(args[0])}]"
+    if origin is dict:
+        return f"{{{_type_name(args[0])}: {_type_name(args[1])}}}"
+    if annotation is type(None):
+        return "null"
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "{" + ", ".join(annotation.model_fields) + "}"
+    return {str: "string", int: "int", float: "number", bool: "bool"}.get(annotation, str(annotation))
+
+
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    """The model inside a field's type (a list of items, a dict of per-role usage), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _nested_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _field_lines(model: type[BaseModel], indent: str) -> list[str]:
+    lines = []
+    for name, field in model.model_fields.items():
+        note = field.description or ""
+        if not field.is_required():
+            note = f"{note}; may be absent" if note else "may be absent"
+        lines.append(f"{indent}- `{name}`: {_type_name(field.annotation)}" + (f" — {note}" if note else ""))
+        nested = _nested_model(field.annotation)
+        if nested is not None:
+            lines += _field_lines(nested, indent + "  ")
+    return lines
+
+
+def catalogue_markdown() -> str:
+    """The README's list of event types, one entry per model, fields in order
+    (with the fields of a nested model, such as a trial item, under it)."""
+    lines = []
+    for type, model in PAYLOADS.items():
+        lines.append(f"- **`{type}`** — {' '.join((model.__doc__ or '').split())}")
+        lines += _field_lines(model, "  ")
+    return "\n".join(lines) + "\n"
+
+
+def readme_with_catalogue(readme: str) -> str:
+    """`readme` with the text between the catalogue markers replaced by catalogue_markdown()."""
+    head, found, rest = readme.partition(README_BEGIN)
+    if not found or README_END not in rest:
+        raise ValueError(f"the README has no {README_BEGIN} … {README_END} section")
+    return head + README_BEGIN + "\n" + catalogue_markdown() + README_END + rest.partition(README_END)[2]
+
+
+if __name__ == "__main__":  # rewrite the README's event catalogue from the models
+    path = Path(sys.argv[1] if len(sys.argv) > 1 else "README.md")
+    path.write_text(readme_with_catalogue(path.read_text()))

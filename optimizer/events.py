@@ -16,6 +16,7 @@ from contextlib import contextmanager
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
 
@@ -47,7 +48,12 @@ def publish_run_events(run_id: int, events: list[tuple[str, dict]], *, claim: Ru
     them, in order, after commit (one database round and one channel-layer call
     for the batch: the runner's per-iteration cost). With a `claim` (the
     runner's), nothing is written unless this worker still holds the run:
-    ClaimLost is raised instead and the enclosing transaction rolls back."""
+    ClaimLost is raised instead and the enclosing transaction rolls back.
+    With FRONTIER_VALIDATE_EVENTS on (the tests), a payload that does not match
+    its model in optimizer.event_types raises EventPayloadError first."""
+    if settings.FRONTIER_VALIDATE_EVENTS:
+        for type, data in events:
+            ev.validate_payload(type, data)
     with transaction.atomic():
         # The UPDATE takes the run row's write lock, so concurrent publishers of
         # one run get consecutive seqs in commit order (PostgreSQL row lock;

@@ -1,4 +1,4 @@
-"""Task sets, runs and everything a run records (ARCHITECTURE.md "Data model")."""
+"""Task sets, runs and everything a run records (docs/architecture.md "Data model")."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ class Split(models.TextChoices):
 
 
 class Task(models.Model):
-    """One task row (seed 001): input, gold `expected`, `params`, `metadata`
+    """One task row (docs/verifier-semantics.md "Row verifiers"): input, gold `expected`, `params`, `metadata`
     (expectations, expectedOutputSchema) and an optional row verifier."""
 
     task_set = models.ForeignKey(TaskSet, on_delete=models.CASCADE, related_name="tasks")

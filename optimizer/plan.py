@@ -1,4 +1,4 @@
-"""What a run will do before it starts: the dry run's plan (issue 14, point 4).
+"""What a run will do before it starts: the dry run's plan.
 
 `run_plan` turns a validated config and its task rows into plain numbers: split
 sizes, what each preset means in metric calls for this set, the range of

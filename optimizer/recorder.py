@@ -1,7 +1,7 @@
 """The gepa callback that turns an optimization into our rows and events.
 
 gepa calls these methods synchronously on the thread running `optimize`, with
-its live state; we copy what we need and never keep the state (GEPA_NOTES 4).
+its live state; we copy what we need and never keep the state (docs/gepa-notes.md §4).
 Every payload follows optimizer/event_types.py.
 
 A new candidate (and its accepted proposal) is recorded once gepa has
@@ -9,7 +9,7 @@ checkpointed it (on_state_saved at the top of the next iteration, or the end of
 the run), so the DB never holds a candidate the checkpoint does not: a worker
 killed mid-iteration loses nothing we announced.
 
-Resume (GEPA_NOTES 6): gepa re-evaluates the seed and fires its events again,
+Resume (docs/gepa-notes.md §6): gepa re-evaluates the seed and fires its events again,
 and re-runs the iteration that was in flight. Candidates already in the DB are
 recognised by index and not recorded twice; rejected proposals and trials of an
 iteration already recorded are not published twice.
@@ -59,7 +59,7 @@ def item_payload(record: EvalRecord) -> dict:
 
 def writes(method):
     """A gepa callback that writes. gepa swallows a callback's exception
-    (GEPA_NOTES 4), so the writing is made safe here: a transient database error
+    (docs/gepa-notes.md §4), so the writing is made safe here: a transient database error
     is retried on a new connection (the callback's transaction rolled back whole,
     and its in-memory state changes only after a commit); once this worker lost
     its claim the callback does nothing (the runner's stopper ends the run)."""
@@ -270,7 +270,7 @@ class RunRecorder:
         parents = [p for p in event["parent_ids"] if p is not None]
         if index == 0:
             origin, metric_calls = Origin.SEED, event["total_valset_size"]
-            # gepa counts the seed's valset before its budget events exist (GEPA_NOTES 5).
+            # gepa counts the seed's valset before its budget events exist (docs/gepa-notes.md §5).
             self.metric_calls = max(self.metric_calls, metric_calls)
         else:
             origin = Origin.MERGE if len(parents) > 1 else Origin.REFLECTION

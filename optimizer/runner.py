@@ -47,7 +47,7 @@ STALE_AFTER = timedelta(seconds=settings.RUN_STALE_SECONDS)
 
 
 class GepaLogger:
-    """gepa's log lines go to our logger (never to stdout: GEPA_NOTES 1)."""
+    """gepa's log lines go to our logger (never to stdout: docs/gepa-notes.md §1)."""
 
     def log(self, message: str) -> None:
         log.debug("%s", message)
@@ -156,7 +156,7 @@ def _optimize(run: Run, run_claim: RunClaim, heartbeat: Heartbeat) -> str:
     config = parse_run_config(run.config)
     directory = run_dir(run.pk)
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "gepa.stop").unlink(missing_ok=True)  # never deleted by gepa (GEPA_NOTES 7)
+    (directory / "gepa.stop").unlink(missing_ok=True)  # never deleted by gepa (docs/gepa-notes.md §7)
     resuming = (directory / "gepa_state.bin").exists()
     retry_db(
         lambda: set_status(run_claim, RunStatus.STOPPING if run.stop_requested else RunStatus.RUNNING, "resuming" if resuming else "seed evaluation"),
@@ -305,7 +305,7 @@ def _judge_factory(config: RunConfig, scorer, meter: UsageMeter, limits: BudgetG
 def _reflection_kwargs(config: RunConfig, recorder: RunRecorder, meter: UsageMeter, limits: BudgetGuard) -> dict:
     """The demo simulator proposes directly; a real model reflects through gepa's
     prompt (metered: its tokens come from the provider's usage). Either way a
-    failure is noted for the recorder, because gepa swallows it (GEPA_NOTES 3)."""
+    failure is noted for the recorder, because gepa swallows it (docs/gepa-notes.md §3)."""
 
     def noting(fn):
         def call(*args):

@@ -36,7 +36,7 @@ def run_url(run: Run) -> str:
 
 
 def run_summary(run: Run) -> dict:
-    """The `optimize run --wait` JSON summary (ARCHITECTURE "Public contracts"),
+    """The `optimize run --wait` JSON summary (docs/architecture.md "Public contracts"),
     plus where to see the run and which candidate is best."""
     return {
         "run_id": run.pk,

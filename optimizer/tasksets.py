@@ -3,7 +3,7 @@
 One parser per format yields `(line, raw row)`:
 - JSONL: one row object per line;
 - JSON: an array of rows, or an object with the list under rows/data/examples/tasks;
-- YAML: a list of rows, or a mapping with the list under tasks/rows/data/examples (seed 001);
+- YAML: a list of rows, or a mapping with the list under tasks/rows/data/examples (docs/verifier-semantics.md "Row verifiers");
 - CSV/TSV: a header row, then one row per record (delimiter sniffed from the
   header for .csv, a UTF-8 BOM is accepted; strict: an unterminated quote or a
   row with more or fewer values than the header is an error naming its line).

@@ -1,4 +1,4 @@
-"""The verify= loop (seed 004): a judge may reject an answer and the task is
+"""The verify= loop (docs/verifier-semantics.md "The verify loop"): a judge may reject an answer and the task is
 re-asked with the judge's verdict as feedback, at most `max_verify` attempts.
 The last attempt is kept (and scored by the caller) whatever its verdict.
 

@@ -30,6 +30,13 @@ def _fast_password_hasher(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def _validate_run_events(settings):
+    """Every event a test publishes must match its model in optimizer.event_types
+    (optimizer.events.publish_run_events raises otherwise)."""
+    settings.FRONTIER_VALIDATE_EVENTS = True
+
+
 @pytest.fixture
 def user(django_user_model):
     return django_user_model.objects.create_user("alice", "alice@example.com", PASSWORD)

@@ -50,7 +50,7 @@ class TaskMetadata(Schema):
 
 
 class TaskIn(Schema):
-    """A task row as the verifiers read it (seed 001); other metadata is kept."""
+    """A task row as the verifiers read it (docs/verifier-semantics.md "Row verifiers"); other metadata is kept."""
 
     input: str | None = None
     expected: Any = None
@@ -60,7 +60,7 @@ class TaskIn(Schema):
 
 
 class VerifierIn(Schema):
-    spec: SpecJSON = Field(..., description="The verifier spec (seed 000); its id is the verifier's id")
+    spec: SpecJSON = Field(..., description="The verifier spec (docs/verifier-semantics.md); its id is the verifier's id")
     shared: bool = False
 
 
@@ -108,7 +108,7 @@ class ScoreIn(Schema):
 
 
 class ScoreOut(Schema):
-    """The result shape of ARCHITECTURE.md."""
+    """The result shape (docs/verifier-semantics.md "The rules")."""
 
     score: float
     verdict: str
@@ -153,7 +153,7 @@ def lint(request, body: LintIn):
 
 @router.post("/score", response=ScoreOut)
 def score_output(request, body: ScoreIn):
-    """Score one output; the result shape of ARCHITECTURE.md (score, verdict,
+    """Score one output; the result shape of docs/verifier-semantics.md (score, verdict,
     passed, verifiers[].checks[], hits, misses, feedback)."""
     if body.task is not None:
         try:

@@ -26,7 +26,7 @@ class VerifierQuerySet(models.QuerySet):
 
 
 class Verifier(models.Model):
-    """A verifier spec (seed 000 / 001). `spec` is validated by the engine on every
+    """A verifier spec (docs/verifier-semantics.md). `spec` is validated by the engine on every
     write through `verifiers_app.services`; `slug` is the spec's `id`."""
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="verifiers")

@@ -41,16 +41,19 @@ def verifier_version_diff(*, verifier: Verifier, old: int, new: int) -> list[tup
 
 
 def check_type_fields() -> dict[str, list[dict]]:
-    """For the editor's form: each check type's params as {name, type, required, default}."""
+    """For the editor's form: each check type's params, read from its pydantic
+    model's JSON Schema (`model_json_schema()`), so the form follows the engine:
+    one entry per param, `{name, required, type, default?, minimum?, minLength?,
+    minItems?, items?}` with JSON Schema's own words (string, boolean, integer,
+    array)."""
     types = {}
     for name, check_type in CHECK_TYPES.items():
-        fields = []
-        for param, info in check_type.params.model_fields.items():
-            annotation = str(info.annotation)
-            kind = "list" if "list" in annotation else "bool" if "bool" in annotation else "int" if "int" in annotation else "text"
-            fields.append({"name": param, "type": kind, "required": info.is_required(),
-                           "default": None if info.is_required() else info.default})
-        types[name] = fields
+        schema = check_type.params.model_json_schema()
+        required = set(schema.get("required", ()))
+        types[name] = [
+            {"name": param, "required": param in required, **{k: v for k, v in prop.items() if k != "title"}}
+            for param, prop in schema.get("properties", {}).items()
+        ]
     return types
 
 

@@ -187,7 +187,7 @@ def verifier_delete(*, verifier: Verifier) -> None:
 
 def verifier_resolve(ref: str, *, owner) -> Verifier:
     """A verifier id, or a path to a spec JSON file (created or updated on the fly,
-    seed 000 "Creating a verifier"), as accepted wherever a verifier is named."""
+    docs/verifier-semantics.md "Native verifiers"), as accepted wherever a verifier is named."""
     path = Path(ref)
     if ref.endswith(".json") or path.is_file():
         try:

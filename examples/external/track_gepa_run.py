@@ -32,7 +32,7 @@ TASKS = [
 
 
 class PhraseAdapter:
-    """gepa's adapter protocol, duck-typed (GEPA_NOTES: define propose_new_texts = None)."""
+    """gepa's adapter protocol, duck-typed (it must define propose_new_texts = None: Frontier's docs/gepa-notes.md §2)."""
 
     propose_new_texts = None
 

@@ -1,29 +1,34 @@
 """Provider for any OpenAI-compatible chat endpoint (OpenAI, Ollama, vLLM, llama.cpp).
 
-Retries are the openai client's own: with ``max_retries=N`` it retries connection
-errors, timeouts, 408, 409, 429 and every 5xx (openai 3.52,
-``_base_client.SyncAPIClient._should_retry`` and the request loop), honours a
-server's ``Retry-After`` of up to two minutes, and otherwise sleeps
-``0.5 s * 2**n`` (capped at 8 s) minus up to 25 % jitter. The only thing we change
-is the base of that exponential backoff (``LMConfig.retry_initial_delay``), so
-tests and impatient local setups can shrink it; server-directed delays are kept.
+Retries are ours (`RetryPolicy`, a loop around one call of the client built with
+``max_retries=0``), so nothing here depends on the openai client's private
+methods. They keep the rules the client's own retries had (openai 3.52,
+``SyncAPIClient._should_retry`` / ``_calculate_retry_timeout``): connection
+errors, timeouts, 408, 409, 429 and every 5xx are retried, up to
+``LMConfig.max_retries`` times; a server's ``x-should-retry: true|false`` is
+obeyed; a ``Retry-After`` (or ``retry-after-ms``) of up to two minutes is the
+wait, a longer one means no retry; otherwise the wait is
+``retry_initial_delay * 2**n`` (at most 16 × the initial delay) minus up to 25 %
+jitter.
 
 The API key is read from the environment variable named in the config at build
 time. It never appears in a repr, a log line or an exception message, and our
-exceptions are raised outside the openai ``except`` block so they do not carry
-the openai exception (whose request holds the Authorization header) as context.
+exceptions are raised outside any ``except`` block so they do not carry the
+openai exception (whose request holds the Authorization header) as context.
 """
 
 from __future__ import annotations
 
+import email.utils
+import math
 import os
+import random
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import openai
-from openai._constants import INITIAL_RETRY_DELAY, MAX_RETRY_AFTER_DELAY
 
 from .base import LMConfigError, LMError, LMResponse, LMUnavailable
 from .config import LMConfig
@@ -35,22 +40,72 @@ PLACEHOLDER_KEY = "not-needed"
 MAX_ERROR_DETAIL = 200
 
 
-class _BackoffScaledOpenAI(openai.OpenAI):
-    """The stock client with a configurable base for its own exponential backoff."""
+# A server may ask for a wait of up to two minutes (Retry-After); a longer one
+# means "do not retry" (as the openai client decides).
+MAX_RETRY_AFTER_SECONDS = 120.0
+# The exponential backoff stops doubling at 16 x the initial delay (0.5 s → 8 s).
+MAX_BACKOFF_FACTOR = 16.0
+RETRIED_STATUSES = frozenset({408, 409, 429})
 
-    def __init__(self, *args: Any, backoff_scale: float = 1.0, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._frontier_backoff_scale = backoff_scale
 
-    def _calculate_retry_timeout(self, remaining_retries, options, response_headers=None):  # type: ignore[override]
-        delay = super()._calculate_retry_timeout(remaining_retries, options, response_headers)
-        retry_after = self._parse_retry_after_header(response_headers)
-        if retry_after is not None and 0 < retry_after <= MAX_RETRY_AFTER_DELAY:
-            return delay  # the server said how long to wait: obey it
-        return delay * self._frontier_backoff_scale
+class _OpenAI(openai.OpenAI):
+    """The stock client, with a repr that can never show more than the endpoint."""
 
-    def __repr__(self) -> str:  # the stock repr is harmless today; keep it that way
+    def __repr__(self) -> str:
         return f"<OpenAI client base_url={str(self.base_url)!r}>"
+
+
+def _retry_after_seconds(headers: Any) -> float | None:
+    """The wait a response asks for (``retry-after-ms``, then ``retry-after`` in
+    seconds or as an HTTP date), or None when it names none."""
+    if headers is None:
+        return None
+    for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) / divisor
+        except ValueError:
+            continue
+        return seconds if math.isfinite(seconds) else MAX_RETRY_AFTER_SECONDS + 1
+    try:
+        parsed = email.utils.parsedate_tz(headers.get("retry-after") or "")
+        return None if parsed is None else email.utils.mktime_tz(parsed) - time.time()
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Which failed calls are tried again, and after how long."""
+
+    max_retries: int
+    initial_delay: float
+
+    def wait(self, retries_done: int, error: BaseException, *, jitter: float | None = None) -> float | None:
+        """Seconds to wait before trying again after `error`, having retried
+        `retries_done` times already; None when the call must not be retried.
+        `jitter` in [0, 1) (random when None) takes up to 25 % off a backoff."""
+        if retries_done >= self.max_retries:
+            return None
+        server_wait = None
+        if isinstance(error, openai.APIStatusError):
+            headers = error.response.headers
+            server_wait = _retry_after_seconds(headers)
+            if server_wait is not None and server_wait > MAX_RETRY_AFTER_SECONDS:
+                return None
+            should_retry = headers.get("x-should-retry")
+            if should_retry == "false":
+                return None
+            if should_retry != "true" and error.status_code not in RETRIED_STATUSES and error.status_code < 500:
+                return None
+        elif not isinstance(error, openai.APIConnectionError):  # timeouts are connection errors too
+            return None
+        if server_wait is not None and server_wait > 0:
+            return server_wait  # the server said how long to wait: obey it
+        backoff = self.initial_delay * min(2.0**retries_done, MAX_BACKOFF_FACTOR)
+        return backoff * (1 - 0.25 * (random.random() if jitter is None else jitter))
 
 
 def resolve_api_key(config: LMConfig) -> str:
@@ -126,13 +181,9 @@ class OpenAIChatModel:
         self.config = config
         self.label = config.label
         self._api_key = resolve_api_key(config)
-        self._client = _BackoffScaledOpenAI(
-            api_key=self._api_key,
-            base_url=config.base_url,
-            timeout=config.timeout,
-            max_retries=config.max_retries,
-            backoff_scale=config.retry_initial_delay / INITIAL_RETRY_DELAY,
-        )
+        # One HTTP attempt per client call: `complete` retries (RetryPolicy).
+        self._client = _OpenAI(api_key=self._api_key, base_url=config.base_url, timeout=config.timeout, max_retries=0)
+        self._retry = RetryPolicy(max_retries=config.max_retries, initial_delay=config.retry_initial_delay)
         self._lock = threading.Lock()
         self._totals = UsageTotals()
 
@@ -152,46 +203,21 @@ class OpenAIChatModel:
         started = time.perf_counter()
         failure: LMError | None = None
         response = None
-        retries_taken = 0
-        try:
-            raw = self._client.chat.completions.with_raw_response.create(**kwargs)
-            retries_taken = raw.retries_taken
-            response = raw.parse()
-        except openai.APITimeoutError:
-            failure = LMUnavailable(
-                f"{self.label} ({_endpoint(config)}) did not answer within {config.timeout:g} s "
-                f"({config.max_retries + 1} attempts)."
-            )
-        except openai.APIConnectionError as error:
-            cause = type(error.__cause__).__name__ if error.__cause__ else "connection error"
-            failure = LMUnavailable(
-                f"Could not connect to {_endpoint(config)} ({cause}, {config.max_retries + 1} attempts)."
-            )
-        except (openai.AuthenticationError, openai.PermissionDeniedError) as error:
-            failure = LMConfigError(
-                f"{_endpoint(config)} rejected {_key_source(config)} "
-                f"(HTTP {error.status_code}); check that the key is valid for model {config.model!r}."
-            )
-        except openai.NotFoundError as error:
-            detail = _server_message(error, self._api_key)
-            failure = LMConfigError(
-                f"Model {config.model!r} was not found at {_endpoint(config)} (HTTP 404"
-                + (f": {detail}" if detail else "")
-                + "); check the model name and the base URL (it usually ends in /v1)."
-            )
-        except openai.APIStatusError as error:
-            detail = _server_message(error, self._api_key)
-            retried = error.status_code in (408, 409, 429) or error.status_code >= 500
-            attempts = f", {config.max_retries + 1} attempts" if retried else ""
-            failure = LMError(
-                f"{self.label} answered HTTP {error.status_code}{attempts}" + (f": {detail}" if detail else "") + "."
-            )
-        except openai.APIResponseValidationError:
-            failure = LMError(f"{self.label} returned a response that is not a valid chat completion.")
-        except openai.OpenAIError as error:  # anything else the client raises
-            failure = LMError(f"{self.label} call failed: {type(error).__name__}.")
-        except (ValueError, TypeError):  # a 200 whose body is not JSON / not the expected shape
-            failure = LMError(f"{self.label} returned a malformed chat completion (unreadable body).")
+        attempts = 0
+        while True:
+            attempts += 1
+            error: BaseException | None = None
+            try:
+                response = self._client.chat.completions.create(**kwargs)
+            except (openai.OpenAIError, ValueError, TypeError) as raised:  # ValueError/TypeError: an unreadable 200
+                error = raised
+            if error is None:
+                break
+            wait = self._retry.wait(attempts - 1, error)
+            if wait is None:
+                failure = self._failure(error, attempts)
+                break
+            time.sleep(wait)
         latency_ms = (time.perf_counter() - started) * 1000.0
 
         text: str | None = None
@@ -218,8 +244,43 @@ class OpenAIChatModel:
             tokens_out=tokens_out,
             latency_ms=latency_ms,
             model=getattr(response, "model", None) or config.model,
-            attempts=retries_taken + 1,
+            attempts=attempts,
         )
+
+    def _failure(self, error: BaseException, attempts: int) -> LMError:
+        """One sentence for a call that failed for good, naming the endpoint, never the key."""
+        config = self.config
+        tried = f"{attempts} attempt{'s' if attempts != 1 else ''}"
+        if isinstance(error, openai.APITimeoutError):
+            return LMUnavailable(
+                f"{self.label} ({_endpoint(config)}) did not answer within {config.timeout:g} s ({tried})."
+            )
+        if isinstance(error, openai.APIConnectionError):
+            cause = type(error.__cause__).__name__ if error.__cause__ else "connection error"
+            return LMUnavailable(f"Could not connect to {_endpoint(config)} ({cause}, {tried}).")
+        if isinstance(error, openai.AuthenticationError | openai.PermissionDeniedError):
+            return LMConfigError(
+                f"{_endpoint(config)} rejected {_key_source(config)} "
+                f"(HTTP {error.status_code}); check that the key is valid for model {config.model!r}."
+            )
+        if isinstance(error, openai.NotFoundError):
+            detail = _server_message(error, self._api_key)
+            return LMConfigError(
+                f"Model {config.model!r} was not found at {_endpoint(config)} (HTTP 404"
+                + (f": {detail}" if detail else "")
+                + "); check the model name and the base URL (it usually ends in /v1)."
+            )
+        if isinstance(error, openai.APIStatusError):
+            detail = _server_message(error, self._api_key)
+            retried = f", {tried}" if attempts > 1 else ""
+            return LMError(
+                f"{self.label} answered HTTP {error.status_code}{retried}" + (f": {detail}" if detail else "") + "."
+            )
+        if isinstance(error, openai.APIResponseValidationError):
+            return LMError(f"{self.label} returned a response that is not a valid chat completion.")
+        if isinstance(error, openai.OpenAIError):  # anything else the client raises
+            return LMError(f"{self.label} call failed: {type(error).__name__}.")
+        return LMError(f"{self.label} returned a malformed chat completion (unreadable body).")
 
 
 def _read_completion(response: Any) -> tuple[str | None, int, int]:
@@ -249,7 +310,7 @@ def check_openai_endpoint(config: LMConfig, *, timeout: float = 5.0) -> str | No
         key = resolve_api_key(config)
     except LMConfigError as error:
         return str(error)
-    client = _BackoffScaledOpenAI(
+    client = _OpenAI(
         api_key=key, base_url=config.base_url, timeout=min(timeout, config.timeout), max_retries=0
     )
     problem: str | None = None

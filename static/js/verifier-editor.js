@@ -55,8 +55,8 @@ function debounce(fn, ms) {
 
 // --- the form, built from the spec -------------------------------------------------
 
-function input(path, label, value, { type = "text", onchange, step } = {}) {
-  const field = el("input", { type, "data-path": path, step, value: value ?? "" });
+function input(path, label, value, { type = "text", onchange, step, min } = {}) {
+  const field = el("input", { type, "data-path": path, step, min, value: value ?? "" });
   if (type === "checkbox") field.checked = Boolean(value);
   field.addEventListener(type === "checkbox" ? "change" : "input", () => onchange(field));
   return el("label", { class: type === "checkbox" ? "checkbox" : null }, type === "checkbox" ? field : label,
@@ -73,11 +73,12 @@ function paramField(check, index, field) {
     fromForm();
   };
   const label = `${field.name}${field.required ? "" : " (optional)"}`;
-  if (field.type === "bool") return input(path, label, value ?? field.default, { type: "checkbox", onchange: (f) => set(f.checked) });
-  if (field.type === "int") {
-    return input(path, label, value, { type: "number", onchange: (f) => set(f.value === "" ? undefined : Number(f.value)) });
+  // field: one property of the check type's params JSON Schema (verifiers_app.selectors.check_type_fields)
+  if (field.type === "boolean") return input(path, label, value ?? field.default, { type: "checkbox", onchange: (f) => set(f.checked) });
+  if (field.type === "integer") {
+    return input(path, label, value, { type: "number", min: field.minimum, onchange: (f) => set(f.value === "" ? undefined : Number(f.value)) });
   }
-  if (field.type === "list") {
+  if (field.type === "array") {
     const shown = Array.isArray(value) ? value.join(", ") : value;
     return input(path, `${label}, comma-separated`, shown, {
       onchange: (f) => set(f.value.split(",").map((s) => s.trim()).filter(Boolean)),

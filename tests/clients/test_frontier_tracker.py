@@ -1,30 +1,16 @@
-"""frontier_tracker on its own: no server dependencies, and never in gepa's way
-when the server is unreachable (the live server cases are in tests/e2e/test_external_run.py)."""
+"""frontier_tracker on its own: never in gepa's way when the server is unreachable
+(the live server cases are in tests/e2e/test_external_run.py; that it imports no
+server dependency, in a fresh process: tests/integration/test_frontier_tracker_import.py)."""
 
 from __future__ import annotations
 
-import json
 import logging
-import subprocess
-import sys
-import tomllib
-from pathlib import Path
 
 import pytest
 from frontier_tracker import FrontierTracker
 
 from tests.optimizer.fake_openai import free_port
 
-CLIENT = Path(__file__).resolve().parents[2] / "clients" / "python"
-SERVER_PACKAGES = {"django", "ninja", "pydantic", "channels", "celery", "redis", "psycopg", "daphne", "plotly", "openai"}
-
-
-def test_it_imports_without_django_or_any_other_server_dependency():
-    probe = "import json, sys, frontier_tracker; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
-    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=CLIENT).stdout
-    assert not SERVER_PACKAGES & set(json.loads(loaded))
-    declared = tomllib.loads((CLIENT / "pyproject.toml").read_text())["project"]["dependencies"]
-    assert [d.split(">")[0] for d in declared] == ["gepa"]
 
 
 def gepa_iteration(tracker: FrontierTracker, iteration: int) -> None:

@@ -181,6 +181,8 @@ def build_run(
                     "mean_output_tokens": 40.0,
                     "mean_latency_ms": 12.0,
                     "components": {"system_prompt": text},
+                    "usage": {},
+                    "cost": 0.0,
                 },
             )
         )
@@ -269,6 +271,8 @@ def build_run(
                     "best_score": by_index[best].val_score,
                     "seed_score": by_index[0].val_score,
                     "metric_calls": metric_calls,
+                    "cost": 0.0,
+                    "stop_reason": "",
                 },
             )
         )

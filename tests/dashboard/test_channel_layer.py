@@ -1,6 +1,6 @@
 """The embedded mode's channel layer must deliver a message sent from a worker
 thread to a consumer waiting in the server's event loop at once (channels'
-InMemoryChannelLayer does not: ARCHITECTURE.md measured a 4.5 s median)."""
+InMemoryChannelLayer does not: docs/architecture.md "Two ways to run" measured a 4.5 s median)."""
 
 import asyncio
 import statistics

@@ -1,4 +1,4 @@
-"""Money everywhere a run is shown (issue 14, point 2): a real run against a priced
+"""Money everywhere a run is shown: a real run against a priced
 fake endpoint, then every page and document a user reads it from."""
 
 from __future__ import annotations

@@ -66,6 +66,7 @@ def _server_env(data_dir: Path) -> dict:
         FRONTIER_DATA_DIR=str(data_dir),
         DEBUG="1",
         PYTHONUNBUFFERED="1",
+        FRONTIER_VALIDATE_EVENTS="1",  # every event the served runs publish is checked against its model
         DJANGO_SETTINGS_MODULE="dashboard.settings",
     )
     return env

@@ -1,5 +1,5 @@
 """Hostile requests against a real `manage.py serve` (daphne) process: the
-server answers them quickly and its memory stays small (issue 11: one regex or
+server answers them quickly and its memory stays small (README "Limits": one regex or
 one upload used to take the whole site down)."""
 
 from __future__ import annotations

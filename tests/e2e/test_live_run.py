@@ -291,7 +291,7 @@ for index in (300, 301, 302):
         "val_score": 0.99, "objective_scores": {{"policy": 0.99, "format": 0.99}},
         "task_scores": {{t: 0.99 for t in tasks}}, "verdicts": {{t: "pass" for t in tasks}},
         "prompt_chars": 80, "prompt_tokens": 20, "mean_output_tokens": 30.0, "mean_latency_ms": 12.0,
-        "components": {{"system_prompt": "Always state the 30 days window."}}}})
+        "components": {{"system_prompt": "Always state the 30 days window."}}, "usage": {{}}, "cost": 0.0}})
     publish_run_event(run.pk, ev.RUN_BUDGET, {{"used": 40000 + index, "total": 50000}})
 """
 

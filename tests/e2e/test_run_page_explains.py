@@ -1,4 +1,4 @@
-"""Issue 17 in a real browser: a run page that explains itself, charts that do
+"""In a real browser: a run page that explains itself, charts that do
 not mislead, no Chart Studio anywhere, readable error pages, the chores of a
 runs list and the verifier editor's test cases (a 390 px wide screen and the
 keyboard: test_small_screens.py).

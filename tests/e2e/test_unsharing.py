@@ -1,6 +1,6 @@
 """Unsharing a run in the admin ends the other user's open live page at once:
 their socket is closed and the page says "access denied" (it kept receiving
-events before, finding 8 of issue 11)."""
+events before)."""
 
 from __future__ import annotations
 

@@ -60,6 +60,21 @@ def test_editing_the_json_updates_the_form_and_a_json_typo_is_reported(page):
     expect(page.locator("#lint-problems")).to_contain_text("JSON:")
 
 
+def test_each_param_gets_the_input_its_json_schema_type_asks_for(page):
+    page.goto("/verifiers/new/")
+    form = page.locator("#spec-form")
+    card = form.locator(".check-card").first
+    card.get_by_label("Type").select_option("contains")
+    expect(card.get_by_label("caseSensitive (optional)")).to_have_attribute("type", "checkbox")
+    card.get_by_label("Type").select_option("min_length")
+    value = card.get_by_label("value")
+    expect(value).to_have_attribute("type", "number")
+    expect(value).to_have_attribute("min", "0")
+    card.get_by_label("Type").select_option("json_keys")
+    card.get_by_label("requiredKeys, comma-separated").fill("name, room")
+    expect(page.locator("#spec-json")).to_have_value(re.compile(r'"requiredKeys": \[\s*"name",\s*"room"\s*\]'))
+
+
 def test_a_misspelled_check_type_is_warned_about_next_to_its_field_until_it_is_fixed(page):
     page.goto("/verifiers/new/")
     page.locator("#spec-json").fill('{"id": "typo", "checks": [{"id": "json", "type": "json_valdi"}]}')

@@ -27,9 +27,24 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def pytest_collection_modifyitems(items):
-    for item in items:
-        if "tests/integration" in str(item.fspath):
-            item.add_marker(pytest.mark.integration)
+    """Every test here is marked `integration`. Those that need PostgreSQL and
+    Redis (all but the ones marked `standalone`, which only spawn processes) are
+    skipped with the reason when the services are missing, and under CI
+    (CI=true) the session stops instead: CI never skips them. Decided at
+    collection, before pytest-django would create a test database on a server
+    that is not there."""
+    ours = [item for item in items if "tests/integration" in str(item.fspath)]
+    for item in ours:
+        item.add_marker(pytest.mark.integration)
+    needing = [item for item in ours if item.get_closest_marker("standalone") is None]
+    problems = _missing_services() if needing else []
+    if not problems:
+        return
+    message = "integration tests need PostgreSQL and Redis: " + "; ".join(problems)
+    if os.environ.get("CI"):
+        raise pytest.UsageError(message + " (CI must never skip them)")
+    for item in needing:
+        item.add_marker(pytest.mark.skip(reason=message))
 
 
 def _missing_services() -> list[str]:
@@ -55,18 +70,6 @@ def _reachable(host: str, port: int) -> bool:
             return True
     except OSError:
         return False
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _require_services():
-    # Session-scoped and autouse, so it runs before pytest-django tries to
-    # create the test database on a machine that has none.
-    problems = _missing_services()
-    if problems:
-        message = "integration tests need PostgreSQL and Redis: " + "; ".join(problems)
-        if os.environ.get("CI"):
-            pytest.fail(message + " (CI must never skip them)")
-        pytest.skip(message)
 
 
 def free_port() -> int:
@@ -99,6 +102,7 @@ def services_env(transactional_db, tmp_path):
         FRONTIER_QUEUE=settings.CELERY_TASK_DEFAULT_QUEUE,
         FRONTIER_RUNS_DIR=str(tmp_path / "runs"),
         FRONTIER_RUN_STALE_SECONDS="3",
+        FRONTIER_VALIDATE_EVENTS="1",  # the workers check every event against its model, as the unit tests do
         PYTHONUNBUFFERED="1",
     )
     return env

@@ -1,4 +1,4 @@
-"""Query values PostgreSQL refuses (issue 11 finding 13): a NUL character and
+"""Query values PostgreSQL refuses (they were 500s before): a NUL character and
 integers past bigint were 500s there, while SQLite let them through."""
 
 from __future__ import annotations

@@ -142,7 +142,7 @@ def test_an_idle_websocket_through_redis_stays_open_for_a_minute(daphne_server, 
         # Still open and still subscribed: an event published now arrives.
         from optimizer.events import publish_run_event
 
-        publish_run_event(run.pk, "worker.ping", {"note": "after a minute"})
+        publish_run_event(run.pk, "worker.ping", {"host": "test", "note": "after a minute"})
         assert json.loads(ws.recv(timeout=30))["data"]["note"] == "after a minute"
 
 

@@ -91,7 +91,7 @@ def test_a_run_against_a_real_llama_cpp_server_completes_with_real_usage_and_an_
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETED, run.error
     # The seed on the valset (5), one proposal's parent and child on 2 train tasks (4), and
-    # the child on the valset (5) only if it was accepted: the budget is a hard cap (issue 14).
+    # the child on the valset (5) only if it was accepted: the budget is a hard cap (README "Budgets, cost and time").
     assert run.budget_used in (5 + 4, 5 + 4 + 5)
 
     seed = run.candidates.get(index=0)
@@ -118,7 +118,7 @@ def test_a_run_against_a_real_llama_cpp_server_completes_with_real_usage_and_an_
 
 
 def test_optimize_run_wait_against_the_real_server_shows_a_clean_bar_and_the_summary(llama_server, services_env, user):
-    """Issue 10 point 8 with real HTTP calls: in embedded mode `--wait` runs the run in
+    """With real HTTP calls: in embedded mode `--wait` runs the run in
     the command itself, so the openai client's requests happen there; none of its
     log lines may land between the progress bar's redraws."""
     verifier = refund_verifier(user)

@@ -38,12 +38,15 @@ def error_body(message, kind="invalid_request_error", code=None):
 
 class FakeOpenAIServer:
     """Replies from a script: each entry is (status, json body or raw bytes, delay s).
-    When the script runs out, ``default`` answers. Every request is recorded."""
+    When the script runs out, ``default`` answers. Every request is recorded
+    (path, headers, body, and ``at``: time.monotonic() when it arrived).
+    ``reply_headers`` are added to every reply whose status is not 200."""
 
     def __init__(self):
         self.script: list[tuple[int, object, float]] = []
         self.default: tuple[int, object, float] = (200, completion(), 0.0)
         self.models = ["fake-model", "other-model"]
+        self.reply_headers: dict[str, str] = {}
         self.requests: list[dict] = []
         self.lock = threading.Lock()
         server = self
@@ -59,6 +62,8 @@ class FakeOpenAIServer:
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
+                    for name, value in (server.reply_headers.items() if status != 200 else ()):
+                        self.send_header(name, value)
                     self.send_header("Content-Length", str(len(raw)))
                     self.end_headers()
                     self.wfile.write(raw)
@@ -68,7 +73,8 @@ class FakeOpenAIServer:
             def _record(self, body):
                 with server.lock:
                     server.requests.append(
-                        {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body}
+                        {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body,
+                         "at": time.monotonic()}
                     )
                     return server.script.pop(0) if server.script else server.default
 

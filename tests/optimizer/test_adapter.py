@@ -1,4 +1,4 @@
-"""The GEPA adapter contract (seed 003) with real models: the demo simulator and
+"""The GEPA adapter contract (docs/verifier-semantics.md "The GEPA adapter contract") with real models: the demo simulator and
 the openai provider against a local fake OpenAI-compatible server."""
 
 from __future__ import annotations

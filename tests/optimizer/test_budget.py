@@ -1,4 +1,4 @@
-"""Budgets, cost and stop rules a user can trust (issue 14): real gepa runs with the
+"""Budgets, cost and stop rules a user can trust (README "Budgets, cost and time"): real gepa runs with the
 demo simulator, and with the openai provider against a local fake server whose
 `usage` says what each call cost."""
 

@@ -22,8 +22,8 @@ def test_a_batch_gets_consecutive_seqs_and_reaches_the_group_in_order(user):
     channel = async_to_sync(layer.new_channel)()
     async_to_sync(layer.group_add)(run_group(run.pk), channel)
 
-    publish_run_events(run.pk, [("worker.ping", {"note": "a"})])
-    publish_run_events(run.pk, [("worker.ping", {"note": "b"}), ("worker.ping", {"note": "c"})])
+    publish_run_events(run.pk, [("worker.ping", {"host": "test", "note": "a"})])
+    publish_run_events(run.pk, [("worker.ping", {"host": "test", "note": "b"}), ("worker.ping", {"host": "test", "note": "c"})])
 
     assert list(RunEvent.objects.filter(run=run).values_list("seq", "payload__note")) == [(1, "a"), (2, "b"), (3, "c")]
     received = [async_to_sync(layer.receive)(channel)["message"] for _ in range(3)]
@@ -46,7 +46,7 @@ def test_events_sent_from_the_background_publisher_reach_the_group_in_commit_ord
 
     with mock.patch.object(events, "_send_now", recording), publishing_in_background():
         for n in range(20):
-            publish_run_events(run.pk, [("worker.ping", {"note": f"{n}a"}), ("worker.ping", {"note": f"{n}b"})])
+            publish_run_events(run.pk, [("worker.ping", {"host": "test", "note": f"{n}a"}), ("worker.ping", {"host": "test", "note": f"{n}b"})])
     # Leaving the block waited for every send: all 40 are in the channel now.
     received = [async_to_sync(layer.receive)(channel)["message"] for _ in range(40)]
     assert [m["seq"] for m in received] == list(range(1, 41))
@@ -62,6 +62,6 @@ def test_outside_the_block_events_are_sent_by_the_thread_that_commits_them(user)
     channel = async_to_sync(layer.new_channel)()
     async_to_sync(layer.group_add)(run_group(run.pk), channel)
     with mock.patch.object(events, "_send_now", wraps=events._send_now) as send_now:
-        publish_run_events(run.pk, [("worker.ping", {"note": "now"})])
+        publish_run_events(run.pk, [("worker.ping", {"host": "test", "note": "now"})])
         send_now.assert_called_once()
     assert async_to_sync(layer.receive)(channel)["message"]["data"]["note"] == "now"

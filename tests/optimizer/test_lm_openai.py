@@ -3,13 +3,12 @@ fake OpenAI-compatible server (stdlib http.server on 127.0.0.1, random port)."""
 
 from __future__ import annotations
 
-import json
+import ast
 import time
-import types
+from pathlib import Path
 
+import httpx2
 import openai
-import openai._base_client
-
 import pytest
 from pydantic import ValidationError
 
@@ -22,6 +21,8 @@ from optimizer.lm import (
     build_reflection_lm,
     check_endpoint,
 )
+from optimizer.lm import openai_provider
+from optimizer.lm.openai_provider import RetryPolicy
 from tests.optimizer.fake_openai import (
     KEY_ENV,
     SECRET,
@@ -143,40 +144,89 @@ def test_it_retries_a_502_then_succeeds(server, key):
     assert build_lm(config(server)).complete(MESSAGES).attempts == 2
 
 
-def test_backoff_follows_the_configured_initial_delay(server, key, monkeypatch):
-    # The waits the client asks for, read where it sleeps (no wall clock: a loaded machine sleeps longer).
-    waits: list[float] = []
-    monkeypatch.setattr(openai._base_client, "time", types.SimpleNamespace(sleep=waits.append, time=time.time))
+def gaps(server) -> list[float]:
+    """Seconds between consecutive requests the server received."""
+    times = [r["at"] for r in server.requests]
+    return [later - earlier for earlier, later in zip(times, times[1:])]
+
+
+def test_backoff_doubles_from_the_configured_initial_delay_minus_at_most_a_quarter():
+    policy = RetryPolicy(max_retries=10, initial_delay=0.2)
+    busy = openai.InternalServerError("busy", response=httpx2.Response(503, request=httpx2.Request("POST", "http://x")), body=None)
+    assert [policy.wait(n, busy, jitter=0.0) for n in range(6)] == pytest.approx([0.2, 0.4, 0.8, 1.6, 3.2, 3.2])
+    assert policy.wait(1, busy, jitter=0.999) == pytest.approx(0.4 * 0.75, rel=1e-3)
+    assert policy.wait(10, busy) is None  # retries exhausted
+
+
+def test_backoff_between_attempts_follows_the_configured_initial_delay_and_the_whole_call_is_bounded(server, key):
     server.default = (503, error_body("busy"), 0)
-    with pytest.raises(LMError):
+    started = time.monotonic()
+    with pytest.raises(LMError) as raised:
         build_lm(config(server, max_retries=2, retry_initial_delay=0.2)).complete(MESSAGES)
-    # 0.2 s then 0.4 s, each minus at most 25 % jitter (the stock client would wait 0.5 s then 1 s)
-    assert len(waits) == 2
-    assert 0.15 <= waits[0] <= 0.2 and 0.3 <= waits[1] <= 0.4
+    elapsed = time.monotonic() - started
+    assert len(server.requests) == 3 and "3 attempts" in str(raised.value)
+    # 0.2 s then 0.4 s, each minus at most 25 % jitter (a loaded machine only sleeps longer)
+    first, second = gaps(server)
+    assert first >= 0.15 and second >= 0.3
+    assert elapsed < 10  # bounded: no hidden extra retries or client-side waits (~0.6 s when idle)
 
 
-def test_a_server_retry_after_header_is_obeyed_not_scaled(server, key, monkeypatch):
+def test_a_server_retry_after_header_is_obeyed_not_scaled(server, key):
     # retry-after-ms: 300 → the client waits 0.3 s even with a tiny configured backoff
     server.script = [(429, error_body("later"), 0)]
-    original = server.httpd.RequestHandlerClass._reply
-
-    def reply_with_header(self, status, body, delay):
-        if status == 429:
-            raw = json.dumps(body).encode()
-            self.send_response(429)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("retry-after-ms", "300")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-            return
-        original(self, status, body, delay)
-
-    monkeypatch.setattr(server.httpd.RequestHandlerClass, "_reply", reply_with_header)
-    started = time.perf_counter()
+    server.reply_headers = {"retry-after-ms": "300"}
     response = build_lm(config(server, retry_initial_delay=0.001)).complete(MESSAGES)
     assert response.attempts == 2
-    assert time.perf_counter() - started >= 0.28
+    assert gaps(server)[0] >= 0.28
+
+
+def test_a_retry_after_in_seconds_is_obeyed(server, key):
+    server.script = [(503, error_body("later"), 0)]
+    server.reply_headers = {"retry-after": "0.4"}
+    assert build_lm(config(server, retry_initial_delay=0.001)).complete(MESSAGES).attempts == 2
+    assert gaps(server)[0] >= 0.38
+
+
+def test_a_retry_after_longer_than_two_minutes_is_not_waited_for(server, key):
+    server.default = (429, error_body("come back tomorrow"), 0)
+    server.reply_headers = {"retry-after": "86400"}
+    started = time.monotonic()
+    with pytest.raises(LMError) as raised:
+        build_lm(config(server, max_retries=3)).complete(MESSAGES)
+    assert len(server.requests) == 1 and time.monotonic() - started < 5
+    assert "HTTP 429" in str(raised.value)
+
+
+def test_the_server_may_say_not_to_retry_a_5xx_or_to_retry_a_4xx(server, key):
+    server.script = [(500, error_body("do not retry"), 0)]
+    server.reply_headers = {"x-should-retry": "false"}
+    with pytest.raises(LMError):
+        build_lm(config(server)).complete(MESSAGES)
+    assert len(server.requests) == 1
+    server.requests.clear()
+    server.script = [(400, error_body("try again"), 0)]
+    server.reply_headers = {"x-should-retry": "true"}
+    assert build_lm(config(server)).complete(MESSAGES).attempts == 2
+
+
+def test_a_bad_request_is_not_retried(server, key):
+    server.default = (400, error_body("bad"), 0)
+    with pytest.raises(LMError) as raised:
+        build_lm(config(server, max_retries=3)).complete(MESSAGES)
+    assert len(server.requests) == 1 and "attempts" not in str(raised.value)
+
+
+def test_the_provider_overrides_and_imports_nothing_private_from_openai():
+    # A private method or module of the client can change in any release without notice.
+    tree = ast.parse(Path(openai_provider.__file__).read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            assert not node.module.startswith("openai._"), node.module
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "openai":
+            assert not node.attr.startswith("_"), node.attr
+        if isinstance(node, ast.ClassDef) and any(ast.unparse(base).startswith("openai.") for base in node.bases):
+            methods = [item.name for item in node.body if isinstance(item, ast.FunctionDef)]
+            assert all(not m.startswith("_") or (m.startswith("__") and m.endswith("__")) for m in methods), methods
 
 
 def test_a_reply_slower_than_the_timeout_is_retried_then_raises_lm_error(server, key):

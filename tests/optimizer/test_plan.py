@@ -1,4 +1,4 @@
-"""The dry run's plan (issue 14, point 4): what the budget means for this task set,
+"""The dry run's plan: what the budget means for this task set,
 and the calls, tokens, money and time it buys."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The verify= loop (seed 004) around a real model: the openai provider against a
+"""The verify= loop (docs/verifier-semantics.md "The verify loop") around a real model: the openai provider against a
 local fake server, so every re-ask is observed as the HTTP request it is."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Across verifiers (seed 002): aggregators, verdicts, required overrides, result shape."""
+"""Across verifiers (docs/verifier-semantics.md "Across verifiers"): aggregators, verdicts, required overrides, result shape."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ class TestAggregators:
 
     def test_weighted_average_uses_the_verifier_weights(self):
         specs = [fixed("correctness", 0.9, weight=3), fixed("format", 0.8), fixed("efficiency", 0.7)]
-        # Seed 002's example prints 0.86, but its own formula gives (0.9×3 + 0.8 + 0.7) / 5 = 0.84.
+        # The original example printed 0.86, but its own formula gives (docs/verifier-semantics.md "Across verifiers") (0.9×3 + 0.8 + 0.7) / 5 = 0.84.
         assert score(specs, "x").score == pytest.approx(0.84)
 
     def test_minimum_and_maximum(self):

@@ -1,4 +1,4 @@
-"""Native check types (seed 000): scores, partial credit, aliases and reasons."""
+"""Native check types (docs/verifier-semantics.md "Native verifiers"): scores, partial credit, aliases and reasons."""
 
 from __future__ import annotations
 

@@ -1,17 +1,14 @@
-"""``manage.py verifiers score|lint``."""
+"""``manage.py verifiers score|lint``, called in-process (the exit codes and stderr of
+the real command line: tests/integration/test_verifiers_cli.py)."""
 
 from __future__ import annotations
 
 import io
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
-
-ROOT = Path(__file__).resolve().parents[2]
 
 SPEC = {"id": "refund", "name": "Refund", "checks": [
     {"id": "expectations", "type": "task_expectations", "weight": 2},
@@ -29,11 +26,6 @@ def files(tmp_path):
         return str(path)
 
     return write
-
-
-def run_cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "manage.py", "verifiers", *args], cwd=ROOT, input=stdin,
-                          capture_output=True, text=True, timeout=60)
 
 
 class TestScore:
@@ -59,29 +51,6 @@ class TestScore:
         assert [v["id"] for v in result["verifiers"]] == ["refund", "short"]
         assert (result["score"], result["verdict"]) == (1.0, "pass")
 
-    def test_it_reads_the_output_from_stdin(self, files):
-        completed = run_cli("score", "--spec", files("spec.json", SPEC), "--output", "-", stdin="money back")
-        assert completed.returncode == 0, completed.stderr
-        assert json.loads(completed.stdout)["score"] == 1.0
-
-    def test_an_invalid_spec_exits_2_with_one_line_naming_the_file_and_field(self, files):
-        bad = {"id": "x", "checks": [{"type": "contains"}, {"type": "regex", "params": {"pattern": "("}}]}
-        path = files("bad.json", bad)
-        completed = run_cli("score", "--spec", path, "--output", "-", stdin="x")
-        assert completed.returncode == 2
-        assert completed.stdout == ""
-        lines = completed.stderr.strip().splitlines()
-        assert len(lines) == 1
-        assert lines[0] == f"CommandError: {path}: checks[0].params.value: is required (and 1 more problem)"
-
-    def test_a_file_that_is_not_json_exits_2_with_one_line(self, files):
-        path = files("broken.json", "{ nope")
-        completed = run_cli("score", "--spec", path, "--output", "-")
-        assert completed.returncode == 2
-        assert completed.stderr.strip().splitlines() == [
-            f"CommandError: {path}: not valid JSON (Expecting property name enclosed in double quotes: line 1 column 3 (char 2))"
-        ]
-
     def test_an_invalid_task_exits_2_naming_the_field(self, files):
         task = {"verifier": {"kind": "in_process", "fn_name": "nope"}}
         with pytest.raises(CommandError) as caught:
@@ -105,19 +74,6 @@ class TestScore:
 
 
 class TestLint:
-    def test_it_prints_every_problem_with_its_field_path_and_exits_1(self, files):
-        bad = files("bad.json", {"id": "x", "passTreshold": 1, "checks": [{"type": "contains"}, {"type": "json_keys", "params": {"keys": []}}]})
-        good = files("good.json", SPEC)
-        completed = run_cli("lint", bad, good)
-        assert completed.returncode == 1
-        assert completed.stdout.splitlines() == [
-            f"{bad}: passTreshold: unknown field",
-            f"{bad}: checks[0].params.value: is required",
-            f"{bad}: checks[1].params.keys: must not be empty",
-            f"{good}: ok",
-        ]
-        assert completed.stderr.strip() == "CommandError: 3 problems found"
-
     def test_a_valid_spec_lints_clean(self, files):
         stdout = io.StringIO()
         path = files("good.json", [SPEC, {"id": "fmt", "kind": "format_only"}])

@@ -1,4 +1,4 @@
-"""The verifier-fn registry (seed 001 (a)) and task row verifiers."""
+"""The verifier-fn registry (docs/verifier-semantics.md "Row verifiers") and task row verifiers."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ import pytest
 from django.utils import timezone
 
 from verifiers_app.models import Verifier
+from verifiers_app.engine.checks import CHECK_TYPES
 from verifiers_app.selectors import check_type_fields, verifier_kinds, verifier_list, verifier_version_diff
 from verifiers_app.services import verifier_create, verifier_update
 
@@ -47,6 +48,17 @@ def test_the_version_diff_marks_added_and_removed_lines(user):
 
 def test_the_editor_knows_each_check_types_typed_fields():
     fields = check_type_fields()
-    assert {f["name"]: f["type"] for f in fields["contains"]} == {"value": "text", "caseSensitive": "bool"}
-    assert fields["json_keys"][0] == {"name": "requiredKeys", "type": "list", "required": True, "default": None}
-    assert fields["min_length"][0]["type"] == "int"
+    assert {f["name"]: f["type"] for f in fields["contains"]} == {"value": "string", "caseSensitive": "boolean"}
+    assert fields["json_keys"][0] == {"name": "requiredKeys", "type": "array", "required": True, "minItems": 1,
+                                      "items": {"type": "string", "minLength": 1}}
+    assert fields["min_length"][0] == {"name": "value", "type": "integer", "required": True, "minimum": 0}
+    assert fields["contains"][1]["default"] is False and not fields["contains"][1]["required"]
+
+
+def test_the_editors_field_types_follow_the_check_params_models():
+    # A param added to an engine model shows up in the form with no second table to edit.
+    for name, check_type in CHECK_TYPES.items():
+        schema = check_type.params.model_json_schema()
+        assert [f["name"] for f in check_type_fields()[name]] == list(schema.get("properties", {}))
+        for field in check_type_fields()[name]:
+            assert field["type"] == schema["properties"][field["name"]]["type"]

@@ -1,4 +1,4 @@
-"""Verifier classes (seed 001 (b)): registry, contract, format_only, plugins."""
+"""Verifier classes (docs/verifier-semantics.md "Verifier classes"): registry, contract, format_only, plugins."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ Usage::
     result = scorer.score(output, task=None, prompt="")   # hot loops
     result.score, result.verdict, result.passed, result.feedback, result.as_dict()
 
-Rules: ARCHITECTURE.md "Scoring semantics" and seeds 000–002. Module map:
+Rules: docs/verifier-semantics.md. Module map:
 ``specs`` (pydantic spec models, validation), ``checks`` (native check types),
 ``expectations`` (task mustMention / mustNotMention), ``tasks`` (task rows),
 ``fns`` (fn registry), ``classes`` (verifier-class registry, plugins),

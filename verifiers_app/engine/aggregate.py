@@ -1,4 +1,4 @@
-"""Across the verifiers of one output (seed 002): aggregators and verdicts."""
+"""Across the verifiers of one output (docs/verifier-semantics.md "Across verifiers"): aggregators and verdicts."""
 
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ class Thresholds:
 
 def parse_thresholds(value: Any) -> Thresholds:
     """``None`` or ``{"pass": 0.8, "borderline": 0.6}`` (either key may be left
-    out; a ``fail`` key, as in seed 002's proposal, is accepted and ignored)."""
+    out; a ``fail`` key is accepted and ignored: docs/verifier-semantics.md "Across verifiers")."""
     if value is None:
         return Thresholds()
     if isinstance(value, Thresholds):

@@ -1,4 +1,4 @@
-"""Native check types (seed 000): their params and their compiled form.
+"""Native check types (docs/verifier-semantics.md "Native verifiers"): their params and their compiled form.
 
 Each type has a pydantic params model (strict, unknown params rejected) and a
 builder that turns validated params into ``run(ctx) -> (score, reason)``:
@@ -22,9 +22,9 @@ from .quoting import clip, quote, quote_all
 
 PASS = (1.0, None)
 
-#: Check-type aliases accepted in specs (seed 000); specs are normalized to the key.
+#: Check-type aliases accepted in specs (docs/verifier-semantics.md "Native verifiers"); specs are normalized to the key.
 TYPE_ALIASES = {"must_contain": "contains", "must_not_contain": "not_contains", "exact_match": "equals"}
-#: Parameter aliases (ARCHITECTURE): alias → canonical name.
+#: Parameter aliases (docs/verifier-semantics.md, "The rules"): alias → canonical name.
 PARAM_ALIASES = {"text": "value", "keys": "requiredKeys"}
 
 

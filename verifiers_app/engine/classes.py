@@ -1,4 +1,4 @@
-"""The verifier-class registry (seed 001 (b)): config-level reward logic.
+"""The verifier-class registry (docs/verifier-semantics.md "Verifier classes"): config-level reward logic.
 
 A class declares ``name``, a pydantic ``Config`` (``extra="forbid"``) for its
 params, and ``verify(self, *, prompt, completion, target) ->

@@ -1,4 +1,4 @@
-"""The verifier-fn registry (seed 001 (a)): per-row scoring functions.
+"""The verifier-fn registry (docs/verifier-semantics.md "Row verifiers"): per-row scoring functions.
 
 A task row names a fn (``verifier: {kind: in_process, fn_name, expected,
 params}``); the fn is called as ``fn(model_output, expected, params)`` and

@@ -1,6 +1,6 @@
 """Verifier specs: pydantic models, validation with field paths, normalization.
 
-Three kinds of spec (ARCHITECTURE "Scoring semantics"):
+Three kinds of spec (docs/verifier-semantics.md):
 
 - ``native`` (the default kind): ``{id, name, kind, passThreshold, checks:
   [{id, type, weight, required, params}]}``; each known check type validates
@@ -303,7 +303,7 @@ def lint_spec(spec: Any) -> list[str]:
     """Every problem of ``spec`` as ``"field.path: message"``; ``[]`` when valid.
 
     Exactly the problems :func:`validate_spec` raises. (An unknown check type is
-    not a problem: seed 000 has it skipped at scoring and noted in the feedback;
+    not a problem: it is skipped at scoring and noted in the feedback (docs/verifier-semantics.md "Native verifiers");
     :func:`spec_warnings` reports it.)
     """
     return parse_spec(spec)[1]
@@ -312,7 +312,7 @@ def lint_spec(spec: Any) -> list[str]:
 def spec_warnings(spec: Any) -> list[str]:
     """What is valid but probably not meant, as ``"field.path: message"``.
 
-    Today: a check whose type is unknown. Scoring skips such a check (seed 000),
+    Today: a check whose type is unknown. Scoring skips such a check (docs/verifier-semantics.md "Native verifiers"),
     so a typo like ``"json_valdi"`` would silently stop checking anything; an
     authoring tool shows this next to the field without refusing the spec.
     """

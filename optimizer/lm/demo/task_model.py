@@ -12,7 +12,7 @@ so a better prompt scores better instead of merely scoring differently. The
 wording of the reply (opener, filler, order) is drawn from (seed, whole prompt,
 task), so every (prompt, task, seed) gives exactly one reply.
 
-A re-asked task (seed 004's verify loop: ``task + "\\n\\nFeedback: " + verdict``)
+A re-asked task (docs/verifier-semantics.md "The verify loop": ``task + "\\n\\nFeedback: " + verdict``)
 is read as the task plus feedback the model tries hard (0.75) to act on.
 """
 

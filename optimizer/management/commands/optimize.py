@@ -1,4 +1,4 @@
-"""`manage.py optimize run|status|stop|cancel|resume` (ARCHITECTURE "Public contracts").
+"""`manage.py optimize run|status|stop|cancel|resume` (docs/architecture.md "Public contracts").
 
     optimize run --verifier ID|FILE [--verifier …] --tasks SET|FILE --model M
                  [--reflection-model M] --budget N|light|medium|heavy [--wait]

@@ -16,6 +16,9 @@ import pytest
 from dashboard.account_services import api_token_create
 from optimizer.models import Run, RunEvent, RunStatus
 
+# Spawns the example with dspy; the live server uses whichever database the stage has.
+pytestmark = pytest.mark.standalone
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "external" / "track_dspy_gepa.py"
 
 

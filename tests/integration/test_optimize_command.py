@@ -16,6 +16,10 @@ import pytest
 from tests.optimizer.run_helpers import REFUND_SPEC, REQUESTS
 from tests.polling import wait_until
 
+# Spawns manage.py processes on a SQLite file of its own: an integration test
+# that needs neither PostgreSQL nor Redis.
+pytestmark = pytest.mark.standalone
+
 ROOT = Path(__file__).resolve().parents[2]
 SUMMARY_KEYS = {"run_id", "status", "seed_score", "best_score", "best_candidate", "best_candidate_index", "metric_calls", "run_url"}
 

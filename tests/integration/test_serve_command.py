@@ -8,8 +8,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.conftest import ROOT, _free_port
 from tests.polling import wait_until
+
+# Spawns `manage.py serve` on a data directory of its own: needs no service.
+pytestmark = pytest.mark.standalone
 
 
 def _env(data_dir: str) -> dict:

@@ -1,0 +1,81 @@
+"""The run event catalogue: one pydantic model per event type, checked when an
+event is published (FRONTIER_VALIDATE_EVENTS, on in every test), and the
+README's websocket section written from the same models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from optimizer import event_types as ev
+from optimizer.events import publish_run_event
+from optimizer.models import RunEvent, RunStatus
+from tests.dashboard.compare_factories import run_demo_with_holdout
+from tests.dashboard.factories import build_run
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+@pytest.mark.django_db
+def test_a_payload_that_does_not_match_its_model_is_refused_naming_the_field_and_nothing_is_written(user):
+    run = build_run(owner=user, candidates=1, val_tasks=1, status=RunStatus.RUNNING)
+    before = RunEvent.objects.filter(run=run).count()
+    with pytest.raises(ev.EventPayloadError, match=r"run.budget event: data.used: Input should be a valid integer"):
+        publish_run_event(run.pk, ev.RUN_BUDGET, {"used": "12", "total": 50})
+    with pytest.raises(ev.EventPayloadError, match=r"trials event: data.items.0.verdict"):
+        publish_run_event(run.pk, ev.TRIALS, {"candidate": 0, "split": "val", "items": [
+            {"task_key": "t", "score": 1.0, "verdict": "great", "output": "", "reasons": []}]})
+    with pytest.raises(ev.EventPayloadError, match=r"error event: data.severity: Extra inputs are not permitted"):
+        publish_run_event(run.pk, ev.ERROR, {"where": "runner", "message": "x", "iteration": None, "severity": 3})
+    assert RunEvent.objects.filter(run=run).count() == before
+
+
+@pytest.mark.django_db
+def test_an_event_type_outside_the_catalogue_is_refused(user):
+    run = build_run(owner=user, candidates=1, val_tasks=1, status=RunStatus.RUNNING)
+    with pytest.raises(ev.EventPayloadError, match="'run.stats' is not an event type"):
+        publish_run_event(run.pk, "run.stats", {})
+
+
+@pytest.mark.django_db
+def test_with_validation_off_a_payload_is_stored_as_given(user, settings):
+    settings.FRONTIER_VALIDATE_EVENTS = False
+    run = build_run(owner=user, candidates=1, val_tasks=1, status=RunStatus.RUNNING)
+    assert publish_run_event(run.pk, ev.WORKER_PING, {"note": "no host"}).payload == {"note": "no host"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_event_of_a_real_run_with_a_holdout_matches_its_model(user, settings, tmp_path):
+    # Validation is on: a mismatch would already have failed the run; this also
+    # shows which types a native run uses.
+    settings.RUNS_DIR = tmp_path / "runs"
+    run = run_demo_with_holdout(user)
+    stored = list(RunEvent.objects.filter(run=run).values_list("type", "payload"))
+    for type, payload in stored:
+        ev.validate_payload(type, payload)
+    assert {type for type, _ in stored} >= {ev.RUN_STATUS, ev.RUN_BUDGET, ev.CANDIDATE_NEW, ev.FRONT_UPDATED,
+                                            ev.PROPOSAL, ev.TRIALS, ev.RUN_FINISHED, ev.HOLDOUT_SCORED}
+
+
+@pytest.mark.django_db
+def test_the_run_factory_writes_events_in_the_catalogue_shapes(user):
+    # It writes RunEvents directly (no publish): checked here instead.
+    run = build_run(owner=user, candidates=8, val_tasks=3, status=RunStatus.COMPLETED)
+    for type, payload in RunEvent.objects.filter(run=run).values_list("type", "payload"):
+        ev.validate_payload(type, payload)
+
+
+def test_the_readme_lists_every_event_type_as_its_model_describes_it():
+    readme = README.read_text()
+    assert ev.readme_with_catalogue(readme) == readme, (
+        "README's event catalogue is out of date: run `python -m optimizer.event_types README.md`"
+    )
+    for type in ev.CATALOGUE:
+        assert f"- **`{type}`**" in readme
+
+
+def test_the_catalogue_names_each_model_under_its_own_type():
+    assert ev.CATALOGUE == (ev.RUN_STATUS, ev.RUN_BUDGET, ev.CANDIDATE_NEW, ev.FRONT_UPDATED, ev.PROPOSAL, ev.TRIALS,
+                            ev.ERROR, ev.RUN_FINISHED, ev.HOLDOUT_SCORED, ev.WORKER_PING)
+    assert all(ev.PAYLOADS[type].type == type for type in ev.CATALOGUE)
