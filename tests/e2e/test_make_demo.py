@@ -1,4 +1,4 @@
-"""Issue 17 point 8: `make demo` is quick and quiet.
+"""`make demo` is quick and quiet.
 
 - It installs only what running needs: `make -n demo` (the commands make would
   run, none run) installs the project's runtime dependencies and nothing of the

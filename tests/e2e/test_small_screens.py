@@ -1,4 +1,4 @@
-"""Issue 17 point 7 in a real browser: a 390 px wide phone and a keyboard.
+"""Small screens and keyboards in a real browser: a 390 px wide phone.
 
 Every page is visited at 390×844 — with a real demo run (the simulator, run to
 the end by the server's embedded worker) so its charts exist — and none may
