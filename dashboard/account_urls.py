@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard import account_views
+from dashboard.pages import accounts as account_views
 
 app_name = "account"
 urlpatterns = [

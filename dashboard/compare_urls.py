@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard import compare_views
+from dashboard.pages import compare as compare_views
 
 app_name = "compare"
 urlpatterns = [

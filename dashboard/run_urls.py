@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from dashboard import run_views
+from dashboard.pages import runs as run_views
 
 app_name = "runs"
 urlpatterns = [

@@ -2,8 +2,8 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from dashboard import views
-from dashboard.login import LoginView
+from dashboard.pages import home as views
+from dashboard.pages.login import LoginView
 from dashboard.api import api
 
 urlpatterns = [

@@ -341,7 +341,7 @@ def _reflection_kwargs(config: RunConfig, recorder: RunRecorder, meter: UsageMet
 def _metered_proposer(proposer, meter: UsageMeter):
     """The demo simulator's proposer is one (free) reflection call; its token counts are
     estimated like the simulated task model's, since no provider reports them."""
-    from optimizer.lm.demo import approx_tokens
+    from optimizer.lm.simulator import approx_tokens
 
     def propose(candidate, reflective_dataset, components):
         texts = proposer(candidate, reflective_dataset, components)

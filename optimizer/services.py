@@ -267,8 +267,8 @@ def run_budget_warning(run: Run) -> str | None:
 def _enqueue(run: Run) -> None:
     """After commit, hand the run to the workers. The committed queued row is the
     durable queue: with the broker down it is sent later by a worker's watchdog
-    (optimizer.tasks.enqueue_run), and the launch still answers with the run."""
-    from optimizer.tasks import enqueue_run
+    (optimizer.celery_tasks.enqueue_run), and the launch still answers with the run."""
+    from optimizer.celery_tasks import enqueue_run
 
     transaction.on_commit(lambda: enqueue_run(run.pk))
 

@@ -16,7 +16,7 @@ from optimizer.selectors import taskset_list
 from optimizer.taskset_services import (
     taskset_delete, taskset_duplicate, taskset_export_lines, taskset_import, taskset_import_preview,
 )
-from optimizer.tasksets import DEFAULT_SPLIT_RATIOS, MAX_FILE_BYTES, DefaultSplit, FieldMapping
+from optimizer.taskset_files import DEFAULT_SPLIT_RATIOS, MAX_FILE_BYTES, DefaultSplit, FieldMapping
 from verifiers_app.api_errors import ErrorOut, Problem
 from verifiers_app.storable import without_nul
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from optimizer import taskset_views
+from dashboard.pages import tasksets as taskset_views
 
 app_name = "tasksets"
 urlpatterns = [

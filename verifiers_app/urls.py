@@ -1,6 +1,6 @@
 from django.urls import path
 
-from verifiers_app import views
+from dashboard.pages import verifiers as views
 
 app_name = "verifiers"
 urlpatterns = [

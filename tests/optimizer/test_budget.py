@@ -194,7 +194,7 @@ def test_a_cost_cap_stops_the_run_and_says_so(user, task_set, monkeypatch):
 
 
 def test_a_run_can_stop_at_a_perfect_val_score(user, task_set, monkeypatch):
-    from optimizer.lm.demo import DemoLanguageModel
+    from optimizer.lm.simulator import DemoLanguageModel
 
     perfect = "You have 30 days with a receipt: store credit, replacement, exchange, full refund or pickup."
     monkeypatch.setattr(DemoLanguageModel, "complete", lambda self, messages: _answer(perfect))
@@ -212,7 +212,7 @@ def _answer(text):
 
 
 def test_a_run_can_stop_after_iterations_without_improvement(user, task_set, monkeypatch):
-    from optimizer.lm.demo import DemoLanguageModel
+    from optimizer.lm.simulator import DemoLanguageModel
 
     monkeypatch.setattr(DemoLanguageModel, "complete", lambda self, messages: _answer("No idea."))
     patience = {"after_iterations_without_improvement": 3}

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from optimizer import event_types as ev
 from optimizer import runner
-from optimizer.lm.demo import DemoLanguageModel
+from optimizer.lm.simulator import DemoLanguageModel
 from optimizer.models import Candidate, Evaluation, Run, RunEvent, RunStatus
 from optimizer.runner import execute_run
 from optimizer.recorder import RunRecorder

@@ -15,7 +15,7 @@ def token_list(request):
         except ValueError as exc:
             error = str(exc)
     tokens = ApiToken.objects.filter(user=request.user)
-    return render(request, "account/tokens.html", {"tokens": tokens, "new_token": new_token, "error": error},
+    return render(request, "accounts/tokens.html", {"tokens": tokens, "new_token": new_token, "error": error},
                   status=400 if error else 200)
 
 

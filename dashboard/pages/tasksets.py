@@ -23,7 +23,7 @@ from optimizer.taskset_services import (
     taskset_import, taskset_split,
 )
 from optimizer.taskset_services import taskset_import_preview as services_import_preview
-from optimizer.tasksets import DEFAULT_SOURCES, DEFAULT_SPLIT_RATIOS, FORMATS, MAX_FILE_BYTES, DefaultSplit, FieldMapping
+from optimizer.taskset_files import DEFAULT_SOURCES, DEFAULT_SPLIT_RATIOS, FORMATS, MAX_FILE_BYTES, DefaultSplit, FieldMapping
 from verifiers_app.engine import SpecError
 from verifiers_app.services import spec_from_json
 from verifiers_app.storable import without_nul

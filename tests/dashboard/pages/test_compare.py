@@ -233,7 +233,7 @@ def test_a_hostile_import_gets_a_400_naming_the_problem_and_saves_nothing(other_
 
 
 def test_an_upload_over_the_size_limit_is_refused_and_nothing_is_saved(other_client, monkeypatch):
-    from dashboard import compare_views
+    from dashboard.pages import compare as compare_views
 
     monkeypatch.setattr(compare_views, "MAX_IMPORT_BYTES", 1024)
     response = _import(other_client, b" " * 4096)
