@@ -32,16 +32,8 @@ SPLITS = Split.values
 PREVIEW_PAGE_SIZE = 20
 
 
-def _visible(request, pk) -> TaskSet:
-    return get_object_or_404(TaskSet.objects.visible_to(request.user).select_related("owner"), pk=pk)
-
-
-def _editable(request, pk) -> TaskSet:
-    return get_object_or_404(TaskSet.objects.editable_by(request.user), pk=pk)
-
-
 def _can_edit(request, task_set: TaskSet) -> bool:
-    return request.user.is_superuser or task_set.owner_id == request.user.pk
+    return TaskSet.objects.editable_by(request.user).filter(pk=task_set.pk).exists()
 
 
 def taskset_list(request):
@@ -160,7 +152,7 @@ def taskset_import_confirm(request):
 
 
 def taskset_export(request, pk):
-    task_set = _visible(request, pk)
+    task_set = selectors.taskset_for_user(request.user, pk)
     response = StreamingHttpResponse(taskset_export_lines(task_set=task_set), content_type="application/x-ndjson")
     safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in task_set.name)[:80] or "tasks"
     response["Content-Disposition"] = f'attachment; filename="{safe}.jsonl"'
@@ -169,7 +161,7 @@ def taskset_export(request, pk):
 
 @require_POST
 def taskset_duplicate_view(request, pk):
-    task_set = _visible(request, pk)
+    task_set = selectors.taskset_for_user(request.user, pk)
     try:
         copy = taskset_duplicate(task_set=task_set, owner=request.user)
     except SpecError as exc:
@@ -181,7 +173,7 @@ def taskset_duplicate_view(request, pk):
 
 @require_POST
 def taskset_delete_view(request, pk):
-    task_set = _editable(request, pk)
+    task_set = selectors.taskset_for_user(request.user, pk, edit=True)
     name = task_set.name
     try:
         taskset_delete(task_set=task_set)
@@ -193,7 +185,7 @@ def taskset_delete_view(request, pk):
 
 
 def taskset_detail(request, pk):
-    task_set = _visible(request, pk)
+    task_set = selectors.taskset_for_user(request.user, pk)
     query, split = without_nul(request.GET.get("q", "").strip()), request.GET.get("split", "")
     tasks = task_set.tasks.all()
     if query:
@@ -210,7 +202,7 @@ def taskset_detail(request, pk):
 
 @require_POST
 def taskset_split_view(request, pk):
-    task_set = _editable(request, pk)
+    task_set = selectors.taskset_for_user(request.user, pk, edit=True)
     try:
         ratios = {s: float(request.POST.get(s) or 0) for s in SPLITS}
         seed = int(request.POST.get("seed") or 0)
@@ -224,7 +216,7 @@ def taskset_split_view(request, pk):
 
 @require_POST
 def taskset_assign_view(request, pk):
-    task_set = _editable(request, pk)
+    task_set = selectors.taskset_for_user(request.user, pk, edit=True)
     try:
         changed = taskset_assign_split(task_set=task_set, task_ids=request.POST.getlist("task_ids"),
                                        split=request.POST.get("split", ""))
@@ -240,7 +232,7 @@ def _json_text(value) -> str:
 
 
 def task_detail(request, pk, task_pk):
-    task_set = _visible(request, pk)
+    task_set = selectors.taskset_for_user(request.user, pk)
     task = get_object_or_404(Task, pk=task_pk, task_set=task_set)
     can_edit = _can_edit(request, task_set)
     problems, form = [], None

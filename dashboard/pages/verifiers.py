@@ -20,20 +20,6 @@ NEW_SPEC = {"id": "", "name": "", "kind": "native", "passThreshold": 1.0,
             "checks": [{"id": "expectations", "type": "task_expectations", "weight": 1, "params": {}}]}
 
 
-def _visible(request, slug: str) -> Verifier:
-    return _found(Verifier.objects.visible_to(request.user).select_related("owner").lookup(request.user, slug))
-
-
-def _editable(request, slug: str) -> Verifier:
-    return _found(Verifier.objects.editable_by(request.user).select_related("owner").lookup(request.user, slug))
-
-
-def _found(verifier: Verifier | None) -> Verifier:
-    if verifier is None:
-        raise Http404("No verifier has this id")
-    return verifier
-
-
 def verifier_list(request):
     query, kind = request.GET.get("q", "").strip(), request.GET.get("kind", "")
     page = Paginator(selectors.verifier_list(user=request.user, query=query, kind=kind), 25).get_page(request.GET.get("page"))
@@ -43,7 +29,7 @@ def verifier_list(request):
 
 
 def verifier_detail(request, slug):
-    verifier = _visible(request, slug)
+    verifier = selectors.verifier_for_user(request.user, slug)
     return render(request, "verifiers/detail.html", {
         "verifier": verifier,
         "spec_json": json.dumps(verifier.spec, indent=2, ensure_ascii=False),
@@ -97,7 +83,7 @@ def verifier_create(request):
 
 
 def verifier_edit(request, slug):
-    verifier = _editable(request, slug)
+    verifier = selectors.verifier_for_user(request.user, slug, edit=True)
     if request.method == "POST":
         try:
             changed = services.verifier_update(verifier=verifier, spec=_spec_from_request(request), user=request.user,
@@ -116,7 +102,7 @@ def verifier_edit(request, slug):
 @require_POST
 def verifier_duplicate(request, slug):
     try:
-        copy = services.verifier_duplicate(verifier=_visible(request, slug), owner=request.user)
+        copy = services.verifier_duplicate(verifier=selectors.verifier_for_user(request.user, slug), owner=request.user)
     except SpecError as exc:  # e.g. the spec names a fn that is no longer registered
         messages.error(request, f"Not duplicated: {exc}.")
         return redirect("verifiers:detail", slug=slug)
@@ -126,7 +112,7 @@ def verifier_duplicate(request, slug):
 
 @require_POST
 def verifier_delete(request, slug):
-    verifier = _editable(request, slug)
+    verifier = selectors.verifier_for_user(request.user, slug, edit=True)
     try:
         services.verifier_delete(verifier=verifier)
     except services.VerifierInUse as exc:
@@ -137,14 +123,14 @@ def verifier_delete(request, slug):
 
 
 def verifier_export(request, slug):
-    verifier = _visible(request, slug)
+    verifier = selectors.verifier_for_user(request.user, slug)
     response = JsonResponse(verifier.spec, json_dumps_params={"indent": 2, "ensure_ascii": False})
     response["Content-Disposition"] = f'attachment; filename="{verifier.slug}.json"'
     return response
 
 
 def verifier_diff(request, slug):
-    verifier = _visible(request, slug)
+    verifier = selectors.verifier_for_user(request.user, slug)
     try:
         new = int(request.GET.get("new", verifier.version))
         old = int(request.GET.get("old", new - 1))

@@ -73,3 +73,17 @@ def test_the_runs_list_leaves_archived_runs_out_unless_asked(user):
     assert list(selectors.run_list(user=user)) == [kept]
     assert list(selectors.run_list(user=user, archived=True)) == [archived]
     assert set(selectors.run_list(user=user, archived=None)) == {kept, archived}
+
+
+def test_a_shared_task_set_is_readable_but_only_its_owner_may_change_it(user, other_user):
+    from optimizer.models import TaskSet
+
+    task_set = TaskSet.objects.create(owner=other_user, name="theirs")
+    with pytest.raises(Http404):
+        selectors.taskset_for_user(user, task_set.pk)
+    task_set.shared = True
+    task_set.save(update_fields=["shared"])
+    assert selectors.taskset_for_user(user, task_set.pk).task_count == 0
+    with pytest.raises(Http404):
+        selectors.taskset_for_user(user, task_set.pk, edit=True)
+    assert selectors.taskset_for_user(other_user, task_set.pk, edit=True) == task_set

@@ -50,3 +50,21 @@ def test_the_editor_knows_each_check_types_typed_fields():
     assert {f["name"]: f["type"] for f in fields["contains"]} == {"value": "text", "caseSensitive": "bool"}
     assert fields["json_keys"][0] == {"name": "requiredKeys", "type": "list", "required": True, "default": None}
     assert fields["min_length"][0]["type"] == "int"
+
+
+def test_a_shared_verifier_is_readable_but_only_its_owner_or_an_admin_may_edit_it(user, other_user, admin_user):
+    from django.http import Http404
+
+    from verifiers_app.selectors import verifier_for_user
+
+    verifier = verifier_create(owner=other_user, spec=spec("tone"))
+    with pytest.raises(Http404):
+        verifier_for_user(user, "tone")
+    verifier.shared = True
+    verifier.save(update_fields=["shared"])
+    assert verifier_for_user(user, "tone") == verifier
+    with pytest.raises(Http404):
+        verifier_for_user(user, "tone", edit=True)
+    assert verifier_for_user(admin_user, "tone", edit=True) == verifier
+    with pytest.raises(Http404):
+        verifier_for_user(other_user, "to\x00ne")
