@@ -21,6 +21,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, 
 
 from optimizer.config import RunConfigError, parse_run_config
 from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, RunStatus, Split
+from verifiers_app.engine.errors import validation_problems
 
 FORMAT = "frontier.run"
 VERSION = 1
@@ -241,9 +242,7 @@ def _unstorable(data) -> str | None:
 
 
 def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    where = ".".join(str(p) for p in err["loc"])
-    message = err["msg"].removeprefix("Value error, ")
+    where, message = validation_problems(exc.errors(), dotted=True)[0]
     return f"{where}: {message}" if where and not message.startswith(where) else message
 
 

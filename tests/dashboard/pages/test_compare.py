@@ -263,7 +263,7 @@ def test_an_import_whose_check_breakdown_is_not_the_engine_s_shape_is_refused(ot
 @pytest.mark.parametrize(("mutate", "message"), [
     (lambda d: d["run"].update(config={"splits": 5, "task_lm": [1]}), b"run.config: "),
     (lambda d: d["run"]["config"].update(minibatch_size="many"), b"run.config: minibatch_size: "),
-    (lambda d: d["run"]["tasks_snapshot"][1].pop("task_id"), b"run.tasks_snapshot.1.task_id: Field required"),
+    (lambda d: d["run"]["tasks_snapshot"][1].pop("task_id"), b"run.tasks_snapshot.1.task_id: is required"),
     (lambda d: d["run"]["tasks_snapshot"][0].update(split="later"), b"run.tasks_snapshot.0.split: "),
     (lambda d: d["run"]["verifier_specs"][0].update(id=5), b"run.verifier_specs.0.id: "),
 ])
