@@ -14,6 +14,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_safe, require_http_methods
 
 from dashboard import compare_selectors as sel
+from dashboard.forms import PromotionForm
 from optimizer.selectors import run_for_user, run_summary
 from optimizer.export import RunImportError, run_export, run_export_csv, run_import
 from optimizer.external import ExternalRunError
@@ -177,12 +178,11 @@ def promotion(request, run_id: int):
     run = run_for_user(request.user, run_id)
     seed, best = sel.seed_candidate(run), sel.best_candidate(run)
     if request.method == "POST":
-        try:
-            index = int(request.POST.get("candidate", ""))
-        except ValueError:
-            messages.error(request, "candidate: not a candidate index.")
+        form = PromotionForm(request.POST)
+        if not form.is_valid():
+            messages.error(request, "; ".join(form.problems()))
         else:
-            candidate = _candidate_for(run, index)
+            candidate = _candidate_for(run, form.cleaned_data["candidate"])
             try:
                 run_promote(run=run, candidate=candidate, user=request.user)  # PermissionDenied → 403
             except ValueError as exc:

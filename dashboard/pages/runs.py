@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_safe, require_http_methods, require_POST
 
 from dashboard import selectors
+from dashboard.forms import RunAnnotateForm, RunArchiveForm, RunControlForm
 from optimizer import selectors as run_selectors
 from optimizer import services
 from optimizer.config import DEMO_MODEL_NAME, RunConfigError
@@ -133,19 +134,25 @@ def run_control(request, run_id: int, action: str):
     """stop / cancel / resume (optionally with more budget) / fork from a candidate."""
     run = run_selectors.run_for_user(request.user, run_id, control=True)
     target = run
+    form = RunControlForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "; ".join(form.problems()))
+        return redirect(reverse("runs:detail", args=[run.pk]))
     try:
         if action == "stop":
             services.run_stop(run=run)
         elif action == "cancel":
             services.run_cancel(run=run)
         elif action == "resume":
-            services.run_resume(run=run, extra_budget=_int_field(request, "extra_budget", 0))
+            services.run_resume(run=run, extra_budget=form.cleaned_data["extra_budget"] or 0)
         else:
-            index = _int_field(request, "candidate", run.best_candidate.index if run.best_candidate_id else 0)
+            index = form.cleaned_data["candidate"]
+            if index is None:
+                index = run.best_candidate.index if run.best_candidate_id else 0
             target = services.run_fork(run=run, candidate_index=index, owner=request.user)
     except RunConfigError as error:
         messages.error(request, "; ".join(f"{field}: {problem}" for field, problem in error.problems))
-    except ValueError as error:  # RunStateError and bad numbers
+    except ValueError as error:  # RunStateError
         messages.error(request, str(error))
     return redirect(reverse("runs:detail", args=[target.pk]))
 
@@ -154,9 +161,12 @@ def run_control(request, run_id: int, action: str):
 def run_annotate(request, run_id: int):
     """Tags (comma-separated) and notes from the run page's form."""
     run = run_selectors.run_for_user(request.user, run_id, control=True)
-    tags = [t for t in request.POST.get("tags", "").split(",")]
+    form = RunAnnotateForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "; ".join(form.problems()))
+        return redirect(reverse("runs:detail", args=[run.pk]))
     try:
-        services.run_annotate(run=run, tags=tags, notes=request.POST.get("notes", ""))
+        services.run_annotate(run=run, tags=form.tag_list(), notes=form.cleaned_data["notes"])
         messages.success(request, "Tags and notes saved.")
     except RunConfigError as error:
         messages.error(request, "; ".join(f"{field}: {problem}" for field, problem in error.problems))
@@ -167,8 +177,11 @@ def run_annotate(request, run_id: int):
 def run_archive(request, run_id: int):
     """Archive (archived=1) or bring back (archived=0) a finished run."""
     run = run_selectors.run_for_user(request.user, run_id, control=True)
+    form = RunArchiveForm(request.POST)
     try:
-        services.run_archive(run=run, archived=request.POST.get("archived", "1") == "1")
+        if not form.is_valid():
+            raise ValueError("; ".join(form.problems()))
+        services.run_archive(run=run, archived=form.cleaned_data["archived"])
     except ValueError as error:
         messages.error(request, str(error))
     return redirect(reverse("runs:detail", args=[run.pk]))
@@ -184,19 +197,6 @@ def run_delete(request, run_id: int):
         return redirect(reverse("runs:detail", args=[run.pk]))
     messages.success(request, f"Run {run_id} ({run}) was deleted.")
     return redirect(reverse("runs:list"))
-
-
-def _int_field(request, name: str, default: int) -> int:
-    raw = request.POST.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{name}: must be a whole number, got {raw[:40]!r}") from None
-    if value < 0:
-        raise ValueError(f"{name}: must not be negative")
-    return value
 
 
 LM_FIELDS = [("task_lm", "Task model"), ("reflection_lm", "Reflection model")]

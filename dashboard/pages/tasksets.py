@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
+from dashboard.forms import AssignSplitForm, SplitForm
 from optimizer.models import Split, Task, TaskSet
 from optimizer import selectors
 from optimizer.import_uploads import upload_discard, upload_keep, upload_path
@@ -203,12 +204,14 @@ def taskset_detail(request, pk):
 @require_POST
 def taskset_split_view(request, pk):
     task_set = selectors.taskset_for_user(request.user, pk, edit=True)
+    form = SplitForm(request.POST)
     try:
-        ratios = {s: float(request.POST.get(s) or 0) for s in SPLITS}
-        seed = int(request.POST.get("seed") or 0)
-        counts = taskset_split(task_set=task_set, ratios=ratios, seed=seed)
-    except ValueError as exc:  # SpecError is a ValueError; so are bad numbers
-        messages.error(request, f"Not split: {exc if isinstance(exc, SpecError) else 'ratios and seed must be numbers'}.")
+        if not form.is_valid():
+            raise SpecError(form.problems())
+        seed = form.cleaned_data["seed"] or 0
+        counts = taskset_split(task_set=task_set, ratios=form.ratios(), seed=seed)
+    except SpecError as exc:
+        messages.error(request, f"Not split: {exc}.")
     else:
         messages.success(request, "Split with seed {}: {}.".format(seed, ", ".join(f"{n} {s}" for s, n in counts.items())))
     return redirect("tasksets:detail", pk=pk)
@@ -217,13 +220,15 @@ def taskset_split_view(request, pk):
 @require_POST
 def taskset_assign_view(request, pk):
     task_set = selectors.taskset_for_user(request.user, pk, edit=True)
+    form = AssignSplitForm(request.POST)
     try:
-        changed = taskset_assign_split(task_set=task_set, task_ids=request.POST.getlist("task_ids"),
-                                       split=request.POST.get("split", ""))
+        if not form.is_valid():
+            raise SpecError(form.problems())
+        changed = taskset_assign_split(task_set=task_set, task_ids=form.cleaned_data["task_ids"], split=form.cleaned_data["split"])
     except SpecError as exc:
         messages.error(request, f"Not changed: {exc}.")
     else:
-        messages.success(request, f"Moved {changed} task{'s' if changed != 1 else ''} to {request.POST['split']}.")
+        messages.success(request, f"Moved {changed} task{'s' if changed != 1 else ''} to {form.cleaned_data['split']}.")
     return redirect("tasksets:detail", pk=pk)
 
 
