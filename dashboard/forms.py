@@ -9,6 +9,9 @@ from django import forms
 from django.core import validators
 
 from optimizer.models import Split
+from optimizer.taskset_files import DEFAULT_SPLIT_RATIOS, FORMATS, DefaultSplit, FieldMapping
+from verifiers_app.engine import SpecError
+from verifiers_app.storable import without_nul
 
 NUL_MESSAGE = "contains a NUL character (U+0000), which cannot be stored"
 WHOLE = {"invalid": "must be a whole number", "min_value": "must not be negative"}
@@ -92,3 +95,44 @@ class VerifierForm(ProblemsForm):
     spec_file = forms.FileField(required=False, allow_empty_file=True)
     shared = forms.BooleanField(required=False)
     test_cases = Text(strip=False, allow_nul=True)
+
+
+class TaskImportForm(ProblemsForm):
+    """A task-set import's options (upload, preview and confirm pages): the set's
+    name, the file format, the field mapping (`<field>_field`: which source key
+    fills each task field), the default split of rows without one, sharing."""
+
+    name = Text(allow_nul=True)  # taskset_import checks the name (and says so on the preview)
+    format = forms.ChoiceField(required=False, choices=[("", "detect"), *((f, f) for f in FORMATS)],
+                               error_messages={"invalid_choice": f"use one of {', '.join(FORMATS)}"})
+    split_seed = forms.IntegerField(required=False, error_messages=WHOLE)
+    shared = forms.BooleanField(required=False)
+
+    def __init__(self, data, **kwargs):
+        super().__init__(data, **kwargs)
+        for name in FieldMapping.names():
+            self.fields[f"{name}_field"] = Text(allow_nul=True)  # a key name: NULs dropped, cut at 200 (options)
+        for split in DEFAULT_SPLIT_RATIOS:
+            self.fields[f"default_{split}"] = forms.FloatField(required=False, min_value=0, error_messages=NUMBER)
+
+    def clean(self):
+        data = super().clean()
+        # A ratio the form did not send keeps its default; one sent empty is 0.
+        ratios = {split: (DEFAULT_SPLIT_RATIOS[split] if f"default_{split}" not in self.data else data.get(f"default_{split}") or 0.0)
+                  for split in DEFAULT_SPLIT_RATIOS}
+        try:
+            data["default_split"] = DefaultSplit(ratios=ratios, seed=data.get("split_seed") or 0)
+        except SpecError as exc:
+            self.add_error(None, f"default split: {exc}")
+        return data
+
+    @staticmethod
+    def defaults() -> dict:
+        return {"name": "", "fmt": "", "mapping": FieldMapping(), "default_split": DefaultSplit()}
+
+    def options(self) -> dict:
+        """What taskset_import and its preview take (call after is_valid)."""
+        data = self.cleaned_data
+        mapping = FieldMapping(**{name: without_nul(data.get(f"{name}_field", "")).strip()[:200] for name in FieldMapping.names()})
+        return {"name": data.get("name", ""), "fmt": data.get("format", ""), "mapping": mapping,
+                "default_split": data.get("default_split") or DefaultSplit()}

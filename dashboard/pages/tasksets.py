@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
-from dashboard.forms import AssignSplitForm, SplitForm
+from dashboard.forms import AssignSplitForm, SplitForm, TaskImportForm
 from optimizer.models import Split, Task, TaskSet
 from optimizer import selectors
 from optimizer.import_uploads import upload_discard, upload_keep, upload_path
@@ -24,7 +24,7 @@ from optimizer.taskset_services import (
     taskset_import, taskset_split,
 )
 from optimizer.taskset_services import taskset_import_preview as services_import_preview
-from optimizer.taskset_files import DEFAULT_SOURCES, DEFAULT_SPLIT_RATIOS, FORMATS, MAX_FILE_BYTES, DefaultSplit, FieldMapping
+from optimizer.taskset_files import DEFAULT_SOURCES, DEFAULT_SPLIT_RATIOS, FORMATS, MAX_FILE_BYTES, FieldMapping
 from verifiers_app.engine import SpecError
 from verifiers_app.services import spec_from_json
 from verifiers_app.storable import without_nul
@@ -47,22 +47,12 @@ def taskset_list(request):
 
 
 def _import_options(data) -> tuple[dict, list[str]]:
-    """Name, format, field mapping, default split and sharing from the import
-    form (GET or POST), and the problems reading them."""
-    problems = []
-    mapping = FieldMapping(**{name: without_nul(data.get(f"{name}_field", "").strip())[:200] for name in FieldMapping.names()})
-    try:
-        ratios = {s: float(data.get(f"default_{s}") or 0) if data.get(f"default_{s}") is not None else DEFAULT_SPLIT_RATIOS[s]
-                  for s in DEFAULT_SPLIT_RATIOS}
-        default_split = DefaultSplit(ratios=ratios, seed=int(data.get("split_seed") or 0))
-    except ValueError as exc:  # SpecError is a ValueError; so are bad numbers
-        problems.append(f"default split: {exc}" if isinstance(exc, SpecError) else "default split: ratios and seed must be numbers")
-        default_split = DefaultSplit()
-    fmt = data.get("format", "")
-    if fmt and fmt not in FORMATS:
-        problems.append(f"format: use one of {', '.join(FORMATS)}")
-        fmt = ""
-    return {"name": data.get("name", ""), "fmt": fmt, "mapping": mapping, "default_split": default_split}, problems
+    """The import options (TaskImportForm) from the import form (GET or POST),
+    and the problems reading them, each naming its field."""
+    form = TaskImportForm(data)
+    if not form.is_valid():
+        return TaskImportForm.defaults(), form.problems()
+    return form.options(), []
 
 
 def _form_context(data) -> dict:

@@ -179,3 +179,12 @@ def test_a_kept_upload_is_only_usable_by_the_user_who_sent_it_and_a_forged_token
     forged = user_client.get("/tasksets/import/preview/?name=T&token=eyJ1IjoxfQ:forged:sig")
     assert forged.status_code == 400 and "this preview has expired or is not valid" in forged.content.decode()
     assert not TaskSet.objects.exists()
+
+
+def test_import_options_that_are_not_numbers_or_formats_are_named_and_nothing_is_kept(user_client):
+    response = preview(user_client, "Tickets", upload("t.jsonl", rows(2)), default_train="most", split_seed="x", format="xlsx")
+    page = response.content.decode()
+    assert response.status_code == 400
+    for problem in ("default_train: must be a number", "split_seed: must be a whole number", "format: use one of"):
+        assert problem in page
+    assert not TaskSet.objects.exists()
