@@ -11,6 +11,7 @@ from django.core import validators
 from optimizer.models import Split
 from optimizer.taskset_files import DEFAULT_SPLIT_RATIOS, FORMATS, DefaultSplit, FieldMapping
 from verifiers_app.engine import SpecError
+from verifiers_app.services import spec_from_json
 from verifiers_app.storable import without_nul
 
 NUL_MESSAGE = "contains a NUL character (U+0000), which cannot be stored"
@@ -136,3 +137,21 @@ class TaskImportForm(ProblemsForm):
         mapping = FieldMapping(**{name: without_nul(data.get(f"{name}_field", "")).strip()[:200] for name in FieldMapping.names()})
         return {"name": data.get("name", ""), "fmt": data.get("format", ""), "mapping": mapping,
                 "default_split": data.get("default_split") or DefaultSplit()}
+
+
+class TaskForm(ProblemsForm):
+    """One task's edit form: its input text and its JSON fields as text (read by
+    the JSON reader, which names the field: "expected: not valid JSON …"); the
+    split and the row's contents are checked by task_update."""
+
+    input = Text(strip=False, allow_nul=True)
+    expected = Text(allow_nul=True)
+    params = Text(allow_nul=True)
+    metadata = Text(allow_nul=True)
+    verifier = Text(allow_nul=True)
+    split = Text(allow_nul=True)
+
+    def json_field(self, name: str, empty):
+        """The field's JSON value; `empty` when left blank. SpecError names the field."""
+        text = self.cleaned_data[name]
+        return spec_from_json(text, source=name) if text else empty

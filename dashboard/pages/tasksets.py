@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
-from dashboard.forms import AssignSplitForm, SplitForm, TaskImportForm
+from dashboard.forms import AssignSplitForm, SplitForm, TaskForm, TaskImportForm
 from optimizer.models import Split, Task, TaskSet
 from optimizer import selectors
 from optimizer.import_uploads import upload_discard, upload_keep, upload_path
@@ -26,7 +26,6 @@ from optimizer.taskset_services import (
 from optimizer.taskset_services import taskset_import_preview as services_import_preview
 from optimizer.taskset_files import DEFAULT_SOURCES, DEFAULT_SPLIT_RATIOS, FORMATS, MAX_FILE_BYTES, FieldMapping
 from verifiers_app.engine import SpecError
-from verifiers_app.services import spec_from_json
 from verifiers_app.storable import without_nul
 
 SPLITS = Split.values
@@ -233,14 +232,13 @@ def task_detail(request, pk, task_pk):
     problems, form = [], None
     if request.method == "POST" and can_edit:
         form = request.POST
+        task_form = TaskForm(form)
         try:
-            def parsed(name, empty):
-                text = form.get(name, "").strip()
-                return spec_from_json(text, source=name) if text else empty
-
-            task_update(task=task, input=form.get("input", ""), expected=parsed("expected", None),
-                        params=parsed("params", {}), metadata=parsed("metadata", {}),
-                        verifier=parsed("verifier", None), split=form.get("split", ""))
+            if not task_form.is_valid():
+                raise SpecError(task_form.problems())
+            task_update(task=task, input=task_form.cleaned_data["input"], expected=task_form.json_field("expected", None),
+                        params=task_form.json_field("params", {}), metadata=task_form.json_field("metadata", {}),
+                        verifier=task_form.json_field("verifier", None), split=task_form.cleaned_data["split"])
         except SpecError as exc:
             problems = exc.problems
         else:
