@@ -123,7 +123,7 @@ def embedded_push(owner) -> None:
     from channels.layers import get_channel_layer
 
     from dashboard.embedded import ensure_worker, stop_worker
-    from dashboard.tasks import worker_ping
+    from dashboard.celery_tasks import worker_ping
     from optimizer.events import run_group
     from optimizer.models import RunStatus
 

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from dashboard.login import ThrottledAdminAuthenticationForm
+from dashboard.pages.login import ThrottledAdminAuthenticationForm
 from dashboard.models import ApiToken
 
 # The admin's login counts against the same throttle as the site's (dashboard.throttle).

@@ -13,4 +13,5 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 
 app = Celery("dashboard")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks()
+# Task modules are named celery_tasks.py (tasks.py would read as "task sets"/"task rows").
+app.autodiscover_tasks(related_name="celery_tasks")

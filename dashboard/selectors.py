@@ -1,5 +1,6 @@
-"""Read paths of the run pages: the run list, the run page's JSON snapshot and
-the candidate page.
+"""Read paths of the run pages: the run page's JSON snapshot, its header card
+and family, the candidate page and the launch form's choices (the run read
+model itself, list rows included, is optimizer.selectors.run_summary).
 
 The snapshot is everything the run page draws, built from the database alone
 (Run, Candidate, Evaluation rows and the tail of the event log), so a finished
@@ -14,16 +15,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from django.db.models import Case, CharField, Count, F, Max, Q, QuerySet, Value, When
-from django.db.models.fields.json import KT
-from django.db.models.functions import Cast
-from django.utils import timezone
+from django.db.models import Count, Max
 
 from optimizer import event_types as ev
-from optimizer.budget import format_cost, run_max_cost, run_pricing
-from optimizer.config import DEMO_MODEL_NAME
-from optimizer.external import SILENT_AFTER_SECONDS
-from optimizer.models import Candidate, Evaluation, ModelEndpoint, Run, RunEvent, RunStatus, Split, TaskSet
+from optimizer.budget import format_cost, run_pricing
+from optimizer.config import DEMO_MODEL_LABEL, lm_is_simulator
+from optimizer.models import Candidate, Evaluation, ModelEndpoint, Run, RunEvent, Split, TaskSet
+from optimizer.selectors import run_summary
 from verifiers_app.models import Verifier
 
 HOVER_PREVIEW_CHARS = 200
@@ -38,162 +36,6 @@ VERDICT_LETTERS = {"pass": "p", "borderline": "b", "fail": "f"}
 def _clip(text: str, limit: int) -> str:
     text = text or ""
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def run_model_label(run: Run) -> dict:
-    """The task model as the UI shows it; the demo simulator is labelled as one."""
-    if run.is_external:  # the user's own adapter and models: we only know where it runs
-        return {"label": "the run's own adapter", "is_simulator": False, "model": ""}
-    lm = (run.config or {}).get("task_lm") or {}
-    if isinstance(lm, str):  # an endpoint name never resolved (an imported run's config)
-        lm = {"provider": "demo" if lm == DEMO_MODEL_NAME else "", "model": lm}
-    provider = lm.get("provider", "")
-    model = lm.get("model", "")
-    is_simulator = provider == "demo"
-    label = "demo simulator" if is_simulator else (model or "–")
-    return {"label": label, "is_simulator": is_simulator, "model": model}
-
-
-# The runs list's sortable columns: URL key → what the database orders by.
-RUN_SORTS = {
-    "name": "name", "status": "status", "best_score": "best_score", "budget": "budget_used", "cost": "cost",
-    "model": "task_model",
-    "task_set": "task_set__name", "owner": "owner__username", "started": "started_at", "finished": "finished_at",
-    "created": "created_at",
-}
-DEFAULT_RUN_SORT = "-created"
-DEMO_MODEL_LABEL = "demo simulator"
-
-
-def _with_task_model(runs: QuerySet[Run]) -> QuerySet[Run]:
-    """Annotate `task_model`: the task model as the list shows it (run_model_label)."""
-    return runs.annotate(
-        task_model=Case(
-            When(config__task_lm__provider="demo", then=Value(DEMO_MODEL_LABEL)),
-            default=Cast(KT("config__task_lm__model"), CharField()),
-            output_field=CharField(),
-        )
-    )
-
-
-def run_list(
-    *, user, status: str = "", search: str = "", task_set: int | None = None, verifier: str = "", model: str = "",
-    archived: bool = False, sort: str = DEFAULT_RUN_SORT,
-) -> QuerySet[Run]:
-    """Runs the user may see, filtered by status, task set, verifier (slug), task
-    model (as the list labels it), archived or not, and a search over run name,
-    task set name and owner; ordered by `sort` (a RUN_SORTS key, "-" for
-    descending; unknown keys fall back to newest first), ties newest first."""
-    runs = _with_task_model(Run.objects.visible_to(user).select_related("task_set", "owner", "best_candidate"))
-    runs = runs.filter(archived=archived)
-    if status:
-        runs = runs.filter(status=status)
-    if task_set:
-        runs = runs.filter(task_set_id=task_set)
-    if verifier:
-        runs = runs.filter(verifiers__slug=verifier).distinct()
-    if model:
-        runs = runs.filter(task_model=model)
-    if search:
-        runs = runs.filter(
-            Q(name__icontains=search) | Q(task_set__name__icontains=search) | Q(owner__username__icontains=search)
-        )
-    key = sort.removeprefix("-")
-    field = F(RUN_SORTS.get(key, "created_at"))
-    descending = sort.startswith("-") if key in RUN_SORTS else True
-    order = field.desc(nulls_last=True) if descending else field.asc(nulls_last=True)
-    return runs.order_by(order, "-created_at", "-pk")
-
-
-def run_list_filter_choices(*, user) -> dict:
-    """What the runs list's filters offer: task sets, verifiers and task models of the user's runs."""
-    runs = Run.objects.visible_to(user)
-    return {
-        "task_sets": TaskSet.objects.filter(pk__in=runs.values("task_set_id")).order_by("name").values_list("pk", "name"),
-        "verifiers": Verifier.objects.filter(runs__in=runs.values("pk")).order_by("slug").values_list("slug", flat=True).distinct(),
-        "models": sorted({m for m in _with_task_model(runs).values_list("task_model", flat=True) if m}),
-    }
-
-
-def run_summary(run: Run) -> dict:
-    """The header fields of a run (run list rows and the run page header)."""
-    pricing = run_pricing(run.config)
-    return {
-        "id": run.pk,
-        "name": str(run),
-        "status": run.status,
-        "phase": run.phase,
-        "active": run.status in RunStatus.active(),
-        "budget_used": run.budget_used,
-        "budget_total": run.budget_total,
-        "seed_score": run.seed_score,
-        "best_score": run.best_score,
-        "delta": (run.best_score - run.seed_score) if run.best_score is not None and run.seed_score is not None else None,
-        "budget_pct": min(100, round(100 * run.budget_used / run.budget_total)) if run.budget_total else 0,
-        "best_index": run.best_candidate.index if run.best_candidate_id else None,
-        "error": run.error,
-        "stop_requested": run.stop_requested,
-        "model": run_model_label(run),
-        "task_set": run.task_set.name if run.task_set_id else "",
-        "owner": run.owner.get_username(),
-        "created_at": run.created_at.isoformat() if run.created_at else None,
-        "started_at": run.started_at.isoformat() if run.started_at else None,
-        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
-        "last_seq": run.last_seq,
-        "task_set_id": run.task_set_id,
-        "tags": list(run.tags or []),
-        "archived": run.archived,
-        "kind": run.kind,
-        "external": run.external or {},
-        **run_client_status(run),
-        # Money and tokens, recorded by the runner (never re-summed here).
-        "cost": run.cost,
-        "pricing": pricing,
-        "cost_label": format_cost(run.cost, pricing),
-        "tokens": int((run.usage or {}).get("total", {}).get("tokens_in", 0)) + int((run.usage or {}).get("total", {}).get("tokens_out", 0)),
-        "usage": run.usage or {},
-        "max_cost": run_max_cost(run.config),
-        "stop_reason": run.stop_reason,
-    }
-
-
-def run_client_status(run: Run) -> dict:
-    """For an external run: when its tracker was last heard from (a batch or a
-    stop poll) and whether it went silent. Empty for a native run."""
-    if not run.is_external:
-        return {}
-    seen = run.heartbeat_at
-    silent = run.status in RunStatus.active() and (seen is None or (timezone.now() - seen).total_seconds() > SILENT_AFTER_SECONDS)
-    return {"client_seen_at": seen.isoformat() if seen else None, "client_silent": silent, "silent_after": SILENT_AFTER_SECONDS}
-
-
-LIST_ROW_FIELDS = (
-    "id", "name", "status", "phase", "best_score", "seed_score", "delta", "budget_used", "budget_total",
-    "budget_pct", "model", "task_set", "owner", "created_at", "started_at", "finished_at", "last_seq",
-    "task_set_id", "tags", "archived", "kind", "cost", "pricing", "cost_label", "stop_reason",
-)
-
-
-def run_list_row(run: Run) -> dict:
-    """One row of the runs list: what the page, list.json and the `runs` push show
-    (no error text or other run-page fields). `last_seq` orders two versions of a row."""
-    summary = run_summary(run)
-    return {key: summary[key] for key in LIST_ROW_FIELDS}
-
-
-def run_list_row_for_push(run_id: int) -> tuple[int, dict] | None:
-    """(owner id, list row) of a run for the `runs` group, or None if it is gone.
-    One query; the owner id lets a consumer admit the owner without another."""
-    # Sent after every event batch of a live run: leave out the JSON a row never shows
-    # (the frozen task rows and specs, the best prompt), whose decoding cost ~10 ms each time.
-    run = (
-        Run.objects.select_related("task_set", "owner", "best_candidate")
-        .defer("tasks_snapshot", "verifier_specs", "best_candidate__components", "best_candidate__parents",
-               "best_candidate__objective_scores")
-        .filter(pk=run_id)
-        .first()
-    )
-    return None if run is None else (run.owner_id, run_list_row(run))
 
 
 def _val_task_keys(run: Run, seen: set[str]) -> list[str]:
@@ -372,11 +214,10 @@ def launch_form_choices(*, user) -> dict:
 
 
 def _lm_label(lm: dict | str) -> dict:
+    if lm_is_simulator(lm):
+        return {"label": DEMO_MODEL_LABEL, "is_simulator": True}
     if isinstance(lm, str):  # a model name never resolved (an imported run's config)
-        return {"label": "demo simulator" if lm == DEMO_MODEL_NAME else lm, "is_simulator": lm == DEMO_MODEL_NAME}
-    provider = (lm or {}).get("provider", "")
-    if provider == "demo":
-        return {"label": "demo simulator", "is_simulator": True}
+        return {"label": lm, "is_simulator": False}
     return {"label": (lm or {}).get("model") or (lm or {}).get("endpoint") or "–", "is_simulator": False}
 
 

@@ -158,7 +158,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # 'hostname'", and shuts down for good. The database is what keeps runs safe
 # instead: a run whose worker died is re-queued by the watchdog once its
 # heartbeat is stale, and a queued run that never started is sent again
-# (optimizer/tasks.py), so a message the broker forgets costs nothing.
+# (optimizer/celery_tasks.py), so a message the broker forgets costs nothing.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"ack_emulation": False}
 # Keep reconnecting to a broker that went away, for as long as it takes.
 CELERY_BROKER_CONNECTION_RETRY = True

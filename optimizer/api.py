@@ -17,9 +17,8 @@ from ninja import Field, Query, Router, Schema, Status
 
 from optimizer import event_types as ev
 from optimizer import selectors, services
-from optimizer.config import DEMO_MODEL_NAME, MAX_METRIC_CALLS, RunConfig
+from optimizer.config import MAX_METRIC_CALLS, RunConfig
 from optimizer.export import RunDocument, run_export
-from optimizer.budget import run_max_cost, run_pricing
 from optimizer.models import Candidate, Origin, Run, RunStatus
 from verifiers_app.api_errors import ErrorOut, Problem
 
@@ -152,22 +151,12 @@ class RunOut(Schema):
 
     @staticmethod
     def of(run: Run) -> dict:
-        models = [run.config.get(field) for field in ("task_lm", "reflection_lm")] if isinstance(run.config, dict) else []
+        """The run read model (optimizer.selectors.run_summary) in the API's names."""
+        summary = selectors.run_summary(run)
         return {
-            "simulator": any(lm == DEMO_MODEL_NAME or isinstance(lm, dict) and lm.get("provider") == "demo" for lm in models),
-            "url": selectors.run_url(run),
-            "id": run.pk, "name": run.name, "owner": run.owner.get_username(), "status": run.status, "phase": run.phase,
-            "task_set_id": run.task_set_id, "budget_used": run.budget_used, "budget_total": run.budget_total,
-            "seed_score": run.seed_score, "best_score": run.best_score,
-            "best_candidate": run.best_candidate.index if run.best_candidate else None,
-            "chosen_candidate": run.chosen_candidate.index if run.chosen_candidate else None, "error": run.error,
-            "last_seq": run.last_seq, "created_at": run.created_at, "started_at": run.started_at,
-            "finished_at": run.finished_at,
-            "tags": run.tags or [], "notes": run.notes, "archived": run.archived,
-            "forked_from": run.forked_from_id, "forked_from_candidate": run.forked_from_candidate,
-            "kind": run.kind, "external": run.external or {},
-            "cost": run.cost, "pricing": run_pricing(run.config), "max_cost": run_max_cost(run.config),
-            "usage": run.usage or {}, "stop_reason": run.stop_reason,
+            **summary, "name": run.name, "best_candidate": summary["best_index"],
+            "chosen_candidate": summary["chosen_index"],
+            "created_at": run.created_at, "started_at": run.started_at, "finished_at": run.finished_at,
         }
 
 
@@ -222,18 +211,11 @@ def _detail(run: Run) -> dict:
 
 
 def _visible(request, run_id: int) -> Run:
-    run = selectors.run_get(user=request.user, run_id=run_id)
-    if run is None:
-        raise Http404("No such run")
-    return run
+    return selectors.run_for_user(request.user, run_id)
 
 
 def _controllable(request, run_id: int) -> Run:
-    """Only the owner (or an admin) controls a run; others get 404 or 403."""
-    run = _visible(request, run_id)
-    if not run.controllable_by(request.user):
-        raise Http404("No such run")
-    return run
+    return selectors.run_for_user(request.user, run_id, control=True)
 
 
 @router.post("/", response={201: RunOut})
@@ -258,7 +240,7 @@ def dry_run(request, body: ConfigIn):
 @router.get("/", response=list[RunOut])
 def list_runs(request, status: RunStatus | None = None):
     """Runs you can see (yours and those shared with you), newest first."""
-    return [RunOut.of(run) for run in selectors.run_list(user=request.user, status=status)]
+    return [RunOut.of(run) for run in selectors.run_list(user=request.user, status=status or "", archived=None)]
 
 
 @router.get("/{run_id}", response=RunDetailOut)

@@ -23,6 +23,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from optimizer.config import lm_is_simulator
 from optimizer.lm.base import LMResponse
 
 ROLES = ("task", "reflection", "judge")
@@ -45,7 +46,7 @@ def run_pricing(config: dict) -> str:
     verify = config.get("verify") if isinstance(config.get("verify"), dict) else {}
     if verify.get("enabled") and verify.get("judge") == "llm":
         lms.append(verify.get("judge_lm"))
-    real = [lm for lm in lms if isinstance(lm, dict) and lm.get("provider") != "demo"]
+    real = [lm for lm in lms if isinstance(lm, dict) and not lm_is_simulator(lm)]
     if not real:
         return "simulator"
     if not any(lm.get("price_in_per_million") or lm.get("price_out_per_million") for lm in real):

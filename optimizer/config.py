@@ -38,6 +38,16 @@ MAX_PARALLEL_PROPOSALS = 8  # a run's whole budget, continuations included
 DEMO_MODEL_NAME = "demo"
 DEMO_TASK_LM = LMConfig(provider="demo", model="demo-task")
 DEMO_REFLECTION_LM = LMConfig(provider="demo", model="demo-reflection")
+DEMO_MODEL_LABEL = "demo simulator"  # how pages name it
+
+
+def lm_is_simulator(lm) -> bool:
+    """Whether a frozen LM config (a dict, or a model name an imported run kept
+    unresolved) is the offline demo simulator."""
+    if isinstance(lm, str):
+        return lm == DEMO_MODEL_NAME
+    return isinstance(lm, dict) and lm.get("provider") == "demo"
+
 DEFAULT_SEED_COMPONENTS = {"instructions": "You are a helpful assistant. Answer the user's request."}
 
 # An LM is a full config or the name of a ModelEndpoint (resolved at launch). The

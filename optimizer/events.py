@@ -149,8 +149,8 @@ def _send_now(run_id: int, messages: list[dict]) -> None:
 
 
 def _run_row(run_id: int) -> dict | None:
-    # The row is the runs list's own format, so the dashboard builds it (one query).
-    from dashboard.selectors import run_list_row_for_push
+    # The row is the runs list's own format (the run read model; one query).
+    from optimizer.selectors import run_list_row_for_push  # selectors import services, which publish
 
     try:
         found = run_list_row_for_push(run_id)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -21,6 +20,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, 
 
 from optimizer.config import RunConfigError, parse_run_config
 from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, RunStatus, Split
+from verifiers_app.engine.errors import validation_problems
+from verifiers_app.storable import storage_problems
 
 FORMAT = "frontier.run"
 VERSION = 1
@@ -215,35 +216,8 @@ class RunDocument(_Strict):
         return self
 
 
-def _unstorable(data) -> str | None:
-    """The first place (in document order) holding a string with a NUL character
-    or a non-finite number, which PostgreSQL text/jsonb columns and browsers'
-    JSON.parse refuse, as "path: problem"; None when there is none. Iterative,
-    so a deeply nested document cannot exhaust the stack."""
-    stack = [("", data)]
-    while stack:
-        where, value = stack.pop()
-        if isinstance(value, str):
-            problem = "contains a NUL character" if "\x00" in value else None
-        elif isinstance(value, float):
-            problem = None if math.isfinite(value) else "must be a finite number"
-        elif isinstance(value, dict):
-            problem = "contains a NUL character" if any("\x00" in str(k) for k in value) else None
-            stack.extend(reversed([(f"{where}.{k}" if where else str(k), v) for k, v in value.items()]))
-        elif isinstance(value, list):
-            problem = None
-            stack.extend(reversed([(f"{where}.{i}" if where else str(i), v) for i, v in enumerate(value)]))
-        else:
-            problem = None
-        if problem:
-            return f"{where}: {problem}" if where else problem
-    return None
-
-
 def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    where = ".".join(str(p) for p in err["loc"])
-    message = err["msg"].removeprefix("Value error, ")
+    where, message = validation_problems(exc.errors(), dotted=True)[0]
     return f"{where}: {message}" if where and not message.startswith(where) else message
 
 
@@ -318,9 +292,10 @@ def run_import(*, owner, data) -> Run:
     `RunImportError` naming the first bad field; nothing is saved on error."""
     if not isinstance(data, dict):
         raise RunImportError("The file must hold a JSON object exported from Frontier.")
-    problem = _unstorable(data)
-    if problem:
-        raise RunImportError(problem)
+    # NUL characters and non-finite numbers: PostgreSQL and browsers' JSON.parse refuse them.
+    problems = storage_problems(data, "", dotted=True)
+    if problems:
+        raise RunImportError(problems[0])
     try:
         doc = RunDocument.model_validate(data)
     except ValidationError as exc:

@@ -8,18 +8,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 
-
-class SharedQuerySet(models.QuerySet):
-    def visible_to(self, user):
-        """Rows a user may see: their own and shared ones (admins see all)."""
-        if user.is_superuser:
-            return self
-        return self.filter(Q(owner=user) | Q(shared=True))
-
-    def editable_by(self, user):
-        if user.is_superuser:
-            return self
-        return self.filter(owner=user)
+from verifiers_app.sharing import SharedQuerySet
 
 
 class TaskSet(models.Model):

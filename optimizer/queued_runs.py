@@ -94,7 +94,7 @@ class QueuedRunPoller:
             # A run that left the queue and came back (resumed elsewhere) is new again.
             self._published &= queued
             fresh = sorted(queued - self._published)
-        from optimizer.tasks import run_optimization
+        from optimizer.celery_tasks import run_optimization
 
         for run_id in fresh:
             log.info("starting run %s, queued by another process", run_id)

@@ -36,6 +36,7 @@ from optimizer.lm import LMConfig, LMError, ReflectionCallable, build_candidate_
 from optimizer.lm.config import coerce_config
 from optimizer.models import Candidate, Run, RunStatus, Split
 from optimizer.recorder import RunRecorder
+from optimizer.run_status import run_set_status
 from optimizer.verify_loop import llm_judge, verifier_judge
 from verifiers_app.engine import SpecError, compile_specs
 
@@ -110,21 +111,6 @@ class Heartbeat(threading.Thread):
             connection.close()
 
 
-def set_status(claim: RunClaim, status: str, phase: str, error: str = "") -> None:
-    fields = {"status": status, "phase": phase}
-    if error:
-        fields["error"] = error
-    if status in RunStatus.finished():
-        fields["finished_at"] = timezone.now()
-        fields["heartbeat_at"] = None
-    payload = {"status": status, "phase": phase}
-    if error:
-        payload["error"] = error
-    with transaction.atomic():
-        claim.update(**fields)
-        publish_run_event(claim.run_id, ev.RUN_STATUS, payload, claim=claim)
-
-
 def execute_run(run_id: int) -> str | None:
     """Run (or resume) the optimization; returns the final status, None if not run here."""
     close_old_connections()
@@ -159,7 +145,7 @@ def _optimize(run: Run, run_claim: RunClaim, heartbeat: Heartbeat) -> str:
     (directory / "gepa.stop").unlink(missing_ok=True)  # never deleted by gepa (docs/gepa-notes.md §7)
     resuming = (directory / "gepa_state.bin").exists()
     retry_db(
-        lambda: set_status(run_claim, RunStatus.STOPPING if run.stop_requested else RunStatus.RUNNING, "resuming" if resuming else "seed evaluation"),
+        lambda: run_set_status(run_claim, RunStatus.STOPPING if run.stop_requested else RunStatus.RUNNING, "resuming" if resuming else "seed evaluation"),
         what=f"run {run.pk}: status",
     )
 
@@ -262,7 +248,7 @@ def _run_gepa(
         return _finish(run_claim, heartbeat, phase="stopped by the user", reason="stopped by the user")
     reason = limits.reason or ""
     if config.splits.holdout:
-        retry_db(lambda: set_status(run_claim, RunStatus.RUNNING, "holdout evaluation"), what=f"run {run.pk}: status")
+        retry_db(lambda: run_set_status(run_claim, RunStatus.RUNNING, "holdout evaluation"), what=f"run {run.pk}: status")
         limits.in_iteration = False  # holdout scoring is not metric calls; the cost cap still holds
         try:
             _score_holdout(run, run_claim, config, adapter, recorder)
@@ -341,7 +327,7 @@ def _reflection_kwargs(config: RunConfig, recorder: RunRecorder, meter: UsageMet
 def _metered_proposer(proposer, meter: UsageMeter):
     """The demo simulator's proposer is one (free) reflection call; its token counts are
     estimated like the simulated task model's, since no provider reports them."""
-    from optimizer.lm.demo import approx_tokens
+    from optimizer.lm.simulator import approx_tokens
 
     def propose(candidate, reflective_dataset, components):
         texts = proposer(candidate, reflective_dataset, components)
@@ -422,7 +408,7 @@ def run_finish(
             run_claim.hold()
             if failure:
                 publish_run_event(run_id, ev.ERROR, {"where": "runner", "message": failure[:1000], "iteration": None}, claim=run_claim)
-            set_status(run_claim, status, "failed" if failure else phase, error=failure[:2000])
+            run_set_status(run_claim, status, "failed" if failure else phase, error=failure[:2000] or None)
             run_claim.runs().update(stop_reason="" if failure else reason)
             run.refresh_from_db()
             publish_run_event(

@@ -25,6 +25,7 @@ from optimizer.config import (
     parse_run_config,
 )
 from optimizer.events import publish_run_event
+from optimizer.run_status import run_set_status
 from optimizer.limits import active_runs_problem, budget_problem, launch_problems, run_limits_for
 from optimizer.lm import LMConfig, check_endpoint
 from optimizer.models import Candidate, ModelEndpoint, Run, RunStatus, TaskSet
@@ -267,17 +268,10 @@ def run_budget_warning(run: Run) -> str | None:
 def _enqueue(run: Run) -> None:
     """After commit, hand the run to the workers. The committed queued row is the
     durable queue: with the broker down it is sent later by a worker's watchdog
-    (optimizer.tasks.enqueue_run), and the launch still answers with the run."""
-    from optimizer.tasks import enqueue_run
+    (optimizer.celery_tasks.enqueue_run), and the launch still answers with the run."""
+    from optimizer.celery_tasks import enqueue_run
 
     transaction.on_commit(lambda: enqueue_run(run.pk))
-
-
-def _set_status(run: Run, status: str, phase: str, **fields) -> None:
-    for name, value in {"status": status, "phase": phase, **fields}.items():
-        setattr(run, name, value)
-    run.save(update_fields=["status", "phase", *fields])
-    publish_run_event(run.pk, ev.RUN_STATUS, {"status": status, "phase": phase})
 
 
 def run_stop(*, run: Run) -> Run:
@@ -285,9 +279,9 @@ def run_stop(*, run: Run) -> Run:
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run.pk)
         if run.status == RunStatus.QUEUED:
-            _set_status(run, RunStatus.STOPPED, "stopped before it started", stop_requested=True, finished_at=timezone.now())
+            run_set_status(run, RunStatus.STOPPED, "stopped before it started", stop_requested=True, finished_at=timezone.now())
         elif run.status in (RunStatus.RUNNING, RunStatus.STOPPING):
-            _set_status(run, RunStatus.STOPPING, "stopping after this iteration", stop_requested=True)
+            run_set_status(run, RunStatus.STOPPING, "stopping after this iteration", stop_requested=True)
         else:
             raise RunStateError(f"run {run.pk} is {run.status}; only a queued or running run can be stopped")
     return run
@@ -298,9 +292,9 @@ def run_cancel(*, run: Run) -> Run:
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run.pk)
         if run.status == RunStatus.QUEUED:
-            _set_status(run, RunStatus.STOPPED, "cancelled", stop_requested=True, cancel_requested=True, finished_at=timezone.now())
+            run_set_status(run, RunStatus.STOPPED, "cancelled", stop_requested=True, cancel_requested=True, finished_at=timezone.now())
         elif run.status in (RunStatus.RUNNING, RunStatus.STOPPING):
-            _set_status(run, RunStatus.STOPPING, "cancelling", stop_requested=True, cancel_requested=True)
+            run_set_status(run, RunStatus.STOPPING, "cancelling", stop_requested=True, cancel_requested=True)
         else:
             raise RunStateError(f"run {run.pk} is {run.status}; only a queued or running run can be cancelled")
     return run
@@ -337,7 +331,7 @@ def run_resume(*, run: Run, extra_budget: int = 0) -> Run:
             raise RunStateError("extra_budget: a completed run continues only with more budget")
         if run.status not in (RunStatus.STOPPED, RunStatus.FAILED, RunStatus.COMPLETED) and not crashed:
             raise RunStateError(f"run {run.pk} is {run.status}; only a stopped, failed, completed or crashed run resumes")
-        _set_status(
+        run_set_status(
             run,
             RunStatus.QUEUED,
             "queued to resume",

@@ -8,15 +8,14 @@ from typing import Any, Literal
 
 
 from django.http import StreamingHttpResponse
-from django.shortcuts import get_object_or_404
 from ninja import Field, Router, Schema, Status
 
 from optimizer.models import TaskSet
-from optimizer.selectors import taskset_list
+from optimizer.selectors import taskset_for_user, taskset_list
 from optimizer.taskset_services import (
     taskset_delete, taskset_duplicate, taskset_export_lines, taskset_import, taskset_import_preview,
 )
-from optimizer.tasksets import DEFAULT_SPLIT_RATIOS, MAX_FILE_BYTES, DefaultSplit, FieldMapping
+from optimizer.taskset_files import DEFAULT_SPLIT_RATIOS, MAX_FILE_BYTES, DefaultSplit, FieldMapping
 from verifiers_app.api_errors import ErrorOut, Problem
 from verifiers_app.storable import without_nul
 
@@ -172,7 +171,7 @@ def list_tasksets(request, q: str = ""):
 def get_taskset(request, taskset_id: int, split: str = "", limit: int = 1000, offset: int = 0):
     """One task set with its tasks (optionally one split), `limit` (at most 5000) rows from `offset`."""
     limit, offset = min(max(limit, 1), 5000), min(max(offset, 0), MAX_OFFSET)
-    task_set = get_object_or_404(_visible(request), pk=taskset_id)
+    task_set = taskset_for_user(request.user, taskset_id)
     tasks = task_set.tasks.all()
     if split:
         tasks = tasks.filter(split=without_nul(split))
@@ -183,7 +182,7 @@ def get_taskset(request, taskset_id: int, split: str = "", limit: int = 1000, of
 @router.get("/{int:taskset_id}/export.jsonl")
 def export_taskset(request, taskset_id: int):
     """The set as JSONL (one task per line, in order); importing it gives an identical set."""
-    task_set = get_object_or_404(_visible(request), pk=taskset_id)
+    task_set = taskset_for_user(request.user, taskset_id)
     response = StreamingHttpResponse(taskset_export_lines(task_set=task_set), content_type="application/x-ndjson")
     response["Content-Disposition"] = f'attachment; filename="taskset-{task_set.pk}.jsonl"'
     return response
@@ -196,7 +195,7 @@ class DuplicateIn(Schema):
 @router.post("/{int:taskset_id}/duplicate", response={201: TaskSetOut})
 def duplicate_taskset(request, taskset_id: int, body: DuplicateIn):
     """A private copy (yours) of a set you can see, with every task."""
-    task_set = get_object_or_404(_visible(request), pk=taskset_id)
+    task_set = taskset_for_user(request.user, taskset_id)
     copy = taskset_duplicate(task_set=task_set, owner=request.user, name=body.name)
     return Status(201, _out(_visible(request).get(pk=copy.pk)))
 
@@ -204,6 +203,6 @@ def duplicate_taskset(request, taskset_id: int, body: DuplicateIn):
 @router.delete("/{int:taskset_id}", response={204: None, 409: ErrorOut})
 def delete_taskset(request, taskset_id: int):
     """Delete a set you own; 409 while a queued or running run uses it."""
-    task_set = get_object_or_404(TaskSet.objects.editable_by(request.user), pk=taskset_id)
+    task_set = taskset_for_user(request.user, taskset_id, edit=True)
     taskset_delete(task_set=task_set)
     return Status(204, None)

@@ -11,7 +11,7 @@ from typing import BinaryIO, Iterator
 from django.db import transaction
 
 from optimizer.models import Run, Split, Task, TaskSet
-from optimizer.tasksets import (
+from optimizer.taskset_files import (
     DefaultSplit, FieldMapping, ScanReport, TaskFile, deal_splits, iter_task_rows, scan_task_file,
 )
 from verifiers_app.api_errors import split_problem

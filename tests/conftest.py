@@ -22,6 +22,20 @@ def _fresh_login_throttle():
     yield
 
 
+@pytest.fixture
+def runs_dir(settings, tmp_path, monkeypatch):
+    """For tests that execute runs in-process: gepa's run directories go under
+    tmp_path, and the heartbeat thread stays quiet. The test database is a
+    shared-cache in-memory SQLite, where a second thread writing gets "table is
+    locked" instead of waiting; heartbeat, cancel and kill -9 run against a real
+    SQLite file in tests/integration/test_optimize_command.py."""
+    from optimizer import runner
+
+    settings.RUNS_DIR = tmp_path / "runs"
+    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)
+    return settings.RUNS_DIR
+
+
 @pytest.fixture(autouse=True)
 def _fast_password_hasher(settings):
     """Tests create users by the hundred: a deliberately slow hasher (PBKDF2,

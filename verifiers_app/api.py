@@ -7,7 +7,6 @@ from typing import Annotated, Any
 
 from pydantic import WithJsonSchema
 
-from django.http import Http404
 from ninja import Field, Router, Schema, Status
 
 from verifiers_app import selectors, services
@@ -119,19 +118,6 @@ class ScoreOut(Schema):
     feedback: str
 
 
-def _get(request, verifiers, slug: str) -> Verifier:
-    if "\x00" in slug:  # no id holds one, and PostgreSQL would refuse the query (a 500)
-        raise Http404("No verifier has this id")
-    verifier = verifiers.select_related("owner").lookup(request.user, slug)
-    if verifier is None:
-        raise Http404("No verifier has this id")
-    return verifier
-
-
-def _editable(request, slug: str) -> Verifier:
-    return _get(request, Verifier.objects.editable_by(request.user), slug)
-
-
 @router.get("/", response=list[VerifierOut])
 def list_verifiers(request, q: str = "", kind: str = ""):
     """Verifiers you can see: yours, shared ones (admins: all)."""
@@ -165,18 +151,18 @@ def score_output(request, body: ScoreIn):
 
 @router.get("/{slug}", response=VerifierOut)
 def get_verifier(request, slug: str):
-    verifier = _get(request, Verifier.objects.visible_to(request.user), slug)
+    verifier = selectors.verifier_for_user(request.user, slug)
     return VerifierOut.from_verifier(verifier)
 
 
 @router.put("/{slug}", response=VerifierOut)
 def update_verifier(request, slug: str, body: VerifierUpdate):
-    verifier = _editable(request, slug)
+    verifier = selectors.verifier_for_user(request.user, slug, edit=True)
     services.verifier_update(verifier=verifier, spec=body.spec, user=request.user, shared=body.shared)
     return VerifierOut.from_verifier(verifier)
 
 
 @router.delete("/{slug}", response={204: None, 409: ErrorOut})
 def delete_verifier(request, slug: str):
-    services.verifier_delete(verifier=_editable(request, slug))
+    services.verifier_delete(verifier=selectors.verifier_for_user(request.user, slug, edit=True))
     return Status(204, None)

@@ -11,6 +11,8 @@ from collections.abc import Iterable
 
 from ninja import Schema
 
+from verifiers_app.engine.errors import validation_problems as engine_validation_problems
+
 
 class Problem(Schema):
     field: str
@@ -36,15 +38,13 @@ SOURCES = ("body", "query", "path", "header", "cookie", "form", "file")
 
 
 def validation_problems(errors: Iterable[dict], *, tags: Iterable[str] = ()) -> list[tuple[str, str]]:
-    """pydantic/ninja error dicts → (field path, message). Where ninja read the
-    value (body + the view's argument name, query, path) is not part of the
-    path, nor are union `tags` (a discriminated union adds its tag to `loc`)."""
-    tags = set(tags)
-    problems = []
+    """ninja/pydantic error dicts → (field path, message), worded by the engine's
+    one formatter. Where ninja read the value (body + the view's argument name,
+    query, path) is not part of the path."""
+    located = []
     for item in errors:
-        loc = [str(part) for part in item.get("loc", ())]
+        loc = list(item.get("loc", ()))
         if loc and loc[0] in SOURCES:
             loc = loc[2:] if loc[0] == "body" else loc[1:]
-        loc = [part for part in loc if part not in tags]
-        problems.append((".".join(loc) or "body", str(item.get("msg", "invalid")).removeprefix("Value error, ")))
-    return problems
+        located.append({**item, "loc": loc})
+    return engine_validation_problems(located, tags=tags, root="body", dotted=True)

@@ -2,21 +2,12 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Case, IntegerField, Q, Value, When
+from django.db.models import Case, IntegerField, Value, When
+
+from verifiers_app.sharing import SharedQuerySet
 
 
-class VerifierQuerySet(models.QuerySet):
-    def visible_to(self, user) -> VerifierQuerySet:
-        """Verifiers a user may see: their own and shared ones (admins see all)."""
-        if user.is_superuser:
-            return self
-        return self.filter(Q(owner=user) | Q(shared=True))
-
-    def editable_by(self, user) -> VerifierQuerySet:
-        if user.is_superuser:
-            return self
-        return self.filter(owner=user)
-
+class VerifierQuerySet(SharedQuerySet):
     def lookup(self, user, slug: str) -> Verifier | None:
         """The verifier `user` means by an id, among these rows: their own, else
         the oldest other one (a shared verifier; for an admin, anyone's). Ids are

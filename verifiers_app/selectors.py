@@ -6,10 +6,24 @@ import difflib
 import json
 
 from django.db.models import F, Q, QuerySet
+from django.http import Http404
 
 from verifiers_app.engine.checks import CHECK_TYPES
 from verifiers_app.models import Verifier, VerifierVersion
 from verifiers_app.storable import without_nul
+
+
+def verifier_for_user(user, slug: str, *, edit: bool = False) -> Verifier:
+    """The verifier `user` means by `slug` if they may see it (own, shared, admin)
+    — with `edit`, change it (own, admin) — else Http404. Pages and the API use
+    this one rule."""
+    if "\x00" in slug:  # no id holds one, and PostgreSQL would refuse the query (a 500)
+        raise Http404("No verifier has this id")
+    verifiers = Verifier.objects.editable_by(user) if edit else Verifier.objects.visible_to(user)
+    verifier = verifiers.select_related("owner").lookup(user, slug)
+    if verifier is None:
+        raise Http404("No verifier has this id")
+    return verifier
 
 
 def verifier_list(*, user, query: str = "", kind: str = "") -> QuerySet[Verifier]:

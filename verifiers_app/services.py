@@ -12,7 +12,6 @@ from pathlib import Path
 
 from django.db import IntegrityError, transaction
 
-from optimizer.models import Run
 from verifiers_app.engine import SpecError, validate_spec
 from verifiers_app.models import Verifier, VerifierVersion
 from verifiers_app.storable import JsonTooDeep, parse_json, storage_problems
@@ -179,7 +178,9 @@ def verifier_duplicate(*, verifier: Verifier, owner) -> Verifier:
 def verifier_delete(*, verifier: Verifier) -> None:
     """Delete a verifier unless a queued or running run uses it (finished runs keep
     their frozen copy of the spec, so they are not affected)."""
-    active = Run.objects.active().filter(verifiers=verifier).first()
+    # Runs point at verifiers (Run.verifiers, related_name "runs"): asking through
+    # that relation keeps this layer free of imports from optimizer, above it.
+    active = verifier.runs.active().first()
     if active is not None:
         raise VerifierInUse(f'verifier "{verifier.slug}" is used by {active} ({active.status}); stop the run first')
     verifier.delete()

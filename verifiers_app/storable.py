@@ -96,12 +96,18 @@ def without_nul(text: str) -> str:
     return text.replace("\x00", "")
 
 
-def storage_problems(value: Any, path: str) -> list[str]:
-    """Up to a few ``"path: message"`` problems; ``[]`` when `value` stores as JSON."""
+def storage_problems(value: Any, path: str, *, dotted: bool = False) -> list[str]:
+    """Up to a few ``"path: message"`` problems, in document order; ``[]`` when
+    `value` stores as JSON. The one check for specs, task rows, configs and run
+    imports; `dotted` writes list indices as ``a.0.b`` (the API's paths)."""
     problems: list[str] = []
     too_deep = depth_problem(value, path)
     if too_deep:
         return [too_deep]
+
+    def index(where: str, i: int) -> str:
+        return (f"{where}.{i}" if where else str(i)) if dotted else f"{where}[{i}]"
+
     stack = [(value, path)]
     while stack and len(problems) < MAX_PROBLEMS:  # iterative: deep nesting cannot blow the stack
         item, where = stack.pop()
@@ -118,11 +124,12 @@ def storage_problems(value: Any, path: str) -> list[str]:
                 if not isinstance(key, str):
                     problems.append(f"{where or 'spec'}: key {key!r} must be text (quote it)")
                     continue
-                child_path = f"{where}.{key}" if where else key
-                stack.append((key, child_path))
-                stack.append((child, child_path))
+                if "\x00" in key:  # named by its object: a NUL in an error message helps nobody
+                    problems.append(f"{where or 'value'}: contains a NUL character (U+0000) in a key, which cannot be stored")
+                    continue
+                stack.append((child, f"{where}.{key}" if where else key))
         elif isinstance(item, (list, tuple)):
-            stack.extend((child, f"{where}[{i}]") for i, child in reversed(list(enumerate(item))))
+            stack.extend((child, index(where, i)) for i, child in reversed(list(enumerate(item))))
         else:
             problems.append(f"{where}: a {type(item).__name__} value is not JSON; quote it as text")
     return problems

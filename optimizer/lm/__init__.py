@@ -49,7 +49,7 @@ def build_lm(config: LMConfig | dict) -> LanguageModel:
     (openai) an unset API-key variable."""
     config = _config(config)
     if config.provider == "demo":
-        from .demo import DemoLanguageModel
+        from .simulator import DemoLanguageModel
 
         return DemoLanguageModel(config)
     from .openai_provider import OpenAIChatModel
@@ -80,7 +80,7 @@ def build_reflection_lm(config: LMConfig | dict) -> Callable[[str], str]:
     """A gepa ``reflection_lm`` callable for ``config``."""
     config = _config(config)
     if config.provider == "demo":
-        from .demo import DemoReflectionLM
+        from .simulator import DemoReflectionLM
 
         return DemoReflectionLM(config)
     return ReflectionCallable(build_lm(config))
@@ -91,7 +91,7 @@ def build_candidate_proposer(config: LMConfig | dict) -> CandidateProposer | Non
     For ``openai``: None — pass ``build_reflection_lm(config)`` to gepa instead."""
     config = _config(config)
     if config.provider == "demo":
-        from .demo import DemoCandidateProposer
+        from .simulator import DemoCandidateProposer
 
         return DemoCandidateProposer(config)
     return None

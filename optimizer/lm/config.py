@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from verifiers_app.engine.errors import validation_problems
+
 ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 DEMO_LABEL = "demo simulator (offline, not a real model)"
@@ -93,11 +95,7 @@ class LMConfig(BaseModel):
 
 def format_config_error(error: ValidationError) -> str:
     """One readable sentence for the first problem of a ValidationError."""
-    first = error.errors()[0]
-    field = ".".join(str(part) for part in first.get("loc", ())) or "config"
-    message = first.get("msg", "is invalid")
-    if message.startswith("Value error, "):
-        message = message[len("Value error, ") :]
+    field, message = validation_problems(error.errors(), root="config", dotted=True)[0]
     return f"LM config field {field!r}: {message}"
 
 

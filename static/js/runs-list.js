@@ -16,7 +16,7 @@
 import { ReconnectingSocket } from "./live-socket.js";
 import { money } from "./money.js";
 
-const LIMIT = 200; // as run_views.LIST_LIMIT
+const LIMIT = 200; // as LIST_LIMIT in dashboard/pages/runs.py
 const table = document.getElementById("runs-table");
 const body = table.querySelector("tbody");
 const form = document.getElementById("runs-filter");

@@ -10,7 +10,7 @@ from django.test import Client
 
 from dashboard.asgi import application
 from dashboard.embedded import ensure_worker, stop_worker
-from dashboard.tasks import worker_ping
+from dashboard.celery_tasks import worker_ping
 from optimizer.models import Run, RunEvent, RunStatus
 
 

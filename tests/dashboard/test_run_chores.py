@@ -6,10 +6,10 @@ import json
 import pytest
 from django.urls import reverse
 
-from dashboard import selectors
+from optimizer import selectors
 from optimizer.models import Run, RunStatus
 from tests.dashboard.factories import build_run
-from tests.dashboard.test_run_views import config, post_json, task_set, verifier  # noqa: F401 - fixtures
+from tests.dashboard.pages.test_runs import config, post_json, task_set, verifier  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.django_db
 

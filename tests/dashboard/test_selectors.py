@@ -1,4 +1,4 @@
-"""The run page's snapshot and the runs list, built from recorded rows."""
+"""The run page's snapshot and the candidate page, built from recorded rows."""
 
 import json
 
@@ -118,26 +118,6 @@ def test_a_run_of_300_candidates_by_100_tasks_snapshots_under_2_mb(user):
     body = json.dumps(selectors.run_snapshot(run))
     assert len(body.encode()) <= 2_000_000
     assert len(json.loads(body)["candidates"]) == 300 and len(json.loads(body)["tasks"]) == 100
-
-
-def test_the_runs_list_filters_by_status_and_searches_names_task_sets_and_owners(user, other_user):
-    done = build_run(owner=user, name="refund policy", candidates=2, val_tasks=2)
-    live = build_run(owner=user, name="facility extraction", candidates=2, val_tasks=2, status=RunStatus.RUNNING)
-    foreign = build_run(owner=other_user, name="refund elsewhere", candidates=2, val_tasks=2)
-
-    assert list(selectors.run_list(user=user)) == [live, done]
-    assert list(selectors.run_list(user=user, status="running")) == [live]
-    assert list(selectors.run_list(user=user, search="REFUND")) == [done]
-    assert list(selectors.run_list(user=user, search="alice")) == [live, done]
-    foreign.shared_with.add(user)
-    assert list(selectors.run_list(user=user, search="elsewhere")) == [foreign]
-
-
-def test_the_demo_simulator_is_labelled_as_a_simulator(user):
-    run = build_run(owner=user, candidates=1, val_tasks=1)
-    assert selectors.run_summary(run)["model"] == {"label": "demo simulator", "is_simulator": True, "model": "sim"}
-    run.config = {"task_lm": {"provider": "openai", "model": "gpt-4o-mini"}}
-    assert selectors.run_summary(run)["model"] == {"label": "gpt-4o-mini", "is_simulator": False, "model": "gpt-4o-mini"}
 
 
 def test_the_candidate_detail_lists_children_and_the_tasks_it_leads(user):

@@ -24,7 +24,7 @@ DATASETS = Path(__file__).resolve().parents[1] / "fixtures" / "datasets"
 DEMO_RUN = """
 import json
 from django.contrib.auth import get_user_model
-from optimizer.demo import demo_config
+from optimizer.demo_run import demo_config
 from optimizer.examples import load_examples
 from optimizer.models import TaskSet
 from optimizer.services import run_launch

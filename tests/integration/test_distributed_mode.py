@@ -9,7 +9,7 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from dashboard.tasks import worker_ping
+from dashboard.celery_tasks import worker_ping
 from optimizer.models import Run
 from tests.integration.conftest import session_cookie
 

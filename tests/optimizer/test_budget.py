@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from optimizer import event_types as ev
-from optimizer import runner
 from optimizer.adapter import FrontierAdapter
 from optimizer.config import RunConfigError, iteration_cost
 from optimizer.budget import BudgetReached, MeteredLM, Price, BudgetGuard, UsageMeter
@@ -19,13 +18,7 @@ from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer
 from tests.optimizer.run_helpers import REFUND_SPEC, endpoint, refund_task_set, refund_verifier, run_config
 from verifiers_app.engine import compile_specs
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def runs_dir(settings, tmp_path, monkeypatch):
-    settings.RUNS_DIR = tmp_path / "runs"
-    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # see test_runner.py
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("runs_dir")]
 
 
 @pytest.fixture
@@ -194,7 +187,7 @@ def test_a_cost_cap_stops_the_run_and_says_so(user, task_set, monkeypatch):
 
 
 def test_a_run_can_stop_at_a_perfect_val_score(user, task_set, monkeypatch):
-    from optimizer.lm.demo import DemoLanguageModel
+    from optimizer.lm.simulator import DemoLanguageModel
 
     perfect = "You have 30 days with a receipt: store credit, replacement, exchange, full refund or pickup."
     monkeypatch.setattr(DemoLanguageModel, "complete", lambda self, messages: _answer(perfect))
@@ -212,7 +205,7 @@ def _answer(text):
 
 
 def test_a_run_can_stop_after_iterations_without_improvement(user, task_set, monkeypatch):
-    from optimizer.lm.demo import DemoLanguageModel
+    from optimizer.lm.simulator import DemoLanguageModel
 
     monkeypatch.setattr(DemoLanguageModel, "complete", lambda self, messages: _answer("No idea."))
     patience = {"after_iterations_without_improvement": 3}

@@ -57,7 +57,7 @@ def test_it_accepts_an_endpoint_name_for_a_model():
 
 
 def test_it_rejects_unknown_fields():
-    assert problems_of({"task_set_id": 1, "budgt": 5}) == [("budgt", "Extra inputs are not permitted")]
+    assert problems_of({"task_set_id": 1, "budgt": 5}) == [("budgt", "unknown field")]
 
 
 def test_it_rejects_thresholds_out_of_order():

@@ -5,7 +5,7 @@ import pytest
 
 from optimizer.examples import EXAMPLES_DIR, TASK_SETS, VERIFIERS, load_examples
 from optimizer.models import Task, TaskSet
-from optimizer.tasksets import parse_task_file
+from optimizer.taskset_files import parse_task_file
 from verifiers_app.engine import compile_specs, score, validate_spec
 from verifiers_app.models import Verifier, VerifierVersion
 

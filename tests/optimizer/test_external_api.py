@@ -11,7 +11,7 @@ from django.test import Client
 from dashboard.account_services import api_token_create
 from optimizer import services
 from optimizer.models import Candidate, Evaluation, Run, RunEvent, RunKind, RunStatus
-from optimizer.tasks import requeue_orphaned_runs
+from optimizer.celery_tasks import requeue_orphaned_runs
 
 pytestmark = pytest.mark.django_db
 

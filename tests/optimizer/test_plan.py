@@ -8,19 +8,12 @@ import json
 import pytest
 from django.urls import reverse
 
-from optimizer import runner
 from optimizer.runner import execute_run
 from optimizer.services import run_launch, run_plan_for
 from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer
 from tests.optimizer.run_helpers import endpoint, refund_task_set, refund_verifier, run_config
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def runs_dir(settings, tmp_path, monkeypatch):
-    settings.RUNS_DIR = tmp_path / "runs"
-    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("runs_dir")]
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from optimizer import event_types as ev
 from optimizer import runner
-from optimizer.lm.demo import DemoLanguageModel
+from optimizer.lm.simulator import DemoLanguageModel
 from optimizer.models import Candidate, Evaluation, Run, RunEvent, RunStatus
 from optimizer.runner import execute_run
 from optimizer.recorder import RunRecorder
@@ -19,7 +19,7 @@ from optimizer.services import run_launch, run_resume, run_stop
 from tests.optimizer.run_helpers import endpoint, refund_task_set, refund_verifier, run_config
 from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer, completion
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("runs_dir")]
 
 CANDIDATE_KEYS = {
     "index", "parents", "origin", "iteration", "metric_calls", "val_score", "objective_scores", "task_scores",
@@ -29,16 +29,6 @@ PROPOSAL_KEYS = {
     "iteration", "parent", "components", "accepted", "candidate", "before", "after", "minibatch", "texts",
     "reasoning", "metric_calls", "usage", "cost",
 }
-
-
-@pytest.fixture(autouse=True)
-def runs_dir(settings, tmp_path, monkeypatch):
-    settings.RUNS_DIR = tmp_path / "runs"
-    # The test database is a shared-cache in-memory SQLite, where a second thread
-    # writing gets "table is locked" instead of waiting; keep the heartbeat thread
-    # quiet here. Heartbeat, cancel and kill -9 run against a real SQLite file in
-    # tests/integration/test_optimize_command.py.
-    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)
 
 
 @pytest.fixture

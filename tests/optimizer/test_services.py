@@ -62,7 +62,7 @@ def test_an_imported_run_cannot_be_resumed(user, task_set):
 
 
 def test_a_worker_re_queues_runs_whose_worker_died_but_not_live_ones(user, task_set):
-    from optimizer.tasks import requeue_orphaned_runs
+    from optimizer.celery_tasks import requeue_orphaned_runs
 
     dead = run_launch(owner=user, config=run_config(task_set))
     alive = run_launch(owner=user, config=run_config(task_set))
@@ -78,7 +78,7 @@ def test_a_run_launched_while_the_broker_is_down_is_kept_and_sent_by_one_watchdo
 ):
     from kombu.exceptions import OperationalError
 
-    from optimizer.tasks import requeue_orphaned_runs, run_optimization
+    from optimizer.celery_tasks import requeue_orphaned_runs, run_optimization
 
     def broker_down(*args, **kwargs):
         raise OperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
@@ -96,7 +96,7 @@ def test_a_run_launched_while_the_broker_is_down_is_kept_and_sent_by_one_watchdo
 
 
 def test_a_queued_run_sent_long_ago_that_never_started_is_sent_again(user, task_set):
-    from optimizer.tasks import QUEUED_RESEND_AFTER, requeue_orphaned_runs
+    from optimizer.celery_tasks import QUEUED_RESEND_AFTER, requeue_orphaned_runs
 
     lost = run_launch(owner=user, config=run_config(task_set))  # its message went down with a Redis restart
     Run.objects.filter(pk=lost.pk).update(enqueued_at=timezone.now() - QUEUED_RESEND_AFTER * 2)

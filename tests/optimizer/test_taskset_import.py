@@ -4,7 +4,7 @@ import pytest
 
 from optimizer.models import Task, TaskSet
 from optimizer.taskset_services import taskset_assign_split, taskset_import, taskset_split
-from optimizer.tasksets import FieldMapping
+from optimizer.taskset_files import FieldMapping
 from verifiers_app.engine import SpecError
 
 pytestmark = pytest.mark.django_db

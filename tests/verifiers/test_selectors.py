@@ -62,3 +62,21 @@ def test_the_editors_field_types_follow_the_check_params_models():
         assert [f["name"] for f in check_type_fields()[name]] == list(schema.get("properties", {}))
         for field in check_type_fields()[name]:
             assert field["type"] == schema["properties"][field["name"]]["type"]
+
+
+def test_a_shared_verifier_is_readable_but_only_its_owner_or_an_admin_may_edit_it(user, other_user, admin_user):
+    from django.http import Http404
+
+    from verifiers_app.selectors import verifier_for_user
+
+    verifier = verifier_create(owner=other_user, spec=spec("tone"))
+    with pytest.raises(Http404):
+        verifier_for_user(user, "tone")
+    verifier.shared = True
+    verifier.save(update_fields=["shared"])
+    assert verifier_for_user(user, "tone") == verifier
+    with pytest.raises(Http404):
+        verifier_for_user(user, "tone", edit=True)
+    assert verifier_for_user(admin_user, "tone", edit=True) == verifier
+    with pytest.raises(Http404):
+        verifier_for_user(other_user, "to\x00ne")

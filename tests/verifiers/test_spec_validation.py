@@ -177,3 +177,14 @@ class TestValidateTask:
 
     def test_task_id_can_be_optional(self):
         assert validate_task({"input": "x"}, require_task_id=False) == {"input": "x"}
+
+
+def test_the_api_and_the_engine_word_a_pydantic_error_alike_and_differ_only_in_path_style():
+    from verifiers_app.api_errors import validation_problems as api_problems
+    from verifiers_app.engine.errors import validation_problems
+
+    errors = [{"type": "missing", "loc": ("checks", 0, "id"), "msg": "Field required"},
+              {"type": "extra_forbidden", "loc": ("budgt",), "msg": "Extra inputs are not permitted"}]
+    assert validation_problems(errors) == [("checks[0].id", "is required"), ("budgt", "unknown field")]
+    ninja_errors = [dict(e, loc=("body", "body", *e["loc"])) for e in errors]
+    assert api_problems(ninja_errors) == [("checks.0.id", "is required"), ("budgt", "unknown field")]

@@ -47,3 +47,14 @@ def test_a_jsonl_task_line_nested_too_deeply_names_file_and_line(user):
     with pytest.raises(SpecError, match=r"tasks\.jsonl line 2: expected\[0\]\[0\]: nested more than 100 levels deep"):
         taskset_import(owner=user, name="s", filename="tasks.jsonl",
                        content='{"task_id": "b", "input": "y"}\n' + line, fmt="", mapping=None, shared=None)
+
+
+def test_a_nul_in_a_key_is_named_by_its_object_and_the_message_holds_no_nul():
+    problems = storage_problems({"result": {"k\x00": 1}}, "")
+    assert problems == ["result: contains a NUL character (U+0000) in a key, which cannot be stored"]
+
+
+def test_the_api_path_style_numbers_list_items_with_dots():
+    assert storage_problems({"candidates": [{"score": 1.0}, {"score": float("nan")}]}, "", dotted=True) == [
+        "candidates.1.score: nan is not a JSON number; use a finite number"
+    ]

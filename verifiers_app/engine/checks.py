@@ -129,34 +129,29 @@ def _task_expectations(params: dict) -> Built:
     return Built(run, "every task expectation is met", needs_lower=True)
 
 
-def _contains(params: dict) -> Built:
+def _substring(params: dict, *, present: bool) -> Built:
+    """`contains` (present=True) and `not_contains`: one substring test,
+    case-insensitive unless caseSensitive, scoring 1 or 0."""
     value, sensitive = params["value"], params["caseSensitive"]
-    reason = f"output does not contain {quote(value)}" + (" (case-sensitive)" if sensitive else "")
-    miss = (0.0, reason)
+    verb = "does not contain" if present else "must not contain"
+    miss = (0.0, f"output {verb} {quote(value)}" + (" (case-sensitive)" if sensitive else ""))
+    found, absent = (PASS, miss) if present else (miss, PASS)
+    needle = value if sensitive else value.lower()
     if sensitive:
         def run(ctx: Context):
-            return PASS if value in ctx.output else miss
+            return found if needle in ctx.output else absent
     else:
-        lowered = value.lower()
-
         def run(ctx: Context):
-            return PASS if lowered in ctx.lower else miss
-    return Built(run, f"output contains {quote(value)}", needs_lower=not sensitive)
+            return found if needle in ctx.lower else absent
+    return Built(run, f"output {'contains' if present else 'avoids'} {quote(value)}", needs_lower=not sensitive)
+
+
+def _contains(params: dict) -> Built:
+    return _substring(params, present=True)
 
 
 def _not_contains(params: dict) -> Built:
-    value, sensitive = params["value"], params["caseSensitive"]
-    reason = f"output must not contain {quote(value)}" + (" (case-sensitive)" if sensitive else "")
-    miss = (0.0, reason)
-    if sensitive:
-        def run(ctx: Context):
-            return miss if value in ctx.output else PASS
-    else:
-        lowered = value.lower()
-
-        def run(ctx: Context):
-            return miss if lowered in ctx.lower else PASS
-    return Built(run, f"output avoids {quote(value)}", needs_lower=not sensitive)
+    return _substring(params, present=False)
 
 
 def _regex(params: dict) -> Built:

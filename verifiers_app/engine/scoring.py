@@ -12,7 +12,7 @@ from .errors import SpecError
 from .quoting import quote
 from .result import Result
 from .specs import ROW_VERIFIER_ID, parse_spec
-from .tasks import NO_TASK, CompiledTask, compile_task
+from .task_rows import NO_TASK, CompiledTask, compile_task
 from .verifiers import CompiledVerifier, build_verifier
 
 #: Compiled task rows kept per scorer (keyed by the task dict's identity).

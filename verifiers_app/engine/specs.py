@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import classes, fns
 from .checks import CHECK_TYPES, PARAM_ALIASES, TYPE_ALIASES
-from .errors import SpecError
+from .errors import SpecError, validation_problems
 from .quoting import quote
 
 ROW_VERIFIER_ID = "row"
@@ -89,31 +89,9 @@ class RowVerifierSpec(_Model):
 # --- error formatting ------------------------------------------------------------
 
 
-def join_path(prefix: str, loc: tuple | list) -> str:
-    path = prefix
-    for part in loc:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        else:
-            path = f"{path}.{part}" if path else str(part)
-    return path or "spec"
-
-
 def pydantic_problems(exc: ValidationError, prefix: str = "") -> list[str]:
     """One ``"field.path: message"`` per pydantic error."""
-    problems = []
-    for error in exc.errors(include_url=False):
-        kind = error["type"]
-        if kind == "missing":
-            message = "is required"
-        elif kind == "extra_forbidden":
-            message = "unknown field"
-        elif kind in ("too_short", "string_too_short") and (error.get("ctx") or {}).get("min_length") == 1:
-            message = "must not be empty"
-        else:
-            message = error["msg"].removeprefix("Value error, ")
-        problems.append(f"{join_path(prefix, error['loc'])}: {message}")
-    return problems
+    return [f"{field}: {message}" for field, message in validation_problems(exc.errors(include_url=False), prefix=prefix, root="spec")]
 
 
 def validate_model(model: type[BaseModel], data: Any, prefix: str = "", context: dict | None = None):

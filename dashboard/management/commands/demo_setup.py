@@ -14,7 +14,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from optimizer.demo import launch_demo_run
+from optimizer.demo_run import launch_demo_run
 from optimizer.examples import load_examples
 
 DEMO_USERNAME = "demo"

@@ -33,7 +33,7 @@ from optimizer.config import RunConfigError
 from optimizer.models import Run, RunStatus, TaskSet
 from optimizer.queued_runs import server_is_alive
 from optimizer.runner import execute_run
-from optimizer.selectors import run_summary
+from optimizer.selectors import run_wait_summary
 from optimizer.services import RunStateError, run_cancel, run_launch, run_resume, run_snapshot_warnings, run_stop
 from optimizer.taskset_services import taskset_import
 from verifiers_app.engine import SpecError
@@ -101,7 +101,7 @@ class Command(BaseCommand):
             note = self._who_executes() if run.status == RunStatus.QUEUED else ""
             self.stderr.write(f"run {run.pk}: {run.status}{note}")
         run.refresh_from_db()
-        self.stdout.write(json.dumps({**run_summary(run), "phase": run.phase, "error": run.error} if action == "status" else run_summary(run)))
+        self.stdout.write(json.dumps({**run_wait_summary(run), "phase": run.phase, "error": run.error} if action == "status" else run_wait_summary(run)))
         if options.get("wait") and run.status == RunStatus.FAILED:
             self.stderr.write(f"run {run.pk} failed: {run.error}")
             sys.exit(1)

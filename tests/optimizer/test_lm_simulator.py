@@ -17,8 +17,8 @@ from optimizer.lm import (
     build_reflection_lm,
     check_endpoint,
 )
-from optimizer.lm.demo.feedback import parse_feedback
-from optimizer.lm.demo.rules import parse_rules
+from optimizer.lm.simulator.feedback import parse_feedback
+from optimizer.lm.simulator.rules import parse_rules
 
 DEMO = {"provider": "demo", "model": "demo"}
 

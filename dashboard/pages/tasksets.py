@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
+from dashboard.forms import AssignSplitForm, SplitForm, TaskForm, TaskImportForm
 from optimizer.models import Split, Task, TaskSet
 from optimizer import selectors
 from optimizer.import_uploads import upload_discard, upload_keep, upload_path
@@ -23,25 +24,16 @@ from optimizer.taskset_services import (
     taskset_import, taskset_split,
 )
 from optimizer.taskset_services import taskset_import_preview as services_import_preview
-from optimizer.tasksets import DEFAULT_SOURCES, DEFAULT_SPLIT_RATIOS, FORMATS, MAX_FILE_BYTES, DefaultSplit, FieldMapping
+from optimizer.taskset_files import DEFAULT_SOURCES, DEFAULT_SPLIT_RATIOS, FORMATS, MAX_FILE_BYTES, FieldMapping
 from verifiers_app.engine import SpecError
-from verifiers_app.services import spec_from_json
 from verifiers_app.storable import without_nul
 
 SPLITS = Split.values
 PREVIEW_PAGE_SIZE = 20
 
 
-def _visible(request, pk) -> TaskSet:
-    return get_object_or_404(TaskSet.objects.visible_to(request.user).select_related("owner"), pk=pk)
-
-
-def _editable(request, pk) -> TaskSet:
-    return get_object_or_404(TaskSet.objects.editable_by(request.user), pk=pk)
-
-
 def _can_edit(request, task_set: TaskSet) -> bool:
-    return request.user.is_superuser or task_set.owner_id == request.user.pk
+    return TaskSet.objects.editable_by(request.user).filter(pk=task_set.pk).exists()
 
 
 def taskset_list(request):
@@ -54,22 +46,12 @@ def taskset_list(request):
 
 
 def _import_options(data) -> tuple[dict, list[str]]:
-    """Name, format, field mapping, default split and sharing from the import
-    form (GET or POST), and the problems reading them."""
-    problems = []
-    mapping = FieldMapping(**{name: without_nul(data.get(f"{name}_field", "").strip())[:200] for name in FieldMapping.names()})
-    try:
-        ratios = {s: float(data.get(f"default_{s}") or 0) if data.get(f"default_{s}") is not None else DEFAULT_SPLIT_RATIOS[s]
-                  for s in DEFAULT_SPLIT_RATIOS}
-        default_split = DefaultSplit(ratios=ratios, seed=int(data.get("split_seed") or 0))
-    except ValueError as exc:  # SpecError is a ValueError; so are bad numbers
-        problems.append(f"default split: {exc}" if isinstance(exc, SpecError) else "default split: ratios and seed must be numbers")
-        default_split = DefaultSplit()
-    fmt = data.get("format", "")
-    if fmt and fmt not in FORMATS:
-        problems.append(f"format: use one of {', '.join(FORMATS)}")
-        fmt = ""
-    return {"name": data.get("name", ""), "fmt": fmt, "mapping": mapping, "default_split": default_split}, problems
+    """The import options (TaskImportForm) from the import form (GET or POST),
+    and the problems reading them, each naming its field."""
+    form = TaskImportForm(data)
+    if not form.is_valid():
+        return TaskImportForm.defaults(), form.problems()
+    return form.options(), []
 
 
 def _form_context(data) -> dict:
@@ -160,7 +142,7 @@ def taskset_import_confirm(request):
 
 
 def taskset_export(request, pk):
-    task_set = _visible(request, pk)
+    task_set = selectors.taskset_for_user(request.user, pk)
     response = StreamingHttpResponse(taskset_export_lines(task_set=task_set), content_type="application/x-ndjson")
     safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in task_set.name)[:80] or "tasks"
     response["Content-Disposition"] = f'attachment; filename="{safe}.jsonl"'
@@ -169,7 +151,7 @@ def taskset_export(request, pk):
 
 @require_POST
 def taskset_duplicate_view(request, pk):
-    task_set = _visible(request, pk)
+    task_set = selectors.taskset_for_user(request.user, pk)
     try:
         copy = taskset_duplicate(task_set=task_set, owner=request.user)
     except SpecError as exc:
@@ -181,7 +163,7 @@ def taskset_duplicate_view(request, pk):
 
 @require_POST
 def taskset_delete_view(request, pk):
-    task_set = _editable(request, pk)
+    task_set = selectors.taskset_for_user(request.user, pk, edit=True)
     name = task_set.name
     try:
         taskset_delete(task_set=task_set)
@@ -193,7 +175,7 @@ def taskset_delete_view(request, pk):
 
 
 def taskset_detail(request, pk):
-    task_set = _visible(request, pk)
+    task_set = selectors.taskset_for_user(request.user, pk)
     query, split = without_nul(request.GET.get("q", "").strip()), request.GET.get("split", "")
     tasks = task_set.tasks.all()
     if query:
@@ -210,13 +192,15 @@ def taskset_detail(request, pk):
 
 @require_POST
 def taskset_split_view(request, pk):
-    task_set = _editable(request, pk)
+    task_set = selectors.taskset_for_user(request.user, pk, edit=True)
+    form = SplitForm(request.POST)
     try:
-        ratios = {s: float(request.POST.get(s) or 0) for s in SPLITS}
-        seed = int(request.POST.get("seed") or 0)
-        counts = taskset_split(task_set=task_set, ratios=ratios, seed=seed)
-    except ValueError as exc:  # SpecError is a ValueError; so are bad numbers
-        messages.error(request, f"Not split: {exc if isinstance(exc, SpecError) else 'ratios and seed must be numbers'}.")
+        if not form.is_valid():
+            raise SpecError(form.problems())
+        seed = form.cleaned_data["seed"] or 0
+        counts = taskset_split(task_set=task_set, ratios=form.ratios(), seed=seed)
+    except SpecError as exc:
+        messages.error(request, f"Not split: {exc}.")
     else:
         messages.success(request, "Split with seed {}: {}.".format(seed, ", ".join(f"{n} {s}" for s, n in counts.items())))
     return redirect("tasksets:detail", pk=pk)
@@ -224,14 +208,16 @@ def taskset_split_view(request, pk):
 
 @require_POST
 def taskset_assign_view(request, pk):
-    task_set = _editable(request, pk)
+    task_set = selectors.taskset_for_user(request.user, pk, edit=True)
+    form = AssignSplitForm(request.POST)
     try:
-        changed = taskset_assign_split(task_set=task_set, task_ids=request.POST.getlist("task_ids"),
-                                       split=request.POST.get("split", ""))
+        if not form.is_valid():
+            raise SpecError(form.problems())
+        changed = taskset_assign_split(task_set=task_set, task_ids=form.cleaned_data["task_ids"], split=form.cleaned_data["split"])
     except SpecError as exc:
         messages.error(request, f"Not changed: {exc}.")
     else:
-        messages.success(request, f"Moved {changed} task{'s' if changed != 1 else ''} to {request.POST['split']}.")
+        messages.success(request, f"Moved {changed} task{'s' if changed != 1 else ''} to {form.cleaned_data['split']}.")
     return redirect("tasksets:detail", pk=pk)
 
 
@@ -240,20 +226,19 @@ def _json_text(value) -> str:
 
 
 def task_detail(request, pk, task_pk):
-    task_set = _visible(request, pk)
+    task_set = selectors.taskset_for_user(request.user, pk)
     task = get_object_or_404(Task, pk=task_pk, task_set=task_set)
     can_edit = _can_edit(request, task_set)
     problems, form = [], None
     if request.method == "POST" and can_edit:
         form = request.POST
+        task_form = TaskForm(form)
         try:
-            def parsed(name, empty):
-                text = form.get(name, "").strip()
-                return spec_from_json(text, source=name) if text else empty
-
-            task_update(task=task, input=form.get("input", ""), expected=parsed("expected", None),
-                        params=parsed("params", {}), metadata=parsed("metadata", {}),
-                        verifier=parsed("verifier", None), split=form.get("split", ""))
+            if not task_form.is_valid():
+                raise SpecError(task_form.problems())
+            task_update(task=task, input=task_form.cleaned_data["input"], expected=task_form.json_field("expected", None),
+                        params=task_form.json_field("params", {}), metadata=task_form.json_field("metadata", {}),
+                        verifier=task_form.json_field("verifier", None), split=task_form.cleaned_data["split"])
         except SpecError as exc:
             problems = exc.problems
         else:

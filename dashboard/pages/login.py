@@ -40,6 +40,7 @@ class ThrottledAdminAuthenticationForm(ThrottledLoginMixin, AdminAuthenticationF
 
 class LoginView(auth_views.LoginView):
     authentication_form = ThrottledAuthenticationForm
+    template_name = "accounts/login.html"
 
     def form_invalid(self, form):
         response = super().form_invalid(form)

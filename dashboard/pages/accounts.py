@@ -2,6 +2,7 @@ from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from dashboard.forms import ApiTokenForm
 from dashboard.account_services import api_token_create, api_token_revoke
 from dashboard.models import ApiToken
 
@@ -10,12 +11,15 @@ def token_list(request):
     """List the user's tokens; a POST creates one and shows it this once."""
     new_token, error = None, None
     if request.method == "POST":
+        form = ApiTokenForm(request.POST)
         try:
-            _, new_token = api_token_create(user=request.user, name=request.POST.get("name", ""))
+            if not form.is_valid():
+                raise ValueError("; ".join(form.problems()))
+            _, new_token = api_token_create(user=request.user, name=form.cleaned_data["name"])
         except ValueError as exc:
             error = str(exc)
     tokens = ApiToken.objects.filter(user=request.user)
-    return render(request, "account/tokens.html", {"tokens": tokens, "new_token": new_token, "error": error},
+    return render(request, "accounts/tokens.html", {"tokens": tokens, "new_token": new_token, "error": error},
                   status=400 if error else 200)
 
 

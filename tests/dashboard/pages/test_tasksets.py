@@ -126,6 +126,21 @@ def test_splits_are_assigned_by_hand_and_by_a_seeded_random_split(user, user_cli
     assert "Split with seed 3: 7 train, 3 val." in response.content.decode()
 
 
+def test_a_split_form_with_a_ratio_that_is_not_a_number_names_the_field_and_changes_nothing(user, user_client):
+    task_set, _ = taskset_import(owner=user, name="S", filename="t.jsonl", content=rows(4))
+    before = dict(task_set.tasks.values_list("task_id", "split"))
+    response = user_client.post(f"/tasksets/{task_set.pk}/split/", {"train": "most", "val": "0.3", "seed": "x"}, follow=True)
+    page = response.content.decode()
+    assert "Not split: train: must be a number (and 1 more problem)." in page
+    assert dict(task_set.tasks.values_list("task_id", "split")) == before
+
+
+def test_moving_tasks_to_a_split_that_does_not_exist_names_the_splits(user, user_client):
+    task_set, _ = taskset_import(owner=user, name="S", filename="t.jsonl", content=rows(2))
+    page = user_client.post(f"/tasksets/{task_set.pk}/assign/", {"task_ids": ["t00"], "split": "test"}, follow=True).content.decode()
+    assert "Not changed: split: use one of train, val, holdout." in page
+
+
 def test_other_users_cannot_see_a_private_set_and_cannot_change_a_shared_one(user, other_client):
     task_set, _ = taskset_import(owner=user, name="S", filename="t.jsonl", content=rows(2))
     assert other_client.get(f"/tasksets/{task_set.pk}/").status_code == 404
@@ -163,4 +178,13 @@ def test_a_kept_upload_is_only_usable_by_the_user_who_sent_it_and_a_forged_token
     assert "Nothing was imported" in confirm(other_client, shown).content.decode()
     forged = user_client.get("/tasksets/import/preview/?name=T&token=eyJ1IjoxfQ:forged:sig")
     assert forged.status_code == 400 and "this preview has expired or is not valid" in forged.content.decode()
+    assert not TaskSet.objects.exists()
+
+
+def test_import_options_that_are_not_numbers_or_formats_are_named_and_nothing_is_kept(user_client):
+    response = preview(user_client, "Tickets", upload("t.jsonl", rows(2)), default_train="most", split_seed="x", format="xlsx")
+    page = response.content.decode()
+    assert response.status_code == 400
+    for problem in ("default_train: must be a number", "split_seed: must be a whole number", "format: use one of"):
+        assert problem in page
     assert not TaskSet.objects.exists()

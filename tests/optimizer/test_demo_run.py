@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.demo import DEMO_RUN_NAME, launch_demo_run
+from optimizer.demo_run import DEMO_RUN_NAME, launch_demo_run
 from optimizer.examples import load_examples
 from optimizer.models import Run, RunStatus
 

@@ -12,26 +12,13 @@ from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from dashboard.forms import VerifierForm
 from verifiers_app import selectors, services
 from verifiers_app.engine import SpecError
 from verifiers_app.models import Verifier, VerifierVersion
 
 NEW_SPEC = {"id": "", "name": "", "kind": "native", "passThreshold": 1.0,
             "checks": [{"id": "expectations", "type": "task_expectations", "weight": 1, "params": {}}]}
-
-
-def _visible(request, slug: str) -> Verifier:
-    return _found(Verifier.objects.visible_to(request.user).select_related("owner").lookup(request.user, slug))
-
-
-def _editable(request, slug: str) -> Verifier:
-    return _found(Verifier.objects.editable_by(request.user).select_related("owner").lookup(request.user, slug))
-
-
-def _found(verifier: Verifier | None) -> Verifier:
-    if verifier is None:
-        raise Http404("No verifier has this id")
-    return verifier
 
 
 def verifier_list(request):
@@ -43,7 +30,7 @@ def verifier_list(request):
 
 
 def verifier_detail(request, slug):
-    verifier = _visible(request, slug)
+    verifier = selectors.verifier_for_user(request.user, slug)
     return render(request, "verifiers/detail.html", {
         "verifier": verifier,
         "spec_json": json.dumps(verifier.spec, indent=2, ensure_ascii=False),
@@ -52,23 +39,27 @@ def verifier_detail(request, slug):
     })
 
 
-def _spec_from_request(request):
-    upload = request.FILES.get("spec_file")
+def _posted(request) -> dict:
+    """The editor's form as the services take it: the spec (JSON text or an
+    uploaded file), sharing, and the test cases (a JSON list; None when the form
+    did not send them: an import, a client without JavaScript). SpecError names
+    the field of any problem."""
+    form = VerifierForm(request.POST, request.FILES)
+    if not form.is_valid():
+        raise SpecError(form.problems())
+    data = form.cleaned_data
+    upload = data["spec_file"]
     if upload is not None:
-        return services.spec_from_json(upload.read(services.MAX_SPEC_BYTES + 1), source=upload.name)
-    return services.spec_from_json(request.POST.get("spec", ""), source="JSON")
-
-
-def _test_cases_from_request(request):
-    """The editor's test cases (a JSON list in the `test_cases` field), or None when
-    the form did not send them (an import, a client without JavaScript)."""
-    raw = request.POST.get("test_cases")
-    if raw is None or raw == "":
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError as error:
-        raise SpecError(f"test_cases: not valid JSON ({error})") from None
+        spec = services.spec_from_json(upload.read(services.MAX_SPEC_BYTES + 1), source=upload.name)
+    else:
+        spec = services.spec_from_json(data["spec"], source="JSON")
+    test_cases = None
+    if data["test_cases"]:
+        try:
+            test_cases = json.loads(data["test_cases"])
+        except ValueError as error:
+            raise SpecError(f"test_cases: not valid JSON ({error})") from None
+    return {"spec": spec, "shared": data["shared"], "test_cases": test_cases}
 
 
 def _editor(request, *, verifier: Verifier | None, spec_text: str, problems=(), status=200):
@@ -86,9 +77,7 @@ def _editor(request, *, verifier: Verifier | None, spec_text: str, problems=(), 
 def verifier_create(request):
     if request.method == "POST":
         try:
-            verifier = services.verifier_create(owner=request.user, spec=_spec_from_request(request),
-                                                shared=request.POST.get("shared") == "on",
-                                                test_cases=_test_cases_from_request(request))
+            verifier = services.verifier_create(owner=request.user, **_posted(request))
         except SpecError as exc:
             return _editor(request, verifier=None, spec_text=request.POST.get("spec", ""), problems=exc.problems, status=400)
         messages.success(request, f"Created verifier {verifier.slug} (version 1).")
@@ -97,12 +86,10 @@ def verifier_create(request):
 
 
 def verifier_edit(request, slug):
-    verifier = _editable(request, slug)
+    verifier = selectors.verifier_for_user(request.user, slug, edit=True)
     if request.method == "POST":
         try:
-            changed = services.verifier_update(verifier=verifier, spec=_spec_from_request(request), user=request.user,
-                                               shared=request.POST.get("shared") == "on",
-                                               test_cases=_test_cases_from_request(request))
+            changed = services.verifier_update(verifier=verifier, user=request.user, **_posted(request))
         except SpecError as exc:
             return _editor(request, verifier=verifier, spec_text=request.POST.get("spec", ""), problems=exc.problems, status=400)
         if changed:
@@ -116,7 +103,7 @@ def verifier_edit(request, slug):
 @require_POST
 def verifier_duplicate(request, slug):
     try:
-        copy = services.verifier_duplicate(verifier=_visible(request, slug), owner=request.user)
+        copy = services.verifier_duplicate(verifier=selectors.verifier_for_user(request.user, slug), owner=request.user)
     except SpecError as exc:  # e.g. the spec names a fn that is no longer registered
         messages.error(request, f"Not duplicated: {exc}.")
         return redirect("verifiers:detail", slug=slug)
@@ -126,7 +113,7 @@ def verifier_duplicate(request, slug):
 
 @require_POST
 def verifier_delete(request, slug):
-    verifier = _editable(request, slug)
+    verifier = selectors.verifier_for_user(request.user, slug, edit=True)
     try:
         services.verifier_delete(verifier=verifier)
     except services.VerifierInUse as exc:
@@ -137,14 +124,14 @@ def verifier_delete(request, slug):
 
 
 def verifier_export(request, slug):
-    verifier = _visible(request, slug)
+    verifier = selectors.verifier_for_user(request.user, slug)
     response = JsonResponse(verifier.spec, json_dumps_params={"indent": 2, "ensure_ascii": False})
     response["Content-Disposition"] = f'attachment; filename="{verifier.slug}.json"'
     return response
 
 
 def verifier_diff(request, slug):
-    verifier = _visible(request, slug)
+    verifier = selectors.verifier_for_user(request.user, slug)
     try:
         new = int(request.GET.get("new", verifier.version))
         old = int(request.GET.get("old", new - 1))

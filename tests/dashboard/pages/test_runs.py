@@ -282,6 +282,14 @@ def test_resume_with_a_negative_budget_is_refused_with_the_field_named(user_clie
     run = build_run(owner=user, candidates=2, val_tasks=2)
     response = user_client.post(reverse("runs:control", args=[run.pk, "resume"]), {"extra_budget": "-5"}, follow=True)
     assert "extra_budget: must not be negative" in response.content.decode()
+
+
+def test_a_fork_from_a_candidate_that_is_not_a_number_is_refused_with_the_field_named(user_client, user):
+    run = build_run(owner=user, candidates=2, val_tasks=2)
+    count = Run.objects.count()
+    response = user_client.post(reverse("runs:control", args=[run.pk, "fork"]), {"candidate": "best"}, follow=True)
+    assert "candidate: must be a whole number" in response.content.decode()
+    assert Run.objects.count() == count
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETED
 

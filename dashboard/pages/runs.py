@@ -1,17 +1,19 @@
 """Run pages: the runs list, the run page and its JSON snapshot, the candidate
 page, and the control POSTs. Views check access, call one selector or service
-and render; the work lives in dashboard.selectors and optimizer.services."""
+and render; the work lives in optimizer.selectors (runs list, run read model, access),
+dashboard.selectors (snapshot, candidate page) and optimizer.services."""
 
 from __future__ import annotations
 
 from django.contrib import messages
 from django.http import Http404, JsonResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_safe, require_http_methods, require_POST
 
 from dashboard import selectors
-from optimizer import selectors as optimizer_selectors
+from dashboard.forms import RunAnnotateForm, RunArchiveForm, RunControlForm
+from optimizer import selectors as run_selectors
 from optimizer import services
 from optimizer.config import DEMO_MODEL_NAME, RunConfigError
 from optimizer.models import Run, RunStatus
@@ -20,31 +22,12 @@ from verifiers_app.storable import JsonTooDeep, parse_json, without_nul
 LIST_LIMIT = 200
 
 
-def _get_run_for_user(request, run_id: int) -> Run:
-    """The run if the user may see it (owner, shared with, admin), else 404."""
-    runs = Run.objects.visible_to(request.user).select_related("task_set", "owner", "best_candidate")
-    return get_object_or_404(runs, pk=run_id)
-
-
-def _can_control(request, run: Run) -> bool:
-    """Only the run's owner (or an admin) stops, resumes or forks it; sharing is read-only."""
-    return run.controllable_by(request.user)
-
-
-def _get_rw_run_for_user(request, run_id: int) -> Run:
-    """The run if the user may control it, else 404."""
-    run = _get_run_for_user(request, run_id)
-    if not _can_control(request, run):
-        raise Http404("Only the run's owner can control it.")
-    return run
-
-
 def _list_filters(request) -> dict:
     """The runs list's filters and sort from the query string; anything malformed is ignored."""
     get = request.GET
     status = get.get("status", "")
     task_set = get.get("task_set", "")
-    sort = get.get("sort", selectors.DEFAULT_RUN_SORT)
+    sort = get.get("sort", run_selectors.DEFAULT_RUN_SORT)
     return {
         "status": status if status in RunStatus.values else "",
         "search": without_nul(get.get("q", "")).strip()[:200],
@@ -52,11 +35,11 @@ def _list_filters(request) -> dict:
         "verifier": without_nul(get.get("verifier", "")).strip()[:200],
         "model": without_nul(get.get("model", "")).strip()[:200],
         "archived": get.get("archived") == "1",
-        "sort": sort if sort.removeprefix("-") in selectors.RUN_SORTS else selectors.DEFAULT_RUN_SORT,
+        "sort": sort if sort.removeprefix("-") in run_selectors.RUN_SORTS else run_selectors.DEFAULT_RUN_SORT,
     }
 
 
-# Column headings of the runs list, each sortable (key of selectors.RUN_SORTS).
+# Column headings of the runs list, each sortable (key of run_selectors.RUN_SORTS).
 LIST_COLUMNS = [
     ("name", "Run", ""), ("status", "Status", ""), ("best_score", "Best score", "num"), ("budget", "Budget", ""),
     ("cost", "Cost", "num"), ("model", "Model", ""), ("task_set", "Task set", ""), ("owner", "Owner", ""), ("started", "Started", ""),
@@ -86,15 +69,15 @@ def _sort_headers(request, current: str) -> list[dict]:
 @require_safe
 def run_list(request):
     filters = _list_filters(request)
-    runs = selectors.run_list(user=request.user, **filters)[:LIST_LIMIT]
+    runs = run_selectors.run_list(user=request.user, **filters)[:LIST_LIMIT]
     return render(
         request,
         "runs/list.html",
         {
-            "rows": [selectors.run_list_row(run) for run in runs],
+            "rows": [run_selectors.run_list_row(run) for run in runs],
             "statuses": RunStatus.choices,
             "filters": filters,
-            "choices": selectors.run_list_filter_choices(user=request.user),
+            "choices": run_selectors.run_list_filter_choices(user=request.user),
             "headers": _sort_headers(request, filters["sort"]),
         },
     )
@@ -104,42 +87,42 @@ def run_list(request):
 def run_list_json(request):
     """The list's rows as JSON: runs-list.js reloads them whenever its `/ws/runs/`
     socket (re)connects, then applies the pushed rows."""
-    runs = selectors.run_list(user=request.user, **_list_filters(request))
-    return JsonResponse({"runs": [selectors.run_list_row(run) for run in runs[:LIST_LIMIT]]})
+    runs = run_selectors.run_list(user=request.user, **_list_filters(request))
+    return JsonResponse({"runs": [run_selectors.run_list_row(run) for run in runs[:LIST_LIMIT]]})
 
 
 @require_safe
 def run_detail(request, run_id: int):
-    run = _get_run_for_user(request, run_id)
+    run = run_selectors.run_for_user(request.user, run_id)
     return render(
         request,
         "runs/detail.html",
         {
             "run": run,
-            "summary": selectors.run_summary(run),
+            "summary": run_selectors.run_summary(run),
             "explain": selectors.run_explainer(run),
             "family": selectors.run_family(run, user=request.user),
-            "can_control": _can_control(request, run),
+            "can_control": run.controllable_by(request.user),
         },
     )
 
 
 @require_safe
 def run_snapshot(request, run_id: int):
-    run = _get_run_for_user(request, run_id)
+    run = run_selectors.run_for_user(request.user, run_id)
     return JsonResponse(selectors.run_snapshot(run))
 
 
 @require_safe
 def run_client_json(request, run_id: int):
     """An external run's tracker: last heard from, silent or not (the run page polls it)."""
-    run = _get_run_for_user(request, run_id)
-    return JsonResponse({"status": run.status, **selectors.run_client_status(run)})
+    run = run_selectors.run_for_user(request.user, run_id)
+    return JsonResponse({"status": run.status, **run_selectors.run_client_status(run)})
 
 
 @require_safe
 def candidate_detail(request, run_id: int, index: int):
-    run = _get_run_for_user(request, run_id)
+    run = run_selectors.run_for_user(request.user, run_id)
     detail = selectors.candidate_detail(run, index)
     if detail is None:
         raise Http404("No such candidate in this run.")
@@ -149,21 +132,27 @@ def candidate_detail(request, run_id: int, index: int):
 @require_POST
 def run_control(request, run_id: int, action: str):
     """stop / cancel / resume (optionally with more budget) / fork from a candidate."""
-    run = _get_rw_run_for_user(request, run_id)
+    run = run_selectors.run_for_user(request.user, run_id, control=True)
     target = run
+    form = RunControlForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "; ".join(form.problems()))
+        return redirect(reverse("runs:detail", args=[run.pk]))
     try:
         if action == "stop":
             services.run_stop(run=run)
         elif action == "cancel":
             services.run_cancel(run=run)
         elif action == "resume":
-            services.run_resume(run=run, extra_budget=_int_field(request, "extra_budget", 0))
+            services.run_resume(run=run, extra_budget=form.cleaned_data["extra_budget"] or 0)
         else:
-            index = _int_field(request, "candidate", run.best_candidate.index if run.best_candidate_id else 0)
+            index = form.cleaned_data["candidate"]
+            if index is None:
+                index = run.best_candidate.index if run.best_candidate_id else 0
             target = services.run_fork(run=run, candidate_index=index, owner=request.user)
     except RunConfigError as error:
         messages.error(request, "; ".join(f"{field}: {problem}" for field, problem in error.problems))
-    except ValueError as error:  # RunStateError and bad numbers
+    except ValueError as error:  # RunStateError
         messages.error(request, str(error))
     return redirect(reverse("runs:detail", args=[target.pk]))
 
@@ -171,10 +160,13 @@ def run_control(request, run_id: int, action: str):
 @require_POST
 def run_annotate(request, run_id: int):
     """Tags (comma-separated) and notes from the run page's form."""
-    run = _get_rw_run_for_user(request, run_id)
-    tags = [t for t in request.POST.get("tags", "").split(",")]
+    run = run_selectors.run_for_user(request.user, run_id, control=True)
+    form = RunAnnotateForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "; ".join(form.problems()))
+        return redirect(reverse("runs:detail", args=[run.pk]))
     try:
-        services.run_annotate(run=run, tags=tags, notes=request.POST.get("notes", ""))
+        services.run_annotate(run=run, tags=form.tag_list(), notes=form.cleaned_data["notes"])
         messages.success(request, "Tags and notes saved.")
     except RunConfigError as error:
         messages.error(request, "; ".join(f"{field}: {problem}" for field, problem in error.problems))
@@ -184,9 +176,12 @@ def run_annotate(request, run_id: int):
 @require_POST
 def run_archive(request, run_id: int):
     """Archive (archived=1) or bring back (archived=0) a finished run."""
-    run = _get_rw_run_for_user(request, run_id)
+    run = run_selectors.run_for_user(request.user, run_id, control=True)
+    form = RunArchiveForm(request.POST)
     try:
-        services.run_archive(run=run, archived=request.POST.get("archived", "1") == "1")
+        if not form.is_valid():
+            raise ValueError("; ".join(form.problems()))
+        services.run_archive(run=run, archived=form.cleaned_data["archived"])
     except ValueError as error:
         messages.error(request, str(error))
     return redirect(reverse("runs:detail", args=[run.pk]))
@@ -194,7 +189,7 @@ def run_archive(request, run_id: int):
 
 @require_POST
 def run_delete(request, run_id: int):
-    run = _get_rw_run_for_user(request, run_id)
+    run = run_selectors.run_for_user(request.user, run_id, control=True)
     try:
         services.run_delete(run=run)
     except ValueError as error:
@@ -202,19 +197,6 @@ def run_delete(request, run_id: int):
         return redirect(reverse("runs:detail", args=[run.pk]))
     messages.success(request, f"Run {run_id} ({run}) was deleted.")
     return redirect(reverse("runs:list"))
-
-
-def _int_field(request, name: str, default: int) -> int:
-    raw = request.POST.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{name}: must be a whole number, got {raw[:40]!r}") from None
-    if value < 0:
-        raise ValueError(f"{name}: must not be negative")
-    return value
 
 
 LM_FIELDS = [("task_lm", "Task model"), ("reflection_lm", "Reflection model")]
@@ -268,7 +250,7 @@ def run_new(request):
             forked_from_candidate=fork_candidate if fork_of is not None else None,
         )
     except RunConfigError as error:
-        return _problems_response(error.problems, optimizer_selectors.launch_warnings(user=request.user, config=config), status=400)
+        return _problems_response(error.problems, run_selectors.launch_warnings(user=request.user, config=config), status=400)
     for warning in services.run_snapshot_warnings(run):  # shown on the run page the form goes to
         messages.warning(request, f"Launched with a warning: {warning}")
     return JsonResponse({"run_id": run.pk, "redirect": reverse("runs:detail", args=[run.pk])}, status=201)
@@ -280,7 +262,7 @@ def _fork_source(request) -> tuple[Run | None, int]:
     raw = request.GET.get("fork", "")
     if not raw.isdigit():
         return None, 0
-    run = _get_run_for_user(request, int(raw))
+    run = run_selectors.run_for_user(request.user, int(raw))
     candidate = request.GET.get("candidate", "")
     if candidate.isdigit():
         return run, int(candidate)
@@ -296,7 +278,7 @@ def run_dry_run(request):
         problems = services.run_dry_run(owner=request.user, config=config)
     plan = services.run_plan_for(owner=request.user, config=config, probe=not problems) if config else None
     return _problems_response(
-        problems, optimizer_selectors.launch_warnings(user=request.user, config=config) if config else [], plan=plan
+        problems, run_selectors.launch_warnings(user=request.user, config=config) if config else [], plan=plan
     )
 
 

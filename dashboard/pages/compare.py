@@ -14,7 +14,8 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_safe, require_http_methods
 
 from dashboard import compare_selectors as sel
-from dashboard.selectors import run_summary
+from dashboard.forms import PromotionForm
+from optimizer.selectors import run_for_user, run_summary
 from optimizer.export import RunImportError, run_export, run_export_csv, run_import
 from optimizer.external import ExternalRunError
 from optimizer.gepa_replay import run_replay_gepa_state
@@ -24,10 +25,6 @@ from optimizer.promotion import DEFAULT_MIN_IMPROVEMENT, promotion_report, run_p
 from verifiers_app.storable import JsonTooDeep, parse_json
 
 MAX_IMPORT_BYTES = 50 * 1024 * 1024
-
-
-def _run_for(user, run_id: int) -> Run:
-    return get_object_or_404(Run.objects.visible_to(user).select_related("task_set", "owner"), pk=run_id)
 
 
 def _candidate_for(run: Run, index: int):
@@ -43,7 +40,7 @@ def _bad_request(request, message: str, *, run: Run | None = None):
 
 @require_safe
 def compare(request, run_id: int):
-    run = _run_for(request.user, run_id)
+    run = run_for_user(request.user, run_id)
     chosen = request.GET.getlist("c")
     if len(chosen) < 2:
         # No selection yet (or one candidate): let the user pick here too.
@@ -72,7 +69,7 @@ def compare(request, run_id: int):
 
 @require_safe
 def compare_task(request, run_id: int):
-    run = _run_for(request.user, run_id)
+    run = run_for_user(request.user, run_id)
     try:
         candidates = sel.compare_candidates(run, request.GET.getlist("c"))
         split = request.GET.get("split", "val")
@@ -88,7 +85,7 @@ def compare_task(request, run_id: int):
 
 @require_safe
 def history(request, run_id: int, index: int):
-    run = _run_for(request.user, run_id)
+    run = run_for_user(request.user, run_id)
     candidate = _candidate_for(run, index)
     ancestry, components = sel.prompt_history(run, candidate)
     return render(request, "compare/history.html", {
@@ -103,7 +100,7 @@ def _attachment(response: HttpResponse, filename: str) -> HttpResponse:
 
 @require_safe
 def download_candidate(request, run_id: int, index: int | None, fmt: str):
-    run = _run_for(request.user, run_id)
+    run = run_for_user(request.user, run_id)
     if index is None:
         candidate = sel.best_candidate(run)
         if candidate is None:
@@ -125,14 +122,14 @@ def download_candidate(request, run_id: int, index: int | None, fmt: str):
 
 @require_safe
 def export_json(request, run_id: int):
-    run = _run_for(request.user, run_id)
+    run = run_for_user(request.user, run_id)
     body = json.dumps(run_export(run), ensure_ascii=False)
     return _attachment(HttpResponse(body, content_type="application/json"), f"run-{run.pk}.json")
 
 
 @require_safe
 def export_csv(request, run_id: int):
-    run = _run_for(request.user, run_id)
+    run = run_for_user(request.user, run_id)
     return _attachment(HttpResponse(run_export_csv(run), content_type="text/csv; charset=utf-8"), f"run-{run.pk}.csv")
 
 
@@ -178,15 +175,14 @@ def import_run(request):
 
 @require_http_methods(["GET", "POST"])
 def promotion(request, run_id: int):
-    run = _run_for(request.user, run_id)
+    run = run_for_user(request.user, run_id)
     seed, best = sel.seed_candidate(run), sel.best_candidate(run)
     if request.method == "POST":
-        try:
-            index = int(request.POST.get("candidate", ""))
-        except ValueError:
-            messages.error(request, "candidate: not a candidate index.")
+        form = PromotionForm(request.POST)
+        if not form.is_valid():
+            messages.error(request, "; ".join(form.problems()))
         else:
-            candidate = _candidate_for(run, index)
+            candidate = _candidate_for(run, form.cleaned_data["candidate"])
             try:
                 run_promote(run=run, candidate=candidate, user=request.user)  # PermissionDenied → 403
             except ValueError as exc:

@@ -1,0 +1,44 @@
+"""The one writer of a run's status: the row's status, phase and companion fields
+and the `run.status` event, in one transaction.
+
+Two callers hold the run differently. The services (stop, cancel, resume) hold
+the row lock (SELECT ... FOR UPDATE) and pass the Run. The runner passes its
+RunClaim: the UPDATE is then conditional on this worker still holding the run
+(optimizer/claims.py), and a worker that lost it raises ClaimLost and writes
+nothing, neither the row nor the event.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from optimizer import event_types as ev
+from optimizer.claims import RunClaim
+from optimizer.events import publish_run_event
+from optimizer.models import Run, RunStatus
+
+
+def run_set_status(holder: Run | RunClaim, status: str, phase: str, *, error: str | None = None, **fields) -> None:
+    """Write `status`, `phase` and `fields`, and publish `run.status` (with the
+    error when there is one). `error=None` leaves the error text alone. A
+    finished status also stamps `finished_at` (unless given) and clears the
+    heartbeat. A Run instance passed in is updated in memory too."""
+    fields = {"status": status, "phase": phase, **fields}
+    payload = {"status": status, "phase": phase}
+    if error is not None:
+        fields["error"] = error
+        if error:
+            payload["error"] = error
+    if status in RunStatus.finished():
+        fields.setdefault("finished_at", timezone.now())
+        fields.setdefault("heartbeat_at", None)
+    with transaction.atomic():
+        if isinstance(holder, RunClaim):
+            holder.update(**fields)
+            publish_run_event(holder.run_id, ev.RUN_STATUS, payload, claim=holder)
+        else:
+            Run.objects.filter(pk=holder.pk).update(**fields)
+            for name, value in fields.items():
+                setattr(holder, name, value)
+            publish_run_event(holder.pk, ev.RUN_STATUS, payload)
