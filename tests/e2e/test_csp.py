@@ -218,3 +218,29 @@ def _first_point(page, chart: str) -> tuple[float, float]:
     page.locator(f"#{chart}").scroll_into_view_if_needed()
     target = page.evaluate(HOVER_TARGETS, [chart, 1])[0]
     return target["x"], target["y"]
+
+
+def test_the_api_docs_render_and_run_an_operation_under_the_strict_policy(page, ids):
+    # django-ninja's Swagger UI (its own static files): the settings are a JSON
+    # data block, the init script a file; React writes styles through the CSSOM.
+    errors = policy_errors(page)
+    page.add_init_script(RECORD_VIOLATIONS)
+    response = page.goto("/api/docs")
+    assert "style-src 'self'" in response.headers.get("content-security-policy", "")
+    page.locator(".opblock").first.wait_for()
+    assert page.locator(".opblock").count() >= 15
+    operation = page.locator(".opblock-get", has_text="/api/runs/").first
+    operation.locator(".opblock-summary").click()
+    operation.get_by_role("button", name="Try it out").click()
+    operation.get_by_role("button", name="Execute").click()
+    status = operation.locator(".live-responses-table tbody .response-col_status").first
+    status.wait_for()
+    assert status.inner_text().strip().startswith("200")
+    operation.locator(".live-responses-table .highlight-code").first.wait_for()  # the JSON, highlighted
+    page.locator(".models, section.models").first.scroll_into_view_if_needed()
+    page.locator("section.models h4").first.click()  # the schemas list opens
+    page.wait_for_timeout(300)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "csp-api-docs.png"), full_page=True)
+    assert page.evaluate("window.__csp") == [], page.evaluate("window.__csp")
+    assert errors == []
