@@ -244,3 +244,36 @@ def test_the_api_docs_render_and_run_an_operation_under_the_strict_policy(page, 
     page.screenshot(path=str(ARTIFACTS / "csp-api-docs.png"), full_page=True)
     assert page.evaluate("window.__csp") == [], page.evaluate("window.__csp")
     assert errors == []
+
+
+SHIM_PROBE = """() => {
+  const svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
+  const rect = document.createElementNS('http://www.w3.org/2000/svg', 'rect');
+  const div = document.createElement('div');
+  svg.appendChild(rect);
+  document.body.append(svg, div);
+  rect.setAttribute('style', 'fill: rgb(224, 49, 49); stroke-width: 3px');
+  div.setAttributeNS(null, 'STYLE', 'color: rgb(47, 158, 68)');
+  rect.setAttribute('class', 'probe');
+  const out = {
+    fill: getComputedStyle(rect).fill, stroke: getComputedStyle(rect).strokeWidth,
+    color: getComputedStyle(div).color, className: rect.getAttribute('class'),
+    attribute: rect.getAttribute('style'),
+  };
+  const parsed = document.createElement('div');  // markup is not routed: still refused
+  parsed.innerHTML = '<span style="color: rgb(1, 2, 3)">x</span>';
+  document.body.append(parsed);
+  out.parsed = getComputedStyle(parsed.firstChild).color;
+  return out;
+}"""
+
+
+def test_style_attributes_set_by_script_apply_through_the_cssom_and_markup_styles_stay_refused(page, ids):
+    page.add_init_script(RECORD_VIOLATIONS)
+    page.goto("/runs/")
+    probe = page.evaluate(SHIM_PROBE)
+    assert probe["fill"] == "rgb(224, 49, 49)" and probe["stroke"] == "3px" and probe["color"] == "rgb(47, 158, 68)"
+    assert probe["className"] == "probe" and "fill" in probe["attribute"]
+    assert probe["parsed"] != "rgb(1, 2, 3)"  # the policy still holds for style="…" in markup
+    violations = page.evaluate("window.__csp")
+    assert len(violations) == 1 and violations[0].startswith("style-src-attr"), violations
