@@ -2,13 +2,20 @@
 // inline style outright (`style-src 'self'`, no 'unsafe-inline'; see
 // CONTENT_SECURITY_POLICY in dashboard/middleware.py).
 //
-// Why: Plotly (its bundled d3) draws every SVG node, hover label, legend item,
-// rich-text <tspan> (<b>, <i>, <sup>) and toolbar button with
-// `el.setAttribute("style", "fill: …")`. Chromium refuses those under the policy
-// ("style-src-attr inline", one securitypolicyviolation each) and the node
-// stays unstyled: black legends, invisible hover boxes. The CSSOM is outside
-// the policy's reach (CSP3 governs markup and setAttribute, not script writing
-// `el.style`), and `el.style.cssText = v` gives the node the same declarations
+// Why: Plotly 4 styles most nodes through d3's `selection.style()` (CSSOM,
+// allowed), but some through d3's `selection.attr("style", …)`, i.e.
+// `el.setAttribute("style", …)`, which Chromium refuses under the policy
+// ("style-src-attr", one securitypolicyviolation each, the node unstyled).
+// Recorded on the run page (every chart hovered, legends and toolbar used) and
+// a rich-text chart, 48 calls, all from d3's attr setter in plotly.min.js:
+// - 45 rich-text <tspan>s (svg_text_utils): <b> font-weight, <i> font-style,
+//   <sup>/<sub> font-size, <span style="color"> fill — hover labels ("#0"
+//   bold), titles, axis titles, legend entries, annotations;
+// - the colour bar's fill <rect>s (style reset to "");
+// - a probe <image> whose `image-rendering` tells Plotly how it may paint a
+//   heatmap (refused, it concludes the browser cannot scale pixels crisply).
+// The CSSOM is outside the policy's reach (CSP3 governs markup and
+// setAttribute, not script writing `el.style`), and `el.style.cssText = v` gives the node the same declarations
 // the attribute would have (it is reflected as the `style` attribute too, so
 // `getAttribute("style")` still reads them back).
 //
