@@ -15,9 +15,9 @@
 // - a probe <image> whose `image-rendering` tells Plotly how it may paint a
 //   heatmap (refused, it concludes the browser cannot scale pixels crisply).
 // The CSSOM is outside the policy's reach (CSP3 governs markup and
-// setAttribute, not script writing `el.style`), and `el.style.cssText = v` gives the node the same declarations
-// the attribute would have (it is reflected as the `style` attribute too, so
-// `getAttribute("style")` still reads them back).
+// setAttribute, not script writing `el.style`), and `el.style.cssText = v`
+// gives the node the same declarations the attribute would have (reflected as
+// the `style` attribute too: `getAttribute("style")` still reads them back).
 //
 // What: `setAttribute` / `setAttributeNS` with the name `style` on any element
 // that has a CSSOM `style` (HTML, SVG, MathML) write `style.cssText` instead;
