@@ -58,7 +58,8 @@ def pages(ids: dict) -> list[str]:
     urls = []
     for name, pattern in url_patterns():
         namespace = name.split(":")[0]
-        if namespace == "api" or (namespace == "admin" and name != "admin:index") or name in NOT_PAGES:
+        admin_page = name == "admin:index" or name.endswith(("_changelist", "_add"))  # each admin list and form
+        if namespace == "api" or (namespace == "admin" and not admin_page) or name in NOT_PAGES:
             continue
         if any(name.endswith(suffix) for suffix in ("download_txt", "download_json", "download_best_txt",
                                                     "download_best_json", "export_json", "export_csv", "list_json",
