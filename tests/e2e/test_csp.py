@@ -17,7 +17,7 @@ import json
 import pytest
 from django.urls import reverse
 
-from tests.e2e.conftest import ARTIFACTS, E2E_USERNAME
+from tests.e2e.conftest import ARTIFACTS, E2E_USERNAME, Api, wait_for_js
 from tests.url_patterns import argument_names, url_patterns
 
 pytestmark = pytest.mark.e2e
@@ -36,7 +36,9 @@ run = make_compare_run(owner, candidates=4, val_tasks=4, holdout_tasks=2, name="
 verifier = Verifier.objects.filter(owner=owner).order_by("pk").first()
 verifier_update(verifier=verifier, spec={{**verifier.spec, "passThreshold": 0.5}}, user=owner)
 token, _ = api_token_create(user=owner, name="csp sweep")
-print(json.dumps({{"run_id": run.pk, "index": 0, "slug": verifier.slug, "pk": run.task_set_id,
+from optimizer.models import TaskSet
+example = TaskSet.objects.filter(owner=owner, tasks__split="train").exclude(pk=run.task_set_id).order_by("pk").first()
+print(json.dumps({{"example_set": example.pk, "run_id": run.pk, "index": 0, "slug": verifier.slug, "pk": run.task_set_id,
                   "task_pk": run.task_set.tasks.first().pk, "token_pk": token.pk}}))
 """
 # Not pages: POST-only actions and file downloads.
@@ -170,7 +172,7 @@ def _use_legend_and_toolbar(page, chart: str) -> None:
         page.wait_for_timeout(150)
 
 
-def test_charts_hovered_clicked_and_drawn_with_rich_text_keep_their_styles_under_the_policy(page, ids):
+def test_charts_hovered_clicked_and_drawn_with_rich_text_keep_their_styles_under_the_policy(page, ids, frontier_server):
     errors = policy_errors(page)
     page.add_init_script(RECORD_VIOLATIONS)
     ARTIFACTS.mkdir(exist_ok=True)
@@ -186,6 +188,19 @@ def test_charts_hovered_clicked_and_drawn_with_rich_text_keep_their_styles_under
     page.mouse.move(*_first_point(page, "chart-lineage"))
     page.locator("#chart-lineage .hoverlayer .hovertext").wait_for()
     page.screenshot(path=str(ARTIFACTS / "csp-run-page.png"), full_page=True)
+    assert page.evaluate(UNSTYLED) == []
+    assert page.evaluate("window.__csp") == [], page.evaluate("window.__csp")
+
+    # A run drawn live: events extend the charts in place while the mouse hovers them.
+    api = Api(frontier_server.url, frontier_server.new_token())
+    config = {"task_set_id": ids["example_set"], "verifier_ids": [ids["slug"]], "budget": {"max_metric_calls": 400},
+              "task_lm": {"provider": "demo", "model": "demo-task", "simulated_latency_ms": 40}}
+    status, run, _ = api.call("POST", "/api/runs/", {"config": config})
+    assert status == 201, run
+    page.goto(f"/runs/{run['id']}/")
+    wait_for_js(page, "document.querySelectorAll('#candidate-rows tr').length >= 2", timeout=60, what="live candidates")
+    _hover_every_chart(page, ["chart-score", "chart-lineage"])
+    api.call("POST", f"/api/runs/{run['id']}/stop")
     assert page.evaluate(UNSTYLED) == []
     assert page.evaluate("window.__csp") == [], page.evaluate("window.__csp")
 
