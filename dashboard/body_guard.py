@@ -215,6 +215,13 @@ def _identified_in_thread(scope) -> bool:
         connections.close_all()
 
 
+def _check_identity_off_loop(scope):
+    """A Deferred that fires with `_identified(scope)`, computed in Twisted's thread pool."""
+    from twisted.internet.threads import deferToThread
+
+    return deferToThread(_identified_in_thread, scope)
+
+
 def _carries_credentials(request) -> bool:
     return bool(request.received_cookies.get(settings.SESSION_COOKIE_NAME.encode())) or \
         request.requestHeaders.hasHeader(b"authorization")
@@ -228,7 +235,6 @@ def install_daphne_body_limits() -> None:
         return
     if getattr(WebRequest, "_frontier_body_limits", False):
         return
-    from twisted.internet.threads import deferToThread
     from twisted.web import http
 
     process = WebRequest.process
@@ -250,7 +256,7 @@ def install_daphne_body_limits() -> None:
                 self._frontier_anonymous = True  # chunked: refused past ANONYMOUS_BODY_BYTES
             else:
                 self.channel.transport.pauseProducing()
-                self._frontier_identity = deferToThread(_identified_in_thread, _daphne_scope(self))
+                self._frontier_identity = _check_identity_off_loop(_daphne_scope(self))
                 self._frontier_identity.addCallbacks(lambda known: _identity_known(self, known),
                                                      lambda failure: _identity_known(self, None, failure))
         http.Request.gotLength(self, length)
