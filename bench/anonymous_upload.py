@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.e2e.test_hostile_input import MB, PeakRss  # noqa: E402
+from tests.e2e.test_hostile_input import MB, PeakRss
 
 
 def free_port() -> int:

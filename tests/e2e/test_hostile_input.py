@@ -176,7 +176,7 @@ def answer(sock: socket.socket) -> tuple[int, bytes]:
     try:
         while chunk := sock.recv(65536):
             data += chunk
-    except socket.timeout:
+    except TimeoutError:
         raise AssertionError(f"no complete answer within 15 s (got {data[:200]!r}): the server waits for the body")
     finally:
         sock.close()
