@@ -186,8 +186,32 @@ def _daphne_refuse(request, status: int, detail: str, *, api: bool) -> None:
     # allHeadersReceived would answer "100 Continue" right after this: not any more.
     request.requestHeaders.removeHeader(b"expect")
     head = f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n".encode()
-    request.channel.transport.write(head + b"".join(k + b": " + v + b"\r\n" for k, v in headers) + b"\r\n" + body)
-    request.channel.loseConnection()
+    channel, transport = request.channel, request.channel.transport
+    transport.write(head + b"".join(k + b": " + v + b"\r\n" for k, v in headers) + b"\r\n" + body)
+    _close_lingering(channel, transport)
+
+
+#: How long a refused client may go on sending (read and dropped) before the
+#: connection is cut.
+LINGER_SECONDS = 5.0
+
+
+def _close_lingering(channel, transport) -> None:
+    """Close after the answer without resetting it away. Closing a socket with
+    unread data makes the kernel answer the client's next bytes with a reset,
+    which can reach a client that is still sending before it read the answer
+    (it then reports a network error, not our 403/413). So: nothing more is
+    parsed, the answer is followed by a FIN (half close), what the client still
+    sends is read and dropped, and the connection is cut when the client
+    closes or after LINGER_SECONDS — like a web server's lingering close."""
+    channel.dataReceived = lambda data: None  # Twisted's own idiom for "ignore the rest"
+    if not hasattr(transport, "loseWriteConnection"):
+        channel.loseConnection()
+        return
+    transport.resumeProducing()  # it may be paused for an identity check
+    transport.loseWriteConnection()
+    # The channel's callLater (TimeoutMixin's: the reactor's), as Twisted's own timeouts use.
+    channel.callLater(LINGER_SECONDS, lambda: transport.connected and transport.abortConnection())
 
 
 def _refuse_too_large(request) -> None:

@@ -84,7 +84,7 @@ async def test_a_multipart_post_without_a_valid_boundary_is_a_400_not_a_500(user
 # --- the daphne patch: answers from the headers, before the body ------------------
 
 
-def daphne_connection():
+def daphne_connection(transport=None, clock=None):
     """daphne's request class on a Twisted HTTP channel over an in-memory transport."""
     from types import SimpleNamespace
 
@@ -100,7 +100,9 @@ def daphne_connection():
     channel.requestFactory = WebRequest
     channel.factory = SimpleNamespace(server=SimpleNamespace(protocol_connected=lambda request: None,
                                                              protocol_disconnected=lambda request: None))
-    transport = StringTransport()
+    if clock is not None:
+        channel.callLater = clock.callLater
+    transport = transport or StringTransport()
     channel.makeConnection(transport)
     return channel, transport
 
@@ -155,3 +157,32 @@ def test_daphne_reads_a_small_anonymous_body_as_before():
     channel.dataReceived(b"POST /login/ HTTP/1.1\r\nHost: x\r\nContent-Length: 2000\r\n\r\n")
     assert transport.producerState == "producing" and transport.value() == b""
     channel.connectionLost(None)
+
+
+def test_daphne_answers_a_refused_client_then_drops_what_it_still_sends_and_cuts_it_after_a_while():
+    # Closing with unread data would answer the client's next bytes with a reset,
+    # which can reach it before it read the answer: a half close, reading on, instead.
+    from twisted.internet.task import Clock
+    from twisted.internet.testing import StringTransport
+
+    from dashboard.body_guard import LINGER_SECONDS
+
+    class HalfClosingTransport(StringTransport):
+        connected, write_closed, aborted = True, False, False
+
+        def loseWriteConnection(self):
+            self.write_closed = True
+
+        def abortConnection(self):
+            self.aborted, self.connected = True, False
+
+    clock = Clock()
+    channel, transport = daphne_connection(HalfClosingTransport(), clock)
+    channel.dataReceived(f"POST /runs/import/ HTTP/1.1\r\nHost: x\r\nContent-Length: {40 * 1024 * 1024}\r\n\r\n".encode())
+    answer = transport.value()
+    assert answer.startswith(b"HTTP/1.1 403 Forbidden\r\n") and transport.write_closed
+    assert transport.producerState == "producing" and not transport.disconnecting  # still reading
+    channel.dataReceived(b" " * (8 * 1024 * 1024))  # the body goes on arriving: dropped, not stored
+    assert transport.value() == answer
+    clock.advance(LINGER_SECONDS)
+    assert transport.aborted
