@@ -1,6 +1,8 @@
 """The ASGI body guard (dashboard/body_guard.py) in front of the real
 application: large bodies are answered before they are read, anonymous ones
-refused; small ones and identified ones reach Django as before."""
+refused; small ones and identified ones reach Django as before. Then the daphne
+patch on a Twisted channel: the same answers as soon as the headers arrive
+(tests/e2e/test_hostile_input.py measures them on a real daphne)."""
 
 from __future__ import annotations
 
@@ -77,3 +79,110 @@ async def test_a_multipart_post_without_a_valid_boundary_is_a_400_not_a_500(user
     status, body, read = await post("/api/runs/1/cancel", 10, scope_headers)
     assert (status, read) == (400, False)
     assert json.loads(body)["problems"] == [{"field": "body", "message": "a multipart/form-data body needs a valid boundary"}]
+
+
+# --- the daphne patch: answers from the headers, before the body ------------------
+
+
+def daphne_connection(transport=None, clock=None):
+    """daphne's request class on a Twisted HTTP channel over an in-memory transport."""
+    from types import SimpleNamespace
+
+    from daphne.http_protocol import WebRequest
+    from twisted.internet.testing import StringTransport
+    from twisted.web.http import HTTPChannel
+
+    from dashboard.body_guard import install_daphne_body_limits
+
+    install_daphne_body_limits()
+    channel = HTTPChannel()
+    channel.timeOut = None  # no idle timer on the (not running) reactor
+    channel.requestFactory = WebRequest
+    channel.factory = SimpleNamespace(server=SimpleNamespace(protocol_connected=lambda request: None,
+                                                             protocol_disconnected=lambda request: None))
+    if clock is not None:
+        channel.callLater = clock.callLater
+    transport = transport or StringTransport()
+    channel.makeConnection(transport)
+    return channel, transport
+
+
+@pytest.mark.parametrize("path, answer", [("/runs/import/", b"HTTP/1.1 403 Forbidden\r\n"),
+                                          ("/api/tasksets/import", b"HTTP/1.1 401 Unauthorized\r\n")])
+def test_daphne_refuses_an_anonymous_40_mb_body_from_its_headers_alone(path, answer):
+    channel, transport = daphne_connection()
+    channel.dataReceived(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {40 * 1024 * 1024}\r\n"
+                         "Expect: 100-continue\r\n\r\n".encode())
+    head, _, body = transport.value().partition(b"\r\n\r\n")
+    assert head.startswith(answer) and b"connection: close" in head.lower()
+    assert b"100 Continue" not in body  # the client is not invited to send the body
+    assert transport.disconnecting
+    if path.startswith("/api/"):
+        assert json.loads(body) == {"detail": "Authentication required", "problems": []}
+
+
+def test_daphne_refuses_an_anonymous_chunked_body_once_64_kb_arrived():
+    channel, transport = daphne_connection()
+    channel.dataReceived(b"POST /runs/import/ HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+    channel.dataReceived(b"%x\r\n" % (32 * 1024) + b" " * (32 * 1024) + b"\r\n")
+    assert transport.value() == b""  # 32 KB: still reading
+    channel.dataReceived(b"%x\r\n" % (40 * 1024) + b" " * (40 * 1024) + b"\r\n")
+    assert transport.value().startswith(b"HTTP/1.1 403 Forbidden\r\n") and transport.disconnecting
+
+
+@pytest.mark.parametrize("identified", [True, False])
+def test_daphne_stops_reading_a_large_body_with_credentials_until_they_are_checked(monkeypatch, identified):
+    from twisted.internet.defer import Deferred
+
+    from dashboard import body_guard
+
+    checks = []
+    monkeypatch.setattr(body_guard, "_check_identity_off_loop", lambda scope: checks.append((scope, Deferred())) or checks[-1][1])
+    channel, transport = daphne_connection()
+    channel.dataReceived(f"POST /runs/import/ HTTP/1.1\r\nHost: x\r\nCookie: sessionid=abc\r\n"
+                         f"Content-Length: {40 * 1024 * 1024}\r\n\r\n".encode())
+    assert transport.producerState == "paused" and transport.value() == b""
+    (scope, check), = checks
+    assert (b"cookie", b"sessionid=abc") in scope["headers"]  # what _identified reads
+    check.callback(identified)
+    if identified:
+        assert transport.producerState == "producing" and transport.value() == b""  # reading on
+        channel.connectionLost(None)
+    else:  # a stale session: refused, the body never read
+        assert transport.value().startswith(b"HTTP/1.1 403 Forbidden\r\n") and transport.disconnecting
+
+
+def test_daphne_reads_a_small_anonymous_body_as_before():
+    channel, transport = daphne_connection()
+    channel.dataReceived(b"POST /login/ HTTP/1.1\r\nHost: x\r\nContent-Length: 2000\r\n\r\n")
+    assert transport.producerState == "producing" and transport.value() == b""
+    channel.connectionLost(None)
+
+
+def test_daphne_answers_a_refused_client_then_drops_what_it_still_sends_and_cuts_it_after_a_while():
+    # Closing with unread data would answer the client's next bytes with a reset,
+    # which can reach it before it read the answer: a half close, reading on, instead.
+    from twisted.internet.task import Clock
+    from twisted.internet.testing import StringTransport
+
+    from dashboard.body_guard import LINGER_SECONDS
+
+    class HalfClosingTransport(StringTransport):
+        connected, write_closed, aborted = True, False, False
+
+        def loseWriteConnection(self):
+            self.write_closed = True
+
+        def abortConnection(self):
+            self.aborted, self.connected = True, False
+
+    clock = Clock()
+    channel, transport = daphne_connection(HalfClosingTransport(), clock)
+    channel.dataReceived(f"POST /runs/import/ HTTP/1.1\r\nHost: x\r\nContent-Length: {40 * 1024 * 1024}\r\n\r\n".encode())
+    answer = transport.value()
+    assert answer.startswith(b"HTTP/1.1 403 Forbidden\r\n") and transport.write_closed
+    assert transport.producerState == "producing" and not transport.disconnecting  # still reading
+    channel.dataReceived(b" " * (8 * 1024 * 1024))  # the body goes on arriving: dropped, not stored
+    assert transport.value() == answer
+    clock.advance(LINGER_SECONDS)
+    assert transport.aborted

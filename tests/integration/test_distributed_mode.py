@@ -62,3 +62,28 @@ def test_daphne_serves_static_files_with_debug_off(daphne_server):
         with urllib.request.urlopen(daphne_server.url + path, timeout=10) as response:
             assert response.status == 200
             assert len(response.read()) > 1000
+
+
+def test_daphne_checks_a_session_on_postgresql_before_it_reads_a_large_body(daphne_server, user):
+    # The session is looked up in a Twisted pool thread (not the event loop) while
+    # the connection waits; a valid one gets its body read, a stale one a 403 at once.
+    import http.client
+    import urllib.parse
+
+    def post(cookie: str, send_body: bool) -> int:
+        parsed = urllib.parse.urlsplit(daphne_server.url)
+        conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=30)
+        body = b"{" + b" " * 200_000 + b"}"
+        conn.putrequest("POST", "/runs/import/")
+        for name, value in (("Cookie", cookie), ("Content-Type", "application/json"), ("Content-Length", str(len(body)))):
+            conn.putheader(name, value)
+        conn.endheaders()
+        if send_body:
+            conn.send(body)
+        status = conn.getresponse().status
+        conn.close()
+        return status
+
+    assert post("sessionid=stale", send_body=False) == 403  # answered without the body
+    assert post(session_cookie(user), send_body=True) == 403  # read, then Django's CSRF check (no token sent)
+    assert "identity check failed" not in daphne_server.log()
