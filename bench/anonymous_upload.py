@@ -1,4 +1,4 @@
-"""What an anonymous upload costs a real daphne (`manage.py serve`), issue 11.
+"""What an anonymous upload costs a real daphne (`manage.py serve`): it should refuse it before reading it.
 
 Run: ``python bench/anonymous_upload.py`` (``--runs N``, ``--mb M``). Starts its
 own server (SQLite in a temporary directory), then for each case POSTs an
