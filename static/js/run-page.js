@@ -3,6 +3,7 @@
 // one touched. Modules:
 //   run/state.js    the model and event merging (pure; tests/js/)
 //   run/text.js     the page's words and header numbers (pure; tests/js/)
+//   run/frames.js   whole-pool redraws batched per animation frame (pure; tests/js/)
 //   run/page.js     the one state and the page's DOM anchors
 //   run/charts.js   the five Plotly charts
 //   run/header.js   header, clock, explainer card
@@ -13,20 +14,15 @@ import { LiveSocket } from "./live-socket.js";
 import { wireCopyButtons } from "./clipboard.js";
 import { loadSnapshot, mergeEvent, recomputeMembers } from "./run/state.js";
 import { candidateLine } from "./run/text.js";
+import { frameBatcher } from "./run/frames.js";
 import { $, S, root } from "./run/page.js";
 import * as charts from "./run/charts.js";
 import { doing, doingFromProposal, doingFromStatus, pollClient, renderBestPrompt, renderClock, renderHeader } from "./run/header.js";
 import { candidateRow, refreshRows, renderSelection, toggleSelected } from "./run/table.js";
 import { renderError, renderProposal, renderTrial } from "./run/streams.js";
 
-// Redraws that depend on the whole pool (restyles, the scatter's front, the
-// verdict bars) run at most once per animation frame, however many events
-// arrive in it (a reconnect replays hundreds at once).
-const pendingDraws = new Set();
-function later(draw) {
-  if (!pendingDraws.size) requestAnimationFrame(() => { const draws = [...pendingDraws]; pendingDraws.clear(); draws.forEach((d) => d()); });
-  pendingDraws.add(draw);
-}
+// Whole-pool redraws: at most once per animation frame (run/frames.js).
+const later = frameBatcher((draw) => requestAnimationFrame(draw));
 
 // Members by the shared rule (front.js), as the server's recorder computes them:
 // once per frame, however many candidates a replay brings.

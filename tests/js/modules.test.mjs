@@ -8,7 +8,7 @@ import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const ROOT = fileURLToPath(new URL("../../static/js/", import.meta.url));
-const PURE = ["front.js", "format.js", "money.js", "run/state.js", "run/text.js"];
+const PURE = ["front.js", "format.js", "money.js", "run/state.js", "run/text.js", "run/frames.js"];
 
 const files = readdirSync(ROOT, { recursive: true }).filter((f) => f.endsWith(".js")).map((f) => f.split("\\").join("/"));
 const source = (file) => readFileSync(join(ROOT, file), "utf-8");
@@ -56,4 +56,24 @@ test("the pure modules import only pure modules (no DOM, so Node's tests load th
     const code = source(file).replace(/\/\*[\s\S]*?\*\//g, "").replace(/^\s*\/\/.*$/gm, "");
     assert.doesNotMatch(code, /\b(document|window|Plotly|localStorage|fetch|requestAnimationFrame)\b/, `${file} touches the DOM`);
   }
+});
+
+// run-page.js and every module it reaches, import by import.
+function closure(entry) {
+  const seen = new Set([entry]);
+  const queue = [entry];
+  while (queue.length) {
+    const file = queue.shift();
+    for (const { from } of imports(file)) {
+      const dep = target(file, from);
+      if (!seen.has(dep)) { seen.add(dep); queue.push(dep); }
+    }
+  }
+  return seen;
+}
+
+test("the run page's template preloads every module run-page.js reaches, and no other", () => {
+  const template = readFileSync(new URL("../../templates/runs/detail.html", import.meta.url), "utf-8");
+  const preloaded = [...template.matchAll(/<link rel="modulepreload" href="\{% static 'js\/([^']+)' %\}">/g)].map((m) => m[1]);
+  assert.deepEqual([...preloaded].sort(), [...closure("run-page.js")].sort());
 });
