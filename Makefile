@@ -15,7 +15,7 @@ PORT ?= 8000
 PYTEST = $(PY) -m pytest -p no:cacheprovider
 ALLOW_EMPTY = || [ $$? -eq 5 ]
 
-.PHONY: demo test test-unit test-integration test-e2e install install-runtime install-local install-bench migrate bench clean
+.PHONY: demo test test-js test-unit test-integration test-e2e install install-runtime install-local install-bench migrate bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -52,8 +52,19 @@ demo: migrate
 	$(PY) manage.py demo_setup
 	$(PY) manage.py serve --host $(HOST) --port $(PORT)
 
-## Everything: unit (embedded), integration (PostgreSQL + Redis), browser (Chromium)
-test: test-unit test-integration test-e2e
+## Everything: JavaScript (Node), unit (embedded), integration (PostgreSQL + Redis), browser (Chromium)
+test: test-js test-unit test-integration test-e2e
+
+# The run page's pure modules (static/js/front.js, format.js, live-socket.js,
+# run/state.js, run/text.js) under Node's own test runner: no npm packages. Node
+# loads static/js's ES modules as they are from 20.19 (22.7 on 22.x) on.
+NODE_CHECK = const [major, minor] = process.versions.node.split(".").map(Number); \
+  if (!(major > 22 || (major === 22 && minor >= 7) || (major === 20 && minor >= 19))) { \
+    console.error(`make test-js needs Node.js 20.19 or later; this is $${process.version}`); process.exit(1); }
+test-js:
+	@command -v node >/dev/null || { echo "make test-js needs Node.js 20.19 or later (node --test): none on PATH" >&2; exit 1; }
+	@node -e '$(NODE_CHECK)'
+	node --test tests/js/
 
 test-unit: install
 	env -u DATABASE_URL -u REDIS_URL $(PYTEST) tests --ignore=tests/integration --ignore=tests/e2e -q $(ALLOW_EMPTY)

@@ -22,6 +22,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal
 
 from optimizer.config import lm_is_simulator
 from optimizer.lm.base import LMResponse
@@ -68,7 +69,10 @@ def format_cost(cost: float, pricing: str = "priced") -> str:
         return "no price set"
     if not cost:
         return "$0"
-    return f"${cost:.4f}" if cost < 0.01 else f"${cost:.2f}"
+    # Half a cent (of the exact float) rounds up, as money.js's toFixed does;
+    # Python's format would round $0.125 to $0.12 where the page shows $0.13.
+    places = Decimal("0.0001") if cost < 0.01 else Decimal("0.01")
+    return f"${Decimal(cost).quantize(places, rounding=ROUND_HALF_UP)}"
 
 
 class BudgetReached(RuntimeError):

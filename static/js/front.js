@@ -1,5 +1,7 @@
-// Which candidates are "on the front": the same rule as optimizer/front.py
-// (front_members), see there. `scores`: [[index, [score|null per task]], …].
+// The run page's fronts (pure: Node's tests import it, tests/js/front.test.mjs).
+//
+// frontMembers: which candidates are "on the front", the same rule as
+// optimizer/front.py (front_members), see there. `scores`: [[index, [score|null per task]], …].
 // Returns the member indices, ascending.
 const PRECISION = 1000;
 
@@ -20,4 +22,13 @@ export function frontMembers(scores) {
     members.push(index);
   }
   return members;
+}
+
+// The 2-D front on two picked axes: the points no other point beats on both.
+// points: [{x, y, id}]; xUp / yUp: true when more is better on that axis
+// (scores), false when less is (prompt length, latency). Ties stand together.
+export function nonDominated(points, xUp, yUp) {
+  const better = (a, b, up) => (up ? a >= b : a <= b);
+  const strictly = (a, b, up) => (up ? a > b : a < b);
+  return points.filter((p) => !points.some((q) => q !== p && better(q.x, p.x, xUp) && better(q.y, p.y, yUp) && (strictly(q.x, p.x, xUp) || strictly(q.y, p.y, yUp))));
 }

@@ -107,7 +107,7 @@ export class LiveSocket {
       onMessage: (event) => this.receive(event),
       onState,
     });
-    window.__frontierSocket = {
+    globalThis.__frontierSocket = { // window's, in a browser
       close: () => this.socket.drop(),
       pause: () => this.socket.pause(),
       resume: () => this.socket.resume(),

@@ -14,6 +14,7 @@
 // breaks the connection as a network drop would.
 
 import { ReconnectingSocket } from "./live-socket.js";
+import { fmt } from "./format.js";
 import { money } from "./money.js";
 
 const LIMIT = 200; // as LIST_LIMIT in dashboard/pages/runs.py
@@ -25,7 +26,6 @@ const indicator = document.querySelector("[data-field=live]");
 // The server renders each budget bar's fill as data-pct (no inline style: the CSP forbids it).
 for (const fill of body.querySelectorAll(".bar > span[data-pct]")) fill.style.width = `${Number(fill.dataset.pct) || 0}%`;
 
-const fmt = (x) => (x === null || x === undefined ? "–" : Number(x).toFixed(3));
 const when = (iso) => (iso ? iso.slice(0, 16).replace("T", " ") : "–");
 
 // The filter the page was loaded with (as the server applied it), not what is typed but not yet submitted.

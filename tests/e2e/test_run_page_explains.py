@@ -13,7 +13,6 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.conftest import ARTIFACTS, E2E_USERNAME, wait_for_js
-from tests.optimizer.front_cases import FRONT_CASES
 
 pytestmark = pytest.mark.e2e
 
@@ -100,21 +99,6 @@ def test_no_chart_on_any_page_has_the_plotly_logo_or_a_chart_studio_button(page,
     chart.hover()
     chart.screenshot(path=str(ARTIFACTS / "chart-toolbar-without-chart-studio.png"))
     page.screenshot(path=str(ARTIFACTS / "compare-runs-styled.png"), full_page=True)
-
-
-def test_the_front_rule_in_the_browser_is_the_servers(page, runs):
-    page.goto(f"/runs/{runs['main']['id']}/")
-    cases = []
-    for name, scores, expected in FRONT_CASES:
-        keys = sorted({k for per_task in scores.values() for k in per_task})
-        rows = [[index, [per_task.get(k) for k in keys]] for index, per_task in scores.items()]
-        cases.append({"name": name, "rows": rows, "expected": expected})
-    results = page.evaluate(
-        """async (cases) => { const { frontMembers } = await import('/static/js/front.js');
-             return cases.map((c) => ({ name: c.name, got: frontMembers(c.rows), expected: c.expected })); }""",
-        cases,
-    )
-    assert [r["got"] for r in results] == [r["expected"] for r in results], results
 
 
 def test_the_run_page_says_what_it_shows_and_what_gepa_is_doing(page, runs):

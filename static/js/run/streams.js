@@ -1,0 +1,43 @@
+// The run page's three streams (proposals, trials, errors): newest first, each
+// keeping as many items as the snapshot's tail, so a reload shows what the live
+// page showed. Untrusted text reaches the DOM through textContent only.
+import { clip, fmt } from "../format.js";
+import { money, tokens } from "../money.js";
+import { minibatchSize } from "./text.js";
+import { S, el } from "./page.js";
+
+function pushStream(id, li) {
+  const list = document.getElementById(`stream-${id}`);
+  list.prepend(li);
+  while (list.children.length > S.limits[id]) list.lastElementChild.remove();
+}
+
+export function renderProposal(p) {
+  const li = el("li", undefined, p.accepted ? "accepted" : "rejected");
+  const n = minibatchSize(p);
+  li.append(el("strong", p.accepted ? `accepted → #${p.candidate}` : "rejected"),
+    el("span", ` it. ${p.iteration} · from #${p.parent} · minibatch ${fmt(p.before / n, 2)} → ${fmt(p.after / n, 2)} · ${(p.components || []).join(", ")}`, "muted"),
+    el("span", p.usage ? ` · ${money(p.cost, S.run.pricing)} · ${tokens(p.usage.total?.tokens_in + p.usage.total?.tokens_out)} tokens (reflection ${tokens(p.usage.reflection?.tokens_in + p.usage.reflection?.tokens_out)})` : "", "muted proposal-cost"));
+  const details = el("details");
+  details.append(el("summary", "proposed text"));
+  for (const [name, text] of Object.entries(p.texts || {})) { details.append(el("div", name, "muted"), el("pre", clip(text, S.limits.text))); }
+  if (p.reasoning) details.append(el("div", "reasoning", "muted"), el("pre", clip(p.reasoning, S.limits.text)));
+  li.append(details);
+  pushStream("proposals", li);
+}
+
+export function renderTrial(item, candidate, split) {
+  const li = el("li");
+  li.append(el("strong", item.task_key), el("span", ` ${candidate === null || candidate === undefined ? "proposal" : `#${candidate}`} · ${split} · `, "muted"),
+    el("span", `${fmt(item.score)} ${item.verdict}`, `verdict-${item.verdict}`));
+  li.append(el("pre", clip(item.output || "", S.limits.text)));
+  const reasons = (item.reasons || []).slice(0, S.limits.reasons);
+  if (reasons.length) { const ul = el("ul", undefined, "reasons"); for (const r of reasons) ul.append(el("li", r)); li.append(ul); }
+  pushStream("trials", li);
+}
+
+export function renderError(e) {
+  const li = el("li", undefined, "error");
+  li.append(el("strong", e.where), el("span", ` ${e.iteration === null || e.iteration === undefined ? "" : `it. ${e.iteration} · `}`, "muted"), el("span", e.message));
+  pushStream("errors", li);
+}

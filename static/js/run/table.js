@@ -1,0 +1,56 @@
+// The run page's candidate table and the selection (rows, chart clicks) that
+// the Compare link carries.
+import { fmt } from "../format.js";
+import { money } from "../money.js";
+import { leadCount, role } from "./state.js";
+import { drawScatter, restyleLineage, restyleSelected } from "./charts.js";
+import { $, S, candidateUrl, root } from "./page.js";
+
+export function candidateRow(c) {
+  const tr = document.createElement("tr");
+  tr.dataset.candidateIndex = c.index;
+  const cells = [document.createElement("td")];
+  const box = document.createElement("input");
+  box.type = "checkbox"; box.setAttribute("aria-label", `select candidate ${c.index}`);
+  box.addEventListener("change", () => toggleSelected(c.index, box.checked));
+  cells[0].append(box);
+  const link = document.createElement("a");
+  link.href = candidateUrl(c.index); link.textContent = `#${c.index}`;
+  const td = (text, cls) => { const el = document.createElement("td"); el.textContent = text; if (cls) el.className = cls; return el; };
+  const idCell = td("", "num"); idCell.append(link);
+  cells.push(idCell, td(c.origin), td(c.parents.map((p) => `#${p}`).join(" + ") || "–"), td(fmt(c.val_score), "num"),
+    td(String(leadCount(S, c.index)), "num lead-count"), td(String(c.metric_calls), "num"),
+    td(money(c.cost, S.run.pricing), "num cost"), td("", "front-mark"));
+  tr.append(...cells);
+  return tr;
+}
+
+export function refreshRows() {
+  for (const tr of document.querySelectorAll("#candidate-rows tr")) {
+    const i = Number(tr.dataset.candidateIndex);
+    tr.querySelector(".lead-count").textContent = String(leadCount(S, i));
+    tr.querySelector(".front-mark").textContent = role(S, i) === "best" ? "best" : S.members.has(i) ? "★ front" : "";
+    tr.classList.toggle("selected", S.selected.has(i));
+    tr.querySelector("input").checked = S.selected.has(i);
+  }
+}
+
+// ---- selection -------------------------------------------------------------------
+
+export function toggleSelected(index, on = !S.selected.has(index)) {
+  if (on) S.selected.add(index); else S.selected.delete(index);
+  renderSelection();
+}
+
+export function renderSelection() {
+  const chosen = [...S.selected].sort((a, b) => a - b);
+  $("selection").textContent = chosen.length ? `Selected: ${chosen.map((i) => `#${i}`).join(", ")}` : "No candidates selected";
+  const link = root.querySelector('[data-action="compare"]');
+  const query = new URLSearchParams(chosen.map((i) => ["c", String(i)]));
+  link.href = `${root.dataset.compareUrl}?${query}`;
+  link.setAttribute("aria-disabled", chosen.length < 2 ? "true" : "false");
+  restyleSelected(chosen.filter((i) => S.byIndex.has(i)).map((i) => S.byIndex.get(i)));
+  restyleLineage();
+  drawScatter();
+  refreshRows();
+}

@@ -1,0 +1,104 @@
+// The run page's words and header numbers, from the state (pure: no DOM; Node's
+// tests import it). Untrusted strings that go to Plotly pass through esc().
+import { duration, esc, escLines, fmt } from "../format.js";
+import { money, tokens } from "../money.js";
+import { bestIndex } from "./state.js";
+
+export const VERDICT_NAMES = { p: "pass", b: "borderline", f: "fail" };
+
+// A candidate's hover text (Plotly markup).
+export function hover(c) {
+  const parents = c.parents.length ? c.parents.map((p) => `#${p}`).join(" + ") : "none";
+  return `<b>#${c.index}</b> ${esc(c.origin)} · val ${fmt(c.val_score)}<br>parents ${parents} · ${c.metric_calls} calls<br>${escLines(c.preview)}`;
+}
+
+// before / after are sums over the minibatch (gepa's); the page shows means.
+export const minibatchSize = (p) => (p.minibatch_size ?? (p.minibatch && p.minibatch.length)) || 1;
+export const minibatchMean = (p) => p.after / minibatchSize(p);
+export const proposalHover = (p) => `rejected from #${p.parent} · minibatch ${fmt(p.before / minibatchSize(p), 2)} → ${fmt(minibatchMean(p), 2)}`;
+
+// A prompt's text: one component as it is, several under "## name" headings.
+export const promptText = (components) => {
+  const entries = Object.entries(components || {});
+  return entries.length === 1 ? entries[0][1] : entries.map(([name, text]) => `## ${name}\n${text}`).join("\n\n");
+};
+
+// ---- the header ------------------------------------------------------------------
+
+// Best score, its gain over the seed, budget, cost: what the header shows.
+export function headerFigures(S) {
+  const r = S.run;
+  const seed = r.seed_score ?? S.byIndex.get(0)?.val_score ?? null;
+  const bi = bestIndex(S);
+  const best = bi === null ? r.best_score : Math.max(r.best_score ?? -Infinity, S.byIndex.get(bi).val_score);
+  const known = best !== null && best !== -Infinity;
+  const gain = seed !== null && known ? best - seed : null;
+  return {
+    best: known ? fmt(best) : "–",
+    // null: leave the delta as it is.
+    delta: gain === null ? null : { text: `(${gain >= 0 ? "+" : ""}${fmt(gain)} vs seed)`, up: gain >= 0 },
+    budgetPct: r.budget_total ? Math.min(100, (100 * r.budget_used) / r.budget_total) : 0,
+    budget: `${r.budget_used} / ${r.budget_total}`,
+    cost: money(r.cost, r.pricing),
+    tokens: `${tokens(r.tokens)} tokens`,
+    // Task model vs reflection model (and the verify judge): who spent what.
+    costSplit: ["task", "reflection", "judge"]
+      .filter((role) => r.usage?.[role]?.calls)
+      .map((role) => { const u = r.usage[role]; return `${role} ${u.calls} calls · ${tokens(u.tokens_in)} in / ${tokens(u.tokens_out)} out · ${money(u.cost, r.pricing)}`; })
+      .join(" | "),
+  };
+}
+
+// Elapsed time and ETA at `now` (ms); null before the run started. A finished
+// run's clock stops at finished_at (or when the page saw it finish).
+export function clock(S, now) {
+  const r = S.run;
+  if (!r.started_at) return null;
+  const start = Date.parse(r.started_at);
+  const end = r.finished_at ? Date.parse(r.finished_at) : r.active ? now : S.finishedAt || now;
+  const seconds = Math.max(0, (end - start) / 1000);
+  const left = r.budget_total - r.budget_used;
+  // The worker's own estimate (its observed pace, concurrency included) when it sent one.
+  const eta = r.eta_seconds ?? (r.budget_used > 0 ? (seconds * left) / r.budget_used : null);
+  return { elapsed: duration(seconds), eta: r.active && eta !== null && left > 0 ? `ETA ${duration(eta)}` : "" };
+}
+
+// An external run's tracker reports from its owner's process: when it was last
+// heard from, when it went silent, when it finished. null for other runs.
+export function clientLine(S, now) {
+  const r = S.run;
+  if (r.kind !== "external") return null;
+  if (!r.active) {
+    const at = r.finished_at ? Date.parse(r.finished_at) : S.finishedAt;
+    return { text: `finished (${r.status})${at ? ` at ${new Date(at).toLocaleTimeString()}` : ""}`, state: "finished" };
+  }
+  if (!r.client_seen_at) return { text: "not heard from yet", state: "silent" };
+  const age = Math.max(0, (now - Date.parse(r.client_seen_at)) / 1000);
+  const silent = age > r.silent_after;
+  return { text: silent ? `silent for ${duration(age)}: the tracker's process stopped reporting` : `heard from ${duration(age)} ago`, state: silent ? "silent" : "live" };
+}
+
+// ---- what GEPA is doing now (one line, from the latest event) ----------------------
+
+const STATUS_LINES = {
+  queued: "Queued: waiting for a worker to pick the run up.",
+  stopping: "Stopping: GEPA finishes the current iteration, then stops.",
+  stopped: "Stopped by the user.",
+  completed: "Finished: the budget is spent.",
+  failed: "Failed: see the error below.",
+};
+
+export function statusLine(run) {
+  if (run.status === "running") return run.phase === "optimizing" ? "Optimizing: GEPA picks a parent from the front, reflects on its misses and proposes a rewrite." : `Running: ${run.phase || "starting"}.`;
+  return STATUS_LINES[run.status] || run.status;
+}
+
+export function proposalLine(p) {
+  const n = minibatchSize(p);
+  const scores = `${fmt(p.before / n, 2)} → ${fmt(p.after / n, 2)} on a minibatch of ${n}`;
+  return p.accepted
+    ? `Iteration ${p.iteration}: a rewrite of #${p.parent} improved it (${scores}); it became candidate #${p.candidate} and was scored on the val set.`
+    : `Iteration ${p.iteration}: a rewrite of #${p.parent} did not beat it (${scores}); discarded, GEPA tries again.`;
+}
+
+export const candidateLine = (c) => `Candidate #${c.index} scored ${fmt(c.val_score)} on the val set${c.index === 0 ? " (the seed)" : ""}.`;
