@@ -85,7 +85,9 @@ def snapshot(page, run_id: int) -> dict:
 
 
 def test_a_demo_run_launched_from_the_form_fills_the_charts_live_and_survives_a_reload(page, demo_data):
-    run_id = launch_demo_run(page, budget=260, latency_ms=120)
+    # 300 ms a call: the run must still be making candidates once the page is live
+    # (at 120 ms it made all five by metric call 50, a race with a loaded page load).
+    run_id = launch_demo_run(page, budget=260, latency_ms=300)
     page.evaluate("window.__noReload = true")
     first = state(page)
     grown = wait_until(lambda: (s := state(page))["points"] >= first["points"] + 2 and s, what="new candidates on the chart")
