@@ -32,6 +32,7 @@ from optimizer.claims import ClaimLost, RunClaim, retry_db
 from optimizer.config import RunConfig, parse_run_config
 from optimizer.budget import BudgetGuard, BudgetReached, MeteredLM, Price, UsageMeter, UsageSnapshot
 from optimizer.events import publish_run_event, publish_run_events, publishing_in_background
+from optimizer.gepa_checkpoint import LeanCheckpoint
 from optimizer.lm import LMConfig, LMError, ReflectionCallable, build_candidate_proposer, build_lm
 from optimizer.lm.config import coerce_config
 from optimizer.models import Candidate, Run, RunStatus, Split
@@ -235,7 +236,8 @@ def _run_gepa(
             stop_callbacks=[limits, stop_requested],
             logger=GepaLogger(),
             run_dir=str(directory),
-            callbacks=[recorder],
+            # gepa_state.bin only: no run_log.json / candidates.json / candidate tree rewritten per iteration
+            callbacks=[LeanCheckpoint(directory), recorder],
             seed=config.seed,
             track_best_outputs=False,
             display_progress_bar=False,
