@@ -188,6 +188,12 @@ class FrontierAdapter:
         with self._lock:
             return self.records.pop((candidate_digest(candidate), task_key), None)
 
+    def take_all_records(self) -> dict[tuple[str, str], EvalRecord]:
+        """Every record waiting, keyed by (candidate_digest, task_key); the adapter keeps none."""
+        with self._lock:
+            records, self.records = self.records, {}
+        return records
+
     def forget_records(self) -> None:
         with self._lock:
             self.records.clear()
