@@ -107,8 +107,8 @@ def contender(run: Run, candidate: Candidate, *, accounting: bool, cap: float | 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=40, help="rounds of each contender per repeat")
-    parser.add_argument("--repeats", type=int, default=5, help="independent repeats (each prints its ratios)")
+    parser.add_argument("--rounds", type=int, default=150, help="rounds of each contender per repeat")
+    parser.add_argument("--repeats", type=int, default=3, help="independent repeats (each prints its ratios)")
     parser.add_argument("--tasks", type=int, default=50)
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
