@@ -32,6 +32,7 @@ import threading
 from django.db import connection
 
 from optimizer.claims import ClaimLost
+from optimizer.events import background_publisher, publishing_through
 from optimizer.recorder import RunRecorder
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,8 @@ class RecorderThread:
         self.adapter = recorder.adapter
         self.queue: queue.Queue = queue.Queue()
         self.thread = None
+        # The runner's background publisher sends what the writer commits, too (in commit order).
+        self.publisher = background_publisher()
         if not connection.in_atomic_block:
             self.thread = threading.Thread(target=self._work, name=f"run-{recorder.run_id}-recorder", daemon=True)
             self.thread.start()
@@ -141,16 +144,20 @@ class RecorderThread:
 
     def _work(self) -> None:
         try:
-            while True:
-                item = self.queue.get()
-                try:
-                    if item is None:
-                        return
-                    self._record(*item)
-                finally:
-                    self.queue.task_done()
+            with publishing_through(self.publisher):
+                self._work_through_queue()
         finally:
             connection.close()
+
+    def _work_through_queue(self) -> None:
+        while True:
+            item = self.queue.get()
+            try:
+                if item is None:
+                    return
+                self._record(*item)
+            finally:
+                self.queue.task_done()
 
     def _record(self, name: str, event: dict) -> None:
         try:

@@ -36,28 +36,34 @@ def run(user):
 
 
 def test_the_next_model_calls_go_ahead_while_a_budget_update_is_still_being_written(run, monkeypatch):
-    called_after = threading.Event()
+    reported = threading.Event()  # gepa reported the first budget update of an iteration
+    called_after = threading.Event()  # and the run made a model call after that
     blocked = {}
-    write_budget = RunRecorder.on_budget_updated
+    relay_budget, write_budget = RecorderThread.on_budget_updated, RunRecorder.on_budget_updated
+
+    def reporting(self, event):
+        relay_budget(self, event)
+        if event["iteration"] >= 1:
+            reported.set()
 
     def slow_write(self, event):
         if not blocked and event["iteration"] >= 1:
-            blocked["at"] = True
-            # A slow database: this write finishes only once the engine has made another model call.
+            # A slow database: this write finishes only once the run has made another model call.
             blocked["released"] = called_after.wait(timeout=10)
         write_budget(self, event)
 
     complete = DemoLanguageModel.complete
 
     def counting(self, messages):
-        if blocked:
+        if reported.is_set():
             called_after.set()
         return complete(self, messages)
 
+    monkeypatch.setattr(RecorderThread, "on_budget_updated", reporting)
     monkeypatch.setattr(RunRecorder, "on_budget_updated", slow_write)
     monkeypatch.setattr(DemoLanguageModel, "complete", counting)
     assert execute_run(run.pk) == RunStatus.COMPLETED
-    assert blocked == {"at": True, "released": True}
+    assert blocked == {"released": True}
     seqs = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", flat=True))
     assert seqs == list(range(1, len(seqs) + 1))
 
@@ -94,3 +100,21 @@ def test_every_checkpoint_gepa_writes_follows_the_rows_of_everything_it_reported
         # the candidates accepted before are in the database too, but for the last one, which is
         # recorded right after the checkpoint that holds it (optimizer/recorder.py, _flush_pending)
         assert candidates >= accepted  # the seed counts as one recorded candidate
+
+
+def test_the_writers_events_reach_the_channel_layer_from_the_background_publisher_in_seq_order(run, monkeypatch):
+    from optimizer import events
+
+    sent = []
+    send_now = events._send_now
+
+    def noting(run_id, messages):
+        sent.append((threading.current_thread().name, [m["seq"] for m in messages]))
+        send_now(run_id, messages)
+
+    monkeypatch.setattr(events, "_send_now", noting)
+    assert execute_run(run.pk) == RunStatus.COMPLETED
+    # Neither the engine's thread nor the recorder's waits on the channel layer (nor the runs-list row read).
+    assert {name for name, _ in sent} == {"run-event-publisher"}
+    seqs = [seq for _, batch in sent for seq in batch]
+    assert seqs == sorted(seqs) and seqs[-1] == RunEvent.objects.filter(run=run).count()
