@@ -12,10 +12,10 @@ event does. "on": the task model is wrapped in MeteredLM, each evaluation runs
 in a meter tally, the run's guard checks every batch, and the run's usage
 JSON and cost are written with the budget; "on + cost cap" also reserves each
 call against a cost cap (one more lock per call). "off": the bare model, no
-meter, no guard, only budget_used written. The order rotates each round; the script
-prints the median wall and CPU time of each and their ratios (target: on ≤
-1.02 × off). On a loaded machine trust the CPU column: wall time there mostly
-measures the neighbours.
+meter, no guard, only budget_used written. The order rotates each round; each of `--repeats` repeats
+prints the ratios of the median wall and CPU times (on / off), then the median
+ratio over the repeats and their spread (target: on ≤ 1.02 × off). On a loaded
+machine trust the CPU column: wall time there mostly measures the neighbours.
 """
 
 from __future__ import annotations
@@ -107,31 +107,42 @@ def contender(run: Run, candidate: Candidate, *, accounting: bool, cap: float | 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=150, help="rounds of each contender per repeat")
+    parser.add_argument("--repeats", type=int, default=3, help="independent repeats (each prints its ratios)")
     parser.add_argument("--tasks", type=int, default=50)
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     owner = get_user_model().objects.create_user("bench")
     batch = rows(args.tasks)
-    times: dict[str, list[tuple[float, float]]] = {"off": [], "on": [], "on + cost cap": []}
-    rounds = {}
-    for name in times:
-        run = Run.objects.create(owner=owner, name=f"cost {name}", budget_total=10**9)
-        candidate = Candidate.objects.create(run=run, index=0, components=PROMPT)
-        rounds[name] = contender(run, candidate, accounting=name != "off", cap=10**9 if "cap" in name else None)
-        rounds[name](batch)  # warm up (first rows inserted, caches filled)
-    names = list(times)
-    for i in range(args.rounds):
-        for name in names[i % 3:] + names[: i % 3]:  # rotate the order
-            times[name].append(rounds[name](batch))
-    print(f"scoring + recording one batch of {args.tasks} tasks, median of {args.rounds} rounds each")
+    names = ["off", "on", "on + cost cap"]
+    ratios: dict[tuple[int, str], list[float]] = {(column, name): [] for column in (0, 1) for name in names[1:]}
+    print(f"scoring + recording one batch of {args.tasks} tasks; each repeat: median of {args.rounds} rounds per contender")
+    for repeat in range(args.repeats):
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
+        rounds = {}
+        for name in names:
+            run = Run.objects.create(owner=owner, name=f"cost {name} {repeat}", budget_total=10**9)
+            candidate = Candidate.objects.create(run=run, index=0, components=PROMPT)
+            rounds[name] = contender(run, candidate, accounting=name != "off", cap=10**9 if "cap" in name else None)
+            rounds[name](batch)  # warm up (first rows inserted, caches filled)
+        for i in range(args.rounds):
+            for name in names[i % 3:] + names[: i % 3]:  # rotate the order
+                times[name].append(rounds[name](batch))
+        line = f"  repeat {repeat + 1}:"
+        for column, label in ((0, "wall"), (1, "CPU")):
+            off = statistics.median(t[column] for t in times["off"])
+            line += f"  {label} off {off * 1000:.2f} ms"
+            for name in names[1:]:
+                ratio = statistics.median(t[column] for t in times[name]) / off
+                ratios[(column, name)].append(ratio)
+                line += f", {name} ×{ratio:.3f}"
+        print(line)
     for column, label in ((0, "wall"), (1, "CPU (this process, every thread)")):
-        off = statistics.median(t[column] for t in times["off"])
-        line = f"  {label}: off {off * 1000:.2f} ms"
+        parts = []
         for name in names[1:]:
-            on = statistics.median(t[column] for t in times[name])
-            line += f" · {name} {on * 1000:.2f} ms (×{on / off:.3f})"
-        print(line + "  (target ≤ ×1.02)")
+            values = ratios[(column, name)]
+            parts.append(f"{name} ×{statistics.median(values):.3f} (spread {min(values):.3f}-{max(values):.3f})")
+        print(f"  {label}, median of {args.repeats} repeats: " + " · ".join(parts) + "  (target ≤ ×1.02)")
 
 
 if __name__ == "__main__":

@@ -27,9 +27,12 @@ improves and is accepted.
 2. Overhead: 0 ms per call, valset 10, until the pool holds 300 candidates.
    Per iteration, time outside LM work (wall time minus time in
    adapter.batch_evaluate and in the reflection call), over the iterations
-   with ≥ 280 candidates in the pool, for bare gepa with our adapter and for our
-   runner (medians); the difference is our overhead (target ≤ 10 ms). Also prints how much
-   of gepa's own time is `_log_candidate_tree` (docs/gepa-notes.md §10).
+   with ≥ 280 candidates in the pool, for bare gepa with our adapter (without a
+   run_dir, and with one: gepa's own checkpoint files) and for our runner;
+   `--overhead-repeats` interleaved runs of each, medians. Ours minus bare
+   gepa without a run_dir is our overhead, checkpoint included (target ≤ 10
+   ms). Also prints how much of gepa's time is `_log_candidate_tree` (docs/gepa-notes.md
+   §10; our runs skip it, optimizer/gepa_checkpoint.py).
 """
 
 from __future__ import annotations
@@ -75,7 +78,7 @@ from optimizer import runner  # noqa: E402
 from optimizer.adapter import FrontierAdapter  # noqa: E402
 from optimizer.lm import ReflectionCallable, build_lm, build_reflection_lm  # noqa: E402
 from optimizer.models import Run, Task, TaskSet  # noqa: E402
-from optimizer.recorder import RunRecorder  # noqa: E402
+from optimizer.recording_thread import RecorderThread  # noqa: E402
 from optimizer.services import run_launch  # noqa: E402
 from verifiers_app.engine import compile_specs  # noqa: E402
 from verifiers_app.services import verifier_create  # noqa: E402
@@ -338,56 +341,76 @@ def restore(originals: dict) -> None:
         setattr(owner, name, value)
 
 
-def overhead(owner, pool_target: int = 300, from_pool: int = 280) -> None:
+def overhead(owner, pool_target: int = 300, from_pool: int = 280, repeats: int = 3) -> None:
     server = EchoServer(latency_s=0.0)
     train, val = rows("train", 10, pool_target + 20), rows("val", 10, pool_target + 20)
     originals = {(o, n): getattr(o, n) for o, n in [(FrontierAdapter, "batch_evaluate"), (ReflectionCallable, "__call__"),
-                                                    (GEPAEngine, "_log_candidate_tree"), (RunRecorder, "on_iteration_end")]}
+                                                    (GEPAEngine, "_log_candidate_tree"), (RecorderThread, "on_iteration_end")]}
     budget = 10 + pool_target * (2 * 3 + 10)
 
-    # Bare gepa with our adapter, a run_dir and nothing of ours around it.
-    timers = instrumented()
+    def bare_gepa(run_dir: str | None) -> tuple[float, float, int, float]:
+        """gepa.optimize with our adapter and nothing of ours around it (gepa's own files with a run_dir)."""
+        timers = instrumented()
 
-    class Clock:
-        def on_iteration_end(self, event):
+        class Clock:
+            def on_iteration_end(self, event):
+                timers.tick(len(event["state"].program_candidates))
+
+        adapter = FrontierAdapter(task_lm=build_lm(server.lm()), scorer=compile_specs([SPEC]), concurrency=16)
+        started = time.perf_counter()
+        gepa.optimize(
+            seed_candidate={"instructions": SEED_PROMPT}, trainset=train, valset=val, adapter=adapter,
+            reflection_lm=build_reflection_lm(server.lm()), reflection_minibatch_size=3, max_metric_calls=budget,
+            logger=Quiet(), callbacks=[Clock()], run_dir=run_dir, track_best_outputs=False, seed=0,
+        )
+        wall = time.perf_counter() - started
+        adapter.close()
+        restore(originals)
+        return (*timers.summary(from_pool), wall)
+
+    def ours(repeat: int) -> tuple[float, float, int, float]:
+        """Our runner: adapter + recorder (rows, events) + DB stopper + checkpoint."""
+        timers = instrumented()
+        end = RecorderThread.on_iteration_end  # gepa calls it on the engine's thread
+
+        def on_end(self, event):
+            end(self, event)
             timers.tick(len(event["state"].program_candidates))
 
-    adapter = FrontierAdapter(task_lm=build_lm(server.lm()), scorer=compile_specs([SPEC]), concurrency=16)
-    started = time.perf_counter()
-    gepa.optimize(
-        seed_candidate={"instructions": SEED_PROMPT}, trainset=train, valset=val, adapter=adapter,
-        reflection_lm=build_reflection_lm(server.lm()), reflection_minibatch_size=3, max_metric_calls=budget,
-        logger=Quiet(), callbacks=[Clock()], run_dir=str(Path(DATA_DIR) / "bare"), track_best_outputs=False, seed=0,
-    )
-    bare_wall = time.perf_counter() - started
-    bare, bare_tree, bare_n = timers.summary(from_pool)
-    restore(originals)
+        RecorderThread.on_iteration_end = on_end
+        run = launch(owner, f"overhead-{repeat}", train, val, task_lm=server.lm(), reflection_lm=server.lm(),
+                     budget={"max_metric_calls": budget}, minibatch_size=3, concurrency=16)
+        started = time.perf_counter()
+        runner.execute_run(run.pk)
+        wall = time.perf_counter() - started
+        restore(originals)
+        run.refresh_from_db()
+        assert run.candidates.count() >= pool_target, run.candidates.count()
+        return (*timers.summary(from_pool), wall)
 
-    # Our runner: adapter + recorder (rows, events) + DB stopper + checkpoint.
-    timers = instrumented()
-    end = RunRecorder.on_iteration_end
+    results: dict[str, list[tuple[float, float, int, float]]] = {"bare": [], "bare+run_dir": [], "ours": []}
+    for repeat in range(repeats):  # interleaved, so a busy neighbour slows all three alike
+        results["bare"].append(bare_gepa(None))
+        results["bare+run_dir"].append(bare_gepa(str(Path(DATA_DIR) / f"bare-{repeat}")))
+        results["ours"].append(ours(repeat))
 
-    def on_end(self, event):
-        end(self, event)
-        timers.tick(len(event["state"].program_candidates))
+    def line(name: str) -> tuple[float, str]:
+        outside = [r[0] for r in results[name]]
+        median = statistics.median(outside)
+        return median, (f"{median:7.1f} ms  (runs {', '.join(f'{o:.1f}' for o in outside)}; gepa's _log_candidate_tree "
+                        f"{statistics.median(r[1] for r in results[name]):.1f} ms; {results[name][0][2]} iterations a run; "
+                        f"whole run {statistics.median(r[3] for r in results[name]):.1f} s)")
 
-    RunRecorder.on_iteration_end = on_end
-    run = launch(owner, "overhead", train, val, task_lm=server.lm(), reflection_lm=server.lm(),
-                 budget={"max_metric_calls": budget}, minibatch_size=3, concurrency=16)
-    started = time.perf_counter()
-    runner.execute_run(run.pk)
-    ours_wall = time.perf_counter() - started
-    ours, ours_tree, ours_n = timers.summary(from_pool)
-    restore(originals)
-    run.refresh_from_db()
-
-    print(f"2. Overhead per iteration outside LM work, pool of {from_pool}-{pool_target} candidates (0 ms per call)")
-    print(f"   bare gepa + our adapter: {bare:7.1f} ms  (of which gepa's _log_candidate_tree {bare_tree:.1f} ms; "
-          f"{bare_n} iterations; whole run {bare_wall:.1f} s)")
-    print(f"   our runner:              {ours:7.1f} ms  (of which gepa's _log_candidate_tree {ours_tree:.1f} ms; "
-          f"{ours_n} iterations; whole run {ours_wall:.1f} s; {run.candidates.count()} candidates, "
-          f"{run.events.count()} events)")
-    print(f"   ours minus bare: {ours - bare:.1f} ms per iteration, medians (target <= 10 ms)")
+    bare, bare_text = line("bare")
+    bare_dir, bare_dir_text = line("bare+run_dir")
+    our, our_text = line("ours")
+    print(f"2. Overhead per iteration outside LM work, pool of {from_pool}-{pool_target} candidates (0 ms per call), "
+          f"median of {repeats} runs (each run: the median over its iterations)")
+    print(f"   bare gepa + our adapter, no run_dir:      {bare_text}")
+    print(f"   bare gepa + our adapter, gepa's run_dir:  {bare_dir_text}")
+    print(f"   our runner (rows, events, checkpoint):    {our_text}")
+    print(f"   ours minus bare gepa without a run_dir: {our - bare:.1f} ms per iteration (target <= 10 ms); "
+          f"minus bare gepa with its run_dir: {our - bare_dir:.1f} ms")
     server.httpd.shutdown()
 
 
@@ -397,6 +420,7 @@ def main() -> None:
     parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each contender in the throughput part")
     parser.add_argument("--pool", type=int, default=300, help="candidates in the pool for the overhead part")
+    parser.add_argument("--overhead-repeats", type=int, default=3, help="runs of each contender in the overhead part")
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     owner = get_user_model().objects.create_superuser("bench")  # an operator: may give endpoints inline
@@ -404,7 +428,7 @@ def main() -> None:
     if not args.skip_throughput:
         fair_throughput(owner, repeats=args.repeats)
     if not args.skip_overhead:
-        overhead(owner, pool_target=args.pool, from_pool=args.pool - 20)
+        overhead(owner, pool_target=args.pool, from_pool=args.pool - 20, repeats=args.overhead_repeats)
 
 
 if __name__ == "__main__":

@@ -188,6 +188,12 @@ class FrontierAdapter:
         with self._lock:
             return self.records.pop((candidate_digest(candidate), task_key), None)
 
+    def take_all_records(self) -> dict[tuple[str, str], EvalRecord]:
+        """Every record waiting, keyed by (candidate_digest, task_key); the adapter keeps none."""
+        with self._lock:
+            records, self.records = self.records, {}
+        return records
+
     def forget_records(self) -> None:
         with self._lock:
             self.records.clear()
@@ -195,8 +201,9 @@ class FrontierAdapter:
     def _run_one(self, row: dict, prompt: str) -> EvalRecord:
         if self.should_abort():
             raise SystemicFailure("the run was cancelled")
-        # What this thread's calls cost (the task answer and any judge verdicts).
-        usage = self.meter.open_tally() if self.meter is not None else None
+        # What this thread's calls cost (the task answer and any judge verdicts). Without a
+        # judge there is one call, priced from its own tokens below: no tally to keep.
+        usage = self.meter.open_tally() if self.meter is not None and self.judge_factory is not None else None
         try:
             response, attempts = self._answer(row, prompt)
         except BudgetReached:
@@ -217,7 +224,7 @@ class FrontierAdapter:
             "tokens_out": sum(a.tokens_out for a in attempts) if attempts else response.tokens_out,
             "judge_tokens_in": usage.judge_in if usage else 0,
             "judge_tokens_out": usage.judge_out if usage else 0,
-            "cost": usage.cost if usage else 0.0,
+            "cost": usage.cost if usage else self._task_cost(response),
         }
         with self._lock:
             self._last_answer_at = time.monotonic()
@@ -240,6 +247,12 @@ class FrontierAdapter:
             objective_scores={v.id: v.score for v in result.verifiers},
             **spent,
         )
+
+    def _task_cost(self, response: LMResponse) -> float:
+        """One task-model answer at the task endpoint's price (what the meter counted for it)."""
+        if self.meter is None:
+            return 0.0
+        return self.meter.prices["task"].cost(response.tokens_in, response.tokens_out)
 
     def _answer(self, row: dict, prompt: str) -> tuple[LMResponse, list]:
         def ask(user_text: str) -> LMResponse:

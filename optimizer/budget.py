@@ -210,15 +210,21 @@ class UsageMeter:
     def record(self, role: str, tokens_in: int, tokens_out: int, *, reserved: bool = False) -> float:
         """Count one completed call (`reserved`: it was started with start_call, which this ends)."""
         cost = self.prices[role].cost(tokens_in, tokens_out)
-        with self._lock:
+        usage = self._totals.roles[role]
+        with self._lock:  # the hot path of accounting (every model call): a few additions, inline
             if reserved:
                 self._in_flight -= 1
             if cost > self._dearest_call:
                 self._dearest_call = cost
             self._cost += cost
-            self._totals.roles[role].add(tokens_in, tokens_out, cost)
-        for tally in getattr(self._local, "scopes", ()):
-            tally.add(role, tokens_in, tokens_out, cost)
+            usage.calls += 1
+            usage.tokens_in += tokens_in
+            usage.tokens_out += tokens_out
+            usage.cost += cost
+        scopes = getattr(self._local, "scopes", None)
+        if scopes:
+            for tally in scopes:
+                tally.add(role, tokens_in, tokens_out, cost)
         return cost
 
     def snapshot(self) -> UsageSnapshot:
@@ -226,9 +232,16 @@ class UsageMeter:
             return UsageSnapshot.of(self._totals.as_dict())
 
     def totals(self) -> dict:
-        """The JSON of Run.usage (UsageSnapshot.as_dict), built once."""
+        """The JSON of Run.usage (UsageSnapshot.as_dict), built once (written with every budget update)."""
         with self._lock:
-            return self._totals.as_dict()
+            roles = [(role, usage.calls, usage.tokens_in, usage.tokens_out, usage.cost)
+                     for role, usage in self._totals.roles.items()]
+        totals = {role: {"calls": c, "tokens_in": i, "tokens_out": o, "cost": round(m, 8)} for role, c, i, o, m in roles}
+        totals["total"] = {
+            "calls": sum(r[1] for r in roles), "tokens_in": sum(r[2] for r in roles),
+            "tokens_out": sum(r[3] for r in roles), "cost": round(sum(r[4] for r in roles), 8),
+        }
+        return totals
 
     @property
     def cost(self) -> float:

@@ -129,6 +129,24 @@ def publishing_in_background() -> Iterator[None]:
         publisher.close()
 
 
+def background_publisher() -> _BackgroundPublisher | None:
+    """The publisher this thread's commits go to (inside publishing_in_background), if any."""
+    return getattr(_local, "publisher", None)
+
+
+@contextmanager
+def publishing_through(publisher: _BackgroundPublisher | None) -> Iterator[None]:
+    """Within this block, this thread's committed events go to `publisher` (another
+    thread's, from background_publisher()), in the order they commit, after
+    whatever that thread queued before. None: sent from this thread, as usual."""
+    previous = getattr(_local, "publisher", None)
+    _local.publisher = publisher
+    try:
+        yield
+    finally:
+        _local.publisher = previous
+
+
 def _send(run_id: int, messages: list[dict]) -> None:
     publisher = getattr(_local, "publisher", None)
     if publisher is not None:

@@ -1,8 +1,10 @@
-"""The gepa callback that turns an optimization into our rows and events.
+"""What turns an optimization into our rows and events.
 
-gepa calls these methods synchronously on the thread running `optimize`, with
-its live state; we copy what we need and never keep the state (docs/gepa-notes.md §4).
-Every payload follows optimizer/event_types.py.
+gepa's callbacks reach these methods through optimizer.recording_thread: in
+gepa's order, on one writer thread, with what had to be read on the engine's
+thread at the time (the adapter's records, the meter's reading, the
+proposer's reasoning) in the event's `frontier_*` keys, and without gepa's
+live state (docs/gepa-notes.md §4). Every payload follows optimizer/event_types.py.
 
 A new candidate (and its accepted proposal) is recorded once gepa has
 checkpointed it (on_state_saved at the top of the next iteration, or the end of
@@ -28,7 +30,7 @@ from typing import Any
 from django.db import transaction
 
 from optimizer import event_types as ev
-from optimizer.adapter import EvalRecord, FrontierAdapter
+from optimizer.adapter import EvalRecord, FrontierAdapter, candidate_digest
 from optimizer.claims import ClaimLost, RunClaim, retry_db
 from optimizer.events import publish_run_event, publish_run_events
 from optimizer.front import front_members
@@ -136,7 +138,11 @@ class RunRecorder:
             (p["iteration"] for p in RunEvent.objects.filter(run=run, type=ev.PROPOSAL).values_list("payload", flat=True)),
             default=0,
         )
+        # Appended by the runner's reflection wrapper on the engine's thread; the
+        # RecorderThread hands them over with on_iteration_end.
         self.reflection_errors: list[str] = []
+        # The adapter's evaluation records, handed over with each evaluation's events.
+        self.records: dict[tuple[str, str], EvalRecord] = {}
         self.optimizing = False
         # Accepted candidates (with their proposal events) waiting for gepa's checkpoint.
         self.pending: list[dict] = []
@@ -166,8 +172,8 @@ class RunRecorder:
     def on_iteration_start(self, event: dict) -> None:
         self._reset_iteration()
         self.iteration = event["iteration"]
-        self.spent_before = self.meter.snapshot()
-        self.adapter.forget_records()
+        self.spent_before = event["frontier_usage"]
+        self.records.clear()
         if not self.optimizing:
             self._announce_optimizing(event)
 
@@ -201,6 +207,7 @@ class RunRecorder:
 
     def on_evaluation_end(self, event: dict) -> None:
         """A minibatch evaluation: a parent's (candidate known) or a child's (not yet in the pool)."""
+        self.records.update(event["frontier_records"])
         if self._is_merge(event) or not self.started:
             return
         slot, minibatch = self.started.popleft()
@@ -217,7 +224,7 @@ class RunRecorder:
             candidate = None
         if self._replayed(event["iteration"]) or candidate is None:
             return
-        records = [self.adapter.take_record(candidate, key) for key in minibatch]
+        records = [self._take_record(candidate, key) for key in minibatch]
         items = [item_payload(r) for r in records if r is not None]
         if items:  # published with the budget update gepa makes right after
             self.unpublished.append((ev.TRIALS, {"candidate": event["candidate_idx"], "split": Split.TRAIN, "items": items}))
@@ -229,23 +236,23 @@ class RunRecorder:
         self.proposal_ends += 1
         raw = "\n\n".join(str(v) for v in (event.get("raw_lm_outputs") or {}).values())
         # Proposal ends come in the order their children are then evaluated.
-        self.proposed.append((dict(event["new_instructions"]), preview(raw or self.proposer_reasoning(), MAX_REASONING_CHARS)))
+        self.proposed.append((dict(event["new_instructions"]), preview(raw or event["frontier_reasoning"], MAX_REASONING_CHARS)))
 
     @writes
     def on_budget_updated(self, event: dict) -> None:
         self.metric_calls = event["metric_calls_used"]
-        if self.limits is not None:
-            self.limits.note_used(self.metric_calls)
         with transaction.atomic():
-            self._publish(self.save_usage())
+            self._publish(self.save_usage(event["frontier_usage"], event["frontier_eta"]))
 
-    def save_usage(self) -> tuple[str, dict]:
-        """Write the run's metric calls, tokens and cost; returns the RUN_BUDGET event to publish."""
-        usage = self.meter.totals()
+    def save_usage(self, at: UsageSnapshot | None = None, eta: float | None = None) -> tuple[str, dict]:
+        """Write the run's metric calls, tokens and cost (the meter's reading `at`
+        the budget update, else now); returns the RUN_BUDGET event to publish."""
+        usage = at.as_dict() if at is not None else self.meter.totals()
         total = usage["total"]
         self._runs().update(budget_used=self.metric_calls, usage=usage, cost=total["cost"])
         limits = self.limits
-        eta = limits.eta_seconds() if limits else None
+        if at is None and limits is not None:
+            eta = limits.eta_seconds()
         return ev.RUN_BUDGET, {
             "used": self.metric_calls,
             "total": self.budget_total,
@@ -256,8 +263,12 @@ class RunRecorder:
             "eta_seconds": round(eta, 1) if eta is not None else None,
         }
 
-    def spent_this_iteration(self) -> UsageSnapshot:
-        return self.meter.snapshot().minus(self.spent_before)
+    def spent_this_iteration(self, now: UsageSnapshot) -> UsageSnapshot:
+        """What the iteration has spent up to `now` (the meter's reading when gepa reported)."""
+        return now.minus(self.spent_before)
+
+    def _take_record(self, candidate: dict[str, str], task_key: str) -> EvalRecord | None:
+        return self.records.pop((candidate_digest(candidate), task_key), None)
 
     def on_merge_attempted(self, event: dict) -> None:
         self.merge_parents = list(event["parent_ids"])
@@ -276,11 +287,12 @@ class RunRecorder:
             origin = Origin.MERGE if len(parents) > 1 else Origin.REFLECTION
             metric_calls = self.metric_calls
         components = dict(event["candidate"])
-        spent = self.spent_this_iteration()
+        spent = self.spent_this_iteration(event["frontier_usage"])
+        self.records.update(event["frontier_records"])
         records = {}
         for val_id, score in event["scores_by_val_id"].items():
             key = self.valset[val_id]["task_id"]
-            records[key] = self.adapter.take_record(components, key) or EvalRecord(
+            records[key] = self._take_record(components, key) or EvalRecord(
                 task_key=key, output="", score=score, verdict="fail", passed=False, result={}, feedback="",
                 objective_scores={},
             )
@@ -314,7 +326,8 @@ class RunRecorder:
         slot.resolved = True
         waiting["candidate"]["reflection"] = slot.reasoning
         waiting["proposal"] = self._proposal(
-            slot, accepted=True, candidate=event["new_candidate_idx"], before=sum(slot.before), after=event["new_score"]
+            slot, accepted=True, candidate=event["new_candidate_idx"], before=sum(slot.before), after=event["new_score"],
+            now=event["frontier_usage"],
         )
 
     @writes
@@ -329,7 +342,8 @@ class RunRecorder:
         if slot is None:
             return
         if not self._replayed(self.iteration):
-            proposal = self._proposal(slot, accepted=False, candidate=None, before=event["old_score"], after=event["new_score"])
+            proposal = self._proposal(slot, accepted=False, candidate=None, before=event["old_score"], after=event["new_score"],
+                                      now=event["frontier_usage"])
             self._publish((ev.PROPOSAL, proposal))
         slot.resolved = True  # only once published: a retried write finds the slot again
 
@@ -355,14 +369,14 @@ class RunRecorder:
     @writes
     def on_iteration_end(self, event: dict) -> None:
         missing = self.proposal_starts - self.proposal_ends
-        budget_stop = self.limits is not None and self.limits.reason is not None
+        budget_stop = event["frontier_budget_stop"]
+        errors = event["frontier_reflection_errors"]
         if missing > 0 and not self._replayed(event["iteration"]) and not budget_stop:
-            cause = self.reflection_errors[-1] if self.reflection_errors else "the reflection returned no new text"
+            cause = errors[-1] if errors else "the reflection returned no new text"
             error = {"where": "reflection", "message": preview(f"Reflection failed: {cause}", 1000), "iteration": event["iteration"]}
             self._publish((ev.ERROR, error))
         elif self.unpublished:
             self._publish()
-        self.reflection_errors.clear()
 
     @writes
     def on_error(self, event: dict) -> None:
@@ -396,9 +410,11 @@ class RunRecorder:
         else:
             self.unpublished.clear()
 
-    def _proposal(self, slot: Slot, *, accepted: bool, candidate: int | None, before: float, after: float) -> dict:
+    def _proposal(
+        self, slot: Slot, *, accepted: bool, candidate: int | None, before: float, after: float, now: UsageSnapshot
+    ) -> dict:
         # What the iteration has spent so far (with parallel proposals, the round's proposals share it).
-        spent = self.spent_this_iteration()
+        spent = self.spent_this_iteration(now)
         return {
             "iteration": self.iteration,
             "parent": slot.parent,

@@ -32,11 +32,13 @@ from optimizer.claims import ClaimLost, RunClaim, retry_db
 from optimizer.config import RunConfig, parse_run_config
 from optimizer.budget import BudgetGuard, BudgetReached, MeteredLM, Price, UsageMeter, UsageSnapshot
 from optimizer.events import publish_run_event, publish_run_events, publishing_in_background
+from optimizer.gepa_checkpoint import LeanCheckpoint
 from optimizer.lm import LMConfig, LMError, ReflectionCallable, build_candidate_proposer, build_lm
 from optimizer.lm.config import coerce_config
 from optimizer.models import Candidate, Run, RunStatus, Split
 from optimizer.recorder import RunRecorder
 from optimizer.run_status import run_set_status
+from optimizer.recording_thread import RecorderThread
 from optimizer.verify_loop import llm_judge, verifier_judge
 from verifiers_app.engine import SpecError, compile_specs
 
@@ -204,31 +206,39 @@ def _run_gepa(
             run_claim.give_up()
         return flags or heartbeat.cancelled.is_set()
 
+    # The recorder's writes run on their own thread; gepa waits for them only
+    # before it writes its checkpoint (recording.barrier, the first stopper).
+    recording = RecorderThread(recorder)
     try:
-        gepa.optimize(
-            seed_candidate=dict(config.seed_components),
-            trainset=trainset,
-            valset=valset,
-            adapter=adapter,
-            candidate_selection_strategy=config.candidate_selection,
-            frontier_type=config.frontier_type,
-            reflection_minibatch_size=config.minibatch_size,
-            module_selector=config.module_selector,
-            use_merge=config.use_merge,
-            max_merge_invocations=config.max_merge_invocations,
-            max_metric_calls=run.budget_total,
-            # limits first: it must see every between-iterations check (CompositeStopper short-circuits)
-            stop_callbacks=[limits, stop_requested],
-            logger=GepaLogger(),
-            run_dir=str(directory),
-            callbacks=[recorder],
-            seed=config.seed,
-            track_best_outputs=False,
-            display_progress_bar=False,
-            raise_on_exception=True,
-            **reflection,
-            **_proposal_kwargs(config),
-        )
+        try:
+            gepa.optimize(
+                seed_candidate=dict(config.seed_components),
+                trainset=trainset,
+                valset=valset,
+                adapter=adapter,
+                candidate_selection_strategy=config.candidate_selection,
+                frontier_type=config.frontier_type,
+                reflection_minibatch_size=config.minibatch_size,
+                module_selector=config.module_selector,
+                use_merge=config.use_merge,
+                max_merge_invocations=config.max_merge_invocations,
+                max_metric_calls=run.budget_total,
+                # the barrier first: every stop check precedes a checkpoint. Then limits:
+                # it must see every between-iterations check (CompositeStopper short-circuits).
+                stop_callbacks=[recording.barrier, limits, stop_requested],
+                logger=GepaLogger(),
+                run_dir=str(directory),
+                # gepa_state.bin only: no run_log.json / candidates.json / candidate tree rewritten per iteration
+                callbacks=[LeanCheckpoint(directory), recording],
+                seed=config.seed,
+                track_best_outputs=False,
+                display_progress_bar=False,
+                raise_on_exception=True,
+                **reflection,
+                **_proposal_kwargs(config),
+            )
+        finally:
+            recording.close()  # everything gepa reported is written before the runner writes again
     except SystemicFailure:
         if not heartbeat.cancelled.is_set():
             raise

@@ -158,6 +158,23 @@ def _key_source(config: LMConfig) -> str:
     return "the endpoint's authentication (set api_key_env to the variable holding a key)"
 
 
+_http_client = None
+_http_client_lock = threading.Lock()
+
+
+def shared_http_client():
+    """One HTTP connection pool for every OpenAI-compatible model of this process.
+    Building a client (its TLS context) cost ~80 ms, twice per run (task and
+    reflection model) on the run's critical path (bench/run_throughput.py); the
+    pool is thread-safe, and timeouts travel with each request, so the models'
+    own settings still hold. Made lazily: a forked worker builds its own."""
+    global _http_client
+    with _http_client_lock:
+        if _http_client is None:
+            _http_client = openai.DefaultHttpxClient()
+        return _http_client
+
+
 @dataclass
 class UsageTotals:
     calls: int = 0
@@ -182,7 +199,14 @@ class OpenAIChatModel:
         self.label = config.label
         self._api_key = resolve_api_key(config)
         # One HTTP attempt per client call: `complete` retries (RetryPolicy).
-        self._client = _OpenAI(api_key=self._api_key, base_url=config.base_url, timeout=config.timeout, max_retries=0)
+        # One connection pool per process (shared_http_client); each request keeps its own timeout.
+        self._client = _OpenAI(
+            api_key=self._api_key,
+            base_url=config.base_url,
+            timeout=config.timeout,
+            max_retries=0,
+            http_client=shared_http_client(),
+        )
         self._retry = RetryPolicy(max_retries=config.max_retries, initial_delay=config.retry_initial_delay)
         self._lock = threading.Lock()
         self._totals = UsageTotals()

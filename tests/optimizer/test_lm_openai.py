@@ -239,6 +239,20 @@ def test_a_reply_slower_than_the_timeout_is_retried_then_raises_lm_error(server,
     assert len(server.requests) == 2
 
 
+def test_models_share_one_connection_pool_and_each_keeps_its_own_timeout(server, key):
+    """Building a client costs ~80 ms (its TLS context), twice per run: the models
+    of a process share one pool; a patient model does not make a brisk one wait."""
+    server.default = (200, completion(), 2.0)
+    brisk = build_lm(config(server, timeout=0.3, max_retries=0))
+    patient = build_lm(config(server, timeout=5, max_retries=0))
+    assert brisk._client._client is patient._client._client
+    started = time.perf_counter()
+    with pytest.raises(LMError, match="did not answer within 0.3 s"):
+        brisk.complete(MESSAGES)
+    assert time.perf_counter() - started < 1.8  # its 0.3 s, not the patient one's 5 s nor the reply's 2 s
+    assert patient.complete(MESSAGES).text
+
+
 def test_an_unreachable_endpoint_raises_lm_error_after_retries(key):
     lm = build_lm(
         LMConfig(provider="openai", model="m", base_url=f"http://127.0.0.1:{free_port()}/v1",

@@ -1,0 +1,71 @@
+"""gepa's checkpoint without the per-iteration work that grows with the run.
+
+With a run_dir, gepa 0.1.4 does three things per iteration that cost more the
+longer the run gets (docs/gepa-notes.md §10 and §15), on the engine's thread:
+
+- `GEPAState.save` pickles the state to `gepa_state.bin` (what resume needs),
+  then rewrites `run_log.json` (the whole trace, `json.dump(indent=2)`) and
+  `candidates.json` (every candidate's text) from scratch;
+- `GEPAEngine._log_candidate_tree` rebuilds an HTML/DOT tree of the whole pool
+  after every accepted candidate and writes `candidate_tree.html`.
+
+Nothing of ours reads those three files: the database holds the same facts
+(candidates, lineage, proposals, scores), recorded once as they happen. For a
+run that carries a `LeanCheckpoint` among its callbacks, only `gepa_state.bin`
+is written; any other gepa run in the process keeps gepa's behaviour. This
+reaches into two private names of gepa 0.1.4 (`GEPAState._atomic_write_json`,
+`GEPAEngine._log_candidate_tree`); pyproject pins gepa==0.1.4, and the tests in
+tests/optimizer/test_gepa_checkpoint.py fail if a new version moves them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gepa.core.engine import GEPAEngine
+from gepa.core.state import GEPAState
+
+# What gepa writes next to gepa_state.bin for people to read.
+HUMAN_READABLE_FILES = ("run_log.json", "candidates.json", "candidate_tree.html")
+
+
+def _skip_json(run_dir: str, filename: str, data) -> None:
+    """Stands in for GEPAState._atomic_write_json on a lean state: writes nothing."""
+
+
+class LeanCheckpoint:
+    """A gepa callback: from the first iteration on, this run's checkpoint is
+    `gepa_state.bin` alone, and the candidate tree is not rebuilt."""
+
+    skips_candidate_tree = True  # read by the wrapper of GEPAEngine._log_candidate_tree below
+
+    def __init__(self, run_dir: str | Path):
+        self.run_dir = Path(run_dir)
+
+    def on_iteration_start(self, event: dict) -> None:
+        state = event["state"]
+        if state.__dict__.get("_atomic_write_json") is _skip_json:
+            return
+        # The state's own attributes, left out of the pickle: a resumed run is
+        # made lean again here, and the pickle stays loadable without this module.
+        state._atomic_write_json = _skip_json
+        state._EXCLUDED_FROM_SERIALIZATION = GEPAState._EXCLUDED_FROM_SERIALIZATION | {
+            "_atomic_write_json", "_EXCLUDED_FROM_SERIALIZATION",
+        }
+        # The save before the first iteration (or a resume) wrote them once: they would only go stale.
+        for name in HUMAN_READABLE_FILES:
+            (self.run_dir / name).unlink(missing_ok=True)
+
+
+def _wrap_candidate_tree(original):
+    def _log_candidate_tree(self, state) -> None:
+        if any(getattr(callback, "skips_candidate_tree", False) for callback in self.callbacks or ()):
+            return
+        original(self, state)
+
+    _log_candidate_tree.frontier_original = original
+    return _log_candidate_tree
+
+
+if not hasattr(GEPAEngine._log_candidate_tree, "frontier_original"):
+    GEPAEngine._log_candidate_tree = _wrap_candidate_tree(GEPAEngine._log_candidate_tree)

@@ -1,0 +1,166 @@
+"""The recorder's database work, off the engine's thread, so it is off the critical path.
+
+gepa calls its callbacks synchronously on the thread that runs the
+optimization (docs/gepa-notes.md §4), so every row and event the recorder wrote used to
+sit on the run's critical path: the next model call waited for SQL. Here gepa
+calls a `RecorderThread`, which takes on the engine's thread only what cannot
+wait (the adapter's evaluation records, the meter's reading, the budget the
+adapter's guard checks, the proposer's reasoning) and hands each callback, in
+gepa's order, to one writer thread that runs the recorder. The recorder's own
+state is touched by that thread alone, so the order of events, their
+consecutive seqs and the claim checks are exactly what they were.
+
+Durability: `barrier` is the run's first stopper, which gepa calls before it
+writes its checkpoint (at the top of every iteration and before the final
+save). It waits until the writer has committed everything gepa reported
+before, so the checkpoint is never ahead of the database; only the accepted
+candidate of the last iteration is recorded just after the checkpoint that
+holds it, as before (optimizer/recorder.py, `_flush_pending`). A worker that
+lost its claim raises ClaimLost there, before gepa writes anything.
+
+A run executed inside an open transaction (a test that wraps everything in
+one) is recorded on the calling thread as before: another thread's connection
+could not see the rows that transaction has not committed.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+
+from django.db import connection
+
+from optimizer.claims import ClaimLost
+from optimizer.events import background_publisher, publishing_through
+from optimizer.recorder import RunRecorder
+
+log = logging.getLogger(__name__)
+
+# gepa passes its live state in these; the writer must never see it (docs/gepa-notes.md §4).
+LIVE_STATE_KEYS = ("state", "final_state", "trainset_loader")
+
+
+class RecorderThread:
+    """gepa's callback for one run: relays every event to the recorder on a writer thread."""
+
+    def __init__(self, recorder: RunRecorder):
+        self.recorder = recorder
+        self.adapter = recorder.adapter
+        self.queue: queue.Queue = queue.Queue()
+        self.thread = None
+        # The runner's background publisher sends what the writer commits, too (in commit order).
+        self.publisher = background_publisher()
+        if not connection.in_atomic_block:
+            self.thread = threading.Thread(target=self._work, name=f"run-{recorder.run_id}-recorder", daemon=True)
+            self.thread.start()
+
+    # -- on the engine's thread ----------------------------------------------------
+
+    def _relay(self, name: str, event: dict, **facts) -> None:
+        event = {key: value for key, value in event.items() if key not in LIVE_STATE_KEYS}
+        event.update({f"frontier_{key}": value for key, value in facts.items()})
+        if self.thread is None:
+            self._record(name, event)
+        else:
+            self.queue.put((name, event))
+
+    def _usage(self):
+        return self.recorder.meter.snapshot()
+
+    def on_iteration_start(self, event: dict) -> None:
+        # Records nobody took (a merge's subsample) go now; the writer forgets its own copies.
+        self.adapter.forget_records()
+        self._relay("on_iteration_start", event, usage=self._usage())
+
+    def on_candidate_selected(self, event: dict) -> None:
+        self._relay("on_candidate_selected", event)
+
+    def on_evaluation_start(self, event: dict) -> None:
+        self._relay("on_evaluation_start", event)
+
+    def on_evaluation_end(self, event: dict) -> None:
+        self._relay("on_evaluation_end", event, records=self.adapter.take_all_records())
+
+    def on_proposal_start(self, event: dict) -> None:
+        self._relay("on_proposal_start", event)
+
+    def on_proposal_end(self, event: dict) -> None:
+        self._relay("on_proposal_end", event, reasoning=self.recorder.proposer_reasoning())
+
+    def on_budget_updated(self, event: dict) -> None:
+        limits = self.recorder.limits
+        eta = None
+        if limits is not None:
+            limits.note_used(event["metric_calls_used"])  # the adapter's guard checks the next batch against it now
+            eta = limits.eta_seconds()
+        self._relay("on_budget_updated", event, usage=self._usage(), eta=eta)
+
+    def on_merge_attempted(self, event: dict) -> None:
+        self._relay("on_merge_attempted", event)
+
+    def on_valset_evaluated(self, event: dict) -> None:
+        self._relay("on_valset_evaluated", event, records=self.adapter.take_all_records(), usage=self._usage())
+
+    def on_candidate_accepted(self, event: dict) -> None:
+        self._relay("on_candidate_accepted", event, usage=self._usage())
+
+    def on_candidate_rejected(self, event: dict) -> None:
+        self._relay("on_candidate_rejected", event, usage=self._usage())
+
+    def on_state_saved(self, event: dict) -> None:
+        self._relay("on_state_saved", event)
+
+    def on_iteration_end(self, event: dict) -> None:
+        errors = list(self.recorder.reflection_errors)  # appended on this thread by the runner's reflection wrapper
+        self.recorder.reflection_errors.clear()
+        limits = self.recorder.limits
+        self._relay("on_iteration_end", event, reflection_errors=errors,
+                    budget_stop=limits is not None and limits.reason is not None)
+
+    def on_optimization_end(self, event: dict) -> None:
+        self._relay("on_optimization_end", event)
+
+    def on_error(self, event: dict) -> None:
+        self._relay("on_error", event)
+
+    def barrier(self, _state=None) -> bool:
+        """gepa's first stopper: wait until everything reported so far is in the
+        database (gepa writes its checkpoint next). Never stops the run itself;
+        raises ClaimLost when this worker no longer holds it."""
+        self.queue.join()
+        claim = self.recorder.claim
+        if claim is not None and claim.lost.is_set():
+            raise ClaimLost(f"run {self.recorder.run_id} is held by another worker")
+        return False
+
+    def close(self) -> None:
+        """Let the writer finish what it was given, then end it."""
+        if self.thread is not None:
+            self.queue.put(None)
+            self.thread.join()
+
+    # -- on the writer thread --------------------------------------------------------
+
+    def _work(self) -> None:
+        try:
+            with publishing_through(self.publisher):
+                self._work_through_queue()
+        finally:
+            connection.close()
+
+    def _work_through_queue(self) -> None:
+        while True:
+            item = self.queue.get()
+            try:
+                if item is None:
+                    return
+                self._record(*item)
+            finally:
+                self.queue.task_done()
+
+    def _record(self, name: str, event: dict) -> None:
+        try:
+            getattr(self.recorder, name)(event)
+        except Exception:  # as gepa does with a failing callback: say so, go on
+            log.exception("run %s: recording %s failed", self.recorder.run_id, name)

@@ -1,0 +1,120 @@
+"""The recorder writes on its own thread: the run's model
+calls do not wait for the database, and gepa's checkpoint still never gets
+ahead of what the database recorded."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from gepa.core.state import GEPAState
+
+from optimizer import event_types as ev
+from optimizer import runner
+from optimizer.lm.demo import DemoLanguageModel
+from optimizer.models import Candidate, RunEvent, RunStatus
+from optimizer.recorder import RunRecorder
+from optimizer.recording_thread import RecorderThread
+from optimizer.runner import execute_run
+from optimizer.services import run_launch
+from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def runs_dir(settings, tmp_path, monkeypatch):
+    settings.RUNS_DIR = tmp_path / "runs"
+    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # see tests/optimizer/test_runner.py
+
+
+@pytest.fixture
+def run(user):
+    refund_verifier(user)
+    task_set = refund_task_set(user, splits=["train", "val"] * 4)
+    return run_launch(owner=user, config=run_config(task_set))
+
+
+def test_the_next_model_calls_go_ahead_while_a_budget_update_is_still_being_written(run, monkeypatch):
+    reported = threading.Event()  # gepa reported the first budget update of an iteration
+    called_after = threading.Event()  # and the run made a model call after that
+    blocked = {}
+    relay_budget, write_budget = RecorderThread.on_budget_updated, RunRecorder.on_budget_updated
+
+    def reporting(self, event):
+        relay_budget(self, event)
+        if event["iteration"] >= 1:
+            reported.set()
+
+    def slow_write(self, event):
+        if not blocked and event["iteration"] >= 1:
+            # A slow database: this write finishes only once the run has made another model call.
+            blocked["released"] = called_after.wait(timeout=10)
+        write_budget(self, event)
+
+    complete = DemoLanguageModel.complete
+
+    def counting(self, messages):
+        if reported.is_set():
+            called_after.set()
+        return complete(self, messages)
+
+    monkeypatch.setattr(RecorderThread, "on_budget_updated", reporting)
+    monkeypatch.setattr(RunRecorder, "on_budget_updated", slow_write)
+    monkeypatch.setattr(DemoLanguageModel, "complete", counting)
+    assert execute_run(run.pk) == RunStatus.COMPLETED
+    assert blocked == {"released": True}
+    seqs = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, len(seqs) + 1))
+
+
+def test_every_checkpoint_gepa_writes_follows_the_rows_of_everything_it_reported_before(run, monkeypatch):
+    reported = {"budget": 0, "accepted": 0}
+    checks = []
+    relay_budget, relay_accepted = RecorderThread.on_budget_updated, RecorderThread.on_candidate_accepted
+
+    def counting_budget(self, event):
+        reported["budget"] += 1
+        relay_budget(self, event)
+
+    def counting_accepted(self, event):
+        reported["accepted"] += 1
+        relay_accepted(self, event)
+
+    save = GEPAState.save
+
+    def checked_save(self, run_dir, **kwargs):
+        # What the database holds when gepa is about to write its checkpoint.
+        budget_events = RunEvent.objects.filter(run=run, type=ev.RUN_BUDGET).count()
+        candidates = Candidate.objects.filter(run=run).count()
+        checks.append((reported["budget"], budget_events, reported["accepted"], candidates))
+        save(self, run_dir, **kwargs)
+
+    monkeypatch.setattr(RecorderThread, "on_budget_updated", counting_budget)
+    monkeypatch.setattr(RecorderThread, "on_candidate_accepted", counting_accepted)
+    monkeypatch.setattr(GEPAState, "save", checked_save)
+    assert execute_run(run.pk) == RunStatus.COMPLETED
+    assert len(checks) >= 4 and checks[-1][0] > 0
+    for budgets_reported, budget_events, accepted, candidates in checks:
+        assert budget_events == budgets_reported  # every budget update gepa reported is in the database
+        # the candidates accepted before are in the database too, but for the last one, which is
+        # recorded right after the checkpoint that holds it (optimizer/recorder.py, _flush_pending)
+        assert candidates >= accepted  # the seed counts as one recorded candidate
+
+
+def test_the_writers_events_reach_the_channel_layer_from_the_background_publisher_in_seq_order(run, monkeypatch):
+    from optimizer import events
+
+    sent = []
+    send_now = events._send_now
+
+    def noting(run_id, messages):
+        sent.append((threading.current_thread().name, [m["seq"] for m in messages]))
+        send_now(run_id, messages)
+
+    monkeypatch.setattr(events, "_send_now", noting)
+    assert execute_run(run.pk) == RunStatus.COMPLETED
+    # Neither the engine's thread nor the recorder's waits on the channel layer (nor the runs-list row read).
+    assert {name for name, _ in sent} == {"run-event-publisher"}
+    seqs = [seq for _, batch in sent for seq in batch]
+    assert seqs == sorted(seqs) and seqs[-1] == RunEvent.objects.filter(run=run).count()
