@@ -11,7 +11,7 @@ from gepa.core.state import GEPAState
 
 from optimizer import event_types as ev
 from optimizer import runner
-from optimizer.lm.demo import DemoLanguageModel
+from optimizer.lm.simulator import DemoLanguageModel
 from optimizer.models import Candidate, RunEvent, RunStatus
 from optimizer.recorder import RunRecorder
 from optimizer.recording_thread import RecorderThread
