@@ -15,7 +15,8 @@ from django.views.decorators.http import require_safe, require_http_methods
 
 from dashboard import compare_selectors as sel
 from dashboard.selectors import run_summary
-from optimizer.export import RunImportError, run_export, run_export_csv, run_import
+from optimizer.downloads import streaming_download
+from optimizer.export import RunImportError, run_export_csv_stream, run_export_stream, run_import
 from optimizer.external import ExternalRunError
 from optimizer.gepa_replay import run_replay_gepa_state
 from optimizer.budget import format_cost, run_pricing
@@ -126,14 +127,14 @@ def download_candidate(request, run_id: int, index: int | None, fmt: str):
 @require_safe
 def export_json(request, run_id: int):
     run = _run_for(request.user, run_id)
-    body = json.dumps(run_export(run), ensure_ascii=False)
-    return _attachment(HttpResponse(body, content_type="application/json"), f"run-{run.pk}.json")
+    return streaming_download(request, run_export_stream(run), content_type="application/json", filename=f"run-{run.pk}.json")
 
 
 @require_safe
 def export_csv(request, run_id: int):
     run = _run_for(request.user, run_id)
-    return _attachment(HttpResponse(run_export_csv(run), content_type="text/csv; charset=utf-8"), f"run-{run.pk}.csv")
+    return streaming_download(request, run_export_csv_stream(run), content_type="text/csv; charset=utf-8",
+                              filename=f"run-{run.pk}.csv")
 
 
 @require_http_methods(["GET", "POST"])

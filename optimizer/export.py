@@ -11,12 +11,15 @@ nothing in the file is executed, and the run is marked `imported`.
 from __future__ import annotations
 
 import csv
-import io
+import functools
+import json
 import math
 from datetime import datetime
 from typing import Annotated, Literal
 
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Case, Value, When
+from django.db.models.functions import Collate
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from optimizer.config import RunConfigError, parse_run_config
@@ -251,45 +254,101 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
 
 
-def run_export(run: Run) -> dict:
-    """The run as a JSON-ready dict that `run_import` reads back."""
-    evals: dict[int, list[dict]] = {}
-    for e in Evaluation.objects.filter(candidate__run=run).order_by("candidate_id", "split", "task_key"):
-        evals.setdefault(e.candidate_id, []).append({
-            "task_key": e.task_key, "split": e.split, "output": e.output, "score": e.score, "verdict": e.verdict,
-            "passed": e.passed, "result": e.result, "feedback": e.feedback, "attempts": e.attempts,
-            "latency_ms": e.latency_ms, "tokens_in": e.tokens_in, "tokens_out": e.tokens_out,
-            "judge_tokens_in": e.judge_tokens_in, "judge_tokens_out": e.judge_tokens_out, "cost": e.cost,
-        })
-    candidates = list(run.candidates.order_by("index"))
-    index_of = {c.pk: c.index for c in candidates}
+# Rows are read in chunks (a server-side cursor on PostgreSQL) and the document
+# is written piece by piece: a run of a million evaluations exports in the
+# memory of a few hundred of them.
+CHUNK_ROWS = 500
+_EVALUATION_FIELDS = ("task_key", "split", "output", "score", "verdict", "passed", "result", "feedback", "attempts",
+                      "latency_ms", "tokens_in", "tokens_out", "judge_tokens_in", "judge_tokens_out", "cost")
+
+
+def _run_meta(run: Run) -> dict:
+    index_of = dict(run.candidates.filter(pk__in=[pk for pk in (run.best_candidate_id, run.chosen_candidate_id) if pk])
+                    .values_list("pk", "index"))
     return {
-        "format": FORMAT,
-        "version": VERSION,
-        "run": {
-            "name": run.name, "status": run.status, "config": run.config, "verifier_specs": run.verifier_specs,
-            "tasks_snapshot": run.tasks_snapshot, "task_set": run.task_set.name if run.task_set_id else None,
-            "budget_total": run.budget_total, "budget_used": run.budget_used,
-            "seed_score": run.seed_score, "best_score": run.best_score,
-            "best_index": index_of.get(run.best_candidate_id), "chosen_index": index_of.get(run.chosen_candidate_id),
-            "error": run.error, "cost": run.cost, "usage": run.usage, "stop_reason": run.stop_reason,
-            "created_at": _iso(run.created_at), "started_at": _iso(run.started_at),
-            "finished_at": _iso(run.finished_at),
-        },
-        "candidates": [
-            {
-                "index": c.index, "components": c.components, "parents": c.parents, "origin": c.origin,
-                "iteration": c.iteration, "metric_calls": c.metric_calls, "val_score": c.val_score,
-                "objective_scores": c.objective_scores, "on_front": c.on_front, "reflection": c.reflection,
-                "cost": c.cost, "usage": c.usage, "evaluations": evals.get(c.pk, []),
-            }
-            for c in candidates
-        ],
-        "events": [
-            {"seq": ev.seq, "type": ev.type, "data": ev.payload, "created_at": _iso(ev.created_at)}
-            for ev in run.events.order_by("seq")
-        ],
+        "name": run.name, "status": run.status, "config": run.config, "verifier_specs": run.verifier_specs,
+        "tasks_snapshot": run.tasks_snapshot, "task_set": run.task_set.name if run.task_set_id else None,
+        "budget_total": run.budget_total, "budget_used": run.budget_used,
+        "seed_score": run.seed_score, "best_score": run.best_score,
+        "best_index": index_of.get(run.best_candidate_id), "chosen_index": index_of.get(run.chosen_candidate_id),
+        "error": run.error, "cost": run.cost, "usage": run.usage, "stop_reason": run.stop_reason,
+        "created_at": _iso(run.created_at), "started_at": _iso(run.started_at),
+        "finished_at": _iso(run.finished_at),
     }
+
+
+def _candidates(run: Run):
+    """(candidate dict without its evaluations, candidate pk), by index."""
+    rows = run.candidates.order_by("index").values_list(
+        "pk", "index", "components", "parents", "origin", "iteration", "metric_calls", "val_score", "objective_scores",
+        "on_front", "reflection", "cost", "usage")
+    for pk, *values in rows.iterator(chunk_size=CHUNK_ROWS):
+        yield dict(zip(("index", "components", "parents", "origin", "iteration", "metric_calls", "val_score",
+                        "objective_scores", "on_front", "reflection", "cost", "usage"), values, strict=True)), pk
+
+
+def _evaluations(candidate_pk: int):
+    rows = Evaluation.objects.filter(candidate_id=candidate_pk).order_by("split", "task_key").values_list(*_EVALUATION_FIELDS)
+    for values in rows.iterator(chunk_size=CHUNK_ROWS):
+        yield dict(zip(_EVALUATION_FIELDS, values, strict=True))
+
+
+def _events(run: Run):
+    rows = run.events.order_by("seq").values_list("seq", "type", "payload", "created_at")
+    for seq, type_, payload, created_at in rows.iterator(chunk_size=CHUNK_ROWS):
+        yield {"seq": seq, "type": type_, "data": payload, "created_at": _iso(created_at)}
+
+
+def run_export(run: Run) -> dict:
+    """The run as a JSON-ready dict that `run_import` reads back (the whole run
+    in memory: for tests and small runs; downloads use `run_export_stream`)."""
+    candidates = []
+    for candidate, pk in _candidates(run):
+        candidate["evaluations"] = list(_evaluations(pk))
+        candidates.append(candidate)
+    return {"format": FORMAT, "version": VERSION, "run": _run_meta(run), "candidates": candidates,
+            "events": list(_events(run))}
+
+
+def run_export_stream(run: Run, *, piece_bytes: int = 256 * 1024):
+    """The JSON text of `run_export(run)`, byte for byte as
+    `json.dumps(run_export(run), ensure_ascii=False)` writes it, as a generator
+    of UTF-8 pieces of about `piece_bytes`. Only one candidate's evaluations
+    (as rows stream from the cursor) are held at a time. Wrapped in one
+    transaction, so every query reads from a cursor that lives until the end
+    (PostgreSQL: a server-side cursor that streams instead of a WITH HOLD copy)."""
+    dumps = functools.partial(json.dumps, ensure_ascii=False)
+    buffer: list[str] = []
+    size = 0
+
+    def put(text: str):
+        nonlocal size
+        buffer.append(text)
+        size += len(text)
+        return size >= piece_bytes
+
+    def flush() -> bytes:
+        nonlocal size
+        piece = "".join(buffer).encode()
+        buffer.clear()
+        size = 0
+        return piece
+
+    with transaction.atomic():
+        put(f'{{"format": {dumps(FORMAT)}, "version": {VERSION}, "run": {dumps(_run_meta(run))}, "candidates": [')
+        for n, (candidate, pk) in enumerate(_candidates(run)):
+            head = dumps({**candidate, "evaluations": []})
+            put((", " if n else "") + head[:-2])  # the candidate without the closing `[]}`: its evaluations follow
+            for k, evaluation in enumerate(_evaluations(pk)):
+                if put((", " if k else "") + dumps(evaluation)):
+                    yield flush()
+            put("]}")
+        put('], "events": [')
+        for n, event in enumerate(_events(run)):
+            if put((", " if n else "") + dumps(event)):
+                yield flush()
+        put("]}")
+        yield flush()
 
 
 def _csv_cell(value: str) -> str:
@@ -297,20 +356,42 @@ def _csv_cell(value: str) -> str:
     return f"'{value}" if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
 
 
+class _Line:
+    """A file-like `csv.writer` target that hands back what one row wrote."""
+
+    def write(self, text: str) -> str:
+        return text
+
+
+def run_export_csv_stream(run: Run):
+    """One row per task (and split), one score column per candidate, as a
+    generator of UTF-8 lines: evaluations stream sorted by split, task and
+    candidate, so only one task row is held at a time."""
+    writer = csv.writer(_Line())
+    with transaction.atomic():
+        candidates = list(run.candidates.order_by("index").values_list("pk", "index"))
+        column = {pk: i for i, (pk, _) in enumerate(candidates)}
+        yield writer.writerow(["task_key", "split", *(f"candidate_{index}" for _, index in candidates)]).encode()
+        split_order = Case(*(When(split=value, then=Value(n)) for n, value in enumerate(Split.values)), default=Value(len(Split.values)))
+        # Code point order, as Python sorts strings (PostgreSQL's default collation may not be).
+        binary = "C" if connection.vendor == "postgresql" else "BINARY"
+        evals = (Evaluation.objects.filter(candidate__run=run)
+                 .order_by(split_order, Collate("task_key", binary), "candidate_id")
+                 .values_list("candidate_id", "task_key", "split", "score"))
+        current, scores = None, None
+        for cand_id, key, split, score in evals.iterator(chunk_size=CHUNK_ROWS * 4):
+            if (split, key) != current:
+                if current is not None:
+                    yield writer.writerow([_csv_cell(current[1]), current[0], *scores]).encode()
+                current, scores = (split, key), [""] * len(candidates)
+            scores[column[cand_id]] = repr(score)
+        if current is not None:
+            yield writer.writerow([_csv_cell(current[1]), current[0], *scores]).encode()
+
+
 def run_export_csv(run: Run) -> str:
-    """One row per task (and split), one score column per candidate."""
-    candidates = list(run.candidates.order_by("index").values_list("pk", "index"))
-    column = {pk: i for i, (pk, _) in enumerate(candidates)}
-    rows: dict[tuple[str, str], list] = {}
-    evals = Evaluation.objects.filter(candidate__run=run).order_by().values_list("candidate_id", "task_key", "split", "score")
-    for cand_id, key, split, score in evals:
-        rows.setdefault((split, key), [""] * len(candidates))[column[cand_id]] = repr(score)
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(["task_key", "split", *(f"candidate_{index}" for _, index in candidates)])
-    for (split, key), scores in sorted(rows.items(), key=lambda item: (Split.values.index(item[0][0]), item[0][1])):
-        writer.writerow([_csv_cell(key), split, *scores])
-    return out.getvalue()
+    """The whole CSV as one string (tests and small runs)."""
+    return b"".join(run_export_csv_stream(run)).decode()
 
 
 def run_import(*, owner, data) -> Run:

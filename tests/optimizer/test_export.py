@@ -7,7 +7,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from optimizer.export import RunImportError, run_export, run_export_csv, run_import
+from optimizer.export import RunImportError, run_export, run_export_csv, run_export_stream, run_import
 from optimizer.models import Candidate, Evaluation, Run, RunEvent
 from tests.dashboard.compare_factories import make_compare_run, run_demo_with_holdout
 
@@ -47,6 +47,23 @@ def test_exporting_an_imported_run_gives_the_same_document_again(run, other_user
         for event in doc["events"]:
             event.pop("created_at")
     assert second == first
+
+
+def test_the_streamed_json_is_byte_for_byte_the_document_in_small_pieces(run):
+    Evaluation.objects.filter(candidate__run=run, task_key="val-001").update(output="naïve “quotes” ✓ and \\ \" \n")
+    expected = json.dumps(run_export(run), ensure_ascii=False).encode()
+
+    pieces = list(run_export_stream(run, piece_bytes=1000))
+
+    assert b"".join(pieces) == expected
+    assert len(pieces) > 5 and max(len(p) for p in pieces) < 1000 + 10_000  # a piece is at most one row past the mark
+
+
+def test_the_csv_sorts_task_keys_by_code_point_like_the_document(run):
+    for n, key in enumerate(["b", "B", "a", "ä", "_x"]):
+        Evaluation.objects.filter(candidate__run=run, task_key=f"val-00{n}").update(task_key=key)
+    keys = [row[0] for row in csv.reader(io.StringIO(run_export_csv(run))) if row[1] == "val"]
+    assert keys == sorted(keys) and {"b", "B", "a", "ä", "_x"} <= set(keys)
 
 
 def test_the_csv_has_one_row_per_task_and_one_score_column_per_candidate(run):
@@ -122,7 +139,7 @@ def _evaluations(run):
 @pytest.mark.django_db(transaction=True)
 def test_a_run_made_by_the_real_runner_round_trips_through_the_download_and_upload_with_identical_scores(
         demo_run, user_client, other_client, other_user):
-    body = user_client.get(reverse("compare:export_json", args=[demo_run.pk])).content
+    body = b"".join(user_client.get(reverse("compare:export_json", args=[demo_run.pk])).streaming_content)
     response = other_client.post(reverse("compare:import"), {"file": SimpleUploadedFile("run.json", body)})
 
     imported = Run.objects.get(owner=other_user)
@@ -136,8 +153,8 @@ def test_a_run_made_by_the_real_runner_round_trips_through_the_download_and_uplo
     assert list(imported.events.order_by("seq").values_list("seq", "type", "payload")) == list(
         demo_run.events.order_by("seq").values_list("seq", "type", "payload"))
     # The CSV of the copy is the CSV of the original, column for column.
-    assert user_client.get(reverse("compare:export_csv", args=[demo_run.pk])).content == other_client.get(
-        reverse("compare:export_csv", args=[imported.pk])).content
+    assert b"".join(user_client.get(reverse("compare:export_csv", args=[demo_run.pk])).streaming_content) == b"".join(
+        other_client.get(reverse("compare:export_csv", args=[imported.pk])).streaming_content)
 
 
 def test_an_unnamed_run_from_a_long_named_task_set_gets_a_name_that_fits_the_column(run, other_user):
