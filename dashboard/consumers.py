@@ -111,6 +111,11 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             if len(events) < REPLAY_BATCH:
                 return
 
+    async def run_events(self, message):
+        """A batch of events committed together (optimizer.events sends one group message per batch)."""
+        for event in message["messages"]:
+            await self.run_event({"message": event})
+
     async def run_event(self, message):
         event = message["message"]
         seq = event["seq"]

@@ -19,7 +19,8 @@ RUN_STATUS = "run.status"
 #  "max_cost": float|null (the run's cost cap), "tokens": int (input + output, every role),
 #  "usage": {task|reflection|judge|total: {calls, tokens_in, tokens_out, cost}},
 #  "eta_seconds": float|null (wall time left at the pace observed on the worker)}
-# — sent after every gepa budget update
+# — the latest of gepa's budget updates, folded into the iteration's next batch
+# (or sent alone when nothing else was published for a second)
 RUN_BUDGET = "run.budget"
 # A candidate entered the pool (the seed, an accepted reflection or a merge) and
 # was scored on the valset:
@@ -31,9 +32,16 @@ RUN_BUDGET = "run.budget"
 #  "usage": {task|reflection|judge|total: {calls, tokens_in, tokens_out, cost}} (what the
 #  iteration that found it spent, its valset scoring included), "cost": float}
 CANDIDATE_NEW = "candidate.new"
-# GEPA's per-task Pareto front after a valset evaluation:
-# {"members": [candidate index], "leaders": {task_key: [candidate index]},
+# What a newly scored candidate changed in GEPA's per-task Pareto front (a
+# delta: the whole front is in the run page's snapshot, and folding the deltas
+# of a run's events in seq order rebuilds it):
+# {"index": int (the candidate just scored),
+#  "took": [task_key] (tasks it now leads alone: their leaders become [index]),
+#  "joined": [task_key] (tasks where it ties the top score: index joins their leaders),
+#  "added": [candidate index] (entered the front ★), "removed": [candidate index] (left it),
 #  "best_index": int, "best_score": float}
+# Runs recorded before this shape carry {"members": [...], "leaders": {task_key: [...]}, ...}
+# (the whole front); the run page reads both.
 FRONT_UPDATED = "front.updated"
 # A reflection proposal (accepted or rejected):
 # {"iteration", "parent": int, "components": [names updated], "accepted": bool,

@@ -590,7 +590,9 @@ const handlers = {
     renderHeader();
   },
   "front.updated": (d) => {
-    S.leaders = d.leaders || {};
+    if (d.leaders) S.leaders = d.leaders; // a run recorded before front deltas: the whole front
+    for (const key of d.took || []) S.leaders[key] = [d.index];
+    for (const key of d.joined || []) S.leaders[key] = [...(S.leaders[key] || []), d.index];
     later(recomputeFront);
     if (d.best_index !== undefined && d.best_index !== null) S.run.best_index = d.best_index;
     if (d.best_score !== undefined) S.run.best_score = d.best_score;
