@@ -13,6 +13,7 @@ its socket (re)connects and then applies the rows pushed to the `runs` group.
 
 from __future__ import annotations
 
+import json
 import time
 from urllib.parse import parse_qs
 
@@ -112,19 +113,22 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
                 return
 
     async def run_events(self, message):
-        """A batch of events committed together (optimizer.events sends one group message per batch)."""
-        for event in message["messages"]:
-            await self.run_event({"message": event})
+        """A batch of events committed together: `events` is [[seq, JSON text]],
+        encoded once by the publisher (optimizer.events) instead of once per viewer."""
+        for seq, text in message["events"]:
+            await self._forward(seq, text)
 
     async def run_event(self, message):
-        event = message["message"]
-        seq = event["seq"]
+        """One event as a dict (the older message shape)."""
+        await self._forward(message["message"]["seq"], json.dumps(message["message"]))
+
+    async def _forward(self, seq: int, text: str):
         if seq <= self.last_seq or not await self._still_allowed():
             return
         if seq > self.last_seq + 1:
             await self._catch_up()  # fills the gap and includes this event
             return
-        await self.send_json(event)
+        await self.send(text_data=text)
         self.last_seq = seq
 
 

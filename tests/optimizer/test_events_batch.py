@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from unittest import mock
 
@@ -27,8 +28,8 @@ def test_a_batch_gets_consecutive_seqs_and_reaches_the_group_in_order(user):
 
     assert list(RunEvent.objects.filter(run=run).values_list("seq", "payload__note")) == [(1, "a"), (2, "b"), (3, "c")]
     batches = [async_to_sync(layer.receive)(channel) for _ in range(2)]  # one group message per batch
-    assert [b["type"] for b in batches] == ["run.events", "run.events"] and [len(b["messages"]) for b in batches] == [1, 2]
-    received = [m for b in batches for m in b["messages"]]
+    assert [b["type"] for b in batches] == ["run.events", "run.events"] and [len(b["events"]) for b in batches] == [1, 2]
+    received = [json.loads(text) for b in batches for _, text in b["events"]]
     assert [(m["seq"], m["data"]["note"]) for m in received] == [(1, "a"), (2, "b"), (3, "c")]
     run.refresh_from_db()
     assert run.last_seq == 3
@@ -50,7 +51,7 @@ def test_events_sent_from_the_background_publisher_reach_the_group_in_commit_ord
         for n in range(20):
             publish_run_events(run.pk, [("worker.ping", {"note": f"{n}a"}), ("worker.ping", {"note": f"{n}b"})])
     # Leaving the block waited for every send: all 40 are in the channel now.
-    received = [m for _ in range(20) for m in async_to_sync(layer.receive)(channel)["messages"]]
+    received = [json.loads(text) for _ in range(20) for _, text in async_to_sync(layer.receive)(channel)["events"]]
     assert [m["seq"] for m in received] == list(range(1, 41))
     assert [m["data"]["note"] for m in received[:4]] == ["0a", "0b", "1a", "1b"]
     assert sent_from == {"run-event-publisher"}  # not the thread that committed them
@@ -66,7 +67,7 @@ def test_outside_the_block_events_are_sent_by_the_thread_that_commits_them(user)
     with mock.patch.object(events, "_send_now", wraps=events._send_now) as send_now:
         publish_run_events(run.pk, [("worker.ping", {"note": "now"})])
         send_now.assert_called_once()
-    assert async_to_sync(layer.receive)(channel)["messages"][0]["data"]["note"] == "now"
+    assert json.loads(async_to_sync(layer.receive)(channel)["events"][0][1])["data"]["note"] == "now"
 
 
 class _Clock:
