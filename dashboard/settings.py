@@ -115,7 +115,7 @@ if REDIS_URL:
     redis_url("REDIS_URL", REDIS_URL)
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer" if env_str("FRONTIER_CHANNEL_LAYER", "") == "pubsub" else "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {
                 # redis-py 8 reads with a 5 s socket_timeout by default, the same
                 # 5 s channels-redis blocks in BRPOP waiting for a message: an idle
