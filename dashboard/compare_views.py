@@ -16,7 +16,7 @@ from django.views.decorators.http import require_safe, require_http_methods
 from dashboard import compare_selectors as sel
 from dashboard.selectors import run_summary
 from optimizer.downloads import streaming_download
-from optimizer.export import RunImportError, run_export_csv_stream, run_export_stream, run_import
+from optimizer.export import RunImportError, run_export_csv_stream, run_export_stream, run_import, run_import_stream
 from optimizer.external import ExternalRunError
 from optimizer.gepa_replay import run_replay_gepa_state
 from optimizer.budget import format_cost, run_pricing
@@ -157,9 +157,13 @@ def import_run(request):
                 return redirect(reverse("runs:detail", args=[run.pk]))
         else:
             upload.seek(0)
+            streamed = upload.read(4096).removeprefix(b"\xef\xbb\xbf").lstrip().startswith(b"{")
+            upload.seek(0)
             try:
-                data = parse_json(upload.read().decode("utf-8-sig"))  # a BOM from a Windows editor is fine
-                run = run_import(owner=request.user, data=data)
+                if streamed:  # an exported run: read one candidate at a time
+                    run = run_import_stream(owner=request.user, raw=upload)
+                else:  # not an object, so not an export: parsed whole to say what it is
+                    run = run_import(owner=request.user, data=parse_json(upload.read().decode("utf-8-sig")))
             except UnicodeDecodeError:
                 error = "file: not UTF-8 text."
             except json.JSONDecodeError as exc:

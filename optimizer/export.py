@@ -10,10 +10,13 @@ nothing in the file is executed, and the run is marked `imported`.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import functools
+import io
 import json
 import math
+import re
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -24,6 +27,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, 
 
 from optimizer.config import RunConfigError, parse_run_config
 from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, RunStatus, Split
+from verifiers_app.storable import MAX_JSON_DEPTH, depth_problem
 
 FORMAT = "frontier.run"
 VERSION = 1
@@ -395,46 +399,245 @@ def run_export_csv(run: Run) -> str:
 
 
 def run_import(*, owner, data) -> Run:
-    """Create a finished, imported run from an exported document, or raise
-    `RunImportError` naming the first bad field; nothing is saved on error."""
+    """`run_import_stream` for a document already in memory (a parsed dict)."""
     if not isinstance(data, dict):
         raise RunImportError("The file must hold a JSON object exported from Frontier.")
-    problem = _unstorable(data)
+    return run_import_stream(owner=owner, raw=io.BytesIO(json.dumps(data, ensure_ascii=False).encode()))
+
+
+# -- streaming import ------------------------------------------------------------
+
+#: The largest single value (one candidate with its evaluations, one event, the
+#: `run` header) an import holds in memory at once, in characters.
+MAX_IMPORT_VALUE_CHARS = 256 * 1024 * 1024
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_LEADING_PATH = re.compile(r"^[\w.]+: ")
+
+
+class _JsonStream:
+    """Reads a JSON text from a binary file piece by piece: the top-level
+    object's keys one at a time and, inside its arrays, one element at a
+    time, so a file of any size is parsed holding one element (plus a read
+    chunk). Errors name the file's line and column as `json.loads` would."""
+
+    def __init__(self, raw, *, chunk: int = 1024 * 1024):
+        self.raw = raw
+        self.chunk = chunk
+        self.decoder = codecs.getincrementaldecoder("utf-8-sig")()  # a BOM from a Windows editor is fine
+        self.json = json.JSONDecoder()
+        self.buf = ""
+        self.pos = 0
+        self.eof = False
+        self.lines = 0  # newlines before buf[0]
+        self.column = 0  # characters of the current line before buf[0]
+
+    def _more(self) -> None:
+        consumed = self.buf[: self.pos]
+        newline = consumed.rfind("\n")
+        if newline >= 0:
+            self.lines += consumed.count("\n")
+            self.column = len(consumed) - newline - 1
+        else:
+            self.column += len(consumed)
+        data = self.raw.read(self.chunk)
+        self.buf = self.buf[self.pos:] + self.decoder.decode(data, final=not data)
+        self.pos = 0
+        self.eof = not data
+
+    def where(self, at: int) -> str:
+        newline = self.buf.rfind("\n", 0, at)
+        line = self.lines + self.buf.count("\n", 0, at) + 1
+        column = at - newline if newline >= 0 else self.column + at + 1
+        return f"line {line}, column {column}"
+
+    def invalid(self, at: int, why: str) -> RunImportError:
+        return RunImportError(f"file: not valid JSON at {self.where(at)} ({why}).")
+
+    def peek(self) -> str:
+        while True:
+            self.pos = _WHITESPACE.match(self.buf, self.pos).end()
+            if self.pos < len(self.buf) or self.eof:
+                return self.buf[self.pos: self.pos + 1]
+            self._more()
+
+    def expect(self, chars: str, what: str) -> str:
+        found = self.peek()
+        if not found or found not in chars:
+            raise self.invalid(self.pos, f"Expecting {what}")
+        self.pos += 1
+        return found
+
+    def value(self, where: str):
+        """The next JSON value. When it is cut by the end of the buffer, read
+        on (doubling what is held) and decode again: each value is decoded
+        O(log size) times, and never held beyond MAX_IMPORT_VALUE_CHARS."""
+        self.peek()
+        want = self.chunk
+        while True:
+            try:
+                value, end = self.json.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as exc:
+                if self.eof or len(self.buf) - self.pos > MAX_IMPORT_VALUE_CHARS:
+                    raise self.invalid(exc.pos, exc.msg) from None
+            except RecursionError:
+                raise RunImportError(f"file: {where}: nested more than {MAX_JSON_DEPTH} levels deep; "
+                                     "an exported run is never that deep") from None
+            except ValueError as exc:  # e.g. an integer literal of thousands of digits
+                raise RunImportError(f"file: not valid JSON ({exc}).") from None
+            else:
+                if end < len(self.buf) or self.eof:  # a number at the very end may go on in the next chunk
+                    self.pos = end
+                    problem = depth_problem(value, where)
+                    if problem:
+                        raise RunImportError(f"file: {problem}; an exported run is never that deep")
+                    return value
+            want = max(want, 2 * (len(self.buf) - self.pos))
+            while not self.eof and len(self.buf) - self.pos < want:
+                self._more()
+
+    def end(self) -> None:
+        if self.peek():
+            raise self.invalid(self.pos, "Extra data")
+
+
+def _located(exc: ValidationError, prefix: str) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in (prefix, *err["loc"]) if p != "")
+    message = err["msg"].removeprefix("Value error, ")
+    if not err["loc"] and _LEADING_PATH.match(message):  # "evaluations.3: …" from a model validator
+        return f"{prefix}.{message}"
+    return f"{where}: {message}" if where else message
+
+
+def _checked(value, model: TypeAdapter, prefix: str):
+    """`value` validated by `model`, or RunImportError naming the place under `prefix`."""
+    problem = _unstorable(value)
     if problem:
-        raise RunImportError(problem)
+        raise RunImportError(f"{prefix}.{problem}" if ": " in problem else f"{prefix}: {problem}")
     try:
-        doc = RunDocument.model_validate(data)
+        return model.validate_python(value)
     except ValidationError as exc:
-        raise RunImportError(_first_error(exc)) from None
-    meta = doc.run
+        raise RunImportError(_located(exc, prefix)) from None
+
+
+# RunDocument, read a part at a time.
+_HEADER = {"format": TypeAdapter(Literal["frontier.run"]), "version": TypeAdapter(Literal[1]), "run": TypeAdapter(RunIn)}
+_CANDIDATE, _EVENT = TypeAdapter(CandidateIn), TypeAdapter(EventIn)
+
+
+def run_import_stream(*, owner, raw) -> Run:
+    """Create a finished, imported run from an exported document read from the
+    binary file `raw` piece by piece (one candidate or event in memory at a
+    time), or raise `RunImportError` naming the first bad field or line.
+    Everything is written in one transaction: on any error nothing is saved."""
+    stream = _JsonStream(raw)
+    try:
+        if stream.peek() != "{":
+            raise RunImportError("The file must hold a JSON object exported from Frontier.")
+        with transaction.atomic():
+            return _import_document(stream, owner)
+    except UnicodeDecodeError:
+        raise RunImportError("file: not UTF-8 text.") from None
+
+
+def _import_document(stream: _JsonStream, owner) -> Run:
+    stream.expect("{", "'{'")
+    header: dict = {}
+    run: Run | None = None
+    parents: dict[int, tuple[int, list[int]]] = {}  # index → (position in the file, its parents)
+    pks: dict[int, int] = {}  # index → Candidate pk
+    seqs: set[int] = set()
+    events: list[RunEvent] = []
+
+    def the_run() -> Run:
+        nonlocal run
+        if run is None:  # its fields are filled in once the whole header is known
+            run = Run.objects.create(owner=owner, name="Imported run", status=RunStatus.STOPPED, imported=True)
+        return run
+
+    def flush_events() -> None:
+        RunEvent.objects.bulk_create(events, batch_size=500)
+        events.clear()
+
+    first = True
+    while stream.peek() != "}":
+        if not first:
+            stream.expect(",", "',' delimiter")
+        first = False
+        key_at = stream.pos
+        key = stream.value("key")
+        if not isinstance(key, str):
+            raise stream.invalid(key_at, "Expecting property name enclosed in double quotes")
+        stream.expect(":", "':' delimiter")
+        if key in ("candidates", "events"):
+            stream.expect("[", f"'[' (the {key} array)")
+            n = 0
+            while stream.peek() != "]":
+                if n:
+                    stream.expect(",", "',' delimiter")
+                element = stream.value(f"{key}.{n}")
+                if key == "candidates":
+                    c = _checked(element, _CANDIDATE, f"candidates.{n}")
+                    if c.index in parents:
+                        raise RunImportError(f"candidates.{n}.index: candidate {c.index} appears twice")
+                    parents[c.index] = (n, c.parents)
+                    made = Candidate.objects.create(
+                        run=the_run(), index=c.index, components=c.components, parents=c.parents, origin=c.origin,
+                        iteration=c.iteration, metric_calls=c.metric_calls, val_score=c.val_score,
+                        objective_scores=c.objective_scores, on_front=c.on_front, reflection=c.reflection,
+                        cost=c.cost, usage=c.usage)
+                    pks[c.index] = made.pk
+                    Evaluation.objects.bulk_create([Evaluation(candidate=made, **e.model_dump()) for e in c.evaluations],
+                                                   batch_size=500)
+                else:
+                    e = _checked(element, _EVENT, f"events.{n}")
+                    if e.seq in seqs:
+                        raise RunImportError(f"events.{n}.seq: seq {e.seq} appears twice")
+                    seqs.add(e.seq)
+                    events.append(RunEvent(run=the_run(), seq=e.seq, type=e.type, payload=e.data))
+                    if len(events) >= 500:
+                        flush_events()
+                del element
+                n += 1
+            stream.expect("]", "']'")
+            if key == "candidates" and n == 0:
+                raise RunImportError("candidates: List should have at least 1 item after validation, not 0")
+        else:
+            value = stream.value(key)
+            if key not in _HEADER:
+                raise RunImportError(f"{key}: Extra inputs are not permitted")
+            # Each part as soon as it is read: a file of another format stops here.
+            header[key] = _checked(value, _HEADER[key], key)
+        if stream.peek() not in (",", "}"):
+            raise stream.invalid(stream.pos, "Expecting ',' delimiter")
+    stream.expect("}", "'}'")
+    stream.end()
+    flush_events()
+    for name in ("format", "version", "run"):
+        if name not in header:
+            raise RunImportError(f"{name}: Field required")
+    if not parents:
+        raise RunImportError("candidates: Field required")
+    meta = header["run"]
+    for index, (n, its_parents) in parents.items():
+        for p in its_parents:
+            if p not in parents:
+                raise RunImportError(f"candidates.{n}.parents: candidate {p} is not in the file")
+    for name in ("best_index", "chosen_index"):
+        value = getattr(meta, name)
+        if value is not None and value not in parents:
+            raise RunImportError(f"run.{name}: candidate {value} is not in the file")
     # A run exported while still going is imported as stopped: nothing runs it here.
     status = meta.status if meta.status in RunStatus.finished() else RunStatus.STOPPED
-    with transaction.atomic():
-        run = Run.objects.create(
-            owner=owner, name=meta.name or (f"Imported {meta.task_set}"[:200] if meta.task_set else "Imported run"),
-            status=status, imported=True, config=meta.config, verifier_specs=meta.verifier_specs,
-            tasks_snapshot=meta.tasks_snapshot, budget_total=meta.budget_total, budget_used=meta.budget_used,
-            seed_score=meta.seed_score, best_score=meta.best_score, error=meta.error,
-            cost=meta.cost, usage=meta.usage, stop_reason=meta.stop_reason,
-            started_at=meta.started_at, finished_at=meta.finished_at,
-            last_seq=max((e.seq for e in doc.events), default=0),
-        )
-        made = Candidate.objects.bulk_create([
-            Candidate(run=run, index=c.index, components=c.components, parents=c.parents, origin=c.origin,
-                      iteration=c.iteration, metric_calls=c.metric_calls, val_score=c.val_score,
-                      objective_scores=c.objective_scores, on_front=c.on_front, reflection=c.reflection,
-                      cost=c.cost, usage=c.usage)
-            for c in doc.candidates
-        ])
-        by_index = {c.index: c for c in made}
-        Evaluation.objects.bulk_create([
-            Evaluation(candidate=by_index[c.index], **e.model_dump())
-            for c in doc.candidates for e in c.evaluations
-        ], batch_size=500)
-        RunEvent.objects.bulk_create([
-            RunEvent(run=run, seq=e.seq, type=e.type, payload=e.data) for e in doc.events
-        ], batch_size=500)
-        run.best_candidate = by_index.get(meta.best_index)
-        run.chosen_candidate = by_index.get(meta.chosen_index)
-        run.save(update_fields=["best_candidate", "chosen_candidate"])
+    run = the_run()
+    Run.objects.filter(pk=run.pk).update(
+        name=meta.name or (f"Imported {meta.task_set}"[:200] if meta.task_set else "Imported run"),
+        status=status, config=meta.config, verifier_specs=meta.verifier_specs,
+        tasks_snapshot=meta.tasks_snapshot, budget_total=meta.budget_total, budget_used=meta.budget_used,
+        seed_score=meta.seed_score, best_score=meta.best_score, error=meta.error,
+        cost=meta.cost, usage=meta.usage, stop_reason=meta.stop_reason,
+        started_at=meta.started_at, finished_at=meta.finished_at, last_seq=max(seqs, default=0),
+        best_candidate_id=pks.get(meta.best_index), chosen_candidate_id=pks.get(meta.chosen_index),
+    )
+    run.refresh_from_db()
     return run

@@ -7,7 +7,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from optimizer.export import RunImportError, run_export, run_export_csv, run_export_stream, run_import
+from optimizer.export import RunImportError, run_export, run_export_csv, run_export_stream, run_import, run_import_stream
 from optimizer.models import Candidate, Evaluation, Run, RunEvent
 from tests.dashboard.compare_factories import make_compare_run, run_demo_with_holdout
 
@@ -161,3 +161,72 @@ def test_an_unnamed_run_from_a_long_named_task_set_gets_a_name_that_fits_the_col
     data = _broken(run, lambda d: d["run"].update(name="", task_set="T" * 500))
     imported = run_import(owner=other_user, data=data)
     assert imported.name == ("Imported " + "T" * 500)[:200]
+
+
+class _Trickle(io.BytesIO):
+    """A file that hands out at most `size` bytes a read: every value straddles reads."""
+
+    def __init__(self, data: bytes, size: int):
+        super().__init__(data)
+        self.size = size
+
+    def read(self, n=-1):
+        return super().read(self.size)
+
+
+def test_an_import_read_a_few_bytes_at_a_time_gives_the_same_run(run, other_user):
+    body = b"".join(run_export_stream(run))
+    imported = run_import_stream(owner=other_user, raw=_Trickle(b"\xef\xbb\xbf" + body, 7))
+
+    assert _scores(imported) == _scores(run) and imported.last_seq == run.last_seq
+    assert list(imported.events.values_list("seq", "type", "payload")) == list(run.events.values_list("seq", "type", "payload"))
+    assert imported.best_candidate.index == run.best_candidate.index
+
+
+def test_a_bad_last_event_names_its_line_and_saves_none_of_the_candidates_read_before_it(run, other_user):
+    body = json.dumps(run_export(run), indent=1).encode()
+    broken = body[: body.rindex(b'"seq"')] + b'"seq": "seven"' + body[body.rindex(b'"seq"') + len(b'"seq": 1'):]
+    bad_line = broken[: broken.index(b'"seven"')].count(b"\n") + 1
+    wrong_json = body.replace(b'"events": [', b'"events": [}', 1)
+    counts = (Run.objects.count(), Candidate.objects.count(), Evaluation.objects.count(), RunEvent.objects.count())
+
+    with pytest.raises(RunImportError) as bad_value:
+        run_import_stream(owner=other_user, raw=_Trickle(broken, 1000))
+    with pytest.raises(RunImportError) as bad_syntax:
+        run_import_stream(owner=other_user, raw=_Trickle(wrong_json, 1000))
+
+    assert str(bad_value.value).startswith(f"events.{run.events.count() - 1}.seq: Input should be a valid integer")
+    syntax_line = wrong_json[: wrong_json.index(b"[}")].count(b"\n") + 1
+    assert f"file: not valid JSON at line {syntax_line}, column" in str(bad_syntax.value)
+    assert bad_line > 100  # the error came after every candidate was written (and rolled back)
+    assert (Run.objects.count(), Candidate.objects.count(), Evaluation.objects.count(), RunEvent.objects.count()) == counts
+
+
+def test_an_import_holds_one_candidate_in_memory_not_the_file(run, other_user, tmp_path):
+    import tracemalloc
+
+    template = run_export(run)
+
+    def peak_importing(candidates: int) -> tuple[int, int]:
+        document = {**template, "run": {**template["run"], "best_index": 0, "chosen_index": None}, "candidates": [
+            {**template["candidates"][0], "index": i, "parents": [0] if i else [], "evaluations": [
+                {**e, "output": f"{i} " + "the refund window is 30 days " * 400} for e in template["candidates"][0]["evaluations"]]}
+            for i in range(candidates)
+        ]}
+        path = tmp_path / f"{candidates}.json"
+        path.write_text(json.dumps(document))
+        del document
+        tracemalloc.start()
+        with path.open("rb") as raw:
+            imported = run_import_stream(owner=other_user, raw=raw)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert imported.candidates.count() == candidates
+        return path.stat().st_size, peak
+
+    small_size, small_peak = peak_importing(30)
+    big_size, big_peak = peak_importing(150)
+
+    assert big_size > 4 * small_size and big_size > 10e6
+    # Flat: five times the file, about the same memory (one candidate and a read chunk).
+    assert big_peak < 1.5 * small_peak and big_peak < big_size / 2, (small_size, small_peak, big_size, big_peak)
