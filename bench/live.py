@@ -175,21 +175,29 @@ async def bench_list_latency(run, user, port: int, clients: int, events: int, in
     arrivals: list[dict[int, float]] = [{} for _ in range(clients)]
     sockets = [await websockets.connect(f"ws://127.0.0.1:{port}/ws/runs/", additional_headers=headers) for _ in range(clients)]
 
-    last = run.last_seq + events
+    done = asyncio.Event()  # set once the publisher knows the last seq
+    last: list[int] = []
 
     async def listen(k: int, ws) -> None:
         async for raw in ws:
             row = json.loads(raw)["data"]
             if row["id"] == run.pk:
                 arrivals[k][row["last_seq"]] = time.perf_counter()
-            if row["last_seq"] == last:  # rows are coalesced (at most one a second per run): the last one ends it
+            # Rows are coalesced (at most one a second per run): the one showing the last event ends it.
+            if done.is_set() and last[0] in arrivals[k]:
                 return
 
     listeners = [asyncio.create_task(listen(k, ws)) for k, ws in enumerate(sockets)]
     await asyncio.sleep(0.5)
     commits: dict[int, float] = {}
     await asyncio.to_thread(publish_events, run.pk, events, interval, commits, "run.budget")
-    await asyncio.wait_for(asyncio.gather(*listeners), timeout=30)
+    last.append(max(commits))
+    done.set()
+    deadline = time.perf_counter() + 30
+    while time.perf_counter() < deadline and not all(last[0] in a for a in arrivals):
+        await asyncio.sleep(0.05)
+    for task in listeners:
+        task.cancel()
     for ws in sockets:
         await ws.close()
     # A coalesced row shows the state as of its last_seq: its latency runs from that event's commit.
