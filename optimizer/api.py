@@ -18,7 +18,8 @@ from ninja import Field, Query, Router, Schema, Status
 from optimizer import event_types as ev
 from optimizer import selectors, services
 from optimizer.config import MAX_METRIC_CALLS, RunConfig
-from optimizer.export import RunDocument, run_export
+from optimizer.downloads import streaming_download
+from optimizer.export import RunDocument, run_export_stream
 from optimizer.models import Candidate, Origin, Run, RunStatus
 from verifiers_app.api_errors import ErrorOut, Problem
 
@@ -279,7 +280,10 @@ def export_run(request, run_id: int):
     run = _visible(request, run_id)
     if not run.candidates.exists():  # a document holds at least one candidate (RunDocument)
         return Status(409, {"detail": f"run {run.pk} has no candidate yet: nothing to export", "problems": []})
-    return JsonResponse(run_export(run), json_dumps_params={"ensure_ascii": False})
+    response = streaming_download(request, run_export_stream(run), content_type="application/json",
+                                  filename=f"run-{run.pk}.json")
+    del response["Content-Disposition"]  # the API answers with the document itself
+    return response
 
 
 def _control(action, request, run_id: int, **kwargs):

@@ -78,7 +78,9 @@ class RunStatusData(_Payload):
 
 
 class RunBudgetData(_Payload):
-    """Sent after every gepa budget update. External runs send only `used` and `total`."""
+    """The latest of gepa's budget updates, folded into the iteration's next
+    batch (or sent alone when nothing else was published for a second).
+    External runs send only `used` and `total`."""
 
     type: ClassVar[str] = RUN_BUDGET
     used: int = Field(description="metric calls spent")
@@ -114,11 +116,17 @@ class CandidateNewData(_Payload):
 
 
 class FrontUpdatedData(_Payload):
-    """gepa's per-task Pareto front after a valset evaluation."""
+    """What a newly scored candidate changed in gepa's per-task Pareto front: a
+    delta. The whole front is in the run page's snapshot; folding a run's deltas
+    in seq order rebuilds it. Runs recorded before deltas carry the whole front
+    (`members`, `leaders`) instead; the run page reads both."""
 
     type: ClassVar[str] = FRONT_UPDATED
-    members: list[int] = Field(description="candidates on the front (optimizer/front.py)")
-    leaders: dict[str, list[int]] = Field(description="val task → candidates with its top score")
+    index: int = Field(description="the candidate just scored")
+    took: list[str] = Field(description="val tasks it now leads alone (their leaders become [index])")
+    joined: list[str] = Field(description="val tasks where it ties the top score (index joins their leaders)")
+    added: list[int] = Field(description="candidates that entered the front (optimizer/front.py)")
+    removed: list[int] = Field(description="candidates that left the front")
     best_index: int
     best_score: float
 

@@ -10,18 +10,24 @@ nothing in the file is executed, and the run is marked `imported`.
 
 from __future__ import annotations
 
+import codecs
 import csv
+import functools
 import io
+import json
+import re
 from datetime import datetime
 from typing import Annotated, Literal
 
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Case, Value, When
+from django.db.models.functions import Collate
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from optimizer.config import RunConfigError, parse_run_config
 from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, RunStatus, Split
 from verifiers_app.engine.errors import validation_problems
-from verifiers_app.storable import storage_problems
+from verifiers_app.storable import MAX_JSON_DEPTH, depth_problem, storage_problems
 
 FORMAT = "frontier.run"
 VERSION = 1
@@ -216,6 +222,14 @@ class RunDocument(_Strict):
         return self
 
 
+def _unstorable(data) -> str | None:
+    """The first place (in document order) holding what PostgreSQL text/jsonb
+    columns and browsers' JSON.parse refuse (a NUL character, a non-finite
+    number), as "path: problem"; None when there is none."""
+    problems = storage_problems(data, "", dotted=True)
+    return problems[0] if problems else None
+
+
 def _first_error(exc: ValidationError) -> str:
     where, message = validation_problems(exc.errors(), dotted=True)[0]
     return f"{where}: {message}" if where and not message.startswith(where) else message
@@ -225,45 +239,101 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
 
 
-def run_export(run: Run) -> dict:
-    """The run as a JSON-ready dict that `run_import` reads back."""
-    evals: dict[int, list[dict]] = {}
-    for e in Evaluation.objects.filter(candidate__run=run).order_by("candidate_id", "split", "task_key"):
-        evals.setdefault(e.candidate_id, []).append({
-            "task_key": e.task_key, "split": e.split, "output": e.output, "score": e.score, "verdict": e.verdict,
-            "passed": e.passed, "result": e.result, "feedback": e.feedback, "attempts": e.attempts,
-            "latency_ms": e.latency_ms, "tokens_in": e.tokens_in, "tokens_out": e.tokens_out,
-            "judge_tokens_in": e.judge_tokens_in, "judge_tokens_out": e.judge_tokens_out, "cost": e.cost,
-        })
-    candidates = list(run.candidates.order_by("index"))
-    index_of = {c.pk: c.index for c in candidates}
+# Rows are read in chunks (a server-side cursor on PostgreSQL) and the document
+# is written piece by piece: a run of a million evaluations exports in the
+# memory of a few hundred of them.
+CHUNK_ROWS = 500
+_EVALUATION_FIELDS = ("task_key", "split", "output", "score", "verdict", "passed", "result", "feedback", "attempts",
+                      "latency_ms", "tokens_in", "tokens_out", "judge_tokens_in", "judge_tokens_out", "cost")
+
+
+def _run_meta(run: Run) -> dict:
+    index_of = dict(run.candidates.filter(pk__in=[pk for pk in (run.best_candidate_id, run.chosen_candidate_id) if pk])
+                    .values_list("pk", "index"))
     return {
-        "format": FORMAT,
-        "version": VERSION,
-        "run": {
-            "name": run.name, "status": run.status, "config": run.config, "verifier_specs": run.verifier_specs,
-            "tasks_snapshot": run.tasks_snapshot, "task_set": run.task_set.name if run.task_set_id else None,
-            "budget_total": run.budget_total, "budget_used": run.budget_used,
-            "seed_score": run.seed_score, "best_score": run.best_score,
-            "best_index": index_of.get(run.best_candidate_id), "chosen_index": index_of.get(run.chosen_candidate_id),
-            "error": run.error, "cost": run.cost, "usage": run.usage, "stop_reason": run.stop_reason,
-            "created_at": _iso(run.created_at), "started_at": _iso(run.started_at),
-            "finished_at": _iso(run.finished_at),
-        },
-        "candidates": [
-            {
-                "index": c.index, "components": c.components, "parents": c.parents, "origin": c.origin,
-                "iteration": c.iteration, "metric_calls": c.metric_calls, "val_score": c.val_score,
-                "objective_scores": c.objective_scores, "on_front": c.on_front, "reflection": c.reflection,
-                "cost": c.cost, "usage": c.usage, "evaluations": evals.get(c.pk, []),
-            }
-            for c in candidates
-        ],
-        "events": [
-            {"seq": ev.seq, "type": ev.type, "data": ev.payload, "created_at": _iso(ev.created_at)}
-            for ev in run.events.order_by("seq")
-        ],
+        "name": run.name, "status": run.status, "config": run.config, "verifier_specs": run.verifier_specs,
+        "tasks_snapshot": run.tasks_snapshot, "task_set": run.task_set.name if run.task_set_id else None,
+        "budget_total": run.budget_total, "budget_used": run.budget_used,
+        "seed_score": run.seed_score, "best_score": run.best_score,
+        "best_index": index_of.get(run.best_candidate_id), "chosen_index": index_of.get(run.chosen_candidate_id),
+        "error": run.error, "cost": run.cost, "usage": run.usage, "stop_reason": run.stop_reason,
+        "created_at": _iso(run.created_at), "started_at": _iso(run.started_at),
+        "finished_at": _iso(run.finished_at),
     }
+
+
+def _candidates(run: Run):
+    """(candidate dict without its evaluations, candidate pk), by index."""
+    rows = run.candidates.order_by("index").values_list(
+        "pk", "index", "components", "parents", "origin", "iteration", "metric_calls", "val_score", "objective_scores",
+        "on_front", "reflection", "cost", "usage")
+    for pk, *values in rows.iterator(chunk_size=CHUNK_ROWS):
+        yield dict(zip(("index", "components", "parents", "origin", "iteration", "metric_calls", "val_score",
+                        "objective_scores", "on_front", "reflection", "cost", "usage"), values, strict=True)), pk
+
+
+def _evaluations(candidate_pk: int):
+    rows = Evaluation.objects.filter(candidate_id=candidate_pk).order_by("split", "task_key").values_list(*_EVALUATION_FIELDS)
+    for values in rows.iterator(chunk_size=CHUNK_ROWS):
+        yield dict(zip(_EVALUATION_FIELDS, values, strict=True))
+
+
+def _events(run: Run):
+    rows = run.events.order_by("seq").values_list("seq", "type", "payload", "created_at")
+    for seq, type_, payload, created_at in rows.iterator(chunk_size=CHUNK_ROWS):
+        yield {"seq": seq, "type": type_, "data": payload, "created_at": _iso(created_at)}
+
+
+def run_export(run: Run) -> dict:
+    """The run as a JSON-ready dict that `run_import` reads back (the whole run
+    in memory: for tests and small runs; downloads use `run_export_stream`)."""
+    candidates = []
+    for candidate, pk in _candidates(run):
+        candidate["evaluations"] = list(_evaluations(pk))
+        candidates.append(candidate)
+    return {"format": FORMAT, "version": VERSION, "run": _run_meta(run), "candidates": candidates,
+            "events": list(_events(run))}
+
+
+def run_export_stream(run: Run, *, piece_bytes: int = 256 * 1024):
+    """The JSON text of `run_export(run)`, byte for byte as
+    `json.dumps(run_export(run), ensure_ascii=False)` writes it, as a generator
+    of UTF-8 pieces of about `piece_bytes`. Only one candidate's evaluations
+    (as rows stream from the cursor) are held at a time. Wrapped in one
+    transaction, so every query reads from a cursor that lives until the end
+    (PostgreSQL: a server-side cursor that streams instead of a WITH HOLD copy)."""
+    dumps = functools.partial(json.dumps, ensure_ascii=False)
+    buffer: list[str] = []
+    size = 0
+
+    def put(text: str):
+        nonlocal size
+        buffer.append(text)
+        size += len(text)
+        return size >= piece_bytes
+
+    def flush() -> bytes:
+        nonlocal size
+        piece = "".join(buffer).encode()
+        buffer.clear()
+        size = 0
+        return piece
+
+    with transaction.atomic():
+        put(f'{{"format": {dumps(FORMAT)}, "version": {VERSION}, "run": {dumps(_run_meta(run))}, "candidates": [')
+        for n, (candidate, pk) in enumerate(_candidates(run)):
+            head = dumps({**candidate, "evaluations": []})
+            put((", " if n else "") + head[:-2])  # the candidate without the closing `[]}`: its evaluations follow
+            for k, evaluation in enumerate(_evaluations(pk)):
+                if put((", " if k else "") + dumps(evaluation)):
+                    yield flush()
+            put("]}")
+        put('], "events": [')
+        for n, event in enumerate(_events(run)):
+            if put((", " if n else "") + dumps(event)):
+                yield flush()
+        put("]}")
+        yield flush()
 
 
 def _csv_cell(value: str) -> str:
@@ -271,64 +341,282 @@ def _csv_cell(value: str) -> str:
     return f"'{value}" if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
 
 
+class _Line:
+    """A file-like `csv.writer` target that hands back what one row wrote."""
+
+    def write(self, text: str) -> str:
+        return text
+
+
+def run_export_csv_stream(run: Run):
+    """One row per task (and split), one score column per candidate, as a
+    generator of UTF-8 lines: evaluations stream sorted by split, task and
+    candidate, so only one task row is held at a time."""
+    writer = csv.writer(_Line())
+    with transaction.atomic():
+        candidates = list(run.candidates.order_by("index").values_list("pk", "index"))
+        column = {pk: i for i, (pk, _) in enumerate(candidates)}
+        yield writer.writerow(["task_key", "split", *(f"candidate_{index}" for _, index in candidates)]).encode()
+        split_order = Case(*(When(split=value, then=Value(n)) for n, value in enumerate(Split.values)), default=Value(len(Split.values)))
+        # Code point order, as Python sorts strings (PostgreSQL's default collation may not be).
+        binary = "C" if connection.vendor == "postgresql" else "BINARY"
+        evals = (Evaluation.objects.filter(candidate__run=run)
+                 .order_by(split_order, Collate("task_key", binary), "candidate_id")
+                 .values_list("candidate_id", "task_key", "split", "score"))
+        current, scores = None, None
+        for cand_id, key, split, score in evals.iterator(chunk_size=CHUNK_ROWS * 4):
+            if (split, key) != current:
+                if current is not None:
+                    yield writer.writerow([_csv_cell(current[1]), current[0], *scores]).encode()
+                current, scores = (split, key), [""] * len(candidates)
+            scores[column[cand_id]] = repr(score)
+        if current is not None:
+            yield writer.writerow([_csv_cell(current[1]), current[0], *scores]).encode()
+
+
 def run_export_csv(run: Run) -> str:
-    """One row per task (and split), one score column per candidate."""
-    candidates = list(run.candidates.order_by("index").values_list("pk", "index"))
-    column = {pk: i for i, (pk, _) in enumerate(candidates)}
-    rows: dict[tuple[str, str], list] = {}
-    evals = Evaluation.objects.filter(candidate__run=run).order_by().values_list("candidate_id", "task_key", "split", "score")
-    for cand_id, key, split, score in evals:
-        rows.setdefault((split, key), [""] * len(candidates))[column[cand_id]] = repr(score)
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(["task_key", "split", *(f"candidate_{index}" for _, index in candidates)])
-    for (split, key), scores in sorted(rows.items(), key=lambda item: (Split.values.index(item[0][0]), item[0][1])):
-        writer.writerow([_csv_cell(key), split, *scores])
-    return out.getvalue()
+    """The whole CSV as one string (tests and small runs)."""
+    return b"".join(run_export_csv_stream(run)).decode()
 
 
 def run_import(*, owner, data) -> Run:
-    """Create a finished, imported run from an exported document, or raise
-    `RunImportError` naming the first bad field; nothing is saved on error."""
+    """`run_import_stream` for a document already in memory (a parsed dict)."""
     if not isinstance(data, dict):
         raise RunImportError("The file must hold a JSON object exported from Frontier.")
-    # NUL characters and non-finite numbers: PostgreSQL and browsers' JSON.parse refuse them.
-    problems = storage_problems(data, "", dotted=True)
-    if problems:
-        raise RunImportError(problems[0])
+    return run_import_stream(owner=owner, raw=io.BytesIO(json.dumps(data, ensure_ascii=False).encode()))
+
+
+# -- streaming import ------------------------------------------------------------
+
+#: The largest single value (one candidate with its evaluations, one event, the
+#: `run` header) an import holds in memory at once, in characters.
+MAX_IMPORT_VALUE_CHARS = 256 * 1024 * 1024
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_LEADING_PATH = re.compile(r"^[\w.]+: ")
+
+
+class _JsonStream:
+    """Reads a JSON text from a binary file piece by piece: the top-level
+    object's keys one at a time and, inside its arrays, one element at a
+    time, so a file of any size is parsed holding one element (plus a read
+    chunk). Errors name the file's line and column as `json.loads` would."""
+
+    def __init__(self, raw, *, chunk: int = 1024 * 1024):
+        self.raw = raw
+        self.chunk = chunk
+        self.decoder = codecs.getincrementaldecoder("utf-8-sig")()  # a BOM from a Windows editor is fine
+        self.json = json.JSONDecoder()
+        self.buf = ""
+        self.pos = 0
+        self.eof = False
+        self.lines = 0  # newlines before buf[0]
+        self.column = 0  # characters of the current line before buf[0]
+
+    def _more(self) -> None:
+        consumed = self.buf[: self.pos]
+        newline = consumed.rfind("\n")
+        if newline >= 0:
+            self.lines += consumed.count("\n")
+            self.column = len(consumed) - newline - 1
+        else:
+            self.column += len(consumed)
+        data = self.raw.read(self.chunk)
+        self.buf = self.buf[self.pos:] + self.decoder.decode(data, final=not data)
+        self.pos = 0
+        self.eof = not data
+
+    def where(self, at: int) -> str:
+        newline = self.buf.rfind("\n", 0, at)
+        line = self.lines + self.buf.count("\n", 0, at) + 1
+        column = at - newline if newline >= 0 else self.column + at + 1
+        return f"line {line}, column {column}"
+
+    def invalid(self, at: int, why: str) -> RunImportError:
+        return RunImportError(f"file: not valid JSON at {self.where(at)} ({why}).")
+
+    def peek(self) -> str:
+        while True:
+            self.pos = _WHITESPACE.match(self.buf, self.pos).end()
+            if self.pos < len(self.buf) or self.eof:
+                return self.buf[self.pos: self.pos + 1]
+            self._more()
+
+    def expect(self, chars: str, what: str) -> str:
+        found = self.peek()
+        if not found or found not in chars:
+            raise self.invalid(self.pos, f"Expecting {what}")
+        self.pos += 1
+        return found
+
+    def value(self, where: str):
+        """The next JSON value. When it is cut by the end of the buffer, read
+        on (doubling what is held) and decode again: each value is decoded
+        O(log size) times, and never held beyond MAX_IMPORT_VALUE_CHARS."""
+        self.peek()
+        want = self.chunk
+        while True:
+            try:
+                value, end = self.json.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as exc:
+                if self.eof or len(self.buf) - self.pos > MAX_IMPORT_VALUE_CHARS:
+                    raise self.invalid(exc.pos, exc.msg) from None
+            except RecursionError:
+                raise RunImportError(f"file: {where}: nested more than {MAX_JSON_DEPTH} levels deep; "
+                                     "an exported run is never that deep") from None
+            except ValueError as exc:  # e.g. an integer literal of thousands of digits
+                raise RunImportError(f"file: not valid JSON ({exc}).") from None
+            else:
+                if end < len(self.buf) or self.eof:  # a number at the very end may go on in the next chunk
+                    self.pos = end
+                    problem = depth_problem(value, where)
+                    if problem:
+                        raise RunImportError(f"file: {problem}; an exported run is never that deep")
+                    return value
+            want = max(want, 2 * (len(self.buf) - self.pos))
+            while not self.eof and len(self.buf) - self.pos < want:
+                self._more()
+
+    def end(self) -> None:
+        if self.peek():
+            raise self.invalid(self.pos, "Extra data")
+
+
+def _located(exc: ValidationError, prefix: str) -> str:
+    where, message = validation_problems(exc.errors()[:1], prefix=prefix, dotted=True)[0]
+    if where == prefix and _LEADING_PATH.match(message):  # "evaluations.3: …" from a model validator
+        return f"{prefix}.{message}"
+    return f"{where}: {message}" if where else message
+
+
+def _checked(value, model: TypeAdapter, prefix: str):
+    """`value` validated by `model`, or RunImportError naming the place under `prefix`."""
+    problem = _unstorable(value)
+    if problem:
+        raise RunImportError(f"{prefix}.{problem}" if ": " in problem else f"{prefix}: {problem}")
     try:
-        doc = RunDocument.model_validate(data)
+        return model.validate_python(value)
     except ValidationError as exc:
-        raise RunImportError(_first_error(exc)) from None
-    meta = doc.run
+        raise RunImportError(_located(exc, prefix)) from None
+
+
+# RunDocument, read a part at a time.
+_HEADER = {"format": TypeAdapter(Literal["frontier.run"]), "version": TypeAdapter(Literal[1]), "run": TypeAdapter(RunIn)}
+_CANDIDATE, _EVENT = TypeAdapter(CandidateIn), TypeAdapter(EventIn)
+
+
+def run_import_stream(*, owner, raw) -> Run:
+    """Create a finished, imported run from an exported document read from the
+    binary file `raw` piece by piece (one candidate or event in memory at a
+    time), or raise `RunImportError` naming the first bad field or line.
+    Everything is written in one transaction: on any error nothing is saved."""
+    stream = _JsonStream(raw)
+    try:
+        if stream.peek() != "{":
+            raise RunImportError("The file must hold a JSON object exported from Frontier.")
+        with transaction.atomic():
+            return _import_document(stream, owner)
+    except UnicodeDecodeError:
+        raise RunImportError("file: not UTF-8 text.") from None
+
+
+def _import_document(stream: _JsonStream, owner) -> Run:
+    stream.expect("{", "'{'")
+    header: dict = {}
+    run: Run | None = None
+    parents: dict[int, tuple[int, list[int]]] = {}  # index → (position in the file, its parents)
+    pks: dict[int, int] = {}  # index → Candidate pk
+    seqs: set[int] = set()
+    events: list[RunEvent] = []
+
+    def the_run() -> Run:
+        nonlocal run
+        if run is None:  # its fields are filled in once the whole header is known
+            run = Run.objects.create(owner=owner, name="Imported run", status=RunStatus.STOPPED, imported=True)
+        return run
+
+    def flush_events() -> None:
+        RunEvent.objects.bulk_create(events, batch_size=500)
+        events.clear()
+
+    first = True
+    while stream.peek() != "}":
+        if not first:
+            stream.expect(",", "',' delimiter")
+        first = False
+        key_at = stream.pos
+        key = stream.value("key")
+        if not isinstance(key, str):
+            raise stream.invalid(key_at, "Expecting property name enclosed in double quotes")
+        stream.expect(":", "':' delimiter")
+        if key in ("candidates", "events"):
+            stream.expect("[", f"'[' (the {key} array)")
+            n = 0
+            while stream.peek() != "]":
+                if n:
+                    stream.expect(",", "',' delimiter")
+                element = stream.value(f"{key}.{n}")
+                if key == "candidates":
+                    c = _checked(element, _CANDIDATE, f"candidates.{n}")
+                    if c.index in parents:
+                        raise RunImportError(f"candidates.{n}.index: candidate {c.index} appears twice")
+                    parents[c.index] = (n, c.parents)
+                    made = Candidate.objects.create(
+                        run=the_run(), index=c.index, components=c.components, parents=c.parents, origin=c.origin,
+                        iteration=c.iteration, metric_calls=c.metric_calls, val_score=c.val_score,
+                        objective_scores=c.objective_scores, on_front=c.on_front, reflection=c.reflection,
+                        cost=c.cost, usage=c.usage)
+                    pks[c.index] = made.pk
+                    Evaluation.objects.bulk_create([Evaluation(candidate=made, **e.model_dump()) for e in c.evaluations],
+                                                   batch_size=500)
+                else:
+                    e = _checked(element, _EVENT, f"events.{n}")
+                    if e.seq in seqs:
+                        raise RunImportError(f"events.{n}.seq: seq {e.seq} appears twice")
+                    seqs.add(e.seq)
+                    events.append(RunEvent(run=the_run(), seq=e.seq, type=e.type, payload=e.data))
+                    if len(events) >= 500:
+                        flush_events()
+                del element
+                n += 1
+            stream.expect("]", "']'")
+            if key == "candidates" and n == 0:
+                raise RunImportError("candidates: List should have at least 1 item after validation, not 0")
+        else:
+            value = stream.value(key)
+            if key not in _HEADER:
+                raise RunImportError(f"{key}: Extra inputs are not permitted")
+            # Each part as soon as it is read: a file of another format stops here.
+            header[key] = _checked(value, _HEADER[key], key)
+        if stream.peek() not in (",", "}"):
+            raise stream.invalid(stream.pos, "Expecting ',' delimiter")
+    stream.expect("}", "'}'")
+    stream.end()
+    flush_events()
+    for name in ("format", "version", "run"):
+        if name not in header:
+            raise RunImportError(f"{name}: Field required")
+    if not parents:
+        raise RunImportError("candidates: Field required")
+    meta = header["run"]
+    for index, (n, its_parents) in parents.items():
+        for p in its_parents:
+            if p not in parents:
+                raise RunImportError(f"candidates.{n}.parents: candidate {p} is not in the file")
+    for name in ("best_index", "chosen_index"):
+        value = getattr(meta, name)
+        if value is not None and value not in parents:
+            raise RunImportError(f"run.{name}: candidate {value} is not in the file")
     # A run exported while still going is imported as stopped: nothing runs it here.
     status = meta.status if meta.status in RunStatus.finished() else RunStatus.STOPPED
-    with transaction.atomic():
-        run = Run.objects.create(
-            owner=owner, name=meta.name or (f"Imported {meta.task_set}"[:200] if meta.task_set else "Imported run"),
-            status=status, imported=True, config=meta.config, verifier_specs=meta.verifier_specs,
-            tasks_snapshot=meta.tasks_snapshot, budget_total=meta.budget_total, budget_used=meta.budget_used,
-            seed_score=meta.seed_score, best_score=meta.best_score, error=meta.error,
-            cost=meta.cost, usage=meta.usage, stop_reason=meta.stop_reason,
-            started_at=meta.started_at, finished_at=meta.finished_at,
-            last_seq=max((e.seq for e in doc.events), default=0),
-        )
-        made = Candidate.objects.bulk_create([
-            Candidate(run=run, index=c.index, components=c.components, parents=c.parents, origin=c.origin,
-                      iteration=c.iteration, metric_calls=c.metric_calls, val_score=c.val_score,
-                      objective_scores=c.objective_scores, on_front=c.on_front, reflection=c.reflection,
-                      cost=c.cost, usage=c.usage)
-            for c in doc.candidates
-        ])
-        by_index = {c.index: c for c in made}
-        Evaluation.objects.bulk_create([
-            Evaluation(candidate=by_index[c.index], **e.model_dump())
-            for c in doc.candidates for e in c.evaluations
-        ], batch_size=500)
-        RunEvent.objects.bulk_create([
-            RunEvent(run=run, seq=e.seq, type=e.type, payload=e.data) for e in doc.events
-        ], batch_size=500)
-        run.best_candidate = by_index.get(meta.best_index)
-        run.chosen_candidate = by_index.get(meta.chosen_index)
-        run.save(update_fields=["best_candidate", "chosen_candidate"])
+    run = the_run()
+    Run.objects.filter(pk=run.pk).update(
+        name=meta.name or (f"Imported {meta.task_set}"[:200] if meta.task_set else "Imported run"),
+        status=status, config=meta.config, verifier_specs=meta.verifier_specs,
+        tasks_snapshot=meta.tasks_snapshot, budget_total=meta.budget_total, budget_used=meta.budget_used,
+        seed_score=meta.seed_score, best_score=meta.best_score, error=meta.error,
+        cost=meta.cost, usage=meta.usage, stop_reason=meta.stop_reason,
+        started_at=meta.started_at, finished_at=meta.finished_at, last_seq=max(seqs, default=0),
+        best_candidate_id=pks.get(meta.best_index), chosen_candidate_id=pks.get(meta.chosen_index),
+    )
+    run.refresh_from_db()
     return run

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,12 +41,27 @@ from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, Split
 log = logging.getLogger(__name__)
 
 MAX_REASONING_CHARS = 4000
+# A run.budget event waits for the iteration's next batch at most this long.
+BUDGET_PUBLISH_SECONDS = 1.0
 MAX_REASONS = 5
 
 
 def preview(text: str, limit: int = ev.PREVIEW_CHARS) -> str:
     text = text or ""
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def front_change(index: int, front: dict[str, tuple[float, list[int]]]) -> tuple[list[str], list[int]]:
+    """What candidate `index`, just added to the per-task `front` (task → (top
+    score, leaders)), changed there: the tasks it now leads alone (`took`:
+    their leaders are [index]) and those where it ties the top (`joined`: index
+    is appended to their leaders). A front.updated event carries only these, so
+    the event log grows with tasks × candidates, not tasks × candidates²."""
+    took, joined = [], []
+    for key, (_, leaders) in front.items():
+        if leaders and leaders[-1] == index:
+            (took if len(leaders) == 1 else joined).append(key)
+    return sorted(took), sorted(joined)
 
 
 def item_payload(record: EvalRecord) -> dict:
@@ -147,6 +163,7 @@ class RunRecorder:
         # Accepted candidates (with their proposal events) waiting for gepa's checkpoint.
         self.pending: list[dict] = []
         self.unpublished: list[tuple[str, dict]] = []
+        self.published_at = time.monotonic()
         # A custom proposer (the demo simulator) explains itself outside gepa's events.
         self.proposer_reasoning: Callable[[], str] = lambda: ""
         self._reset_iteration()
@@ -226,7 +243,7 @@ class RunRecorder:
             return
         records = [self._take_record(candidate, key) for key in minibatch]
         items = [item_payload(r) for r in records if r is not None]
-        if items:  # published with the budget update gepa makes right after
+        if items:  # published with the iteration's next batch (see on_budget_updated)
             self.unpublished.append((ev.TRIALS, {"candidate": event["candidate_idx"], "split": Split.TRAIN, "items": items}))
 
     def on_proposal_start(self, event: dict) -> None:
@@ -240,9 +257,18 @@ class RunRecorder:
 
     @writes
     def on_budget_updated(self, event: dict) -> None:
+        """gepa updates the budget after every evaluation (several times an
+        iteration). The run row is written each time; the RUN_BUDGET event is
+        folded into the iteration's next batch (replacing an earlier one still
+        waiting there), and sent on its own only when nothing was published for
+        BUDGET_PUBLISH_SECONDS, so a slow iteration still moves the budget bar."""
         self.metric_calls = event["metric_calls_used"]
         with transaction.atomic():
-            self._publish(self.save_usage(event["frontier_usage"], event["frontier_eta"]))
+            budget = self.save_usage(event["frontier_usage"], event["frontier_eta"])
+        self.unpublished = [e for e in self.unpublished if e[0] != ev.RUN_BUDGET]
+        self.unpublished.append(budget)
+        if time.monotonic() - self.published_at >= BUDGET_PUBLISH_SECONDS:
+            self._publish()
 
     def save_usage(self, at: UsageSnapshot | None = None, eta: float | None = None) -> tuple[str, dict]:
         """Write the run's metric calls, tokens and cost (the meter's reading `at`
@@ -406,9 +432,13 @@ class RunRecorder:
         commit when inside a transaction), so a retried callback loses nothing."""
         publish_run_events(self.run_id, [*self.unpublished, *events], claim=self.claim)
         if transaction.get_connection().in_atomic_block:
-            transaction.on_commit(self.unpublished.clear)
+            transaction.on_commit(self._published)
         else:
-            self.unpublished.clear()
+            self._published()
+
+    def _published(self) -> None:
+        self.unpublished.clear()
+        self.published_at = time.monotonic()
 
     def _proposal(
         self, slot: Slot, *, accepted: bool, candidate: int | None, before: float, after: float, now: UsageSnapshot
@@ -478,7 +508,7 @@ class RunRecorder:
         val_scores = {**self.val_scores, index: val_score}
         front = dict(self.front)
         self._add_to_front(index, task_scores, front)
-        leaders = {key: list(indices) for key, (_, indices) in front.items()}
+        took, joined = front_change(index, front)
         all_task_scores = {**self.task_scores, index: task_scores}
         members = front_members(all_task_scores)
         best_index = max(val_scores, key=lambda i: (val_scores[i], -i))
@@ -533,7 +563,9 @@ class RunRecorder:
             trials = self.record_evaluations(candidate=candidate, split=Split.VAL, records=list(records.values()))
             front_event = (
                 ev.FRONT_UPDATED,
-                {"members": members, "leaders": leaders, "best_index": best_index, "best_score": val_scores[best_index]},
+                {"index": index, "took": took, "joined": joined, "added": sorted(set(members) - self.members),
+                 "removed": sorted(self.members - set(members)), "best_index": best_index,
+                 "best_score": val_scores[best_index]},
             )
             self._publish(announced, trials, front_event, *then)
         self.components[index] = components

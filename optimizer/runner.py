@@ -271,7 +271,8 @@ def _run_gepa(
 def _save_usage(run_id: int, recorder: RunRecorder) -> None:
     """What the last calls spent (the final reflection, a refused iteration's minibatch)."""
     with transaction.atomic():
-        publish_run_events(run_id, [*recorder.unpublished, recorder.save_usage()], claim=recorder.claim)
+        waiting = [e for e in recorder.unpublished if e[0] != ev.RUN_BUDGET]  # superseded by this one
+        publish_run_events(run_id, [*waiting, recorder.save_usage()], claim=recorder.claim)
         recorder.unpublished = []
 
 

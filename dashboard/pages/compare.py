@@ -16,7 +16,8 @@ from django.views.decorators.http import require_safe, require_http_methods
 from dashboard import compare_selectors as sel
 from dashboard.forms import PromotionForm
 from optimizer.selectors import run_for_user, run_summary
-from optimizer.export import RunImportError, run_export, run_export_csv, run_import
+from optimizer.downloads import streaming_download
+from optimizer.export import RunImportError, run_export_csv_stream, run_export_stream, run_import, run_import_stream
 from optimizer.external import ExternalRunError
 from optimizer.gepa_replay import run_replay_gepa_state
 from optimizer.budget import format_cost, run_pricing
@@ -123,14 +124,14 @@ def download_candidate(request, run_id: int, index: int | None, fmt: str):
 @require_safe
 def export_json(request, run_id: int):
     run = run_for_user(request.user, run_id)
-    body = json.dumps(run_export(run), ensure_ascii=False)
-    return _attachment(HttpResponse(body, content_type="application/json"), f"run-{run.pk}.json")
+    return streaming_download(request, run_export_stream(run), content_type="application/json", filename=f"run-{run.pk}.json")
 
 
 @require_safe
 def export_csv(request, run_id: int):
     run = run_for_user(request.user, run_id)
-    return _attachment(HttpResponse(run_export_csv(run), content_type="text/csv; charset=utf-8"), f"run-{run.pk}.csv")
+    return streaming_download(request, run_export_csv_stream(run), content_type="text/csv; charset=utf-8",
+                              filename=f"run-{run.pk}.csv")
 
 
 @require_http_methods(["GET", "POST"])
@@ -153,9 +154,13 @@ def import_run(request):
                 return redirect(reverse("runs:detail", args=[run.pk]))
         else:
             upload.seek(0)
+            streamed = upload.read(4096).removeprefix(b"\xef\xbb\xbf").lstrip().startswith(b"{")
+            upload.seek(0)
             try:
-                data = parse_json(upload.read().decode("utf-8-sig"))  # a BOM from a Windows editor is fine
-                run = run_import(owner=request.user, data=data)
+                if streamed:  # an exported run: read one candidate at a time
+                    run = run_import_stream(owner=request.user, raw=upload)
+                else:  # not an object, so not an export: parsed whole to say what it is
+                    run = run_import(owner=request.user, data=parse_json(upload.read().decode("utf-8-sig")))
             except UnicodeDecodeError:
                 error = "file: not UTF-8 text."
             except json.JSONDecodeError as exc:

@@ -9,7 +9,6 @@ import json
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
-from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import urlencode
@@ -18,6 +17,7 @@ from django.views.decorators.http import require_POST
 from dashboard.forms import AssignSplitForm, SplitForm, TaskForm, TaskImportForm
 from optimizer.models import Split, Task, TaskSet
 from optimizer import selectors
+from optimizer.downloads import streaming_download
 from optimizer.import_uploads import upload_discard, upload_keep, upload_path
 from optimizer.taskset_services import (
     TaskSetInUse, task_update, taskset_assign_split, taskset_delete, taskset_duplicate, taskset_export_lines,
@@ -143,10 +143,9 @@ def taskset_import_confirm(request):
 
 def taskset_export(request, pk):
     task_set = selectors.taskset_for_user(request.user, pk)
-    response = StreamingHttpResponse(taskset_export_lines(task_set=task_set), content_type="application/x-ndjson")
     safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in task_set.name)[:80] or "tasks"
-    response["Content-Disposition"] = f'attachment; filename="{safe}.jsonl"'
-    return response
+    return streaming_download(request, taskset_export_lines(task_set=task_set), content_type="application/x-ndjson",
+                              filename=f"{safe}.jsonl")
 
 
 @require_POST

@@ -241,12 +241,24 @@ def build_run(
             )
     Evaluation.objects.bulk_create(evaluations, batch_size=2000)
 
-    events.append(
-        (
-            ev.FRONT_UPDATED,
-            {"members": members, "leaders": leaders, "best_index": best, "best_score": by_index[best].val_score},
-        )
-    )
+    # front.updated deltas as the recorder sends them: one per candidate, in order.
+    keys = [t.task_id for t in tasks]
+    pool: dict[int, dict[str, float]] = {}
+    top: dict[str, float] = {}
+    on_front: set[int] = set()
+    for index in sorted(task_scores):
+        scores = dict(zip(keys, task_scores[index], strict=True))
+        took = [k for k, score in scores.items() if k not in top or score > top[k]]
+        joined = [k for k, score in scores.items() if k in top and score == top[k]]
+        top.update({k: scores[k] for k in took})
+        pool[index] = scores
+        now = set(front_members(pool))
+        leader = max(pool, key=lambda i: (sum(pool[i].values()), -i))
+        events.append((ev.FRONT_UPDATED, {
+            "index": index, "took": took, "joined": joined, "added": sorted(now - on_front),
+            "removed": sorted(on_front - now), "best_index": leader, "best_score": by_index[leader].val_score,
+        }))
+        on_front = now
     events.append(
         (
             ev.TRIALS,

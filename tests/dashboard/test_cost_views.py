@@ -3,6 +3,8 @@ fake endpoint, then every page and document a user reads it from."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.urls import reverse
 
@@ -67,7 +69,7 @@ def test_every_view_of_a_run_shows_what_it_cost_and_the_simulator_says_it_is_fre
     side_by_side = user_client.get(reverse("compare:compare", args=[demo.pk]), {"c": [0, 1]}).content.decode()
     assert side_by_side.count('title="What the iteration that found it spent">free (demo simulator)<') == 2
 
-    exported = user_client.get(reverse("compare:export_json", args=[priced.pk])).json()
+    exported = json.loads(b"".join(user_client.get(reverse("compare:export_json", args=[priced.pk])).streaming_content))
     assert exported["run"]["cost"] == priced.cost and exported["run"]["stop_reason"] == "budget reached"
     assert exported["candidates"][0]["cost"] == seed.cost
     assert exported["candidates"][0]["evaluations"][0]["cost"] == pytest.approx(11 * 1000 / 1e6)

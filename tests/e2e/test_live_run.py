@@ -48,6 +48,9 @@ PAGE_CONTENT = """() => ({
   score: document.getElementById('chart-score').data.slice(0, 3).map((t) => [t.x, t.y]),
   lineage: document.getElementById('chart-lineage').data[1].x,
   front: document.getElementById('chart-front').data[0].z,
+  // The per-task leaders: built live from front.updated deltas, on reload from the snapshot.
+  leaders: [document.getElementById('chart-front').data[1].x, document.getElementById('chart-front').data[1].y],
+  ticks: document.getElementById('chart-front').layout.yaxis.ticktext,
 })"""
 
 

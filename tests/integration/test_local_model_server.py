@@ -92,7 +92,8 @@ def test_a_run_against_a_real_llama_cpp_server_completes_with_real_usage_and_an_
     assert run.status == RunStatus.COMPLETED, run.error
     # The seed on the valset (5), one proposal's parent and child on 2 train tasks (4), and
     # the child on the valset (5) only if it was accepted: the budget is a hard cap (README "Budgets, cost and time").
-    assert run.budget_used in (5 + 4, 5 + 4 + 5)
+    events = list(run.events.order_by("seq").values_list("type", "payload"))
+    assert run.budget_used in (5 + 4, 5 + 4 + 5), (run.stop_reason, [(t, p) for t, p in events if t != "run.budget"])
 
     seed = run.candidates.get(index=0)
     answered = Evaluation.objects.filter(candidate=seed, split="val").exclude(task_key="overflow")

@@ -70,15 +70,28 @@ test("the best is the server's named best, else the highest val score, first of 
   assert.equal(bestIndex(S), 1);
 });
 
-test("front.updated replaces the leaders; lead counts and roles follow", () => {
+test("front.updated of a run recorded before deltas replaces the leaders; lead counts and roles follow", () => {
   const S = loaded({ candidates: [seed, { index: 1, val_score: 0.6 }], members: [0, 1], leaders: { t1: [0], t2: [0] } });
   assert.equal(leadCount(S, 0), 2);
   mergeEvent(S, { seq: 1, type: "front.updated", data: { leaders: { t1: [0, 1], t2: [1] } } }, NOW);
   assert.equal(leadCount(S, 0), 1);
   assert.equal(leadCount(S, 1), 2);
   assert.equal(role(S, 0), "front");
-  mergeEvent(S, { seq: 2, type: "front.updated", data: {} }, NOW);
+  mergeEvent(S, { seq: 2, type: "front.updated", data: { leaders: {} } }, NOW);
   assert.equal(leadCount(S, 1), 0);
+});
+
+test("a front.updated delta makes the candidate the only leader where it took a task and a co-leader where it joined", () => {
+  const S = loaded({ candidates: [seed, { index: 1, val_score: 0.6 }, { index: 2, val_score: 0.7 }], leaders: { t1: [0], t2: [0], t3: [1] } });
+  mergeEvent(S, { seq: 1, type: "front.updated", data: { index: 2, took: ["t1"], joined: ["t3"], added: [2], removed: [], best_index: 2, best_score: 0.7 } }, NOW);
+  assert.deepEqual(S.leaders, { t1: [2], t2: [0], t3: [1, 2] });
+  assert.equal(leadCount(S, 2), 2);
+  // A delta seen twice (a replay after a reconnect) changes nothing more.
+  mergeEvent(S, { seq: 1, type: "front.updated", data: { index: 2, took: ["t1"], joined: ["t3"], added: [2], removed: [] } }, NOW);
+  assert.deepEqual(S.leaders, { t1: [2], t2: [0], t3: [1, 2] });
+  // An empty delta leaves the front as it was.
+  mergeEvent(S, { seq: 2, type: "front.updated", data: { index: 1, took: [], joined: [], added: [], removed: [] } }, NOW);
+  assert.deepEqual(S.leaders, { t1: [2], t2: [0], t3: [1, 2] });
 });
 
 test("members are recomputed from the candidates' scores by the shared rule, and each candidate's flag follows", () => {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from unittest import mock
 
@@ -26,7 +27,9 @@ def test_a_batch_gets_consecutive_seqs_and_reaches_the_group_in_order(user):
     publish_run_events(run.pk, [("worker.ping", {"host": "test", "note": "b"}), ("worker.ping", {"host": "test", "note": "c"})])
 
     assert list(RunEvent.objects.filter(run=run).values_list("seq", "payload__note")) == [(1, "a"), (2, "b"), (3, "c")]
-    received = [async_to_sync(layer.receive)(channel)["message"] for _ in range(3)]
+    batches = [async_to_sync(layer.receive)(channel) for _ in range(2)]  # one group message per batch
+    assert [b["type"] for b in batches] == ["run.events", "run.events"] and [len(b["events"]) for b in batches] == [1, 2]
+    received = [json.loads(text) for b in batches for _, text in b["events"]]
     assert [(m["seq"], m["data"]["note"]) for m in received] == [(1, "a"), (2, "b"), (3, "c")]
     run.refresh_from_db()
     assert run.last_seq == 3
@@ -48,7 +51,7 @@ def test_events_sent_from_the_background_publisher_reach_the_group_in_commit_ord
         for n in range(20):
             publish_run_events(run.pk, [("worker.ping", {"host": "test", "note": f"{n}a"}), ("worker.ping", {"host": "test", "note": f"{n}b"})])
     # Leaving the block waited for every send: all 40 are in the channel now.
-    received = [async_to_sync(layer.receive)(channel)["message"] for _ in range(40)]
+    received = [json.loads(text) for _ in range(20) for _, text in async_to_sync(layer.receive)(channel)["events"]]
     assert [m["seq"] for m in received] == list(range(1, 41))
     assert [m["data"]["note"] for m in received[:4]] == ["0a", "0b", "1a", "1b"]
     assert sent_from == {"run-event-publisher"}  # not the thread that committed them
@@ -64,4 +67,86 @@ def test_outside_the_block_events_are_sent_by_the_thread_that_commits_them(user)
     with mock.patch.object(events, "_send_now", wraps=events._send_now) as send_now:
         publish_run_events(run.pk, [("worker.ping", {"host": "test", "note": "now"})])
         send_now.assert_called_once()
-    assert async_to_sync(layer.receive)(channel)["message"]["data"]["note"] == "now"
+    assert json.loads(async_to_sync(layer.receive)(channel)["events"][0][1])["data"]["note"] == "now"
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+class _Timers:
+    """threading.Timer stand-in: the test decides when a timer fires."""
+
+    def __init__(self):
+        self.made = []
+
+    def __call__(self, wait, function, args=()):
+        timers = self
+
+        class Timer:
+            cancelled = False
+
+            def start(self):
+                timers.made.append(self)
+
+            def cancel(self):
+                self.cancelled = True
+
+            def fire(self):
+                if not self.cancelled:
+                    function(*args)
+
+        timer = Timer()
+        timer.wait = wait
+        return timer
+
+
+@pytest.mark.django_db
+def test_a_busy_run_pushes_its_list_row_at_most_once_a_second_and_its_last_state_at_the_end():
+    pushed, clock, timers = [], _Clock(), _Timers()
+    pushes = events.RunRowPushes(pushed.append, clock=clock, timer=timers)
+
+    pushes.note(7)  # the first change goes out at once
+    for _ in range(50):  # fifty more within the same second: one trailing push is scheduled
+        clock.now += 0.01
+        pushes.note(7)
+    pushes.note(8)  # another run is not held back by this one
+
+    assert pushed == [7, 8] and len(timers.made) == 1 and timers.made[0].wait == pytest.approx(0.99)
+    clock.now = 101.0
+    timers.made[0].fire()
+    assert pushed == [7, 8, 7]
+    clock.now = 101.5
+    pushes.note(7)  # half a second after the trailing push: waits again
+    assert pushed == [7, 8, 7] and len(timers.made) == 2
+
+
+@pytest.mark.django_db
+def test_a_status_change_is_pushed_at_once_and_replaces_the_waiting_push():
+    pushed, clock, timers = [], _Clock(), _Timers()
+    pushes = events.RunRowPushes(pushed.append, clock=clock, timer=timers)
+    pushes.note(7)
+    clock.now += 0.2
+    pushes.note(7)
+    clock.now += 0.2
+    pushes.note(7, urgent=True)  # e.g. run.finished
+    timers.made[0].fire()
+    assert pushed == [7, 7] and timers.made[0].cancelled
+
+
+def test_a_batch_of_budget_events_sends_one_list_row_and_a_status_change_another(user):
+    run = Run.objects.create(owner=user)
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(events.RUNS_GROUP, channel)
+    with mock.patch.object(events, "row_pushes", events.RunRowPushes(events._push_run_row, interval=60)):
+        for used in range(5):
+            publish_run_events(run.pk, [("run.budget", {"used": used, "total": 10})])
+        publish_run_events(run.pk, [("run.status", {"status": "running", "phase": "optimizing"})])
+        rows = [async_to_sync(layer.receive)(channel) for _ in range(2)]
+        assert not events.row_pushes.scheduled  # the status push replaced the trailing one of the budget events
+    assert [r["row"]["last_seq"] for r in rows] == [1, 6]

@@ -7,7 +7,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from optimizer.export import RunImportError, run_export, run_export_csv, run_import
+from optimizer.export import RunImportError, run_export, run_export_csv, run_export_stream, run_import, run_import_stream
 from optimizer.models import Candidate, Evaluation, Run, RunEvent
 from tests.dashboard.compare_factories import make_compare_run, run_demo_with_holdout
 
@@ -47,6 +47,23 @@ def test_exporting_an_imported_run_gives_the_same_document_again(run, other_user
         for event in doc["events"]:
             event.pop("created_at")
     assert second == first
+
+
+def test_the_streamed_json_is_byte_for_byte_the_document_in_small_pieces(run):
+    Evaluation.objects.filter(candidate__run=run, task_key="val-001").update(output="naïve “quotes” ✓ and \\ \" \n")
+    expected = json.dumps(run_export(run), ensure_ascii=False).encode()
+
+    pieces = list(run_export_stream(run, piece_bytes=1000))
+
+    assert b"".join(pieces) == expected
+    assert len(pieces) > 5 and max(len(p) for p in pieces) < 1000 + 10_000  # a piece is at most one row past the mark
+
+
+def test_the_csv_sorts_task_keys_by_code_point_like_the_document(run):
+    for n, key in enumerate(["b", "B", "a", "ä", "_x"]):
+        Evaluation.objects.filter(candidate__run=run, task_key=f"val-00{n}").update(task_key=key)
+    keys = [row[0] for row in csv.reader(io.StringIO(run_export_csv(run))) if row[1] == "val"]
+    assert keys == sorted(keys) and {"b", "B", "a", "ä", "_x"} <= set(keys)
 
 
 def test_the_csv_has_one_row_per_task_and_one_score_column_per_candidate(run):
@@ -122,7 +139,7 @@ def _evaluations(run):
 @pytest.mark.django_db(transaction=True)
 def test_a_run_made_by_the_real_runner_round_trips_through_the_download_and_upload_with_identical_scores(
         demo_run, user_client, other_client, other_user):
-    body = user_client.get(reverse("compare:export_json", args=[demo_run.pk])).content
+    body = b"".join(user_client.get(reverse("compare:export_json", args=[demo_run.pk])).streaming_content)
     response = other_client.post(reverse("compare:import"), {"file": SimpleUploadedFile("run.json", body)})
 
     imported = Run.objects.get(owner=other_user)
@@ -136,11 +153,80 @@ def test_a_run_made_by_the_real_runner_round_trips_through_the_download_and_uplo
     assert list(imported.events.order_by("seq").values_list("seq", "type", "payload")) == list(
         demo_run.events.order_by("seq").values_list("seq", "type", "payload"))
     # The CSV of the copy is the CSV of the original, column for column.
-    assert user_client.get(reverse("compare:export_csv", args=[demo_run.pk])).content == other_client.get(
-        reverse("compare:export_csv", args=[imported.pk])).content
+    assert b"".join(user_client.get(reverse("compare:export_csv", args=[demo_run.pk])).streaming_content) == b"".join(
+        other_client.get(reverse("compare:export_csv", args=[imported.pk])).streaming_content)
 
 
 def test_an_unnamed_run_from_a_long_named_task_set_gets_a_name_that_fits_the_column(run, other_user):
     data = _broken(run, lambda d: d["run"].update(name="", task_set="T" * 500))
     imported = run_import(owner=other_user, data=data)
     assert imported.name == ("Imported " + "T" * 500)[:200]
+
+
+class _Trickle(io.BytesIO):
+    """A file that hands out at most `size` bytes a read: every value straddles reads."""
+
+    def __init__(self, data: bytes, size: int):
+        super().__init__(data)
+        self.size = size
+
+    def read(self, n=-1):
+        return super().read(self.size)
+
+
+def test_an_import_read_a_few_bytes_at_a_time_gives_the_same_run(run, other_user):
+    body = b"".join(run_export_stream(run))
+    imported = run_import_stream(owner=other_user, raw=_Trickle(b"\xef\xbb\xbf" + body, 7))
+
+    assert _scores(imported) == _scores(run) and imported.last_seq == run.last_seq
+    assert list(imported.events.values_list("seq", "type", "payload")) == list(run.events.values_list("seq", "type", "payload"))
+    assert imported.best_candidate.index == run.best_candidate.index
+
+
+def test_a_bad_last_event_names_its_line_and_saves_none_of_the_candidates_read_before_it(run, other_user):
+    body = json.dumps(run_export(run), indent=1).encode()
+    broken = body[: body.rindex(b'"seq"')] + b'"seq": "seven"' + body[body.rindex(b'"seq"') + len(b'"seq": 1'):]
+    bad_line = broken[: broken.index(b'"seven"')].count(b"\n") + 1
+    wrong_json = body.replace(b'"events": [', b'"events": [}', 1)
+    counts = (Run.objects.count(), Candidate.objects.count(), Evaluation.objects.count(), RunEvent.objects.count())
+
+    with pytest.raises(RunImportError) as bad_value:
+        run_import_stream(owner=other_user, raw=_Trickle(broken, 1000))
+    with pytest.raises(RunImportError) as bad_syntax:
+        run_import_stream(owner=other_user, raw=_Trickle(wrong_json, 1000))
+
+    assert str(bad_value.value).startswith(f"events.{run.events.count() - 1}.seq: Input should be a valid integer")
+    syntax_line = wrong_json[: wrong_json.index(b"[}")].count(b"\n") + 1
+    assert f"file: not valid JSON at line {syntax_line}, column" in str(bad_syntax.value)
+    assert bad_line > 100  # the error came after every candidate was written (and rolled back)
+    assert (Run.objects.count(), Candidate.objects.count(), Evaluation.objects.count(), RunEvent.objects.count()) == counts
+
+
+def test_an_import_holds_one_candidate_in_memory_not_the_file(run, other_user, tmp_path):
+    import tracemalloc
+
+    template = run_export(run)
+
+    def peak_importing(candidates: int) -> tuple[int, int]:
+        document = {**template, "run": {**template["run"], "best_index": 0, "chosen_index": None}, "candidates": [
+            {**template["candidates"][0], "index": i, "parents": [0] if i else [], "evaluations": [
+                {**e, "output": f"{i} " + "the refund window is 30 days " * 400} for e in template["candidates"][0]["evaluations"]]}
+            for i in range(candidates)
+        ]}
+        path = tmp_path / f"{candidates}.json"
+        path.write_text(json.dumps(document))
+        del document
+        tracemalloc.start()
+        with path.open("rb") as raw:
+            imported = run_import_stream(owner=other_user, raw=raw)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert imported.candidates.count() == candidates
+        return path.stat().st_size, peak
+
+    small_size, small_peak = peak_importing(30)
+    big_size, big_peak = peak_importing(150)
+
+    assert big_size > 4 * small_size and big_size > 10e6
+    # Flat: five times the file, about the same memory (one candidate and a read chunk).
+    assert big_peak < 1.5 * small_peak and big_peak < big_size / 2, (small_size, small_peak, big_size, big_peak)

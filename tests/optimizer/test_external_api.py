@@ -233,4 +233,5 @@ def test_a_run_with_no_candidate_yet_has_nothing_to_export(tracker, run_id):
     response = tracker.get(f"/api/runs/{run_id}/export")
     assert response.status_code == 409 and "no candidate yet" in response.json()["detail"]
     tracker.send(run_id, 1, seed())
-    assert tracker.get(f"/api/runs/{run_id}/export").json()["candidates"][0]["index"] == 0
+    document = json.loads(b"".join(tracker.get(f"/api/runs/{run_id}/export").streaming_content))
+    assert document["candidates"][0]["index"] == 0

@@ -12,7 +12,7 @@ from gepa.core.state import GEPAState
 from optimizer import event_types as ev
 from optimizer import runner
 from optimizer.lm.simulator import DemoLanguageModel
-from optimizer.models import Candidate, RunEvent, RunStatus
+from optimizer.models import Candidate, Run, RunEvent, RunStatus
 from optimizer.recorder import RunRecorder
 from optimizer.recording_thread import RecorderThread
 from optimizer.runner import execute_run
@@ -69,12 +69,13 @@ def test_the_next_model_calls_go_ahead_while_a_budget_update_is_still_being_writ
 
 
 def test_every_checkpoint_gepa_writes_follows_the_rows_of_everything_it_reported_before(run, monkeypatch):
-    reported = {"budget": 0, "accepted": 0}
+    reported = {"budget": 0, "used": 0, "accepted": 0}
     checks = []
     relay_budget, relay_accepted = RecorderThread.on_budget_updated, RecorderThread.on_candidate_accepted
 
     def counting_budget(self, event):
         reported["budget"] += 1
+        reported["used"] = event["metric_calls_used"]
         relay_budget(self, event)
 
     def counting_accepted(self, event):
@@ -85,9 +86,10 @@ def test_every_checkpoint_gepa_writes_follows_the_rows_of_everything_it_reported
 
     def checked_save(self, run_dir, **kwargs):
         # What the database holds when gepa is about to write its checkpoint.
-        budget_events = RunEvent.objects.filter(run=run, type=ev.RUN_BUDGET).count()
+        # (run.budget events are folded into batches: the run row holds every update.)
+        budget_used = Run.objects.get(pk=run.pk).budget_used
         candidates = Candidate.objects.filter(run=run).count()
-        checks.append((reported["budget"], budget_events, reported["accepted"], candidates))
+        checks.append((reported["used"], budget_used, reported["accepted"], candidates))
         save(self, run_dir, **kwargs)
 
     monkeypatch.setattr(RecorderThread, "on_budget_updated", counting_budget)
@@ -95,8 +97,8 @@ def test_every_checkpoint_gepa_writes_follows_the_rows_of_everything_it_reported
     monkeypatch.setattr(GEPAState, "save", checked_save)
     assert execute_run(run.pk) == RunStatus.COMPLETED
     assert len(checks) >= 4 and checks[-1][0] > 0
-    for budgets_reported, budget_events, accepted, candidates in checks:
-        assert budget_events == budgets_reported  # every budget update gepa reported is in the database
+    for used_reported, budget_used, accepted, candidates in checks:
+        assert budget_used == used_reported  # the last budget update gepa reported is in the database
         # the candidates accepted before are in the database too, but for the last one, which is
         # recorded right after the checkpoint that holds it (optimizer/recorder.py, _flush_pending)
         assert candidates >= accepted  # the seed counts as one recorded candidate

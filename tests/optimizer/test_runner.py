@@ -46,6 +46,23 @@ def events(run, type=None):
     return [e for e in rows if type is None or e.type == type]
 
 
+def test_budget_updates_ride_with_the_iteration_s_batch_instead_of_one_event_each(user, task_set, monkeypatch):
+    from optimizer import recorder
+
+    updates = []
+    monkeypatch.setattr(recorder, "BUDGET_PUBLISH_SECONDS", 3600)  # a fast run: no budget event goes out alone
+    original = RunRecorder.on_budget_updated
+    monkeypatch.setattr(RunRecorder, "on_budget_updated", lambda self, event: (updates.append(event), original(self, event))[1])
+    run = launch(user, task_set)
+    assert execute_run(run.pk) == RunStatus.COMPLETED
+
+    log = events(run)
+    budgets = [n for n, e in enumerate(log) if e.type == ev.RUN_BUDGET]
+    iterations = len({u["iteration"] for u in updates})
+    assert len(updates) > iterations and len(budgets) <= iterations + 2  # one per iteration, not one per update
+    assert log[budgets[-1]].payload["used"] == Run.objects.get(pk=run.pk).budget_used
+
+
 def test_a_demo_run_records_candidates_evaluations_and_events_and_improves(user, task_set):
     run = launch(user, task_set)
     assert execute_run(run.pk) == RunStatus.COMPLETED
@@ -73,9 +90,21 @@ def test_a_demo_run_records_candidates_evaluations_and_events_and_improves(user,
     assert all(set(e.payload) == PROPOSAL_KEYS for e in proposals)
     assert sorted(p.payload["candidate"] for p in proposals if p.payload["accepted"]) == list(range(1, len(candidates)))
     assert all(p.payload["reasoning"] for p in proposals)
-    front = events(run, ev.FRONT_UPDATED)[-1].payload
-    assert front["best_index"] == run.best_candidate.index and set(front["leaders"]) == {"laptop", "blender", "late", "phone"}
-    assert sorted(Candidate.objects.filter(run=run, on_front=True).values_list("index", flat=True)) == front["members"]
+    # front.updated carries deltas; folded in seq order they are the whole front.
+    leaders, members = {}, set()
+    for delta in (e.payload for e in events(run, ev.FRONT_UPDATED)):
+        assert len(delta["took"]) + len(delta["joined"]) <= 4  # what changed, never the whole front again
+        for key in delta["took"]:
+            leaders[key] = [delta["index"]]
+        for key in delta["joined"]:
+            leaders[key].append(delta["index"])
+        members = (members | set(delta["added"])) - set(delta["removed"])
+    scores = Evaluation.objects.filter(candidate__run=run, split="val").values_list("task_key", "candidate__index", "score")
+    top = {key: max(s for k, _, s in scores if k == key) for key, _, _ in scores}
+    assert leaders == {key: sorted(i for k, i, s in scores if k == key and s == best) for key, best in top.items()}
+    assert set(leaders) == {"laptop", "blender", "late", "phone"}
+    assert events(run, ev.FRONT_UPDATED)[-1].payload["best_index"] == run.best_candidate.index
+    assert sorted(Candidate.objects.filter(run=run, on_front=True).values_list("index", flat=True)) == sorted(members)
     budget = events(run, ev.RUN_BUDGET)[-1].payload
     assert (budget["used"], budget["total"], budget["cost"]) == (run.budget_used, 120, 0)  # the simulator is free
     finished = events(run)[-1]

@@ -137,7 +137,10 @@ const merges = {
     return c;
   },
   "front.updated": (S, d) => {
-    S.leaders = d.leaders || {};
+    // A delta (took / joined); a run recorded before deltas sends the whole front (leaders).
+    if (d.leaders) S.leaders = { ...d.leaders };
+    for (const key of d.took || []) S.leaders[key] = [d.index];
+    for (const key of d.joined || []) S.leaders[key] = [...(S.leaders[key] || []).filter((i) => i !== d.index), d.index];
     if (d.best_index !== undefined && d.best_index !== null) S.run.best_index = d.best_index;
     if (d.best_score !== undefined) S.run.best_score = d.best_score;
     return S.leaders;

@@ -108,10 +108,10 @@ def test_the_run_page_downloads_whichever_candidate_is_best_at_the_time(user_cli
 
 def test_the_run_exports_as_json_and_csv_downloads(user_client, run):
     exported = user_client.get(reverse("compare:export_json", args=[run.pk]))
-    assert json.loads(exported.content) == json.loads(json.dumps(run_export(run)))
+    assert b"".join(exported.streaming_content) == json.dumps(run_export(run), ensure_ascii=False).encode()
     csv_response = user_client.get(reverse("compare:export_csv", args=[run.pk]))
     assert csv_response["Content-Type"].startswith("text/csv")
-    assert csv_response.content.decode().splitlines()[0] == "task_key,split,candidate_0,candidate_1,candidate_2,candidate_3"
+    assert b"".join(csv_response.streaming_content).decode().splitlines()[0] == "task_key,split,candidate_0,candidate_1,candidate_2,candidate_3"
 
 
 @pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"], ids=["plain", "with a UTF-8 BOM"])

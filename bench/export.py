@@ -1,0 +1,209 @@
+"""Run export benchmark: memory of the web process and
+other viewers' latency while a big run downloads.
+
+For each --sizes (approximate export megabytes) it bulk-inserts a run of
+--candidates candidates × --tasks val tasks (SQL INSERT … SELECT from a
+template candidate; the output text is sized to reach the target), starts
+`daphne` on it (PostgreSQL + the channels-redis layer), and:
+
+1. connects --viewers websocket clients to another run, publishes an event
+   every 100 ms and takes their commit → arrival p95 while idle;
+2. downloads `/runs/<id>/export.json` with curl (full speed, to /dev/null),
+   sampling daphne's RSS every 100 ms, with the same viewers and events going;
+3. the same for `/runs/<id>/export.csv`.
+
+Prints bytes, seconds, daphne's RSS before / peak during (growth), and the
+viewers' p95 idle vs during. Usage:
+
+    .venv/bin/python bench/export.py [--sizes 100,400] [--candidates 400] [--tasks 300] [--viewers 20]
+
+Needs PostgreSQL and Redis (BENCH_POSTGRES_URL, BENCH_REDIS_URL: give your own
+Redis DB number); uses a scratch database and channel prefix, removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+import live  # noqa: E402  (scratch database, daphne, percentiles)
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def build_big_run(owner, *, candidates: int, tasks: int, megabytes: float):
+    from django.db import connection
+
+    from optimizer.models import Candidate, Evaluation
+    from tests.dashboard.factories import build_run
+
+    run = build_run(owner=owner, candidates=1, val_tasks=tasks, name=f"export {megabytes:g} MB")
+    template = run.candidates.get(index=0)
+    Candidate.objects.bulk_create([
+        Candidate(run=run, index=i, components=template.components, parents=[0], origin="reflection", iteration=i,
+                  metric_calls=i * tasks, val_score=0.5, objective_scores=template.objective_scores, usage=template.usage)
+        for i in range(1, candidates)
+    ], batch_size=1000)
+    # ~450 bytes of JSON per evaluation besides the output text.
+    pad = max(0, int(megabytes * 1e6 / (candidates * tasks)) - 450)
+    fields = [f.column for f in Evaluation._meta.concrete_fields if f.column not in ("id", "candidate_id", "output")]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO optimizer_evaluation (candidate_id, output, {', '.join(fields)}) "
+            f"SELECT c.id, repeat('The refund window is 30 days. ', %s / 30 + 1) || c.id, {', '.join('e.' + f for f in fields)} "
+            f"FROM optimizer_evaluation e JOIN optimizer_candidate c ON c.run_id = %s AND c.index > 0 "
+            f"WHERE e.candidate_id = %s",
+            [pad, run.pk, template.pk],
+        )
+        cursor.execute("ANALYZE")
+    return run
+
+
+async def watch(user, port: int, run, viewers: int, phases: dict, stop: threading.Event) -> None:
+    """Viewers of `run`; a thread publishes a ping every 100 ms; each arrival is
+    filed under the phase current at its commit."""
+    import websockets
+    from asgiref.sync import sync_to_async
+    from django.test import Client
+
+    client = Client()
+    await sync_to_async(client.force_login)(user)
+    headers = {"Cookie": f"sessionid={client.cookies['sessionid'].value}", "Origin": f"http://127.0.0.1:{port}"}
+    sockets = [await websockets.connect(f"ws://127.0.0.1:{port}/ws/runs/{run.pk}/?after={run.last_seq}",
+                                        additional_headers=headers) for _ in range(viewers)]
+    commits: dict[int, tuple[float, str]] = {}
+
+    def publish() -> None:
+        from django.db import close_old_connections, transaction
+
+        from optimizer.events import publish_run_event
+
+        while not stop.is_set():
+            with transaction.atomic():
+                holder: dict = {}
+                transaction.on_commit(lambda: holder.setdefault("t", time.perf_counter()))
+                event = publish_run_event(run.pk, "worker.ping", {"host": "bench", "note": "x"})
+            commits[event.seq] = (holder["t"], phases["now"])
+            time.sleep(0.1)
+        close_old_connections()
+
+    async def listen(ws) -> None:
+        async for raw in ws:
+            seq = int(raw[8:raw.index(",")])
+            while seq not in commits:  # the publisher files the commit just after on_commit
+                await asyncio.sleep(0.001)
+            at, phase = commits[seq]
+            phases.setdefault(phase, []).append((time.perf_counter() - at) * 1000)
+
+    listeners = [asyncio.create_task(listen(ws)) for ws in sockets]
+    await asyncio.sleep(0.5)
+    await asyncio.to_thread(publish)
+    await asyncio.sleep(1.0)
+    for ws in sockets:
+        await ws.close()
+    for task in listeners:
+        task.cancel()
+
+
+def download(url: str, cookie: str, pid: int) -> tuple[int, float, float, float]:
+    """(bytes, seconds, RSS before, peak RSS) of one curl download."""
+    before = rss_mb(pid)
+    peak = before
+    started = time.perf_counter()
+    curl = subprocess.Popen(["curl", "-sS", "-o", "/dev/null", "-w", "%{size_download}", "-H", f"Cookie: {cookie}", url],
+                            stdout=subprocess.PIPE)
+    while curl.poll() is None:
+        peak = max(peak, rss_mb(pid))
+        time.sleep(0.1)
+    return int(curl.stdout.read() or 0), time.perf_counter() - started, before, peak
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="100,400", help="approximate export sizes in MB, comma-separated")
+    parser.add_argument("--candidates", type=int, default=400)
+    parser.add_argument("--tasks", type=int, default=300)
+    parser.add_argument("--viewers", type=int, default=20)
+    args = parser.parse_args()
+
+    os.environ.update(live.ENV)
+    live.create_database()
+    web = None
+    try:
+        import django
+
+        django.setup()
+        from django.contrib.auth import get_user_model
+        from django.core.management import call_command
+        from django.db import connections
+        from django.test import Client
+
+        from tests.dashboard.factories import build_run
+
+        call_command("migrate", verbosity=0)
+        user = get_user_model().objects.create_user("bench", password="x")
+        watched = build_run(owner=user, candidates=3, val_tasks=5, name="watched")
+        runs = []
+        for size in (float(s) for s in args.sizes.split(",")):
+            started = time.perf_counter()
+            runs.append((size, build_big_run(user, candidates=args.candidates, tasks=args.tasks, megabytes=size)))
+            print(f"built a {args.candidates} × {args.tasks} run for ~{size:g} MB in {time.perf_counter() - started:.0f} s")
+        connections.close_all()
+        client = Client()
+        client.force_login(user)
+        cookie = f"sessionid={client.cookies['sessionid'].value}"
+        port = live.free_port()
+        web = live.start_daphne(port)
+        base = f"http://127.0.0.1:{port}"
+        download(f"{base}/runs/{watched.pk}/export.json", cookie, web.pid)  # warm up: imports, connections
+
+        for size, run in runs:
+            for kind in ("json", "csv"):
+                watched.refresh_from_db()  # the viewers start after its last event
+                phases: dict = {"now": "idle"}
+                stop = threading.Event()
+                viewers = threading.Thread(target=lambda: asyncio.run(watch(user, port, watched, args.viewers, phases, stop)))
+                viewers.start()
+                time.sleep(6)
+                phases["now"] = "export"
+                got, seconds, before, peak = download(f"{base}/runs/{run.pk}/export.{kind}", cookie, web.pid)
+                phases["now"] = "after"
+                stop.set()
+                viewers.join()
+                idle, during = phases.get("idle", [0]), phases.get("export", [0])
+                print(f"export.{kind} of the ~{size:g} MB run: {got / 1e6:.0f} MB in {seconds:.1f} s; daphne RSS "
+                      f"{before:.0f} MB before, peak {peak:.0f} MB (+{peak - before:.0f} MB); {args.viewers} viewers' "
+                      f"event p95 {live.pct(idle, 0.95):.0f} ms idle (median {statistics.median(idle):.0f}), "
+                      f"{live.pct(during, 0.95):.0f} ms during (median {statistics.median(during):.0f}, "
+                      f"{len(during)} deliveries); load average {os.getloadavg()[0]:.1f}")
+    finally:
+        if web is not None:
+            web.terminate()
+            web.wait(timeout=10)
+        live.drop_database()
+        import redis
+
+        r = redis.Redis.from_url(live.REDIS)
+        keys = list(r.scan_iter(f"{live.TAG}*"))
+        if keys:
+            r.delete(*keys)
+
+
+if __name__ == "__main__":
+    main()
