@@ -11,6 +11,7 @@ urlpatterns = [
     path("new/plan/", run_views.run_plan, name="plan"),
     path("<int:run_id>/", run_views.run_detail, name="detail"),
     path("<int:run_id>/snapshot.json", run_views.run_snapshot, name="snapshot"),
+    path("<int:run_id>/scores.json", run_views.run_scores, name="scores"),
     path("<int:run_id>/client.json", run_views.run_client_json, name="client"),
     path("<int:run_id>/candidates/<int:index>/", run_views.candidate_detail, name="candidate"),
     # Spelled out so /runs/<id>/compare/ (the compare namespace) is never shadowed.

@@ -131,6 +131,18 @@ def run_snapshot(request, run_id: int):
 
 
 @require_safe
+def run_scores(request, run_id: int):
+    """More heatmap rows for the run page: `?after=<index>` (the last it has, -1
+    for none), at most `limit` (default and cap: the snapshot's scores page)."""
+    run = _get_run_for_user(request, run_id)
+    after, limit = request.GET.get("after", "-1"), request.GET.get("limit", "")
+    if not after.lstrip("-").isdigit() or (limit and not limit.isdigit()):
+        return JsonResponse({"error": "after and limit must be whole numbers"}, status=400)
+    limit = min(int(limit or selectors.SCORES_PAGE), selectors.SCORES_PAGE) or selectors.SCORES_PAGE
+    return JsonResponse(selectors.run_scores_page(run, after=max(-1, int(after)), limit=limit))
+
+
+@require_safe
 def run_client_json(request, run_id: int):
     """An external run's tracker: last heard from, silent or not (the run page polls it)."""
     run = _get_run_for_user(request, run_id)

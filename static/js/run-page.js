@@ -30,6 +30,9 @@ const $ = (field) => root.querySelector(`[data-field="${field}"]`);
 const S = {
   run: null, tasks: [], taskColumn: new Map(), verifiers: [],
   byIndex: new Map(), order: [], members: new Set(), leaders: {},
+  // The heatmap's rows: candidates whose per-task scores the page holds (a big
+  // run's snapshot sends the front and the top ones; "more rows" fetches others).
+  rows: [], rowsCursor: -1, rowsDone: true,
   best: -Infinity, selected: new Set(), finishedAt: null, limits: null, shownBest: null,
 };
 
@@ -47,6 +50,7 @@ function later(draw) {
 function addCandidate(c) {
   S.byIndex.set(c.index, c);
   S.order.push(c.index);
+  if (c.scores) S.rows.push(c.index);
 }
 
 function candidateFromEvent(d) {
@@ -70,6 +74,7 @@ function bestIndex() {
 }
 
 function leadCount(index) {
+  if (!S.byIndex.get(index)?.scores) return null; // not a heatmap row: its scores are not loaded
   let n = 0;
   for (const group of Object.values(S.leaders)) if (group.includes(index)) n += 1;
   return n;
@@ -351,33 +356,66 @@ function leaderCells() {
   const x = [], y = [];
   for (const [key, group] of Object.entries(S.leaders)) {
     if (!S.taskColumn.has(key)) continue;
-    for (const i of group) if (S.byIndex.has(i)) { x.push(esc(key)); y.push(rowLabel(i)); }
+    for (const i of group) if (S.byIndex.get(i)?.scores) { x.push(esc(key)); y.push(rowLabel(i)); } // rows of the heatmap only
   }
   return { x, y };
 }
 
 function frontTicks() {
   return {
-    "yaxis.tickvals": S.order.map(rowLabel),
-    "yaxis.ticktext": S.order.map((i) => `${S.members.has(i) ? "★ " : ""}#${i} · leads ${leadCount(i)}`),
+    "yaxis.tickvals": S.rows.map(rowLabel),
+    "yaxis.ticktext": S.rows.map((i) => `${S.members.has(i) ? "★ " : ""}#${i} · leads ${leadCount(i)}`),
   };
 }
 
 function drawFront() {
-  const z = S.order.map((i) => S.byIndex.get(i).scores);
+  const z = S.rows.map((i) => S.byIndex.get(i).scores);
   const cells = leaderCells();
-  plot(charts.front, [
-    { type: "heatmap", x: taskLabels(), y: S.order.map(rowLabel), z, zmin: 0, zmax: 1, colorscale: "Viridis", showlegend: false,
-      text: S.order.map((i) => heatText(S.byIndex.get(i))), hoverinfo: "text", colorbar: { title: { text: "score" }, thickness: 10 } },
+  renderRowsNote();
+  return plot(charts.front, [
+    { type: "heatmap", x: taskLabels(), y: S.rows.map(rowLabel), z, zmin: 0, zmax: 1, colorscale: "Viridis", showlegend: false,
+      text: S.rows.map((i) => heatText(S.byIndex.get(i))), hoverinfo: "text", colorbar: { title: { text: "score" }, thickness: 10 } },
     { name: "○ top score on this task (leads it)", x: cells.x, y: cells.y, mode: "markers", type: "scatter", hoverinfo: "skip", showlegend: true,
       marker: { symbol: "circle-open", size: 6, color: "#fff", line: { width: 1.5 } } },
   ], { margin: { l: 130, r: 10, t: 10, b: 80 }, showlegend: true, legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom", bgcolor: "#495057", font: { color: "#fff" } },
        xaxis: { type: "category", tickangle: -45, automargin: true },
-       yaxis: { type: "category", autorange: "reversed", ...Object.fromEntries(Object.entries(frontTicks()).map(([k, v]) => [k.split(".")[1], v])) } });
-  charts.front.on("plotly_click", (e) => {
-    const p = e.points[0];
-    if (p && p.curveNumber === 0) toggleSelected(S.order[p.pointNumber[0]]);
-  });
+       yaxis: { type: "category", autorange: "reversed", ...Object.fromEntries(Object.entries(frontTicks()).map(([k, v]) => [k.split(".")[1], v])) } },
+  { react: true });
+}
+
+// A big run's heatmap starts with the front and the top candidates; the rest come a page at a time.
+function renderRowsNote() {
+  const note = $("heatmap-rows");
+  if (!note) return;
+  note.hidden = S.rows.length >= S.order.length;
+  $("heatmap-count").textContent = `${S.rows.length} of ${S.order.length} candidates shown (the front, the seed, the best and the top scores first).`;
+}
+
+async function loadMoreRows() {
+  const button = root.querySelector('[data-action="more-rows"]');
+  button.disabled = true;
+  try {
+    const url = `${root.dataset.scoresUrl}?after=${S.rowsCursor}`;
+    const response = await fetch(url, { headers: { Accept: "application/json" } });
+    if (!response.ok) return;
+    const page = await response.json();
+    const column = page.tasks.map((key) => S.taskColumn.get(key));
+    page.rows.forEach((index, k) => {
+      const c = S.byIndex.get(index);
+      S.rowsCursor = Math.max(S.rowsCursor, index);
+      if (!c || c.scores) return;
+      c.scores = S.tasks.map(() => null);
+      column.forEach((at, j) => { if (at !== undefined) c.scores[at] = page.scores[k][j]; });
+      c.preview = page.previews[k];
+      S.rows.push(index);
+    });
+    S.rows.sort((a, b) => a - b);
+    if (!page.more) S.rowsCursor = Infinity;
+    await drawFront();
+    refreshRows();
+  } finally {
+    button.disabled = S.rowsCursor === Infinity;
+  }
 }
 
 function restyleFront() {
@@ -435,6 +473,7 @@ function drawScatter() {
 function verdictCounts(index) {
   const counts = { p: 0, b: 0, f: 0 };
   const c = S.byIndex.get(index);
+  if (c?.verdict_counts) return c.verdict_counts; // the snapshot's, as recorded: [pass, borderline, fail]
   if (c) for (const letter of c.verdicts) if (letter in counts) counts[letter] += 1;
   return ["p", "b", "f"].map((k) => counts[k]);
 }
@@ -463,16 +502,18 @@ function candidateRow(c) {
   const td = (text, cls) => { const el = document.createElement("td"); el.textContent = text; if (cls) el.className = cls; return el; };
   const idCell = td("", "num"); idCell.append(link);
   cells.push(idCell, td(c.origin), td(c.parents.map((p) => `#${p}`).join(" + ") || "–"), td(fmt(c.val_score), "num"),
-    td(String(leadCount(c.index)), "num lead-count"), td(String(c.metric_calls), "num"),
+    td(leadText(c.index), "num lead-count"), td(String(c.metric_calls), "num"),
     td(money(c.cost, S.run.pricing), "num cost"), td("", "front-mark"));
   tr.append(...cells);
   return tr;
 }
 
+const leadText = (index) => { const n = leadCount(index); return n === null ? "–" : String(n); };
+
 function refreshRows() {
   for (const tr of document.querySelectorAll("#candidate-rows tr")) {
     const i = Number(tr.dataset.candidateIndex);
-    tr.querySelector(".lead-count").textContent = String(leadCount(i));
+    tr.querySelector(".lead-count").textContent = leadText(i);
     tr.querySelector(".front-mark").textContent = role(i) === "best" ? "best" : S.members.has(i) ? "★ front" : "";
     tr.classList.toggle("selected", S.selected.has(i));
     tr.querySelector("input").checked = S.selected.has(i);
@@ -617,7 +658,8 @@ const handlers = {
 // Members by the shared rule (front.js), as the server's recorder computes them:
 // once per frame, however many candidates a replay brings.
 function recomputeFront() {
-  S.members = new Set(frontMembers(S.order.map((i) => [i, S.byIndex.get(i).scores])));
+  // Over the rows the page holds: they include every front member, so the front is exact (dashboard/selectors.py).
+  S.members = new Set(frontMembers(S.rows.map((i) => [i, S.byIndex.get(i).scores])));
   for (const [i, c] of S.byIndex) c.on_front = S.members.has(i);
   refreshRows();
 }
@@ -644,7 +686,9 @@ async function boot() {
   S.tasks.forEach((key, k) => S.taskColumn.set(key, k));
   S.verifiers = snap.verifiers;
   S.limits = snap.limits;
-  snap.candidates.forEach((c, row) => addCandidate({ ...c, scores: snap.scores[row], verdicts: snap.verdicts[row] }));
+  const rowOf = new Map(snap.rows.map((index, k) => [index, k]));
+  snap.candidates.forEach((c) => addCandidate({ ...c, scores: rowOf.has(c.index) ? snap.scores[rowOf.get(c.index)] : null }));
+  S.rowsCursor = -1;
   S.members = new Set(snap.front.members);
   S.leaders = snap.front.leaders;
   // Read by browser tests and handy in the console.
@@ -653,6 +697,11 @@ async function boot() {
   drawScore(snap.rejected);
   drawLineage();
   drawFront();
+  charts.front.on("plotly_click", (e) => {
+    const p = e.points[0];
+    if (p && p.curveNumber === 0) toggleSelected(S.rows[p.pointNumber[0]]);
+  });
+  root.querySelector('[data-action="more-rows"]')?.addEventListener("click", loadMoreRows);
   setupAxisPickers();
   drawScatter();
   // Points of the 2-D front select like the other charts' (Plotly.react keeps this listener).

@@ -28,7 +28,9 @@ def test_the_snapshot_holds_every_candidate_with_its_lineage_scores_and_verdicts
         assert row["val_score"] == candidate.val_score
         evaluations = {e.task_key: e for e in candidate.evaluations.all()}
         assert snap["scores"][candidate.index] == [round(evaluations[k].score, 3) for k in snap["tasks"]]
-        assert snap["verdicts"][candidate.index] == "".join(evaluations[k].verdict[0] for k in snap["tasks"])
+        verdicts = [e.verdict for e in evaluations.values()]
+        assert row["verdict_counts"] == [verdicts.count("pass"), verdicts.count("borderline"), verdicts.count("fail")]
+    assert snap["rows"] == list(range(8))  # a small run: every candidate is a heatmap row
     assert snap["run"]["best_index"] == run.best_candidate.index
     assert snap["run"]["delta"] == pytest.approx(run.best_score - run.seed_score)
 
@@ -47,6 +49,7 @@ def test_size_and_latency_metrics_are_the_means_the_recorder_publishes(user):
     candidate = Candidate.objects.get(run=run, index=2)
     Evaluation.objects.filter(candidate=candidate).update(tokens_in=100, tokens_out=50, latency_ms=20)
     Evaluation.objects.filter(candidate=candidate, task_key="t000").update(tokens_in=0, tokens_out=0, latency_ms=0)
+    Candidate.objects.filter(pk=candidate.pk).update(val_summary=None)  # as an old run's, before the data migration
     row = selectors.run_snapshot(run)["candidates"][2]
     # The unanswered task (no tokens either way) is left out, as in candidate.new.
     assert (row["prompt_tokens"], row["mean_output_tokens"], row["mean_latency_ms"]) == (100, 50.0, 20.0)
@@ -96,7 +99,7 @@ def test_stream_events_after_the_snapshot_seq_are_left_to_the_websocket(user):
 def test_a_run_with_no_candidates_yet_gives_an_empty_but_complete_snapshot(user):
     run = Run.objects.create(owner=user, status=RunStatus.QUEUED, budget_total=100)
     snap = selectors.run_snapshot(run)
-    assert snap["candidates"] == [] and snap["scores"] == [] and snap["front"] == {"members": [], "leaders": {}}
+    assert snap["candidates"] == [] and snap["scores"] == [] and snap["rows"] == [] and snap["front"] == {"members": [], "leaders": {}}
     assert snap["run"]["status"] == "queued" and snap["run"]["best_score"] is None
 
 
