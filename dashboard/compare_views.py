@@ -66,7 +66,8 @@ def compare(request, run_id: int):
         "run": run, "candidates": candidates, "diffs": diffs, "diff": request.GET.get("diff", "parent"),
         "table": table, "filters": filters, "base_query": query.urlencode(),
         "c_query": urlencode([("c", c.index) for c in candidates]),
-        "lift": sel.lift_breakdown(run), "all_candidates": run.candidates.order_by("index").only("index", "val_score"),
+        "lift": sel.lift_breakdown(run), # Plain rows: `.only()` on the related manager re-read each row's run_id (one query per candidate).
+        "all_candidates": run.candidates.order_by("index").values("index"),
     })
 
 
