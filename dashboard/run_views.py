@@ -127,7 +127,7 @@ def run_detail(request, run_id: int):
 @require_safe
 def run_snapshot(request, run_id: int):
     run = _get_run_for_user(request, run_id)
-    return JsonResponse(selectors.run_snapshot(run))
+    return JsonResponse(selectors.run_snapshot(run), json_dumps_params={"separators": (",", ":")})
 
 
 @require_safe

@@ -12,7 +12,7 @@ as bounded tails.
 
 from __future__ import annotations
 
-from django.db.models import Case, CharField, Count, F, Q, QuerySet, Value, When
+from django.db.models import Case, CharField, Count, F, FloatField, Func, IntegerField, Q, QuerySet, Value, When
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 from django.utils import timezone
@@ -38,6 +38,10 @@ VERDICT_ORDER = ("pass", "borderline", "fail")
 HEATMAP_ROWS = 120
 HEATMAP_TOP = 50
 SCORES_PAGE = 500
+CANDIDATE_COLUMNS = (
+    "index", "parents", "origin", "iteration", "metric_calls", "val_score", "objective_scores", "on_front", "prompt_tokens",
+    "mean_output_tokens", "mean_latency_ms", "verdict_counts", "preview", "cost",
+)
 
 
 def _clip(text: str, limit: int) -> str:
@@ -225,18 +229,41 @@ def _stream_tails(run: Run) -> dict:
             break
     # Every rejected proposal is a faint mark on the score chart, not only those in
     # the tail: a reload must draw what the live page drew. Only the numbers are read.
+    # Cast in the database: thousands of rows, no JSON decoding here.
     rejected = events.filter(type=ev.PROPOSAL, payload__accepted=False).order_by("seq").values_list(
-        "payload__metric_calls", "payload__parent", "payload__before", "payload__after", "payload__minibatch"
+        Cast(KT("payload__metric_calls"), IntegerField()), Cast(KT("payload__parent"), IntegerField()),
+        Cast(KT("payload__before"), FloatField()), Cast(KT("payload__after"), FloatField()), JsonArrayLength("payload", "minibatch"),
     )
+    columns = {"metric_calls": [], "parent": [], "before": [], "after": [], "minibatch_size": []}
+    for row in rejected:
+        for values, value in zip(columns.values(), row, strict=True):
+            values.append(value)
     return {
-        "rejected": [
-            {"metric_calls": calls, "parent": parent, "before": before, "after": after, "minibatch_size": len(minibatch or [])}
-            for calls, parent, before, after, minibatch in rejected
-        ],
+        "rejected": columns,
         "proposals": [dict(_clip_proposal(p), seq=s) for s, p in reversed(proposals)],
         "trials": list(reversed(trials[:TRIAL_ITEMS_TAIL])),
         "errors": [dict(p, seq=s) for s, p in reversed(errors)],
     }
+
+
+class JsonArrayLength(Func):
+    """The length of the JSON array at `field -> key` (0 when it is not an array)."""
+
+    output_field = IntegerField()
+
+    def __init__(self, field: str, key: str):
+        super().__init__(F(field), Value(key))
+
+    def as_sql(self, compiler, connection, **extra):  # SQLite
+        column, params = compiler.compile(self.source_expressions[0])
+        key = self.source_expressions[1].value
+        return f"COALESCE(json_array_length({column}, %s), 0)", [*params, f"$.{key}"]
+
+    def as_postgresql(self, compiler, connection, **extra):
+        column, params = compiler.compile(self.source_expressions[0])
+        key = self.source_expressions[1].value
+        sql = f"(CASE WHEN jsonb_typeof({column} -> %s) = 'array' THEN jsonb_array_length({column} -> %s) ELSE 0 END)"
+        return sql, [*params, key, *params, key]
 
 
 def _clip_proposal(payload: dict) -> dict:
@@ -255,13 +282,14 @@ def run_snapshot(run: Run) -> dict:
     """Everything the run page draws first, from the database alone.
 
     Shape: `run` (run_summary), `verifiers` (ids), `tasks` (val task keys: the
-    heatmap's columns), `candidates` (one dict per candidate, by index, with
-    lineage, scores, verdict counts and size/latency metrics), `rows` (the
+    heatmap's columns), `candidates` (columns of CANDIDATE_COLUMNS, one entry
+    per candidate by index: lineage, scores, verdict counts, size/latency
+    metrics; columns keep the keys out of a 10,000-row body), `rows` (the
     candidates whose per-task scores come along: the heatmap's rows),
     `scores` (rows × tasks matrix, rounded, null where not evaluated),
     `front` (`members`, `leaders` task → indices among `rows`), `rejected`
-    (every rejected proposal's metric calls, parent and minibatch score sums:
-    the score chart's faint marks), the stream tails `proposals`, `trials`,
+    (columns: every rejected proposal's metric calls, parent, minibatch score
+    sums and size: the score chart's faint marks), the stream tails `proposals`, `trials`,
     `errors`, and `limits` (how the page clips stream text, so live events
     look like replayed ones).
 
@@ -293,28 +321,22 @@ def run_snapshot(run: Run) -> dict:
     tasks = _val_task_keys(run, {key for scores, _ in vectors.values() for key in scores})
     verifier_ids = [spec.get("id", "") for spec in run.verifier_specs or []]
 
-    out = []
+    out = {name: [] for name in CANDIDATE_COLUMNS}
     for _, index, parents, origin, iteration, metric_calls, val_score, objective, on_front, cost, summary in candidates:
         components = vectors[index][1] if index in vectors else None
         preview = "\n\n".join(f"[{name}]\n{text}" for name, text in (components or {}).items())
-        out.append({
-            "index": index,
-            "parents": parents or [],
-            "origin": origin,
-            "iteration": iteration,
-            "metric_calls": metric_calls,
-            "val_score": val_score,
-            "objective_scores": objective or {},
-            "on_front": on_front,
+        for name, value in (
+            ("index", index), ("parents", parents or []), ("origin", origin), ("iteration", iteration),
+            ("metric_calls", metric_calls), ("val_score", val_score), ("objective_scores", objective or {}),
+            ("on_front", on_front),
             # As the recorder's candidate.new: means over the tasks the model answered.
-            "prompt_tokens": summary["prompt_tokens"],
-            "mean_output_tokens": summary["mean_output_tokens"],
-            "mean_latency_ms": summary["mean_latency_ms"],
-            "verdict_counts": [summary["verdicts"].get(v, 0) for v in VERDICT_ORDER],
-            # The hover preview of the heatmap's rows; the page fetches the others' text when asked.
-            "preview": _clip(preview, HOVER_PREVIEW_CHARS),
-            "cost": cost,
-        })
+            ("prompt_tokens", summary["prompt_tokens"]), ("mean_output_tokens", summary["mean_output_tokens"]),
+            ("mean_latency_ms", summary["mean_latency_ms"]),
+            ("verdict_counts", [summary["verdicts"].get(v, 0) for v in VERDICT_ORDER]),
+            # The hover preview of the heatmap's rows; the page fetches the others' with their scores.
+            ("preview", _clip(preview, HOVER_PREVIEW_CHARS)), ("cost", cost),
+        ):
+            out[name].append(value)
     matrix = [[_round_score(vectors[index][0].get(key)) for key in tasks] for index in rows]
     leaders = {}
     for column, key in enumerate(tasks):
@@ -329,7 +351,7 @@ def run_snapshot(run: Run) -> dict:
         "candidates": out,
         "rows": rows,
         "scores": matrix,
-        "front": {"members": [r["index"] for r in out if r["on_front"]], "leaders": leaders},
+        "front": {"members": [row[1] for row in candidates if row[8]], "leaders": leaders},
         "limits": {
             "text": STREAM_TEXT_CHARS, "reasons": REASONS_SHOWN, "preview": HOVER_PREVIEW_CHARS,
             # how many items each stream keeps, live as after a reload

@@ -677,6 +677,15 @@ function applyEvent(event) {
 
 // ---- boot ------------------------------------------------------------------------
 
+// The snapshot sends big lists as columns ({field: [value per item]}): one object per item here.
+function unzip(columns) {
+  const fields = Object.keys(columns);
+  const n = fields.length ? columns[fields[0]].length : 0;
+  const out = new Array(n);
+  for (let k = 0; k < n; k++) { const item = {}; for (const f of fields) item[f] = columns[f][k]; out[k] = item; }
+  return out;
+}
+
 async function boot() {
   const response = await fetch(root.dataset.snapshotUrl, { headers: { Accept: "application/json" } });
   if (!response.ok) { $("live").textContent = `could not load the run (${response.status})`; return; }
@@ -687,14 +696,14 @@ async function boot() {
   S.verifiers = snap.verifiers;
   S.limits = snap.limits;
   const rowOf = new Map(snap.rows.map((index, k) => [index, k]));
-  snap.candidates.forEach((c) => addCandidate({ ...c, scores: rowOf.has(c.index) ? snap.scores[rowOf.get(c.index)] : null }));
+  unzip(snap.candidates).forEach((c) => addCandidate({ ...c, scores: rowOf.has(c.index) ? snap.scores[rowOf.get(c.index)] : null }));
   S.rowsCursor = -1;
   S.members = new Set(snap.front.members);
   S.leaders = snap.front.leaders;
   // Read by browser tests and handy in the console.
   window.__frontierRun = { lastSeq: S.run.last_seq, applied: 0, slowestApplyMs: {}, candidates: () => S.order.length };
 
-  drawScore(snap.rejected);
+  drawScore(unzip(snap.rejected));
   drawLineage();
   drawFront();
   charts.front.on("plotly_click", (e) => {

@@ -96,7 +96,7 @@ def test_the_snapshot_endpoint_returns_the_run_as_json(user_client, user):
     run = build_run(owner=user, candidates=4, val_tasks=3)
     data = user_client.get(reverse("runs:snapshot", args=[run.pk])).json()
     assert data["run"]["id"] == run.pk and data["run"]["last_seq"] == run.last_seq
-    assert len(data["candidates"]) == 4 and len(data["scores"][0]) == 3
+    assert len(data["candidates"]["index"]) == 4 and len(data["scores"][0]) == 3
 
 
 def test_the_candidate_page_escapes_prompts_and_outputs(user_client, user):

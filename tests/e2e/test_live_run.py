@@ -102,7 +102,8 @@ def test_a_demo_run_launched_from_the_form_fills_the_charts_live_and_survives_a_
 
     wait_until(lambda: state(page)["status"] == "completed", timeout=120, what="the run to complete")
     final = snapshot(page, run_id)
-    assert page.evaluate(TABLE) == [[c["index"], f"{c['val_score']:.3f}"] for c in final["candidates"]]
+    columns = final["candidates"]
+    assert page.evaluate(TABLE) == [[i, f"{score:.3f}"] for i, score in zip(columns["index"], columns["val_score"], strict=True)]
     page.screenshot(path=str(ARTIFACTS / "live-run-completed.png"), full_page=True)
     # The finished run drawn from the database alone shows what the live page showed.
     live = page.evaluate(PAGE_CONTENT)
@@ -126,8 +127,8 @@ def test_a_dropped_socket_reconnects_and_catches_up_with_no_gap_or_duplicate(pag
     wait_until(lambda: state(page)["status"] == "completed", timeout=120, what="the run to complete")
     final = snapshot(page, run_id)
     indices = [row[0] for row in page.evaluate(TABLE)]
-    assert indices == [c["index"] for c in final["candidates"]]  # none missing, none twice
-    assert state(page)["points"] == len(final["candidates"])
+    assert indices == final["candidates"]["index"]  # none missing, none twice
+    assert state(page)["points"] == len(final["candidates"]["index"])
     assert state(page)["lastSeq"] == final["run"]["last_seq"]
 
     # A plain close (a network drop) reconnects by itself.
