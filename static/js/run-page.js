@@ -527,13 +527,15 @@ function toggleSelected(index, on = !S.selected.has(index)) {
   renderSelection();
 }
 
-function renderSelection() {
+// At boot the charts were just drawn with nothing selected: only the bar and the link need filling.
+function renderSelection({ charts: redraw = true } = {}) {
   const chosen = [...S.selected].sort((a, b) => a - b);
   $("selection").textContent = chosen.length ? `Selected: ${chosen.map((i) => `#${i}`).join(", ")}` : "No candidates selected";
   const link = root.querySelector('[data-action="compare"]');
   const query = new URLSearchParams(chosen.map((i) => ["c", String(i)]));
   link.href = `${root.dataset.compareUrl}?${query}`;
   link.setAttribute("aria-disabled", chosen.length < 2 ? "true" : "false");
+  if (!redraw) return;
   const sel = chosen.filter((i) => S.byIndex.has(i)).map((i) => S.byIndex.get(i));
   Plotly.restyle(charts.score, { x: [sel.map((c) => c.metric_calls)], y: [sel.map((c) => c.val_score)] }, [3]);
   restyleLineage();
@@ -722,7 +724,7 @@ async function boot() {
   snap.errors.forEach(renderError);
   refreshRows();
   renderHeader();
-  renderSelection();
+  renderSelection({ charts: false });
   S.shownBest = $("best-prompt").hidden ? null : Number($("best-index").textContent);
   renderBestPrompt();
   const lastProposal = snap.proposals[snap.proposals.length - 1];
