@@ -263,10 +263,10 @@ function drawScore(rejected) {
   }
   const line = bestSoFar();
   plot(charts.score, [
-    { name: "candidates (val score)", x: xs, y: ys, text, customdata: ids, mode: "markers", type: "scatter", hoverinfo: "text", cliponaxis: false, marker: { size: 8, color: COLORS.front } },
+    { name: "candidates (val score)", x: xs, y: ys, text, customdata: ids, mode: "markers", type: pointsType(xs.length), hoverinfo: "text", cliponaxis: false, marker: { size: 8, color: COLORS.front } },
     { name: "best so far", x: line.x, y: line.y, mode: "lines", line: { shape: "hv", color: COLORS.best }, hoverinfo: "skip", cliponaxis: false },
     { name: "rejected proposal (minibatch score)", x: rejected.map((p) => p.metric_calls), y: rejected.map(minibatchMean), text: rejected.map(proposalHover),
-      yaxis: "y2", mode: "markers", hoverinfo: "text", cliponaxis: false, marker: { size: 6, color: COLORS.rejected, symbol: "x" } },
+      yaxis: "y2", mode: "markers", type: pointsType(rejected.length), hoverinfo: "text", cliponaxis: false, marker: { size: 6, color: COLORS.rejected, symbol: "x" } },
     { name: "selected", x: [], y: [], mode: "markers", hoverinfo: "skip", showlegend: false, cliponaxis: false, marker: { size: 14, color: "rgba(0,0,0,0)", line: { color: COLORS.selected, width: 2 } } },
   ], { margin: MARGIN, xaxis: { title: { text: "metric calls" }, rangemode: "tozero", anchor: "y2" },
        yaxis: scoreAxis("val score", { domain: [0.3, 1] }),
@@ -274,6 +274,11 @@ function drawScore(rejected) {
        legend: { orientation: "h", y: -0.25 } });
   charts.score.on("plotly_click", (e) => { const p = e.points.find((q) => q.curveNumber === 0); if (p) toggleSelected(p.customdata); });
 }
+
+// Past this many points a trace is drawn with WebGL: SVG keeps one DOM node per
+// point, which made a 10,000-candidate page take seconds to draw.
+const GL_POINTS = 1000;
+const pointsType = (n) => (n > GL_POINTS ? "scattergl" : "scatter");
 
 // before / after are sums over the minibatch (gepa's); the page shows means.
 const minibatchSize = (p) => (p.minibatch_size ?? (p.minibatch && p.minibatch.length)) || 1;
@@ -316,12 +321,13 @@ function drawLineage() {
     // The edges carry (unused) copies of the nodes' array attributes so one
     // extendTraces call can grow all three traces.
     name, x: edges.x, y: edges.y, text: edges.x.map(() => ""), customdata: edges.x.map(() => null), mode: "lines", line, hoverinfo: "skip", cliponaxis: false,
+    type: pointsType(S.order.length),
     marker: { color: edges.x.map(() => COLORS.other), symbol: edges.x.map(() => "circle"), line: { width: edges.x.map(() => 0) } },
   });
   plot(charts.lineage, [
     edgeTrace("parent → child", plain, { color: COLORS.edge, width: 1 }),
     { name: "candidates", x: [...S.order], y: S.order.map((i) => S.byIndex.get(i).val_score), customdata: [...S.order],
-      text: S.order.map((i) => hover(S.byIndex.get(i))), hoverinfo: "text", mode: "markers", cliponaxis: false,
+      text: S.order.map((i) => hover(S.byIndex.get(i))), hoverinfo: "text", mode: "markers", cliponaxis: false, type: pointsType(S.order.length),
       marker: { size: 11, color: style.color, symbol: style.symbol, line: { color: COLORS.selected, width: style.line } } },
     edgeTrace("merge: child of both parents", merges, { color: COLORS.merge, width: 2, dash: "dot" }),
   ], { margin: MARGIN, legend: { orientation: "h", y: -0.3 }, xaxis: lineageXAxis(), yaxis: scoreAxis("val score") });
@@ -462,7 +468,7 @@ function drawScatter() {
   const front = nonDominated(points, ax.up, ay.up).sort((a, b) => a.x - b.x);
   plot(charts.scatter, [
     { name: "candidates", x: points.map((p) => p.x), y: points.map((p) => p.y), customdata: points.map((p) => p.id),
-      text: points.map((p) => hover(S.byIndex.get(p.id))), hoverinfo: "text", mode: "markers",
+      text: points.map((p) => hover(S.byIndex.get(p.id))), hoverinfo: "text", mode: "markers", type: pointsType(points.length),
       marker: { size: 8, color: points.map((p) => (S.selected.has(p.id) ? COLORS.selected : COLORS.other)) } },
     { name: "non-dominated", x: front.map((p) => p.x), y: front.map((p) => p.y), customdata: front.map((p) => p.id),
       text: front.map((p) => hover(S.byIndex.get(p.id))), hoverinfo: "text", mode: "lines+markers",
