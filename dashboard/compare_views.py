@@ -48,7 +48,7 @@ def compare(request, run_id: int):
     if len(chosen) < 2:
         # No selection yet (or one candidate): let the user pick here too.
         return render(request, "compare/pick.html", {
-            "run": run, "candidates": run.candidates.order_by("index"), "chosen": chosen,
+            "run": run, "candidates": run.candidates.order_by("index").values("index", "origin", "parents", "val_score"), "chosen": chosen,
         })
     try:
         candidates = sel.compare_candidates(run, chosen)
