@@ -66,9 +66,20 @@ def compare(request, run_id: int):
         "run": run, "candidates": candidates, "diffs": diffs, "diff": request.GET.get("diff", "parent"),
         "table": table, "filters": filters, "base_query": query.urlencode(),
         "c_query": urlencode([("c", c.index) for c in candidates]),
-        "lift": sel.lift_breakdown(run), # Plain rows: `.only()` on the related manager re-read each row's run_id (one query per candidate).
-        "all_candidates": run.candidates.order_by("index").values("index"),
+        "lift": sel.lift_breakdown(run), "diff_choices": _diff_choices(run, candidates, request.GET.get("diff", "")),
     })
+
+
+def _diff_choices(run: Run, candidates, diff: str) -> list[int]:
+    """Besides parent and seed, the prompts diffs are offered against: the compared
+    candidates, the best and the one asked for (`diff=<index>` takes any index),
+    not every candidate of the run (a 10,000-option list)."""
+    choices = {c.index for c in candidates}
+    if run.best_candidate_id:
+        choices.add(run.best_candidate.index)
+    if diff.isdigit():
+        choices.add(int(diff))
+    return sorted(choices)
 
 
 @require_safe

@@ -1,6 +1,8 @@
 """The candidate and compare pages ask the database the same few questions
 whatever the number of candidates in the run (issue 16, point 2)."""
 
+import re
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -40,3 +42,12 @@ def test_the_compare_view_answers_in_a_handful_of_queries(user, user_client, dja
     with django_assert_max_num_queries(20):
         response = user_client.get(reverse("compare:compare", args=[run.pk]) + "?c=1&c=2&c=3&c=4&c=5")
     assert response.status_code == 200
+
+
+def test_the_compare_views_diff_picker_offers_the_compared_the_best_and_the_asked_for_candidate(user, user_client):
+    run = build_run(owner=user, candidates=30, val_tasks=3)
+    url = reverse("compare:compare", args=[run.pk]) + "?c=1&c=2&diff=17"
+    html = user_client.get(url).content.decode()
+    offered = {int(i) for i in re.findall(r'<option value="(\d+)"', html)}
+    assert offered == {1, 2, 17, run.best_candidate.index}
+    assert '<option value="17" selected>' in html
