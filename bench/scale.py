@@ -343,7 +343,7 @@ def main() -> None:
             times, size, queries = measure_view(client, f"/runs/{run.pk}/snapshot.json", args.repeat)
             snap = json.loads(client.get(f"/runs/{run.pk}/snapshot.json").content)
             print(f"[{name}] snapshot.json: {size / 1e6:.2f} MB, {queries} queries, server time {spread(times)}; "
-                  f"heatmap rows {len(snap['rows'])} of {len(snap['candidates'])}", flush=True)
+                  f"heatmap rows {len(snap['rows'])} of {len(snap['candidates']['index'])}", flush=True)
             times, size, queries = measure_view(client, f"/runs/{run.pk}/scores.json", args.repeat)
             print(f"[{name}] scores.json (500 more heatmap rows): {size / 1e6:.2f} MB, {queries} queries, server time {spread(times)}", flush=True)
             middle = candidates // 2
