@@ -19,6 +19,7 @@ from django.db import transaction
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from optimizer.config import RunConfigError, parse_run_config
+from optimizer.val_summary import fill_val_summaries
 from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, RunStatus, Split
 from verifiers_app.engine.errors import validation_problems
 from verifiers_app.storable import storage_problems
@@ -325,6 +326,7 @@ def run_import(*, owner, data) -> Run:
             Evaluation(candidate=by_index[c.index], **e.model_dump())
             for c in doc.candidates for e in c.evaluations
         ], batch_size=500)
+        fill_val_summaries(c.pk for c in made)  # what the run page reads, as the recorder stores it
         RunEvent.objects.bulk_create([
             RunEvent(run=run, seq=e.seq, type=e.type, payload=e.data) for e in doc.events
         ], batch_size=500)
