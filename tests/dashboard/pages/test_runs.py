@@ -57,7 +57,7 @@ def post_json(client, name, data):
 
 def test_an_anonymous_visitor_is_sent_to_the_login_page_from_every_run_page(client, user):
     run = build_run(owner=user, candidates=2, val_tasks=2)
-    for url in [reverse("runs:detail", args=[run.pk]), reverse("runs:snapshot", args=[run.pk]),
+    for url in [reverse("runs:detail", args=[run.pk]), reverse("runs:snapshot", args=[run.pk]), reverse("runs:scores", args=[run.pk]),
                 reverse("runs:candidate", args=[run.pk, 0]), reverse("runs:new"), reverse("runs:list_json")]:
         response = client.get(url)
         assert response.status_code == 302 and response["Location"].startswith(reverse("login")), url
@@ -65,7 +65,7 @@ def test_an_anonymous_visitor_is_sent_to_the_login_page_from_every_run_page(clie
 
 def test_another_user_gets_a_404_for_a_run_that_is_not_shared_with_them(other_client, user):
     run = build_run(owner=user, candidates=2, val_tasks=2)
-    for url in [reverse("runs:detail", args=[run.pk]), reverse("runs:snapshot", args=[run.pk]),
+    for url in [reverse("runs:detail", args=[run.pk]), reverse("runs:snapshot", args=[run.pk]), reverse("runs:scores", args=[run.pk]),
                 reverse("runs:candidate", args=[run.pk, 0])]:
         assert other_client.get(url).status_code == 404, url
 
