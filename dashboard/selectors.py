@@ -13,15 +13,16 @@ as bounded tails.
 
 from __future__ import annotations
 
-from collections import defaultdict
-
-from django.db.models import Count, Max
+from django.db.models import Count, F, FloatField, Func, IntegerField, Value
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
 
 from optimizer import event_types as ev
 from optimizer.budget import format_cost, run_pricing
 from optimizer.config import DEMO_MODEL_LABEL, lm_is_simulator
 from optimizer.models import Candidate, Evaluation, ModelEndpoint, Run, RunEvent, Split, TaskSet
 from optimizer.selectors import run_summary
+from optimizer.val_summary import fill_val_summaries
 from verifiers_app.models import Verifier
 
 HOVER_PREVIEW_CHARS = 200
@@ -30,7 +31,21 @@ PROPOSALS_TAIL = 60
 TRIAL_ITEMS_TAIL = 120
 REASONS_SHOWN = 5
 ERRORS_TAIL = 50
-VERDICT_LETTERS = {"pass": "p", "borderline": "b", "fail": "f"}
+VERDICT_ORDER = ("pass", "borderline", "fail")
+# The heatmap of a run of up to HEATMAP_ROWS candidates shows them all; a bigger
+# one the front, the seed, the best and the top HEATMAP_TOP (the rest on demand,
+# SCORES_PAGE rows at a time).
+HEATMAP_ROWS = 120
+HEATMAP_TOP = 50
+SCORES_PAGE = 500
+SUMMARY_PATHS = (
+    ("prompt_tokens", IntegerField), ("mean_output_tokens", FloatField), ("mean_latency_ms", FloatField),
+    ("verdicts__pass", IntegerField), ("verdicts__borderline", IntegerField), ("verdicts__fail", IntegerField),
+)
+CANDIDATE_COLUMNS = (
+    "index", "parents", "origin", "iteration", "metric_calls", "val_score", "objective_scores", "on_front", "prompt_tokens",
+    "mean_output_tokens", "mean_latency_ms", "verdict_counts", "preview", "cost",
+)
 
 
 def _clip(text: str, limit: int) -> str:
@@ -62,18 +77,41 @@ def _stream_tails(run: Run) -> dict:
             break
     # Every rejected proposal is a faint mark on the score chart, not only those in
     # the tail: a reload must draw what the live page drew. Only the numbers are read.
+    # Cast in the database: thousands of rows, no JSON decoding here.
     rejected = events.filter(type=ev.PROPOSAL, payload__accepted=False).order_by("seq").values_list(
-        "payload__metric_calls", "payload__parent", "payload__before", "payload__after", "payload__minibatch"
+        Cast(KT("payload__metric_calls"), IntegerField()), Cast(KT("payload__parent"), IntegerField()),
+        Cast(KT("payload__before"), FloatField()), Cast(KT("payload__after"), FloatField()), JsonArrayLength("payload", "minibatch"),
     )
+    columns = {"metric_calls": [], "parent": [], "before": [], "after": [], "minibatch_size": []}
+    for row in rejected:
+        for values, value in zip(columns.values(), row, strict=True):
+            values.append(value)
     return {
-        "rejected": [
-            {"metric_calls": calls, "parent": parent, "before": before, "after": after, "minibatch_size": len(minibatch or [])}
-            for calls, parent, before, after, minibatch in rejected
-        ],
+        "rejected": columns,
         "proposals": [dict(_clip_proposal(p), seq=s) for s, p in reversed(proposals)],
         "trials": list(reversed(trials[:TRIAL_ITEMS_TAIL])),
         "errors": [dict(p, seq=s) for s, p in reversed(errors)],
     }
+
+
+class JsonArrayLength(Func):
+    """The length of the JSON array at `field -> key` (0 when it is not an array)."""
+
+    output_field = IntegerField()
+
+    def __init__(self, field: str, key: str):
+        super().__init__(F(field), Value(key))
+
+    def as_sql(self, compiler, connection, **extra):  # SQLite
+        column, params = compiler.compile(self.source_expressions[0])
+        key = self.source_expressions[1].value
+        return f"COALESCE(json_array_length({column}, %s), 0)", [*params, f"$.{key}"]
+
+    def as_postgresql(self, compiler, connection, **extra):
+        column, params = compiler.compile(self.source_expressions[0])
+        key = self.source_expressions[1].value
+        sql = f"(CASE WHEN jsonb_typeof({column} -> %s) = 'array' THEN jsonb_array_length({column} -> %s) ELSE 0 END)"
+        return sql, [*params, key, *params, key]
 
 
 def _clip_proposal(payload: dict) -> dict:
@@ -89,69 +127,71 @@ def _clip_trial_item(item: dict) -> dict:
 
 
 def run_snapshot(run: Run) -> dict:
-    """Everything the run page draws, from the database alone.
+    """Everything the run page draws first, from the database alone.
 
     Shape: `run` (run_summary), `verifiers` (ids), `tasks` (val task keys: the
-    heatmap's columns), `candidates` (one dict per candidate, by index, with
-    lineage, scores and size/latency metrics), `scores` (candidates × tasks
-    matrix, null where not evaluated), `verdicts` (one string per candidate, a
-    letter p/b/f/- per task), `front` (`members`, `leaders` task → indices),
-    `rejected` (every rejected proposal's metric calls, parent and minibatch
-    score sums: the score chart's faint marks), the stream tails `proposals`,
-    `trials`, `errors`, and `limits` (how the
-    page clips stream text, so live events look like replayed ones). Two
-    queries for the rows plus four for the streams, whatever the run's size.
-    """
-    candidates = list(
-        Candidate.objects.filter(run=run)
-        .order_by("index")
-        .values_list(
-            "pk", "index", "parents", "origin", "iteration", "metric_calls", "val_score", "objective_scores", "on_front", "components",
-            "cost",
-        )
-    )
-    pk_to_index = {row[0]: row[1] for row in candidates}
-    evaluations = Evaluation.objects.filter(candidate__run=run, split=Split.VAL).values_list(
-        "candidate_id", "task_key", "score", "verdict", "tokens_in", "tokens_out", "latency_ms"
-    )
-    by_candidate: dict[int, dict[str, tuple]] = defaultdict(dict)
-    for candidate_id, task_key, *values in evaluations.iterator(chunk_size=5000):
-        by_candidate[pk_to_index[candidate_id]][task_key] = values
+    heatmap's columns), `candidates` (columns of CANDIDATE_COLUMNS, one entry
+    per candidate by index: lineage, scores, verdict counts, size/latency
+    metrics; columns keep the keys out of a 10,000-row body), `rows` (the
+    candidates whose per-task scores come along: the heatmap's rows),
+    `scores` (rows × tasks matrix, rounded, null where not evaluated),
+    `front` (`members`, `leaders` task → indices among `rows`), `rejected`
+    (columns: every rejected proposal's metric calls, parent, minibatch score
+    sums and size: the score chart's faint marks), the stream tails `proposals`, `trials`,
+    `errors`, and `limits` (how the page clips stream text, so live events
+    look like replayed ones).
 
-    seen = {key for per_task in by_candidate.values() for key in per_task}
-    tasks = _val_task_keys(run, seen)
+    It reads what the recorder stored on each candidate (optimizer/val_summary.py),
+    never the run's Evaluation rows, and stays small at any size: a run of up to
+    HEATMAP_ROWS candidates sends every row; a bigger one the front members, the
+    seed, the best and the top HEATMAP_TOP by val score, and the page asks
+    `scores.json` for the rest on demand. Every task's top score is held by a
+    front member (a candidate that dominates a top scorer scores the top too),
+    so the tops, and the front the page recomputes from these rows, are exact.
+    A fixed handful of queries whatever the run's size.
+    """
+    # The summary's numbers are read out in SQL: no JSON decoding of 10,000 summaries.
+    candidates = [
+        row[:10] + ({"prompt_tokens": row[10], "mean_output_tokens": row[11], "mean_latency_ms": row[12],
+                     "verdicts": {"pass": row[13], "borderline": row[14], "fail": row[15]}} if row[10] is not None else None,)
+        for row in Candidate.objects.filter(run=run).order_by("index").values_list(
+            "pk", "index", "parents", "origin", "iteration", "metric_calls", "val_score", "objective_scores", "on_front",
+            "cost", *(Cast(KT(f"val_summary__{path}"), field()) for path, field in SUMMARY_PATHS),
+        )
+    ]
+    unsummarised = [row[0] for row in candidates if row[10] is None]
+    if unsummarised:  # recorded by a writer that stores no summary (an old import): once, then stored
+        filled = fill_val_summaries(unsummarised)
+        candidates = [row[:10] + (filled[row[0]],) if row[0] in filled else row for row in candidates]
+    rows = _heatmap_rows(run, candidates)
+    detail = Candidate.objects.filter(run=run)
+    if len(rows) < len(candidates):
+        detail = detail.filter(index__in=rows)
+    vectors = {index: (scores or {}, components) for index, scores, components in
+               detail.values_list("index", "val_task_scores", "components")}
+    tasks = _val_task_keys(run, {key for scores, _ in vectors.values() for key in scores})
     verifier_ids = [spec.get("id", "") for spec in run.verifier_specs or []]
 
-    rows, matrix, verdicts = [], [], []
-    for _, index, parents, origin, iteration, metric_calls, val_score, objective, on_front, components, cost in candidates:
-        per_task = by_candidate.get(index, {})
-        matrix.append([round(per_task[k][0], 3) if k in per_task else None for k in tasks])
-        verdicts.append("".join(VERDICT_LETTERS.get(per_task[k][1], "-") if k in per_task else "-" for k in tasks))
-        # As the recorder's candidate.new: means over the tasks the model answered.
-        answered = [v for v in per_task.values() if v[2] or v[3]]
-        n = len(answered) or 1
+    out = {name: [] for name in CANDIDATE_COLUMNS}
+    for _, index, parents, origin, iteration, metric_calls, val_score, objective, on_front, cost, summary in candidates:
+        components = vectors[index][1] if index in vectors else None
         preview = "\n\n".join(f"[{name}]\n{text}" for name, text in (components or {}).items())
-        rows.append(
-            {
-                "index": index,
-                "parents": parents or [],
-                "origin": origin,
-                "iteration": iteration,
-                "metric_calls": metric_calls,
-                "val_score": val_score,
-                "objective_scores": objective or {},
-                "on_front": on_front,
-                "prompt_tokens": round(sum(v[2] for v in answered) / n),
-                "mean_output_tokens": round(sum(v[3] for v in answered) / n, 1),
-                "mean_latency_ms": round(sum(v[4] for v in answered) / n, 1),
-                "preview": _clip(preview, HOVER_PREVIEW_CHARS),
-                "cost": cost,
-            }
-        )
-
+        for name, value in (
+            ("index", index), ("parents", parents or []), ("origin", origin), ("iteration", iteration),
+            ("metric_calls", metric_calls), ("val_score", val_score), ("objective_scores", objective or {}),
+            ("on_front", on_front),
+            # As the recorder's candidate.new: means over the tasks the model answered.
+            ("prompt_tokens", summary["prompt_tokens"]), ("mean_output_tokens", summary["mean_output_tokens"]),
+            ("mean_latency_ms", summary["mean_latency_ms"]),
+            ("verdict_counts", [summary["verdicts"].get(v, 0) for v in VERDICT_ORDER]),
+            # The hover preview of the heatmap's rows; the page fetches the others' with their scores.
+            ("preview", _clip(preview, HOVER_PREVIEW_CHARS)), ("cost", cost),
+        ):
+            out[name].append(value)
+    matrix = [[_round_score(vectors[index][0].get(key)) for key in tasks] for index in rows]
     leaders = {}
     for column, key in enumerate(tasks):
-        column_scores = [(row[column], rows[i]["index"]) for i, row in enumerate(matrix) if row[column] is not None]
+        column_scores = [(row[column], rows[i]) for i, row in enumerate(matrix) if row[column] is not None]
         if column_scores:
             top = max(score for score, _ in column_scores)
             leaders[key] = [index for score, index in column_scores if score == top]
@@ -159,22 +199,64 @@ def run_snapshot(run: Run) -> dict:
         "run": run_summary(run),
         "verifiers": verifier_ids,
         "tasks": tasks,
-        "candidates": rows,
+        "candidates": out,
+        "rows": rows,
         "scores": matrix,
-        "verdicts": verdicts,
-        "front": {"members": [r["index"] for r in rows if r["on_front"]], "leaders": leaders},
+        "front": {"members": [row[1] for row in candidates if row[8]], "leaders": leaders},
         "limits": {
             "text": STREAM_TEXT_CHARS, "reasons": REASONS_SHOWN, "preview": HOVER_PREVIEW_CHARS,
             # how many items each stream keeps, live as after a reload
             "proposals": PROPOSALS_TAIL, "trials": TRIAL_ITEMS_TAIL, "errors": ERRORS_TAIL,
+            "scores_page": SCORES_PAGE,
         },
         **_stream_tails(run),
     }
 
 
+def _round_score(score: float | None) -> float | None:
+    return None if score is None else round(score, 3)
+
+
+def _heatmap_rows(run: Run, candidates: list[tuple]) -> list[int]:
+    """The candidates whose per-task scores the snapshot carries, ascending:
+    all of a run of up to HEATMAP_ROWS, else the front, the seed, the best and
+    the top HEATMAP_TOP by val score (ties: the earlier candidate)."""
+    if len(candidates) <= HEATMAP_ROWS:
+        return [row[1] for row in candidates]
+    chosen = {row[1] for row in candidates if row[8]}
+    chosen.add(candidates[0][1])
+    if run.best_candidate_id:
+        chosen.update(row[1] for row in candidates if row[0] == run.best_candidate_id)
+    ranked = sorted((row for row in candidates if row[6] is not None), key=lambda row: (-row[6], row[1]))
+    chosen.update(row[1] for row in ranked[:HEATMAP_TOP])
+    return sorted(chosen)
+
+
+def run_scores_page(run: Run, *, after: int, limit: int) -> dict:
+    """The per-task scores of the next `limit` candidates after index `after`
+    (the run page's "more rows" of the heatmap), with their hover previews."""
+    detail = list(
+        Candidate.objects.filter(run=run, index__gt=after).order_by("index")
+        .values_list("index", "val_task_scores", "components")[:limit]
+    )
+    tasks = _val_task_keys(run, {key for _, scores, _ in detail for key in scores or {}})
+    return {
+        "tasks": tasks,
+        "rows": [index for index, _, _ in detail],
+        "scores": [[_round_score((scores or {}).get(key)) for key in tasks] for _, scores, _ in detail],
+        "previews": [
+            _clip("\n\n".join(f"[{name}]\n{text}" for name, text in (components or {}).items()), HOVER_PREVIEW_CHARS)
+            for _, _, components in detail
+        ],
+        "more": len(detail) == limit and Candidate.objects.filter(run=run, index__gt=detail[-1][0]).exists(),
+    }
+
+
 def candidate_detail(run: Run, index: int) -> dict | None:
     """One candidate: components, parents and children, its place on the front
-    (the tasks it leads) and every val evaluation with its check breakdown."""
+    (the tasks it leads) and every evaluation with its check breakdown. A fixed
+    number of queries whatever the run's size: the tops it is measured against
+    are the front members' stored scores, never the run's Evaluation rows."""
     candidate = Candidate.objects.filter(run=run, index=index).first()
     if candidate is None:
         return None
@@ -182,11 +264,18 @@ def candidate_detail(run: Run, index: int) -> dict | None:
     children = list(
         Candidate.objects.filter(run=run, index__gt=index).order_by("index").values_list("index", "parents")
     )
-    best_per_task = _best_scores(run, {e.task_key for e in evaluations if e.split == Split.VAL})
-    leads = [e.task_key for e in evaluations if e.split == Split.VAL and e.score >= best_per_task.get(e.task_key, 2)]
+    tops = _task_tops(run)
+    # Compared at the precision the run page's heatmap shows (its ○ leaders).
+    leads = [
+        e.task_key for e in evaluations
+        if e.split == Split.VAL and e.task_key in tops and _round_score(e.score) >= tops[e.task_key]
+    ]
+    lead_keys = set(leads)
     return {
         "candidate": candidate,
         "evaluations": evaluations,
+        # The table's cells, formatted here: 300 rows through the template's filters took most of the page's time.
+        "rows": [_evaluation_row(e, e.split == Split.VAL and e.task_key in lead_keys) for e in evaluations],
         "children": [i for i, parents in children if index in (parents or [])],
         "leads": leads,
         "val_count": sum(1 for e in evaluations if e.split == Split.VAL),
@@ -195,13 +284,44 @@ def candidate_detail(run: Run, index: int) -> dict | None:
     }
 
 
-def _best_scores(run: Run, task_keys: set[str]) -> dict[str, float]:
-    return dict(
-        Evaluation.objects.filter(candidate__run=run, split=Split.VAL, task_key__in=task_keys)
-        .values("task_key")
-        .annotate(top=Max("score"))
-        .values_list("task_key", "top")
-    )
+def _evaluation_row(e: Evaluation, leads: bool) -> dict:
+    checks = [
+        {
+            "css": "skipped" if c.get("skipped") else "hit" if (c.get("score") or 0) >= 1 else "miss",
+            "name": f"{v.get('id', '')}/{c.get('id', '')}",
+            "score": _fixed(c.get("score"), 2),
+            "reason": c.get("reason") or "",
+        }
+        for v in (e.result or {}).get("verifiers") or [] if isinstance(v, dict)
+        for c in v.get("checks") or [] if isinstance(c, dict)
+    ]
+    output = e.output or ""
+    return {
+        "task_key": e.task_key, "split": e.split, "score": _fixed(e.score, 3), "verdict": e.verdict, "leads": leads,
+        "checks": checks, "has_verifiers": bool((e.result or {}).get("verifiers")), "feedback": e.feedback,
+        "tokens": f"{e.tokens_in} / {e.tokens_out}",
+        "judge": f"judge {e.judge_tokens_in} / {e.judge_tokens_out}" if e.judge_tokens_in or e.judge_tokens_out else "",
+        "output": output, "output_short": _clip(output, 80),
+    }
+
+
+def _fixed(value, digits: int) -> str:
+    try:
+        return f"{float(value):.{digits}f}"
+    except (TypeError, ValueError):
+        return ""
+
+
+def _task_tops(run: Run) -> dict[str, float]:
+    """Each val task's top score (rounded as the heatmap shows it). A front member
+    holds every task's top (see run_snapshot), so the members' stored scores suffice."""
+    tops: dict[str, float] = {}
+    for scores in Candidate.objects.filter(run=run, on_front=True).values_list("val_task_scores", flat=True):
+        for key, score in (scores or {}).items():
+            rounded = _round_score(score)
+            if rounded > tops.get(key, -1.0):
+                tops[key] = rounded
+    return tops
 
 
 def launch_form_choices(*, user) -> dict:

@@ -206,7 +206,8 @@ def _candidate(c: Candidate) -> dict:
 
 
 def _detail(run: Run) -> dict:
-    candidates = [_candidate(c) for c in run.candidates.order_by("index")]
+    # The stored per-task scores are the run page's (thousands of numbers per candidate), not the API's.
+    candidates = [_candidate(c) for c in run.candidates.order_by("index").defer("val_task_scores", "val_summary")]
     verifier_ids = [spec.get("id", "") for spec in run.verifier_specs]
     return {**RunOut.of(run), "config": run.config, "verifier_ids": verifier_ids, "candidates": candidates}
 

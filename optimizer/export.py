@@ -25,6 +25,7 @@ from django.db.models.functions import Collate
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from optimizer.config import RunConfigError, parse_run_config
+from optimizer.val_summary import fill_val_summaries
 from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, RunStatus, Split
 from verifiers_app.engine.errors import validation_problems
 from verifiers_app.storable import MAX_JSON_DEPTH, depth_problem, storage_problems
@@ -609,6 +610,7 @@ def _import_document(stream: _JsonStream, owner) -> Run:
     # A run exported while still going is imported as stopped: nothing runs it here.
     status = meta.status if meta.status in RunStatus.finished() else RunStatus.STOPPED
     run = the_run()
+    fill_val_summaries(pks.values())  # what the run page reads, as the recorder stores it
     Run.objects.filter(pk=run.pk).update(
         name=meta.name or (f"Imported {meta.task_set}"[:200] if meta.task_set else "Imported run"),
         status=status, config=meta.config, verifier_specs=meta.verifier_specs,

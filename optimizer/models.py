@@ -263,6 +263,12 @@ class Candidate(models.Model):
         default=dict, blank=True, help_text="What finding it cost: the iteration that proposed and scored it, per role"
     )
     cost = models.FloatField(default=0)
+    # What the run page draws, stored when the val evaluation is recorded
+    # (optimizer/val_summary.py); null for a candidate not summarised yet.
+    val_task_scores = models.JSONField(null=True, blank=True, help_text="Val task key → score")
+    val_summary = models.JSONField(
+        null=True, blank=True, help_text="Means of the answered val tasks (prompt/output tokens, latency) and verdict counts"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -37,6 +37,7 @@ from optimizer.events import publish_run_event, publish_run_events
 from optimizer.front import front_members
 from optimizer.budget import BudgetReached, BudgetGuard, UsageMeter, UsageSnapshot
 from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, Split
+from optimizer.val_summary import val_summary
 
 log = logging.getLogger(__name__)
 
@@ -514,6 +515,10 @@ class RunRecorder:
         best_index = max(val_scores, key=lambda i: (val_scores[i], -i))
         answered = [r for r in records.values() if r.tokens_in or r.tokens_out]
         prompt_text = "\n\n".join(components.values())
+        # Stored with the candidate: the run page reads these, not the Evaluation rows.
+        stored_scores, summary = val_summary(
+            (key, r.score, r.verdict, r.tokens_in, r.tokens_out, r.latency_ms) for key, r in records.items()
+        )
         with transaction.atomic():
             if self.claim is not None:
                 self.claim.hold()  # the run row stays locked, and ours, until this commits
@@ -530,6 +535,8 @@ class RunRecorder:
                 reflection=reflection,
                 usage=usage,
                 cost=cost,
+                val_task_scores=stored_scores,
+                val_summary=summary,
             )
             on_front = Candidate.objects.filter(run_id=self.run_id)
             on_front.filter(index__in=self.members - set(members)).update(on_front=False)

@@ -46,7 +46,7 @@ def compare(request, run_id: int):
     if len(chosen) < 2:
         # No selection yet (or one candidate): let the user pick here too.
         return render(request, "compare/pick.html", {
-            "run": run, "candidates": run.candidates.order_by("index"), "chosen": chosen,
+            "run": run, "candidates": run.candidates.order_by("index").values("index", "origin", "parents", "val_score"), "chosen": chosen,
         })
     try:
         candidates = sel.compare_candidates(run, chosen)
@@ -64,8 +64,20 @@ def compare(request, run_id: int):
         "run": run, "candidates": candidates, "diffs": diffs, "diff": request.GET.get("diff", "parent"),
         "table": table, "filters": filters, "base_query": query.urlencode(),
         "c_query": urlencode([("c", c.index) for c in candidates]),
-        "lift": sel.lift_breakdown(run), "all_candidates": run.candidates.order_by("index").only("index", "val_score"),
+        "lift": sel.lift_breakdown(run), "diff_choices": _diff_choices(run, candidates, request.GET.get("diff", "")),
     })
+
+
+def _diff_choices(run: Run, candidates, diff: str) -> list[int]:
+    """Besides parent and seed, the prompts diffs are offered against: the compared
+    candidates, the best and the one asked for (`diff=<index>` takes any index),
+    not every candidate of the run (a 10,000-option list)."""
+    choices = {c.index for c in candidates}
+    if run.best_candidate_id:
+        choices.add(run.best_candidate.index)
+    if diff.isdigit():
+        choices.add(int(diff))
+    return sorted(choices)
 
 
 @require_safe

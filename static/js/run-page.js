@@ -12,7 +12,7 @@
 // Every untrusted string reaches the DOM through textContent and Plotly through esc().
 import { LiveSocket } from "./live-socket.js";
 import { wireCopyButtons } from "./clipboard.js";
-import { loadSnapshot, mergeEvent, recomputeMembers } from "./run/state.js";
+import { addScoresPage, loadSnapshot, mergeEvent, moreRows, recomputeMembers, unzip } from "./run/state.js";
 import { candidateLine } from "./run/text.js";
 import { frameBatcher } from "./run/frames.js";
 import { $, S, root } from "./run/page.js";
@@ -85,6 +85,21 @@ function applyEvent(event) {
   stats.slowestApplyMs[event.type] = Math.max(stats.slowestApplyMs[event.type] || 0, performance.now() - started);
 }
 
+// "Show more rows" under a big run's heatmap: the next page of scores.json.
+async function loadMoreRows() {
+  const button = root.querySelector('[data-action="more-rows"]');
+  button.disabled = true;
+  try {
+    const response = await fetch(`${root.dataset.scoresUrl}?after=${S.rowsCursor}`, { headers: { Accept: "application/json" } });
+    if (!response.ok) return;
+    addScoresPage(S, await response.json());
+    await charts.drawFront();
+    refreshRows();
+  } finally {
+    button.disabled = !moreRows(S);
+  }
+}
+
 async function boot() {
   const response = await fetch(root.dataset.snapshotUrl, { headers: { Accept: "application/json" } });
   if (!response.ok) { $("live").textContent = `could not load the run (${response.status})`; return; }
@@ -93,9 +108,11 @@ async function boot() {
   // Read by browser tests and handy in the console.
   window.__frontierRun = { lastSeq: S.run.last_seq, applied: 0, slowestApplyMs: {}, candidates: () => S.order.length };
 
-  charts.drawScore(snap.rejected, toggleSelected);
+  charts.drawScore(unzip(snap.rejected), toggleSelected);
   charts.drawLineage(toggleSelected);
-  charts.drawFront(toggleSelected);
+  charts.drawFront();
+  charts.selectFromFront(toggleSelected);
+  root.querySelector('[data-action="more-rows"]')?.addEventListener("click", loadMoreRows);
   charts.setupAxisPickers();
   charts.drawScatter();
   charts.selectFromScatter(toggleSelected);
@@ -106,7 +123,7 @@ async function boot() {
   snap.errors.forEach(renderError);
   refreshRows();
   renderHeader();
-  renderSelection();
+  renderSelection({ charts: false });
   S.shownBest = $("best-prompt").hidden ? null : Number($("best-index").textContent);
   renderBestPrompt();
   const lastProposal = snap.proposals[snap.proposals.length - 1];

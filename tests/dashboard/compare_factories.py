@@ -16,6 +16,7 @@ import random
 
 from optimizer import event_types
 from optimizer.config import DEMO_REFLECTION_LM, DEMO_TASK_LM, parse_run_config
+from optimizer.val_summary import fill_val_summaries
 from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, RunStatus, Task, TaskSet
 from verifiers_app.engine import compile_specs
 
@@ -142,6 +143,7 @@ def make_compare_run(owner, *, candidates: int = 4, val_tasks: int = 6, holdout_
             "metric_calls": cand.metric_calls, "val_score": cand.val_score,
         }))
     Evaluation.objects.bulk_create(evaluations)
+    fill_val_summaries(c.pk for c in made)  # as the recorder stores them
     best = max(made, key=lambda c: (c.val_score, -c.index))
     events.append((event_types.RUN_FINISHED, {"status": "completed", "best_index": best.index, "best_score": best.val_score,
                                                "seed_score": made[0].val_score, "metric_calls": made[-1].metric_calls}))

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from optimizer import event_types as ev
 from optimizer.front import front_members
+from optimizer.val_summary import fill_val_summaries
 from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, RunStatus, Split, Task, TaskSet
 
 VERIFIER_IDS = ("policy", "format")
@@ -240,6 +241,7 @@ def build_run(
                 )
             )
     Evaluation.objects.bulk_create(evaluations, batch_size=2000)
+    fill_val_summaries(c.pk for c in by_index.values())  # as the recorder stores them
 
     # front.updated deltas as the recorder sends them: one per candidate, in order.
     keys = [t.task_id for t in tasks]

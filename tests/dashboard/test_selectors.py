@@ -12,6 +12,12 @@ from optimizer.events import publish_run_event
 from optimizer.models import Candidate, Evaluation, Run, RunStatus
 from tests.dashboard.factories import build_run
 
+
+def candidate_rows(snap: dict) -> list[dict]:
+    """The snapshot's candidate columns as one dict per candidate."""
+    columns = snap["candidates"]
+    return [dict(zip(columns, values, strict=True)) for values in zip(*columns.values(), strict=True)]
+
 pytestmark = pytest.mark.django_db
 
 
@@ -19,16 +25,18 @@ def test_the_snapshot_holds_every_candidate_with_its_lineage_scores_and_verdicts
     run = build_run(owner=user, candidates=8, val_tasks=5)
     snap = selectors.run_snapshot(run)
 
-    assert [c["index"] for c in snap["candidates"]] == list(range(8))
+    assert [c["index"] for c in candidate_rows(snap)] == list(range(8))
     assert snap["tasks"] == ["t000", "t001", "t002", "t003", "t004"]
     assert snap["verifiers"] == ["policy", "format"]
     for candidate in Candidate.objects.filter(run=run):
-        row = snap["candidates"][candidate.index]
+        row = candidate_rows(snap)[candidate.index]
         assert row["parents"] == candidate.parents
         assert row["val_score"] == candidate.val_score
         evaluations = {e.task_key: e for e in candidate.evaluations.all()}
         assert snap["scores"][candidate.index] == [round(evaluations[k].score, 3) for k in snap["tasks"]]
-        assert snap["verdicts"][candidate.index] == "".join(evaluations[k].verdict[0] for k in snap["tasks"])
+        verdicts = [e.verdict for e in evaluations.values()]
+        assert row["verdict_counts"] == [verdicts.count("pass"), verdicts.count("borderline"), verdicts.count("fail")]
+    assert snap["rows"] == list(range(8))  # a small run: every candidate is a heatmap row
     assert snap["run"]["best_index"] == run.best_candidate.index
     assert snap["run"]["delta"] == pytest.approx(run.best_score - run.seed_score)
 
@@ -47,7 +55,8 @@ def test_size_and_latency_metrics_are_the_means_the_recorder_publishes(user):
     candidate = Candidate.objects.get(run=run, index=2)
     Evaluation.objects.filter(candidate=candidate).update(tokens_in=100, tokens_out=50, latency_ms=20)
     Evaluation.objects.filter(candidate=candidate, task_key="t000").update(tokens_in=0, tokens_out=0, latency_ms=0)
-    row = selectors.run_snapshot(run)["candidates"][2]
+    Candidate.objects.filter(pk=candidate.pk).update(val_summary=None)  # as an old run's, before the data migration
+    row = candidate_rows(selectors.run_snapshot(run))[2]
     # The unanswered task (no tokens either way) is left out, as in candidate.new.
     assert (row["prompt_tokens"], row["mean_output_tokens"], row["mean_latency_ms"]) == (100, 50.0, 20.0)
 
@@ -80,8 +89,9 @@ def test_every_rejected_proposal_stays_on_the_score_chart_after_a_reload_not_onl
     run.refresh_from_db()
     snap = selectors.run_snapshot(run)
     assert len(snap["proposals"]) == selectors.PROPOSALS_TAIL
-    assert [p["metric_calls"] for p in snap["rejected"]] == [1000 + i for i in range(count)]
-    assert snap["rejected"][0] == {"metric_calls": 1000, "parent": 1, "before": 2.0, "after": 1.0, "minibatch_size": 2}
+    assert snap["rejected"]["metric_calls"] == [1000 + i for i in range(count)]
+    first = {name: values[0] for name, values in snap["rejected"].items()}
+    assert first == {"metric_calls": 1000, "parent": 1, "before": 2.0, "after": 1.0, "minibatch_size": 2}
 
 
 def test_stream_events_after_the_snapshot_seq_are_left_to_the_websocket(user):
@@ -96,7 +106,7 @@ def test_stream_events_after_the_snapshot_seq_are_left_to_the_websocket(user):
 def test_a_run_with_no_candidates_yet_gives_an_empty_but_complete_snapshot(user):
     run = Run.objects.create(owner=user, status=RunStatus.QUEUED, budget_total=100)
     snap = selectors.run_snapshot(run)
-    assert snap["candidates"] == [] and snap["scores"] == [] and snap["front"] == {"members": [], "leaders": {}}
+    assert snap["candidates"]["index"] == [] and snap["scores"] == [] and snap["rows"] == [] and snap["front"] == {"members": [], "leaders": {}}
     assert snap["run"]["status"] == "queued" and snap["run"]["best_score"] is None
 
 
@@ -117,7 +127,7 @@ def test_a_run_of_300_candidates_by_100_tasks_snapshots_under_2_mb(user):
     run = build_run(owner=user, candidates=300, val_tasks=100)
     body = json.dumps(selectors.run_snapshot(run))
     assert len(body.encode()) <= 2_000_000
-    assert len(json.loads(body)["candidates"]) == 300 and len(json.loads(body)["tasks"]) == 100
+    assert len(json.loads(body)["candidates"]["index"]) == 300 and len(json.loads(body)["tasks"]) == 100
 
 
 def test_the_candidate_detail_lists_children_and_the_tasks_it_leads(user):
@@ -125,7 +135,44 @@ def test_the_candidate_detail_lists_children_and_the_tasks_it_leads(user):
     snap = selectors.run_snapshot(run)
     index = run.best_candidate.index
     detail = selectors.candidate_detail(run, index)
-    assert detail["children"] == [c["index"] for c in snap["candidates"] if index in c["parents"]]
+    assert detail["children"] == [c["index"] for c in candidate_rows(snap) if index in c["parents"]]
     assert sorted(detail["leads"]) == sorted(k for k, leaders in snap["front"]["leaders"].items() if index in leaders)
     assert detail["val_count"] == 4
     assert selectors.candidate_detail(run, 999) is None
+
+
+def test_a_big_runs_snapshot_carries_the_scores_of_the_front_and_the_top_candidates_and_the_rest_on_demand(user, monkeypatch):
+    monkeypatch.setattr(selectors, "HEATMAP_ROWS", 10)
+    monkeypatch.setattr(selectors, "HEATMAP_TOP", 3)
+    run = build_run(owner=user, candidates=30, val_tasks=6)
+    snap = selectors.run_snapshot(run)
+    candidates = list(Candidate.objects.filter(run=run))
+    members = {c.index for c in candidates if c.on_front}
+    top = {c.index for c in sorted(candidates, key=lambda c: (-c.val_score, c.index))[:3]}
+    assert set(snap["rows"]) == members | top | {0, run.best_candidate.index}
+    assert len(snap["candidates"]["index"]) == 30  # every candidate is on the charts and in the table
+    # Each task's top (and its leaders among the rows) is the run's, though most rows stay behind.
+    every = {c.index: {e.task_key: round(e.score, 3) for e in c.evaluations.all()} for c in candidates}
+    for key, leaders in snap["front"]["leaders"].items():
+        best = max(scores[key] for scores in every.values())
+        assert leaders == [i for i in snap["rows"] if every[i][key] == best]
+    # The page asks for the rest a page at a time, in index order.
+    page = selectors.run_scores_page(run, after=-1, limit=20)
+    assert page["rows"] == list(range(20)) and page["more"] is True
+    assert page["scores"][7] == [every[7][key] for key in page["tasks"]]
+    assert selectors.run_scores_page(run, after=19, limit=20)["more"] is False
+
+
+def test_the_snapshot_reads_what_the_recorder_stored_not_the_evaluation_rows(user):
+    run = build_run(owner=user, candidates=12, val_tasks=5)
+    run = Run.objects.select_related("task_set", "owner", "best_candidate").get(pk=run.pk)
+    with CaptureQueriesContext(connection) as queries:
+        selectors.run_snapshot(run)
+    assert not [q["sql"] for q in queries if "optimizer_evaluation" in q["sql"]]
+
+
+def test_the_more_rows_endpoint_pages_by_index_and_refuses_what_is_not_a_number(user_client, user):
+    run = build_run(owner=user, candidates=5, val_tasks=3)
+    url = f"/runs/{run.pk}/scores.json"
+    assert user_client.get(url, {"after": 2}).json()["rows"] == [3, 4]
+    assert user_client.get(url, {"after": "x"}).status_code == 400

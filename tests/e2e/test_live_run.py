@@ -107,7 +107,8 @@ def test_a_demo_run_launched_from_the_form_fills_the_charts_live_and_survives_a_
 
     wait_until(lambda: state(page)["status"] == "completed", timeout=120, what="the run to complete")
     final = snapshot(page, run_id)
-    assert page.evaluate(TABLE) == [[c["index"], f"{c['val_score']:.3f}"] for c in final["candidates"]]
+    columns = final["candidates"]
+    assert page.evaluate(TABLE) == [[i, f"{score:.3f}"] for i, score in zip(columns["index"], columns["val_score"], strict=True)]
     page.screenshot(path=str(ARTIFACTS / "live-run-completed.png"), full_page=True)
     # The finished run drawn from the database alone shows what the live page showed.
     live = page.evaluate(PAGE_CONTENT)
@@ -131,8 +132,8 @@ def test_a_dropped_socket_reconnects_and_catches_up_with_no_gap_or_duplicate(pag
     wait_until(lambda: state(page)["status"] == "completed", timeout=120, what="the run to complete")
     final = snapshot(page, run_id)
     indices = [row[0] for row in page.evaluate(TABLE)]
-    assert indices == [c["index"] for c in final["candidates"]]  # none missing, none twice
-    assert state(page)["points"] == len(final["candidates"])
+    assert indices == final["candidates"]["index"]  # none missing, none twice
+    assert state(page)["points"] == len(final["candidates"]["index"])
     assert state(page)["lastSeq"] == final["run"]["last_seq"]
 
     # A plain close (a network drop) reconnects by itself.
@@ -277,6 +278,12 @@ def test_the_runs_list_follows_a_run_launched_in_another_tab_without_a_reload(pa
     other.close()
 
 
+def snapshot_scores_of(page, run_id: int, index: int) -> list:
+    page_of_rows = page.request.get(f"/runs/{run_id}/scores.json?after={index - 1}&limit=1").json()
+    assert page_of_rows["rows"] == [index]
+    return page_of_rows["scores"][0]
+
+
 LARGE_RUN = """
 from django.contrib.auth import get_user_model
 from tests.dashboard.factories import build_run
@@ -317,6 +324,10 @@ def test_a_run_of_300_candidates_by_100_tasks_loads_and_applies_each_event_witho
     expect(page.locator("[data-field=live]")).to_have_text("● live")
     load_seconds = time.monotonic() - started
     assert state(page)["points"] == 300
+    # A big run's heatmap starts with the front and the top candidates, not all 300 rows.
+    first_rows = page.evaluate("document.getElementById('chart-front').data[0].z.length")
+    assert first_rows < 300
+    expect(page.locator("[data-field=heatmap-count]")).to_contain_text(f"{first_rows} of 300 candidates shown")
     page.evaluate(RECORD_WHOLE_REDRAWS)
     # Events written by another process reach this embedded server's socket on
     # reconnect (replay from the database): the same code path as live events.
@@ -325,9 +336,15 @@ def test_a_run_of_300_candidates_by_100_tasks_loads_and_applies_each_event_witho
     wait_until(lambda: state(page)["points"] == 303, what="three more candidates")
     slowest = page.evaluate("window.__frontierRun.slowestApplyMs")
     assert page.locator("#candidate-rows tr").count() == 303
-    assert page.evaluate("document.getElementById('chart-front').data[0].z.length") == 303
+    assert page.evaluate("document.getElementById('chart-front').data[0].z.length") == first_rows + 3
     # Each event extended the big figures in place: none was drawn anew.
     assert page.evaluate("window.__wholeRedraws") == []
+    # The rest of the rows come on demand, with the same scores the database holds.
+    page.get_by_role("button", name="Show more rows").click()
+    wait_until(lambda: page.evaluate("document.getElementById('chart-front').data[0].z.length") == 303, what="every row")
+    expect(page.locator("[data-field=heatmap-rows]")).to_be_hidden()
+    row_7 = page.evaluate("(() => { const d = document.getElementById('chart-front').data[0]; return d.z[d.y.indexOf('#7')]; })()")
+    assert row_7 == snapshot_scores_of(page, run_id, 7)
     # A figure, not a gate (performance claims are printed, not asserted).
     print(f"large run page: live after {load_seconds:.2f} s; slowest event apply {slowest}")
     page.screenshot(path=str(ARTIFACTS / "live-run-300x100.png"), full_page=False)

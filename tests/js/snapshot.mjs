@@ -5,7 +5,27 @@ import { createState, loadSnapshot } from "../../static/js/run/state.js";
 
 export const TASKS = ["t1", "t2"];
 
-export function snapshot({ run = {}, candidates = [], leaders = {}, members = null } = {}) {
+// The snapshot's candidate columns (dashboard/selectors.py CANDIDATE_COLUMNS).
+export const CANDIDATE_COLUMNS = [
+  "index", "parents", "origin", "iteration", "metric_calls", "val_score", "objective_scores", "on_front", "prompt_tokens",
+  "mean_output_tokens", "mean_latency_ms", "verdict_counts", "preview", "cost",
+];
+
+// {field: [value per item]}, as the snapshot sends big lists.
+export function columns(items, fields) {
+  return Object.fromEntries(fields.map((f) => [f, items.map((item) => item[f])]));
+}
+
+// `candidates`: one object per candidate (its `scores` row, if it is a heatmap
+// row); `rows`: the indices whose scores come along (default: all, as for a
+// run of up to HEATMAP_ROWS candidates).
+export function snapshot({ run = {}, candidates = [], leaders = {}, members = null, rows = null, rejected = [] } = {}) {
+  const full = candidates.map((c) => ({
+    parents: [], origin: "seed", iteration: 0, metric_calls: 0, objective_scores: {}, on_front: false,
+    prompt_tokens: 10, mean_output_tokens: 5, mean_latency_ms: 1, verdict_counts: [0, 0, 0], preview: "", cost: 0, ...c,
+  }));
+  const shown = rows ?? full.map((c) => c.index);
+  const byIndex = new Map(full.map((c) => [c.index, c]));
   return {
     run: {
       id: 1, name: "run", kind: "managed", status: "running", phase: "optimizing", active: true,
@@ -16,15 +36,13 @@ export function snapshot({ run = {}, candidates = [], leaders = {}, members = nu
     },
     verifiers: ["policy"],
     tasks: TASKS,
-    candidates: candidates.map((c) => ({
-      parents: [], origin: "seed", iteration: 0, metric_calls: 0, objective_scores: {}, on_front: false,
-      prompt_tokens: 10, mean_output_tokens: 5, mean_latency_ms: 1, preview: "", cost: 0, ...c,
-    })),
-    scores: candidates.map((c) => c.scores ?? TASKS.map(() => null)),
-    verdicts: candidates.map((c) => c.verdicts ?? "--"),
+    candidates: columns(full, CANDIDATE_COLUMNS),
+    rows: shown,
+    scores: shown.map((i) => byIndex.get(i).scores ?? TASKS.map(() => null)),
     front: { members: members ?? [], leaders },
-    rejected: [], proposals: [], trials: [], errors: [],
-    limits: { text: 2000, reasons: 3, preview: 40, proposals: 20, trials: 50, errors: 20 },
+    rejected: columns(rejected, ["metric_calls", "parent", "before", "after", "minibatch_size"]),
+    proposals: [], trials: [], errors: [],
+    limits: { text: 2000, reasons: 3, preview: 40, proposals: 20, trials: 50, errors: 20, scores_page: 500 },
   };
 }
 

@@ -2,15 +2,15 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
-  bestIndex, bestSoFar, leadCount, lineageEdges, mergeEvent, recomputeMembers, role, verdictCounts,
+  addScoresPage, bestIndex, bestSoFar, leadCount, lineageEdges, mergeEvent, moreRows, recomputeMembers, role, unzip, verdictCounts,
 } from "../../static/js/run/state.js";
 import { candidateNew, loaded } from "./snapshot.mjs";
 
 const NOW = Date.parse("2026-01-01T00:10:00Z");
-const seed = { index: 0, val_score: 0.4, scores: [0.4, 0.4], verdicts: "pb" };
+const seed = { index: 0, val_score: 0.4, scores: [0.4, 0.4], verdict_counts: [1, 1, 0] };
 
 test("a snapshot's candidates keep their order, score rows and verdicts", () => {
-  const S = loaded({ candidates: [seed, { index: 1, parents: [0], val_score: 0.6, scores: [0.9, 0.3], verdicts: "pf" }], members: [0, 1] });
+  const S = loaded({ candidates: [seed, { index: 1, parents: [0], val_score: 0.6, scores: [0.9, 0.3], verdict_counts: [1, 0, 1] }], members: [0, 1] });
   assert.deepEqual(S.order, [0, 1]);
   assert.deepEqual(S.byIndex.get(1).scores, [0.9, 0.3]);
   assert.deepEqual(verdictCounts(S, 1), [1, 0, 1]);
@@ -178,4 +178,74 @@ test("events the state does not keep (proposals, trials, errors) pass their data
   const data = { iteration: 3, accepted: false };
   assert.equal(mergeEvent(S, { seq: 1, type: "proposal", data }, NOW), data);
   assert.deepEqual(mergeEvent(S, { seq: 2, type: "error" }, NOW), {});
+});
+
+// ---- a big run: columns, heatmap rows, more rows on demand -------------------------
+
+test("columns unzip into one object per item, in order; no columns, no items", () => {
+  assert.deepEqual(unzip({ index: [0, 1], val_score: [0.4, null] }), [{ index: 0, val_score: 0.4 }, { index: 1, val_score: null }]);
+  assert.deepEqual(unzip({}), []);
+  assert.deepEqual(unzip({ index: [] }), []);
+});
+
+const bigRun = () => loaded({
+  candidates: [seed, { index: 1, val_score: 0.2 }, { index: 2, val_score: 0.9, scores: [0.9, 0.9] }, { index: 3, val_score: 0.1 }],
+  rows: [0, 2], leaders: { t1: [2], t2: [2] }, members: [2],
+});
+
+test("a big run's candidates outside the snapshot's rows are listed without scores and lead a dash of tasks", () => {
+  const S = bigRun();
+  assert.deepEqual(S.order, [0, 1, 2, 3]);
+  assert.deepEqual(S.rows, [0, 2]);
+  assert.equal(S.byIndex.get(1).scores, null);
+  assert.equal(leadCount(S, 1), null);
+  assert.equal(leadCount(S, 2), 2);
+  assert.equal(leadCount(S, 0), 0);
+  assert.ok(moreRows(S));
+});
+
+test("a page of more rows fills the missing candidates' scores by task key, keeps the rows in order and moves the cursor", () => {
+  const S = bigRun();
+  const added = addScoresPage(S, {
+    tasks: ["t2", "t9", "t1"], rows: [0, 1, 2, 3], more: true,
+    scores: [[0.4, 1, 0.4], [0.5, 1, 0.1], [0.9, 1, 0.9], [0.2, 1, 0.3]], previews: ["a", "b", "c", "d"],
+  });
+  assert.deepEqual(added, [1, 3]);
+  assert.deepEqual(S.rows, [0, 1, 2, 3]);
+  assert.deepEqual(S.byIndex.get(1).scores, [0.1, 0.5]); // t1, t2; the unknown t9 dropped
+  assert.equal(S.byIndex.get(3).preview, "d");
+  assert.equal(S.rowsCursor, 3);
+  assert.equal(leadCount(S, 1), 0);
+});
+
+test("the last page of rows ends the paging; a run whose rows all came has no more", () => {
+  const S = bigRun();
+  addScoresPage(S, { tasks: ["t1", "t2"], rows: [1], more: true, scores: [[0.1, 0.1]], previews: [""] });
+  assert.equal(S.rowsCursor, 1);
+  assert.ok(moreRows(S));
+  addScoresPage(S, { tasks: ["t1", "t2"], rows: [3], more: false, scores: [[0.3, 0.3]], previews: [""] });
+  assert.equal(S.rowsCursor, Infinity);
+  assert.ok(!moreRows(S));
+  assert.ok(!moreRows(loaded({ candidates: [seed] })));
+});
+
+test("members are recomputed over the rows the page holds; a candidate without scores is not on the front", () => {
+  const S = bigRun();
+  recomputeMembers(S);
+  assert.deepEqual([...S.members], [2]);
+  assert.equal(S.byIndex.get(1).on_front, false);
+});
+
+test("a live candidate brings its scores, so it joins the heatmap's rows", () => {
+  const S = bigRun();
+  mergeEvent(S, candidateNew(4, { task_scores: { t1: 1, t2: 1 } }), NOW);
+  assert.deepEqual(S.rows, [0, 2, 4]);
+  assert.equal(leadCount(S, 4), 0);
+});
+
+test("verdict counts are the snapshot's as recorded, and a live candidate's are counted from its verdicts", () => {
+  const S = loaded({ candidates: [{ ...seed, verdict_counts: [3, 1, 2] }] });
+  assert.deepEqual(verdictCounts(S, 0), [3, 1, 2]);
+  mergeEvent(S, candidateNew(1, { task_scores: { t1: 1, t2: 0 }, verdicts: { t1: "pass", t2: "fail" } }), NOW);
+  assert.deepEqual(verdictCounts(S, 1), [1, 0, 1]);
 });

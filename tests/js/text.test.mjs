@@ -3,7 +3,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { clip, duration, esc, fmt } from "../../static/js/format.js";
 import {
-  candidateLine, clientLine, clock, headerFigures, hover, minibatchMean, promptText, proposalLine, statusLine,
+  candidateLine, clientLine, clock, headerFigures, hover, leadText, minibatchMean, promptText, proposalLine, rowsNote, statusLine,
 } from "../../static/js/run/text.js";
 import { loaded } from "./snapshot.mjs";
 
@@ -134,4 +134,15 @@ test("a one-component prompt is its text; several are headed by their names", ()
   assert.equal(promptText({ instructions: "Be brief." }), "Be brief.");
   assert.equal(promptText({ a: "one", b: "two" }), "## a\none\n\n## b\ntwo");
   assert.equal(promptText(null), "");
+});
+
+test("a candidate whose scores are not loaded leads a dash of tasks, not 0", () => {
+  const S = loaded({
+    candidates: [{ index: 0, val_score: 0.4, scores: [1, 1] }, { index: 1, val_score: 0.3 }, { index: 2, val_score: 0.2, scores: [0, 0] }],
+    rows: [0, 2], leaders: { t1: [0], t2: [0] },
+  });
+  assert.equal(leadText(S, 0), "2");
+  assert.equal(leadText(S, 2), "0");
+  assert.equal(leadText(S, 1), "–");
+  assert.equal(rowsNote(S), "2 of 3 candidates shown (the front, the seed, the best and the top scores first).");
 });

@@ -4,14 +4,19 @@
 // call the `toggle` the page passes in (run/table.js toggleSelected).
 import { COLORS, plot, scoreAxis } from "../charts.js";
 import { nonDominated } from "../front.js";
-import { esc, fmt } from "../format.js";
-import { bestIndex, bestSoFar, leadCount, lineageEdges, role, verdictCounts } from "./state.js";
-import { VERDICT_NAMES, hover, minibatchMean, proposalHover } from "./text.js";
-import { S, candidateUrl } from "./page.js";
+import { esc } from "../format.js";
+import { bestIndex, bestSoFar, lineageEdges, role, verdictCounts } from "./state.js";
+import { VERDICT_NAMES, hover, leadText, minibatchMean, proposalHover, rowsNote } from "./text.js";
+import { $, S, candidateUrl } from "./page.js";
 
 // The top margin holds Plotly's toolbar, which appears on hover: with less, it
 // covered the points at score 1.000 (the top edge of the [0, 1] axes).
 const MARGIN = { l: 50, r: 10, t: 34, b: 40 };
+
+// Past this many points a trace is drawn with WebGL: SVG keeps one DOM node per
+// point, which made a 10,000-candidate page take seconds to draw.
+const GL_POINTS = 1000;
+const pointsType = (n) => (n > GL_POINTS ? "scattergl" : "scatter");
 
 const charts = {
   score: document.getElementById("chart-score"),
@@ -33,10 +38,10 @@ export function drawScore(rejected, toggle) {
   }
   const line = bestSoFar(S);
   plot(charts.score, [
-    { name: "candidates (val score)", x: xs, y: ys, text, customdata: ids, mode: "markers", type: "scatter", hoverinfo: "text", cliponaxis: false, marker: { size: 8, color: COLORS.front } },
+    { name: "candidates (val score)", x: xs, y: ys, text, customdata: ids, mode: "markers", type: pointsType(xs.length), hoverinfo: "text", cliponaxis: false, marker: { size: 8, color: COLORS.front } },
     { name: "best so far", x: line.x, y: line.y, mode: "lines", line: { shape: "hv", color: COLORS.best }, hoverinfo: "skip", cliponaxis: false },
     { name: "rejected proposal (minibatch score)", x: rejected.map((p) => p.metric_calls), y: rejected.map(minibatchMean), text: rejected.map(proposalHover),
-      yaxis: "y2", mode: "markers", hoverinfo: "text", cliponaxis: false, marker: { size: 6, color: COLORS.rejected, symbol: "x" } },
+      yaxis: "y2", mode: "markers", type: pointsType(rejected.length), hoverinfo: "text", cliponaxis: false, marker: { size: 6, color: COLORS.rejected, symbol: "x" } },
     { name: "selected", x: [], y: [], mode: "markers", hoverinfo: "skip", showlegend: false, cliponaxis: false, marker: { size: 14, color: "rgba(0,0,0,0)", line: { color: COLORS.selected, width: 2 } } },
   ], { margin: MARGIN, xaxis: { title: { text: "metric calls" }, rangemode: "tozero", anchor: "y2" },
        yaxis: scoreAxis("val score", { domain: [0.3, 1] }),
@@ -91,12 +96,13 @@ export function drawLineage(toggle) {
     // The edges carry (unused) copies of the nodes' array attributes so one
     // extendTraces call can grow all three traces.
     name, x: edges.x, y: edges.y, text: edges.x.map(() => ""), customdata: edges.x.map(() => null), mode: "lines", line, hoverinfo: "skip", cliponaxis: false,
+    type: pointsType(S.order.length),
     marker: { color: edges.x.map(() => COLORS.other), symbol: edges.x.map(() => "circle"), line: { width: edges.x.map(() => 0) } },
   });
   plot(charts.lineage, [
     edgeTrace("parent → child", plain, { color: COLORS.edge, width: 1 }),
     { name: "candidates", x: [...S.order], y: S.order.map((i) => S.byIndex.get(i).val_score), customdata: [...S.order],
-      text: S.order.map((i) => hover(S.byIndex.get(i))), hoverinfo: "text", mode: "markers", cliponaxis: false,
+      text: S.order.map((i) => hover(S.byIndex.get(i))), hoverinfo: "text", mode: "markers", cliponaxis: false, type: pointsType(S.order.length),
       marker: { size: 11, color: style.color, symbol: style.symbol, line: { color: COLORS.selected, width: style.line } } },
     edgeTrace("merge: child of both parents", merges, { color: COLORS.merge, width: 2, dash: "dot" }),
   ], { margin: MARGIN, legend: { orientation: "h", y: -0.3 }, xaxis: lineageXAxis(), yaxis: scoreAxis("val score") });
@@ -136,46 +142,59 @@ export function restyleLineage() {
 const rowLabel = (i) => `#${i}`;
 const taskLabels = () => S.tasks.map(esc);
 
-function heatText(c) {
-  return S.tasks.map((key, k) => `#${c.index} on ${esc(key)}: ${fmt(c.scores[k])}`);
-}
-
 function leaderCells() {
   const x = [], y = [];
   for (const [key, group] of Object.entries(S.leaders)) {
     if (!S.taskColumn.has(key)) continue;
-    for (const i of group) if (S.byIndex.has(i)) { x.push(esc(key)); y.push(rowLabel(i)); }
+    for (const i of group) if (S.byIndex.get(i)?.scores) { x.push(esc(key)); y.push(rowLabel(i)); }
   }
   return { x, y };
 }
 
 function frontTicks() {
   return {
-    "yaxis.tickvals": S.order.map(rowLabel),
-    "yaxis.ticktext": S.order.map((i) => `${S.members.has(i) ? "★ " : ""}#${i} · leads ${leadCount(S, i)}`),
+    "yaxis.tickvals": S.rows.map(rowLabel),
+    "yaxis.ticktext": S.rows.map((i) => `${S.members.has(i) ? "★ " : ""}#${i} · leads ${leadText(S, i)}`),
   };
 }
 
-export function drawFront(toggle) {
-  const z = S.order.map((i) => S.byIndex.get(i).scores);
+// The heatmap's rows are S.rows (every candidate of a small run; a big run's
+// front and top ones, then more on demand). Drawn again with react when rows arrive.
+export function drawFront() {
+  const z = S.rows.map((i) => S.byIndex.get(i).scores);
   const cells = leaderCells();
-  plot(charts.front, [
-    { type: "heatmap", x: taskLabels(), y: S.order.map(rowLabel), z, zmin: 0, zmax: 1, colorscale: "Viridis", showlegend: false,
-      text: S.order.map((i) => heatText(S.byIndex.get(i))), hoverinfo: "text", colorbar: { title: { text: "score" }, thickness: 10 } },
+  renderRowsNote();
+  return plot(charts.front, [
+    { type: "heatmap", x: taskLabels(), y: S.rows.map(rowLabel), z, zmin: 0, zmax: 1, colorscale: "Viridis", showlegend: false,
+      // One template, not a string per cell (a 1,000-task run had 50,000 of them); the labels are escaped.
+      hovertemplate: "%{y} on %{x}: %{z:.3f}<extra></extra>", colorbar: { title: { text: "score" }, thickness: 10 } },
     { name: "○ top score on this task (leads it)", x: cells.x, y: cells.y, mode: "markers", type: "scatter", hoverinfo: "skip", showlegend: true,
       marker: { symbol: "circle-open", size: 6, color: "#fff", line: { width: 1.5 } } },
   ], { margin: { l: 130, r: 10, t: 10, b: 80 }, showlegend: true, legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom", bgcolor: "#495057", font: { color: "#fff" } },
        xaxis: { type: "category", tickangle: -45, automargin: true },
-       yaxis: { type: "category", autorange: "reversed", ...Object.fromEntries(Object.entries(frontTicks()).map(([k, v]) => [k.split(".")[1], v])) } });
+       yaxis: { type: "category", autorange: "reversed", ...Object.fromEntries(Object.entries(frontTicks()).map(([k, v]) => [k.split(".")[1], v])) } },
+  { react: true });
+}
+
+// Once, at boot (react keeps the listener when the heatmap is drawn again).
+export function selectFromFront(toggle) {
   charts.front.on("plotly_click", (e) => {
     const p = e.points[0];
-    if (p && p.curveNumber === 0) toggle(S.order[p.pointNumber[0]]);
+    if (p && p.curveNumber === 0) toggle(S.rows[p.pointNumber[0]]);
   });
+}
+
+// A big run's heatmap starts with the front and the top candidates; the rest come a page at a time.
+function renderRowsNote() {
+  const note = $("heatmap-rows");
+  if (!note) return;
+  note.hidden = S.rows.length >= S.order.length;
+  $("heatmap-count").textContent = rowsNote(S);
 }
 
 // The new row's tick label arrives with the front.updated that follows every candidate.new.
 export function extendFront(c) {
-  Plotly.extendTraces(charts.front, { z: [[c.scores]], y: [[rowLabel(c.index)]], text: [[heatText(c)]] }, [0]);
+  Plotly.extendTraces(charts.front, { z: [[c.scores]], y: [[rowLabel(c.index)]] }, [0]);
 }
 
 export function restyleFront() {
@@ -217,7 +236,7 @@ export function drawScatter() {
   const front = nonDominated(points, ax.up, ay.up).sort((a, b) => a.x - b.x);
   plot(charts.scatter, [
     { name: "candidates", x: points.map((p) => p.x), y: points.map((p) => p.y), customdata: points.map((p) => p.id),
-      text: points.map((p) => hover(S.byIndex.get(p.id))), hoverinfo: "text", mode: "markers",
+      text: points.map((p) => hover(S.byIndex.get(p.id))), hoverinfo: "text", mode: "markers", type: pointsType(points.length),
       marker: { size: 8, color: points.map((p) => (S.selected.has(p.id) ? COLORS.selected : COLORS.other)) } },
     { name: "non-dominated", x: front.map((p) => p.x), y: front.map((p) => p.y), customdata: front.map((p) => p.id),
       text: front.map((p) => hover(S.byIndex.get(p.id))), hoverinfo: "text", mode: "lines+markers",

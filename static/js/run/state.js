@@ -11,19 +11,37 @@ export function createState() {
   return {
     run: null, tasks: [], taskColumn: new Map(), verifiers: [],
     byIndex: new Map(), order: [], members: new Set(), leaders: {},
+    // The heatmap's rows: candidates whose per-task scores the page holds (a big
+    // run's snapshot sends the front and the top ones; "more rows" fetches the
+    // others a page at a time, after `rowsCursor`, the last index asked for;
+    // Infinity once there are no more).
+    rows: [], rowsCursor: -1,
     selected: new Set(), finishedAt: null, limits: null, shownBest: null,
   };
 }
 
-// The JSON snapshot (/runs/<id>/snapshot.json): scores and verdicts come as
-// matrices, one row per candidate.
+// The snapshot sends big lists as columns ({field: [value per item]}): one object per item here.
+export function unzip(columns) {
+  const fields = Object.keys(columns);
+  const n = fields.length ? columns[fields[0]].length : 0;
+  const out = new Array(n);
+  for (let k = 0; k < n; k++) { const item = {}; for (const f of fields) item[f] = columns[f][k]; out[k] = item; }
+  return out;
+}
+
+// The JSON snapshot (/runs/<id>/snapshot.json): `candidates` come as columns,
+// their per-task scores as a matrix with one row per index of `rows` (every
+// candidate of a small run; a big run's front and top ones); the others have
+// `scores: null` until "more rows" brings them (addScoresPage).
 export function loadSnapshot(S, snap) {
   S.run = snap.run;
   S.tasks = snap.tasks;
   S.tasks.forEach((key, k) => S.taskColumn.set(key, k));
   S.verifiers = snap.verifiers;
   S.limits = snap.limits;
-  snap.candidates.forEach((c, row) => addCandidate(S, { ...c, scores: snap.scores[row], verdicts: snap.verdicts[row] }));
+  const rowOf = new Map(snap.rows.map((index, k) => [index, k]));
+  for (const c of unzip(snap.candidates)) addCandidate(S, { ...c, scores: rowOf.has(c.index) ? snap.scores[rowOf.get(c.index)] : null });
+  S.rowsCursor = -1;
   S.members = new Set(snap.front.members);
   S.leaders = snap.front.leaders;
 }
@@ -31,7 +49,33 @@ export function loadSnapshot(S, snap) {
 export function addCandidate(S, c) {
   S.byIndex.set(c.index, c);
   S.order.push(c.index);
+  if (c.scores) S.rows.push(c.index);
 }
+
+// Merge a page of scores.json ({tasks, rows, scores, previews, more}) into the
+// heatmap's rows: candidates the page already holds scores for are skipped, a
+// task the page does not know is dropped, rows stay in index order. Returns
+// the indices added.
+export function addScoresPage(S, page) {
+  const column = page.tasks.map((key) => S.taskColumn.get(key));
+  const added = [];
+  page.rows.forEach((index, k) => {
+    const c = S.byIndex.get(index);
+    S.rowsCursor = Math.max(S.rowsCursor, index);
+    if (!c || c.scores) return;
+    c.scores = S.tasks.map(() => null);
+    column.forEach((at, j) => { if (at !== undefined) c.scores[at] = page.scores[k][j]; });
+    c.preview = page.previews[k];
+    S.rows.push(index);
+    added.push(index);
+  });
+  S.rows.sort((a, b) => a - b);
+  if (!page.more) S.rowsCursor = Infinity;
+  return added;
+}
+
+// Whether scores.json has rows the heatmap does not show yet.
+export const moreRows = (S) => S.rows.length < S.order.length && S.rowsCursor !== Infinity;
 
 // A candidate.new event's data in the snapshot's shape.
 export function candidateFromEvent(S, d) {
@@ -55,8 +99,9 @@ export function bestIndex(S) {
   return best;
 }
 
-// How many tasks a candidate tops.
+// How many tasks a candidate tops; null when its scores are not loaded (not a heatmap row).
 export function leadCount(S, index) {
+  if (!S.byIndex.get(index)?.scores) return null;
   let n = 0;
   for (const group of Object.values(S.leaders)) if (group.includes(index)) n += 1;
   return n;
@@ -68,9 +113,11 @@ export function role(S, index) {
   return S.members.has(index) ? "front" : "other";
 }
 
-// Members by the shared rule (front.js), as the server's recorder computes them.
+// Members by the shared rule (front.js), as the server's recorder computes them,
+// over the rows the page holds: they include every front member, so the front
+// is exact (dashboard/selectors.py run_snapshot).
 export function recomputeMembers(S) {
-  S.members = new Set(frontMembers(S.order.map((i) => [i, S.byIndex.get(i).scores])));
+  S.members = new Set(frontMembers(S.rows.map((i) => [i, S.byIndex.get(i).scores])));
   for (const [i, c] of S.byIndex) c.on_front = S.members.has(i);
 }
 
@@ -101,10 +148,12 @@ export function lineageEdges(S, c) {
   return { x, y, merge: c.parents.length > 1 };
 }
 
-// [pass, borderline, fail] counts of one candidate's val verdicts.
+// [pass, borderline, fail] counts of one candidate's val verdicts: the
+// snapshot's as recorded, or counted from a live candidate's letters.
 export function verdictCounts(S, index) {
   const counts = { p: 0, b: 0, f: 0 };
   const c = S.byIndex.get(index);
+  if (c?.verdict_counts) return c.verdict_counts;
   if (c) for (const letter of c.verdicts) if (letter in counts) counts[letter] += 1;
   return ["p", "b", "f"].map((k) => counts[k]);
 }

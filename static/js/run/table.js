@@ -2,7 +2,8 @@
 // the Compare link carries.
 import { fmt } from "../format.js";
 import { money } from "../money.js";
-import { leadCount, role } from "./state.js";
+import { role } from "./state.js";
+import { leadText } from "./text.js";
 import { drawScatter, restyleLineage, restyleSelected } from "./charts.js";
 import { $, S, candidateUrl, root } from "./page.js";
 
@@ -19,7 +20,7 @@ export function candidateRow(c) {
   const td = (text, cls) => { const el = document.createElement("td"); el.textContent = text; if (cls) el.className = cls; return el; };
   const idCell = td("", "num"); idCell.append(link);
   cells.push(idCell, td(c.origin), td(c.parents.map((p) => `#${p}`).join(" + ") || "–"), td(fmt(c.val_score), "num"),
-    td(String(leadCount(S, c.index)), "num lead-count"), td(String(c.metric_calls), "num"),
+    td(leadText(S, c.index), "num lead-count"), td(String(c.metric_calls), "num"),
     td(money(c.cost, S.run.pricing), "num cost"), td("", "front-mark"));
   tr.append(...cells);
   return tr;
@@ -28,7 +29,7 @@ export function candidateRow(c) {
 export function refreshRows() {
   for (const tr of document.querySelectorAll("#candidate-rows tr")) {
     const i = Number(tr.dataset.candidateIndex);
-    tr.querySelector(".lead-count").textContent = String(leadCount(S, i));
+    tr.querySelector(".lead-count").textContent = leadText(S, i);
     tr.querySelector(".front-mark").textContent = role(S, i) === "best" ? "best" : S.members.has(i) ? "★ front" : "";
     tr.classList.toggle("selected", S.selected.has(i));
     tr.querySelector("input").checked = S.selected.has(i);
@@ -42,13 +43,15 @@ export function toggleSelected(index, on = !S.selected.has(index)) {
   renderSelection();
 }
 
-export function renderSelection() {
+// At boot the charts were just drawn with nothing selected: only the bar and the link need filling.
+export function renderSelection({ charts: redraw = true } = {}) {
   const chosen = [...S.selected].sort((a, b) => a - b);
   $("selection").textContent = chosen.length ? `Selected: ${chosen.map((i) => `#${i}`).join(", ")}` : "No candidates selected";
   const link = root.querySelector('[data-action="compare"]');
   const query = new URLSearchParams(chosen.map((i) => ["c", String(i)]));
   link.href = `${root.dataset.compareUrl}?${query}`;
   link.setAttribute("aria-disabled", chosen.length < 2 ? "true" : "false");
+  if (!redraw) return;
   restyleSelected(chosen.filter((i) => S.byIndex.has(i)).map((i) => S.byIndex.get(i)));
   restyleLineage();
   drawScatter();

@@ -2,7 +2,7 @@
 // tests import it). Untrusted strings that go to Plotly pass through esc().
 import { duration, esc, escLines, fmt } from "../format.js";
 import { money, tokens } from "../money.js";
-import { bestIndex } from "./state.js";
+import { bestIndex, leadCount } from "./state.js";
 
 export const VERDICT_NAMES = { p: "pass", b: "borderline", f: "fail" };
 
@@ -11,6 +11,12 @@ export function hover(c) {
   const parents = c.parents.length ? c.parents.map((p) => `#${p}`).join(" + ") : "none";
   return `<b>#${c.index}</b> ${esc(c.origin)} · val ${fmt(c.val_score)}<br>parents ${parents} · ${c.metric_calls} calls<br>${escLines(c.preview)}`;
 }
+
+// A candidate's "leads N" count; a dash when its scores are not loaded.
+export const leadText = (S, index) => { const n = leadCount(S, index); return n === null ? "–" : String(n); };
+
+// Under a big run's heatmap: how many candidates it shows.
+export const rowsNote = (S) => `${S.rows.length} of ${S.order.length} candidates shown (the front, the seed, the best and the top scores first).`;
 
 // before / after are sums over the minibatch (gepa's); the page shows means.
 export const minibatchSize = (p) => (p.minibatch_size ?? (p.minibatch && p.minibatch.length)) || 1;

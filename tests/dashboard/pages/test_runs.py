@@ -57,7 +57,7 @@ def post_json(client, name, data):
 
 def test_an_anonymous_visitor_is_sent_to_the_login_page_from_every_run_page(client, user):
     run = build_run(owner=user, candidates=2, val_tasks=2)
-    for url in [reverse("runs:detail", args=[run.pk]), reverse("runs:snapshot", args=[run.pk]),
+    for url in [reverse("runs:detail", args=[run.pk]), reverse("runs:snapshot", args=[run.pk]), reverse("runs:scores", args=[run.pk]),
                 reverse("runs:candidate", args=[run.pk, 0]), reverse("runs:new"), reverse("runs:list_json")]:
         response = client.get(url)
         assert response.status_code == 302 and response["Location"].startswith(reverse("login")), url
@@ -65,7 +65,7 @@ def test_an_anonymous_visitor_is_sent_to_the_login_page_from_every_run_page(clie
 
 def test_another_user_gets_a_404_for_a_run_that_is_not_shared_with_them(other_client, user):
     run = build_run(owner=user, candidates=2, val_tasks=2)
-    for url in [reverse("runs:detail", args=[run.pk]), reverse("runs:snapshot", args=[run.pk]),
+    for url in [reverse("runs:detail", args=[run.pk]), reverse("runs:snapshot", args=[run.pk]), reverse("runs:scores", args=[run.pk]),
                 reverse("runs:candidate", args=[run.pk, 0])]:
         assert other_client.get(url).status_code == 404, url
 
@@ -96,7 +96,7 @@ def test_the_snapshot_endpoint_returns_the_run_as_json(user_client, user):
     run = build_run(owner=user, candidates=4, val_tasks=3)
     data = user_client.get(reverse("runs:snapshot", args=[run.pk])).json()
     assert data["run"]["id"] == run.pk and data["run"]["last_seq"] == run.last_seq
-    assert len(data["candidates"]) == 4 and len(data["scores"][0]) == 3
+    assert len(data["candidates"]["index"]) == 4 and len(data["scores"][0]) == 3
 
 
 def test_the_candidate_page_escapes_prompts_and_outputs(user_client, user):
@@ -106,6 +106,21 @@ def test_the_candidate_page_escapes_prompts_and_outputs(user_client, user):
     assert "<script>alert(" not in html and "&lt;script&gt;alert(" in html
     assert "<img src=x" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
     assert user_client.get(reverse("runs:candidate", args=[run.pk, 99])).status_code == 404
+
+
+def test_the_candidate_page_escapes_check_reasons_feedback_and_task_keys(user_client, user):
+    run = build_run(owner=user, candidates=2, val_tasks=2)
+    evaluation = run.candidates.get(index=1).evaluations.first()
+    evaluation.result["verifiers"][0]["checks"][0].update(reason='<b onmouseover="x()">miss</b>', id="<i>c</i>")
+    evaluation.task_key = "<svg onload=y()>"
+    evaluation.save()
+    Evaluation = type(evaluation)
+    Evaluation.objects.filter(pk=run.candidates.get(index=1).evaluations.exclude(pk=evaluation.pk).first().pk).update(
+        result={}, feedback="<script>z()</script>")
+    html = user_client.get(reverse("runs:candidate", args=[run.pk, 1])).content.decode()
+    assert "<b onmouseover" not in html and "&lt;b onmouseover=&quot;x()&quot;&gt;miss&lt;/b&gt;" in html
+    assert "<i>c</i>" not in html and "<svg onload" not in html and "&lt;svg onload=y()&gt;" in html
+    assert "<script>z()" not in html and "&lt;script&gt;z()&lt;/script&gt;" in html
 
 
 def test_the_candidate_page_shows_parents_checks_and_its_place_on_the_front(user_client, user):

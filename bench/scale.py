@@ -1,0 +1,375 @@
+"""Big runs stay fast (the run page, the candidate and compare pages, the
+snapshot's size): one command prints every figure.
+
+For each size (default 2,000 candidates × 300 val tasks; `--sizes 2000x300,10000x1000`)
+it builds a finished run straight into PostgreSQL, in the shapes of the test
+factory run (tests/dashboard/factories.py: its engine result, verdicts,
+events), but fast: candidates through bulk_create, evaluations through COPY,
+the front by optimizer.front. Then it prints, each as the median of `--repeat`
+(default 3) measurements after one warm-up, with the spread (min–max):
+
+- the run page's snapshot.json: size and server time (the whole Django view:
+  middleware, session, selector, JSON encoding; no network), and its queries;
+- the candidate page and the compare view of 5 candidates: server time and queries;
+- the page live in Chromium: from navigation to the page's "● live" (the
+  snapshot drawn and the websocket open) against a real daphne on this database.
+
+It uses its own database and Redis DB, never the defaults:
+BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/frontier_bench)
+and BENCH_REDIS_URL (default redis://127.0.0.1:6379/15). The database is
+created if missing and kept (`--reuse` measures a run of the same size built
+before instead of building another; `--drop` removes the database at the end).
+
+Usage: .venv/bin/python bench/scale.py [--sizes 2000x300] [--repeat 3] [--reuse] [--drop] [--no-browser]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+DATABASE_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/frontier_bench")
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/15")
+PREFIX = f"bench-scale-{os.getpid()}"
+ENV = {
+    "DATABASE_URL": DATABASE_URL,
+    "REDIS_URL": REDIS_URL,
+    "FRONTIER_CHANNEL_PREFIX": PREFIX,
+    "FRONTIER_QUEUE": PREFIX,
+    "SECRET_KEY": os.environ.get("BENCH_SECRET_KEY", f"bench-only-{uuid.uuid4().hex}"),
+    "DEBUG": "0",
+    "ALLOWED_HOSTS": "127.0.0.1,localhost,testserver",
+    "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+}
+CHROMIUM = os.environ.get("FRONTIER_CHROMIUM", "/usr/bin/chromium")
+
+
+def _refuse_defaults() -> None:
+    db = urlsplit(DATABASE_URL).path.lstrip("/")
+    if db in ("", "postgres", "frontier") or urlsplit(REDIS_URL).path.strip("/") in ("", "0"):
+        raise SystemExit("bench/scale.py: use a database and a Redis DB of its own (BENCH_DATABASE_URL, BENCH_REDIS_URL), not the defaults")
+
+
+def ensure_database() -> None:
+    import psycopg
+
+    parts = urlsplit(DATABASE_URL)
+    admin = urlunsplit(parts._replace(path="/postgres"))
+    name = parts.path.lstrip("/")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def drop_database() -> None:
+    import psycopg
+
+    parts = urlsplit(DATABASE_URL)
+    with psycopg.connect(urlunsplit(parts._replace(path="/postgres")), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{parts.path.lstrip("/")}" WITH (FORCE)')
+
+
+def spread(values: list[float]) -> str:
+    return f"median {statistics.median(values):.0f} ms (min {min(values):.0f}, max {max(values):.0f}; {len(values)} runs)"
+
+
+# ---------------------------------------------------------------- building
+
+
+def build_scale_run(*, owner, candidates: int, val_tasks: int, seed: int = 11):
+    """A finished run of this size, in the factory run's shapes (see the module docstring)."""
+    from django.db import connection, transaction
+    from django.utils import timezone
+
+    from optimizer import event_types as ev
+    from optimizer.front import front_members
+    from optimizer.models import Candidate, Origin, Run, RunEvent, RunStatus, Split, Task, TaskSet
+    from optimizer.val_summary import val_summary
+    from tests.dashboard.factories import VERIFIER_IDS, _result, _verdict
+
+    rng = random.Random(seed)
+    name = f"scale {candidates}x{val_tasks}"
+    task_set = TaskSet.objects.create(owner=owner, name=f"{name} tasks {uuid.uuid4().hex[:6]}")
+    tasks = Task.objects.bulk_create(
+        [Task(task_set=task_set, task_id=f"t{i:04d}", position=i, input=f"Customer {i}: can I get a refund after {i % 40} days?",
+              metadata={"expectations": {"mustMention": [{"text": "30 days", "message": "state the window"}]}}, split=Split.VAL)
+         for i in range(val_tasks)],
+        batch_size=2000,
+    )
+    keys = [t.task_id for t in tasks]
+    budget = val_tasks * candidates * 3
+    run = Run.objects.create(
+        owner=owner, name=name, task_set=task_set,
+        config={"task_lm": {"provider": "demo", "model": "sim"}, "reflection_lm": {"provider": "demo", "model": "sim"}, "budget": budget},
+        verifier_specs=[{"id": vid, "name": vid.title(), "kind": "native", "checks": []} for vid in VERIFIER_IDS],
+        tasks_snapshot=[dict(t.as_row(), split=t.split) for t in tasks], status=RunStatus.COMPLETED, phase="finished",
+        budget_total=budget, started_at=timezone.now(), finished_at=timezone.now(),
+    )
+    # Scores: each child near its parent's mean, a little better on average (as in a real run).
+    means: list[float] = []
+    vectors: dict[int, tuple[float, ...]] = {}
+    rows: list[Candidate] = []
+    events: list[tuple[str, dict]] = [(ev.RUN_STATUS, {"status": RunStatus.RUNNING, "phase": "seed evaluation"})]
+    seq = 0
+
+    def flush_events() -> None:  # streamed: a 10,000-candidate run's candidate.new payloads hold 10M scores
+        nonlocal seq
+        RunEvent.objects.bulk_create([RunEvent(run=run, seq=seq + k, type=t, payload=d) for k, (t, d) in enumerate(events, start=1)])
+        seq += len(events)
+        events.clear()
+
+    metric_calls = val_tasks
+    for index in range(candidates):
+        if index == 0:
+            parents, origin, base = [], Origin.SEED, 0.35
+        elif index >= 4 and rng.random() < 0.15:
+            parents, origin = sorted(rng.sample(range(index), 2)), Origin.MERGE
+            base = min(0.9, sum(means[p] for p in parents) / 2 + rng.uniform(-0.02, 0.03))
+        else:
+            parents, origin = [rng.randrange(max(0, index - 50), index)], Origin.REFLECTION
+            base = min(0.9, means[parents[0]] + rng.uniform(-0.03, 0.035))
+        scores = tuple(round(min(1.0, max(0.0, base + rng.uniform(-0.25, 0.25))), 3) for _ in keys)
+        vectors[index] = scores
+        mean = sum(scores) / val_tasks
+        means.append(mean)
+        objective = {vid: round(min(1.0, max(0.0, mean + rng.uniform(-0.1, 0.1))), 3) for vid in VERIFIER_IDS}
+        text = f"You are a support agent. Answer the customer's refund question.\nRule {index}: always state the 30 days refund window."
+        verdicts = [_verdict(s) for s in scores]
+        task_scores, summary = val_summary(
+            (k, s, v, 60, 30 + index % 20, 12.0) for k, s, v in zip(keys, scores, verdicts, strict=True)
+        )
+        if index:
+            metric_calls += 3 + val_tasks
+            for _ in range(2):  # gepa rejects more rewrites than it accepts
+                events.append((ev.PROPOSAL, {
+                    "iteration": index, "parent": parents[0], "components": ["system_prompt"], "accepted": False,
+                    "candidate": None, "before": 2.0, "after": 1.4, "minibatch": keys[:3],
+                    "texts": {"system_prompt": "A rejected rewrite. " * 20}, "reasoning": "It did not help. " * 20,
+                    "metric_calls": metric_calls - 2, "cost": 0.0,
+                }))
+            events.append((ev.PROPOSAL, {
+                "iteration": index, "parent": parents[0], "components": ["system_prompt"], "accepted": True,
+                "candidate": index, "before": 1.2, "after": 2.1, "minibatch": keys[:3], "texts": {"system_prompt": text},
+                "reasoning": "The feedback asks for the refund window. " * 10, "metric_calls": metric_calls, "cost": 0.0,
+            }))
+            events.append((ev.TRIALS, {"candidate": None, "split": Split.TRAIN, "items": [
+                {"task_key": k, "score": 0.7, "verdict": "borderline", "output": "Refunds are possible within 30 days. " * 5,
+                 "reasons": ["policy: must mention the refund window (expected: '30 days')"]} for k in keys[:3]]}))
+        events.append((ev.CANDIDATE_NEW, {
+            "index": index, "parents": parents, "origin": origin, "iteration": index, "metric_calls": metric_calls,
+            "val_score": mean, "objective_scores": objective, "task_scores": task_scores,
+            "verdicts": dict(zip(keys, verdicts, strict=True)), "prompt_chars": len(text), "prompt_tokens": 60,
+            "mean_output_tokens": summary["mean_output_tokens"], "mean_latency_ms": 12.0, "components": {"system_prompt": text},
+        }))
+        events.append((ev.RUN_BUDGET, {"used": metric_calls, "total": budget}))
+        if len(events) > 1000:
+            flush_events()
+        rows.append(Candidate(
+            run=run, index=index, components={"system_prompt": text}, parents=parents, origin=origin, iteration=index,
+            metric_calls=metric_calls, val_score=mean, objective_scores=objective,
+            reflection="" if index == 0 else "The feedback asks for the refund window.",
+            val_task_scores=task_scores, val_summary=summary,
+        ))
+    members = set(_front(vectors, front_members, keys))
+    for row in rows:
+        row.on_front = row.index in members
+    best = max(range(candidates), key=lambda i: (means[i], -i))
+    events.append((ev.FRONT_UPDATED, {"members": sorted(members), "leaders": {}, "best_index": best, "best_score": means[best]}))
+    events.append((ev.RUN_FINISHED, {"status": RunStatus.COMPLETED, "best_index": best, "best_score": means[best],
+                                      "seed_score": means[0], "metric_calls": metric_calls}))
+    flush_events()
+    Candidate.objects.bulk_create(rows, batch_size=1000)
+    del rows
+    pks = dict(Candidate.objects.filter(run=run).values_list("index", "pk"))
+    task_pks = [t.pk for t in tasks]
+    results = {}  # one engine result (the factory's shape) per distinct score, shared by rows
+    copy_sql = ("COPY optimizer_evaluation (candidate_id, task_id, task_key, split, output, score, verdict, passed, result, "
+                "feedback, attempts, latency_ms, tokens_in, tokens_out, judge_tokens_in, judge_tokens_out, cost, created_at) FROM STDIN")
+    now = timezone.now().isoformat()
+    with transaction.atomic(), connection.cursor() as cursor, cursor.cursor.copy(copy_sql) as copy:
+        for index, scores in vectors.items():
+            out = []
+            for key, task_pk, score in zip(keys, task_pks, scores, strict=True):
+                if score not in results:
+                    results[score] = _copy_text(json.dumps(_result(score, {vid: score for vid in VERIFIER_IDS})))
+                out.append(f"{pks[index]}\t{task_pk}\t{key}\tval\tRefunds are possible within 30 days (candidate {index}, {key}).\t"
+                           f"{score}\t{_verdict(score)}\t{'t' if score >= 1.0 else 'f'}\t{results[score]}\t\t[]\t12.0\t60\t"
+                           f"{30 + index % 20}\t0\t0\t0\t{now}\n")
+            copy.write("".join(out))
+    Run.objects.filter(pk=run.pk).update(
+        last_seq=seq, budget_used=metric_calls, seed_score=means[0], best_score=means[best], best_candidate_id=pks[best],
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE optimizer_evaluation; ANALYZE optimizer_candidate; ANALYZE optimizer_runevent")
+    run.refresh_from_db()
+    return run
+
+
+def _copy_text(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+
+
+def _front(vectors, front_members, keys) -> list[int]:
+    """optimizer.front's rule over the candidates that top a task (only they can be on
+    the front): the same members, without comparing every candidate with every other."""
+    tops = [max(v[k] for v in vectors.values()) for k in range(len(keys))]
+    toppers = {i for i, v in vectors.items() if any(x == t for x, t in zip(v, tops, strict=True))}
+    members = front_members({i: dict(zip(keys, vectors[i], strict=True)) for i in toppers})
+    # A topper dominated by another candidate is dominated by a topper too (it tops the same task).
+    return members
+
+
+# ---------------------------------------------------------------- measuring
+
+
+def measure_view(client, url: str, repeat: int) -> tuple[list[float], int, int]:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    response = client.get(url)  # warm-up
+    assert response.status_code == 200, (url, response.status_code)
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        response = client.get(url)
+        body = response.content
+        times.append((time.perf_counter() - started) * 1000)
+    with CaptureQueriesContext(connection) as queries:
+        client.get(url)
+    return times, len(body), len(queries)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_daphne(port: int) -> subprocess.Popen:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"],
+        cwd=ROOT, env={**os.environ, **ENV}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return process
+        except OSError:
+            if process.poll() is not None:
+                raise SystemExit(f"daphne exited: {process.stderr.read().decode()[-2000:]}")
+            time.sleep(0.2)
+    raise SystemExit("daphne did not start within 60 s")
+
+
+def measure_page_live(run_ids: list[int], session: str, repeat: int) -> dict[int, list[float]]:
+    from playwright.sync_api import sync_playwright
+
+    port = free_port()
+    daphne = start_daphne(port)
+    base = f"http://127.0.0.1:{port}"
+    out: dict[int, list[float]] = {}
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+            context = browser.new_context(viewport={"width": 1400, "height": 1000})
+            context.add_cookies([{"name": "sessionid", "value": session, "url": base}])
+            page = context.new_page()
+            for run_id in run_ids:
+                times = []
+                for attempt in range(repeat + 1):  # the first load warms the server and the browser's cache
+                    started = time.perf_counter()
+                    page.goto(f"{base}/runs/{run_id}/")
+                    page.locator("[data-field=live]").filter(has_text="● live").wait_for(timeout=120_000)  # the CSP forbids eval
+                    if attempt:
+                        times.append((time.perf_counter() - started) * 1000)
+                out[run_id] = times
+            browser.close()
+    finally:
+        daphne.terminate()
+        daphne.wait(timeout=20)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="2000x300", help="comma-separated CANDIDATESxTASKS")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--reuse", action="store_true", help="measure runs of these sizes built by an earlier invocation")
+    parser.add_argument("--drop", action="store_true", help="drop the bench database at the end")
+    parser.add_argument("--no-browser", action="store_true")
+    args = parser.parse_args()
+    sizes = [tuple(int(n) for n in size.lower().split("x")) for size in args.sizes.split(",")]
+
+    _refuse_defaults()
+    os.environ.update(ENV)
+    ensure_database()
+    try:
+        import django
+
+        django.setup()
+        from django.contrib.auth import get_user_model
+        from django.core.management import call_command
+        from django.db import connections
+        from django.test import Client
+
+        from optimizer.models import Run
+
+        call_command("migrate", verbosity=0)
+        user, _ = get_user_model().objects.get_or_create(username="bench-scale", defaults={"is_superuser": False})
+        client = Client()
+        client.force_login(user)
+        runs = []
+        for candidates, tasks in sizes:
+            name = f"scale {candidates}x{tasks}"
+            run = Run.objects.filter(owner=user, name=name).order_by("-pk").first() if args.reuse else None
+            if run is None:
+                started = time.perf_counter()
+                run = build_scale_run(owner=user, candidates=candidates, val_tasks=tasks)
+                print(f"[{name}] built run {run.pk} ({candidates * tasks:,} evaluations) in {time.perf_counter() - started:.0f} s", flush=True)
+            runs.append(run)
+            times, size, queries = measure_view(client, f"/runs/{run.pk}/snapshot.json", args.repeat)
+            snap = json.loads(client.get(f"/runs/{run.pk}/snapshot.json").content)
+            print(f"[{name}] snapshot.json: {size / 1e6:.2f} MB, {queries} queries, server time {spread(times)}; "
+                  f"heatmap rows {len(snap['rows'])} of {len(snap['candidates']['index'])}", flush=True)
+            times, size, queries = measure_view(client, f"/runs/{run.pk}/scores.json", args.repeat)
+            print(f"[{name}] scores.json (500 more heatmap rows): {size / 1e6:.2f} MB, {queries} queries, server time {spread(times)}", flush=True)
+            middle = candidates // 2
+            times, size, queries = measure_view(client, f"/runs/{run.pk}/candidates/{middle}/", args.repeat)
+            print(f"[{name}] candidate page (#{middle}, {tasks} evaluations): {queries} queries, server time {spread(times)}", flush=True)
+            picks = "&".join(f"c={i}" for i in (0, candidates // 4, candidates // 2, 3 * candidates // 4, candidates - 1))
+            times, size, queries = measure_view(client, f"/runs/{run.pk}/compare/?{picks}", args.repeat)
+            print(f"[{name}] compare view (5 candidates): {queries} queries, server time {spread(times)}", flush=True)
+        if not args.no_browser:
+            session = client.cookies["sessionid"].value
+            connections.close_all()
+            live = measure_page_live([run.pk for run in runs], session, args.repeat)
+            for run in runs:
+                print(f"[{run.name}] page live in Chromium (navigation → '● live', daphne): {spread(live[run.pk])}", flush=True)
+        connections.close_all()
+    finally:
+        if args.drop:
+            drop_database()
+        import redis
+
+        r = redis.Redis.from_url(REDIS_URL)
+        stale = list(r.scan_iter(f"{PREFIX}*"))
+        if stale:
+            r.delete(*stale)
+
+
+if __name__ == "__main__":
+    main()
