@@ -242,6 +242,13 @@ def test_an_upload_over_the_size_limit_is_refused_and_nothing_is_saved(other_cli
     assert not Run.objects.exists()
 
 
+def test_an_import_without_a_file_is_refused_naming_the_file_field_and_nothing_is_saved(other_client):
+    response = other_client.post(reverse("compare:import"), {"fil": SimpleUploadedFile("run.json", b"{}")})
+    assert response.status_code == 400
+    assert b"file: choose an exported run JSON file." in response.content
+    assert not Run.objects.exists()
+
+
 def test_a_nul_character_in_the_search_or_the_task_never_reaches_the_database(user_client, run):
     search = user_client.get(_compare(run, 0, 1, q="val-001%00"))
     assert search.status_code == 200 and 'data-task="val-001"' in search.content.decode()
