@@ -10,13 +10,13 @@ from dashboard import selectors
 from optimizer import event_types as ev
 from optimizer.events import publish_run_event
 from optimizer.models import Candidate, Evaluation, Run, RunStatus
-from tests.dashboard.factories import build_run
+from tests.factories import recorded_run
 
 pytestmark = pytest.mark.django_db
 
 
 def test_the_snapshot_holds_every_candidate_with_its_lineage_scores_and_verdicts(user):
-    run = build_run(owner=user, candidates=8, val_tasks=5)
+    run = recorded_run(owner=user, candidates=8, val_tasks=5)
     snap = selectors.run_snapshot(run)
 
     assert [c["index"] for c in snap["candidates"]] == list(range(8))
@@ -34,7 +34,7 @@ def test_the_snapshot_holds_every_candidate_with_its_lineage_scores_and_verdicts
 
 
 def test_the_front_names_every_top_scorer_of_each_task_including_ties(user):
-    run = build_run(owner=user, candidates=6, val_tasks=4)
+    run = recorded_run(owner=user, candidates=6, val_tasks=4)
     snap = selectors.run_snapshot(run)
     for column, key in enumerate(snap["tasks"]):
         top = max(row[column] for row in snap["scores"])
@@ -43,7 +43,7 @@ def test_the_front_names_every_top_scorer_of_each_task_including_ties(user):
 
 
 def test_size_and_latency_metrics_are_the_means_the_recorder_publishes(user):
-    run = build_run(owner=user, candidates=3, val_tasks=4)
+    run = recorded_run(owner=user, candidates=3, val_tasks=4)
     candidate = Candidate.objects.get(run=run, index=2)
     Evaluation.objects.filter(candidate=candidate).update(tokens_in=100, tokens_out=50, latency_ms=20)
     Evaluation.objects.filter(candidate=candidate, task_key="t000").update(tokens_in=0, tokens_out=0, latency_ms=0)
@@ -53,7 +53,7 @@ def test_size_and_latency_metrics_are_the_means_the_recorder_publishes(user):
 
 
 def test_the_streams_hold_the_latest_proposals_trials_and_errors_with_long_text_clipped(user):
-    run = build_run(owner=user, candidates=3, val_tasks=3, status=RunStatus.RUNNING)
+    run = recorded_run(owner=user, candidates=3, val_tasks=3, status=RunStatus.RUNNING)
     long_text = "x" * 50_000
     publish_run_event(run.pk, ev.PROPOSAL, {"iteration": 9, "parent": 0, "components": ["p"], "accepted": False,
                                              "candidate": None, "before": 1, "after": 0.5, "minibatch": ["t000"],
@@ -71,7 +71,7 @@ def test_the_streams_hold_the_latest_proposals_trials_and_errors_with_long_text_
 
 
 def test_every_rejected_proposal_stays_on_the_score_chart_after_a_reload_not_only_the_streams_tail(user):
-    run = build_run(owner=user, candidates=2, val_tasks=2, status=RunStatus.RUNNING)
+    run = recorded_run(owner=user, candidates=2, val_tasks=2, status=RunStatus.RUNNING)
     count = selectors.PROPOSALS_TAIL + 15
     for i in range(count):
         publish_run_event(run.pk, ev.PROPOSAL, {"iteration": 10 + i, "parent": 1, "components": ["p"], "accepted": False,
@@ -85,7 +85,7 @@ def test_every_rejected_proposal_stays_on_the_score_chart_after_a_reload_not_onl
 
 
 def test_stream_events_after_the_snapshot_seq_are_left_to_the_websocket(user):
-    run = build_run(owner=user, candidates=2, val_tasks=2, status=RunStatus.RUNNING)
+    run = recorded_run(owner=user, candidates=2, val_tasks=2, status=RunStatus.RUNNING)
     snapshot_seq = run.last_seq
     publish_run_event(run.pk, ev.ERROR, {"where": "runner", "message": "later", "iteration": None})
     snap = selectors.run_snapshot(run)  # `run` still carries the older last_seq
@@ -101,8 +101,8 @@ def test_a_run_with_no_candidates_yet_gives_an_empty_but_complete_snapshot(user)
 
 
 def test_the_snapshot_uses_the_same_few_queries_whatever_the_run_size(user):
-    small = build_run(owner=user, candidates=3, val_tasks=3)
-    large = build_run(owner=user, candidates=40, val_tasks=20, seed=3)
+    small = recorded_run(owner=user, candidates=3, val_tasks=3)
+    large = recorded_run(owner=user, candidates=40, val_tasks=20, seed=3)
     counts = []
     for run in (small, large):
         run = Run.objects.select_related("task_set", "owner", "best_candidate").get(pk=run.pk)  # as the view loads it
@@ -114,14 +114,14 @@ def test_the_snapshot_uses_the_same_few_queries_whatever_the_run_size(user):
 
 def test_a_run_of_300_candidates_by_100_tasks_snapshots_under_2_mb(user):
     # Its build time is a figure bench/live.py prints (shared CI machines make a timed assert flaky).
-    run = build_run(owner=user, candidates=300, val_tasks=100)
+    run = recorded_run(owner=user, candidates=300, val_tasks=100)
     body = json.dumps(selectors.run_snapshot(run))
     assert len(body.encode()) <= 2_000_000
     assert len(json.loads(body)["candidates"]) == 300 and len(json.loads(body)["tasks"]) == 100
 
 
 def test_the_candidate_detail_lists_children_and_the_tasks_it_leads(user):
-    run = build_run(owner=user, candidates=6, val_tasks=4)
+    run = recorded_run(owner=user, candidates=6, val_tasks=4)
     snap = selectors.run_snapshot(run)
     index = run.best_candidate.index
     detail = selectors.candidate_detail(run, index)
