@@ -61,9 +61,15 @@ def test_every_event_of_a_real_run_with_a_holdout_matches_its_model(user, settin
 @pytest.mark.django_db
 def test_the_run_factory_writes_events_in_the_catalogue_shapes(user):
     # It writes RunEvents directly (no publish): checked here instead.
-    run = recorded_run(owner=user, candidates=8, val_tasks=3, status=RunStatus.COMPLETED)
-    for type, payload in RunEvent.objects.filter(run=run).values_list("type", "payload"):
+    run = recorded_run(owner=user, candidates=8, val_tasks=3, holdout_tasks=2, status=RunStatus.COMPLETED)
+    stored = list(RunEvent.objects.filter(run=run).values_list("type", "payload"))
+    for type, payload in stored:
         ev.validate_payload(type, payload)
+    # The shape it promises: merges, rejected proposals, a holdout scored, one front delta per candidate.
+    assert run.candidates.filter(origin="merge").exists()
+    assert any(type == ev.PROPOSAL and not payload["accepted"] for type, payload in stored)
+    assert [type for type, _ in stored].count(ev.FRONT_UPDATED) == 8 and ev.HOLDOUT_SCORED in {t for t, _ in stored}
+    assert run.candidates.get(index=0).evaluations.filter(split="holdout").count() == 2
 
 
 def test_the_readme_lists_every_event_type_as_its_model_describes_it():
