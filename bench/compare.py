@@ -38,7 +38,7 @@ from django.test import Client  # noqa: E402
 from django.test.utils import setup_test_environment  # noqa: E402
 from django.urls import reverse  # noqa: E402
 
-from tests.dashboard.compare_factories import make_compare_run  # noqa: E402
+from tests.factories import recorded_run  # noqa: E402
 
 TARGET_S = 1.0
 CANDIDATES = (0, 3, 6, 9, 11)
@@ -58,7 +58,7 @@ def main() -> int:
     call_command("migrate", verbosity=0)
     user = get_user_model().objects.create_user("bench", password="bench-password-123")
     started = time.perf_counter()
-    run = make_compare_run(user, candidates=12, val_tasks=500, holdout_tasks=100, name="bench")
+    run = recorded_run(user, candidates=12, val_tasks=500, holdout_tasks=100, name="bench", task_prefix="val-")
     print(f"built run {run.pk}: 12 candidates × 600 tasks in {time.perf_counter() - started:.1f} s")
     client = Client()
     client.force_login(user)

@@ -51,9 +51,9 @@ def build_big_run(owner, *, candidates: int, tasks: int, megabytes: float):
     from django.db import connection
 
     from optimizer.models import Candidate, Evaluation
-    from tests.dashboard.factories import build_run
+    from tests.factories import recorded_run
 
-    run = build_run(owner=owner, candidates=1, val_tasks=tasks, name=f"export {megabytes:g} MB")
+    run = recorded_run(owner=owner, candidates=1, val_tasks=tasks, name=f"export {megabytes:g} MB")
     template = run.candidates.get(index=0)
     Candidate.objects.bulk_create([
         Candidate(run=run, index=i, components=template.components, parents=[0], origin="reflection", iteration=i,
@@ -154,11 +154,11 @@ def main() -> None:
         from django.db import connections
         from django.test import Client
 
-        from tests.dashboard.factories import build_run
+        from tests.factories import recorded_run
 
         call_command("migrate", verbosity=0)
         user = get_user_model().objects.create_user("bench", password="x")
-        watched = build_run(owner=user, candidates=3, val_tasks=5, name="watched")
+        watched = recorded_run(owner=user, candidates=3, val_tasks=5, name="watched")
         runs = []
         for size in (float(s) for s in args.sizes.split(",")):
             started = time.perf_counter()

@@ -162,11 +162,11 @@ def main() -> None:
         from django.core.management import call_command
         from django.db import connections
 
-        from tests.dashboard.factories import build_run
+        from tests.factories import recorded_run
 
         call_command("migrate", verbosity=0)
         user = get_user_model().objects.create_user("bench", password="x")
-        run = build_run(owner=user, candidates=3, val_tasks=args.tasks)
+        run = recorded_run(owner=user, candidates=3, val_tasks=args.tasks)
         connections.close_all()
         ports = [live.free_port() for _ in range(args.webs)]
         webs = [live.start_daphne(port) for port in ports]

@@ -1,6 +1,6 @@
 """Live dashboard benchmark.
 
-1. Builds a 300-candidate × 100-val-task run (tests/dashboard/factories.py)
+1. Builds a 300-candidate × 100-val-task run (tests/factories.py)
    and prints the run page's JSON snapshot size and build time (median of 5
    after one warm-up). Targets: ≤ 2 MB, ≤ 300 ms.
 2. Starts `daphne` on that database with the channels-redis layer, connects 20
@@ -225,12 +225,12 @@ def main() -> None:
         from django.core.management import call_command
         from django.db import connections
 
-        from tests.dashboard.factories import build_run
+        from tests.factories import recorded_run
 
         call_command("migrate", verbosity=0)
         user = get_user_model().objects.create_user("bench", password=uuid.uuid4().hex)
         started = time.perf_counter()
-        run = build_run(owner=user, candidates=300, val_tasks=100)
+        run = recorded_run(owner=user, candidates=300, val_tasks=100)
         print(f"built the run ({TAG}) in {time.perf_counter() - started:.1f} s")
         bench_snapshot(run)
 

@@ -3,7 +3,7 @@ snapshot's size): one command prints every figure.
 
 For each size (default 2,000 candidates × 300 val tasks; `--sizes 2000x300,10000x1000`)
 it builds a finished run straight into PostgreSQL, in the shapes of the test
-factory run (tests/dashboard/factories.py: its engine result, verdicts,
+factory run (tests/factories.py: its engine result, verdicts,
 events), but fast: candidates through bulk_create, evaluations through COPY,
 the front by optimizer.front. Then it prints, each as the median of `--repeat`
 (default 3) measurements after one warm-up, with the spread (min–max):
@@ -57,6 +57,50 @@ ENV = {
 CHROMIUM = os.environ.get("FRONTIER_CHROMIUM", "/usr/bin/chromium")
 
 
+
+# An evaluation's stored result in the engine's shape (two verifiers, one check each):
+# cheap to make in bulk, unlike tests/factories.py's engine-scored outputs.
+VERIFIER_IDS = ("policy", "format")
+
+
+def _verdict(score: float) -> str:
+    return "pass" if score >= 0.8 else "borderline" if score >= 0.6 else "fail"
+
+
+def _result(score: float, per_verifier: dict[str, float]) -> dict:
+    verifiers = [
+        {
+            "id": vid,
+            "name": vid.title(),
+            "score": s,
+            "weight": 1,
+            "passed": s >= 1.0,
+            "checks": [
+                {
+                    "id": f"{vid}-mentions",
+                    "type": "task_expectations",
+                    "weight": 1,
+                    "required": False,
+                    "score": s,
+                    "skipped": False,
+                    "reason": "" if s >= 1.0 else f"{vid}: must mention the refund window (expected: '30 days')",
+                }
+            ],
+        }
+        for vid, s in per_verifier.items()
+    ]
+    misses = [c["reason"] for v in verifiers for c in v["checks"] if c["reason"]]
+    return {
+        "score": score,
+        "verdict": _verdict(score),
+        "passed": not misses,
+        "verifiers": verifiers,
+        "hits": [],
+        "misses": misses,
+        "feedback": "\n".join(misses),
+    }
+
+
 def _refuse_defaults() -> None:
     db = urlsplit(DATABASE_URL).path.lstrip("/")
     if db in ("", "postgres", "frontier") or urlsplit(REDIS_URL).path.strip("/") in ("", "0"):
@@ -98,7 +142,6 @@ def build_scale_run(*, owner, candidates: int, val_tasks: int, seed: int = 11):
     from optimizer.front import front_members
     from optimizer.models import Candidate, Origin, Run, RunEvent, RunStatus, Split, Task, TaskSet
     from optimizer.val_summary import val_summary
-    from tests.dashboard.factories import VERIFIER_IDS, _result, _verdict
 
     rng = random.Random(seed)
     name = f"scale {candidates}x{val_tasks}"

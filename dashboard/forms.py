@@ -60,6 +60,25 @@ class PromotionForm(ProblemsForm):
     candidate = forms.IntegerField(min_value=0, error_messages={**WHOLE, "required": "choose a candidate"})
 
 
+class RunImportForm(ProblemsForm):
+    """The compare page's run import: one exported run JSON file (or gepa's
+    gepa_state.bin), at most `max_bytes` long; what is inside is read by the
+    import services, which name the field inside the file."""
+
+    file = forms.FileField(allow_empty_file=True, error_messages={
+        "required": "choose an exported run JSON file.", "invalid": "choose an exported run JSON file."})
+
+    def __init__(self, data=None, files=None, *, max_bytes: int, **kwargs):
+        super().__init__(data, files, **kwargs)
+        self.max_bytes = max_bytes
+
+    def clean_file(self):
+        upload = self.cleaned_data["file"]
+        if upload.size > self.max_bytes:
+            raise forms.ValidationError(f"{upload.size} bytes is more than the {self.max_bytes // (1024 * 1024)} MB limit.")
+        return upload
+
+
 class ApiTokenForm(ProblemsForm):
     name = Text(required=True, max_length=100, error_messages={
         "required": "give the token a name, e.g. the script that will use it",
@@ -155,3 +174,27 @@ class TaskForm(ProblemsForm):
         """The field's JSON value; `empty` when left blank. SpecError names the field."""
         text = self.cleaned_data[name]
         return spec_from_json(text, source=name) if text else empty
+
+
+class TaskImportUploadForm(TaskImportForm):
+    """Step 1 of a task-set import: the options and the file, at most `max_bytes` long."""
+
+    def __init__(self, data=None, files=None, *, max_bytes: int, **kwargs):
+        super().__init__(data, files=files, **kwargs)
+        self.max_bytes = max_bytes
+        self.fields["file"] = forms.FileField(allow_empty_file=True, error_messages={
+            "required": "choose a .jsonl, .json, .yaml, .csv or .tsv file",
+            "invalid": "choose a .jsonl, .json, .yaml, .csv or .tsv file"})
+
+    def clean_file(self):
+        upload = self.cleaned_data["file"]
+        if upload.size > self.max_bytes:
+            raise forms.ValidationError(f"larger than {self.max_bytes // (1024 * 1024)} MB")
+        return upload
+
+
+class TaskImportConfirmForm(TaskImportForm):
+    """Step 3 of a task-set import: the options shown on the preview, the kept
+    upload's token and whether the new set is shared."""
+
+    token = Text()  # upload_path checks it ("file: this preview has expired …")

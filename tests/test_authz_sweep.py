@@ -24,7 +24,7 @@ from dashboard.account_services import api_token_create
 from dashboard.api import api
 from dashboard.asgi import application
 from optimizer.models import Run, RunStatus
-from tests.dashboard.factories import build_run
+from tests.factories import recorded_run
 from tests.dashboard.test_embedded_mode import session_headers
 from tests.url_patterns import argument_names, url_patterns
 from verifiers_app.models import Verifier
@@ -41,7 +41,7 @@ CONTROL_ACTIONS = ["stop", "cancel", "resume", "fork"]
 @pytest.fixture
 def owned(user):
     """Everything the owner (alice) keeps private, each named with MARKER."""
-    run = build_run(owner=user, candidates=3, val_tasks=2, name=f"{MARKER} run",
+    run = recorded_run(owner=user, candidates=3, val_tasks=2, name=f"{MARKER} run",
                     component_text=f"{MARKER} prompt: answer the refund question.")
     task_set = run.task_set
     task_set.name = f"{MARKER} tasks"

@@ -14,7 +14,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_safe, require_http_methods
 
 from dashboard import compare_selectors as sel
-from dashboard.forms import PromotionForm
+from dashboard.forms import PromotionForm, RunImportForm
 from optimizer.selectors import run_for_user, run_summary
 from optimizer.downloads import streaming_download
 from optimizer.export import RunImportError, run_export_csv_stream, run_export_stream, run_import, run_import_stream
@@ -150,11 +150,10 @@ def export_csv(request, run_id: int):
 def import_run(request):
     error = None
     if request.method == "POST":
-        upload = request.FILES.get("file")
+        form = RunImportForm(request.POST, request.FILES, max_bytes=MAX_IMPORT_BYTES)
+        upload = form.cleaned_data["file"] if form.is_valid() else None
         if upload is None:
-            error = "file: choose an exported run JSON file."
-        elif upload.size > MAX_IMPORT_BYTES:
-            error = f"file: {upload.size} bytes is more than the {MAX_IMPORT_BYTES // (1024 * 1024)} MB limit."
+            error = "; ".join(form.problems())
         elif upload.read(1) == b"\x80":  # a pickle: gepa's run_dir checkpoint (gepa_state.bin)
             upload.seek(0)
             try:

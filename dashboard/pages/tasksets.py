@@ -14,7 +14,9 @@ from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
-from dashboard.forms import AssignSplitForm, SplitForm, TaskForm, TaskImportForm
+from dashboard.forms import (
+    AssignSplitForm, SplitForm, TaskForm, TaskImportConfirmForm, TaskImportForm, TaskImportUploadForm,
+)
 from optimizer.models import Split, Task, TaskSet
 from optimizer import selectors
 from optimizer.downloads import streaming_download
@@ -76,14 +78,10 @@ def taskset_import_view(request):
     and the browser goes to the preview."""
     problems = []
     if request.method == "POST":
-        upload = request.FILES.get("file")
-        options, problems = _import_options(request.POST)
-        if upload is None:
-            problems.append("file: choose a .jsonl, .json, .yaml, .csv or .tsv file")
-        elif upload.size > MAX_FILE_BYTES:
-            problems.append(f"file: larger than {MAX_FILE_BYTES // (1024 * 1024)} MB")
+        form = TaskImportUploadForm(request.POST, request.FILES, max_bytes=MAX_FILE_BYTES)
+        problems = [] if form.is_valid() else form.problems()
         if not problems:
-            token = upload_keep(user=request.user, upload=upload)
+            token = upload_keep(user=request.user, upload=form.cleaned_data["file"])
             query = {k: v for k, v in request.POST.items() if k not in ("csrfmiddlewaretoken", "file")}
             return redirect(f"{reverse('tasksets:import_preview')}?{urlencode({**query, 'token': token})}")
     form = request.POST if request.method == "POST" else request.GET
@@ -120,18 +118,19 @@ def taskset_import_preview(request):
 @require_POST
 def taskset_import_confirm(request):
     """Step 3: import the kept upload with the options shown in the preview."""
-    token = request.POST.get("token", "")
-    options, problems = _import_options(request.POST)
+    form = TaskImportConfirmForm(request.POST)
+    problems = [] if form.is_valid() else form.problems()
     back = f"{reverse('tasksets:import_preview')}?" + urlencode(
         {k: v for k, v in request.POST.items() if k != "csrfmiddlewaretoken"})
     if problems:
         messages.error(request, "Nothing was imported: " + "; ".join(problems))
         return redirect(back)
+    token = form.cleaned_data["token"]
     try:
         filename, path = upload_path(user=request.user, token=token)
         with open(path, "rb") as handle:
             task_set, counts = taskset_import(owner=request.user, filename=filename, content=handle,
-                                              shared=request.POST.get("shared") == "on", **options)
+                                              shared=form.cleaned_data["shared"], **form.options())
     except SpecError as exc:
         messages.error(request, "Nothing was imported: " + "; ".join(exc.problems[:3]))
         return redirect(back)

@@ -4,14 +4,14 @@ from django.http import QueryDict
 from dashboard import compare_selectors as sel
 from optimizer.export import run_export, run_import
 from optimizer.models import Evaluation
-from tests.dashboard.compare_factories import make_compare_run, parent_of
+from tests.factories import parents_of, recorded_run
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def run(user):
-    return make_compare_run(user, candidates=5, val_tasks=8, holdout_tasks=4)
+    return recorded_run(user, candidates=5, val_tasks=8, holdout_tasks=4, name="Refund policy run", task_prefix="val-")
 
 
 def _filters(run, cands, **params):
@@ -89,7 +89,7 @@ def test_the_holdout_split_shows_holdout_tasks_only(run):
 
 
 def test_the_table_paginates_on_the_server(user):
-    big = make_compare_run(user, candidates=2, val_tasks=sel.PAGE_SIZE + 7, holdout_tasks=0, name="big")
+    big = recorded_run(user, candidates=2, val_tasks=sel.PAGE_SIZE + 7, holdout_tasks=0, name="big", task_prefix="val-")
     cands = sel.compare_candidates(big, ["0", "1"])
     second = sel.task_table(big, cands, _filters(big, cands, page="2")).page
     assert len(second) == 7 and second.number == 2
@@ -110,7 +110,7 @@ def test_diffs_against_the_parent_show_what_the_reflection_added(run):
     cands = sel.compare_candidates(run, ["0", "2"])
     seed_diff, child_diff = sel.component_diffs(run, cands, "parent")
     assert seed_diff.reference is None and seed_diff.components[0].ops is None
-    assert child_diff.reference.index == parent_of(2)
+    assert child_diff.reference.index == parents_of(2)[0]
     added = "".join(t for op, t in child_diff.components[0].ops if op == "added")
     assert added.strip() and added.strip() in child_diff.candidate.components["system_prompt"]
     assert added.strip() not in child_diff.reference.components["system_prompt"]
@@ -150,18 +150,18 @@ def test_the_lift_breakdown_counts_every_task_once_per_split(run):
 
 
 def test_runs_on_different_task_sets_cannot_be_compared(user):
-    a = make_compare_run(user, name="a")
-    b = make_compare_run(user, name="b")
+    a = recorded_run(user, name="a", candidates=4, val_tasks=6, holdout_tasks=4, task_prefix="val-")
+    b = recorded_run(user, name="b", candidates=4, val_tasks=6, holdout_tasks=4, task_prefix="val-")
     with pytest.raises(sel.CompareError, match="same task set"):
         sel.check_same_task_set(a, b)
-    sel.check_same_task_set(a, make_compare_run(user, name="c", task_set=a.task_set))
+    sel.check_same_task_set(a, recorded_run(user, name="c", task_set=a.task_set, candidates=4))
 
 
 def test_an_imported_run_compares_with_runs_on_the_same_task_rows(user):
-    a = make_compare_run(user, name="a")
+    a = recorded_run(user, name="a", candidates=4, val_tasks=6, holdout_tasks=4, task_prefix="val-")
     copy = run_import(owner=user, data=run_export(a))
     sel.check_same_task_set(a, copy)
-    other = make_compare_run(user, name="other", val_tasks=3)
+    other = recorded_run(user, name="other", val_tasks=3, candidates=4, holdout_tasks=4, task_prefix="val-")
     with pytest.raises(sel.CompareError, match="same task set"):
         sel.check_same_task_set(copy, other)
 
@@ -173,7 +173,7 @@ def test_the_config_diff_lists_only_settings_that_differ():
 
 
 def test_score_curves_escape_run_names_for_plotly(user):
-    run = make_compare_run(user, name="<img src=x onerror=alert(1)>")
+    run = recorded_run(user, name="<img src=x onerror=alert(1)>", candidates=4, val_tasks=6, holdout_tasks=4, task_prefix="val-")
     figure = sel.score_curves([run])
     names = [trace["name"] for trace in figure["data"]]
     assert all("<img" not in n and "&lt;img" in n for n in names)
@@ -186,7 +186,7 @@ def test_on_a_real_run_each_sentence_is_credited_to_the_ancestor_that_first_wrot
 
     from optimizer import runner
     from optimizer.textdiff import split_sentences
-    from tests.dashboard.compare_factories import run_demo_with_holdout
+    from tests.optimizer.run_helpers import run_demo_with_holdout
 
     settings.RUNS_DIR = tmp_path / "runs"
     monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # see tests/optimizer/test_runner.py

@@ -5,7 +5,7 @@ from django.test import Client
 from django.urls import reverse
 
 from optimizer.models import Run, RunStatus
-from tests.dashboard.factories import build_run
+from tests.factories import recorded_run
 
 pytestmark = pytest.mark.django_db
 
@@ -33,7 +33,7 @@ def test_a_missing_trailing_slash_still_redirects_instead_of_404(user_client, de
 
 
 def test_another_users_run_shows_our_404_page_not_the_debug_page(user_client, other_user, debug):
-    run = build_run(owner=other_user, candidates=1, val_tasks=1)
+    run = recorded_run(owner=other_user, candidates=1, val_tasks=1)
     assert _is_ours(user_client.get(reverse("runs:detail", args=[run.pk])), 404)
 
 
@@ -55,7 +55,7 @@ def test_a_server_error_shows_our_500_page_and_logs_the_traceback(user, debug, m
         raise RuntimeError("kaboom in the summary")
 
     monkeypatch.setattr("optimizer.selectors.run_summary", broken)
-    run = build_run(owner=user, candidates=1, val_tasks=1)
+    run = recorded_run(owner=user, candidates=1, val_tasks=1)
     client = Client(raise_request_exception=False)
     client.force_login(user)
     response = client.get(reverse("runs:detail", args=[run.pk]))

@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from tests.dashboard.factories import build_run
+from tests.factories import recorded_run
 
 pytestmark = pytest.mark.django_db
 
@@ -21,15 +21,15 @@ def _queries(client, url: str) -> int:
 
 
 def test_the_candidate_page_does_not_ask_more_of_the_database_for_a_bigger_run(user, user_client):
-    small = build_run(owner=user, candidates=5, val_tasks=4)
-    large = build_run(owner=user, candidates=60, val_tasks=4, seed=3)
+    small = recorded_run(owner=user, candidates=5, val_tasks=4)
+    large = recorded_run(owner=user, candidates=60, val_tasks=4, seed=3)
     counts = [_queries(user_client, reverse("runs:candidate", args=[run.pk, 3])) for run in (small, large)]
     assert counts[0] == counts[1], counts
 
 
 def test_the_compare_view_of_five_candidates_does_not_ask_more_of_the_database_for_a_bigger_run(user, user_client):
-    small = build_run(owner=user, candidates=6, val_tasks=4)
-    large = build_run(owner=user, candidates=60, val_tasks=4, seed=3)
+    small = recorded_run(owner=user, candidates=6, val_tasks=4)
+    large = recorded_run(owner=user, candidates=60, val_tasks=4, seed=3)
     counts = []
     for run in (small, large):
         url = reverse("compare:compare", args=[run.pk]) + "?c=1&c=2&c=3&c=4&c=5&diff=seed"
@@ -38,14 +38,14 @@ def test_the_compare_view_of_five_candidates_does_not_ask_more_of_the_database_f
 
 
 def test_the_compare_view_answers_in_a_handful_of_queries(user, user_client, django_assert_max_num_queries):
-    run = build_run(owner=user, candidates=60, val_tasks=4, seed=3)
+    run = recorded_run(owner=user, candidates=60, val_tasks=4, seed=3)
     with django_assert_max_num_queries(20):
         response = user_client.get(reverse("compare:compare", args=[run.pk]) + "?c=1&c=2&c=3&c=4&c=5")
     assert response.status_code == 200
 
 
 def test_the_compare_views_diff_picker_offers_the_compared_the_best_and_the_asked_for_candidate(user, user_client):
-    run = build_run(owner=user, candidates=30, val_tasks=3)
+    run = recorded_run(owner=user, candidates=30, val_tasks=3)
     url = reverse("compare:compare", args=[run.pk]) + "?c=1&c=2&diff=17"
     html = user_client.get(url).content.decode()
     offered = {int(i) for i in re.findall(r'<option value="(\d+)"', html)}

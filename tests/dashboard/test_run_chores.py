@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from optimizer import selectors
 from optimizer.models import Run, RunStatus
-from tests.dashboard.factories import build_run
+from tests.factories import recorded_run
 from tests.dashboard.pages.test_runs import config, post_json, task_set, verifier  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.django_db
@@ -20,9 +20,10 @@ def listed(client, **query) -> list[int]:
 
 @pytest.fixture
 def three_runs(user):
-    a = build_run(owner=user, candidates=2, val_tasks=2, name="alpha", seed=1)
-    b = build_run(owner=user, candidates=3, val_tasks=2, name="bravo", seed=2, status=RunStatus.RUNNING)
-    c = build_run(owner=user, candidates=4, val_tasks=2, name="charlie", seed=3)
+    # Seeds whose runs have three different best scores (a tie would leave the order to the database).
+    a = recorded_run(owner=user, candidates=2, val_tasks=2, name="alpha", seed=2)
+    b = recorded_run(owner=user, candidates=3, val_tasks=2, name="bravo", seed=3, status=RunStatus.RUNNING)
+    c = recorded_run(owner=user, candidates=4, val_tasks=2, name="charlie", seed=4)
     Run.objects.filter(pk=b.pk).update(config=dict(b.config, task_lm={"provider": "openai", "model": "gpt-4o-mini"}))
     return a, b, c
 

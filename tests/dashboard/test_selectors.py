@@ -10,7 +10,7 @@ from dashboard import selectors
 from optimizer import event_types as ev
 from optimizer.events import publish_run_event
 from optimizer.models import Candidate, Evaluation, Run, RunStatus
-from tests.dashboard.factories import build_run
+from tests.factories import recorded_run
 
 
 def candidate_rows(snap: dict) -> list[dict]:
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_the_snapshot_holds_every_candidate_with_its_lineage_scores_and_verdicts(user):
-    run = build_run(owner=user, candidates=8, val_tasks=5)
+    run = recorded_run(owner=user, candidates=8, val_tasks=5)
     snap = selectors.run_snapshot(run)
 
     assert [c["index"] for c in candidate_rows(snap)] == list(range(8))
@@ -42,7 +42,7 @@ def test_the_snapshot_holds_every_candidate_with_its_lineage_scores_and_verdicts
 
 
 def test_the_front_names_every_top_scorer_of_each_task_including_ties(user):
-    run = build_run(owner=user, candidates=6, val_tasks=4)
+    run = recorded_run(owner=user, candidates=6, val_tasks=4)
     snap = selectors.run_snapshot(run)
     for column, key in enumerate(snap["tasks"]):
         top = max(row[column] for row in snap["scores"])
@@ -51,7 +51,7 @@ def test_the_front_names_every_top_scorer_of_each_task_including_ties(user):
 
 
 def test_size_and_latency_metrics_are_the_means_the_recorder_publishes(user):
-    run = build_run(owner=user, candidates=3, val_tasks=4)
+    run = recorded_run(owner=user, candidates=3, val_tasks=4)
     candidate = Candidate.objects.get(run=run, index=2)
     Evaluation.objects.filter(candidate=candidate).update(tokens_in=100, tokens_out=50, latency_ms=20)
     Evaluation.objects.filter(candidate=candidate, task_key="t000").update(tokens_in=0, tokens_out=0, latency_ms=0)
@@ -62,7 +62,7 @@ def test_size_and_latency_metrics_are_the_means_the_recorder_publishes(user):
 
 
 def test_the_streams_hold_the_latest_proposals_trials_and_errors_with_long_text_clipped(user):
-    run = build_run(owner=user, candidates=3, val_tasks=3, status=RunStatus.RUNNING)
+    run = recorded_run(owner=user, candidates=3, val_tasks=3, status=RunStatus.RUNNING)
     long_text = "x" * 50_000
     publish_run_event(run.pk, ev.PROPOSAL, {"iteration": 9, "parent": 0, "components": ["p"], "accepted": False,
                                              "candidate": None, "before": 1, "after": 0.5, "minibatch": ["t000"],
@@ -80,7 +80,7 @@ def test_the_streams_hold_the_latest_proposals_trials_and_errors_with_long_text_
 
 
 def test_every_rejected_proposal_stays_on_the_score_chart_after_a_reload_not_only_the_streams_tail(user):
-    run = build_run(owner=user, candidates=2, val_tasks=2, status=RunStatus.RUNNING)
+    run = recorded_run(owner=user, candidates=2, val_tasks=2, status=RunStatus.RUNNING)
     count = selectors.PROPOSALS_TAIL + 15
     for i in range(count):
         publish_run_event(run.pk, ev.PROPOSAL, {"iteration": 10 + i, "parent": 1, "components": ["p"], "accepted": False,
@@ -95,7 +95,7 @@ def test_every_rejected_proposal_stays_on_the_score_chart_after_a_reload_not_onl
 
 
 def test_stream_events_after_the_snapshot_seq_are_left_to_the_websocket(user):
-    run = build_run(owner=user, candidates=2, val_tasks=2, status=RunStatus.RUNNING)
+    run = recorded_run(owner=user, candidates=2, val_tasks=2, status=RunStatus.RUNNING)
     snapshot_seq = run.last_seq
     publish_run_event(run.pk, ev.ERROR, {"where": "runner", "message": "later", "iteration": None})
     snap = selectors.run_snapshot(run)  # `run` still carries the older last_seq
@@ -111,8 +111,8 @@ def test_a_run_with_no_candidates_yet_gives_an_empty_but_complete_snapshot(user)
 
 
 def test_the_snapshot_uses_the_same_few_queries_whatever_the_run_size(user):
-    small = build_run(owner=user, candidates=3, val_tasks=3)
-    large = build_run(owner=user, candidates=40, val_tasks=20, seed=3)
+    small = recorded_run(owner=user, candidates=3, val_tasks=3)
+    large = recorded_run(owner=user, candidates=40, val_tasks=20, seed=3)
     counts = []
     for run in (small, large):
         run = Run.objects.select_related("task_set", "owner", "best_candidate").get(pk=run.pk)  # as the view loads it
@@ -124,14 +124,14 @@ def test_the_snapshot_uses_the_same_few_queries_whatever_the_run_size(user):
 
 def test_a_run_of_300_candidates_by_100_tasks_snapshots_under_2_mb(user):
     # Its build time is a figure bench/live.py prints (shared CI machines make a timed assert flaky).
-    run = build_run(owner=user, candidates=300, val_tasks=100)
+    run = recorded_run(owner=user, candidates=300, val_tasks=100)
     body = json.dumps(selectors.run_snapshot(run))
     assert len(body.encode()) <= 2_000_000
     assert len(json.loads(body)["candidates"]["index"]) == 300 and len(json.loads(body)["tasks"]) == 100
 
 
 def test_the_candidate_detail_lists_children_and_the_tasks_it_leads(user):
-    run = build_run(owner=user, candidates=6, val_tasks=4)
+    run = recorded_run(owner=user, candidates=6, val_tasks=4)
     snap = selectors.run_snapshot(run)
     index = run.best_candidate.index
     detail = selectors.candidate_detail(run, index)
@@ -144,7 +144,7 @@ def test_the_candidate_detail_lists_children_and_the_tasks_it_leads(user):
 def test_a_big_runs_snapshot_carries_the_scores_of_the_front_and_the_top_candidates_and_the_rest_on_demand(user, monkeypatch):
     monkeypatch.setattr(selectors, "HEATMAP_ROWS", 10)
     monkeypatch.setattr(selectors, "HEATMAP_TOP", 3)
-    run = build_run(owner=user, candidates=30, val_tasks=6)
+    run = recorded_run(owner=user, candidates=30, val_tasks=6)
     snap = selectors.run_snapshot(run)
     candidates = list(Candidate.objects.filter(run=run))
     members = {c.index for c in candidates if c.on_front}
@@ -164,7 +164,7 @@ def test_a_big_runs_snapshot_carries_the_scores_of_the_front_and_the_top_candida
 
 
 def test_the_snapshot_reads_what_the_recorder_stored_not_the_evaluation_rows(user):
-    run = build_run(owner=user, candidates=12, val_tasks=5)
+    run = recorded_run(owner=user, candidates=12, val_tasks=5)
     run = Run.objects.select_related("task_set", "owner", "best_candidate").get(pk=run.pk)
     with CaptureQueriesContext(connection) as queries:
         selectors.run_snapshot(run)
@@ -172,7 +172,7 @@ def test_the_snapshot_reads_what_the_recorder_stored_not_the_evaluation_rows(use
 
 
 def test_the_more_rows_endpoint_pages_by_index_and_refuses_what_is_not_a_number(user_client, user):
-    run = build_run(owner=user, candidates=5, val_tasks=3)
+    run = recorded_run(owner=user, candidates=5, val_tasks=3)
     url = f"/runs/{run.pk}/scores.json"
     assert user_client.get(url, {"after": 2}).json()["rows"] == [3, 4]
     assert user_client.get(url, {"after": "x"}).status_code == 400

@@ -30,8 +30,8 @@ SECONDS_PER_RUN = 75
 
 SEED = """
 from django.contrib.auth import get_user_model
-from tests.dashboard.factories import build_run
-build_run(owner=get_user_model().objects.get(username={username!r}), candidates=4, val_tasks=3)
+from tests.factories import recorded_run
+recorded_run(owner=get_user_model().objects.get(username={username!r}), candidates=4, val_tasks=3)
 """
 
 

@@ -17,9 +17,9 @@ pytestmark = pytest.mark.e2e
 
 SEED_RUN = """
 from django.contrib.auth import get_user_model
-from tests.dashboard.compare_factories import make_compare_run
+from tests.factories import recorded_run
 owner = get_user_model().objects.get(username={username!r})
-print(make_compare_run(owner, candidates=4, val_tasks=6, holdout_tasks=3, name={name!r}).pk)
+print(recorded_run(owner, candidates=4, val_tasks=6, holdout_tasks=3, name={name!r}, task_prefix="val-").pk)
 """
 
 

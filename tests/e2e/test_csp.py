@@ -27,12 +27,12 @@ import json
 from django.contrib.auth import get_user_model
 from dashboard.account_services import api_token_create
 from optimizer.examples import load_examples
-from tests.dashboard.compare_factories import make_compare_run
+from tests.factories import recorded_run
 from verifiers_app.models import Verifier
 from verifiers_app.services import verifier_update
 owner = get_user_model().objects.get(username={username!r})
 load_examples(user=owner)
-run = make_compare_run(owner, candidates=4, val_tasks=4, holdout_tasks=2, name="CSP sweep")
+run = recorded_run(owner, candidates=4, val_tasks=4, holdout_tasks=2, name="CSP sweep", task_prefix="val-")
 verifier = Verifier.objects.filter(owner=owner).order_by("pk").first()
 verifier_update(verifier=verifier, spec={{**verifier.spec, "passThreshold": 0.5}}, user=owner)
 token, _ = api_token_create(user=owner, name="csp sweep")

@@ -197,9 +197,9 @@ def test_clicking_a_lineage_node_opens_that_candidate(page, demo_data):
 
 HOSTILE_RUN = """
 from django.contrib.auth import get_user_model
-from tests.dashboard.factories import build_run
+from tests.factories import recorded_run
 owner = get_user_model().objects.get(username={username!r})
-run = build_run(owner=owner, name="hostile", candidates=4, val_tasks=3,
+run = recorded_run(owner=owner, name="hostile", candidates=4, val_tasks=3,
                 component_text='<img src=x onerror="window.__xss=1"><b>bold</b>', task_prefix="<i>task</i>")
 print(run.pk)
 """
@@ -286,9 +286,9 @@ def snapshot_scores_of(page, run_id: int, index: int) -> list:
 
 LARGE_RUN = """
 from django.contrib.auth import get_user_model
-from tests.dashboard.factories import build_run
+from tests.factories import recorded_run
 owner = get_user_model().objects.get(username={username!r})
-print(build_run(owner=owner, name="large", candidates=300, val_tasks=100, status="running").pk)
+print(recorded_run(owner=owner, name="large", candidates=300, val_tasks=100, status="running").pk)
 """
 
 NEXT_CANDIDATES = """

@@ -19,9 +19,9 @@ pytestmark = pytest.mark.e2e
 FACTORY_RUN = """
 import json
 from django.contrib.auth import get_user_model
-from tests.dashboard.factories import build_run
+from tests.factories import recorded_run
 owner = get_user_model().objects.get(username={username!r})
-run = build_run(owner=owner, candidates={candidates}, val_tasks={val_tasks}, name={name!r}, seed={seed}, status={status!r})
+run = recorded_run(owner=owner, candidates={candidates}, val_tasks={val_tasks}, name={name!r}, seed={seed}, status={status!r})
 best = run.best_candidate
 print(json.dumps({{"id": run.pk, "best": best.index if best else None, "task_set": run.task_set_id,
                    "best_text": best.components["system_prompt"] if best else None,
@@ -32,12 +32,12 @@ print(json.dumps({{"id": run.pk, "best": best.index if best else None, "task_set
 
 COMPARE_PAIR = """
 from django.contrib.auth import get_user_model
-from tests.dashboard.compare_factories import VERIFIER, make_compare_run
+from tests.factories import REFUND_POLICY, recorded_run
 from verifiers_app.services import verifier_create
 owner = get_user_model().objects.get(username={username!r})
-verifier = verifier_create(owner=owner, spec=VERIFIER)  # so a fork of these runs can launch
-a = make_compare_run(owner, name="Pair A", seed=1)
-b = make_compare_run(owner, name="Pair B", seed=2, task_set=a.task_set)
+verifier = verifier_create(owner=owner, spec=REFUND_POLICY)  # so a fork of these runs can launch
+a = recorded_run(owner, name="Pair A", seed=1, candidates=4, val_tasks=6, holdout_tasks=4, task_prefix="val-", verifiers=[REFUND_POLICY])
+b = recorded_run(owner, name="Pair B", seed=2, task_set=a.task_set, candidates=4, verifiers=[REFUND_POLICY])
 for run in (a, b):  # as run_launch links a run to its verifiers (the runs list filters by them)
     run.verifiers.add(verifier)
 print(a.pk, b.pk)
@@ -168,8 +168,8 @@ def test_a_missing_page_shows_our_404_not_djangos_debug_page(page, runs):
 NO_CANDIDATE_RUN = """
 from django.contrib.auth import get_user_model
 from optimizer.models import Run, RunEvent
-from tests.dashboard.factories import build_run
-run = build_run(owner=get_user_model().objects.get(username={username!r}), candidates=1, val_tasks=3,
+from tests.factories import recorded_run
+run = recorded_run(owner=get_user_model().objects.get(username={username!r}), candidates=1, val_tasks=3,
                 name="Failed before the seed was scored", status="failed")
 run.candidates.all().delete()
 RunEvent.objects.filter(run=run).delete()
@@ -226,8 +226,8 @@ def rows(page) -> list[str]:
 
 OTHER_MODEL_RUN = """
 from django.contrib.auth import get_user_model
-from tests.dashboard.factories import build_run
-run = build_run(owner=get_user_model().objects.get(username={username!r}), candidates=2, name="Failed run", status="failed")
+from tests.factories import recorded_run
+run = recorded_run(owner=get_user_model().objects.get(username={username!r}), candidates=2, name="Failed run", status="failed")
 run.config["task_lm"] = {{"provider": "openai", "model": "tiny-e2e-model"}}  # not the simulator
 run.save(update_fields=["config"])
 """

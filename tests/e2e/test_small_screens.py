@@ -29,7 +29,7 @@ from optimizer.examples import load_examples
 from optimizer.models import TaskSet
 from optimizer.services import run_launch
 from pathlib import Path
-from tests.dashboard.compare_factories import make_compare_run
+from tests.factories import recorded_run
 from verifiers_app.services import verifier_upsert
 user = get_user_model().objects.get(username={username!r})
 load_examples(user=user)
@@ -41,8 +41,8 @@ config.update(name="Phone-sized demo run", budget={{"max_metric_calls": 90}})
 config["task_lm"]["simulated_latency_ms"] = config["reflection_lm"]["simulated_latency_ms"] = 0
 run = run_launch(owner=user, config=config)
 task = task_set.tasks.filter(split="val").order_by("position").first()
-a = make_compare_run(user, name="Pair A", seed=1)
-b = make_compare_run(user, name="Pair B", seed=2, task_set=a.task_set)
+a = recorded_run(user, name="Pair A", seed=1, candidates=4, val_tasks=6, holdout_tasks=4, task_prefix="val-")
+b = recorded_run(user, name="Pair B", seed=2, task_set=a.task_set, candidates=4)
 print(json.dumps({{"run": run.pk, "task_set": task_set.pk, "task": task.pk, "task_key": task.task_id,
                    "verifier": "refund-policy-quality", "pair": [a.pk, b.pk]}}))
 """

@@ -14,11 +14,11 @@ pytestmark = pytest.mark.e2e
 WATCHER_PASSWORD = "watcher-password-123"  # noqa: S105 - test user
 SEED = """
 from django.contrib.auth import get_user_model
-from tests.dashboard.compare_factories import make_compare_run
+from tests.factories import recorded_run
 User = get_user_model()
 owner = User.objects.get(username={owner!r})
 watcher = User.objects.create_user("watcher", password={password!r})
-run = make_compare_run(owner, candidates=3, val_tasks=3, holdout_tasks=0, name="shared then unshared")
+run = recorded_run(owner, candidates=3, val_tasks=3, holdout_tasks=0, name="shared then unshared", task_prefix="val-")
 run.shared_with.add(watcher)
 print(run.pk)
 """

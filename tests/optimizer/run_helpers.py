@@ -1,9 +1,12 @@
-"""Small builders for run tests: a refund-policy verifier and task set whose
-verifier feedback is concrete enough for the demo simulator to improve on."""
+"""Helpers for tests that really execute runs (gepa driving the demo simulator):
+a refund-policy verifier and task set whose verifier feedback is concrete
+enough for the simulator to improve on, a launch config, model endpoints, and
+`run_demo_with_holdout`. A recorded run built straight into the database comes
+from tests/factories.py instead."""
 
 from __future__ import annotations
 
-from optimizer.models import Task, TaskSet
+from optimizer.models import Run, Task, TaskSet
 from verifiers_app.services import verifier_create
 
 REFUND_SPEC = {
@@ -71,3 +74,24 @@ def endpoint(name: str, lm: dict) -> str:
         name=name, **{k: v for k, v in lm.items() if k in fields}, options={k: v for k, v in lm.items() if k not in fields}
     )
     return name
+
+
+def run_demo_with_holdout(owner, *, task_set: TaskSet | None = None, **config) -> Run:
+    """A run produced by the real runner: gepa driving the offline demo
+    simulator on the refund task set, with a train, val and holdout split, so it
+    ends by scoring the seed and the best candidate on the holdout tasks. The
+    caller points `settings.RUNS_DIR` somewhere temporary and needs a
+    transactional database. A second run on the same `task_set` may change the
+    launch `config` (run_config keys)."""
+    from optimizer.models import RunStatus
+    from optimizer.runner import execute_run
+    from optimizer.services import run_launch
+
+    if task_set is None:
+        refund_verifier(owner)
+        task_set = refund_task_set(owner, splits=["train", "val", "holdout"] * 3)
+    run = run_launch(owner=owner, config=run_config(task_set, **({"splits": {"holdout": "holdout"}} | config)))
+    status = execute_run(run.pk)
+    run.refresh_from_db()
+    assert status == RunStatus.COMPLETED, run.error
+    return run

@@ -11,15 +11,15 @@ import pytest
 from optimizer import event_types as ev
 from optimizer.events import publish_run_event
 from optimizer.models import RunEvent, RunStatus
-from tests.dashboard.compare_factories import run_demo_with_holdout
-from tests.dashboard.factories import build_run
+from tests.optimizer.run_helpers import run_demo_with_holdout
+from tests.factories import recorded_run
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 @pytest.mark.django_db
 def test_a_payload_that_does_not_match_its_model_is_refused_naming_the_field_and_nothing_is_written(user):
-    run = build_run(owner=user, candidates=1, val_tasks=1, status=RunStatus.RUNNING)
+    run = recorded_run(owner=user, candidates=1, val_tasks=1, status=RunStatus.RUNNING)
     before = RunEvent.objects.filter(run=run).count()
     with pytest.raises(ev.EventPayloadError, match=r"run.budget event: data.used: Input should be a valid integer"):
         publish_run_event(run.pk, ev.RUN_BUDGET, {"used": "12", "total": 50})
@@ -33,7 +33,7 @@ def test_a_payload_that_does_not_match_its_model_is_refused_naming_the_field_and
 
 @pytest.mark.django_db
 def test_an_event_type_outside_the_catalogue_is_refused(user):
-    run = build_run(owner=user, candidates=1, val_tasks=1, status=RunStatus.RUNNING)
+    run = recorded_run(owner=user, candidates=1, val_tasks=1, status=RunStatus.RUNNING)
     with pytest.raises(ev.EventPayloadError, match="'run.stats' is not an event type"):
         publish_run_event(run.pk, "run.stats", {})
 
@@ -41,7 +41,7 @@ def test_an_event_type_outside_the_catalogue_is_refused(user):
 @pytest.mark.django_db
 def test_with_validation_off_a_payload_is_stored_as_given(user, settings):
     settings.FRONTIER_VALIDATE_EVENTS = False
-    run = build_run(owner=user, candidates=1, val_tasks=1, status=RunStatus.RUNNING)
+    run = recorded_run(owner=user, candidates=1, val_tasks=1, status=RunStatus.RUNNING)
     assert publish_run_event(run.pk, ev.WORKER_PING, {"note": "no host"}).payload == {"note": "no host"}
 
 
@@ -61,9 +61,15 @@ def test_every_event_of_a_real_run_with_a_holdout_matches_its_model(user, settin
 @pytest.mark.django_db
 def test_the_run_factory_writes_events_in_the_catalogue_shapes(user):
     # It writes RunEvents directly (no publish): checked here instead.
-    run = build_run(owner=user, candidates=8, val_tasks=3, status=RunStatus.COMPLETED)
-    for type, payload in RunEvent.objects.filter(run=run).values_list("type", "payload"):
+    run = recorded_run(owner=user, candidates=8, val_tasks=3, holdout_tasks=2, status=RunStatus.COMPLETED)
+    stored = list(RunEvent.objects.filter(run=run).values_list("type", "payload"))
+    for type, payload in stored:
         ev.validate_payload(type, payload)
+    # The shape it promises: merges, rejected proposals, a holdout scored, one front delta per candidate.
+    assert run.candidates.filter(origin="merge").exists()
+    assert any(type == ev.PROPOSAL and not payload["accepted"] for type, payload in stored)
+    assert [type for type, _ in stored].count(ev.FRONT_UPDATED) == 8 and ev.HOLDOUT_SCORED in {t for t, _ in stored}
+    assert run.candidates.get(index=0).evaluations.filter(split="holdout").count() == 2
 
 
 def test_the_readme_lists_every_event_type_as_its_model_describes_it():

@@ -9,14 +9,15 @@ from django.urls import reverse
 
 from optimizer.export import RunImportError, run_export, run_export_csv, run_export_stream, run_import, run_import_stream
 from optimizer.models import Candidate, Evaluation, Run, RunEvent
-from tests.dashboard.compare_factories import make_compare_run, run_demo_with_holdout
+from tests.factories import recorded_run
+from tests.optimizer.run_helpers import run_demo_with_holdout
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def run(user):
-    return make_compare_run(user, candidates=4, val_tasks=5, holdout_tasks=3)
+    return recorded_run(user, candidates=4, val_tasks=5, holdout_tasks=3, name="Refund policy run", task_prefix="val-")
 
 
 def _scores(run):
@@ -185,7 +186,8 @@ def test_an_import_read_a_few_bytes_at_a_time_gives_the_same_run(run, other_user
 
 def test_a_bad_last_event_names_its_line_and_saves_none_of_the_candidates_read_before_it(run, other_user):
     body = json.dumps(run_export(run), indent=1).encode()
-    broken = body[: body.rindex(b'"seq"')] + b'"seq": "seven"' + body[body.rindex(b'"seq"') + len(b'"seq": 1'):]
+    last = body.rindex(b'"seq": ')
+    broken = body[:last] + b'"seq": "seven"' + body[last + len(f'"seq": {run.last_seq}'):]
     bad_line = broken[: broken.index(b'"seven"')].count(b"\n") + 1
     wrong_json = body.replace(b'"events": [', b'"events": [}', 1)
     counts = (Run.objects.count(), Candidate.objects.count(), Evaluation.objects.count(), RunEvent.objects.count())

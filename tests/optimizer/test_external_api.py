@@ -189,9 +189,9 @@ def test_the_run_page_marks_the_run_external_and_no_worker_ever_runs_or_resumes_
 
 
 def test_an_external_run_compares_with_a_native_run_of_its_task_set_and_its_best_prompt_downloads(tracker, user, user_client):
-    from tests.dashboard.factories import build_run
+    from tests.factories import recorded_run
 
-    native = build_run(owner=user, candidates=3, val_tasks=3)
+    native = recorded_run(owner=user, candidates=3, val_tasks=3)
     keys = [row["task_id"] for row in native.tasks_snapshot]
     opened = tracker.open(task_set_id=native.task_set_id, key="same-task-set-01")
     assert opened.status_code == 201, opened.content

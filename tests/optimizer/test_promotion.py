@@ -8,14 +8,15 @@ from optimizer import event_types as ev
 from optimizer.export import run_export, run_import
 from optimizer.models import Evaluation, RunStatus
 from optimizer.promotion import promotion_report, run_promote
-from tests.dashboard.compare_factories import make_compare_run, run_demo_with_holdout
+from tests.factories import recorded_run
+from tests.optimizer.run_helpers import run_demo_with_holdout
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def run(user):
-    return make_compare_run(user, candidates=3, val_tasks=3, holdout_tasks=4)
+    return recorded_run(user, candidates=3, val_tasks=3, holdout_tasks=4, name="Refund policy run", task_prefix="val-")
 
 
 def _set_holdout(run, index, scores):
@@ -53,7 +54,7 @@ def test_more_regressions_than_improvements_blocks_promotion_even_with_a_big_mea
 
 
 def test_there_is_no_report_without_holdout_evaluations(user):
-    run = make_compare_run(user, candidates=2, holdout_tasks=0, name="no holdout")
+    run = recorded_run(user, candidates=2, holdout_tasks=0, name="no holdout", val_tasks=6, task_prefix="val-")
     assert promotion_report(seed=run.candidates.get(index=0), candidate=run.candidates.get(index=1)) is None
 
 
@@ -66,7 +67,7 @@ def test_the_owner_promotes_a_finished_run_s_candidate(run, user):
 def test_promotion_is_refused_to_others_for_other_runs_candidates_and_while_running(run, user, other_user):
     with pytest.raises(PermissionDenied):
         run_promote(run=run, candidate=run.candidates.get(index=1), user=other_user)
-    elsewhere = make_compare_run(user, name="elsewhere").candidates.get(index=1)
+    elsewhere = recorded_run(user, name="elsewhere", candidates=4, val_tasks=6, holdout_tasks=4, task_prefix="val-").candidates.get(index=1)
     with pytest.raises(ValueError, match="^candidate:"):
         run_promote(run=run, candidate=elsewhere, user=user)
     run.status = RunStatus.RUNNING

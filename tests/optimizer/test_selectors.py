@@ -6,16 +6,17 @@ from django.http import Http404
 
 from optimizer import selectors
 from optimizer.api import RunOut
+from optimizer.config import DEMO_TASK_LM
 from optimizer.models import RunStatus
-from tests.dashboard.factories import build_run
+from tests.factories import recorded_run
 
 pytestmark = pytest.mark.django_db
 
 
 def test_the_runs_list_filters_by_status_and_searches_names_task_sets_and_owners(user, other_user):
-    done = build_run(owner=user, name="refund policy", candidates=2, val_tasks=2)
-    live = build_run(owner=user, name="facility extraction", candidates=2, val_tasks=2, status=RunStatus.RUNNING)
-    foreign = build_run(owner=other_user, name="refund elsewhere", candidates=2, val_tasks=2)
+    done = recorded_run(owner=user, name="refund policy", candidates=2, val_tasks=2)
+    live = recorded_run(owner=user, name="facility extraction", candidates=2, val_tasks=2, status=RunStatus.RUNNING)
+    foreign = recorded_run(owner=other_user, name="refund elsewhere", candidates=2, val_tasks=2)
 
     assert list(selectors.run_list(user=user)) == [live, done]
     assert list(selectors.run_list(user=user, status="running")) == [live]
@@ -26,14 +27,14 @@ def test_the_runs_list_filters_by_status_and_searches_names_task_sets_and_owners
 
 
 def test_the_demo_simulator_is_labelled_as_a_simulator(user):
-    run = build_run(owner=user, candidates=1, val_tasks=1)
-    assert selectors.run_summary(run)["model"] == {"label": "demo simulator", "is_simulator": True, "model": "sim"}
+    run = recorded_run(owner=user, candidates=1, val_tasks=1)
+    assert selectors.run_summary(run)["model"] == {"label": "demo simulator", "is_simulator": True, "model": DEMO_TASK_LM.model}
     run.config = {"task_lm": {"provider": "openai", "model": "gpt-4o-mini"}}
     assert selectors.run_summary(run)["model"] == {"label": "gpt-4o-mini", "is_simulator": False, "model": "gpt-4o-mini"}
 
 
 def test_a_run_whose_reflection_model_is_the_simulator_is_flagged_a_simulator_on_pages_and_in_the_api(user):
-    run = build_run(owner=user, candidates=1, val_tasks=1)
+    run = recorded_run(owner=user, candidates=1, val_tasks=1)
     run.config = {"task_lm": {"provider": "openai", "model": "gpt-4o-mini"}, "reflection_lm": {"provider": "demo", "model": "demo-reflection"}}
     summary = selectors.run_summary(run)
     assert summary["model"] == {"label": "gpt-4o-mini", "is_simulator": True, "model": "gpt-4o-mini"}
@@ -41,13 +42,13 @@ def test_a_run_whose_reflection_model_is_the_simulator_is_flagged_a_simulator_on
 
 
 def test_a_run_with_real_models_only_is_not_flagged_a_simulator_anywhere(user):
-    run = build_run(owner=user, candidates=1, val_tasks=1)
+    run = recorded_run(owner=user, candidates=1, val_tasks=1)
     run.config = {"task_lm": {"provider": "openai", "model": "a"}, "reflection_lm": {"provider": "openai", "model": "b"}}
     assert RunOut.of(run)["simulator"] is False and selectors.run_summary(run)["model"]["is_simulator"] is False
 
 
 def test_the_api_shape_and_the_list_row_show_the_same_numbers_as_the_summary(user):
-    run = build_run(owner=user, candidates=3, val_tasks=2)
+    run = recorded_run(owner=user, candidates=3, val_tasks=2)
     summary, api, row = selectors.run_summary(run), RunOut.of(run), selectors.run_list_row(run)
     for key in ("id", "status", "budget_used", "budget_total", "seed_score", "best_score", "cost", "pricing", "last_seq"):
         assert api[key] == summary[key] == row[key]
@@ -55,7 +56,7 @@ def test_the_api_shape_and_the_list_row_show_the_same_numbers_as_the_summary(use
 
 
 def test_a_run_shared_with_a_user_is_readable_but_not_controllable_by_them(user, other_user):
-    run = build_run(owner=other_user, candidates=1, val_tasks=1)
+    run = recorded_run(owner=other_user, candidates=1, val_tasks=1)
     with pytest.raises(Http404):
         selectors.run_for_user(user, run.pk)
     run.shared_with.add(user)
@@ -66,8 +67,8 @@ def test_a_run_shared_with_a_user_is_readable_but_not_controllable_by_them(user,
 
 
 def test_the_runs_list_leaves_archived_runs_out_unless_asked(user):
-    kept = build_run(owner=user, name="kept", candidates=1, val_tasks=1)
-    archived = build_run(owner=user, name="archived", candidates=1, val_tasks=1)
+    kept = recorded_run(owner=user, name="kept", candidates=1, val_tasks=1)
+    archived = recorded_run(owner=user, name="archived", candidates=1, val_tasks=1)
     archived.archived = True
     archived.save(update_fields=["archived"])
     assert list(selectors.run_list(user=user)) == [kept]

@@ -7,7 +7,7 @@ import pytest
 
 from optimizer.models import RunStatus, Task, TaskSet
 from optimizer.taskset_services import taskset_import
-from tests.dashboard.factories import build_run
+from tests.factories import recorded_run
 
 pytestmark = pytest.mark.django_db
 
@@ -45,7 +45,7 @@ def test_a_shared_set_can_be_duplicated_into_a_private_copy_of_ones_own(user, ot
 
 
 def test_deleting_a_set_is_refused_while_an_active_run_uses_it_and_finished_runs_still_render(user, user_client, other_client):
-    run = build_run(owner=user, status=RunStatus.RUNNING)
+    run = recorded_run(owner=user, status=RunStatus.RUNNING)
     task_set = run.task_set
     refused = user_client.delete(f"/api/tasksets/{task_set.pk}")
     assert refused.status_code == 409 and f"used by active run #{run.pk}; stop it first" in refused.json()["detail"]

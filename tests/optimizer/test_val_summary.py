@@ -12,7 +12,7 @@ from optimizer import runner
 from optimizer.models import Candidate, Evaluation
 from optimizer.runner import execute_run
 from optimizer.services import run_launch
-from tests.dashboard.factories import build_run
+from tests.factories import recorded_run
 from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
 
 
@@ -47,7 +47,7 @@ def test_the_recorder_stores_each_candidates_val_scores_and_summary_as_it_record
 
 @pytest.mark.django_db
 def test_the_data_migration_fills_candidates_recorded_before_the_fields_existed(user):
-    run = build_run(owner=user, candidates=5, val_tasks=4)
+    run = recorded_run(owner=user, candidates=5, val_tasks=4)
     Candidate.objects.filter(run=run).update(val_task_scores=None, val_summary=None)
     backfill = importlib.import_module("optimizer.migrations.0009_i16a_backfill_val_summary").backfill
     backfill(apps, None)

@@ -7,14 +7,14 @@ from django.utils.html import escape
 
 from optimizer.export import run_export
 from optimizer.models import Evaluation, Run
-from tests.dashboard.compare_factories import make_compare_run
+from tests.factories import recorded_run
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def run(user):
-    return make_compare_run(user, candidates=4, val_tasks=6, holdout_tasks=4)
+    return recorded_run(user, candidates=4, val_tasks=6, holdout_tasks=4, name="Refund policy run", task_prefix="val-")
 
 
 def _compare(run, *indices, **params):
@@ -60,7 +60,7 @@ def test_someone_else_s_run_is_not_found(other_client, run):
 
 
 def test_filter_state_survives_in_the_pagination_links(user_client, user):
-    big = make_compare_run(user, candidates=2, val_tasks=120, holdout_tasks=0, name="big")
+    big = recorded_run(user, candidates=2, val_tasks=120, holdout_tasks=0, name="big", task_prefix="val-")
     html = user_client.get(_compare(big, 0, 1, only="diff", sort="regression")).content.decode()
     assert "only=diff&amp;sort=regression&amp;page=2" in html
 
@@ -169,7 +169,7 @@ def test_a_collaborator_who_can_see_the_run_cannot_promote(other_client, other_u
 
 
 def test_compare_runs_overlays_curves_and_lists_config_differences(user_client, user, run):
-    other = make_compare_run(user, name="second", task_set=run.task_set, seed=11)
+    other = recorded_run(user, name="second", task_set=run.task_set, seed=11, candidates=4)
     Run.objects.filter(pk=other.pk).update(config=other.config | {"task_lm": other.config["task_lm"] | {"model": "demo-large"}})
     response = user_client.get(reverse("compare:runs") + f"?a={run.pk}&b={other.pk}")
     html = response.content.decode()
@@ -180,7 +180,7 @@ def test_compare_runs_overlays_curves_and_lists_config_differences(user_client, 
 
 
 def test_compare_runs_refuses_runs_on_different_task_sets(user_client, user, run):
-    other = make_compare_run(user, name="elsewhere")
+    other = recorded_run(user, name="elsewhere", candidates=4, val_tasks=6, holdout_tasks=4, task_prefix="val-")
     response = user_client.get(reverse("compare:runs") + f"?a={run.pk}&b={other.pk}")
     assert response.status_code == 400 and b"not run on the same task set" in response.content
 
@@ -242,6 +242,13 @@ def test_an_upload_over_the_size_limit_is_refused_and_nothing_is_saved(other_cli
     assert not Run.objects.exists()
 
 
+def test_an_import_without_a_file_is_refused_naming_the_file_field_and_nothing_is_saved(other_client):
+    response = other_client.post(reverse("compare:import"), {"fil": SimpleUploadedFile("run.json", b"{}")})
+    assert response.status_code == 400
+    assert b"file: choose an exported run JSON file." in response.content
+    assert not Run.objects.exists()
+
+
 def test_a_nul_character_in_the_search_or_the_task_never_reaches_the_database(user_client, run):
     search = user_client.get(_compare(run, 0, 1, q="val-001%00"))
     assert search.status_code == 200 and 'data-task="val-001"' in search.content.decode()
@@ -278,7 +285,7 @@ def test_an_import_whose_config_tasks_or_verifiers_the_pages_cannot_read_is_refu
 @pytest.mark.django_db(transaction=True)
 def test_two_real_runs_on_one_task_set_compare_best_vs_best_with_their_config_difference(user, user_client, settings, tmp_path, monkeypatch):
     from optimizer import runner
-    from tests.dashboard.compare_factories import run_demo_with_holdout
+    from tests.optimizer.run_helpers import run_demo_with_holdout
 
     settings.RUNS_DIR = tmp_path / "runs"
     monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # see tests/optimizer/test_runner.py

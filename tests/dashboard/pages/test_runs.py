@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from optimizer.models import ModelEndpoint, Run, RunStatus, Split, Task, TaskSet
-from tests.dashboard.factories import build_run
+from tests.factories import recorded_run
 from verifiers_app.services import verifier_create
 
 pytestmark = pytest.mark.django_db
@@ -56,7 +56,7 @@ def post_json(client, name, data):
 
 
 def test_an_anonymous_visitor_is_sent_to_the_login_page_from_every_run_page(client, user):
-    run = build_run(owner=user, candidates=2, val_tasks=2)
+    run = recorded_run(owner=user, candidates=2, val_tasks=2)
     for url in [reverse("runs:detail", args=[run.pk]), reverse("runs:snapshot", args=[run.pk]), reverse("runs:scores", args=[run.pk]),
                 reverse("runs:candidate", args=[run.pk, 0]), reverse("runs:new"), reverse("runs:list_json")]:
         response = client.get(url)
@@ -64,14 +64,14 @@ def test_an_anonymous_visitor_is_sent_to_the_login_page_from_every_run_page(clie
 
 
 def test_another_user_gets_a_404_for_a_run_that_is_not_shared_with_them(other_client, user):
-    run = build_run(owner=user, candidates=2, val_tasks=2)
+    run = recorded_run(owner=user, candidates=2, val_tasks=2)
     for url in [reverse("runs:detail", args=[run.pk]), reverse("runs:snapshot", args=[run.pk]), reverse("runs:scores", args=[run.pk]),
                 reverse("runs:candidate", args=[run.pk, 0])]:
         assert other_client.get(url).status_code == 404, url
 
 
 def test_a_user_a_run_is_shared_with_can_watch_it_but_not_control_it(other_client, user, other_user):
-    run = build_run(owner=user, candidates=2, val_tasks=2, status=RunStatus.RUNNING)
+    run = recorded_run(owner=user, candidates=2, val_tasks=2, status=RunStatus.RUNNING)
     run.shared_with.add(other_user)
     page = other_client.get(reverse("runs:detail", args=[run.pk]))
     assert page.status_code == 200
@@ -84,7 +84,7 @@ def test_a_user_a_run_is_shared_with_can_watch_it_but_not_control_it(other_clien
 
 
 def test_the_run_page_carries_the_snapshot_and_websocket_addresses(user_client, user):
-    run = build_run(owner=user, candidates=2, val_tasks=2)
+    run = recorded_run(owner=user, candidates=2, val_tasks=2)
     html = user_client.get(reverse("runs:detail", args=[run.pk])).content.decode()
     assert f'data-snapshot-url="/runs/{run.pk}/snapshot.json"' in html
     assert f'data-ws-path="/ws/runs/{run.pk}/"' in html
@@ -93,14 +93,14 @@ def test_the_run_page_carries_the_snapshot_and_websocket_addresses(user_client, 
 
 
 def test_the_snapshot_endpoint_returns_the_run_as_json(user_client, user):
-    run = build_run(owner=user, candidates=4, val_tasks=3)
+    run = recorded_run(owner=user, candidates=4, val_tasks=3)
     data = user_client.get(reverse("runs:snapshot", args=[run.pk])).json()
     assert data["run"]["id"] == run.pk and data["run"]["last_seq"] == run.last_seq
     assert len(data["candidates"]["index"]) == 4 and len(data["scores"][0]) == 3
 
 
 def test_the_candidate_page_escapes_prompts_and_outputs(user_client, user):
-    run = build_run(owner=user, candidates=2, val_tasks=2, component_text="<script>alert('x')</script>")
+    run = recorded_run(owner=user, candidates=2, val_tasks=2, component_text="<script>alert('x')</script>")
     run.candidates.get(index=1).evaluations.update(output="<img src=x onerror=alert(1)>")
     html = user_client.get(reverse("runs:candidate", args=[run.pk, 1])).content.decode()
     assert "<script>alert(" not in html and "&lt;script&gt;alert(" in html
@@ -109,7 +109,7 @@ def test_the_candidate_page_escapes_prompts_and_outputs(user_client, user):
 
 
 def test_the_candidate_page_escapes_check_reasons_feedback_and_task_keys(user_client, user):
-    run = build_run(owner=user, candidates=2, val_tasks=2)
+    run = recorded_run(owner=user, candidates=2, val_tasks=2)
     evaluation = run.candidates.get(index=1).evaluations.first()
     evaluation.result["verifiers"][0]["checks"][0].update(reason='<b onmouseover="x()">miss</b>', id="<i>c</i>")
     evaluation.task_key = "<svg onload=y()>"
@@ -124,7 +124,7 @@ def test_the_candidate_page_escapes_check_reasons_feedback_and_task_keys(user_cl
 
 
 def test_the_candidate_page_shows_parents_checks_and_its_place_on_the_front(user_client, user):
-    run = build_run(owner=user, candidates=5, val_tasks=3)
+    run = recorded_run(owner=user, candidates=5, val_tasks=3)
     best = run.best_candidate
     html = user_client.get(reverse("runs:candidate", args=[run.pk, best.index])).content.decode()
     for parent in best.parents:
@@ -134,8 +134,8 @@ def test_the_candidate_page_shows_parents_checks_and_its_place_on_the_front(user
 
 
 def test_the_runs_list_shows_a_simulator_badge_and_filters_by_status(user_client, user):
-    build_run(owner=user, name="finished one", candidates=2, val_tasks=2)
-    build_run(owner=user, name="running one", candidates=2, val_tasks=2, status=RunStatus.RUNNING)
+    recorded_run(owner=user, name="finished one", candidates=2, val_tasks=2)
+    recorded_run(owner=user, name="running one", candidates=2, val_tasks=2, status=RunStatus.RUNNING)
     html = user_client.get(reverse("runs:list")).content.decode()
     assert "finished one" in html and "running one" in html and "badge-sim" in html
     rows = user_client.get(reverse("runs:list_json"), {"status": "running"}).json()["runs"]
@@ -148,7 +148,7 @@ def test_the_runs_list_costs_the_same_queries_for_two_runs_or_six(user_client, u
     counts = []
     for total in (2, 6):
         while Run.objects.count() < total:
-            build_run(owner=user, candidates=1, val_tasks=1, seed=Run.objects.count())
+            recorded_run(owner=user, candidates=1, val_tasks=1, seed=Run.objects.count())
         with CaptureQueriesContext(connection) as queries:
             assert len(user_client.get(reverse("runs:list_json")).json()["runs"]) == total
         counts.append(len(queries))
@@ -270,7 +270,7 @@ def test_a_nul_character_anywhere_in_a_config_is_refused_naming_its_field_and_sa
 
 
 def test_a_nul_character_in_the_runs_list_search_is_dropped(user_client, user):
-    build_run(owner=user, name="alpha", candidates=1, val_tasks=1)
+    recorded_run(owner=user, name="alpha", candidates=1, val_tasks=1)
     rows = user_client.get(reverse("runs:list_json"), {"q": "al\x00pha"}).json()["runs"]
     assert [r["name"] for r in rows] == ["alpha"]
     assert user_client.get(reverse("runs:list"), {"q": "\x00"}).status_code == 200
@@ -280,7 +280,7 @@ def test_a_nul_character_in_the_runs_list_search_is_dropped(user_client, user):
 
 
 def test_the_owner_stops_a_running_run_from_its_page(user_client, user):
-    run = build_run(owner=user, candidates=2, val_tasks=2, status=RunStatus.RUNNING)
+    run = recorded_run(owner=user, candidates=2, val_tasks=2, status=RunStatus.RUNNING)
     response = user_client.post(reverse("runs:control", args=[run.pk, "stop"]))
     assert response.status_code == 302 and response["Location"] == f"/runs/{run.pk}/"
     run.refresh_from_db()
@@ -288,19 +288,19 @@ def test_the_owner_stops_a_running_run_from_its_page(user_client, user):
 
 
 def test_stopping_a_finished_run_shows_why_it_cannot(user_client, user):
-    run = build_run(owner=user, candidates=2, val_tasks=2)
+    run = recorded_run(owner=user, candidates=2, val_tasks=2)
     response = user_client.post(reverse("runs:control", args=[run.pk, "stop"]), follow=True)
     assert "only a queued or running run can be stopped" in response.content.decode()
 
 
 def test_resume_with_a_negative_budget_is_refused_with_the_field_named(user_client, user):
-    run = build_run(owner=user, candidates=2, val_tasks=2)
+    run = recorded_run(owner=user, candidates=2, val_tasks=2)
     response = user_client.post(reverse("runs:control", args=[run.pk, "resume"]), {"extra_budget": "-5"}, follow=True)
     assert "extra_budget: must not be negative" in response.content.decode()
 
 
 def test_a_fork_from_a_candidate_that_is_not_a_number_is_refused_with_the_field_named(user_client, user):
-    run = build_run(owner=user, candidates=2, val_tasks=2)
+    run = recorded_run(owner=user, candidates=2, val_tasks=2)
     count = Run.objects.count()
     response = user_client.post(reverse("runs:control", args=[run.pk, "fork"]), {"candidate": "best"}, follow=True)
     assert "candidate: must be a whole number" in response.content.decode()
@@ -320,7 +320,7 @@ def test_forking_from_a_candidate_opens_the_new_run_seeded_with_its_prompt(user_
 
 
 def test_an_unknown_control_is_not_routed(user_client, user):
-    run = build_run(owner=user, candidates=1, val_tasks=1)
+    run = recorded_run(owner=user, candidates=1, val_tasks=1)
     assert user_client.post(f"/runs/{run.pk}/explode/").status_code == 404
 
 
@@ -345,7 +345,7 @@ def test_the_pages_answer_head_like_get_so_the_live_pages_can_tell_a_refusal_fro
     from django.test import Client
 
     # live-socket.js asks with HEAD after a refused handshake; a 405 meant "denied" was never shown.
-    run = build_run(owner=user, candidates=2, val_tasks=2)
+    run = recorded_run(owner=user, candidates=2, val_tasks=2)
     for url in [reverse("runs:detail", args=[run.pk]), reverse("runs:list"), reverse("compare:runs")]:
         assert user_client.head(url).status_code == 200, url
     detail = reverse("runs:detail", args=[run.pk])

@@ -188,3 +188,24 @@ def test_import_options_that_are_not_numbers_or_formats_are_named_and_nothing_is
     for problem in ("default_train: must be a number", "split_seed: must be a whole number", "format: use one of"):
         assert problem in page
     assert not TaskSet.objects.exists()
+
+
+def test_an_upload_without_a_file_is_refused_naming_the_file_field_and_nothing_is_kept(user_client):
+    response = user_client.post("/tasksets/import/", {"name": "Tickets"})
+    assert response.status_code == 400
+    assert "file: choose a .jsonl, .json, .yaml, .csv or .tsv file" in response.content.decode()
+    assert not TaskSet.objects.exists()
+
+
+def test_the_confirm_page_reads_the_shared_box_and_a_bad_option_there_imports_nothing(user_client):
+    shown = preview(user_client, "Tickets", upload("t.jsonl", rows(2)))
+    refused = confirm(user_client, shown, shared="on", split_seed="soon")
+    assert "Nothing was imported: split_seed: must be a whole number" in refused.content.decode()
+    assert not TaskSet.objects.exists()
+    confirm(user_client, shown, shared="on")
+    assert TaskSet.objects.get().shared is True
+
+
+def test_the_confirm_page_leaves_a_set_private_when_the_shared_box_is_not_ticked(user_client):
+    confirm(user_client, preview(user_client, "Tickets", upload("t.jsonl", rows(2))))
+    assert TaskSet.objects.get().shared is False
