@@ -80,10 +80,11 @@ def _expectations(position: int) -> dict:
     }
 
 
-def _evolve(rng: random.Random, before: frozenset[str], phrases: list[str]) -> frozenset[str]:
-    """A child keeps most of what its parent said, picks up each missing phrase
-    half the time, and drops a forbidden "guarantee" half the time."""
-    kept = {p for p in phrases if (rng.random() >= 0.1 if p in before else rng.random() < 0.5)}
+def _evolve(rng: random.Random, before: frozenset[str], phrases: list[str], *, keep_all: bool = False) -> frozenset[str]:
+    """A child keeps most (`keep_all`: all) of what its parent said, picks up
+    each missing phrase half the time, and drops a forbidden "guarantee" half
+    the time."""
+    kept = {p for p in phrases if (keep_all or rng.random() >= 0.1 if p in before else rng.random() < 0.5)}
     if "guarantee" in before and rng.random() < 0.5:
         kept.add("guarantee")
     return frozenset(kept)
@@ -114,12 +115,15 @@ def recorded_run(
     task_prefix: str = "t",
     component_text: str = SEED_TEXT,
     verifiers: list[dict] | tuple[dict, ...] = (POLICY, FORMAT),
+    climbing: bool = False,
 ) -> Run:
     """A run of `candidates` × (`val_tasks` + `holdout_tasks`) in `status`
     (a finished one has run.finished and, with holdout tasks, holdout.scored;
     an active one looks alive). Val tasks are `<task_prefix>000`…, holdout
     tasks `hold-000`…; an existing `task_set` is used as it is (a second run
-    on it can be compared with the first)."""
+    on it can be compared with the first). `climbing`: one chain of
+    reflections, each keeping everything its parent said (a steady climb, so
+    later candidates dominate earlier ones and the front stays small)."""
     rng = random.Random(seed)
     if task_set is None:
         task_set = TaskSet.objects.create(owner=owner, name=f"{name} tasks {TaskSet.objects.count() + 1}")
@@ -167,7 +171,7 @@ def recorded_run(
     metric_calls = per_val
     first_val = val[0].task_id if val else None
     for index in range(candidates):
-        parents = parents_of(index)
+        parents = ([index - 1] if index else []) if climbing else parents_of(index)
         if not parents:
             origin, texts[index] = Origin.SEED, component_text
             said[index] = {
@@ -178,7 +182,8 @@ def recorded_run(
             rule = RULES[(index - 1) % len(RULES)]
             texts[index] = f"{texts[parents[0]]} {rule}"
             said[index] = {
-                t.task_id: _evolve(rng, frozenset().union(*(said[p][t.task_id] for p in parents)), _phrases(t.position))
+                t.task_id: _evolve(rng, frozenset().union(*(said[p][t.task_id] for p in parents)), _phrases(t.position),
+                                   keep_all=climbing)
                 for t in tasks
             }
         if index == candidates - 1 and index > 0 and first_val:

@@ -288,7 +288,7 @@ LARGE_RUN = """
 from django.contrib.auth import get_user_model
 from tests.factories import recorded_run
 owner = get_user_model().objects.get(username={username!r})
-print(recorded_run(owner=owner, name="large", candidates=300, val_tasks=100, status="running").pk)
+print(recorded_run(owner=owner, name="large", candidates=300, val_tasks=100, status="running", climbing=True).pk)
 """
 
 NEXT_CANDIDATES = """
