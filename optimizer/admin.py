@@ -40,6 +40,7 @@ class ModelEndpointAdmin(admin.ModelAdmin):
 class RunAdmin(admin.ModelAdmin):
     list_display = ["id", "name", "owner", "status", "best_score", "budget_used", "budget_total", "created_at"]
     list_filter = ["status"]
+    list_select_related = ["owner", "progress"]
 
 
 @admin.register(Candidate)
