@@ -70,7 +70,7 @@ def claim(run_id: int) -> tuple[Run, RunClaim] | None:
     it must not run here (finished, imported, or held by a live worker)."""
     now = timezone.now()
     with transaction.atomic():
-        run = Run.objects.select_related("progress").select_for_update().filter(pk=run_id).first()
+        run = Run.objects.select_related("progress").select_for_update(of=("self",)).filter(pk=run_id).first()
         if run is None or run.imported or run.is_external or run.status in RunStatus.finished():
             return None
         if run.status in (RunStatus.RUNNING, RunStatus.STOPPING):
