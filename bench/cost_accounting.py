@@ -50,7 +50,7 @@ from django.core.management import call_command  # noqa: E402
 from optimizer.adapter import FrontierAdapter  # noqa: E402
 from optimizer.budget import MeteredLM, Price, BudgetGuard, UsageMeter  # noqa: E402
 from optimizer.lm import build_lm  # noqa: E402
-from optimizer.models import Candidate, Run, Split  # noqa: E402
+from optimizer.models import Candidate, Run, Split, run_progress  # noqa: E402
 from optimizer.recorder import RunRecorder  # noqa: E402
 from verifiers_app.engine import compile_specs  # noqa: E402
 
@@ -99,7 +99,7 @@ def contender(run: Run, candidate: Candidate, *, accounting: bool, cap: float | 
         if accounting:
             recorder.save_usage()
         else:
-            Run.objects.filter(pk=run.pk).update(budget_used=recorder.metric_calls)
+            run_progress(run.pk).update(budget_used=recorder.metric_calls)
         return time.perf_counter() - started, time.process_time() - cpu
 
     return one_round

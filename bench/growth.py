@@ -31,7 +31,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import live  # noqa: E402  (scratch database helpers)
 
-TABLES = ("optimizer_run", "optimizer_candidate", "optimizer_evaluation", "optimizer_runevent")
+TABLES = ("optimizer_run", "optimizer_runprogress", "optimizer_candidate", "optimizer_evaluation", "optimizer_runevent")
 WORKER = "import sys, django; django.setup(); from optimizer.runner import execute_run; print(execute_run(int(sys.argv[1])))"
 
 
@@ -67,7 +67,7 @@ def main() -> None:
         from django.contrib.auth import get_user_model
         from django.core.management import call_command
 
-        from optimizer.models import Run
+        from optimizer.models import Run, run_progress
         from optimizer.services import run_launch
         from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
 
@@ -82,7 +82,7 @@ def main() -> None:
         samples: list[tuple[int, float]] = []  # (metric calls, worker RSS MB)
         half = None
         while worker.poll() is None:
-            used = Run.objects.values_list("budget_used", flat=True).get(pk=run.pk)
+            used = run_progress(run.pk).values_list("budget_used", flat=True).get()
             rss = rss_mb(worker.pid)
             if rss is not None:
                 samples.append((used, rss))

@@ -140,7 +140,7 @@ def build_scale_run(*, owner, candidates: int, val_tasks: int, seed: int = 11):
 
     from optimizer import event_types as ev
     from optimizer.front import front_members
-    from optimizer.models import Candidate, Origin, Run, RunEvent, RunStatus, Split, Task, TaskSet
+    from optimizer.models import Candidate, Origin, Run, RunEvent, RunStatus, Split, Task, TaskSet, run_progress
     from optimizer.val_summary import val_summary
 
     rng = random.Random(seed)
@@ -252,8 +252,9 @@ def build_scale_run(*, owner, candidates: int, val_tasks: int, seed: int = 11):
                            f"{score}\t{_verdict(score)}\t{'t' if score >= 1.0 else 'f'}\t{results[score]}\t\t[]\t12.0\t60\t"
                            f"{30 + index % 20}\t0\t0\t0\t{now}\n")
             copy.write("".join(out))
+    run_progress(run.pk).update(last_seq=seq, budget_used=metric_calls)
     Run.objects.filter(pk=run.pk).update(
-        last_seq=seq, budget_used=metric_calls, seed_score=means[0], best_score=means[best], best_candidate_id=pks[best],
+        seed_score=means[0], best_score=means[best], best_candidate_id=pks[best],
     )
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE optimizer_evaluation; ANALYZE optimizer_candidate; ANALYZE optimizer_runevent")

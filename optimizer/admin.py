@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from optimizer.models import Candidate, Evaluation, ModelEndpoint, Run, RunEvent, Task, TaskSet, UserRunLimits
+from optimizer.models import Candidate, Evaluation, ModelEndpoint, Run, RunEvent, RunProgress, Task, TaskSet, UserRunLimits
 
 
 class TaskInline(admin.TabularInline):
@@ -40,6 +40,13 @@ class ModelEndpointAdmin(admin.ModelAdmin):
 class RunAdmin(admin.ModelAdmin):
     list_display = ["id", "name", "owner", "status", "best_score", "budget_used", "budget_total", "created_at"]
     list_filter = ["status"]
+    list_select_related = ["owner", "progress"]
+
+
+@admin.register(RunProgress)
+class RunProgressAdmin(admin.ModelAdmin):
+    list_display = ["run", "heartbeat_at", "budget_used", "cost", "last_seq"]
+    list_select_related = ["run"]
 
 
 @admin.register(Candidate)

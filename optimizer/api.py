@@ -293,7 +293,7 @@ def _control(action, request, run_id: int, **kwargs):
         run = action(run=run, **kwargs)
     except services.RunStateError as error:
         return Status(409, {"detail": str(error), "problems": []})
-    return Status(200, RunOut.of(Run.objects.select_related("owner", "best_candidate", "chosen_candidate").get(pk=run.pk)))
+    return Status(200, RunOut.of(Run.objects.select_related(*selectors.RUN_JOINS).get(pk=run.pk)))
 
 
 @router.post("/{run_id}/stop", response={200: RunOut, 409: ErrorOut})
@@ -335,7 +335,7 @@ def update_run(request, run_id: int, body: RunPatchIn):
             services.run_annotate(run=run, tags=body.tags, notes=body.notes)  # RunConfigError: the API's 400
     except services.RunStateError as error:
         return Status(409, {"detail": str(error), "problems": []})
-    return Status(200, RunOut.of(Run.objects.select_related("owner", "best_candidate", "chosen_candidate").get(pk=run.pk)))
+    return Status(200, RunOut.of(Run.objects.select_related(*selectors.RUN_JOINS).get(pk=run.pk)))
 
 
 @router.delete("/{run_id}", response={204: None, 409: ErrorOut})

@@ -65,7 +65,7 @@ def requeue_orphaned_runs(*, include_queued: bool = False) -> list[int]:
     previous process)."""
     now = timezone.now()
     stale = Q(status__in=[RunStatus.RUNNING, RunStatus.STOPPING]) & (
-        Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=now - STALE_AFTER)
+        Q(progress__heartbeat_at__isnull=True) | Q(progress__heartbeat_at__lt=now - STALE_AFTER)
     )
     unsent = Q(status=RunStatus.QUEUED)
     if not include_queued:

@@ -9,6 +9,13 @@ this worker stops without writing anything more. The conditional UPDATE also
 takes the run row's lock, so a takeover (runner.claim, SELECT ... FOR UPDATE)
 waits for a write in flight to commit, and that write never lands after it.
 
+The frequent writes (heartbeat, budget, event counter) go to the run's narrow
+RunProgress row, not the wide run row (optimizer.models.RunProgress). They are
+conditional on the same token, kept on the run only: the progress UPDATE
+matches only while a sub-SELECT finds the run with our token, and that
+sub-SELECT locks the run row (FOR NO KEY UPDATE: a lock, not a new row
+version), so the takeover's guarantee above holds for them too.
+
 Transient database errors (a restarted PostgreSQL, connections terminated by a
 proxy) are retried with a fresh connection: `retry_db` is what the heartbeat,
 the stopper and the recorder's callbacks run their queries through.
@@ -23,7 +30,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from django.db import DatabaseError, InterfaceError, OperationalError, connection
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import QuerySet
 
 log = logging.getLogger(__name__)
@@ -55,9 +62,29 @@ class RunClaim:
 
         return Run.objects.filter(pk=self.run_id, claim=self.token)
 
+    def progress(self) -> QuerySet:
+        """The run's progress row, if this worker still holds the run; an UPDATE
+        of it locks the run row while checking the token (see the module docstring)."""
+        from optimizer.models import Run, RunProgress
+
+        mine = Run.objects.filter(pk=self.run_id, claim=self.token).select_for_update(no_key=True).values("pk")
+        return RunProgress.objects.filter(run_id=self.run_id, run_id__in=mine)
+
     def update(self, **fields) -> None:
-        """UPDATE the run WHERE claim = mine; raises ClaimLost (and remembers it) when no row matched."""
-        if self.lost.is_set() or not self.runs().update(**fields):
+        """UPDATE the run WHERE claim = mine (its PROGRESS_FIELDS on the progress
+        row); raises ClaimLost (and remembers it) when no row matched."""
+        from optimizer.models import PROGRESS_FIELDS
+
+        if self.lost.is_set():
+            self.give_up()
+        progress = {name: fields.pop(name) for name in list(fields) if name in PROGRESS_FIELDS}
+        # One transaction (the sub-SELECT's lock needs one; no savepoint inside
+        # another one). ClaimLost is raised once it is over.
+        with transaction.atomic(savepoint=False):
+            matched = (not fields or bool(self.runs().update(**fields))) and (
+                not progress or bool(self.progress().update(**progress))
+            )
+        if not matched:
             self.give_up()
 
     def hold(self) -> None:

@@ -25,7 +25,7 @@ from django.db.models import F
 
 from optimizer import event_types as ev
 from optimizer.claims import RunClaim
-from optimizer.models import Run, RunEvent
+from optimizer.models import RunEvent, run_progress
 
 log = logging.getLogger(__name__)
 
@@ -61,14 +61,15 @@ def publish_run_events(run_id: int, events: list[tuple[str, dict]], *, claim: Ru
         for type, data in events:
             ev.validate_payload(type, data)
     with transaction.atomic():
-        # The UPDATE takes the run row's write lock, so concurrent publishers of
-        # one run get consecutive seqs in commit order (PostgreSQL row lock;
-        # SQLite's IMMEDIATE transactions serialise writers as a whole).
+        # The UPDATE takes the progress row's write lock (the run's narrow row:
+        # optimizer.models.RunProgress), so concurrent publishers of one run get
+        # consecutive seqs in commit order (PostgreSQL row lock; SQLite's
+        # IMMEDIATE transactions serialise writers as a whole).
         if claim is not None:
             claim.update(last_seq=F("last_seq") + len(events))
         else:
-            Run.objects.filter(pk=run_id).update(last_seq=F("last_seq") + len(events))
-        last = Run.objects.filter(pk=run_id).values_list("last_seq", flat=True).get()
+            run_progress(run_id).update(last_seq=F("last_seq") + len(events))
+        last = run_progress(run_id).values_list("last_seq", flat=True).get()
         first = last - len(events) + 1
         rows = RunEvent.objects.bulk_create(
             [RunEvent(run_id=run_id, seq=first + n, type=type, payload=data) for n, (type, data) in enumerate(events)]

@@ -26,7 +26,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, 
 
 from optimizer.config import RunConfigError, parse_run_config
 from optimizer.val_summary import fill_val_summaries
-from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, RunStatus, Split
+from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, RunStatus, Split, run_progress
 from verifiers_app.engine.errors import validation_problems
 from verifiers_app.storable import MAX_JSON_DEPTH, depth_problem, storage_problems
 
@@ -614,11 +614,11 @@ def _import_document(stream: _JsonStream, owner) -> Run:
     Run.objects.filter(pk=run.pk).update(
         name=meta.name or (f"Imported {meta.task_set}"[:200] if meta.task_set else "Imported run"),
         status=status, config=meta.config, verifier_specs=meta.verifier_specs,
-        tasks_snapshot=meta.tasks_snapshot, budget_total=meta.budget_total, budget_used=meta.budget_used,
-        seed_score=meta.seed_score, best_score=meta.best_score, error=meta.error,
-        cost=meta.cost, usage=meta.usage, stop_reason=meta.stop_reason,
-        started_at=meta.started_at, finished_at=meta.finished_at, last_seq=max(seqs, default=0),
+        tasks_snapshot=meta.tasks_snapshot, budget_total=meta.budget_total,
+        seed_score=meta.seed_score, best_score=meta.best_score, error=meta.error, stop_reason=meta.stop_reason,
+        started_at=meta.started_at, finished_at=meta.finished_at,
         best_candidate_id=pks.get(meta.best_index), chosen_candidate_id=pks.get(meta.chosen_index),
     )
+    run_progress(run.pk).update(budget_used=meta.budget_used, cost=meta.cost, usage=meta.usage, last_seq=max(seqs, default=0))
     run.refresh_from_db()
     return run

@@ -28,7 +28,7 @@ from optimizer.claims import RunClaim
 from optimizer.config import MAX_METRIC_CALLS, config_problems
 from optimizer.events import publish_run_event
 from optimizer.export import MAX_TEXT, Count
-from optimizer.models import Origin, Run, RunKind, RunStatus, Split, TaskSet
+from optimizer.models import Origin, Run, RunKind, RunStatus, Split, TaskSet, run_progress
 from optimizer.recorder import MAX_REASONING_CHARS, RunRecorder, item_payload, preview
 from verifiers_app.engine.aggregate import Thresholds
 
@@ -200,8 +200,8 @@ def external_run_open(*, owner, data: dict | ExternalRunOpen) -> tuple[Run, bool
                 claim=RunClaim.new_token(),  # no worker ever claims an external run (runner.claim)
                 budget_total=spec.budget_total,
                 started_at=now,
-                heartbeat_at=now,
             )
+            run_progress(run.pk).update(heartbeat_at=now)
             publish_run_event(run.pk, ev.RUN_STATUS, {"status": RunStatus.RUNNING, "phase": "started"})
     except IntegrityError:  # the same key opened concurrently: one of the two won
         return Run.objects.get(owner=owner, external_key=spec.key), False
@@ -216,7 +216,7 @@ def external_run_for(*, owner, run_id: int) -> Run | None:
 def external_run_control(*, run: Run) -> dict:
     """What the tracker's stopper asks between iterations; also its heartbeat."""
     if run.status in RunStatus.active():
-        Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())
+        run_progress(run.pk).update(heartbeat_at=timezone.now())
     return {"stop": run.stop_requested, "status": run.status}
 
 
@@ -239,7 +239,7 @@ def external_events_apply(*, run: Run, data: dict | EventBatch) -> dict:
             applier.apply(event)
         Run.objects.filter(pk=run.pk).update(external_batch=batch.seq)
         if applier.finished is None:
-            Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())
+            run_progress(run.pk).update(heartbeat_at=timezone.now())
         else:
             from optimizer.runner import run_finish
 
@@ -287,11 +287,12 @@ class _BatchApplier:
         # As RunRecorder.on_budget_updated, without building a recorder: nearly
         # every batch carries a budget update, and a recorder reads the whole
         # pool back from the database.
-        if event.total is not None:
+        if event.total is not None and event.total != self.run.budget_total:
             self.run.budget_total = event.total
             if self._recorder is not None:
                 self._recorder.budget_total = event.total
-        Run.objects.filter(pk=self.run.pk).update(budget_used=event.used, budget_total=self.run.budget_total)
+            Run.objects.filter(pk=self.run.pk).update(budget_total=event.total)
+        run_progress(self.run.pk).update(budget_used=event.used)  # the narrow row: written with nearly every batch
         publish_run_event(self.run.pk, ev.RUN_BUDGET, {"used": event.used, "total": self.run.budget_total})
 
     def _status(self, event: StatusEvent) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from django.http import Http404
 from ninja import Router, Schema, Status
 
-from optimizer import external
+from optimizer import external, selectors
 from optimizer.api import RunOut
 from optimizer.external import EventBatch, ExternalRunOpen
 from optimizer.models import Run
@@ -57,7 +57,7 @@ def open_run(request, body: ExternalRunOpen):
         run, created = external.external_run_open(owner=request.user, data=body)
     except external.ExternalRunError as error:
         return Status(400, _problems(error))
-    run = Run.objects.select_related("owner", "best_candidate", "chosen_candidate").get(pk=run.pk)
+    run = Run.objects.select_related(*selectors.RUN_JOINS).get(pk=run.pk)
     return Status(201 if created else 200, {**RunOut.of(run), "last_batch": run.external_batch})
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Q
 
 from verifiers_app.sharing import SharedQuerySet
@@ -175,9 +175,6 @@ class Run(models.Model):
     phase = models.CharField(max_length=100, blank=True)
     stop_requested = models.BooleanField(default=False)
     cancel_requested = models.BooleanField(default=False, help_text="Abort now, without finishing the iteration")
-    heartbeat_at = models.DateTimeField(
-        null=True, blank=True, help_text="Last sign of life of the worker executing the run (stale = the worker died)"
-    )
     claim = models.CharField(
         max_length=32,
         blank=True,
@@ -187,18 +184,12 @@ class Run(models.Model):
         null=True, blank=True, help_text="When the run was last handed to the broker; set back when that failed, so a watchdog sends it again soon"
     )
     budget_total = models.PositiveIntegerField(default=0)
-    budget_used = models.PositiveIntegerField(default=0)
     seed_score = models.FloatField(null=True, blank=True)
     best_score = models.FloatField(null=True, blank=True)
-    usage = models.JSONField(
-        default=dict, blank=True, help_text="Model calls, tokens and cost per role (task, reflection, judge) and in total"
-    )
-    cost = models.FloatField(default=0, help_text="Money spent on model calls, at the endpoints' prices")
     stop_reason = models.CharField(max_length=100, blank=True, help_text="Why the run ended (budget reached, …)")
     best_candidate = models.ForeignKey("Candidate", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     chosen_candidate = models.ForeignKey("Candidate", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     error = models.TextField(blank=True)
-    last_seq = models.PositiveIntegerField(default=0, help_text="Highest RunEvent.seq written")
     imported = models.BooleanField(default=False, help_text="Created from an exported run, not executed here")
     # The user's own bookkeeping (runs list chores): never read by the optimizer.
     tags = models.JSONField(default=list, blank=True, help_text="Short labels, e.g. ['baseline', 'gpt-4o']")
@@ -221,7 +212,6 @@ class Run(models.Model):
     class Meta:
         ordering = ["-created_at"]
         constraints = [
-            models.CheckConstraint(condition=Q(budget_used__gte=0), name="run_budget_used_non_negative"),
             models.UniqueConstraint(
                 fields=["owner", "external_key"], condition=~Q(external_key=""), name="run_unique_external_key_per_owner"
             ),
@@ -229,6 +219,35 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return self.name or f"Run {self.pk}"
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            return super().save(*args, **kwargs)
+        with transaction.atomic(savepoint=False):  # every run has its progress row from its first moment
+            super().save(*args, **kwargs)
+            RunProgress.objects.create(run=self)
+
+    # What the worker writes all the time lives on the narrow RunProgress row;
+    # read through these (select_related("progress") keeps a read one query).
+    @property
+    def heartbeat_at(self):
+        return self.progress.heartbeat_at
+
+    @property
+    def budget_used(self) -> int:
+        return self.progress.budget_used
+
+    @property
+    def usage(self) -> dict:
+        return self.progress.usage
+
+    @property
+    def cost(self) -> float:
+        return self.progress.cost
+
+    @property
+    def last_seq(self) -> int:
+        return self.progress.last_seq
 
     @property
     def is_external(self) -> bool:
@@ -238,6 +257,42 @@ class Run(models.Model):
         """Only the owner (or an admin) stops, resumes or forks a run: sharing is
         read-only, and a fork spends the run's frozen endpoints (the owner's)."""
         return bool(user.is_superuser or self.owner_id == user.pk)
+
+
+# The RunProgress columns: what RunClaim.update and run_progress route to the narrow row.
+PROGRESS_FIELDS = frozenset({"heartbeat_at", "budget_used", "usage", "cost", "last_seq"})
+
+
+class RunProgress(models.Model):
+    """The few fields of a run its worker writes all the time: the heartbeat every
+    few seconds, the budget, tokens and cost after every evaluation, the event
+    counter with every event batch. A narrow row of its own, because in
+    PostgreSQL an UPDATE of one column writes a whole new version of the row:
+    on the wide run row (config, frozen tasks, specs: kilobytes) those writes
+    made the runs table grow by megabytes per thousand metric calls. The claim
+    token stays on the run (optimizer/claims.py: one source of truth)."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, primary_key=True, related_name="progress")
+    heartbeat_at = models.DateTimeField(
+        null=True, blank=True, help_text="Last sign of life of the worker executing the run (stale = the worker died)"
+    )
+    budget_used = models.PositiveIntegerField(default=0)
+    usage = models.JSONField(
+        default=dict, blank=True, help_text="Model calls, tokens and cost per role (task, reflection, judge) and in total"
+    )
+    cost = models.FloatField(default=0, help_text="Money spent on model calls, at the endpoints' prices")
+    last_seq = models.PositiveIntegerField(default=0, help_text="Highest RunEvent.seq written")
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(budget_used__gte=0), name="run_progress_budget_used_non_negative")]
+
+    def __str__(self) -> str:
+        return f"progress of run {self.run_id}"
+
+
+def run_progress(run_id: int):
+    """The run's progress row as a queryset, to update (no claim: services, imports, external runs)."""
+    return RunProgress.objects.filter(run_id=run_id)
 
 
 class Origin(models.TextChoices):

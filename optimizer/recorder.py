@@ -36,7 +36,7 @@ from optimizer.claims import ClaimLost, RunClaim, retry_db
 from optimizer.events import publish_run_event, publish_run_events
 from optimizer.front import front_members
 from optimizer.budget import BudgetReached, BudgetGuard, UsageMeter, UsageSnapshot
-from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, Split
+from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, Split, run_progress
 from optimizer.val_summary import val_summary
 
 log = logging.getLogger(__name__)
@@ -259,7 +259,7 @@ class RunRecorder:
     @writes
     def on_budget_updated(self, event: dict) -> None:
         """gepa updates the budget after every evaluation (several times an
-        iteration). The run row is written each time; the RUN_BUDGET event is
+        iteration). The run's progress row is written each time; the RUN_BUDGET event is
         folded into the iteration's next batch (replacing an earlier one still
         waiting there), and sent on its own only when nothing was published for
         BUDGET_PUBLISH_SECONDS, so a slow iteration still moves the budget bar."""
@@ -276,7 +276,11 @@ class RunRecorder:
         the budget update, else now); returns the RUN_BUDGET event to publish."""
         usage = at.as_dict() if at is not None else self.meter.totals()
         total = usage["total"]
-        self._runs().update(budget_used=self.metric_calls, usage=usage, cost=total["cost"])
+        progress = {"budget_used": self.metric_calls, "usage": usage, "cost": total["cost"]}
+        if self.claim is not None:
+            self.claim.update(**progress)  # the narrow progress row, while this worker holds the run
+        else:
+            run_progress(self.run_id).update(**progress)
         limits = self.limits
         if at is None and limits is not None:
             eta = limits.eta_seconds()

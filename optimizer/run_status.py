@@ -16,7 +16,7 @@ from django.utils import timezone
 from optimizer import event_types as ev
 from optimizer.claims import RunClaim
 from optimizer.events import publish_run_event
-from optimizer.models import Run, RunStatus
+from optimizer.models import PROGRESS_FIELDS, Run, RunStatus, run_progress
 
 
 def run_set_status(holder: Run | RunClaim, status: str, phase: str, *, error: str | None = None, **fields) -> None:
@@ -38,7 +38,13 @@ def run_set_status(holder: Run | RunClaim, status: str, phase: str, *, error: st
             holder.update(**fields)
             publish_run_event(holder.run_id, ev.RUN_STATUS, payload, claim=holder)
         else:
+            progress = {name: fields.pop(name) for name in list(fields) if name in PROGRESS_FIELDS}
             Run.objects.filter(pk=holder.pk).update(**fields)
+            if progress:
+                run_progress(holder.pk).update(**progress)
             for name, value in fields.items():
                 setattr(holder, name, value)
+            if Run.progress.is_cached(holder):
+                for name, value in progress.items():
+                    setattr(holder.progress, name, value)
             publish_run_event(holder.pk, ev.RUN_STATUS, payload)

@@ -70,17 +70,18 @@ def claim(run_id: int) -> tuple[Run, RunClaim] | None:
     it must not run here (finished, imported, or held by a live worker)."""
     now = timezone.now()
     with transaction.atomic():
-        run = Run.objects.select_for_update().filter(pk=run_id).first()
+        run = Run.objects.select_related("progress").select_for_update(of=("self",)).filter(pk=run_id).first()
         if run is None or run.imported or run.is_external or run.status in RunStatus.finished():
             return None
         if run.status in (RunStatus.RUNNING, RunStatus.STOPPING):
             if run.heartbeat_at and now - run.heartbeat_at < STALE_AFTER:
                 return None  # a live worker has it: a duplicate delivery
         run.status = RunStatus.STOPPING if run.stop_requested else RunStatus.RUNNING
-        run.heartbeat_at = now
         run.started_at = run.started_at or now
         run.claim = RunClaim.new_token()
-        run.save(update_fields=["status", "heartbeat_at", "started_at", "claim"])
+        run.save(update_fields=["status", "started_at", "claim"])
+        run.progress.heartbeat_at = now
+        run.progress.save(update_fields=["heartbeat_at"])
     return run, RunClaim(run.pk, run.claim)
 
 

@@ -19,8 +19,9 @@ from optimizer.models import Run, RunStatus, TaskSet
 from optimizer.services import run_data_warnings
 from verifiers_app.models import Verifier
 
-# What every run read joins (run_summary reads them).
-RUN_JOINS = ("task_set", "owner", "best_candidate", "chosen_candidate")
+# What every run read joins (run_summary reads them; "progress": the run's
+# budget, cost, usage, heartbeat and last_seq, on their own narrow row).
+RUN_JOINS = ("task_set", "owner", "best_candidate", "chosen_candidate", "progress")
 
 
 def taskset_list(*, user) -> QuerySet[TaskSet]:
@@ -111,7 +112,7 @@ def run_model_label(run: Run) -> dict:
 
 # The runs list's sortable columns: URL key → what the database orders by.
 RUN_SORTS = {
-    "name": "name", "status": "status", "best_score": "best_score", "budget": "budget_used", "cost": "cost",
+    "name": "name", "status": "status", "best_score": "best_score", "budget": "progress__budget_used", "cost": "progress__cost",
     "model": "task_model",
     "task_set": "task_set__name", "owner": "owner__username", "started": "started_at", "finished": "finished_at",
     "created": "created_at",

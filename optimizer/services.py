@@ -319,7 +319,7 @@ def run_resume(*, run: Run, extra_budget: int = 0) -> Run:
         too_many = active_runs_problem(run.owner, limits, exclude_run_id=run.pk)
         if too_many:
             raise RunStateError(f"active_runs: {too_many}")
-        run = Run.objects.select_for_update().get(pk=run.pk)
+        run = Run.objects.select_related("progress").select_for_update(of=("self",)).get(pk=run.pk)
         crashed = run.status in (RunStatus.RUNNING, RunStatus.STOPPING) and (
             run.heartbeat_at is None or timezone.now() - run.heartbeat_at >= STALE_AFTER
         )

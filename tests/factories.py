@@ -23,13 +23,14 @@ from __future__ import annotations
 import random
 from datetime import timedelta
 
+from django.db import transaction
 from django.utils import timezone
 
 from optimizer import event_types as ev
 from optimizer.config import DEMO_REFLECTION_LM, DEMO_TASK_LM, parse_run_config
 from optimizer.front import front_members
 from optimizer.val_summary import fill_val_summaries
-from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, RunStatus, Split, Task, TaskSet
+from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, RunStatus, Split, Task, TaskSet, run_progress
 from verifiers_app.engine import compile_specs
 
 # The default verifiers: one reads each task's expectations, one checks the window.
@@ -142,25 +143,27 @@ def recorded_run(
     total_budget = max(1, per_val * candidates * 3)
     finished = status in RunStatus.finished()
     verifiers = list(verifiers)
-    run = Run.objects.create(
-        owner=owner, name=name, task_set=task_set, status=status,
-        # The frozen config a launch stores (validated by the model the runner reads it with).
-        config=parse_run_config({
-            "name": name, "task_set_id": task_set.pk, "verifier_ids": [v["id"] for v in verifiers],
-            "splits": {"holdout": "holdout"} if holdout else {}, "seed_components": {"system_prompt": component_text},
-            "budget": {"max_metric_calls": total_budget}, "minibatch_size": 3, "seed": seed,
-            "task_lm": DEMO_TASK_LM.model_dump(mode="json"), "reflection_lm": DEMO_REFLECTION_LM.model_dump(mode="json"),
-        }).frozen(),
-        verifier_specs=verifiers, tasks_snapshot=[t.as_row() | {"split": t.split} for t in tasks],
-        phase="finished" if finished else "reflecting",
-        budget_total=total_budget,
-        started_at=timezone.now(),
-        finished_at=timezone.now() if finished else None,
-        # An active factory run looks alive from its first row (fresh heartbeat
-        # far ahead), so a running server's orphan watcher never resumes it
-        # while the factory is still writing its events (a seq clash).
-        heartbeat_at=timezone.now() + timedelta(days=1) if status in RunStatus.active() else None,
-    )
+    # An active factory run looks alive from its first row (fresh heartbeat
+    # far ahead, committed with the run), so a running server's orphan watcher
+    # never resumes it while the factory is still writing its events (a seq clash).
+    with transaction.atomic():
+        run = Run.objects.create(
+            owner=owner, name=name, task_set=task_set, status=status,
+            # The frozen config a launch stores (validated by the model the runner reads it with).
+            config=parse_run_config({
+                "name": name, "task_set_id": task_set.pk, "verifier_ids": [v["id"] for v in verifiers],
+                "splits": {"holdout": "holdout"} if holdout else {}, "seed_components": {"system_prompt": component_text},
+                "budget": {"max_metric_calls": total_budget}, "minibatch_size": 3, "seed": seed,
+                "task_lm": DEMO_TASK_LM.model_dump(mode="json"), "reflection_lm": DEMO_REFLECTION_LM.model_dump(mode="json"),
+            }).frozen(),
+            verifier_specs=verifiers, tasks_snapshot=[t.as_row() | {"split": t.split} for t in tasks],
+            phase="finished" if finished else "reflecting",
+            budget_total=total_budget,
+            started_at=timezone.now(),
+            finished_at=timezone.now() if finished else None,
+        )
+        if status in RunStatus.active():
+            run_progress(run.pk).update(heartbeat_at=timezone.now() + timedelta(days=1))
     scorer = compile_specs(verifiers)
 
     events: list[tuple[str, dict]] = [(ev.RUN_STATUS, {"status": RunStatus.RUNNING, "phase": "seed evaluation"})]
@@ -282,9 +285,8 @@ def recorded_run(
     RunEvent.objects.bulk_create(
         RunEvent(run=run, seq=seq, type=type_, payload=data) for seq, (type_, data) in enumerate(events, start=1)
     )
+    run_progress(run.pk).update(last_seq=len(events), budget_used=metric_calls)
     Run.objects.filter(pk=run.pk).update(
-        last_seq=len(events),
-        budget_used=metric_calls,
         seed_score=by_index[0].val_score if by_index else None,
         best_score=by_index[best].val_score if best is not None else None,
         best_candidate=by_index.get(best),

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_safe, require_http_methods
 
 from dashboard import compare_selectors as sel
 from dashboard.forms import PromotionForm, RunImportForm
-from optimizer.selectors import run_for_user, run_summary
+from optimizer.selectors import RUN_JOINS, run_for_user, run_summary
 from optimizer.downloads import streaming_download
 from optimizer.export import RunImportError, run_export_csv_stream, run_export_stream, run_import, run_import_stream
 from optimizer.external import ExternalRunError
@@ -232,7 +232,7 @@ def compare_runs(request):
     if not (a_id and b_id):
         return render(request, "compare/runs_pick.html", {"runs": visible.select_related("task_set")[:200]})
     try:
-        a, b = (get_object_or_404(visible, pk=int(x)) for x in (a_id, b_id))
+        a, b = (get_object_or_404(visible.select_related(*RUN_JOINS), pk=int(x)) for x in (a_id, b_id))
     except ValueError:
         return _bad_request(request, "a, b: run ids must be numbers.")
     try:

@@ -10,7 +10,7 @@ from channels.testing import WebsocketCommunicator
 
 from dashboard.asgi import application
 from optimizer.events import publish_run_event, run_group
-from optimizer.models import Run, RunEvent
+from optimizer.models import Run, RunEvent, run_progress
 from tests.dashboard.test_embedded_mode import session_headers
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -87,7 +87,7 @@ async def test_a_notification_lost_on_the_way_is_filled_from_the_database(user):
     # Seq 1 and 2 are written without reaching the group (a lost notification)…
     for seq in (1, 2):
         await database_sync_to_async(RunEvent.objects.create)(run=run, seq=seq, type="worker.ping", payload={"note": seq})
-    await database_sync_to_async(Run.objects.filter(pk=run.pk).update)(last_seq=2)
+    await database_sync_to_async(run_progress(run.pk).update)(last_seq=2)
     # …then seq 3 is published: the consumer notices the gap and sends 1, 2, 3 once each.
     await publish(run, "three")
     assert await receive_seqs(communicator, 3) == [1, 2, 3]
@@ -141,7 +141,7 @@ async def test_the_runs_list_socket_pushes_the_owners_run_row_when_its_status_or
     assert message["data"]["status"] == "running" and message["data"]["phase"] == "optimizing"
     assert message["data"]["last_seq"] == 1
     assert "error" not in message["data"]  # the list's compact row, not the run page's summary
-    await database_sync_to_async(Run.objects.filter(pk=run.pk).update)(budget_used=20)
+    await database_sync_to_async(run_progress(run.pk).update)(budget_used=20)
     await database_sync_to_async(publish_run_event)(run.pk, "run.budget", {"used": 20, "total": 50})
     message = await communicator.receive_json_from(timeout=5)
     assert (message["data"]["budget_used"], message["data"]["budget_pct"], message["data"]["last_seq"]) == (20, 40, 2)

@@ -10,6 +10,7 @@ from dashboard import selectors
 from optimizer import event_types as ev
 from optimizer.events import publish_run_event
 from optimizer.models import Candidate, Evaluation, Run, RunStatus
+from optimizer.selectors import RUN_JOINS
 from tests.factories import recorded_run
 
 
@@ -115,7 +116,7 @@ def test_the_snapshot_uses_the_same_few_queries_whatever_the_run_size(user):
     large = recorded_run(owner=user, candidates=40, val_tasks=20, seed=3)
     counts = []
     for run in (small, large):
-        run = Run.objects.select_related("task_set", "owner", "best_candidate").get(pk=run.pk)  # as the view loads it
+        run = Run.objects.select_related(*RUN_JOINS).get(pk=run.pk)  # as the view loads it
         with CaptureQueriesContext(connection) as queries:
             selectors.run_snapshot(run)
         counts.append(len(queries))
@@ -165,7 +166,7 @@ def test_a_big_runs_snapshot_carries_the_scores_of_the_front_and_the_top_candida
 
 def test_the_snapshot_reads_what_the_recorder_stored_not_the_evaluation_rows(user):
     run = recorded_run(owner=user, candidates=12, val_tasks=5)
-    run = Run.objects.select_related("task_set", "owner", "best_candidate").get(pk=run.pk)
+    run = Run.objects.select_related(*RUN_JOINS).get(pk=run.pk)
     with CaptureQueriesContext(connection) as queries:
         selectors.run_snapshot(run)
     assert not [q["sql"] for q in queries if "optimizer_evaluation" in q["sql"]]

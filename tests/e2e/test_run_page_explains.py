@@ -167,13 +167,14 @@ def test_a_missing_page_shows_our_404_not_djangos_debug_page(page, runs):
 
 NO_CANDIDATE_RUN = """
 from django.contrib.auth import get_user_model
-from optimizer.models import Run, RunEvent
+from optimizer.models import Run, RunEvent, run_progress
 from tests.factories import recorded_run
 run = recorded_run(owner=get_user_model().objects.get(username={username!r}), candidates=1, val_tasks=3,
                 name="Failed before the seed was scored", status="failed")
 run.candidates.all().delete()
 RunEvent.objects.filter(run=run).delete()
-Run.objects.filter(pk=run.pk).update(best_candidate=None, best_score=None, seed_score=None, budget_used=0, last_seq=0)
+Run.objects.filter(pk=run.pk).update(best_candidate=None, best_score=None, seed_score=None)
+run_progress(run.pk).update(budget_used=0, last_seq=0)
 print(run.pk)
 """
 

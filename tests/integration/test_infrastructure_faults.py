@@ -45,7 +45,7 @@ def terminate_connections(*, only_heartbeats: bool = False) -> int:
     other session, or only those whose last query was a heartbeat): what a
     PostgreSQL restart, a failover or a proxy dropping idle connections does."""
     heartbeats = (
-        """AND (query LIKE 'UPDATE "optimizer_run" SET "heartbeat_at"%%'"""
+        """AND (query LIKE 'UPDATE "optimizer_runprogress" SET "heartbeat_at"%%'"""
         """ OR query LIKE 'SELECT 1 AS "a" FROM "optimizer_run" WHERE %%cancel_requested%%')"""
         if only_heartbeats
         else ""

@@ -190,7 +190,7 @@ def test_a_run_killed_mid_flight_resumes_to_completion_without_lost_or_duplicate
 
     # A live worker refreshes the heartbeat every few seconds; this one is dead,
     # so after STALE_AFTER its heartbeat is old. Age it instead of waiting 30 s.
-    site.query("UPDATE optimizer_run SET heartbeat_at = '2000-01-01 00:00:00' WHERE id = ?", run_id)
+    site.query("UPDATE optimizer_runprogress SET heartbeat_at = '2000-01-01 00:00:00' WHERE run_id = ?", run_id)
     done = site.manage("optimize", "resume", str(run_id), "--wait")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["status"] == "completed"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from optimizer import services
-from optimizer.models import Candidate, ModelEndpoint, Run, RunEvent, RunStatus
+from optimizer.models import Candidate, ModelEndpoint, Run, RunEvent, RunStatus, run_progress
 from tests.optimizer.run_helpers import endpoint, refund_task_set, refund_verifier, run_config
 from tests.optimizer.fake_openai import free_port
 from verifiers_app.services import verifier_create
@@ -119,7 +119,8 @@ def test_stopping_a_queued_run_stops_it_and_a_second_stop_is_a_409(user_client, 
 
 def test_a_completed_run_continues_only_with_more_budget(user_client, task_set):
     run_id = post(user_client, "/api/runs/", {"config": run_config(task_set)}).json()["id"]
-    Run.objects.filter(pk=run_id).update(status=RunStatus.COMPLETED, budget_used=120)
+    Run.objects.filter(pk=run_id).update(status=RunStatus.COMPLETED)
+    run_progress(run_id).update(budget_used=120)
     refused = post(user_client, f"/api/runs/{run_id}/resume", {})
     assert refused.status_code == 409 and refused.json()["detail"].startswith("extra_budget:")
     resumed = post(user_client, f"/api/runs/{run_id}/resume", {"extra_budget": 50})

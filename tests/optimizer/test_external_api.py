@@ -10,7 +10,7 @@ from django.test import Client
 
 from dashboard.account_services import api_token_create
 from optimizer import services
-from optimizer.models import Candidate, Evaluation, Run, RunEvent, RunKind, RunStatus
+from optimizer.models import Candidate, Evaluation, Run, RunEvent, RunKind, RunStatus, run_progress
 from optimizer.celery_tasks import requeue_orphaned_runs
 
 pytestmark = pytest.mark.django_db
@@ -179,7 +179,7 @@ def test_the_run_page_marks_the_run_external_and_no_worker_ever_runs_or_resumes_
     page = user_client.get(f"/runs/{run_id}/").content.decode()
     assert "badge-external" in page and "laptop" in page and "gepa 0.1.4" in page
     assert 'data-control="resume"' not in page and 'data-control="stop"' in page
-    Run.objects.filter(pk=run_id).update(heartbeat_at=None)  # the client went silent
+    run_progress(run_id).update(heartbeat_at=None)  # the client went silent
     assert user_client.get(f"/runs/{run_id}/client.json").json()["client_silent"] is True
     assert requeue_orphaned_runs() == []
     tracker.send(run_id, 1, {"type": "finished", "status": "completed"})

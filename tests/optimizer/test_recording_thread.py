@@ -12,7 +12,7 @@ from gepa.core.state import GEPAState
 from optimizer import event_types as ev
 from optimizer import runner
 from optimizer.lm.simulator import DemoLanguageModel
-from optimizer.models import Candidate, Run, RunEvent, RunStatus
+from optimizer.models import Candidate, Run, RunEvent, RunStatus, run_progress
 from optimizer.recorder import RunRecorder
 from optimizer.recording_thread import RecorderThread
 from optimizer.runner import execute_run
@@ -87,7 +87,7 @@ def test_every_checkpoint_gepa_writes_follows_the_rows_of_everything_it_reported
     def checked_save(self, run_dir, **kwargs):
         # What the database holds when gepa is about to write its checkpoint.
         # (run.budget events are folded into batches: the run row holds every update.)
-        budget_used = Run.objects.get(pk=run.pk).budget_used
+        budget_used = run_progress(run.pk).get().budget_used
         candidates = Candidate.objects.filter(run=run).count()
         checks.append((reported["used"], budget_used, reported["accepted"], candidates))
         save(self, run_dir, **kwargs)

@@ -4,7 +4,7 @@ import pytest
 
 from optimizer import event_types as ev
 from optimizer.claims import ClaimLost, RunClaim
-from optimizer.models import Run, RunEvent, RunStatus
+from optimizer.models import Run, RunEvent, RunStatus, run_progress
 from optimizer.run_status import run_set_status
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -27,7 +27,7 @@ def test_a_status_write_updates_the_row_the_instance_and_the_event_log(run):
 def test_a_finished_status_stamps_the_finish_time_and_clears_the_heartbeat(run):
     from django.utils import timezone
 
-    Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())
+    run_progress(run.pk).update(heartbeat_at=timezone.now())
     run_set_status(RunClaim(run.pk, "mine"), RunStatus.FAILED, "failed", error="boom")
     stored = Run.objects.get(pk=run.pk)
     assert stored.finished_at is not None and stored.heartbeat_at is None and stored.error == "boom"

@@ -12,7 +12,7 @@ from django.utils import timezone
 from optimizer import event_types as ev
 from optimizer import runner
 from optimizer.lm.simulator import DemoLanguageModel
-from optimizer.models import Candidate, Evaluation, Run, RunEvent, RunStatus
+from optimizer.models import Candidate, Evaluation, Run, RunEvent, RunStatus, run_progress
 from optimizer.runner import execute_run
 from optimizer.recorder import RunRecorder
 from optimizer.services import run_launch, run_resume, run_stop
@@ -135,7 +135,8 @@ def test_a_finished_run_delivered_again_does_nothing(user, task_set):
 
 def test_a_run_held_by_a_live_worker_is_not_started_twice(user, task_set):
     run = launch(user, task_set)
-    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, heartbeat_at=timezone.now())
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING)
+    run_progress(run.pk).update(heartbeat_at=timezone.now())
     assert execute_run(run.pk) is None
     assert not Candidate.objects.filter(run=run).exists()
 
@@ -165,7 +166,7 @@ def test_a_run_whose_worker_died_resumes_from_its_checkpoint_without_duplicates(
 
     monkeypatch.setattr(DemoLanguageModel, "complete", original)
     # The broker redelivers once the worker is gone; the heartbeat has gone stale.
-    Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
+    run_progress(run.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
     assert execute_run(run.pk) == RunStatus.COMPLETED
 
     indices = list(Candidate.objects.filter(run=run).order_by("index").values_list("index", flat=True))
@@ -189,7 +190,8 @@ def test_a_worker_that_lost_its_claim_to_another_worker_stops_without_writing_an
         accepted(self, event)
         if event["new_candidate_idx"] == 2 and not taken:
             # The watchdog gave the run to another worker: this one looked dead (a long DB outage).
-            Run.objects.filter(pk=run.pk).update(claim="another-worker", heartbeat_at=timezone.now())
+            Run.objects.filter(pk=run.pk).update(claim="another-worker")
+            run_progress(run.pk).update(heartbeat_at=timezone.now())
             taken["last_seq"] = Run.objects.get(pk=run.pk).last_seq
             taken["checkpoint"] = (runner.run_dir(run.pk) / "gepa_state.bin").stat().st_mtime_ns
 

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from dashboard.celery import app
 from optimizer import runner, services
-from optimizer.models import Run, RunStatus
+from optimizer.models import Run, RunStatus, run_progress
 from optimizer.services import RunStateError, run_cancel, run_launch, run_resume
 from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
 
@@ -41,17 +41,19 @@ def test_a_launched_run_is_queued_after_commit_and_executed_by_the_celery_task(
 
 def test_cancelling_a_running_run_asks_the_worker_to_abort(user, task_set):
     run = run_launch(owner=user, config=run_config(task_set))
-    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, heartbeat_at=timezone.now())
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING)
+    run_progress(run.pk).update(heartbeat_at=timezone.now())
     run = run_cancel(run=run)
     assert (run.status, run.phase, run.stop_requested, run.cancel_requested) == (RunStatus.STOPPING, "cancelling", True, True)
 
 
 def test_a_running_run_resumes_only_once_its_worker_is_gone(user, task_set):
     run = run_launch(owner=user, config=run_config(task_set))
-    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, heartbeat_at=timezone.now())
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING)
+    run_progress(run.pk).update(heartbeat_at=timezone.now())
     with pytest.raises(RunStateError, match="only a stopped, failed, completed or crashed run resumes"):
         run_resume(run=run)
-    Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - runner.STALE_AFTER - timedelta(seconds=1))
+    run_progress(run.pk).update(heartbeat_at=timezone.now() - runner.STALE_AFTER - timedelta(seconds=1))
     assert run_resume(run=run).status == RunStatus.QUEUED
 
 
@@ -67,8 +69,10 @@ def test_a_worker_re_queues_runs_whose_worker_died_but_not_live_ones(user, task_
     dead = run_launch(owner=user, config=run_config(task_set))
     alive = run_launch(owner=user, config=run_config(task_set))
     queued = run_launch(owner=user, config=run_config(task_set))
-    Run.objects.filter(pk=dead.pk).update(status=RunStatus.RUNNING, heartbeat_at=timezone.now() - runner.STALE_AFTER * 2)
-    Run.objects.filter(pk=alive.pk).update(status=RunStatus.RUNNING, heartbeat_at=timezone.now())
+    Run.objects.filter(pk=dead.pk).update(status=RunStatus.RUNNING)
+    run_progress(dead.pk).update(heartbeat_at=timezone.now() - runner.STALE_AFTER * 2)
+    Run.objects.filter(pk=alive.pk).update(status=RunStatus.RUNNING)
+    run_progress(alive.pk).update(heartbeat_at=timezone.now())
     assert requeue_orphaned_runs() == [dead.pk]
     assert sorted(requeue_orphaned_runs(include_queued=True)) == sorted([dead.pk, queued.pk])
 

@@ -1,0 +1,71 @@
+"""What a worker writes all the time (the heartbeat every few seconds, the
+budget after every evaluation, the event counter with every batch) goes to the
+run's narrow progress row, never to the wide run row, and still only while the
+worker holds the run."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from optimizer import event_types as ev
+from optimizer.claims import ClaimLost
+from optimizer.models import Run, RunEvent, run_progress
+from optimizer.recorder import RunRecorder
+from optimizer.runner import Heartbeat, claim
+from optimizer.services import run_launch
+from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def run_row_updates(queries) -> list[str]:
+    return [q["sql"] for q in queries if q["sql"].startswith('UPDATE "optimizer_run" ')]
+
+
+@pytest.fixture
+def held(user):
+    """A launched run, claimed by this process as a worker claims it, and its recorder."""
+    refund_verifier(user)
+    run = run_launch(owner=user, config=run_config(refund_task_set(user)))
+    run, run_claim = claim(run.pk)
+    recorder = RunRecorder(run=run, adapter=None, valset=[], task_pks={}, budget_total=run.budget_total, claim=run_claim)
+    return run, run_claim, recorder
+
+
+def budget_update(recorder: RunRecorder, used: int) -> None:
+    recorder.on_budget_updated({"metric_calls_used": used, "frontier_usage": recorder.meter.snapshot(), "frontier_eta": 3.0})
+
+
+def test_heartbeats_budget_updates_and_event_batches_never_rewrite_the_run_row(held):
+    run, run_claim, recorder = held
+    beat_before = run_progress(run.pk).get().heartbeat_at
+    with CaptureQueriesContext(connection) as queries:
+        for used in (3, 6, 9):
+            Heartbeat(run_claim).beat()
+            budget_update(recorder, used)
+            recorder._publish()  # the batch the budget event rides with
+    assert run_row_updates(queries) == []
+    progress = run_progress(run.pk).get()
+    assert progress.budget_used == 9 and progress.heartbeat_at > beat_before
+    budgets = RunEvent.objects.filter(run=run, type=ev.RUN_BUDGET).order_by("seq")
+    assert [e.payload["used"] for e in budgets] == [3, 6, 9]
+    assert progress.last_seq == RunEvent.objects.filter(run=run).count()
+    # The pages and the API read the same figures, from the progress row.
+    shown = Run.objects.select_related("progress").get(pk=run.pk)
+    assert (shown.budget_used, shown.last_seq, shown.heartbeat_at) == (9, progress.last_seq, progress.heartbeat_at)
+
+
+def test_a_worker_that_lost_its_run_writes_no_heartbeat_budget_or_event(held):
+    run, run_claim, recorder = held
+    budget_update(recorder, 4)
+    recorder._publish()
+    before = run_progress(run.pk).values("heartbeat_at", "budget_used", "last_seq").get()
+    Run.objects.filter(pk=run.pk).update(claim="another-worker")  # the watchdog gave the run to another worker
+
+    with pytest.raises(ClaimLost):
+        Heartbeat(run_claim).beat()
+    budget_update(recorder, 8)  # a gepa callback: it stops quietly
+    assert run_claim.lost.is_set()
+    assert run_progress(run.pk).values("heartbeat_at", "budget_used", "last_seq").get() == before
