@@ -206,8 +206,8 @@ def _run_gepa(
             run_claim.give_up()
         return flags or heartbeat.cancelled.is_set()
 
-    # The recorder's writes run on their own thread; gepa waits for them only
-    # before it writes its checkpoint (recording.barrier, the first stopper).
+    # The recorder's writes run on their own thread, and so does the writing of
+    # gepa's checkpoint, behind them (recording.barrier, the first stopper, sets it up).
     recording = RecorderThread(recorder)
     try:
         try:
@@ -223,7 +223,7 @@ def _run_gepa(
                 use_merge=config.use_merge,
                 max_merge_invocations=config.max_merge_invocations,
                 max_metric_calls=run.budget_total,
-                # the barrier first: every stop check precedes a checkpoint. Then limits:
+                # the barrier first: every stop check precedes a save of gepa's state. Then limits:
                 # it must see every between-iterations check (CompositeStopper short-circuits).
                 stop_callbacks=[recording.barrier, limits, stop_requested],
                 logger=GepaLogger(),
@@ -239,6 +239,7 @@ def _run_gepa(
             )
         finally:
             recording.close()  # everything gepa reported is written before the runner writes again
+        recording.raise_failure()  # the final checkpoint could not be written
     except SystemicFailure:
         if not heartbeat.cancelled.is_set():
             raise
