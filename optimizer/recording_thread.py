@@ -191,6 +191,8 @@ class RecorderThread:
             self.failure = self.failure or error
 
     def _record(self, name: str, event) -> None:
+        if self.failure is not None:
+            return  # the checkpoint was not written: nothing after it may reach the database (the run fails)
         if name == CHECKPOINT:
             self._write_checkpoint(*event)
             return

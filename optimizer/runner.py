@@ -252,7 +252,7 @@ def _run_gepa(
     if run_claim.lost.is_set():
         raise ClaimLost(f"run {run.pk} is held by another worker")
     retry_db(lambda: _save_usage(run.pk, recorder), what=f"run {run.pk}: usage")
-    retry_db(run.refresh_from_db, what=f"run {run.pk}: read")
+    retry_db(lambda: run.refresh_from_db(fields=["cancel_requested", "stop_requested"]), what=f"run {run.pk}: read")
     if run.cancel_requested:
         return _finish(run_claim, heartbeat, phase="cancelled", reason="cancelled")
     if run.stop_requested:
@@ -409,10 +409,11 @@ def run_finish(
     run_id = run_claim.run_id
 
     def finish() -> str:
-        run = Run.objects.get(pk=run_id)
+        # Only the fields read here, not the frozen config and task rows (a JSON parse per read).
+        requested = Run.objects.filter(pk=run_id).values("stop_requested", "cancel_requested").get()
         if failure:
             status = RunStatus.FAILED
-        elif stopped or run.stop_requested or run.cancel_requested:
+        elif stopped or requested["stop_requested"] or requested["cancel_requested"]:
             status = RunStatus.STOPPED
         else:
             status = RunStatus.COMPLETED
@@ -422,18 +423,20 @@ def run_finish(
                 publish_run_event(run_id, ev.ERROR, {"where": "runner", "message": failure[:1000], "iteration": None}, claim=run_claim)
             run_set_status(run_claim, status, "failed" if failure else phase, error=failure[:2000] or None)
             run_claim.runs().update(stop_reason="" if failure else reason)
-            run.refresh_from_db()
+            run = Run.objects.filter(pk=run_id).values(
+                "best_candidate__index", "best_score", "seed_score", "budget_used", "cost", "stop_reason"
+            ).get()
             publish_run_event(
                 run_id,
                 ev.RUN_FINISHED,
                 {
                     "status": status,
-                    "best_index": run.best_candidate.index if run.best_candidate else None,
-                    "best_score": run.best_score,
-                    "seed_score": run.seed_score,
-                    "metric_calls": run.budget_used,
-                    "cost": round(run.cost, 8),
-                    "stop_reason": run.stop_reason,
+                    "best_index": run["best_candidate__index"],
+                    "best_score": run["best_score"],
+                    "seed_score": run["seed_score"],
+                    "metric_calls": run["budget_used"],
+                    "cost": round(run["cost"], 8),
+                    "stop_reason": run["stop_reason"],
                 },
                 claim=run_claim,
             )

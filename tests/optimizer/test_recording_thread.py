@@ -126,6 +126,7 @@ def test_a_checkpoint_that_cannot_be_written_fails_the_run(run, monkeypatch):
     monkeypatch.setattr(recording_thread, "write_checkpoint", full_disk)
     assert execute_run(run.pk) == RunStatus.FAILED
     assert "No space left on device" in Run.objects.get(pk=run.pk).error
+    assert Candidate.objects.filter(run=run).count() == 1  # the seed: nothing the missing checkpoint would hold
 
 
 def test_the_writers_events_reach_the_channel_layer_from_the_background_publisher_in_seq_order(run, monkeypatch):
