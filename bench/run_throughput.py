@@ -4,9 +4,14 @@ Run: ``.venv/bin/python bench/run_throughput.py`` (``--skip-overhead`` or
 ``--skip-throughput`` for one part). A throwaway SQLite database is created in a
 temporary directory (migrations applied) and removed at the end.
 
-Both parts talk to a local OpenAI-compatible HTTP server, through the real
-``openai`` client, whose replies are deterministic so both contenders follow the
-same optimization path: a task call (with a system message) answers with the
+Both parts talk to one local OpenAI-compatible HTTP server with a fixed
+latency, through the real ``openai`` client. The server runs in a child process
+(a model server is another process: in the bench's own it took the interpreter
+lock from the contenders, which no deployment does) and keeps connections
+alive with TCP_NODELAY, as vLLM, llama.cpp or Ollama do; every contender talks
+to the same one. Each client is warmed by one untimed call first (imports,
+connection pools). Its replies are deterministic so every contender follows
+the same optimization path: a task call (with a system message) answers with the
 system prompt itself; a reflection call (no system message) answers with the
 current instructions plus one more line "Mention token-NNN.". Every task row
 expects all tokens (task_expectations, partial credit), so each proposal
@@ -224,6 +229,18 @@ def fair_throughput(owner, server: EchoServer, *, repeats: int = 3, latency_s: f
         )
         return time.perf_counter() - started, result
 
+    # Warm every client once, untimed (imports, connection pools): no contender pays the process's cold start.
+    try:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch from the internet at import
+        import litellm
+
+        litellm.suppress_debug_info = True  # its "Provider List" banners are not ours to print
+        litellm.completion(model=f"openai/{lm_config['model']}", messages=[{"role": "user", "content": "```\nwarm\n```"}],
+                           api_base=lm_config["base_url"], api_key=os.environ["BENCH_KEY"])
+    except ImportError:
+        litellm = None
+    build_lm(lm_config).complete([{"role": "system", "content": "warm"}, {"role": "user", "content": "warm"}])
+
     ours_times, ours_runs, rounds = [], [], Rounds(concurrency)
     # Every evaluation goes through batch_evaluate (evaluate is one pair of it): one pool for all its calls.
     undo = [rounds.wrap(FrontierAdapter, "batch_evaluate",
@@ -244,12 +261,7 @@ def fair_throughput(owner, server: EchoServer, *, repeats: int = 3, latency_s: f
 
     # Plain gepa as its users run it: a litellm model string, max_litellm_workers = our concurrency.
     litellm_times, litellm_result = [], None
-    try:
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch from the internet at import
-        import litellm
-
-        litellm.suppress_debug_info = True  # its "Provider List" banners are not ours to print
-
+    if litellm is not None:
         litellm_model = f"openai/{lm_config['model']}"
         endpoint = {"api_base": lm_config["base_url"], "api_key": os.environ["BENCH_KEY"]}
         for _ in range(repeats):
@@ -257,8 +269,6 @@ def fair_throughput(owner, server: EchoServer, *, repeats: int = 3, latency_s: f
                                      litellm_batch_completion_kwargs=endpoint)
             elapsed, litellm_result = plain_gepa(adapter, litellm_model, reflection_lm_kwargs=endpoint)
             litellm_times.append(elapsed)
-    except ImportError:
-        litellm = None
 
     # The same DefaultAdapter with a callable task LM (our openai client) over a thread pool
     # of the same width: plain gepa without litellm's per-call cost.
