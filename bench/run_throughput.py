@@ -229,16 +229,8 @@ def fair_throughput(owner, server: EchoServer, *, repeats: int = 3, latency_s: f
         )
         return time.perf_counter() - started, result
 
-    # Warm every client once, untimed (imports, connection pools): no contender pays the process's cold start.
-    try:
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch from the internet at import
-        import litellm
-
-        litellm.suppress_debug_info = True  # its "Provider List" banners are not ours to print
-        litellm.completion(model=f"openai/{lm_config['model']}", messages=[{"role": "user", "content": "```\nwarm\n```"}],
-                           api_base=lm_config["base_url"], api_key=os.environ["BENCH_KEY"])
-    except ImportError:
-        litellm = None
+    # Each client is warmed by one untimed call before its contender's runs (imports, connection
+    # pools): no contender's first run pays the process's cold start. Ours and (a') share this one.
     build_lm(lm_config).complete([{"role": "system", "content": "warm"}, {"role": "user", "content": "warm"}])
 
     ours_times, ours_runs, rounds = [], [], Rounds(concurrency)
@@ -261,9 +253,17 @@ def fair_throughput(owner, server: EchoServer, *, repeats: int = 3, latency_s: f
 
     # Plain gepa as its users run it: a litellm model string, max_litellm_workers = our concurrency.
     litellm_times, litellm_result = [], None
+    try:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch from the internet at import
+        import litellm
+
+        litellm.suppress_debug_info = True  # its "Provider List" banners are not ours to print
+    except ImportError:
+        litellm = None
     if litellm is not None:
         litellm_model = f"openai/{lm_config['model']}"
         endpoint = {"api_base": lm_config["base_url"], "api_key": os.environ["BENCH_KEY"]}
+        litellm.completion(model=litellm_model, messages=[{"role": "user", "content": "```\nwarm\n```"}], **endpoint)
         for _ in range(repeats):
             adapter = DefaultAdapter(model=litellm_model, evaluator=evaluator, max_litellm_workers=concurrency,
                                      litellm_batch_completion_kwargs=endpoint)
