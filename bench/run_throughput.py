@@ -4,9 +4,14 @@ Run: ``.venv/bin/python bench/run_throughput.py`` (``--skip-overhead`` or
 ``--skip-throughput`` for one part). A throwaway SQLite database is created in a
 temporary directory (migrations applied) and removed at the end.
 
-Both parts talk to a local OpenAI-compatible HTTP server, through the real
-``openai`` client, whose replies are deterministic so both contenders follow the
-same optimization path: a task call (with a system message) answers with the
+Both parts talk to one local OpenAI-compatible HTTP server with a fixed
+latency, through the real ``openai`` client. The server runs in a child process
+(a model server is another process: in the bench's own it took the interpreter
+lock from the contenders, which no deployment does) and keeps connections
+alive with TCP_NODELAY, as vLLM, llama.cpp or Ollama do; every contender talks
+to the same one. Each client is warmed by one untimed call first (imports,
+connection pools). Its replies are deterministic so every contender follows
+the same optimization path: a task call (with a system message) answers with the
 system prompt itself; a reflection call (no system message) answers with the
 current instructions plus one more line "Mention token-NNN.". Every task row
 expects all tokens (task_expectations, partial credit), so each proposal
@@ -40,13 +45,13 @@ from __future__ import annotations
 import argparse
 import atexit
 import json
+import multiprocessing
 import os
 import re
 import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -94,44 +99,67 @@ class Server(ThreadingHTTPServer):
     request_queue_size = 128  # the default backlog (5) drops bursts of connects: 1 s SYN retries
 
 
+def serve_echo(latency_s: float, port_out) -> None:
+    """The endpoint's process: /v1/chat/completions, task calls echo the system
+    prompt; reflection calls add one token line. HTTP/1.1 keep-alive, as model
+    servers (vLLM, llama.cpp, Ollama) speak it."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # TCP_NODELAY, as servers set it: else the body of a kept-alive reply waits ~40 ms for an ACK
+
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            messages = body["messages"]
+            if messages[0]["role"] == "system":
+                text = messages[0]["content"]
+            else:
+                current = FENCED.search(messages[-1]["content"]).group(1).strip()
+                text = f"```\n{current}\nMention token-{current.count('Mention token-') + 1:03d}.\n```"
+            if latency_s:
+                time.sleep(latency_s)
+            raw = json.dumps(
+                {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                 "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}}
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+    httpd = Server(("127.0.0.1", 0), Handler)
+    port_out.send(httpd.server_address[1])
+    port_out.close()
+    httpd.serve_forever()
+
+
 class EchoServer:
-    """/v1/chat/completions: task calls echo the system prompt; reflection calls add one token line."""
+    """One local endpoint with a fixed latency, in a child process of its own: a
+    model server is another process, so its request handling must not compete
+    with the contenders for this process's interpreter lock. Every contender
+    talks to the same one. Started before any thread of the bench exists (fork)."""
 
     def __init__(self, latency_s: float):
-        self.latency_s = latency_s
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(handler):
-                body = json.loads(handler.rfile.read(int(handler.headers["Content-Length"])))
-                messages = body["messages"]
-                if messages[0]["role"] == "system":
-                    text = messages[0]["content"]
-                else:
-                    current = FENCED.search(messages[-1]["content"]).group(1).strip()
-                    text = f"```\n{current}\nMention token-{current.count('Mention token-') + 1:03d}.\n```"
-                if self.latency_s:
-                    time.sleep(self.latency_s)
-                raw = json.dumps(
-                    {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                     "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                     "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}}
-                ).encode()
-                handler.send_response(200)
-                handler.send_header("Content-Type", "application/json")
-                handler.send_header("Content-Length", str(len(raw)))
-                handler.end_headers()
-                handler.wfile.write(raw)
-
-        self.httpd = Server(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        context = multiprocessing.get_context("fork")
+        receive, send = context.Pipe(duplex=False)
+        self.process = context.Process(target=serve_echo, args=(latency_s, send), daemon=True)
+        self.process.start()
+        send.close()
+        self.port = receive.recv()
+        receive.close()
 
     def lm(self) -> dict:
-        port = self.httpd.server_address[1]
-        return {"provider": "openai", "model": "echo", "base_url": f"http://127.0.0.1:{port}/v1",
+        return {"provider": "openai", "model": "echo", "base_url": f"http://127.0.0.1:{self.port}/v1",
                 "api_key_env": "BENCH_KEY", "max_retries": 0, "timeout": 30}
+
+    def close(self) -> None:
+        self.process.terminate()
+        self.process.join()
 
 
 def rows(prefix: str, count: int, tokens: int) -> list[dict]:
@@ -178,9 +206,8 @@ def spread(times: list[float]) -> str:
     return f"median {statistics.median(times):6.2f} s  (runs {', '.join(f'{t:.2f}' for t in times)})"
 
 
-def fair_throughput(owner, *, repeats: int = 3, latency_s: float = 0.1, concurrency: int = 16) -> None:
+def fair_throughput(owner, server: EchoServer, *, repeats: int = 3, latency_s: float = 0.1, concurrency: int = 16) -> None:
     """Ours and plain gepa at the same concurrency against one endpoint, same seed, budget and data."""
-    server = EchoServer(latency_s=latency_s)
     train, val = rows("train", 30, 40), rows("val", 30, 40)
     lm_config = server.lm()
     scorer = compile_specs([SPEC])
@@ -201,6 +228,10 @@ def fair_throughput(owner, *, repeats: int = 3, latency_s: float = 0.1, concurre
             logger=Quiet(), seed=0, **extra,
         )
         return time.perf_counter() - started, result
+
+    # Each client is warmed by one untimed call before its contender's runs (imports, connection
+    # pools): no contender's first run pays the process's cold start. Ours and (a') share this one.
+    build_lm(lm_config).complete([{"role": "system", "content": "warm"}, {"role": "user", "content": "warm"}])
 
     ours_times, ours_runs, rounds = [], [], Rounds(concurrency)
     # Every evaluation goes through batch_evaluate (evaluate is one pair of it): one pool for all its calls.
@@ -227,16 +258,17 @@ def fair_throughput(owner, *, repeats: int = 3, latency_s: float = 0.1, concurre
         import litellm
 
         litellm.suppress_debug_info = True  # its "Provider List" banners are not ours to print
-
+    except ImportError:
+        litellm = None
+    if litellm is not None:
         litellm_model = f"openai/{lm_config['model']}"
         endpoint = {"api_base": lm_config["base_url"], "api_key": os.environ["BENCH_KEY"]}
+        litellm.completion(model=litellm_model, messages=[{"role": "user", "content": "```\nwarm\n```"}], **endpoint)
         for _ in range(repeats):
             adapter = DefaultAdapter(model=litellm_model, evaluator=evaluator, max_litellm_workers=concurrency,
                                      litellm_batch_completion_kwargs=endpoint)
             elapsed, litellm_result = plain_gepa(adapter, litellm_model, reflection_lm_kwargs=endpoint)
             litellm_times.append(elapsed)
-    except ImportError:
-        litellm = None
 
     # The same DefaultAdapter with a callable task LM (our openai client) over a thread pool
     # of the same width: plain gepa without litellm's per-call cost.
@@ -288,7 +320,6 @@ def fair_throughput(owner, *, repeats: int = 3, latency_s: float = 0.1, concurre
           f"  = {threaded / floor:.2f}x the floor; {threaded_result.total_metric_calls} metric calls, "
           f"{len(threaded_result.candidates)} candidates, best {max(threaded_result.val_aggregate_scores):.3f}")
     print(f"       ours / plain gepa (threads): {ours / threaded:.2f}")
-    server.httpd.shutdown()
 
 
 class Timers:
@@ -341,8 +372,7 @@ def restore(originals: dict) -> None:
         setattr(owner, name, value)
 
 
-def overhead(owner, pool_target: int = 300, from_pool: int = 280, repeats: int = 3) -> None:
-    server = EchoServer(latency_s=0.0)
+def overhead(owner, server: EchoServer, pool_target: int = 300, from_pool: int = 280, repeats: int = 3) -> None:
     train, val = rows("train", 10, pool_target + 20), rows("val", 10, pool_target + 20)
     originals = {(o, n): getattr(o, n) for o, n in [(FrontierAdapter, "batch_evaluate"), (ReflectionCallable, "__call__"),
                                                     (GEPAEngine, "_log_candidate_tree"), (RecorderThread, "on_iteration_end")]}
@@ -411,7 +441,6 @@ def overhead(owner, pool_target: int = 300, from_pool: int = 280, repeats: int =
     print(f"   our runner (rows, events, checkpoint):    {our_text}")
     print(f"   ours minus bare gepa without a run_dir: {our - bare:.1f} ms per iteration (target <= 10 ms); "
           f"minus bare gepa with its run_dir: {our - bare_dir:.1f} ms")
-    server.httpd.shutdown()
 
 
 def main() -> None:
@@ -422,13 +451,19 @@ def main() -> None:
     parser.add_argument("--pool", type=int, default=300, help="candidates in the pool for the overhead part")
     parser.add_argument("--overhead-repeats", type=int, default=3, help="runs of each contender in the overhead part")
     args = parser.parse_args()
+    # The endpoints first: forked while the bench has no other thread and no database connection.
+    endpoint_s = 0.1
+    slow = None if args.skip_throughput else EchoServer(latency_s=endpoint_s)
+    instant = None if args.skip_overhead else EchoServer(latency_s=0.0)
     call_command("migrate", verbosity=0)
     owner = get_user_model().objects.create_superuser("bench")  # an operator: may give endpoints inline
     verifier_create(owner=owner, spec=SPEC)
-    if not args.skip_throughput:
-        fair_throughput(owner, repeats=args.repeats)
-    if not args.skip_overhead:
-        overhead(owner, pool_target=args.pool, from_pool=args.pool - 20, repeats=args.overhead_repeats)
+    if slow is not None:
+        fair_throughput(owner, slow, repeats=args.repeats, latency_s=endpoint_s)
+        slow.close()
+    if instant is not None:
+        overhead(owner, instant, pool_target=args.pool, from_pool=args.pool - 20, repeats=args.overhead_repeats)
+        instant.close()
 
 
 if __name__ == "__main__":

@@ -12,14 +12,24 @@ longer the run gets (docs/gepa-notes.md §10 and §15), on the engine's thread:
 Nothing of ours reads those three files: the database holds the same facts
 (candidates, lineage, proposals, scores), recorded once as they happen. For a
 run that carries a `LeanCheckpoint` among its callbacks, only `gepa_state.bin`
-is written; any other gepa run in the process keeps gepa's behaviour. This
-reaches into two private names of gepa 0.1.4 (`GEPAState._atomic_write_json`,
+is written; any other gepa run in the process keeps gepa's behaviour.
+
+`save_through` takes the writing of that file off the engine's thread: gepa's
+`state.save` then pickles the state where it is called (a consistent snapshot)
+and hands the bytes to a writer (the run's recorder thread, which writes them
+after the rows of everything gepa reported before: optimizer/recording_thread.py).
+
+This reaches into private names of gepa 0.1.4 (`GEPAState._atomic_write_json`,
+`_EXCLUDED_FROM_SERIALIZATION`, `_VALIDATION_SCHEMA_VERSION`,
 `GEPAEngine._log_candidate_tree`); pyproject pins gepa==0.1.4, and the tests in
 tests/optimizer/test_gepa_checkpoint.py fail if a new version moves them.
 """
 
 from __future__ import annotations
 
+import os
+import pickle
+from collections.abc import Callable
 from pathlib import Path
 
 from gepa.core.engine import GEPAEngine
@@ -27,6 +37,46 @@ from gepa.core.state import GEPAState
 
 # What gepa writes next to gepa_state.bin for people to read.
 HUMAN_READABLE_FILES = ("run_log.json", "candidates.json", "candidate_tree.html")
+CHECKPOINT_FILE = "gepa_state.bin"
+
+
+def _exclude(state, *names: str) -> None:
+    """Leave these instance attributes of ours out of the state's pickle (and out of gepa's own save)."""
+    state._EXCLUDED_FROM_SERIALIZATION = state._EXCLUDED_FROM_SERIALIZATION | {*names, "_EXCLUDED_FROM_SERIALIZATION"}
+
+
+def state_snapshot(state) -> bytes:
+    """The bytes GEPAState.save (gepa 0.1.4, core/state.py) writes to gepa_state.bin, taken now."""
+    serialized = {k: v for k, v in state.__dict__.items() if k not in state._EXCLUDED_FROM_SERIALIZATION}
+    serialized["validation_schema_version"] = GEPAState._VALIDATION_SCHEMA_VERSION
+    return pickle.dumps(serialized)
+
+
+def write_checkpoint(run_dir: str | Path, data: bytes) -> None:
+    """Replace gepa_state.bin with `data` atomically, as gepa does (a temporary file, then a rename)."""
+    target = os.path.join(run_dir, CHECKPOINT_FILE)
+    with open(target + ".tmp", "wb") as f:
+        f.write(data)
+    os.replace(target + ".tmp", target)
+
+
+def save_through(state, write: Callable[[str, bytes], None]) -> None:
+    """From now on `state.save(run_dir)` snapshots the state on the calling thread
+    and passes (run_dir, bytes) to `write` instead of writing the file itself.
+    Idempotent; the pickle stays loadable without this module."""
+    if "save" in state.__dict__:
+        return
+
+    def save(run_dir: str | None, *, use_cloudpickle: bool = False) -> None:
+        if run_dir is None:
+            return
+        if use_cloudpickle:  # not ours: gepa writes it itself
+            GEPAState.save(state, run_dir, use_cloudpickle=True)
+            return
+        write(run_dir, state_snapshot(state))
+
+    state.save = save
+    _exclude(state, "save")
 
 
 def _skip_json(run_dir: str, filename: str, data) -> None:
@@ -49,9 +99,7 @@ class LeanCheckpoint:
         # The state's own attributes, left out of the pickle: a resumed run is
         # made lean again here, and the pickle stays loadable without this module.
         state._atomic_write_json = _skip_json
-        state._EXCLUDED_FROM_SERIALIZATION = GEPAState._EXCLUDED_FROM_SERIALIZATION | {
-            "_atomic_write_json", "_EXCLUDED_FROM_SERIALIZATION",
-        }
+        _exclude(state, "_atomic_write_json")
         # The save before the first iteration (or a resume) wrote them once: they would only go stale.
         for name in HUMAN_READABLE_FILES:
             (self.run_dir / name).unlink(missing_ok=True)

@@ -10,13 +10,17 @@ gepa's order, to one writer thread that runs the recorder. The recorder's own
 state is touched by that thread alone, so the order of events, their
 consecutive seqs and the claim checks are exactly what they were.
 
-Durability: `barrier` is the run's first stopper, which gepa calls before it
-writes its checkpoint (at the top of every iteration and before the final
-save). It waits until the writer has committed everything gepa reported
-before, so the checkpoint is never ahead of the database; only the accepted
-candidate of the last iteration is recorded just after the checkpoint that
-holds it, as before (optimizer/recorder.py, `_flush_pending`). A worker that
-lost its claim raises ClaimLost there, before gepa writes anything.
+Durability: gepa's checkpoint goes through the same queue. `barrier` is the
+run's first stopper, which gepa calls before it saves its state (at the top of
+every iteration and before the final save); it makes that save a snapshot
+taken on the engine's thread (optimizer/gepa_checkpoint.py, `save_through`)
+whose bytes the writer writes to gepa_state.bin after committing everything
+gepa reported before. So the checkpoint is never ahead of the database, and
+the engine does not wait for either: only the accepted candidate of the last
+iteration is recorded just after the checkpoint that holds it, as before
+(optimizer/recorder.py, `_flush_pending`). A worker that lost its claim writes
+no checkpoint, and raises ClaimLost at its next stop check; a checkpoint that
+cannot be written fails the run there too (or when the writer closes).
 
 A run executed inside an open transaction (a test that wraps everything in
 one) is recorded on the calling thread as before: another thread's connection
@@ -33,12 +37,14 @@ from django.db import connection
 
 from optimizer.claims import ClaimLost
 from optimizer.events import background_publisher, publishing_through
+from optimizer.gepa_checkpoint import save_through, write_checkpoint
 from optimizer.recorder import RunRecorder
 
 log = logging.getLogger(__name__)
 
 # gepa passes its live state in these; the writer must never see it (docs/gepa-notes.md §4).
 LIVE_STATE_KEYS = ("state", "final_state", "trainset_loader")
+CHECKPOINT = "checkpoint"  # a queue item that is gepa's state to write, not a callback
 
 
 class RecorderThread:
@@ -49,6 +55,7 @@ class RecorderThread:
         self.adapter = recorder.adapter
         self.queue: queue.Queue = queue.Queue()
         self.thread = None
+        self.failure: BaseException | None = None  # a checkpoint the writer could not write
         # The runner's background publisher sends what the writer commits, too (in commit order).
         self.publisher = background_publisher()
         if not connection.in_atomic_block:
@@ -124,18 +131,32 @@ class RecorderThread:
     def on_error(self, event: dict) -> None:
         self._relay("on_error", event)
 
-    def barrier(self, _state=None) -> bool:
-        """gepa's first stopper: wait until everything reported so far is in the
-        database (gepa writes its checkpoint next). Never stops the run itself;
-        raises ClaimLost when this worker no longer holds it."""
-        self.queue.join()
+    def barrier(self, state=None) -> bool:
+        """gepa's first stopper, called before each save of its state: from now on
+        that save is handed to the writer, behind everything reported so far
+        (nothing waits for it). Never stops the run itself; raises ClaimLost when
+        this worker no longer holds it, and the error of a checkpoint the
+        writer could not write."""
+        if state is not None:
+            save_through(state, self._checkpoint)
+        self.raise_failure()
         claim = self.recorder.claim
         if claim is not None and claim.lost.is_set():
             raise ClaimLost(f"run {self.recorder.run_id} is held by another worker")
         return False
 
+    def _checkpoint(self, run_dir: str, data: bytes) -> None:
+        if self.thread is None:
+            self._write_checkpoint(run_dir, data)
+        else:
+            self.queue.put((CHECKPOINT, (run_dir, data)))
+
+    def raise_failure(self) -> None:
+        if self.failure is not None:
+            raise self.failure
+
     def close(self) -> None:
-        """Let the writer finish what it was given, then end it."""
+        """Let the writer finish what it was given (the last checkpoint included), then end it."""
         if self.thread is not None:
             self.queue.put(None)
             self.thread.join()
@@ -159,7 +180,22 @@ class RecorderThread:
             finally:
                 self.queue.task_done()
 
-    def _record(self, name: str, event: dict) -> None:
+    def _write_checkpoint(self, run_dir: str, data: bytes) -> None:
+        claim = self.recorder.claim
+        if claim is not None and claim.lost.is_set():
+            return  # another worker holds the run: its checkpoint is not ours to overwrite
+        try:
+            write_checkpoint(run_dir, data)
+        except Exception as error:
+            log.exception("run %s: writing the checkpoint failed", self.recorder.run_id)
+            self.failure = self.failure or error
+
+    def _record(self, name: str, event) -> None:
+        if self.failure is not None:
+            return  # the checkpoint was not written: nothing after it may reach the database (the run fails)
+        if name == CHECKPOINT:
+            self._write_checkpoint(*event)
+            return
         try:
             getattr(self.recorder, name)(event)
         except Exception:  # as gepa does with a failing callback: say so, go on

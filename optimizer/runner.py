@@ -207,8 +207,8 @@ def _run_gepa(
             run_claim.give_up()
         return flags or heartbeat.cancelled.is_set()
 
-    # The recorder's writes run on their own thread; gepa waits for them only
-    # before it writes its checkpoint (recording.barrier, the first stopper).
+    # The recorder's writes run on their own thread, and so does the writing of
+    # gepa's checkpoint, behind them (recording.barrier, the first stopper, sets it up).
     recording = RecorderThread(recorder)
     try:
         try:
@@ -224,7 +224,7 @@ def _run_gepa(
                 use_merge=config.use_merge,
                 max_merge_invocations=config.max_merge_invocations,
                 max_metric_calls=run.budget_total,
-                # the barrier first: every stop check precedes a checkpoint. Then limits:
+                # the barrier first: every stop check precedes a save of gepa's state. Then limits:
                 # it must see every between-iterations check (CompositeStopper short-circuits).
                 stop_callbacks=[recording.barrier, limits, stop_requested],
                 logger=GepaLogger(),
@@ -240,6 +240,7 @@ def _run_gepa(
             )
         finally:
             recording.close()  # everything gepa reported is written before the runner writes again
+        recording.raise_failure()  # the final checkpoint could not be written
     except SystemicFailure:
         if not heartbeat.cancelled.is_set():
             raise
@@ -252,7 +253,7 @@ def _run_gepa(
     if run_claim.lost.is_set():
         raise ClaimLost(f"run {run.pk} is held by another worker")
     retry_db(lambda: _save_usage(run.pk, recorder), what=f"run {run.pk}: usage")
-    retry_db(run.refresh_from_db, what=f"run {run.pk}: read")
+    retry_db(lambda: run.refresh_from_db(fields=["cancel_requested", "stop_requested"]), what=f"run {run.pk}: read")
     if run.cancel_requested:
         return _finish(run_claim, heartbeat, phase="cancelled", reason="cancelled")
     if run.stop_requested:
@@ -409,10 +410,11 @@ def run_finish(
     run_id = run_claim.run_id
 
     def finish() -> str:
-        run = Run.objects.get(pk=run_id)
+        # Only the fields read here, not the frozen config and task rows (a JSON parse per read).
+        requested = Run.objects.filter(pk=run_id).values("stop_requested", "cancel_requested").get()
         if failure:
             status = RunStatus.FAILED
-        elif stopped or run.stop_requested or run.cancel_requested:
+        elif stopped or requested["stop_requested"] or requested["cancel_requested"]:
             status = RunStatus.STOPPED
         else:
             status = RunStatus.COMPLETED
@@ -422,18 +424,20 @@ def run_finish(
                 publish_run_event(run_id, ev.ERROR, {"where": "runner", "message": failure[:1000], "iteration": None}, claim=run_claim)
             run_set_status(run_claim, status, "failed" if failure else phase, error=failure[:2000] or None)
             run_claim.runs().update(stop_reason="" if failure else reason)
-            run.refresh_from_db()
+            run = Run.objects.filter(pk=run_id).values(
+                "best_candidate__index", "best_score", "seed_score", "progress__budget_used", "progress__cost", "stop_reason"
+            ).get()
             publish_run_event(
                 run_id,
                 ev.RUN_FINISHED,
                 {
                     "status": status,
-                    "best_index": run.best_candidate.index if run.best_candidate else None,
-                    "best_score": run.best_score,
-                    "seed_score": run.seed_score,
-                    "metric_calls": run.budget_used,
-                    "cost": round(run.cost, 8),
-                    "stop_reason": run.stop_reason,
+                    "best_index": run["best_candidate__index"],
+                    "best_score": run["best_score"],
+                    "seed_score": run["seed_score"],
+                    "metric_calls": run["progress__budget_used"],
+                    "cost": round(run["progress__cost"], 8),
+                    "stop_reason": run["stop_reason"],
                 },
                 claim=run_claim,
             )

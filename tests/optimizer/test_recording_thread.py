@@ -4,13 +4,13 @@ ahead of what the database recorded."""
 
 from __future__ import annotations
 
+import pickle
 import threading
 
 import pytest
-from gepa.core.state import GEPAState
 
 from optimizer import event_types as ev
-from optimizer import runner
+from optimizer import recording_thread, runner
 from optimizer.lm.simulator import DemoLanguageModel
 from optimizer.models import Candidate, Run, RunEvent, RunStatus, run_progress
 from optimizer.recorder import RunRecorder
@@ -68,40 +68,65 @@ def test_the_next_model_calls_go_ahead_while_a_budget_update_is_still_being_writ
     assert seqs == list(range(1, len(seqs) + 1))
 
 
-def test_every_checkpoint_gepa_writes_follows_the_rows_of_everything_it_reported_before(run, monkeypatch):
-    reported = {"budget": 0, "used": 0, "accepted": 0}
+def test_every_checkpoint_gepa_writes_follows_the_rows_of_everything_it_holds(run, monkeypatch):
     checks = []
-    relay_budget, relay_accepted = RecorderThread.on_budget_updated, RecorderThread.on_candidate_accepted
+    write = recording_thread.write_checkpoint
 
-    def counting_budget(self, event):
-        reported["budget"] += 1
-        reported["used"] = event["metric_calls_used"]
-        relay_budget(self, event)
-
-    def counting_accepted(self, event):
-        reported["accepted"] += 1
-        relay_accepted(self, event)
-
-    save = GEPAState.save
-
-    def checked_save(self, run_dir, **kwargs):
-        # What the database holds when gepa is about to write its checkpoint.
-        # (run.budget events are folded into batches: the run row holds every update.)
+    def checked_write(run_dir, data):
+        # What the database holds when gepa_state.bin is about to be replaced by `data`.
+        state = pickle.loads(data)
         budget_used = run_progress(run.pk).get().budget_used
         candidates = Candidate.objects.filter(run=run).count()
-        checks.append((reported["used"], budget_used, reported["accepted"], candidates))
-        save(self, run_dir, **kwargs)
+        checks.append((state["i"], state["total_num_evals"], budget_used, len(state["program_candidates"]), candidates))
+        write(run_dir, data)
 
-    monkeypatch.setattr(RecorderThread, "on_budget_updated", counting_budget)
-    monkeypatch.setattr(RecorderThread, "on_candidate_accepted", counting_accepted)
-    monkeypatch.setattr(GEPAState, "save", checked_save)
+    monkeypatch.setattr(recording_thread, "write_checkpoint", checked_write)
     assert execute_run(run.pk) == RunStatus.COMPLETED
-    assert len(checks) >= 4 and checks[-1][0] > 0
-    for used_reported, budget_used, accepted, candidates in checks:
-        assert budget_used == used_reported  # the last budget update gepa reported is in the database
-        # the candidates accepted before are in the database too, but for the last one, which is
+    assert len(checks) >= 4 and checks[-1][1] > 0
+    with open(runner.run_dir(run.pk) / "gepa_state.bin", "rb") as f:
+        assert pickle.load(f)["total_num_evals"] == checks[-1][1]  # the last one written is the final state
+    for iteration, evaluations, budget_used, held, recorded in checks:
+        if iteration >= 0:  # after the first iteration every metric call was reported as a budget update
+            assert budget_used == evaluations  # each one is in the database
+        # every candidate it holds is in the database too, but for the last accepted one, which is
         # recorded right after the checkpoint that holds it (optimizer/recorder.py, _flush_pending)
-        assert candidates >= accepted  # the seed counts as one recorded candidate
+        assert recorded >= held - 1
+
+
+def test_the_next_model_calls_go_ahead_while_the_checkpoint_is_still_being_written(run, monkeypatch):
+    writing = threading.Event()  # a checkpoint is being written
+    called_after = threading.Event()  # and the run made a model call meanwhile
+    blocked = {}
+    write = recording_thread.write_checkpoint
+
+    def slow_write(run_dir, data):
+        if not blocked and pickle.loads(data)["i"] >= 0:
+            writing.set()  # a slow disk: this write finishes only once the run has made another model call
+            blocked["released"] = called_after.wait(timeout=10)
+            writing.clear()
+        write(run_dir, data)
+
+    complete = DemoLanguageModel.complete
+
+    def counting(self, messages):
+        if writing.is_set():
+            called_after.set()
+        return complete(self, messages)
+
+    monkeypatch.setattr(recording_thread, "write_checkpoint", slow_write)
+    monkeypatch.setattr(DemoLanguageModel, "complete", counting)
+    assert execute_run(run.pk) == RunStatus.COMPLETED
+    assert blocked == {"released": True}
+
+
+def test_a_checkpoint_that_cannot_be_written_fails_the_run(run, monkeypatch):
+    def full_disk(run_dir, data):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(recording_thread, "write_checkpoint", full_disk)
+    assert execute_run(run.pk) == RunStatus.FAILED
+    assert "No space left on device" in Run.objects.get(pk=run.pk).error
+    assert Candidate.objects.filter(run=run).count() == 1  # the seed: nothing the missing checkpoint would hold
 
 
 def test_the_writers_events_reach_the_channel_layer_from_the_background_publisher_in_seq_order(run, monkeypatch):

@@ -14,7 +14,9 @@ from optimizer import runner
 from optimizer.lm.simulator import DemoLanguageModel
 from optimizer.models import Candidate, Evaluation, Run, RunEvent, RunStatus, run_progress
 from optimizer.runner import execute_run
+from optimizer.claims import retry_db
 from optimizer.recorder import RunRecorder
+from optimizer.recording_thread import RecorderThread
 from optimizer.services import run_launch, run_resume, run_stop
 from tests.optimizer.run_helpers import endpoint, refund_task_set, refund_verifier, run_config
 from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer, completion
@@ -211,14 +213,16 @@ def test_a_worker_that_lost_its_claim_to_another_worker_stops_without_writing_an
 
 def test_stop_ends_the_run_after_the_iteration_in_flight(user, task_set, monkeypatch):
     run = launch(user, task_set, budget={"max_metric_calls": 2000})
-    accepted = RunRecorder.on_candidate_accepted
+    accepted = RecorderThread.on_candidate_accepted
 
     def stop_at_candidate_two(self, event):
         accepted(self, event)
         if event["new_candidate_idx"] == 2:
-            run_stop(run=run)  # what the Stop button does, mid-iteration
+            # What the Stop button does, mid-iteration (while gepa reports the accepted candidate;
+            # the recorder may be writing at that moment: the test database locks whole tables).
+            retry_db(lambda: run_stop(run=run), what="stop")
 
-    monkeypatch.setattr(RunRecorder, "on_candidate_accepted", stop_at_candidate_two)
+    monkeypatch.setattr(RecorderThread, "on_candidate_accepted", stop_at_candidate_two)
     assert execute_run(run.pk) == RunStatus.STOPPED
     run.refresh_from_db()
     assert run.phase == "stopped by the user"
