@@ -181,6 +181,13 @@ class Tally:
             self.judge_out += tokens_out
 
 
+class _ThreadTallies(threading.local):
+    """Each thread's open tallies (an empty list on a thread that never opened one)."""
+
+    def __init__(self):
+        self.scopes: list[Tally] = []
+
+
 class UsageMeter:
     """Thread-safe totals of a run's model calls, per role, priced per endpoint."""
 
@@ -188,7 +195,10 @@ class UsageMeter:
         self.prices = {role: (prices or {}).get(role, Price()) for role in ROLES}
         self._totals = UsageSnapshot.of(start.as_dict() if start else None)
         self._lock = threading.Lock()
-        self._local = threading.local()
+        self._local = _ThreadTallies()
+        # No tally opened yet on any thread (a run without a judge never opens one):
+        # record() then skips the thread-local lookup, the dearest part of its hot path.
+        self._tallied = False
         self._in_flight = 0
         self._dearest_call = 0.0
         self._cost = self._totals.cost  # kept apart: the cap is checked before every call
@@ -221,15 +231,19 @@ class UsageMeter:
             usage.tokens_in += tokens_in
             usage.tokens_out += tokens_out
             usage.cost += cost
-        scopes = getattr(self._local, "scopes", None)
-        if scopes:
-            for tally in scopes:
+        if self._tallied:
+            for tally in self._local.scopes:
                 tally.add(role, tokens_in, tokens_out, cost)
         return cost
 
     def snapshot(self) -> UsageSnapshot:
+        """A copy of the totals, cost rounded as stored (UsageSnapshot.of(as_dict()), without the JSON round trip:
+        taken on the engine's thread at every budget update)."""
         with self._lock:
-            return UsageSnapshot.of(self._totals.as_dict())
+            return UsageSnapshot({
+                role: Usage(usage.calls, usage.tokens_in, usage.tokens_out, round(usage.cost, 8))
+                for role, usage in self._totals.roles.items()
+            })
 
     def totals(self) -> dict:
         """The JSON of Run.usage (UsageSnapshot.as_dict), built once (written with every budget update)."""
@@ -250,10 +264,8 @@ class UsageMeter:
     def open_tally(self) -> Tally:
         """Start counting what this thread's calls cost (one evaluation); end with close_tally."""
         tally = Tally()
-        try:
-            self._local.scopes.append(tally)
-        except AttributeError:
-            self._local.scopes = [tally]
+        self._tallied = True  # set before the tally is open: this thread's next record() sees both
+        self._local.scopes.append(tally)
         return tally
 
     def close_tally(self, tally: Tally) -> None:

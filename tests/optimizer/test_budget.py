@@ -4,6 +4,8 @@ demo simulator, and with the openai provider against a local fake server whose
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from optimizer import event_types as ev
@@ -121,6 +123,42 @@ def test_a_model_call_that_could_pass_the_cost_cap_is_not_made():
     per_call = spent.cost / spent.calls
     assert spent.cost <= 25.0 < spent.cost + per_call  # stopped at the last call that fit
     assert limits.reason == "cost cap reached"
+
+
+def test_each_evaluations_tally_counts_its_own_threads_calls_and_the_totals_count_every_call():
+    meter = UsageMeter({"task": Price(0.15, 0.60), "judge": Price(3.0, 15.0)})
+    meter.record("task", 1000, 200)  # before any evaluation opened a tally: the run's totals only
+    opened, recorded = threading.Event(), threading.Event()
+    theirs = {}
+
+    def other_evaluation():
+        with meter.scope() as tally:
+            opened.set()
+            meter.record("judge", 70, 30)
+            recorded.wait(5)
+            theirs["tally"] = tally
+
+    thread = threading.Thread(target=other_evaluation)
+    thread.start()
+    opened.wait(5)
+    with meter.scope() as mine:
+        meter.record("task", 500, 100)
+        meter.record("judge", 40, 10)
+    recorded.set()
+    thread.join(5)
+    meter.record("task", 10, 10)  # after both closed: totals only again
+
+    assert mine.cost == pytest.approx(Price(0.15, 0.60).cost(500, 100) + Price(3.0, 15.0).cost(40, 10))
+    assert (mine.judge_in, mine.judge_out) == (40, 10)
+    assert (theirs["tally"].judge_in, theirs["tally"].judge_out) == (70, 30)
+    assert theirs["tally"].cost == pytest.approx(Price(3.0, 15.0).cost(70, 30))
+    stored = meter.totals()  # what save_usage writes on Run.usage
+    assert stored == meter.snapshot().as_dict()
+    assert stored["task"] == {"calls": 3, "tokens_in": 1510, "tokens_out": 310,
+                              "cost": round(Price(0.15, 0.60).cost(1510, 310), 8)}
+    assert stored["judge"]["calls"] == 2 and stored["judge"]["tokens_in"] == 110
+    assert stored["total"]["calls"] == 5 and stored["total"]["tokens_out"] == 350
+    assert meter.cost == pytest.approx(stored["total"]["cost"])
 
 
 def fake_lm(server, **prices) -> dict:
