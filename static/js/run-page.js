@@ -100,28 +100,44 @@ async function loadMoreRows() {
   }
 }
 
+// Where the page's first draw spends its time (ms since navigation, per step):
+// window.__frontierRun.bootMs, printed by bench/scale.py.
+const bootMs = {};
+const mark = (step) => { bootMs[step] = Math.round(performance.now()); };
+
 async function boot() {
+  mark("script");
   const response = await fetch(root.dataset.snapshotUrl, { headers: { Accept: "application/json" } });
   if (!response.ok) { $("live").textContent = `could not load the run (${response.status})`; return; }
+  mark("response");
   const snap = await response.json();
+  mark("json");
   loadSnapshot(S, snap);
+  mark("state");
   // Read by browser tests and handy in the console.
-  window.__frontierRun = { lastSeq: S.run.last_seq, applied: 0, slowestApplyMs: {}, candidates: () => S.order.length };
+  window.__frontierRun = { lastSeq: S.run.last_seq, applied: 0, slowestApplyMs: {}, candidates: () => S.order.length, bootMs };
 
   charts.drawScore(unzip(snap.rejected), toggleSelected);
+  mark("score");
   charts.drawLineage(toggleSelected);
+  mark("lineage");
   charts.drawFront();
   charts.selectFromFront(toggleSelected);
+  mark("heatmap");
   root.querySelector('[data-action="more-rows"]')?.addEventListener("click", loadMoreRows);
   charts.setupAxisPickers();
   charts.drawScatter();
   charts.selectFromScatter(toggleSelected);
+  mark("scatter");
   charts.drawVerdicts();
+  mark("verdicts");
   document.getElementById("candidate-rows").append(...S.order.map((i) => candidateRow(S.byIndex.get(i))));
+  mark("table");
   snap.proposals.forEach(renderProposal);
   snap.trials.forEach((t) => renderTrial(t, t.candidate, t.split));
   snap.errors.forEach(renderError);
   refreshRows();
+  mark("streams");
   renderHeader();
   renderSelection({ charts: false });
   S.shownBest = $("best-prompt").hidden ? null : Number($("best-index").textContent);
@@ -139,8 +155,9 @@ async function boot() {
     path: root.dataset.wsPath,
     after: S.run.last_seq,
     onEvent: applyEvent,
-    onState: (state) => { live.dataset.state = state; live.textContent = { live: "● live", reconnecting: "reconnecting…", denied: "access denied: reload to log in" }[state] || state; },
+    onState: (state) => { if (state === "live" && !bootMs.live) mark("live"); live.dataset.state = state; live.textContent = { live: "● live", reconnecting: "reconnecting…", denied: "access denied: reload to log in" }[state] || state; },
   });
+  mark("socket");
   socket.connect();
 }
 
