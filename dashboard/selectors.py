@@ -38,6 +38,8 @@ VERDICT_ORDER = ("pass", "borderline", "fail")
 HEATMAP_ROWS = 120
 HEATMAP_TOP = 50
 SCORES_PAGE = 500
+# The candidates table of a bigger run starts with its first TABLE_ROWS rows ("Show more" adds as many).
+TABLE_ROWS = 500
 SUMMARY_PATHS = (
     ("prompt_tokens", IntegerField), ("mean_output_tokens", FloatField), ("mean_latency_ms", FloatField),
     ("verdicts__pass", IntegerField), ("verdicts__borderline", IntegerField), ("verdicts__fail", IntegerField),
@@ -207,7 +209,7 @@ def run_snapshot(run: Run) -> dict:
             "text": STREAM_TEXT_CHARS, "reasons": REASONS_SHOWN, "preview": HOVER_PREVIEW_CHARS,
             # how many items each stream keeps, live as after a reload
             "proposals": PROPOSALS_TAIL, "trials": TRIAL_ITEMS_TAIL, "errors": ERRORS_TAIL,
-            "scores_page": SCORES_PAGE,
+            "scores_page": SCORES_PAGE, "table_rows": TABLE_ROWS,
         },
         **_stream_tails(run),
     }
