@@ -116,7 +116,7 @@ function deferCharts(draws) {
   drawDeferred = () => {
     drawDeferred = () => {};
     const next = () => { const [id] = pending.keys(); if (id === undefined) return; drawOne(id); setTimeout(next, 0); };
-    setTimeout(next, 0);
+    requestAnimationFrame(() => setTimeout(next, 0)); // after the frame that shows "● live"
   };
 }
 
