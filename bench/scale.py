@@ -319,13 +319,14 @@ def start_daphne(port: int) -> subprocess.Popen:
     raise SystemExit("daphne did not start within 60 s")
 
 
-def measure_page_live(run_ids: list[int], session: str, repeat: int) -> dict[int, list[float]]:
+def measure_page_live(run_ids: list[int], session: str, repeat: int) -> tuple[dict[int, list[float]], dict[int, list[dict]]]:
     from playwright.sync_api import sync_playwright
 
     port = free_port()
     daphne = start_daphne(port)
     base = f"http://127.0.0.1:{port}"
     out: dict[int, list[float]] = {}
+    steps: dict[int, list[dict]] = {}  # the page's own marks (run-page.js bootMs), per load
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
@@ -340,12 +341,25 @@ def measure_page_live(run_ids: list[int], session: str, repeat: int) -> dict[int
                     page.locator("[data-field=live]").filter(has_text="● live").wait_for(timeout=120_000)  # the CSP forbids eval
                     if attempt:
                         times.append((time.perf_counter() - started) * 1000)
+                        steps.setdefault(run_id, []).append(page.evaluate("window.__frontierRun.bootMs"))
                 out[run_id] = times
             browser.close()
     finally:
         daphne.terminate()
         daphne.wait(timeout=20)
-    return out
+    return out, steps
+
+
+def boot_steps(loads: list[dict]) -> str:
+    """Each step of the page's boot (run-page.js bootMs: ms since navigation when
+    it ended), the median over the loads, with the step's own share."""
+    names = sorted({k for marks in loads for k in marks}, key=lambda k: statistics.median(m.get(k, 0) for m in loads))
+    out, before = [], 0
+    for name in names:
+        at = statistics.median(m[name] for m in loads if name in m)
+        out.append(f"{name} {at:.0f} (+{at - before:.0f})")
+        before = at
+    return ", ".join(out)
 
 
 def main() -> None:
@@ -400,9 +414,10 @@ def main() -> None:
         if not args.no_browser:
             session = client.cookies["sessionid"].value
             connections.close_all()
-            live = measure_page_live([run.pk for run in runs], session, args.repeat)
+            live, steps = measure_page_live([run.pk for run in runs], session, args.repeat)
             for run in runs:
                 print(f"[{run.name}] page live in Chromium (navigation → '● live', daphne): {spread(live[run.pk])}", flush=True)
+                print(f"[{run.name}]   the page's steps, ms since navigation (median): {boot_steps(steps[run.pk])}", flush=True)
         connections.close_all()
     finally:
         if args.drop:

@@ -38,6 +38,8 @@ VERDICT_ORDER = ("pass", "borderline", "fail")
 HEATMAP_ROWS = 120
 HEATMAP_TOP = 50
 SCORES_PAGE = 500
+# The candidates table of a bigger run starts with its first TABLE_ROWS rows ("Show more" adds as many).
+TABLE_ROWS = 500
 SUMMARY_PATHS = (
     ("prompt_tokens", IntegerField), ("mean_output_tokens", FloatField), ("mean_latency_ms", FloatField),
     ("verdicts__pass", IntegerField), ("verdicts__borderline", IntegerField), ("verdicts__fail", IntegerField),
@@ -82,10 +84,9 @@ def _stream_tails(run: Run) -> dict:
         Cast(KT("payload__metric_calls"), IntegerField()), Cast(KT("payload__parent"), IntegerField()),
         Cast(KT("payload__before"), FloatField()), Cast(KT("payload__after"), FloatField()), JsonArrayLength("payload", "minibatch"),
     )
-    columns = {"metric_calls": [], "parent": [], "before": [], "after": [], "minibatch_size": []}
-    for row in rejected:
-        for values, value in zip(columns.values(), row, strict=True):
-            values.append(value)
+    names = ("metric_calls", "parent", "before", "after", "minibatch_size")
+    columns = dict(zip(names, (list(values) for values in zip(*rejected))))  # rows → columns in one pass
+    columns = {name: columns.get(name, []) for name in names}
     return {
         "rejected": columns,
         "proposals": [dict(_clip_proposal(p), seq=s) for s, p in reversed(proposals)],
@@ -190,11 +191,11 @@ def run_snapshot(run: Run) -> dict:
             out[name].append(value)
     matrix = [[_round_score(vectors[index][0].get(key)) for key in tasks] for index in rows]
     leaders = {}
-    for column, key in enumerate(tasks):
-        column_scores = [(row[column], rows[i]) for i, row in enumerate(matrix) if row[column] is not None]
-        if column_scores:
-            top = max(score for score, _ in column_scores)
-            leaders[key] = [index for score, index in column_scores if score == top]
+    for key, column in zip(tasks, zip(*matrix)):  # one column per task, in one transposition
+        known = [score for score in column if score is not None]
+        if known:
+            top = max(known)
+            leaders[key] = [index for index, score in zip(rows, column) if score == top]
     return {
         "run": run_summary(run),
         "verifiers": verifier_ids,
@@ -207,7 +208,7 @@ def run_snapshot(run: Run) -> dict:
             "text": STREAM_TEXT_CHARS, "reasons": REASONS_SHOWN, "preview": HOVER_PREVIEW_CHARS,
             # how many items each stream keeps, live as after a reload
             "proposals": PROPOSALS_TAIL, "trials": TRIAL_ITEMS_TAIL, "errors": ERRORS_TAIL,
-            "scores_page": SCORES_PAGE,
+            "scores_page": SCORES_PAGE, "table_rows": TABLE_ROWS,
         },
         **_stream_tails(run),
     }

@@ -18,7 +18,7 @@ import { frameBatcher } from "./run/frames.js";
 import { $, S, root } from "./run/page.js";
 import * as charts from "./run/charts.js";
 import { doing, doingFromProposal, doingFromStatus, pollClient, renderBestPrompt, renderClock, renderHeader } from "./run/header.js";
-import { candidateRow, refreshRows, renderSelection, toggleSelected } from "./run/table.js";
+import { refreshRows, renderSelection, renderTableNote, showTableRows, toggleSelected } from "./run/table.js";
 import { renderError, renderProposal, renderTrial } from "./run/streams.js";
 
 // Whole-pool redraws: at most once per animation frame (run/frames.js).
@@ -50,7 +50,7 @@ const redraws = {
     later(recomputeFront);
     later(charts.relayoutLineage);
     charts.extendFront(c);
-    document.getElementById("candidate-rows").append(candidateRow(c));
+    if (S.tableShown === S.order.length - 1) showTableRows(S.order.length); else renderTableNote();
     refreshRows();
     later(charts.drawScatter);
     later(charts.drawVerdicts);
@@ -100,28 +100,67 @@ async function loadMoreRows() {
   }
 }
 
+// Where the page's first draw spends its time (ms since navigation, per step):
+// window.__frontierRun.bootMs, printed by bench/scale.py.
+const bootMs = {};
+const mark = (step) => { bootMs[step] = Math.round(performance.now()); };
+
+// A big run's charts below the fold: each drawn when it comes near the view, the
+// rest one after another once the socket is live (pending until then).
+let drawDeferred = () => {};
+function deferCharts(draws) {
+  const pending = new Map(Object.entries(draws));
+  const drawOne = (id) => { const draw = pending.get(id); if (!draw) return; pending.delete(id); observer.unobserve(document.getElementById(id)); draw(); };
+  const observer = new IntersectionObserver((entries) => entries.filter((e) => e.isIntersecting).forEach((e) => drawOne(e.target.id)), { rootMargin: "200px" });
+  for (const id of pending.keys()) observer.observe(document.getElementById(id));
+  drawDeferred = () => {
+    drawDeferred = () => {};
+    const next = () => { const [id] = pending.keys(); if (id === undefined) return; drawOne(id); setTimeout(next, 0); };
+    requestAnimationFrame(() => setTimeout(next, 0)); // after the frame that shows "● live"
+  };
+}
+
 async function boot() {
+  mark("script");
   const response = await fetch(root.dataset.snapshotUrl, { headers: { Accept: "application/json" } });
   if (!response.ok) { $("live").textContent = `could not load the run (${response.status})`; return; }
+  mark("response");
   const snap = await response.json();
+  mark("json");
   loadSnapshot(S, snap);
+  mark("state");
   // Read by browser tests and handy in the console.
-  window.__frontierRun = { lastSeq: S.run.last_seq, applied: 0, slowestApplyMs: {}, candidates: () => S.order.length };
+  window.__frontierRun = { lastSeq: S.run.last_seq, applied: 0, slowestApplyMs: {}, candidates: () => S.order.length, bootMs };
 
   charts.drawScore(unzip(snap.rejected), toggleSelected);
-  charts.drawLineage(toggleSelected);
-  charts.drawFront();
-  charts.selectFromFront(toggleSelected);
+  mark("score");
+  charts.drawLineage();
+  charts.selectFromLineage(toggleSelected);
+  root.querySelector('[data-action="all-lineage"]')?.addEventListener("click", () => charts.drawLineage({ all: true }));
+  mark("lineage");
   root.querySelector('[data-action="more-rows"]')?.addEventListener("click", loadMoreRows);
   charts.setupAxisPickers();
-  charts.drawScatter();
-  charts.selectFromScatter(toggleSelected);
-  charts.drawVerdicts();
-  document.getElementById("candidate-rows").append(...S.order.map((i) => candidateRow(S.byIndex.get(i))));
+  const below = {
+    "chart-front": () => { charts.drawFront(); charts.selectFromFront(toggleSelected); },
+    "chart-scatter": () => { charts.drawScatter({ first: true }); charts.selectFromScatter(toggleSelected); },
+    "chart-verdicts": () => charts.drawVerdicts({ first: true }),
+  };
+  if (S.order.length > charts.DEFER_AFTER) {
+    charts.renderRowsNote();
+    deferCharts(below);
+  } else {
+    Object.values(below).forEach((draw) => draw());
+  }
+  mark("charts");
+  showTableRows(S.limits.table_rows ?? Infinity);
+  root.querySelector('[data-action="more-table-rows"]')?.addEventListener("click", () => { showTableRows(S.tableShown + S.limits.table_rows); refreshRows(); });
+  root.querySelector('[data-action="all-table-rows"]')?.addEventListener("click", () => { showTableRows(Infinity); refreshRows(); });
+  mark("table");
   snap.proposals.forEach(renderProposal);
   snap.trials.forEach((t) => renderTrial(t, t.candidate, t.split));
   snap.errors.forEach(renderError);
   refreshRows();
+  mark("streams");
   renderHeader();
   renderSelection({ charts: false });
   S.shownBest = $("best-prompt").hidden ? null : Number($("best-index").textContent);
@@ -139,8 +178,9 @@ async function boot() {
     path: root.dataset.wsPath,
     after: S.run.last_seq,
     onEvent: applyEvent,
-    onState: (state) => { live.dataset.state = state; live.textContent = { live: "● live", reconnecting: "reconnecting…", denied: "access denied: reload to log in" }[state] || state; },
+    onState: (state) => { if (state === "live" && !bootMs.live) mark("live"); drawDeferred(); live.dataset.state = state; live.textContent = { live: "● live", reconnecting: "reconnecting…", denied: "access denied: reload to log in" }[state] || state; },
   });
+  mark("socket");
   socket.connect();
 }
 

@@ -350,6 +350,44 @@ def test_a_run_of_300_candidates_by_100_tasks_loads_and_applies_each_event_witho
     page.screenshot(path=str(ARTIFACTS / "live-run-300x100.png"), full_page=False)
 
 
+BIGGER_RUN = """
+from django.contrib.auth import get_user_model
+from tests.factories import recorded_run
+owner = get_user_model().objects.get(username={username!r})
+print(recorded_run(owner=owner, name="bigger", candidates=1001, val_tasks=2, climbing=True).pk)
+"""
+
+CHARTS_DRAWN = """() => ['chart-score', 'chart-lineage', 'chart-front', 'chart-scatter', 'chart-verdicts']
+  .map((id) => Boolean(document.getElementById(id).data))"""
+
+
+def test_a_run_of_over_a_thousand_candidates_draws_every_chart_and_lists_every_candidate_on_demand(page, frontier_server):
+    result = frontier_server.manage("shell", "-c", BIGGER_RUN.format(username=E2E_USERNAME))
+    run_id = int(result.stdout.strip().splitlines()[-1])
+    page.goto(f"/runs/{run_id}/")
+    expect(page.locator("[data-field=live]")).to_have_text("● live")
+    # The charts below the fold follow once the page is live: none is left undrawn.
+    wait_until(lambda: page.evaluate(CHARTS_DRAWN) == [True] * 5, what="every chart drawn")
+    assert len(page.evaluate("document.getElementById('chart-scatter').data[0].x")) == 1001
+    # The lineage starts summarised and says so; the whole of it is one click away.
+    shown = len(page.evaluate("document.getElementById('chart-lineage').data[1].x"))
+    assert shown < 1001
+    expect(page.locator("[data-field=lineage-count]")).to_contain_text(f"Showing {shown} of 1001 candidates")
+    page.get_by_role("button", name="Draw the whole lineage").click()
+    wait_until(lambda: len(page.evaluate("document.getElementById('chart-lineage').data[1].x")) == 1001, what="the whole lineage")
+    expect(page.locator("[data-field=lineage-rows]")).to_be_hidden()
+    # The table starts with the first 500 candidates and says so; the rest come on demand.
+    note = page.locator("[data-field=table-count]")
+    expect(note).to_have_text("Showing the first 500 of 1001 candidates (in candidate order).")
+    assert page.locator("#candidate-rows tr").count() == 500
+    page.get_by_role("button", name="Show more candidates").click()
+    expect(note).to_have_text("Showing the first 1000 of 1001 candidates (in candidate order).")
+    page.get_by_role("button", name="Show all").click()
+    expect(page.locator("#candidate-rows tr")).to_have_count(1001)
+    expect(page.locator("[data-field=table-rows]")).to_be_hidden()
+    assert page.locator("#candidate-rows tr").last.get_attribute("data-candidate-index") == "1000"
+
+
 def test_a_dry_run_lists_each_problem_next_to_its_field_and_launches_nothing(page, demo_data):
     page.goto("/runs/new/")
     page.get_by_label("Task set").select_option(label="e2e refunds (8 tasks)")

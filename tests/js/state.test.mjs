@@ -2,7 +2,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
-  addScoresPage, bestIndex, bestSoFar, leadCount, lineageEdges, mergeEvent, moreRows, recomputeMembers, role, unzip, verdictCounts,
+  addScoresPage, bestIndex, bestSoFar, leadCount, leadCounts, lineageEdges, lineageSummary, mergeEvent, moreRows, recomputeMembers, role, tableRowsNext, unzip, verdictCounts,
 } from "../../static/js/run/state.js";
 import { candidateNew, loaded } from "./snapshot.mjs";
 
@@ -248,4 +248,44 @@ test("verdict counts are the snapshot's as recorded, and a live candidate's are 
   assert.deepEqual(verdictCounts(S, 0), [3, 1, 2]);
   mergeEvent(S, candidateNew(1, { task_scores: { t1: 1, t2: 0 }, verdicts: { t1: "pass", t2: "fail" } }), NOW);
   assert.deepEqual(verdictCounts(S, 1), [1, 0, 1]);
+});
+
+test("every heatmap row's lead count comes from one pass over the leaders, as leadCount counts one", () => {
+  const S = bigRun();
+  const counts = leadCounts(S);
+  assert.deepEqual([...counts], [[0, 0], [2, 2]]);
+  for (const [i, n] of counts) assert.equal(leadCount(S, i), n);
+  assert.equal(counts.has(1), false); // no scores loaded: not counted ("–")
+});
+
+test("a big run's candidates table grows page by page, in candidate order, and 'all' brings every remaining row", () => {
+  const S = bigRun();
+  assert.deepEqual(tableRowsNext(S, 2), [0, 1]);
+  S.tableShown = 2;
+  assert.deepEqual(tableRowsNext(S, 2 + 2), [2, 3]);
+  assert.deepEqual(tableRowsNext(S, Infinity), [2, 3]);
+  S.tableShown = 4;
+  assert.deepEqual(tableRowsNext(S, Infinity), []);
+});
+
+test("the best candidate found once colours many candidates as if found for each", () => {
+  const S = bigRun();
+  const best = bestIndex(S);
+  assert.deepEqual(S.order.map((i) => role(S, i, best)), S.order.map((i) => role(S, i)));
+});
+
+test("a big run's lineage summary keeps the front, the best, the seed and the top scores, each with every ancestor", () => {
+  const S = loaded({
+    candidates: [
+      seed, { index: 1, parents: [0], val_score: 0.2 }, { index: 2, parents: [0], val_score: 0.3 },
+      { index: 3, parents: [2], val_score: 0.5 }, { index: 4, parents: [1, 3], val_score: 0.9 }, { index: 5, parents: [1], val_score: 0.1 },
+      { index: 6, parents: [5], val_score: 0.35 },
+    ],
+    members: [6], run: { best_index: 4 },
+  });
+  // top 1 is #4 (and the best): its ancestors #1, #3, #2, #0; the front member #6 brings #5.
+  assert.deepEqual(lineageSummary(S, 1), [0, 1, 2, 3, 4, 5, 6]);
+  S.members = new Set();
+  assert.deepEqual(lineageSummary(S, 1), [0, 1, 2, 3, 4]);
+  assert.deepEqual(lineageSummary(S, 0), [0, 1, 2, 3, 4]); // the best alone
 });

@@ -3,7 +3,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { clip, duration, esc, fmt } from "../../static/js/format.js";
 import {
-  candidateLine, clientLine, clock, headerFigures, hover, leadText, minibatchMean, promptText, proposalLine, rowsNote, statusLine,
+  candidateLine, clientLine, clock, headerFigures, hover, leadText, minibatchMean, promptText, proposalLine, rowsNote, statusLine, tableNote, lineageNote,
 } from "../../static/js/run/text.js";
 import { loaded } from "./snapshot.mjs";
 
@@ -145,4 +145,10 @@ test("a candidate whose scores are not loaded leads a dash of tasks, not 0", () 
   assert.equal(leadText(S, 2), "0");
   assert.equal(leadText(S, 1), "–");
   assert.equal(rowsNote(S), "2 of 3 candidates shown (the front, the seed, the best and the top scores first).");
+  S.tableShown = 2;
+  assert.equal(tableNote(S), "Showing the first 2 of 3 candidates (in candidate order).");
+});
+
+test("a summarised lineage says how many candidates it draws and which", () => {
+  assert.equal(lineageNote(856, 10000, 100), "Showing 856 of 10000 candidates: the front, the best, the top 100 by val score and their ancestors.");
 });

@@ -5,8 +5,8 @@
 import { COLORS, plot, scoreAxis } from "../charts.js";
 import { nonDominated } from "../front.js";
 import { esc } from "../format.js";
-import { bestIndex, bestSoFar, lineageEdges, role, verdictCounts } from "./state.js";
-import { VERDICT_NAMES, hover, leadText, minibatchMean, proposalHover, rowsNote } from "./text.js";
+import { bestIndex, bestSoFar, lineageEdges, lineageSummary, role, verdictCounts } from "./state.js";
+import { VERDICT_NAMES, hover, leadText, lineageNote, minibatchMean, proposalHover, rowsNote } from "./text.js";
 import { $, S, candidateUrl } from "./page.js";
 
 // The top margin holds Plotly's toolbar, which appears on hover: with less, it
@@ -17,6 +17,14 @@ const MARGIN = { l: 50, r: 10, t: 34, b: 40 };
 // point, which made a 10,000-candidate page take seconds to draw.
 const GL_POINTS = 1000;
 const pointsType = (n) => (n > GL_POINTS ? "scattergl" : "scatter");
+
+// Past this many candidates the charts below the fold (the heatmap, the picked-axes
+// front, the verdicts) are drawn once the page is live or when they come near the
+// view, whichever is first: the page is live sooner, nothing is left undrawn.
+export const DEFER_AFTER = 1000;
+// The charts drawn so far: live events grow only those; a deferred one draws the state whole.
+const drawn = new Set();
+export const isDrawn = (name) => drawn.has(name);
 
 const charts = {
   score: document.getElementById("chart-score"),
@@ -70,14 +78,28 @@ export function restyleSelected(selected) {
 
 // ---- lineage -------------------------------------------------------------------------
 
+// The lineage of a run of more than DEFER_AFTER candidates starts summarised
+// (state.js lineageSummary: the front, the best, the top LINEAGE_TOP and their
+// ancestors); "Show all" draws every candidate. Live candidates always join it.
+export const LINEAGE_TOP = 100;
+let lineageNodes = []; // the candidates the lineage draws, in the order of its node trace
+
 // Two edge traces: plain parent → child lines, and merges (a child of two
 // parents) drawn bolder in their own colour so both joins are visible.
 function lineageStyle() {
+  const best = bestIndex(S);
   return {
-    color: S.order.map((i) => COLORS[role(S, i)]),
-    line: S.order.map((i) => (S.selected.has(i) ? 3 : 0)),
-    symbol: S.order.map((i) => (S.byIndex.get(i).parents.length > 1 ? "diamond" : "circle")),
+    color: lineageNodes.map((i) => COLORS[role(S, i, best)]),
+    line: lineageNodes.map((i) => (S.selected.has(i) ? 3 : 0)),
+    symbol: lineageNodes.map((i) => (S.byIndex.get(i).parents.length > 1 ? "diamond" : "circle")),
   };
+}
+
+function renderLineageNote() {
+  const note = $("lineage-rows");
+  if (!note) return;
+  note.hidden = lineageNodes.length >= S.order.length;
+  $("lineage-count").textContent = lineageNote(lineageNodes.length, S.order.length, LINEAGE_TOP);
 }
 
 // Candidate numbers are integers: one tick per candidate while they fit, then
@@ -88,25 +110,34 @@ function lineageXAxis() {
            tickformat: "d", range: [-0.5, Math.max(last, 1) + 0.5], autorange: false };
 }
 
-export function drawLineage(toggle) {
+// `all`: every candidate, whatever the run's size.
+export function drawLineage({ all = false } = {}) {
+  lineageNodes = all || S.order.length <= DEFER_AFTER ? [...S.order] : lineageSummary(S, LINEAGE_TOP);
+  renderLineageNote();
   const plain = { x: [], y: [] }, merges = { x: [], y: [] };
-  for (const i of S.order) { const e = lineageEdges(S, S.byIndex.get(i)); const into = e.merge ? merges : plain; into.x.push(...e.x); into.y.push(...e.y); }
+  for (const i of lineageNodes) { const e = lineageEdges(S, S.byIndex.get(i)); const into = e.merge ? merges : plain; into.x.push(...e.x); into.y.push(...e.y); }
   const style = lineageStyle();
   const edgeTrace = (name, edges, line) => ({
     // The edges carry (unused) copies of the nodes' array attributes so one
     // extendTraces call can grow all three traces.
     name, x: edges.x, y: edges.y, text: edges.x.map(() => ""), customdata: edges.x.map(() => null), mode: "lines", line, hoverinfo: "skip", cliponaxis: false,
-    type: pointsType(S.order.length),
+    type: pointsType(lineageNodes.length),
     marker: { color: edges.x.map(() => COLORS.other), symbol: edges.x.map(() => "circle"), line: { width: edges.x.map(() => 0) } },
   });
   plot(charts.lineage, [
     edgeTrace("parent → child", plain, { color: COLORS.edge, width: 1 }),
-    { name: "candidates", x: [...S.order], y: S.order.map((i) => S.byIndex.get(i).val_score), customdata: [...S.order],
-      text: S.order.map((i) => hover(S.byIndex.get(i))), hoverinfo: "text", mode: "markers", cliponaxis: false, type: pointsType(S.order.length),
+    { name: "candidates", x: [...lineageNodes], y: lineageNodes.map((i) => S.byIndex.get(i).val_score), customdata: [...lineageNodes],
+      text: lineageNodes.map((i) => hover(S.byIndex.get(i))), hoverinfo: "text", mode: "markers", cliponaxis: false, type: pointsType(lineageNodes.length),
       marker: { size: 11, color: style.color, symbol: style.symbol, line: { color: COLORS.selected, width: style.line } } },
     edgeTrace("merge: child of both parents", merges, { color: COLORS.merge, width: 2, dash: "dot" }),
-  ], { margin: MARGIN, legend: { orientation: "h", y: -0.3 }, xaxis: lineageXAxis(), yaxis: scoreAxis("val score") });
-  // A click opens the candidate; shift/ctrl/cmd-click selects it for comparison.
+  ], { margin: MARGIN, legend: { orientation: "h", y: -0.3 }, xaxis: lineageXAxis(), yaxis: scoreAxis("val score") },
+  { react: drawn.has("lineage") }); // drawn again ("Show all"): react keeps the click listener
+  drawn.add("lineage");
+}
+
+// Once, at boot (a plotly_click listener survives Plotly.newPlot on the same element).
+// A click opens the candidate; shift/ctrl/cmd-click selects it for comparison.
+export function selectFromLineage(toggle) {
   charts.lineage.on("plotly_click", (e) => {
     const p = e.points.find((q) => q.curveNumber === 1);
     if (!p) return;
@@ -117,6 +148,8 @@ export function drawLineage(toggle) {
 }
 
 export function extendLineage(c) {
+  lineageNodes.push(c.index);
+  renderLineageNote();
   const e = lineageEdges(S, c);
   const blank = (value) => e.x.map(() => value);
   Plotly.extendTraces(charts.lineage, {
@@ -164,6 +197,7 @@ export function drawFront() {
   const z = S.rows.map((i) => S.byIndex.get(i).scores);
   const cells = leaderCells();
   renderRowsNote();
+  drawn.add("front");
   return plot(charts.front, [
     { type: "heatmap", x: taskLabels(), y: S.rows.map(rowLabel), z, zmin: 0, zmax: 1, colorscale: "Viridis", showlegend: false,
       // One template, not a string per cell (a 1,000-task run had 50,000 of them); the labels are escaped.
@@ -185,7 +219,7 @@ export function selectFromFront(toggle) {
 }
 
 // A big run's heatmap starts with the front and the top candidates; the rest come a page at a time.
-function renderRowsNote() {
+export function renderRowsNote() {
   const note = $("heatmap-rows");
   if (!note) return;
   note.hidden = S.rows.length >= S.order.length;
@@ -194,10 +228,12 @@ function renderRowsNote() {
 
 // The new row's tick label arrives with the front.updated that follows every candidate.new.
 export function extendFront(c) {
+  if (!drawn.has("front")) return;
   Plotly.extendTraces(charts.front, { z: [[c.scores]], y: [[rowLabel(c.index)]] }, [0]);
 }
 
 export function restyleFront() {
+  if (!drawn.has("front")) return;
   const cells = leaderCells();
   Plotly.restyle(charts.front, { x: [cells.x], y: [cells.y] }, [1]);
   Plotly.relayout(charts.front, frontTicks());
@@ -222,13 +258,16 @@ export function setupAxisPickers() {
     const select = document.getElementById(id);
     select.replaceChildren(...options.map((o) => { const el = document.createElement("option"); el.value = o.key; el.textContent = o.label; return el; }));
     select.value = initial;
-    select.addEventListener("change", drawScatter);
+    select.addEventListener("change", () => drawScatter());
   }
 }
 
 const axisFor = (option) => (option.key === "val_score" || option.key.startsWith("obj:") ? scoreAxis(esc(option.label)) : { title: { text: esc(option.label) } });
 
-export function drawScatter() {
+// `first`: the first draw (at boot, or a deferred one); later calls redraw a drawn chart only.
+export function drawScatter({ first = false } = {}) {
+  if (!first && !drawn.has("scatter")) return;
+  drawn.add("scatter");
   const options = axisOptions();
   const ax = options.find((o) => o.key === document.getElementById("axis-x").value) || options[0];
   const ay = options.find((o) => o.key === document.getElementById("axis-y").value) || options[0];
@@ -251,7 +290,9 @@ export function selectFromScatter(toggle) {
 
 // ---- verdicts: best vs seed ---------------------------------------------------------------
 
-export function drawVerdicts() {
+export function drawVerdicts({ first = false } = {}) {
+  if (!first && !drawn.has("verdicts")) return;
+  drawn.add("verdicts");
   const best = bestIndex(S);
   const x = Object.values(VERDICT_NAMES);
   plot(charts.verdicts, [

@@ -16,6 +16,8 @@ export function createState() {
     // others a page at a time, after `rowsCursor`, the last index asked for;
     // Infinity once there are no more).
     rows: [], rowsCursor: -1,
+    // How many candidates (the first ones of `order`) the candidates table shows.
+    tableShown: 0,
     selected: new Set(), finishedAt: null, limits: null, shownBest: null,
   };
 }
@@ -107,9 +109,37 @@ export function leadCount(S, index) {
   return n;
 }
 
-// "best", "front" or "other": how charts colour a candidate.
-export function role(S, index) {
-  if (index === bestIndex(S)) return "best";
+// Every heatmap row's lead count (index → tasks it tops), in one pass over the leaders.
+export function leadCounts(S) {
+  const counts = new Map(S.rows.filter((i) => S.byIndex.get(i)?.scores).map((i) => [i, 0]));
+  for (const group of Object.values(S.leaders)) for (const i of group) if (counts.has(i)) counts.set(i, counts.get(i) + 1);
+  return counts;
+}
+
+// The lineage of a big run, summarised: the front, the best, the seed and the
+// `top` by val score, with every ancestor of theirs (so each line leads back to
+// the seed), ascending.
+export function lineageSummary(S, top) {
+  const ranked = S.order.filter((i) => S.byIndex.get(i).val_score !== null && S.byIndex.get(i).val_score !== undefined)
+    .sort((a, b) => S.byIndex.get(b).val_score - S.byIndex.get(a).val_score || a - b);
+  const stack = [...S.members, ...ranked.slice(0, top), 0, bestIndex(S)].filter((i) => S.byIndex.has(i));
+  const kept = new Set();
+  while (stack.length) {
+    const i = stack.pop();
+    if (kept.has(i)) continue;
+    kept.add(i);
+    for (const p of S.byIndex.get(i).parents) if (S.byIndex.has(p)) stack.push(p);
+  }
+  return [...kept].sort((a, b) => a - b);
+}
+
+// The candidates the table adds to show the first `upto` of S.order (Infinity: all of them).
+export const tableRowsNext = (S, upto) => S.order.slice(S.tableShown, Math.min(S.order.length, upto));
+
+// "best", "front" or "other": how charts colour a candidate (`best`: bestIndex(S),
+// passed by a caller that asks for many candidates, so it is found once).
+export function role(S, index, best = bestIndex(S)) {
+  if (index === best) return "best";
   return S.members.has(index) ? "front" : "other";
 }
 

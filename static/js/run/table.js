@@ -2,8 +2,8 @@
 // the Compare link carries.
 import { fmt } from "../format.js";
 import { money } from "../money.js";
-import { role } from "./state.js";
-import { leadText } from "./text.js";
+import { bestIndex, leadCounts, role, tableRowsNext } from "./state.js";
+import { leadText, tableNote } from "./text.js";
 import { drawScatter, restyleLineage, restyleSelected } from "./charts.js";
 import { $, S, candidateUrl, root } from "./page.js";
 
@@ -27,13 +27,33 @@ export function candidateRow(c) {
 }
 
 export function refreshRows() {
+  const leads = leadCounts(S), best = bestIndex(S); // once, not once per row
   for (const tr of document.querySelectorAll("#candidate-rows tr")) {
     const i = Number(tr.dataset.candidateIndex);
-    tr.querySelector(".lead-count").textContent = leadText(S, i);
-    tr.querySelector(".front-mark").textContent = role(S, i) === "best" ? "best" : S.members.has(i) ? "★ front" : "";
+    tr.querySelector(".lead-count").textContent = leads.has(i) ? String(leads.get(i)) : "–";
+    tr.querySelector(".front-mark").textContent = role(S, i, best) === "best" ? "best" : S.members.has(i) ? "★ front" : "";
     tr.classList.toggle("selected", S.selected.has(i));
     tr.querySelector("input").checked = S.selected.has(i);
   }
+}
+
+// A big run's table starts with its first rows in candidate order (S.limits.table_rows);
+// "Show more" adds the next as many, "Show all" the rest. A live candidate joins
+// the table when every one before it is in it.
+export function showTableRows(upto) {
+  const next = tableRowsNext(S, upto);
+  if (next.length) {
+    document.getElementById("candidate-rows").append(...next.map((i) => candidateRow(S.byIndex.get(i))));
+    S.tableShown += next.length;
+  }
+  renderTableNote();
+}
+
+export function renderTableNote() {
+  const note = $("table-rows");
+  if (!note) return;
+  note.hidden = S.tableShown >= S.order.length;
+  $("table-count").textContent = tableNote(S);
 }
 
 // ---- selection -------------------------------------------------------------------

@@ -18,6 +18,13 @@ export const leadText = (S, index) => { const n = leadCount(S, index); return n 
 // Under a big run's heatmap: how many candidates it shows.
 export const rowsNote = (S) => `${S.rows.length} of ${S.order.length} candidates shown (the front, the seed, the best and the top scores first).`;
 
+// Under a big run's summarised lineage.
+export const lineageNote = (shown, total, top) =>
+  `Showing ${shown} of ${total} candidates: the front, the best, the top ${top} by val score and their ancestors.`;
+
+// Under a big run's candidates table: how many rows it shows.
+export const tableNote = (S) => `Showing the first ${S.tableShown} of ${S.order.length} candidates (in candidate order).`;
+
 // before / after are sums over the minibatch (gepa's); the page shows means.
 export const minibatchSize = (p) => (p.minibatch_size ?? (p.minibatch && p.minibatch.length)) || 1;
 export const minibatchMean = (p) => p.after / minibatchSize(p);
