@@ -14,7 +14,7 @@ from django.core.asgi import get_asgi_application
 # comes back from a socket call while a view is computing, it waits up to 5 ms
 # for the GIL (profiled during a 272 MB export: the loop's 3,055 socket sends took
 # 2.6 ms each), so other viewers' events queue behind the export. At 0.5 ms they
-# wait a tenth of that (bench/export.py, README "Big runs, measured").
+# wait a tenth of that (bench/export.py; README "Benchmarks").
 GIL_SWITCH_INTERVAL = 0.0005
 sys.setswitchinterval(GIL_SWITCH_INTERVAL)
 
