@@ -10,11 +10,10 @@ from django.core.asgi import get_asgi_application
 
 # One process serves every viewer's websocket on the event loop's thread while
 # views (a run export writing a 1 GB document) run in worker threads, all under
-# one GIL. With Python's default 5 ms switch interval, each time the loop thread
-# comes back from a socket call while a view is computing, it waits up to 5 ms
-# for the GIL (profiled during a 272 MB export: the loop's 3,055 socket sends took
-# 2.6 ms each), so other viewers' events queue behind the export. At 0.5 ms they
-# wait a tenth of that (bench/export.py; README "Benchmarks").
+# one GIL. Each time the loop thread comes back from a socket call while a view
+# is running Python, it waits for the GIL up to the switch interval: 5 ms by
+# default, several times per delivered event, so other viewers' events queue
+# behind an export. 0.5 ms (bench/gil_switch.py, bench/export.py; README "Benchmarks").
 GIL_SWITCH_INTERVAL = 0.0005
 sys.setswitchinterval(GIL_SWITCH_INTERVAL)
 
