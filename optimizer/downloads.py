@@ -9,6 +9,10 @@ iterator that fetches one piece at a time in the request's own sync thread
 server-side cursor stay on one connection), and the event loop serves
 websockets between pieces. Under WSGI (and Django's test client) the
 generator is streamed as it is.
+
+Writing a piece is Python work that shares the GIL with the event loop that
+delivers everyone's websocket events: the web process shortens the GIL's
+switch interval so live viewers do not wait behind it (`dashboard.asgi`).
 """
 
 from __future__ import annotations
