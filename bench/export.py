@@ -84,8 +84,9 @@ async def watch(user, port: int, run, viewers: int, phases: dict, stop: threadin
 
     client = Client()
     await sync_to_async(client.force_login)(user)
+    after = await sync_to_async(lambda: run.last_seq)()  # the progress row: a query
     headers = {"Cookie": f"sessionid={client.cookies['sessionid'].value}", "Origin": f"http://127.0.0.1:{port}"}
-    sockets = [await websockets.connect(f"ws://127.0.0.1:{port}/ws/runs/{run.pk}/?after={run.last_seq}",
+    sockets = [await websockets.connect(f"ws://127.0.0.1:{port}/ws/runs/{run.pk}/?after={after}",
                                         additional_headers=headers) for _ in range(viewers)]
     commits: dict[int, tuple[float, str]] = {}
 

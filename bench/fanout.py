@@ -93,13 +93,14 @@ async def viewers(run, user, ports: list[int], count: int, args, pids: list[int]
 
     client = Client()
     await sync_to_async(client.force_login)(user)
+    after = await sync_to_async(lambda: run.last_seq)()  # the progress row: a query
     cookie = f"sessionid={client.cookies['sessionid'].value}"
     arrivals: list[dict[int, float]] = [{} for _ in range(count)]
     sockets = []
     for k in range(count):
         port = ports[k % len(ports)]
         sockets.append(await websockets.connect(
-            f"ws://127.0.0.1:{port}/ws/runs/{run.pk}/?after={run.last_seq}",
+            f"ws://127.0.0.1:{port}/ws/runs/{run.pk}/?after={after}",
             additional_headers={"Cookie": cookie, "Origin": f"http://127.0.0.1:{port}"}, max_size=None))
 
     async def listen(k: int, ws) -> None:

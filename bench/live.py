@@ -137,8 +137,9 @@ async def bench_latency(run, user, port: int, clients: int, events: int, interva
 
     client = Client()
     await sync_to_async(client.force_login)(user)
+    after = await sync_to_async(lambda: run.last_seq)()  # the progress row: a query
     cookie = f"sessionid={client.cookies['sessionid'].value}"
-    url = f"ws://127.0.0.1:{port}/ws/runs/{run.pk}/?after={run.last_seq}"
+    url = f"ws://127.0.0.1:{port}/ws/runs/{run.pk}/?after={after}"
     headers = {"Cookie": cookie, "Origin": f"http://127.0.0.1:{port}"}
     arrivals: list[dict[int, float]] = [{} for _ in range(clients)]
     sockets = [await websockets.connect(url, additional_headers=headers) for _ in range(clients)]
