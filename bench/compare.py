@@ -11,22 +11,17 @@ settings, and prints the median and worst of the repeats for each.
 
 from __future__ import annotations
 
-import atexit
-import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-os.environ["FRONTIER_DATA_DIR"] = DATA_DIR = tempfile.mkdtemp(prefix="frontier-bench-compare-")
-atexit.register(shutil.rmtree, DATA_DIR, ignore_errors=True)
-for name in ("DATABASE_URL", "REDIS_URL", "SQLITE_PATH"):
-    os.environ.pop(name, None)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import scratch  # noqa: E402
+
+DATA_DIR = scratch.setup("compare")
 
 import django  # noqa: E402
 
@@ -142,9 +137,10 @@ def take_away(client: Client, run, *, repeats: int) -> None:
     from optimizer.models import Evaluation, Run
 
     def get(url):
+        """The page's whole body (a streamed export is timed until its last byte)."""
         response = client.get(url)
         assert response.status_code == 200, (url, response.status_code)
-        return response
+        return b"".join(response.streaming_content) if response.streaming else response.content
 
     pages = {
         "task drill-down (5 candidates)": reverse("compare:task", args=[run.pk]) + "?" + "&".join(f"c={i}" for i in CANDIDATES) + "&task=val-000",
@@ -156,8 +152,7 @@ def take_away(client: Client, run, *, repeats: int) -> None:
     for label, url in pages.items():
         get(url)
         print(f"{label:38} {_timed(lambda url=url: get(url), repeats)[0] * 1000:10.1f}")
-    median, response = _timed(lambda: get(reverse("compare:export_json", args=[run.pk])), repeats)
-    body = response.content
+    median, body = _timed(lambda: get(reverse("compare:export_json", args=[run.pk])), repeats)
     print(f"{'export JSON (' + f'{len(body) / 1e6:.1f} MB)':38} {median * 1000:10.1f}")
 
     def upload():

@@ -28,24 +28,17 @@ writing the run's usage JSON ~0.45 ms dearer per budget update (measured:
 from __future__ import annotations
 
 import argparse
-import atexit
-import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-os.environ["FRONTIER_DATA_DIR"] = DATA_DIR = tempfile.mkdtemp(prefix="frontier-bench-cost-")
-atexit.register(shutil.rmtree, DATA_DIR, ignore_errors=True)
-for name in ("DATABASE_URL", "REDIS_URL", "SQLITE_PATH", "FRONTIER_RUNS_DIR"):
-    os.environ.pop(name, None)
-os.environ["DEBUG"] = "1" if "--debug" in sys.argv else "0"
-os.environ.setdefault("SECRET_KEY", "bench-only-secret-key")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import scratch  # noqa: E402
+
+DATA_DIR = scratch.setup("cost", debug="--debug" in sys.argv)
 
 import django  # noqa: E402
 

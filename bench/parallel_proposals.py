@@ -16,22 +16,17 @@ time each run took to first reach the best val score that both settings reach.
 from __future__ import annotations
 
 import argparse
-import atexit
-import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-os.environ["FRONTIER_DATA_DIR"] = DATA_DIR = tempfile.mkdtemp(prefix="frontier-bench-parallel-")
-atexit.register(shutil.rmtree, DATA_DIR, ignore_errors=True)
-for name in ("DATABASE_URL", "REDIS_URL", "SQLITE_PATH", "FRONTIER_RUNS_DIR"):
-    os.environ.pop(name, None)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import scratch  # noqa: E402
+
+DATA_DIR = scratch.setup("parallel")
 
 import django  # noqa: E402
 

@@ -43,15 +43,12 @@ improves and is accepted.
 from __future__ import annotations
 
 import argparse
-import atexit
 import json
 import multiprocessing
 import os
 import re
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -60,11 +57,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-os.environ["FRONTIER_DATA_DIR"] = DATA_DIR = tempfile.mkdtemp(prefix="frontier-bench-run-")
-atexit.register(shutil.rmtree, DATA_DIR, ignore_errors=True)
-for name in ("DATABASE_URL", "REDIS_URL", "SQLITE_PATH", "FRONTIER_RUNS_DIR"):
-    os.environ.pop(name, None)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import scratch  # noqa: E402
+
+DATA_DIR = scratch.setup("run")
 os.environ["BENCH_KEY"] = "sk-bench"
 
 import django  # noqa: E402

@@ -11,23 +11,18 @@ MB per 100,000 rows for ids and split bookkeeping, never the whole file.
 from __future__ import annotations
 
 import argparse
-import atexit
 import csv
-import os
 import resource
-import shutil
 import sys
-import tempfile
 import time
 import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-os.environ["FRONTIER_DATA_DIR"] = DATA_DIR = tempfile.mkdtemp(prefix="frontier-bench-import-")
-atexit.register(shutil.rmtree, DATA_DIR, ignore_errors=True)
-for name in ("DATABASE_URL", "REDIS_URL"):
-    os.environ.pop(name, None)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import scratch  # noqa: E402
+
+DATA_DIR = scratch.setup("import")
 
 import django  # noqa: E402
 
