@@ -102,6 +102,16 @@ def _stream_tails(run: Run) -> dict:
     }
 
 
+class SqlCast(Cast):
+    """A Cast whose value the database already returns in the Python type (an int
+    or a float, or None): without Django's per-value converter, 60,000 calls a
+    10,000-candidate snapshot."""
+
+    @property
+    def convert_value(self):
+        return self._convert_value_noop
+
+
 class JsonText(Func):
     """A JSON column as its text, which Django hands over undecoded (see _json_column)."""
 
@@ -164,7 +174,7 @@ def run_snapshot(run: Run) -> dict:
     # summary's numbers cast in SQL: 10,000 candidates, no per-value JSON decoding here.
     values = Candidate.objects.filter(run=run).order_by("index").values_list(
         "pk", "index", JsonText("parents"), "origin", "iteration", "metric_calls", "val_score", JsonText("objective_scores"),
-        "on_front", "cost", *(Cast(KT(f"val_summary__{path}"), field()) for path, field in SUMMARY_PATHS),
+        "on_front", "cost", *(SqlCast(KT(f"val_summary__{path}"), field()) for path, field in SUMMARY_PATHS),
     )
     columns = [list(column) for column in zip(*values)] or [[] for _ in range(10 + len(SUMMARY_PATHS))]
     pks, indices, parents, origins, iterations, metric_calls, val_scores, objectives, on_front, costs = columns[:10]
