@@ -140,7 +140,7 @@ def build_scale_run(*, owner, candidates: int, val_tasks: int, seed: int = 11):
 
     from optimizer import event_types as ev
     from optimizer.front import front_members
-    from optimizer.models import Candidate, Origin, Run, RunEvent, RunStatus, Split, Task, TaskSet, run_progress
+    from optimizer.models import Candidate, Origin, Run, RunEvent, RunStatus, Split, Task, TaskSet, run_progress, store_rejected_marks
     from optimizer.val_summary import val_summary
 
     rng = random.Random(seed)
@@ -170,7 +170,8 @@ def build_scale_run(*, owner, candidates: int, val_tasks: int, seed: int = 11):
 
     def flush_events() -> None:  # streamed: a 10,000-candidate run's candidate.new payloads hold 10M scores
         nonlocal seq
-        RunEvent.objects.bulk_create([RunEvent(run=run, seq=seq + k, type=t, payload=d) for k, (t, d) in enumerate(events, start=1)])
+        store_rejected_marks(RunEvent.objects.bulk_create(
+            [RunEvent(run=run, seq=seq + k, type=t, payload=d) for k, (t, d) in enumerate(events, start=1)]))
         seq += len(events)
         events.clear()
 

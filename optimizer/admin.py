@@ -1,6 +1,8 @@
 from django.contrib import admin
 
-from optimizer.models import Candidate, Evaluation, ModelEndpoint, Run, RunEvent, RunProgress, Task, TaskSet, UserRunLimits
+from optimizer.models import (
+    Candidate, Evaluation, ModelEndpoint, RejectedProposal, Run, RunEvent, RunProgress, Task, TaskSet, UserRunLimits,
+)
 
 
 class TaskInline(admin.TabularInline):
@@ -63,3 +65,9 @@ class EvaluationAdmin(admin.ModelAdmin):
 class RunEventAdmin(admin.ModelAdmin):
     list_display = ["run", "seq", "type", "created_at"]
     list_filter = ["type"]
+
+
+@admin.register(RejectedProposal)
+class RejectedProposalAdmin(admin.ModelAdmin):
+    list_display = ["run", "seq", "metric_calls", "parent", "before", "after", "minibatch_size"]
+    list_select_related = ["run"]

@@ -25,7 +25,7 @@ from django.db.models import F
 
 from optimizer import event_types as ev
 from optimizer.claims import RunClaim
-from optimizer.models import RunEvent, run_progress
+from optimizer.models import RunEvent, run_progress, store_rejected_marks
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +74,7 @@ def publish_run_events(run_id: int, events: list[tuple[str, dict]], *, claim: Ru
         rows = RunEvent.objects.bulk_create(
             [RunEvent(run_id=run_id, seq=first + n, type=type, payload=data) for n, (type, data) in enumerate(events)]
         )
+        store_rejected_marks(rows)  # the score chart's numbers, so the run page need not unpack the payloads
         messages = [row.as_message() for row in rows]
         transaction.on_commit(lambda: _send(run_id, messages))
     return rows

@@ -26,7 +26,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, 
 
 from optimizer.config import RunConfigError, parse_run_config
 from optimizer.val_summary import fill_val_summaries
-from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, RunStatus, Split, run_progress
+from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, RunStatus, Split, run_progress, store_rejected_marks
 from verifiers_app.engine.errors import validation_problems
 from verifiers_app.storable import MAX_JSON_DEPTH, depth_problem, storage_problems
 
@@ -537,6 +537,7 @@ def _import_document(stream: _JsonStream, owner) -> Run:
 
     def flush_events() -> None:
         RunEvent.objects.bulk_create(events, batch_size=500)
+        store_rejected_marks(events)
         events.clear()
 
     first = True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
@@ -382,6 +384,9 @@ class RunEvent(models.Model):
             models.UniqueConstraint(fields=["run", "seq"], name="run_event_unique_seq"),
             models.CheckConstraint(condition=Q(seq__gte=1), name="run_event_seq_positive"),
         ]
+        # The run page's stream tails (the last proposals, trials, errors): the newest
+        # events of one type without walking the run's whole log (errors are rare).
+        indexes = [models.Index(fields=["run", "type", "seq"], name="run_event_run_type_seq")]
 
     def __str__(self) -> str:
         return f"run {self.run_id} #{self.seq} {self.type}"
@@ -389,3 +394,66 @@ class RunEvent(models.Model):
     def as_message(self) -> dict:
         """The websocket message shape: {"seq", "type", "data"}."""
         return {"seq": self.seq, "type": self.type, "data": self.payload}
+
+
+class RejectedProposal(models.Model):
+    """The few numbers the run page's score chart draws for a rejected proposal
+    (a faint mark: where in the budget, from which parent, the minibatch score
+    sums and size), stored when its proposal event is written (store_rejected_marks)
+    so the page reads narrow rows instead of re-reading every rejected
+    proposal's whole payload (texts, reasoning, minibatch: a compressed
+    kilobyte to unpack per mark; 20,000 marks on a 10,000-candidate run) on
+    every load. The event stays the source of truth; a migration filled these
+    rows in for the runs recorded before."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="rejected_proposals")
+    seq = models.PositiveIntegerField(help_text="The proposal event's seq")
+    metric_calls = models.IntegerField(null=True)
+    parent = models.IntegerField(null=True)
+    before = models.FloatField(null=True, help_text="The parent's minibatch score sum")
+    after = models.FloatField(null=True, help_text="The rewrite's minibatch score sum")
+    minibatch_size = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="rejected_proposal_unique_seq")]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} #{self.seq} rejected proposal"
+
+
+def rejected_mark_fields(type: str, payload) -> dict | None:
+    """A RejectedProposal's numbers from a proposal event's payload, None unless
+    it is a rejected proposal (`accepted` exactly false). Numbers as the
+    database casts read them before: an int or float (or a numeric string)
+    becomes one, anything else None; the minibatch counts when it is a list."""
+    from optimizer.event_types import PROPOSAL
+
+    if type != PROPOSAL or not isinstance(payload, dict) or payload.get("accepted") is not False:
+        return None
+    minibatch = payload.get("minibatch")
+    return {
+        "metric_calls": _number(payload.get("metric_calls"), int), "parent": _number(payload.get("parent"), int),
+        "before": _number(payload.get("before"), float), "after": _number(payload.get("after"), float),
+        "minibatch_size": len(minibatch) if isinstance(minibatch, list) else 0,
+    }
+
+
+def _number(value, kind):
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        number = kind(value)
+    except (ValueError, OverflowError):
+        return None
+    # The columns' ranges: a 32-bit integer, a finite float.
+    if kind is int and not -(2**31) <= number < 2**31:
+        return None
+    return number if kind is int or math.isfinite(number) else None
+
+
+def store_rejected_marks(events) -> None:
+    """Write the RejectedProposal rows of these just-written RunEvents (one INSERT, none without a rejected proposal)."""
+    marks = [RejectedProposal(run_id=e.run_id, seq=e.seq, **fields)
+             for e in events if (fields := rejected_mark_fields(e.type, e.payload)) is not None]
+    if marks:
+        RejectedProposal.objects.bulk_create(marks, batch_size=500)

@@ -30,7 +30,7 @@ from optimizer import event_types as ev
 from optimizer.config import DEMO_REFLECTION_LM, DEMO_TASK_LM, parse_run_config
 from optimizer.front import front_members
 from optimizer.val_summary import fill_val_summaries
-from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, RunStatus, Split, Task, TaskSet, run_progress
+from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, RunStatus, Split, Task, TaskSet, run_progress, store_rejected_marks
 from verifiers_app.engine import compile_specs
 
 # The default verifiers: one reads each task's expectations, one checks the window.
@@ -282,9 +282,9 @@ def recorded_run(
         }))
     for type_, data in events:
         ev.validate_payload(type_, data)
-    RunEvent.objects.bulk_create(
-        RunEvent(run=run, seq=seq, type=type_, payload=data) for seq, (type_, data) in enumerate(events, start=1)
-    )
+    store_rejected_marks(RunEvent.objects.bulk_create(
+        [RunEvent(run=run, seq=seq, type=type_, payload=data) for seq, (type_, data) in enumerate(events, start=1)]
+    ))  # as optimizer.events stores them with each event batch
     run_progress(run.pk).update(last_seq=len(events), budget_used=metric_calls)
     Run.objects.filter(pk=run.pk).update(
         seed_score=by_index[0].val_score if by_index else None,

@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from dashboard import selectors
 from optimizer import event_types as ev
 from optimizer.events import publish_run_event
-from optimizer.models import Candidate, Evaluation, Run, RunStatus
+from optimizer.models import Candidate, Evaluation, RejectedProposal, Run, RunEvent, RunStatus
 from optimizer.selectors import RUN_JOINS
 from tests.factories import recorded_run
 
@@ -93,6 +93,46 @@ def test_every_rejected_proposal_stays_on_the_score_chart_after_a_reload_not_onl
     assert snap["rejected"]["metric_calls"] == [1000 + i for i in range(count)]
     first = {name: values[0] for name, values in snap["rejected"].items()}
     assert first == {"metric_calls": 1000, "parent": 1, "before": 2.0, "after": 1.0, "minibatch_size": 2}
+
+
+def test_the_score_charts_marks_are_read_from_the_stored_rows_not_the_proposal_payloads(user):
+    run = recorded_run(owner=user, candidates=2, val_tasks=2, status=RunStatus.RUNNING)
+    publish_run_event(run.pk, ev.PROPOSAL, {"iteration": 9, "parent": 1, "components": ["p"], "accepted": False,
+                                             "candidate": None, "before": 2.0, "after": 1.0, "minibatch": ["t000"],
+                                             "texts": {"p": "x" * 5000}, "reasoning": "y" * 5000, "metric_calls": 500})
+    RejectedProposal.objects.filter(run=run, metric_calls=500).update(after=1.25)  # the payload still says 1.0
+    run.refresh_from_db()
+    rejected = selectors.run_snapshot(run)["rejected"]
+    assert (rejected["metric_calls"][-1], rejected["after"][-1]) == (500, 1.25)
+
+
+def _trials(candidate: int, keys: list[str]) -> dict:
+    return {"candidate": candidate, "split": "train", "items": [
+        {"task_key": k, "score": 0.5, "verdict": "fail", "output": "o", "reasons": []} for k in keys]}
+
+
+def test_the_trials_tail_reads_a_page_of_the_newest_events_not_the_whole_log(user):
+    run = recorded_run(owner=user, candidates=3, val_tasks=3, status=RunStatus.RUNNING)
+    for i in range(selectors.TRIAL_ITEMS_TAIL + 30):
+        publish_run_event(run.pk, ev.TRIALS, _trials(1, [f"k{i}"]))
+    run.refresh_from_db()
+    with CaptureQueriesContext(connection) as queries:
+        snap = selectors.run_snapshot(run)
+    [trials_sql] = [q["sql"] for q in queries.captured_queries if "'trials'" in q["sql"]]
+    assert f"LIMIT {selectors.TRIAL_ITEMS_TAIL}" in trials_sql
+    assert [t["task_key"] for t in snap["trials"]] == [f"k{i}" for i in range(30, selectors.TRIAL_ITEMS_TAIL + 30)]
+
+
+def test_the_trials_tail_reaches_past_trials_events_that_hold_no_items(user):
+    run = recorded_run(owner=user, candidates=3, val_tasks=3, status=RunStatus.RUNNING)
+    publish_run_event(run.pk, ev.TRIALS, _trials(1, [f"old{i}" for i in range(5)]))
+    for _ in range(selectors.TRIAL_ITEMS_TAIL + 3):  # more empty batches than a page
+        publish_run_event(run.pk, ev.TRIALS, _trials(1, []))
+    run.refresh_from_db()
+    every = [item["task_key"] for payload in RunEvent.objects.filter(run=run, type=ev.TRIALS).order_by("seq")
+             .values_list("payload", flat=True) for item in payload["items"]]
+    keys = [t["task_key"] for t in selectors.run_snapshot(run)["trials"]]
+    assert keys == every[-selectors.TRIAL_ITEMS_TAIL:] and keys[-5:] == [f"old{i}" for i in range(5)]
 
 
 def test_stream_events_after_the_snapshot_seq_are_left_to_the_websocket(user):

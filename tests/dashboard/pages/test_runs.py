@@ -99,6 +99,26 @@ def test_the_snapshot_endpoint_returns_the_run_as_json(user_client, user):
     assert len(data["candidates"]["index"]) == 4 and len(data["scores"][0]) == 3
 
 
+def test_the_snapshot_is_built_and_encoded_with_the_cyclic_collector_paused_then_turned_back_on(user_client, user, monkeypatch):
+    import gc
+
+    from dashboard import selectors
+
+    run = recorded_run(owner=user, candidates=3, val_tasks=2)
+    build = selectors.run_snapshot
+    seen = []
+    monkeypatch.setattr(selectors, "run_snapshot", lambda r: seen.append(gc.isenabled()) or build(r))
+    assert gc.isenabled()
+    assert user_client.get(reverse("runs:snapshot", args=[run.pk])).status_code == 200
+    assert seen == [False] and gc.isenabled()
+    gc.disable()  # whoever turned it off turns it back on, not this view
+    try:
+        user_client.get(reverse("runs:snapshot", args=[run.pk]))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 def test_the_candidate_page_escapes_prompts_and_outputs(user_client, user):
     run = recorded_run(owner=user, candidates=2, val_tasks=2, component_text="<script>alert('x')</script>")
     run.candidates.get(index=1).evaluations.update(output="<img src=x onerror=alert(1)>")
