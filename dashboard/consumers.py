@@ -62,7 +62,7 @@ class GroupMessagesOnTheLoop:
     reaching the database without `database_sync_to_async` finds no stale
     connection. One group message to N viewers of a web process is N such hops
     through that one thread, each a thread hand-off and a wait for the GIL:
-    with 200 viewers (bench/fanout.py) about a quarter of the web process's
+    with 200 viewers (bench/fanout.py) about a fifth of the web process's
     CPU per delivered event. The handlers named here touch the database only
     through `database_sync_to_async`, which closes old connections itself."""
 
