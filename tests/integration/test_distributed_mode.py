@@ -87,3 +87,36 @@ def test_daphne_checks_a_session_on_postgresql_before_it_reads_a_large_body(daph
     assert post("sessionid=stale", send_body=False) == 403  # answered without the body
     assert post(session_cookie(user), send_body=True) == 403  # read, then Django's CSRF check (no token sent)
     assert "identity check failed" not in daphne_server.log()
+
+
+def test_a_group_send_to_many_viewers_of_one_web_process_is_one_redis_message(settings):
+    # What keeps fan-out cheap (README "Benchmarks"): channels-redis queues a
+    # group message once per web process, with the list of that process's
+    # member channels, and the process decodes it once for all of them.
+    import asyncio
+    import uuid
+
+    import redis
+    from channels.layers import get_channel_layer
+
+    group = f"run-fanout-{uuid.uuid4().hex[:8]}"
+    message = {"type": "run.events", "events": [[1, '{"seq": 1}']]}
+
+    async def scenario():
+        layer = get_channel_layer()
+        channels = [await layer.new_channel() for _ in range(50)]
+        for channel in channels:
+            await layer.group_add(group, channel)
+        try:
+            await layer.group_send(group, message)
+            store = redis.Redis.from_url(settings.REDIS_URL)
+            queued = [store.zcard(key) for key in store.scan_iter(f"{layer.prefix}specific.{layer.client_prefix}!*")]
+            received = [await asyncio.wait_for(layer.receive(channel), 5) for channel in channels]
+        finally:
+            for channel in channels:
+                await layer.group_discard(group, channel)
+        return queued, received
+
+    queued, received = asyncio.run(scenario())
+    assert queued == [1]
+    assert received == [message] * 50
