@@ -182,6 +182,13 @@ RUN_STALE_SECONDS = env_int("FRONTIER_RUN_STALE_SECONDS", 30)
 # broker was down then, or if it was sent this long ago and has not started.
 RUN_QUEUED_RESEND_SECONDS = env_int("FRONTIER_RUN_QUEUED_RESEND_SECONDS", 600)
 
+# A run export of at least this many evaluations is built by a child process
+# whose output the web process relays (optimizer/downloads.py): building it in
+# the web process would hold the interpreter lock that the event loop serving
+# live viewers needs. Below, the child's start-up would take longer than the
+# export itself (about 10,000 evaluations a second... see README). -1: never.
+FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS = env_int("FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS", 10_000)
+
 # Per-user run limits (site defaults; an admin sets other values per user in
 # "User run limits"). Checked at launch, fork and resume (optimizer/limits.py).
 FRONTIER_MAX_METRIC_CALLS_PER_RUN = env_int("FRONTIER_MAX_METRIC_CALLS_PER_RUN", 50_000)
