@@ -13,15 +13,16 @@ generator is streamed as it is.
 Writing a piece is Python work that shares the GIL with the event loop that
 delivers everyone's websocket events: the web process shortens the GIL's
 switch interval so live viewers do not wait behind it (`dashboard.asgi`), and
-a big run export (at least FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS
-evaluations) is built by a child process (`optimizer.export_process`) whose
-stdout the event loop only relays, a block at a time as the client takes it
-(the pipe's backpressure bounds both sides' memory). A client that goes away
-kills the child; a child that fails ends the response as an exception in the
-in-process stream would (the bytes written so far, then the connection
-closes without the end of the body) and is logged. Smaller exports stay in
-the web process: the child's start-up (Django's, 1-2 s) would take longer
-than they do.
+a big run export (FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS evaluations for
+JSON, FRONTIER_EXPORT_CSV_PROCESS_MIN_EVALUATIONS for CSV) is built by a
+child process (`optimizer.export_process`, below the web process's CPU
+priority) whose stdout the event loop only relays, a block at a time as the
+client takes it (the pipe's backpressure bounds both sides' memory). A client
+that goes away kills the child; a child that fails ends the response as an
+exception in the in-process stream would (the bytes written so far, then the
+connection closes without the end of the body) and is logged. Smaller
+exports stay in the web process: the child's start-up (Django's, 1-2 s)
+would take longer than they do.
 """
 
 from __future__ import annotations
@@ -46,13 +47,18 @@ from optimizer.models import Evaluation
 
 log = logging.getLogger(__name__)
 
-#: The most the web process reads from an export child's pipe at once (and
-#: holds, besides the pipe's own buffer).
+#: The most the web process reads from an export child's pipe at once (its
+#: reader stops reading the pipe when it holds twice this).
 RELAY_BYTES = 1024 * 1024
 #: Where `optimizer` is imported from: the child runs there, so `python -m`
 #: imports the same code.
 _CODE_ROOT = str(Path(__file__).resolve().parents[1])
 _CONTENT_TYPES = {"json": "application/json", "csv": "text/csv; charset=utf-8"}
+
+
+#: Export processes this web process is relaying now (read by the views'
+#: threads to decide, written on the event loop; an estimate is enough).
+_running = 0
 
 
 class ExportProcessError(RuntimeError):
@@ -103,6 +109,8 @@ async def relay_export_process(command: list[str], env: dict[str, str], *, what:
         limit=RELAY_BYTES,
     )
     log.info("%s: built by process %s", what, process.pid)
+    global _running  # noqa: PLW0603 - one counter per web process
+    _running += 1
     try:
         while piece := await process.stdout.read(RELAY_BYTES):
             yield piece
@@ -111,21 +119,31 @@ async def relay_export_process(command: list[str], env: dict[str, str], *, what:
             log.error("%s: the export process exited with status %s (its log is above)", what, status)
             raise ExportProcessError(f"{what}: the export process exited with status {status}")
     finally:
-        if process.returncode is None:  # the client went away (or the relay failed): stop the child
-            with contextlib.suppress(ProcessLookupError):  # it exited just now
-                process.kill()
-            # Read what the dead child left in the pipe (a reader paused on a
-            # full buffer would never see the end of the pipe that wait() awaits).
-            while await process.stdout.read(RELAY_BYTES):
-                pass
-            await process.wait()
+        try:
+            if process.returncode is None:  # the client went away (or the relay failed): stop the child
+                with contextlib.suppress(ProcessLookupError):  # it exited just now
+                    process.kill()
+                # Read what the dead child left in the pipe (a reader paused on a
+                # full buffer would never see the end of the pipe that wait() awaits).
+                while await process.stdout.read(RELAY_BYTES):
+                    pass
+                await process.wait()
+        finally:
+            _running -= 1
 
 
-def _in_a_child(run) -> bool:
-    """Whether `run`'s export is big enough to build in a child process, and a
-    child can read this process's database (not an in-memory SQLite)."""
-    least = settings.FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS
+def _in_a_child(run, fmt: str) -> bool:
+    """Whether `run`'s export as `fmt` is big enough to build in a child process
+    (FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS for JSON, ..._CSV_... for the
+    CSV, which costs a tenth as much per evaluation), a child can read this
+    process's database (not an in-memory SQLite), and fewer than
+    FRONTIER_EXPORT_PROCESSES_MAX are running (each holds a Django process's
+    memory, ~120 MB; beyond that an export is built in the web process)."""
+    least = (settings.FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS if fmt == "json"
+             else settings.FRONTIER_EXPORT_CSV_PROCESS_MIN_EVALUATIONS)
     if least < 0 or (connection.vendor == "sqlite" and connection.is_in_memory_db()):
+        return False
+    if _running >= settings.FRONTIER_EXPORT_PROCESSES_MAX:
         return False
     return least == 0 or Evaluation.objects.filter(candidate__run=run)[:least].count() >= least
 
@@ -134,7 +152,7 @@ def run_export_download(request, run, fmt: str) -> StreamingHttpResponse:
     """`run`'s export as JSON (`run_export_stream`) or CSV (`run_export_csv_stream`),
     an attachment named run-<id>.<fmt>; under ASGI a big one is built by a child process."""
     filename = f"run-{run.pk}.{fmt}"
-    if isinstance(request, ASGIRequest) and _in_a_child(run):
+    if isinstance(request, ASGIRequest) and _in_a_child(run, fmt):
         content = relay_export_process(_child_command(run.pk, fmt), _child_env(), what=f"export of run {run.pk} as {fmt}")
         response = StreamingHttpResponse(content, content_type=_CONTENT_TYPES[fmt])
         response["Content-Disposition"] = f'attachment; filename="{filename}"'

@@ -47,6 +47,9 @@ def main(argv: list[str]) -> int:
     import django
 
     django.setup()
+    if settings.FRONTIER_EXPORT_PROCESS_NICENESS > 0:
+        # Give way to the web process (and everyone's live events) for the CPU.
+        os.nice(settings.FRONTIER_EXPORT_PROCESS_NICENESS)
     from optimizer.export import run_export_csv_stream, run_export_stream
     from optimizer.models import Run
 

@@ -43,10 +43,15 @@ def _export_children(pid: int) -> list[int]:
     return found
 
 
+def _niceness(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+
+
 def test_a_big_export_is_built_by_a_child_process_with_the_bytes_of_the_in_process_stream(services_env, user, tmp_path):
     big = recorded_run(user, candidates=6, val_tasks=5, holdout_tasks=2, name="big")  # 42 evaluations
     small = recorded_run(user, candidates=2, val_tasks=3, name="small")  # 6
-    web = start_daphne(dict(services_env, FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS="30"), tmp_path / "daphne.log")
+    web = start_daphne(dict(services_env, FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS="30",
+                                      FRONTIER_EXPORT_CSV_PROCESS_MIN_EVALUATIONS="30"), tmp_path / "daphne.log")
     try:
         cookie = session_cookie(user)
         for run in (big, small):
@@ -63,7 +68,7 @@ def test_a_big_export_is_built_by_a_child_process_with_the_bytes_of_the_in_proce
         web.stop()
 
 
-def test_a_client_that_goes_away_stops_the_export_process(services_env, user, tmp_path):
+def test_a_client_that_goes_away_stops_the_export_process_which_ran_below_the_web_process_s_priority(services_env, user, tmp_path):
     run = recorded_run(user, candidates=20, val_tasks=20, name="long")
     Evaluation.objects.filter(candidate__run=run).update(output="The refund window is 30 days. " * 2000)  # ~24 MB
     web = start_daphne(dict(services_env, FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS="1"), tmp_path / "daphne.log")
@@ -75,6 +80,7 @@ def test_a_client_that_goes_away_stops_the_export_process(services_env, user, tm
         assert response.status == 200 and response.read(100_000)
         children = _export_children(web.popen.pid)
         assert len(children) == 1  # blocked on the pipe: the client reads no more
+        assert _niceness(children[0]) == min(19, _niceness(web.popen.pid) + 10)
         connection.close()
         deadline = time.monotonic() + 20
         while _export_children(web.popen.pid) and time.monotonic() < deadline:
@@ -104,7 +110,7 @@ def test_the_embedded_server_builds_a_big_export_in_a_child_process_from_its_sql
     with tempfile.TemporaryDirectory(prefix="frontier-export-") as data_dir:
         env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DEBUG"}}
         env.update(FRONTIER_DATA_DIR=data_dir, PYTHONUNBUFFERED="1", DJANGO_SETTINGS_MODULE="dashboard.settings",
-                   FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS="30")
+                   FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS="30", FRONTIER_EXPORT_CSV_PROCESS_MIN_EVALUATIONS="30")
 
         def manage(*args: str) -> str:
             return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,

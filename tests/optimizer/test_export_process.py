@@ -92,19 +92,45 @@ def test_only_an_export_of_at_least_the_threshold_evaluations_goes_to_a_child_pr
     run = recorded_run(user, candidates=4, val_tasks=5)  # 20 evaluations
     monkeypatch.setattr(type(connection._connections["default"]), "is_in_memory_db", lambda self: False)
     settings.FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS = 20
-    assert downloads._in_a_child(run)
+    settings.FRONTIER_EXPORT_CSV_PROCESS_MIN_EVALUATIONS = 21
+    assert downloads._in_a_child(run, "json") and not downloads._in_a_child(run, "csv")
     settings.FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS = 21
-    assert not downloads._in_a_child(run)
+    settings.FRONTIER_EXPORT_CSV_PROCESS_MIN_EVALUATIONS = 0
+    assert not downloads._in_a_child(run, "json") and downloads._in_a_child(run, "csv")
     settings.FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS = -1
-    assert not downloads._in_a_child(run)
+    assert not downloads._in_a_child(run, "json")
+
+
+@pytest.mark.django_db
+def test_an_export_beyond_the_most_export_processes_at_once_is_built_in_the_web_process(user, settings, monkeypatch):
+    run = recorded_run(user, candidates=2, val_tasks=2)
+    monkeypatch.setattr(type(connection._connections["default"]), "is_in_memory_db", lambda self: False)
+    settings.FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS = 0
+    settings.FRONTIER_EXPORT_PROCESSES_MAX = 2
+    monkeypatch.setattr(downloads, "_running", 1)
+    assert downloads._in_a_child(run, "json")
+    monkeypatch.setattr(downloads, "_running", 2)
+    assert not downloads._in_a_child(run, "json")
+
+
+async def test_the_relay_counts_the_export_processes_it_runs():
+    code = "import sys\nsys.stdout.buffer.write(b'x' * 10)"
+    relay = relay_export_process(_python(code), dict(os.environ), what="test")
+    before = downloads._running
+    await anext(relay)
+    assert downloads._running == before + 1
+    await relay.aclose()
+    assert downloads._running == before
+    assert [piece async for piece in relay_export_process(_python(code), dict(os.environ), what="test")] == [b"x" * 10]
+    assert downloads._running == before
 
 
 @pytest.mark.django_db
 def test_a_child_process_is_never_asked_to_read_an_in_memory_database(user, settings):
     # The unit tests' shared-cache in-memory SQLite exists in this process only.
     run = recorded_run(user, candidates=2, val_tasks=2)
-    settings.FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS = 0
-    assert connection.is_in_memory_db() and not downloads._in_a_child(run)
+    settings.FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS = settings.FRONTIER_EXPORT_CSV_PROCESS_MIN_EVALUATIONS = 0
+    assert connection.is_in_memory_db() and not downloads._in_a_child(run, "json") and not downloads._in_a_child(run, "csv")
 
 
 def test_the_child_s_command_line_holds_only_the_run_id_and_a_fixed_format_name():
