@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
 import sys
@@ -47,8 +48,8 @@ from optimizer.models import Evaluation
 
 log = logging.getLogger(__name__)
 
-#: The most the web process reads from an export child's pipe at once (its
-#: reader stops reading the pipe when it holds twice this).
+#: The blocks the web process relays from an export child's pipe (the pipe
+#: holds one; its reader stops reading the pipe when it holds two).
 RELAY_BYTES = 1024 * 1024
 #: Where `optimizer` is imported from: the child runs there, so `python -m`
 #: imports the same code.
@@ -101,32 +102,47 @@ def _child_env() -> dict[str, str]:
 
 
 async def relay_export_process(command: list[str], env: dict[str, str], *, what: str) -> AsyncIterator[bytes]:
-    """The stdout of `command`, a block of at most RELAY_BYTES at a time; the
-    child is killed (and reaped) if the iteration stops early, and an exit
+    """The stdout of `command` in blocks of RELAY_BYTES (the last one shorter);
+    the child is killed (and reaped) if the iteration stops early, and an exit
     status other than 0 raises ExportProcessError after its last bytes."""
-    process = await asyncio.create_subprocess_exec(
-        *command, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, env=env, cwd=_CODE_ROOT,
-        limit=RELAY_BYTES,
-    )
+    loop = asyncio.get_running_loop()
+    read_end, write_end = os.pipe()
+    with contextlib.suppress(OSError, AttributeError):  # Linux: a pipe of a block, one wake-up per block
+        fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, RELAY_BYTES)
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *command, stdin=asyncio.subprocess.DEVNULL, stdout=write_end, env=env, cwd=_CODE_ROOT)
+    except BaseException:
+        os.close(read_end)
+        raise
+    finally:
+        os.close(write_end)
+    reader = asyncio.StreamReader(limit=RELAY_BYTES, loop=loop)
+    pipe, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop),
+                                           os.fdopen(read_end, "rb", buffering=0))
     log.info("%s: built by process %s", what, process.pid)
     global _running  # noqa: PLW0603 - one counter per web process
     _running += 1
     try:
-        while piece := await process.stdout.read(RELAY_BYTES):
-            yield piece
+        while True:
+            # Whole blocks, however slowly the child writes: each piece costs
+            # the event loop a round of sends to the client.
+            try:
+                yield await reader.readexactly(RELAY_BYTES)
+            except asyncio.IncompleteReadError as end:
+                if end.partial:
+                    yield end.partial
+                break
         status = await process.wait()
         if status != 0:
             log.error("%s: the export process exited with status %s (its log is above)", what, status)
             raise ExportProcessError(f"{what}: the export process exited with status {status}")
     finally:
         try:
+            pipe.close()
             if process.returncode is None:  # the client went away (or the relay failed): stop the child
                 with contextlib.suppress(ProcessLookupError):  # it exited just now
                     process.kill()
-                # Read what the dead child left in the pipe (a reader paused on a
-                # full buffer would never see the end of the pipe that wait() awaits).
-                while await process.stdout.read(RELAY_BYTES):
-                    pass
                 await process.wait()
         finally:
             _running -= 1

@@ -50,7 +50,8 @@ async def test_a_client_that_goes_away_kills_the_export_process():
 
 
 async def test_a_cancelled_download_kills_the_export_process():
-    code = "import os, sys, time\nsys.stdout.buffer.write(b'%d\\n' % os.getpid()); sys.stdout.flush()\ntime.sleep(60)"
+    code = ("import os, sys, time\nsys.stdout.buffer.write(b'%d\\n' % os.getpid() + b'x' * (1 << 20)); sys.stdout.flush()\n"
+            "time.sleep(60)")
     relay = relay_export_process(_python(code), dict(os.environ), what="test")
     pid = int((await anext(relay)).split(b"\n")[0])
 
