@@ -36,7 +36,7 @@ async def test_the_relay_gives_the_child_s_output_byte_for_byte_in_bounded_block
     expected = b"".join(bytes([i % 251]) * 3001 for i in range(2000))
     pieces = [piece async for piece in relay_export_process(_python(code), dict(os.environ), what="test")]
     assert b"".join(pieces) == expected
-    assert max(map(len, pieces)) <= downloads.RELAY_BYTES
+    assert max(map(len, pieces)) <= downloads.PIECE_BYTES
 
 
 async def test_a_client_that_goes_away_kills_the_export_process():
