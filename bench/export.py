@@ -21,7 +21,7 @@ optimizer/downloads.py), and the viewers' p95 idle vs during.
 `in-process` (FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS and
 FRONTIER_EXPORT_CSV_PROCESS_MIN_EVALUATIONS -1: built in daphne, as before
 the child process), `process-nice0` (the child at the web process's
-priority instead of below it) — an A/B in the same minutes. --hogs starts
+CPU priority instead of below it) — an A/B in the same minutes. --hogs starts
 that many CPU-bound processes for the whole bench (a loaded machine). Usage:
 
     .venv/bin/python bench/export.py [--sizes 100,400] [--candidates 400] [--tasks 300] [--viewers 20]
