@@ -22,7 +22,8 @@ optimizer/downloads.py), and the viewers' p95 idle vs during.
 FRONTIER_EXPORT_CSV_PROCESS_MIN_EVALUATIONS -1: built in daphne, as before
 the child process), `process-nice0` (the child at the web process's
 CPU priority instead of below it) — an A/B in the same minutes. --hogs starts
-that many CPU-bound processes for the whole bench (a loaded machine). Usage:
+that many CPU-bound processes for the whole bench (a loaded machine); --rate
+limits curl's download rate (a slow client). Usage:
 
     .venv/bin/python bench/export.py [--sizes 100,400] [--candidates 400] [--tasks 300] [--viewers 20]
                                      [--modes process,in-process] [--repeats 3] [--kinds json,csv]
@@ -155,7 +156,7 @@ def export_children_rss_mb(pid: int) -> float:
     return total
 
 
-def download(url: str, cookie: str, pid: int) -> tuple[int, float, float, float, float, float]:
+def download(url: str, cookie: str, pid: int, rate: str = "") -> tuple[int, float, float, float, float, float]:
     """(bytes, seconds, RSS before, peak RSS, export child's peak RSS, daphne's CPU
     seconds) of one curl download."""
     before = rss_mb(pid)
@@ -163,7 +164,8 @@ def download(url: str, cookie: str, pid: int) -> tuple[int, float, float, float,
     peak = before
     child_peak = 0.0
     started = time.perf_counter()
-    curl = subprocess.Popen(["curl", "-sS", "-o", "/dev/null", "-w", "%{size_download}", "-H", f"Cookie: {cookie}", url],
+    limit = ["--limit-rate", rate] if rate else []
+    curl = subprocess.Popen(["curl", "-sS", *limit, "-o", "/dev/null", "-w", "%{size_download}", "-H", f"Cookie: {cookie}", url],
                             stdout=subprocess.PIPE)
     while curl.poll() is None:
         peak = max(peak, rss_mb(pid))
@@ -182,6 +184,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--kinds", default="json,csv")
     parser.add_argument("--hogs", type=int, default=0, help="CPU-bound processes to run meanwhile")
+    parser.add_argument("--rate", default="", help="curl --limit-rate for the exports (a slow client), e.g. 20M")
     args = parser.parse_args()
     in_daphne = {"FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS": "-1", "FRONTIER_EXPORT_CSV_PROCESS_MIN_EVALUATIONS": "-1"}
     settings_of = {"process": {}, "in-process": in_daphne, "process-nice0": {"FRONTIER_EXPORT_PROCESS_NICENESS": "0"}}
@@ -239,7 +242,7 @@ def main() -> None:
                         phases["now"] = "export"
                         load = os.getloadavg()[0]
                         got, seconds, before, peak, child, cpu = download(f"http://127.0.0.1:{port}/runs/{run.pk}/export.{kind}",
-                                                                     cookie, web.pid)
+                                                                     cookie, web.pid, args.rate)
                         phases["now"] = "after"
                         stop.set()
                         viewers.join()
