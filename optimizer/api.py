@@ -18,8 +18,8 @@ from ninja import Field, Query, Router, Schema, Status
 from optimizer import event_types as ev
 from optimizer import selectors, services
 from optimizer.config import MAX_METRIC_CALLS, RunConfig
-from optimizer.downloads import streaming_download
-from optimizer.export import RunDocument, run_export_stream
+from optimizer.downloads import run_export_download
+from optimizer.export import RunDocument
 from optimizer.models import Candidate, Origin, Run, RunStatus
 from verifiers_app.api_errors import ErrorOut, Problem
 
@@ -281,8 +281,7 @@ def export_run(request, run_id: int):
     run = _visible(request, run_id)
     if not run.candidates.exists():  # a document holds at least one candidate (RunDocument)
         return Status(409, {"detail": f"run {run.pk} has no candidate yet: nothing to export", "problems": []})
-    response = streaming_download(request, run_export_stream(run), content_type="application/json",
-                                  filename=f"run-{run.pk}.json")
+    response = run_export_download(request, run, "json")
     del response["Content-Disposition"]  # the API answers with the document itself
     return response
 

@@ -16,8 +16,8 @@ from django.views.decorators.http import require_safe, require_http_methods
 from dashboard import compare_selectors as sel
 from dashboard.forms import PromotionForm, RunImportForm
 from optimizer.selectors import RUN_JOINS, run_for_user, run_summary
-from optimizer.downloads import streaming_download
-from optimizer.export import RunImportError, run_export_csv_stream, run_export_stream, run_import, run_import_stream
+from optimizer.downloads import run_export_download
+from optimizer.export import RunImportError, run_import, run_import_stream
 from optimizer.external import ExternalRunError
 from optimizer.gepa_replay import run_replay_gepa_state
 from optimizer.budget import format_cost, run_pricing
@@ -136,14 +136,13 @@ def download_candidate(request, run_id: int, index: int | None, fmt: str):
 @require_safe
 def export_json(request, run_id: int):
     run = run_for_user(request.user, run_id)
-    return streaming_download(request, run_export_stream(run), content_type="application/json", filename=f"run-{run.pk}.json")
+    return run_export_download(request, run, "json")
 
 
 @require_safe
 def export_csv(request, run_id: int):
     run = run_for_user(request.user, run_id)
-    return streaming_download(request, run_export_csv_stream(run), content_type="text/csv; charset=utf-8",
-                              filename=f"run-{run.pk}.csv")
+    return run_export_download(request, run, "csv")
 
 
 @require_http_methods(["GET", "POST"])
