@@ -90,7 +90,7 @@ def test_a_slow_client_downloading_a_big_export_leaves_daphne_s_memory_flat_and_
         growth = sampler.peak - before
         print(f"{size / 1e6:.0f} MB in {seconds:.1f} s; daphne {before:.0f} MB -> peak {sampler.peak:.0f} MB")
         assert size > 0.9 * BODY_MB * 1e6 and got.hexdigest() == expected.hexdigest()
-        assert growth < BODY_MB / 5, f"daphne grew by {growth:.0f} MB for a {size / 1e6:.0f} MB body read slowly"
+        assert growth < BODY_MB / 3, f"daphne grew by {growth:.0f} MB for a {size / 1e6:.0f} MB body read slowly"
         # The same keep-alive connection carries the next request.
         connection.request("GET", f"/runs/{small.pk}/export.json", headers={"Cookie": cookie})
         assert connection.getresponse().read()
