@@ -20,14 +20,17 @@ sys.setswitchinterval(GIL_SWITCH_INTERVAL)
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 django_http = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 
-from dashboard.body_guard import RequestBodyGuard, install_daphne_body_limits  # noqa: E402
-from dashboard.routing import websocket_urlpatterns  # noqa: E402
-from dashboard.ws_auth import TokenOrSessionAuth  # noqa: E402
+from dashboard.body_guard import RequestBodyGuard, install_daphne_body_limits
+from dashboard.daphne_backpressure import install_daphne_response_backpressure
+from dashboard.routing import websocket_urlpatterns
+from dashboard.ws_auth import TokenOrSessionAuth
 
 install_daphne_body_limits()
+# send() of a response body waits while the client is behind (slow downloads).
+install_daphne_response_backpressure()
 
 application = ProtocolTypeRouter(
     {

@@ -1,0 +1,130 @@
+"""A client that reads a big download slowly (a user on an ordinary link) makes
+the application wait instead of daphne buffering what the client has not read
+yet (dashboard/daphne_backpressure.py): daphne's memory stays flat, the body
+arrives whole, the connection can carry the next request, and a client that
+goes away mid-download ends the response and its export process."""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import socket
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from optimizer.export import run_export_stream
+from optimizer.models import Evaluation
+from tests.factories import recorded_run
+from tests.integration.conftest import session_cookie, start_daphne
+from tests.integration.test_export_process import _export_children
+
+OUTPUT = "The refund window is 30 days. " * 6000  # 180 KB per evaluation
+BODY_MB = 400 * len(OUTPUT) / 1e6  # 20 candidates × 20 tasks: ~72 MB
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class _PeakRss(threading.Thread):
+    def __init__(self, pid: int):
+        super().__init__(daemon=True)
+        self.pid, self.peak, self.done = pid, _rss_mb(pid), threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.05):
+            self.peak = max(self.peak, _rss_mb(self.pid))
+
+
+def _slow_connection(url: str) -> http.client.HTTPConnection:
+    """HTTP/1.1 (keep-alive) over a socket with a small receive buffer, so the
+    server feels at once that the client is behind."""
+    address = urlsplit(url)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    sock.settimeout(60)
+    sock.connect((address.hostname, address.port))
+    connection = http.client.HTTPConnection(address.hostname, address.port, timeout=60)
+    connection.sock = sock
+    return connection
+
+
+def _big_run(user):
+    run = recorded_run(user, candidates=20, val_tasks=20, name="big")
+    Evaluation.objects.filter(candidate__run=run).update(output=OUTPUT)
+    return run
+
+
+def test_a_slow_client_downloading_a_big_export_leaves_daphne_s_memory_flat_and_gets_every_byte(services_env, user, tmp_path):
+    run = _big_run(user)
+    expected = hashlib.sha256()
+    for chunk in run_export_stream(run):
+        expected.update(chunk)
+    small = recorded_run(user, candidates=2, val_tasks=2, name="small")
+    web = start_daphne(dict(services_env, FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS="1"), tmp_path / "daphne.log")
+    try:
+        cookie = session_cookie(user)
+        connection = _slow_connection(web.url)
+        connection.request("GET", f"/runs/{small.pk}/export.json", headers={"Cookie": cookie})
+        assert connection.getresponse().read()  # warm: the export path is loaded before the baseline
+        sampler = _PeakRss(web.popen.pid)
+        before = _rss_mb(web.popen.pid)
+        sampler.start()
+        started = time.monotonic()
+        connection.request("GET", f"/runs/{run.pk}/export.json", headers={"Cookie": cookie})
+        response = connection.getresponse()
+        assert response.status == 200
+        got, size = hashlib.sha256(), 0
+        while piece := response.read(64 * 1024):  # ~10 MB/s at most
+            got.update(piece)
+            size += len(piece)
+            time.sleep(0.005)
+        seconds = time.monotonic() - started
+        sampler.done.set()
+        sampler.join()
+        growth = sampler.peak - before
+        print(f"{size / 1e6:.0f} MB in {seconds:.1f} s; daphne {before:.0f} MB -> peak {sampler.peak:.0f} MB")
+        assert size > 0.9 * BODY_MB * 1e6 and got.hexdigest() == expected.hexdigest()
+        assert growth < BODY_MB / 3, f"daphne grew by {growth:.0f} MB for a {size / 1e6:.0f} MB body read slowly"
+        # The same keep-alive connection carries the next request.
+        connection.request("GET", f"/runs/{small.pk}/export.json", headers={"Cookie": cookie})
+        assert connection.getresponse().read()
+        connection.close()
+        log = web.log()
+        assert "Traceback" not in log and "Producer was not unregistered" not in log
+    finally:
+        web.stop()
+
+
+def test_a_slow_client_that_goes_away_mid_download_ends_the_response_and_its_export_process(services_env, user, tmp_path):
+    run = _big_run(user)
+    small = recorded_run(user, candidates=2, val_tasks=2, name="small")
+    web = start_daphne(dict(services_env, FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS="1"), tmp_path / "daphne.log")
+    try:
+        cookie = session_cookie(user)
+        connection = _slow_connection(web.url)
+        connection.request("GET", f"/runs/{run.pk}/export.json", headers={"Cookie": cookie})
+        response = connection.getresponse()
+        assert response.status == 200 and response.read(1_000_000)
+        time.sleep(1)  # the application now waits for the client
+        children = _export_children(web.popen.pid)
+        assert len(children) == 1
+        connection.sock.shutdown(socket.SHUT_RDWR)
+        connection.close()
+        deadline = time.monotonic() + 20
+        while _export_children(web.popen.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _export_children(web.popen.pid) == [] and not Path(f"/proc/{children[0]}").exists()
+        other = _slow_connection(web.url)
+        other.request("GET", f"/runs/{small.pk}/export.json", headers={"Cookie": cookie})
+        assert other.getresponse().status == 200
+        other.close()
+        log = web.log()
+        assert "Traceback" not in log and "Producer was not unregistered" not in log
+    finally:
+        web.stop()
