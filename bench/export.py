@@ -248,7 +248,7 @@ def main() -> None:
                         viewers.join()
                         idle, during = phases.get("idle", [0]), phases.get("export", [0])
                         p95_idle, p95_during = live.pct(idle, 0.95), live.pct(during, 0.95)
-                        print(f"[{mode} #{repeat + 1}] export.{kind} of the ~{size:g} MB run: {got / 1e6:.0f} MB in "
+                        print(f"[{mode} #{repeat + 1}] export.{kind} of the ~{size:g} MB run: {got / 1e6:.1f} MB in "
                               f"{seconds:.1f} s (daphne CPU {cpu:.1f} s); daphne RSS {before:.0f} MB before, peak {peak:.0f} MB (+{peak - before:.0f} MB), "
                               f"export child peak {child:.0f} MB; {args.viewers} viewers' "
                               f"event p95 {p95_idle:.0f} ms idle (median {statistics.median(idle):.0f}), "
