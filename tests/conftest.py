@@ -3,6 +3,8 @@ logged-in Django test clients for each."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 PASSWORD = "correct horse battery"  # noqa: S105 - test users only
@@ -34,6 +36,27 @@ def runs_dir(settings, tmp_path, monkeypatch):
     settings.RUNS_DIR = tmp_path / "runs"
     monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)
     return settings.RUNS_DIR
+
+
+@pytest.fixture(autouse=True)
+def _no_runs_list_push_outlives_its_test():
+    """A test that publishes events leaves a trailing runs-list push scheduled
+    (optimizer.events.RunRowPushes: a timer thread that reads the run's row up to
+    a second later). Fired during the next teardown's flush, its read and the
+    TRUNCATE took their table locks in opposite orders: PostgreSQL's deadlock
+    detector failed the flush (seen in CI), and the next test found the last
+    one's rows. Cancelled here, before pytest-django's database teardown (its
+    autouse fixture is set up before this one, so torn down after it)."""
+    yield
+    from optimizer.events import row_pushes
+
+    with row_pushes.lock:
+        row_pushes.scheduled.clear()
+        row_pushes.last.clear()
+    for thread in threading.enumerate():
+        if isinstance(thread, threading.Timer) and getattr(thread, "function", None) == row_pushes._due:
+            thread.cancel()
+            thread.join(timeout=10)
 
 
 @pytest.fixture(autouse=True)

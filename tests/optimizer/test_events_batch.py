@@ -150,3 +150,17 @@ def test_a_batch_of_budget_events_sends_one_list_row_and_a_status_change_another
         rows = [async_to_sync(layer.receive)(channel) for _ in range(2)]
         assert not events.row_pushes.scheduled  # the status push replaced the trailing one of the budget events
     assert [r["row"]["last_seq"] for r in rows] == [1, 6]
+
+
+def test_a_second_change_within_the_interval_leaves_a_trailing_runs_list_push_scheduled():
+    events.row_pushes.note(999_999)
+    events.row_pushes.note(999_999)  # within the interval: pushed at its end
+    assert 999_999 in events.row_pushes.scheduled
+
+
+def test_no_runs_list_push_of_an_earlier_test_is_still_waiting_to_read_the_database():
+    # A trailing push firing during the next test's database teardown deadlocked
+    # PostgreSQL's flush (tests/conftest.py cancels them after each test).
+    waiting = [t for t in threading.enumerate()
+               if isinstance(t, threading.Timer) and getattr(t, "function", None) == events.row_pushes._due]
+    assert waiting == [] and not events.row_pushes.scheduled
