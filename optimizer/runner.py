@@ -423,9 +423,10 @@ def run_finish(
             if failure:
                 publish_run_event(run_id, ev.ERROR, {"where": "runner", "message": failure[:1000], "iteration": None}, claim=run_claim)
             run_set_status(run_claim, status, "failed" if failure else phase, error=failure[:2000] or None)
-            run_claim.runs().update(stop_reason="" if failure else reason)
+            stop_reason = "" if failure else reason
+            run_claim.runs().update(stop_reason=stop_reason)
             run = Run.objects.filter(pk=run_id).values(
-                "best_candidate__index", "best_score", "seed_score", "progress__budget_used", "progress__cost", "stop_reason"
+                "best_candidate__index", "best_score", "seed_score", "progress__budget_used", "progress__cost"
             ).get()
             publish_run_event(
                 run_id,
@@ -437,7 +438,7 @@ def run_finish(
                     "seed_score": run["seed_score"],
                     "metric_calls": run["progress__budget_used"],
                     "cost": round(run["progress__cost"], 8),
-                    "stop_reason": run["stop_reason"],
+                    "stop_reason": stop_reason,
                 },
                 claim=run_claim,
             )
