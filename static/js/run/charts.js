@@ -5,7 +5,7 @@
 import { COLORS, plot, scoreAxis } from "../charts.js";
 import { nonDominated } from "../front.js";
 import { esc } from "../format.js";
-import { bestIndex, bestSoFar, lineageEdges, lineageSummary, role, verdictCounts } from "./state.js";
+import { bestIndex, bestSoFar, leadCounts, lineageEdges, lineageSummary, role, verdictCounts } from "./state.js";
 import { VERDICT_NAMES, hover, leadText, lineageNote, minibatchMean, proposalHover, rowsNote } from "./text.js";
 import { $, S, candidateUrl } from "./page.js";
 
@@ -185,9 +185,10 @@ function leaderCells() {
 }
 
 function frontTicks() {
+  const leads = leadCounts(S);
   return {
     "yaxis.tickvals": S.rows.map(rowLabel),
-    "yaxis.ticktext": S.rows.map((i) => `${S.members.has(i) ? "★ " : ""}#${i} · leads ${leadText(S, i)}`),
+    "yaxis.ticktext": S.rows.map((i) => `${S.members.has(i) ? "★ " : ""}#${i} · leads ${leadText(S, i, leads)}`),
   };
 }
 

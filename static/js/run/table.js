@@ -30,7 +30,7 @@ export function refreshRows() {
   const leads = leadCounts(S), best = bestIndex(S); // once, not once per row
   for (const tr of document.querySelectorAll("#candidate-rows tr")) {
     const i = Number(tr.dataset.candidateIndex);
-    tr.querySelector(".lead-count").textContent = leads.has(i) ? String(leads.get(i)) : "–";
+    tr.querySelector(".lead-count").textContent = leadText(S, i, leads);
     tr.querySelector(".front-mark").textContent = role(S, i, best) === "best" ? "best" : S.members.has(i) ? "★ front" : "";
     tr.classList.toggle("selected", S.selected.has(i));
     tr.querySelector("input").checked = S.selected.has(i);

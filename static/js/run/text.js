@@ -13,7 +13,11 @@ export function hover(c) {
 }
 
 // A candidate's "leads N" count; a dash when its scores are not loaded.
-export const leadText = (S, index) => { const n = leadCount(S, index); return n === null ? "–" : String(n); };
+// `counts`: leadCounts(S), passed by a caller that labels many candidates (found once).
+export const leadText = (S, index, counts) => {
+  const n = counts ? (counts.get(index) ?? null) : leadCount(S, index);
+  return n === null ? "–" : String(n);
+};
 
 // Under a big run's heatmap: how many candidates it shows.
 export const rowsNote = (S) => `${S.rows.length} of ${S.order.length} candidates shown (the front, the seed, the best and the top scores first).`;
