@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import pytest
+
 from optimizer.export import run_export_stream
 from optimizer.models import Evaluation
 from tests.factories import recorded_run
@@ -60,71 +62,70 @@ def _big_run(user):
     return run
 
 
-def test_a_slow_client_downloading_a_big_export_leaves_daphne_s_memory_flat_and_gets_every_byte(services_env, user, tmp_path):
-    run = _big_run(user)
+@pytest.fixture
+def served(services_env, user, tmp_path):
+    """A big run and a small one, served by daphne (every export through an
+    export process); yields (big, small, web, cookie) and stops daphne after,
+    checking its log is clean."""
+    runs = _big_run(user), recorded_run(user, candidates=2, val_tasks=2, name="small")
+    web = start_daphne(dict(services_env, FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS="1"), tmp_path / "daphne.log")
+    try:
+        yield (*runs, web, session_cookie(user))
+        log = web.log()
+        assert "Traceback" not in log and "Producer was not unregistered" not in log
+    finally:
+        web.stop()
+
+
+def test_a_slow_client_downloading_a_big_export_leaves_daphne_s_memory_flat_and_gets_every_byte(served):
+    run, small, web, cookie = served
     expected = hashlib.sha256()
     for chunk in run_export_stream(run):
         expected.update(chunk)
-    small = recorded_run(user, candidates=2, val_tasks=2, name="small")
-    web = start_daphne(dict(services_env, FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS="1"), tmp_path / "daphne.log")
-    try:
-        cookie = session_cookie(user)
-        connection = _slow_connection(web.url)
-        connection.request("GET", f"/runs/{small.pk}/export.json", headers={"Cookie": cookie})
-        assert connection.getresponse().read()  # warm: the export path is loaded before the baseline
-        sampler = _PeakRss(web.popen.pid)
-        before = _rss_mb(web.popen.pid)
-        sampler.start()
-        started = time.monotonic()
-        connection.request("GET", f"/runs/{run.pk}/export.json", headers={"Cookie": cookie})
-        response = connection.getresponse()
-        assert response.status == 200
-        got, size = hashlib.sha256(), 0
-        while piece := response.read(64 * 1024):  # ~10 MB/s at most
-            got.update(piece)
-            size += len(piece)
-            time.sleep(0.005)
-        seconds = time.monotonic() - started
-        sampler.done.set()
-        sampler.join()
-        growth = sampler.peak - before
-        print(f"{size / 1e6:.0f} MB in {seconds:.1f} s; daphne {before:.0f} MB -> peak {sampler.peak:.0f} MB")
-        assert size > 0.9 * BODY_MB * 1e6 and got.hexdigest() == expected.hexdigest()
-        assert growth < BODY_MB / 3, f"daphne grew by {growth:.0f} MB for a {size / 1e6:.0f} MB body read slowly"
-        # The same keep-alive connection carries the next request.
-        connection.request("GET", f"/runs/{small.pk}/export.json", headers={"Cookie": cookie})
-        assert connection.getresponse().read()
-        connection.close()
-        log = web.log()
-        assert "Traceback" not in log and "Producer was not unregistered" not in log
-    finally:
-        web.stop()
+    connection = _slow_connection(web.url)
+    connection.request("GET", f"/runs/{small.pk}/export.json", headers={"Cookie": cookie})
+    assert connection.getresponse().read()  # warm: the export path is loaded before the baseline
+    sampler = _PeakRss(web.popen.pid)
+    before = _rss_mb(web.popen.pid)
+    sampler.start()
+    started = time.monotonic()
+    connection.request("GET", f"/runs/{run.pk}/export.json", headers={"Cookie": cookie})
+    response = connection.getresponse()
+    assert response.status == 200
+    got, size = hashlib.sha256(), 0
+    while piece := response.read(64 * 1024):  # ~10 MB/s at most
+        got.update(piece)
+        size += len(piece)
+        time.sleep(0.005)
+    seconds = time.monotonic() - started
+    sampler.done.set()
+    sampler.join()
+    growth = sampler.peak - before
+    print(f"{size / 1e6:.0f} MB in {seconds:.1f} s; daphne {before:.0f} MB -> peak {sampler.peak:.0f} MB")
+    assert size > 0.9 * BODY_MB * 1e6 and got.hexdigest() == expected.hexdigest()
+    assert growth < BODY_MB / 3, f"daphne grew by {growth:.0f} MB for a {size / 1e6:.0f} MB body read slowly"
+    # The same keep-alive connection carries the next request.
+    connection.request("GET", f"/runs/{small.pk}/export.json", headers={"Cookie": cookie})
+    assert connection.getresponse().read()
+    connection.close()
 
 
-def test_a_slow_client_that_goes_away_mid_download_ends_the_response_and_its_export_process(services_env, user, tmp_path):
-    run = _big_run(user)
-    small = recorded_run(user, candidates=2, val_tasks=2, name="small")
-    web = start_daphne(dict(services_env, FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS="1"), tmp_path / "daphne.log")
-    try:
-        cookie = session_cookie(user)
-        connection = _slow_connection(web.url)
-        connection.request("GET", f"/runs/{run.pk}/export.json", headers={"Cookie": cookie})
-        response = connection.getresponse()
-        assert response.status == 200 and response.read(1_000_000)
-        time.sleep(1)  # the application now waits for the client
-        children = _export_children(web.popen.pid)
-        assert len(children) == 1
-        connection.sock.shutdown(socket.SHUT_RDWR)
-        connection.close()
-        deadline = time.monotonic() + 20
-        while _export_children(web.popen.pid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert _export_children(web.popen.pid) == [] and not Path(f"/proc/{children[0]}").exists()
-        other = _slow_connection(web.url)
-        other.request("GET", f"/runs/{small.pk}/export.json", headers={"Cookie": cookie})
-        assert other.getresponse().status == 200
-        other.close()
-        log = web.log()
-        assert "Traceback" not in log and "Producer was not unregistered" not in log
-    finally:
-        web.stop()
+def test_a_slow_client_that_goes_away_mid_download_ends_the_response_and_its_export_process(served):
+    run, small, web, cookie = served
+    connection = _slow_connection(web.url)
+    connection.request("GET", f"/runs/{run.pk}/export.json", headers={"Cookie": cookie})
+    response = connection.getresponse()
+    assert response.status == 200 and response.read(1_000_000)
+    time.sleep(1)  # the application now waits for the client
+    children = _export_children(web.popen.pid)
+    assert len(children) == 1
+    connection.sock.shutdown(socket.SHUT_RDWR)
+    connection.close()
+    deadline = time.monotonic() + 20
+    while _export_children(web.popen.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _export_children(web.popen.pid) == [] and not Path(f"/proc/{children[0]}").exists()
+    other = _slow_connection(web.url)
+    other.request("GET", f"/runs/{small.pk}/export.json", headers={"Cookie": cookie})
+    assert other.getresponse().status == 200
+    other.close()
