@@ -16,6 +16,7 @@ import sys
 import time
 import urllib.request
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -176,8 +177,6 @@ def wait_until_serving(process: Process, url: str, *, name: str, seconds: float)
 def start_worker(env: dict, log_path: Path) -> Process:
     """`celery -A dashboard worker` (as in docker-compose.yml); returns once it
     answers a ping (through the broker in `env`, which may be another Redis)."""
-    from dashboard.celery import app
-
     hostname = f"it-{uuid.uuid4().hex[:6]}@{socket.gethostname()}"
     process = Process(
         [_bin("celery"), "-A", "dashboard", "worker", "--loglevel", "INFO", "--concurrency", "2", "--hostname", hostname],
@@ -185,13 +184,31 @@ def start_worker(env: dict, log_path: Path) -> Process:
         log_path,
     )
     deadline = time.monotonic() + 60
-    # Another Redis (a RedisServer of the test) is pinged through an app of its own.
-    control = app.control if env["REDIS_URL"] == settings.REDIS_URL else Celery(broker=env["REDIS_URL"]).control
-    while not control.ping(destination=[hostname], timeout=0.5):
-        if process.popen.poll() is not None or time.monotonic() > deadline:
-            process.stop()
-            pytest.fail(f"the celery worker did not answer a ping:\n{process.log()}")
+    with broker_control(env["REDIS_URL"]) as control:
+        while not control.ping(destination=[hostname], timeout=0.5):
+            if process.popen.poll() is not None or time.monotonic() > deadline:
+                process.stop()
+                pytest.fail(f"the celery worker did not answer a ping:\n{process.log()}")
     return process
+
+
+@contextmanager
+def broker_control(redis_url: str):
+    """Celery's control through the broker at `redis_url`: the project's app for the
+    project's Redis; for another Redis (a RedisServer of the test) an app of its own,
+    closed after and never made the current app: shared tasks (a run's launch) resolve
+    through the current app, and this process would go on sending them to that broker
+    long after the test stopped it."""
+    from dashboard.celery import app
+
+    if redis_url == settings.REDIS_URL:
+        yield app.control
+        return
+    other = Celery(broker=redis_url, set_as_current=False)
+    try:
+        yield other.control
+    finally:
+        other.close()
 
 
 class RedisServer:

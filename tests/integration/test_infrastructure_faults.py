@@ -17,7 +17,7 @@ from websockets.sync.client import connect
 from dashboard.models import ApiToken
 from optimizer.models import Run, RunEvent, RunStatus
 from optimizer.services import run_launch
-from tests.integration.conftest import session_cookie, start_daphne, start_worker
+from tests.integration.conftest import broker_control, session_cookie, start_daphne, start_worker
 from tests.integration.test_distributed_mode import ws_url
 from tests.integration.test_runs_on_workers import assert_event_log_is_whole
 from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
@@ -56,6 +56,19 @@ def terminate_connections(*, only_heartbeats: bool = False) -> int:
             f" WHERE datname = current_database() AND pid <> pg_backend_pid() {heartbeats}"
         )
         return cursor.fetchone()[0]
+
+
+def test_pinging_a_worker_through_a_redis_of_the_test_leaves_this_process_launching_runs_on_its_own_broker(own_redis):
+    from celery import current_app
+
+    from dashboard.celery import app
+    from optimizer.celery_tasks import run_optimization
+
+    with broker_control(own_redis.url) as control:
+        assert control.app.conf.broker_url == own_redis.url
+    # A run launched by a later test goes through the shared task, which resolves through the current app.
+    assert current_app._get_current_object() is app
+    assert run_optimization.app is app
 
 
 def test_terminating_the_workers_database_connections_mid_run_never_runs_it_twice(services_env, user, tmp_path):
