@@ -1,21 +1,26 @@
 """What counting tokens and money costs (target: at most 2 % of a run's time): scoring + recording
 with cost accounting on vs off.
 
-Run: ``.venv/bin/python bench/cost_accounting.py [--rounds N] [--tasks N]``. A
-throwaway SQLite database is created in a temporary directory (migrations
-applied) and removed at the end.
+Run: ``.venv/bin/python bench/cost_accounting.py [--rounds N] [--repeats N] [--tasks N]``, or with
+``--instructions`` to count instructions under valgrind instead of timing. A throwaway SQLite
+database is created in a temporary directory (migrations applied) and removed at the end.
 
-One round = one evaluation batch as the runner does it: the adapter answers and
-scores N tasks (the demo simulator, no latency, concurrency 4), the recorder
-writes the N Evaluation rows, and the run's counters are updated as a budget
-event does. "on": the task model is wrapped in MeteredLM, each evaluation runs
-in a meter tally, the run's guard checks every batch, and the run's usage
-JSON and cost are written with the budget; "on + cost cap" also reserves each
-call against a cost cap (one more lock per call). "off": the bare model, no
-meter, no guard, only budget_used written. The order rotates each round; each of `--repeats` repeats
-prints the ratios of the median wall and CPU times (on / off), then the median
-ratio over the repeats and their spread (target: on ≤ 1.02 × off). On a loaded
-machine trust the CPU column: wall time there mostly measures the neighbours.
+One round = one evaluation batch as the runner does it: the adapter answers and scores N tasks
+(the demo simulator, no latency, concurrency 4), the recorder writes the N Evaluation rows, and
+the run's counters are updated as a budget event does. "on": the task model is wrapped in
+MeteredLM, the run's guard checks every batch, and the run's usage JSON and cost are written with
+the budget; "on + cost cap" also reserves each call against a cost cap (a lock per call). "off":
+the bare model, no meter, no guard, only budget_used written. "off (again)" is "off" a second
+time: what two identical contenders differ by, the bench's resolution.
+
+Timed (the default): the order rotates each round and the contenders are created in a rotated
+order each repeat; each of `--repeats` repeats prints the ratios of the median wall and CPU times
+to "off", then the median ratio over the repeats and their spread. On a shared machine the spread
+of "off (again)" says how far to trust the others.
+
+`--instructions`: each contender runs `--rounds` rounds in a process of its own under valgrind's
+callgrind, which counts every thread's instructions whatever else the machine does; only the
+rounds are counted (not the set-up), on one evaluation thread (the note above counted_child).
 
 It runs with DEBUG off, as a worker beside PostgreSQL and Redis runs (DEBUG is
 off as soon as services are configured). `--debug` measures the development
@@ -28,9 +33,15 @@ writing the run's usage JSON ~0.45 ms dearer per budget update (measured:
 from __future__ import annotations
 
 import argparse
+import os
+import re
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,7 +88,7 @@ def rows(n: int) -> list[dict]:
     ]
 
 
-def contender(run: Run, candidate: Candidate, *, accounting: bool, cap: float | None = None):
+def contender(run: Run, candidate: Candidate, *, accounting: bool, cap: float | None = None, concurrency: int = 4):
     lm = build_lm({"provider": "demo", "model": "demo-task"})
     scorer = compile_specs([SPEC])
     if accounting:
@@ -85,11 +96,12 @@ def contender(run: Run, candidate: Candidate, *, accounting: bool, cap: float | 
         limits = BudgetGuard(budget_total=10**9, iteration_cost=1, meter=meter, max_cost=cap)
         limits.in_iteration = True
         adapter = FrontierAdapter(
-            task_lm=MeteredLM(lm, meter, "task", limits=limits), scorer=scorer, meter=meter, limits=limits
+            task_lm=MeteredLM(lm, meter, "task", limits=limits), scorer=scorer, meter=meter, limits=limits,
+            concurrency=concurrency,
         )
     else:
         meter = limits = None
-        adapter = FrontierAdapter(task_lm=lm, scorer=scorer)
+        adapter = FrontierAdapter(task_lm=lm, scorer=scorer, concurrency=concurrency)
     recorder = RunRecorder(run=run, adapter=adapter, valset=[], task_pks={}, budget_total=10**9, meter=meter, limits=limits)
 
     def one_round(batch: list[dict]) -> tuple[float, float]:
@@ -107,46 +119,115 @@ def contender(run: Run, candidate: Candidate, *, accounting: bool, cap: float | 
     return one_round
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=150, help="rounds of each contender per repeat")
-    parser.add_argument("--repeats", type=int, default=3, help="independent repeats (each prints its ratios)")
-    parser.add_argument("--tasks", type=int, default=50)
-    parser.add_argument("--debug", action="store_true", help="measure with DEBUG on (development mode: SQL logged)")
-    args = parser.parse_args()
-    call_command("migrate", verbosity=0)
-    owner = get_user_model().objects.create_user("bench")
-    batch = rows(args.tasks)
-    names = ["off", "on", "on + cost cap"]
-    ratios: dict[tuple[int, str], list[float]] = {(column, name): [] for column in (0, 1) for name in names[1:]}
-    print(f"scoring + recording one batch of {args.tasks} tasks; each repeat: median of {args.rounds} rounds per contender"
-          f" (DEBUG {'on' if args.debug else 'off'})")
+NAMES = ["off", "on", "on + cost cap", "off (again)"]  # the last: what two identical contenders differ by
+
+
+def make_contender(owner, name: str, label: str, concurrency: int = 4):
+    run = Run.objects.create(owner=owner, name=f"cost {name} {label}", budget_total=10**9)
+    candidate = Candidate.objects.create(run=run, index=0, components=PROMPT)
+    return contender(run, candidate, accounting=name.startswith("on"), cap=10**9 if "cap" in name else None,
+                     concurrency=concurrency)
+
+
+def timed(args, owner, batch: list[dict]) -> None:
+    ratios: dict[tuple[int, str], list[float]] = {(column, name): [] for column in (0, 1) for name in NAMES[1:]}
+    print(f"timed: scoring + recording one batch of {args.tasks} tasks on {args.concurrency} evaluation threads; each"
+          f" repeat: median of {args.rounds} rounds per contender (DEBUG {'on' if args.debug else 'off'})")
     for repeat in range(args.repeats):
-        times: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in NAMES}
         rounds = {}
-        for name in names:
-            run = Run.objects.create(owner=owner, name=f"cost {name} {repeat}", budget_total=10**9)
-            candidate = Candidate.objects.create(run=run, index=0, components=PROMPT)
-            rounds[name] = contender(run, candidate, accounting=name != "off", cap=10**9 if "cap" in name else None)
+        # Created in a rotated order too: two identical contenders differed by ~1 % by their place.
+        for name in NAMES[repeat % 4:] + NAMES[: repeat % 4]:
+            rounds[name] = make_contender(owner, name, str(repeat), args.concurrency)
             rounds[name](batch)  # warm up (first rows inserted, caches filled)
         for i in range(args.rounds):
-            for name in names[i % 3:] + names[: i % 3]:  # rotate the order
+            for name in NAMES[i % 4:] + NAMES[: i % 4]:  # rotate the order
                 times[name].append(rounds[name](batch))
         line = f"  repeat {repeat + 1}:"
         for column, label in ((0, "wall"), (1, "CPU")):
             off = statistics.median(t[column] for t in times["off"])
             line += f"  {label} off {off * 1000:.2f} ms"
-            for name in names[1:]:
+            for name in NAMES[1:]:
                 ratio = statistics.median(t[column] for t in times[name]) / off
                 ratios[(column, name)].append(ratio)
                 line += f", {name} ×{ratio:.3f}"
-        print(line)
+        print(line, flush=True)
     for column, label in ((0, "wall"), (1, "CPU (this process, every thread)")):
         parts = []
-        for name in names[1:]:
+        for name in NAMES[1:]:
             values = ratios[(column, name)]
             parts.append(f"{name} ×{statistics.median(values):.3f} (spread {min(values):.3f}-{max(values):.3f})")
         print(f"  {label}, median of {args.repeats} repeats: " + " · ".join(parts) + "  (target ≤ ×1.02)")
+
+
+# --instructions: each contender in a process of its own under valgrind's callgrind, which counts
+# the instructions of every thread, whatever else the machine does. The counters are zeroed when
+# the process calls os.getppid() (after its set-up and warm-up) and dumped when it calls
+# os.getpgrp() (after its rounds): only the rounds are counted. Python's hash seed is fixed, and
+# the tasks are answered on one evaluation thread: with four, how often the threads hand the
+# interpreter lock to each other follows the timer, and two identical contenders differed by 2 %.
+ZERO, DUMP = "os_getppid", "os_getpgrp"
+
+
+def counted_child(args, owner, batch: list[dict]) -> None:
+    one_round = make_contender(owner, args.child, "counted", concurrency=1)
+    for _ in range(2):
+        one_round(batch)
+    os.getppid()
+    for _ in range(args.rounds):
+        one_round(batch)
+    os.getpgrp()
+
+
+def count_instructions(name: str, args, directory: Path) -> int:
+    out = directory / name.replace(" ", "_").replace("(", "").replace(")", "").replace("+", "plus")
+    command = [
+        "valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", f"--zero-before={ZERO}", f"--dump-before={DUMP}",
+        sys.executable, __file__, "--child", name, "--rounds", str(args.rounds), "--tasks", str(args.tasks),
+        *(["--debug"] if args.debug else []),
+    ]
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=3600, check=False)
+    dumps = sorted(directory.glob(out.name + ".*"))
+    if done.returncode or len(dumps) != 1:
+        raise SystemExit(f"{name}: callgrind gave {len(dumps)} dumps of the rounds (one expected), exit {done.returncode}:\n"
+                         f"{done.stderr[-3000:]}")
+    summary = re.search(r"^summary: (\d+)$", dumps[0].read_text(), re.MULTILINE)
+    return int(summary.group(1))
+
+
+def instructions(args) -> None:
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (Debian: apt-get install valgrind)")
+    print(f"instructions (valgrind callgrind, every thread): {args.rounds} rounds of a batch of {args.tasks} tasks per"
+          f" contender on one evaluation thread, after 2 warm-up rounds (DEBUG {'on' if args.debug else 'off'}); 2 contenders at a time")
+    with tempfile.TemporaryDirectory(prefix="frontier-bench-callgrind-") as directory, ThreadPoolExecutor(2) as pool:
+        counts = dict(zip(NAMES, pool.map(lambda name: count_instructions(name, args, Path(directory)), NAMES)))
+    off = counts["off"]
+    print(f"  off {off / args.rounds / 1e6:.2f} M instructions a round; "
+          + ", ".join(f"{name} ×{counts[name] / off:.4f}" for name in NAMES[1:]) + "  (target ≤ ×1.02)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, help="rounds of each contender per repeat (default 150; --instructions: 30 in all)")
+    parser.add_argument("--repeats", type=int, default=5, help="independent repeats (each prints its ratios)")
+    parser.add_argument("--tasks", type=int, default=50)
+    parser.add_argument("--concurrency", type=int, default=4, help="evaluation threads (timed; --instructions uses 1)")
+    parser.add_argument("--debug", action="store_true", help="measure with DEBUG on (development mode: SQL logged)")
+    parser.add_argument("--instructions", action="store_true", help="count instructions under valgrind instead of timing")
+    parser.add_argument("--child", choices=NAMES, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    args.rounds = args.rounds or (30 if args.instructions else 150)
+    call_command("migrate", verbosity=0)
+    owner = get_user_model().objects.create_user("bench")
+    batch = rows(args.tasks)
+    if args.child:
+        counted_child(args, owner, batch)
+    elif args.instructions:
+        instructions(args)
+    else:
+        timed(args, owner, batch)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
@@ -202,12 +203,17 @@ class UsageMeter:
         self._in_flight = 0
         self._dearest_call = 0.0
         self._cost = self._totals.cost  # kept apart: the cap is checked before every call
+        # Calls counted without the lock (role, tokens in, tokens out, reserved), priced and
+        # added to the totals when next read (deque.append and popleft are atomic: nothing is
+        # lost or counted twice).
+        self._pending: deque[tuple[str, int, int, bool]] = deque()
 
     def start_call(self, max_cost: float) -> bool:
         """Reserve a call; False (nothing reserved) when what is spent plus every call
         in flight and this one, each priced as the dearest call so far, would pass
         `max_cost`. Each reserved call must be ended with `end_call`."""
         with self._lock:
+            self._add_pending()
             if self._cost + (self._in_flight + 1) * self._dearest_call > max_cost:
                 return False
             self._in_flight += 1
@@ -217,29 +223,44 @@ class UsageMeter:
         with self._lock:
             self._in_flight -= 1
 
-    def record(self, role: str, tokens_in: int, tokens_out: int, *, reserved: bool = False) -> float:
-        """Count one completed call (`reserved`: it was started with start_call, which this ends)."""
-        cost = self.prices[role].cost(tokens_in, tokens_out)
-        usage = self._totals.roles[role]
-        with self._lock:  # the hot path of accounting (every model call): a few additions, inline
+    def record(self, role: str, tokens_in: int, tokens_out: int, *, reserved: bool = False) -> None:
+        """Count one completed call (`reserved`: it was started with start_call, which this ends).
+
+        The hot path of accounting (every model call, from every evaluation thread): one
+        atomic append, priced and added to the totals when they are next read. Taking the
+        lock and pricing in each of the run's evaluation threads was most of what accounting
+        cost (bench/cost_accounting.py). A reserved call stays in flight until then: the
+        next reservation reads the totals first, so it sees the call at its real price."""
+        self._pending.append((role, tokens_in, tokens_out, reserved))
+        if self._tallied:
+            scopes = self._local.scopes
+            if scopes:
+                cost = self.prices[role].cost(tokens_in, tokens_out)
+                for tally in scopes:
+                    tally.add(role, tokens_in, tokens_out, cost)
+
+    def _add_pending(self) -> None:
+        """Add the calls counted since the last reading to the totals (the lock held)."""
+        pending = self._pending
+        while pending:
+            role, tokens_in, tokens_out, reserved = pending.popleft()
             if reserved:
                 self._in_flight -= 1
+            cost = self.prices[role].cost(tokens_in, tokens_out)
             if cost > self._dearest_call:
                 self._dearest_call = cost
             self._cost += cost
+            usage = self._totals.roles[role]
             usage.calls += 1
             usage.tokens_in += tokens_in
             usage.tokens_out += tokens_out
             usage.cost += cost
-        if self._tallied:
-            for tally in self._local.scopes:
-                tally.add(role, tokens_in, tokens_out, cost)
-        return cost
 
     def snapshot(self) -> UsageSnapshot:
         """A copy of the totals, cost rounded as stored (UsageSnapshot.of(as_dict()), without the JSON round trip:
         taken on the engine's thread at every budget update)."""
         with self._lock:
+            self._add_pending()
             return UsageSnapshot({
                 role: Usage(usage.calls, usage.tokens_in, usage.tokens_out, round(usage.cost, 8))
                 for role, usage in self._totals.roles.items()
@@ -248,6 +269,7 @@ class UsageMeter:
     def totals(self) -> dict:
         """The JSON of Run.usage (UsageSnapshot.as_dict), built once (written with every budget update)."""
         with self._lock:
+            self._add_pending()
             roles = [(role, usage.calls, usage.tokens_in, usage.tokens_out, usage.cost)
                      for role, usage in self._totals.roles.items()]
         totals = {role: {"calls": c, "tokens_in": i, "tokens_out": o, "cost": round(m, 8)} for role, c, i, o, m in roles}
@@ -259,6 +281,9 @@ class UsageMeter:
 
     @property
     def cost(self) -> float:
+        if self._pending:
+            with self._lock:
+                self._add_pending()
         return self._cost  # one float read: atomic
 
     def open_tally(self) -> Tally:
@@ -309,7 +334,7 @@ class MeteredLM:
         except BaseException:
             self.meter.end_call()
             raise
-        self.meter.record(self.role, response.tokens_in, response.tokens_out, reserved=True)  # one lock: end + count
+        self.meter.record(self.role, response.tokens_in, response.tokens_out, reserved=True)  # ends the reservation
         return response
 
 

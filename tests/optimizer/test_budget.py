@@ -4,6 +4,7 @@ demo simulator, and with the openai provider against a local fake server whose
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import pytest
@@ -159,6 +160,50 @@ def test_each_evaluations_tally_counts_its_own_threads_calls_and_the_totals_coun
     assert stored["judge"]["calls"] == 2 and stored["judge"]["tokens_in"] == 110
     assert stored["total"]["calls"] == 5 and stored["total"]["tokens_out"] == 350
     assert meter.cost == pytest.approx(stored["total"]["cost"])
+
+
+def test_calls_counted_from_many_threads_while_the_totals_are_read_are_each_counted_once_and_end_their_reservations():
+    meter = UsageMeter({"task": Price(0.15, 0.60), "reflection": Price(1.0, 2.0)})
+    done = threading.Event()
+    readings = []
+
+    def count(role):
+        for call in range(5000):
+            if call % 2:  # as a run with a cost cap counts: reserved before, ended by the count
+                assert meter.start_call(10**9)
+                meter.record(role, 7, 3, reserved=True)
+            else:
+                meter.record(role, 7, 3)
+
+    def read():  # the engine's thread reads the totals at every budget update, mid-evaluation
+        while not done.is_set():
+            readings.append(meter.totals()["total"]["calls"])
+            meter.cost  # noqa: B018 (the guard's read)
+
+    switching = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns often: the totals are read between any two counts
+    try:
+        reader = threading.Thread(target=read)
+        reader.start()
+        threads = [threading.Thread(target=count, args=(role,)) for role in ("task",) * 6 + ("reflection",) * 2]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        done.set()
+        reader.join(30)
+    finally:
+        sys.setswitchinterval(switching)
+    meter.record("task", 7, 3)  # after the last reading: the totals count it too
+
+    totals = meter.totals()
+    assert totals["task"]["calls"] == 30001 and totals["task"]["tokens_in"] == 210007 and totals["task"]["tokens_out"] == 90003
+    assert totals["reflection"]["calls"] == 10000 and totals["reflection"]["tokens_out"] == 30000
+    assert totals["task"]["cost"] == pytest.approx(30001 * Price(0.15, 0.60).cost(7, 3))
+    assert meter.cost == pytest.approx(30001 * Price(0.15, 0.60).cost(7, 3) + 10000 * Price(1.0, 2.0).cost(7, 3))
+    assert readings == sorted(readings) and len(readings) > 1  # never counted back
+    dearest = Price(1.0, 2.0).cost(7, 3)
+    assert meter.start_call(meter.cost + dearest)  # every reservation was ended: none is still in flight
 
 
 def fake_lm(server, **prices) -> dict:
