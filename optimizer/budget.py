@@ -227,10 +227,10 @@ class UsageMeter:
         """Count one completed call (`reserved`: it was started with start_call, which this ends).
 
         The hot path of accounting (every model call, from every evaluation thread): one
-        atomic append, priced and added to the totals when they are next read. Taking the
-        lock and pricing in each of the run's evaluation threads was most of what accounting
-        cost (bench/cost_accounting.py). A reserved call stays in flight until then: the
-        next reservation reads the totals first, so it sees the call at its real price."""
+        atomic append, priced and added to the totals when they are next read, so the
+        evaluation threads neither take nor wait for the meter's lock. A reserved call stays
+        in flight until then: the next reservation reads the totals first, so it sees the
+        call at its real price."""
         self._pending.append((role, tokens_in, tokens_out, reserved))
         if self._tallied:
             scopes = self._local.scopes
