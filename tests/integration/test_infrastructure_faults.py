@@ -17,7 +17,12 @@ from websockets.sync.client import connect
 from dashboard.models import ApiToken
 from optimizer.models import Run, RunEvent, RunStatus
 from optimizer.services import run_launch
-from tests.integration.conftest import broker_control, session_cookie, start_daphne, start_worker
+from tests.integration.conftest import (
+    broker_control,
+    session_cookie,
+    start_daphne,
+    start_worker,
+)
 from tests.integration.test_distributed_mode import ws_url
 from tests.integration.test_runs_on_workers import assert_event_log_is_whole
 from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
