@@ -251,7 +251,8 @@ def test_the_runs_list_follows_a_run_launched_in_another_tab_without_a_reload(pa
     page.evaluate("window.__noReload = true")
     other = page.context.new_page()
     hostile = '<img src=x onerror="window.__xss=1"> refunds'
-    run_id = launch_demo_run(other, budget=120, latency_ms=60, name=hostile)
+    # Slow enough to be seen running (at 60 ms a call it could finish before the first look: CI saw "completed").
+    run_id = launch_demo_run(other, budget=120, latency_ms=250, name=hostile)
     row = page.locator(f"#runs-table tr[data-run-id='{run_id}']")
     expect(row).to_be_visible()
     expect(row.get_by_role("link")).to_have_text(hostile)  # pushed text shown literally, never as markup
