@@ -214,6 +214,21 @@ class RunRowPushes:
                 return
         self.push(run_id)
 
+    def cancel_all(self, timeout: float = 10) -> None:
+        """Forget every run and stop its pushes: the scheduled ones are cancelled and one
+        already under way is waited for (a test's database is about to be flushed)."""
+        with self.lock:
+            self.scheduled.clear()  # a timer that fires now finds nothing to push
+            self.last.clear()
+        for timer in self.live_timers():
+            timer.cancel()
+            timer.join(timeout)
+
+    def live_timers(self) -> list[threading.Timer]:
+        """This instance's timer threads still alive (scheduled, or pushing)."""
+        return [thread for thread in threading.enumerate()
+                if isinstance(thread, threading.Timer) and getattr(thread, "function", None) == self._due]
+
     def _due(self, run_id: int) -> None:
         with self.lock:
             if self.scheduled.pop(run_id, None) is None:

@@ -3,8 +3,6 @@ logged-in Django test clients for each."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 PASSWORD = "correct horse battery"  # noqa: S105 - test users only
@@ -50,13 +48,7 @@ def _no_runs_list_push_outlives_its_test():
     yield
     from optimizer.events import row_pushes
 
-    with row_pushes.lock:
-        row_pushes.scheduled.clear()
-        row_pushes.last.clear()
-    for thread in threading.enumerate():
-        if isinstance(thread, threading.Timer) and getattr(thread, "function", None) == row_pushes._due:
-            thread.cancel()
-            thread.join(timeout=10)
+    row_pushes.cancel_all()
 
 
 @pytest.fixture(autouse=True)

@@ -161,6 +161,4 @@ def test_a_second_change_within_the_interval_leaves_a_trailing_runs_list_push_sc
 def test_no_runs_list_push_of_an_earlier_test_is_still_waiting_to_read_the_database():
     # A trailing push firing during the next test's database teardown deadlocked
     # PostgreSQL's flush (tests/conftest.py cancels them after each test).
-    waiting = [t for t in threading.enumerate()
-               if isinstance(t, threading.Timer) and getattr(t, "function", None) == events.row_pushes._due]
-    assert waiting == [] and not events.row_pushes.scheduled
+    assert events.row_pushes.live_timers() == [] and not events.row_pushes.scheduled
