@@ -137,11 +137,11 @@ def timed(args, owner, batch: list[dict]) -> None:
         times: dict[str, list[tuple[float, float]]] = {name: [] for name in NAMES}
         rounds = {}
         # Created in a rotated order too: two identical contenders differed by ~1 % by their place.
-        for name in NAMES[repeat % 4:] + NAMES[: repeat % 4]:
+        for name in NAMES[repeat % len(NAMES):] + NAMES[: repeat % len(NAMES)]:
             rounds[name] = make_contender(owner, name, str(repeat), args.concurrency)
             rounds[name](batch)  # warm up (first rows inserted, caches filled)
         for i in range(args.rounds):
-            for name in NAMES[i % 4:] + NAMES[: i % 4]:  # rotate the order
+            for name in NAMES[i % len(NAMES):] + NAMES[: i % len(NAMES)]:  # rotate the order
                 times[name].append(rounds[name](batch))
         line = f"  repeat {repeat + 1}:"
         for column, label in ((0, "wall"), (1, "CPU")):
@@ -180,7 +180,7 @@ def counted_child(args, owner, batch: list[dict]) -> None:
 
 
 def count_instructions(name: str, args, directory: Path) -> int:
-    out = directory / name.replace(" ", "_").replace("(", "").replace(")", "").replace("+", "plus")
+    out = directory / f"contender-{NAMES.index(name)}"
     command = [
         "valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", f"--zero-before={ZERO}", f"--dump-before={DUMP}",
         sys.executable, __file__, "--child", name, "--rounds", str(args.rounds), "--tasks", str(args.tasks),
@@ -219,15 +219,12 @@ def main() -> None:
     parser.add_argument("--child", choices=NAMES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.rounds = args.rounds or (30 if args.instructions else 150)
+    if args.instructions and not args.child:
+        instructions(args)  # each contender in a process (and a database) of its own
+        return
     call_command("migrate", verbosity=0)
     owner = get_user_model().objects.create_user("bench")
-    batch = rows(args.tasks)
-    if args.child:
-        counted_child(args, owner, batch)
-    elif args.instructions:
-        instructions(args)
-    else:
-        timed(args, owner, batch)
+    (counted_child if args.child else timed)(args, owner, rows(args.tasks))
 
 
 if __name__ == "__main__":
