@@ -264,6 +264,15 @@ def celery_worker(services_env, tmp_path):
     process.stop()
 
 
+def api_token(user) -> str:
+    """A new API token of `user` (what a script sends as `Authorization: Bearer …`)."""
+    from dashboard.models import ApiToken
+
+    token = ApiToken.generate()
+    ApiToken.objects.create(user=user, name="integration", prefix=token[:8], digest=ApiToken.hash(token))
+    return token
+
+
 def session_cookie(user) -> str:
     from django.test import Client
 

@@ -14,10 +14,10 @@ from django.db import connection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.sync.client import connect
 
-from dashboard.models import ApiToken
 from optimizer.models import Run, RunEvent, RunStatus
 from optimizer.services import run_launch
 from tests.integration.conftest import (
+    api_token,
     broker_control,
     session_cookie,
     start_daphne,
@@ -96,12 +96,6 @@ def test_terminating_the_workers_database_connections_mid_run_never_runs_it_twic
         worker.stop()
     assert terminated >= 3, "the worker's connections were not terminated mid-run"
     assert_ran_once(run)
-
-
-def api_token(user) -> str:
-    token = ApiToken.generate()
-    ApiToken.objects.create(user=user, name="faults", prefix=token[:8], digest=ApiToken.hash(token))
-    return token
 
 
 def launch_through_the_api(server, token: str, config: dict) -> tuple[int, dict]:

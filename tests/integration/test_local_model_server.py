@@ -15,21 +15,38 @@ import json
 import os
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import openai
 import pytest
+from playwright.sync_api import expect
 
+from optimizer.budget import format_cost
 from optimizer.models import Evaluation, ModelEndpoint, Run, RunEvent, RunStatus, Task
 from optimizer.services import run_launch
-from tests.e2e.conftest import progress_only
-from tests.integration.conftest import ROOT, Process, free_port, wait_until_serving
+from tests.e2e.conftest import chromium, progress_only
+from tests.integration.conftest import (
+    ROOT,
+    Process,
+    api_token,
+    free_port,
+    session_cookie,
+    start_daphne,
+    wait_until_serving,
+)
 from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
 from tests.polling import wait_until
 
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # Far beyond the server's 4096-token context: the server must refuse it.
 OVERFLOW_INPUT = "Please read all of this. " * 4000
+# The endpoint's price per 1M input / output tokens: the run costs a few cents, shown in dollars.
+PRICE_IN, PRICE_OUT = 10.0, 30.0
+
+
+def priced(tokens_in: int, tokens_out: int) -> float:
+    return (tokens_in * PRICE_IN + tokens_out * PRICE_OUT) / 1e6
 
 
 def model_path() -> Path | None:
@@ -70,8 +87,8 @@ def llama_server(tmp_path_factory):
     process.stop()
 
 
-def test_a_run_against_a_real_llama_cpp_server_completes_with_real_usage_and_an_overflow_scored_as_feedback(
-    llama_server, celery_worker, user
+def test_a_run_against_a_real_llama_cpp_server_completes_with_real_usage_priced_money_and_an_overflow_scored_as_feedback(
+    llama_server, celery_worker, services_env, user, tmp_path
 ):
     refund_verifier(user)
     task_set = refund_task_set(user)
@@ -80,6 +97,7 @@ def test_a_run_against_a_real_llama_cpp_server_completes_with_real_usage_and_an_
     ModelEndpoint.objects.create(
         name="smol", provider="openai", base_url=llama_server.base_url, model="smol",
         options={"max_tokens": 48, "timeout": 120, "max_retries": 0},
+        price_in_per_million=PRICE_IN, price_out_per_million=PRICE_OUT,
     )
     # The seed on 5 val tasks, then one proposal: parent and child on 2 train tasks, the child on the valset.
     run = run_launch(owner=user, config=run_config(task_set, task_lm="smol", reflection_lm="smol", budget={"max_metric_calls": 14}))
@@ -116,6 +134,41 @@ def test_a_run_against_a_real_llama_cpp_server_completes_with_real_usage_and_an_
     assert "The task model failed" in overflow.feedback and "HTTP 400" in overflow.feedback
     assert "context" in overflow.feedback.lower()
     assert not RunEvent.objects.filter(run=run, type="error", payload__where="runner").exists()
+
+    # Money, from the server's own token counts at the endpoint's price: per evaluation,
+    # per role (task answers and the reflection that proposed the child), per run.
+    evaluations = list(Evaluation.objects.filter(candidate__run=run))
+    for evaluation in evaluations:
+        assert evaluation.cost == pytest.approx(priced(evaluation.tokens_in, evaluation.tokens_out))
+    usage = run.usage
+    for role in ("task", "reflection"):
+        assert usage[role]["cost"] == pytest.approx(priced(usage[role]["tokens_in"], usage[role]["tokens_out"]))
+    assert usage["reflection"]["calls"] >= 1 and usage["reflection"]["tokens_out"] > 0
+    assert usage["task"]["tokens_in"] >= sum(e.tokens_in for e in evaluations)  # a rejected child's calls have no rows
+    assert run.cost == pytest.approx(usage["task"]["cost"] + usage["reflection"]["cost"]) and run.cost >= 0.01
+    assert [p["cost"] for t, p in events if t == "run.finished"] == [pytest.approx(run.cost)]
+
+    # What a script with a token and a browser are shown, from a real server.
+    token, (name, value) = api_token(user), session_cookie(user).split("=", 1)
+    web = start_daphne(services_env, tmp_path / "daphne.log")
+    try:
+        request = urllib.request.Request(f"{web.url}/api/runs/{run.pk}", headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            detail = json.loads(response.read())
+        assert detail["pricing"] == "priced" and detail["cost"] == pytest.approx(run.cost)
+        assert detail["usage"]["reflection"]["calls"] == usage["reflection"]["calls"]
+        assert detail["usage"]["task"]["tokens_in"] == usage["task"]["tokens_in"]
+        with chromium() as browser:  # no database access from here on (see chromium)
+            page = browser.new_context(base_url=web.url).new_page()
+            page.context.add_cookies([{"name": name, "value": value, "url": web.url}])
+            page.goto(f"/runs/{run.pk}/")
+            expect(page.locator("[data-field=cost]")).to_have_text(format_cost(run.cost))
+            expect(page.locator("[data-field=cost-split]")).to_contain_text(f"reflection {usage['reflection']['calls']} calls")
+            expect(page.locator("#candidate-rows tr[data-candidate-index='0'] .cost")).to_have_text(format_cost(seed.cost))
+            page.goto("/runs/")
+            expect(page.locator(f"#runs-table tr[data-run-id='{run.pk}']")).to_contain_text(format_cost(run.cost))
+    finally:
+        web.stop()
 
 
 def test_optimize_run_wait_against_the_real_server_shows_a_clean_bar_and_the_summary(llama_server, services_env, user):
