@@ -87,26 +87,36 @@ def llama_server(tmp_path_factory):
     process.stop()
 
 
-def test_a_run_against_a_real_llama_cpp_server_completes_with_real_usage_priced_money_and_an_overflow_scored_as_feedback(
-    llama_server, celery_worker, services_env, user, tmp_path
-):
-    refund_verifier(user)
-    task_set = refund_task_set(user)
-    Task.objects.create(task_set=task_set, task_id="overflow", position=99, input=OVERFLOW_INPUT, split="val", metadata={})
-    # No key variable: a local server needs none (the client gets a placeholder).
+def priced_endpoint(llama_server) -> None:
+    """The server as the model endpoint "smol", priced (no key variable: a local server
+    needs none; the client gets a placeholder)."""
     ModelEndpoint.objects.create(
         name="smol", provider="openai", base_url=llama_server.base_url, model="smol",
         options={"max_tokens": 48, "timeout": 120, "max_retries": 0},
         price_in_per_million=PRICE_IN, price_out_per_million=PRICE_OUT,
     )
-    # The seed on 5 val tasks, then one proposal: parent and child on 2 train tasks, the child on the valset.
-    run = run_launch(owner=user, config=run_config(task_set, task_lm="smol", reflection_lm="smol", budget={"max_metric_calls": 14}))
+
+
+def finished_run(run: Run, celery_worker, llama_server) -> Run:
     try:
         wait_until(lambda: Run.objects.filter(pk=run.pk, status__in=RunStatus.finished()).exists(), timeout=240,
                    what="the run to finish", interval=0.5)
     except AssertionError as error:
         raise AssertionError(f"{error}\n{celery_worker.log()[-3000:]}\n{llama_server.log()[-3000:]}") from None
     run.refresh_from_db()
+    return run
+
+
+def test_a_run_against_a_real_llama_cpp_server_completes_with_real_usage_priced_money_and_an_overflow_scored_as_feedback(
+    llama_server, celery_worker, services_env, user, tmp_path
+):
+    refund_verifier(user)
+    task_set = refund_task_set(user)
+    Task.objects.create(task_set=task_set, task_id="overflow", position=99, input=OVERFLOW_INPUT, split="val", metadata={})
+    priced_endpoint(llama_server)
+    # The seed on 5 val tasks, then one proposal: parent and child on 2 train tasks, the child on the valset.
+    run = run_launch(owner=user, config=run_config(task_set, task_lm="smol", reflection_lm="smol", budget={"max_metric_calls": 14}))
+    run = finished_run(run, celery_worker, llama_server)
     assert run.status == RunStatus.COMPLETED, run.error
     # The seed on the valset (5), one proposal's parent and child on 2 train tasks (4), and
     # the child on the valset (5) only if it was accepted: the budget is a hard cap (README "Budgets, cost and time").
@@ -169,6 +179,25 @@ def test_a_run_against_a_real_llama_cpp_server_completes_with_real_usage_priced_
             expect(page.locator(f"#runs-table tr[data-run-id='{run.pk}']")).to_contain_text(format_cost(run.cost))
     finally:
         web.stop()
+
+
+def test_a_cost_cap_on_a_real_server_stops_the_run_at_what_its_answers_cost_and_says_so(llama_server, celery_worker, user):
+    refund_verifier(user)
+    task_set = refund_task_set(user)
+    priced_endpoint(llama_server)
+    cap = 0.03  # a few times the seed's ~$0.01: it is reached within a few iterations, long before the budget
+    run = run_launch(owner=user, config=run_config(
+        task_set, task_lm="smol", reflection_lm="smol", budget={"max_metric_calls": 400, "max_cost": cap}))
+    run = finished_run(run, celery_worker, llama_server)
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert run.stop_reason == "cost cap reached" and run.budget_used < 400
+    # No call starts that could pass the cap at the dearest price seen so far; a single
+    # answer dearer than any before can still pass it by its own excess (README).
+    dearest = max(Evaluation.objects.filter(candidate__run=run).values_list("cost", flat=True))
+    assert run.cost <= cap + dearest, (run.cost, dearest)
+    assert run.cost == pytest.approx(priced(run.usage["total"]["tokens_in"], run.usage["total"]["tokens_out"]))
+    budget = [p for t, p in run.events.values_list("type", "payload") if t == "run.budget"][-1]
+    assert budget["max_cost"] == cap and budget["cost"] == pytest.approx(run.cost)
 
 
 def test_optimize_run_wait_against_the_real_server_shows_a_clean_bar_and_the_summary(llama_server, services_env, user):
