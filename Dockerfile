@@ -11,4 +11,4 @@ COPY . .
 RUN useradd --create-home frontier && mkdir -p /app/var && chown -R frontier /app/var
 USER frontier
 EXPOSE 8000
-CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "dashboard.asgi:application"]
+CMD ["python", "manage.py", "serve", "--host", "0.0.0.0", "--port", "8000"]

@@ -224,7 +224,7 @@ def main() -> None:
                 os.environ.pop(name, None)
             os.environ.update(settings_of[mode])
             port = live.free_port()
-            webs[mode] = (port, live.start_daphne(port))
+            webs[mode] = (port, live.start_web(port))
             # warm up: imports, connections
             download(f"http://127.0.0.1:{port}/runs/{watched.pk}/export.json", cookie, webs[mode][1].pid)
 

@@ -170,7 +170,7 @@ def main() -> None:
         run = recorded_run(owner=user, candidates=3, val_tasks=args.tasks)
         connections.close_all()
         ports = [live.free_port() for _ in range(args.webs)]
-        webs = [live.start_daphne(port) for port in ports]
+        webs = [live.start_web(port) for port in ports]
         asyncio.run(viewers(run, user, ports, args.viewers, args, [web.pid for web in webs]))
     finally:
         for web in webs:

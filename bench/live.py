@@ -3,7 +3,7 @@
 1. Builds a 300-candidate × 100-val-task run (tests/factories.py)
    and prints the run page's JSON snapshot size and build time (median of 5
    after one warm-up). Targets: ≤ 2 MB, ≤ 300 ms.
-2. Starts `daphne` on that database with the channels-redis layer, connects 20
+2. Starts a web process (`manage.py serve`) on that database with the channels-redis layer, connects 20
    websocket clients to the run (`/ws/runs/<id>/?after=<last seq>`), publishes
    events with `optimizer.events.publish_run_event` and prints the median and
    p95 latency from each event's commit to its arrival at every client.
@@ -94,21 +94,26 @@ def bench_snapshot(run) -> None:
           f"(min {min(times):.0f}, max {max(times):.0f}) for {run.candidates.count()} candidates × 100 val tasks")
 
 
-def start_daphne(port: int) -> subprocess.Popen:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"],
-        cwd=ROOT, env={**os.environ, **ENV}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 30
+def start_web(port: int, server: str = "uvicorn", extra_env: dict | None = None) -> subprocess.Popen:
+    """A web process on `port` serving this database: Frontier's own (`manage.py
+    serve`, uvicorn), or with --server daphne the previous server, plain
+    (`pip install daphne==4.2.3`), for side-by-side figures."""
+    command = {
+        "uvicorn": [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        "daphne": [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"],
+    }[server]
+    process = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **ENV, **(extra_env or {})},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 return process
         except OSError:
             if process.poll() is not None:
-                raise SystemExit(f"daphne exited: {process.stderr.read().decode()[-2000:]}")
+                raise SystemExit(f"{server} exited: {process.stderr.read().decode()[-2000:]}")
             time.sleep(0.1)
-    raise SystemExit("daphne did not start within 30 s")
+    raise SystemExit(f"{server} did not start within 60 s")
 
 
 def publish_events(run_id: int, count: int, interval: float, commits: dict[int, float], type: str = "worker.ping") -> None:
@@ -161,7 +166,7 @@ async def bench_latency(run, user, port: int, clients: int, events: int, interva
     latencies = [(arrived[seq] - commits[seq]) * 1000 for arrived in arrivals for seq in commits]
     delivered = sum(len(a) for a in arrivals)
     print(f"websocket: {events} events × {clients} clients = {delivered} deliveries through Redis "
-          f"(daphne + channels-redis); commit → arrival median {statistics.median(latencies):.1f} ms, "
+          f"(uvicorn + channels-redis); commit → arrival median {statistics.median(latencies):.1f} ms, "
           f"p95 {pct(latencies, 0.95):.1f} ms, max {max(latencies):.1f} ms")
 
 
@@ -217,7 +222,7 @@ def main() -> None:
 
     os.environ.update(ENV)
     create_database()
-    daphne = None
+    web = None
     try:
         import django
 
@@ -236,14 +241,14 @@ def main() -> None:
         bench_snapshot(run)
 
         port = free_port()
-        daphne = start_daphne(port)
+        web = start_web(port)
         asyncio.run(bench_latency(run, user, port, args.clients, args.events, args.interval_ms / 1000))
         asyncio.run(bench_list_latency(run, user, port, args.clients, args.events, args.interval_ms / 1000))
         connections.close_all()
     finally:
-        if daphne is not None:
-            daphne.terminate()
-            daphne.wait(timeout=10)
+        if web is not None:
+            web.terminate()
+            web.wait(timeout=10)
         drop_database()
         import redis
 

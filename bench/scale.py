@@ -12,7 +12,7 @@ the front by optimizer.front. Then it prints, each as the median of `--repeat`
   middleware, session, selector, JSON encoding; no network), and its queries;
 - the candidate page and the compare view of 5 candidates: server time and queries;
 - the page live in Chromium: from navigation to the page's "● live" (the
-  snapshot drawn and the websocket open) against a real daphne on this database.
+  snapshot drawn and the websocket open) against a real web process (`manage.py serve`) on this database.
 
 It uses its own database and Redis DB, never the defaults:
 BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/frontier_bench)
@@ -305,7 +305,7 @@ def free_port() -> int:
 
 def start_daphne(port: int) -> subprocess.Popen:
     process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"],
+        [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port)],
         cwd=ROOT, env={**os.environ, **ENV}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 60
@@ -315,9 +315,9 @@ def start_daphne(port: int) -> subprocess.Popen:
                 return process
         except OSError:
             if process.poll() is not None:
-                raise SystemExit(f"daphne exited: {process.stderr.read().decode()[-2000:]}")
+                raise SystemExit(f"the web process exited: {process.stderr.read().decode()[-2000:]}")
             time.sleep(0.2)
-    raise SystemExit("daphne did not start within 60 s")
+    raise SystemExit("the web process did not start within 60 s")
 
 
 def measure_page_live(run_ids: list[int], session: str, repeat: int) -> tuple[dict[int, list[float]], dict[int, list[dict]]]:
@@ -417,7 +417,7 @@ def main() -> None:
             connections.close_all()
             live, steps = measure_page_live([run.pk for run in runs], session, args.repeat)
             for run in runs:
-                print(f"[{run.name}] page live in Chromium (navigation → '● live', daphne): {spread(live[run.pk])}", flush=True)
+                print(f"[{run.name}] page live in Chromium (navigation → '● live'): {spread(live[run.pk])}", flush=True)
                 print(f"[{run.name}]   the page's steps, ms since navigation (median): {boot_steps(steps[run.pk])}", flush=True)
         connections.close_all()
     finally:

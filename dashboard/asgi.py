@@ -1,6 +1,7 @@
 """ASGI entry point: HTTP (with static files) and websockets.
 
-Django is initialised before anything imports models or consumers.
+Django is initialised before anything imports models or consumers. Served by
+uvicorn (dashboard/server.py, `manage.py serve`).
 """
 
 import os
@@ -23,19 +24,14 @@ django_http = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 
-from dashboard.body_guard import RequestBodyGuard, install_daphne_body_limits
-from dashboard.daphne_backpressure import install_daphne_response_backpressure
+from dashboard.body_guard import RequestBodyGuard
 from dashboard.routing import websocket_urlpatterns
 from dashboard.ws_auth import TokenOrSessionAuth
 
-install_daphne_body_limits()
-# send() of a response body waits while the client is behind (slow downloads).
-install_daphne_response_backpressure()
-
 application = ProtocolTypeRouter(
     {
-        # Static files (our own and Plotly's bundle) are served by the app itself,
-        # under daphne, in both modes: no separate web server is needed.
+        # Static files (our own and Plotly's bundle) are served by the app itself
+        # in both modes: no separate web server is needed.
         # The body guard answers before a large body is read (refused when anonymous).
         "http": RequestBodyGuard(ASGIStaticFilesHandler(django_http)),
         # Scripts: a Bearer token; browsers: the session, Origin-checked.

@@ -2,32 +2,32 @@
 
 Django reads a whole body (spooling it to a temporary file) before any
 middleware runs, and the CSRF check then parses a multipart body to look for
-its token: an anonymous 60 MB upload, answered 403 in the end, took the server
-from 176 MB to 861 MB. So, before the body is read:
+its token. The server (uvicorn, dashboard/server.py) reads no more than 64 KB
+of a body until the application asks for it, so this guard answers from the
+headers, before the body is read:
 
 - a body larger than ``FRONTIER_MAX_REQUEST_BYTES`` is refused with 413, from
-  anyone (the run import, the largest upload, takes up to 50 MB);
+  anyone (the run import, the largest upload, takes up to 50 MB); a chunked
+  body (size unknown) is counted as it is read and refused once it passes
+  the limit;
 - a multipart POST whose boundary Django's parser would refuse is a 400 (it
-  raised from the CSRF check: a 500; Twisted used to refuse it first, see below);
-- a body larger than :data:`ANONYMOUS_BODY_BYTES` is refused with 401 (API) or
-  403 (pages) unless the request carries a session or Bearer token that
-  authenticates. Smaller anonymous bodies (a login form) go on to Django,
-  which answers them as before.
+  would raise from the CSRF check: a 500);
+- a body larger than :data:`ANONYMOUS_BODY_BYTES` (or chunked, once it passes
+  that size) is refused with 401 (API) or 403 (pages) unless the request
+  carries a session or Bearer token that authenticates. Smaller anonymous
+  bodies (a login form) go on to Django, which answers them.
 
-Daphne would receive the whole body before it calls the application (on disk
-above 100 KB, then handed over in 8 KB messages), so under daphne the same
-decisions are made earlier, as soon as the headers are in (see "daphne" below):
-this middleware is what holds under any other ASGI server, and the second look
-under daphne. ``README.md`` ("Limits") has the measured numbers.
+A refused request gets its whole answer at once; what the client still sends
+is then read and dropped for at most :data:`LINGER_SECONDS` before the
+connection closes, so the client reads the answer instead of a reset.
+docs/deployment.md ("Limits") has the measured numbers.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-import logging
-from http import HTTPStatus
 from types import SimpleNamespace
-from urllib.parse import urlsplit
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -102,6 +102,12 @@ def _identified(scope) -> bool:
     return False
 
 
+#: How long a refused client may go on sending (read and dropped) before the
+#: connection closes, and how much of it is read at most.
+LINGER_SECONDS = 5.0
+LINGER_BYTES = 64 * 1024 * 1024
+
+
 class RequestBodyGuard:
     def __init__(self, app):
         self.app = app
@@ -109,28 +115,85 @@ class RequestBodyGuard:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        api = scope.get("path", "").startswith("/api/")
         size = _body_size(scope)
         limit = settings.FRONTIER_MAX_REQUEST_BYTES
         if size is not None and size > limit:
-            return await self._refuse(scope, send, 413, f"body: larger than {limit} bytes")
+            return await _refuse(receive, send, 413, f"body: larger than {limit} bytes", api=True)
         if _bad_multipart(scope):
-            return await self._refuse(scope, send, 400, "body: a multipart/form-data body needs a valid boundary")
-        if (size is None or size > ANONYMOUS_BODY_BYTES) and not await sync_to_async(_identified)(scope):
-            api = scope.get("path", "").startswith("/api/")
-            return await self._refuse(scope, send, 401 if api else 403, "Authentication required")
+            return await _refuse(receive, send, 400, "body: a multipart/form-data body needs a valid boundary", api=api)
+        anonymous = (size is None or size > ANONYMOUS_BODY_BYTES) and not await sync_to_async(_identified)(scope)
+        if anonymous and size is not None:
+            return await _refuse(receive, send, 401 if api else 403, "Authentication required", api=api)
+        if size is None:  # chunked: counted as the application reads it
+            receive, send = _CountedBody(receive, send, anonymous=anonymous, api=api).channels()
         return await self.app(scope, receive, send)
 
-    @staticmethod
-    async def _refuse(scope, send, status: int, detail: str) -> None:
-        # The body is never read: the connection is closed after the answer, so
-        # the client cannot send it as the next request.
-        headers, body = refusal(status, detail, api=scope.get("path", "").startswith("/api/"))
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+
+class _CountedBody:
+    """The receive and send of a chunked request: past its limit (the anonymous
+    one, or the request limit) the request is refused and the application is
+    told the client went away; whatever it sends after that is dropped."""
+
+    def __init__(self, receive, send, *, anonymous: bool, api: bool):
+        self._receive, self._send = receive, send
+        self.anonymous, self.api = anonymous, api
+        self.received = 0
+        self.refused = False
+
+    def channels(self):
+        return self.receive, self.send
+
+    async def receive(self):
+        if self.refused:
+            return {"type": "http.disconnect"}
+        message = await self._receive()
+        if message["type"] == "http.request":
+            self.received += len(message.get("body", b""))
+            limit = settings.FRONTIER_MAX_REQUEST_BYTES
+            if self.received > limit:
+                await self._refuse(413, f"body: larger than {limit} bytes", api=True)
+            elif self.anonymous and self.received > ANONYMOUS_BODY_BYTES:
+                await self._refuse(401 if self.api else 403, "Authentication required", api=self.api)
+            if self.refused:
+                return {"type": "http.disconnect"}
+        return message
+
+    async def send(self, message):
+        if not self.refused:
+            await self._send(message)
+
+    async def _refuse(self, status: int, detail: str, *, api: bool) -> None:
+        self.refused = True
+        await _refuse(self._receive, self._send, status, detail, api=api)
+
+
+async def _refuse(receive, send, status: int, detail: str, *, api: bool) -> None:
+    """Answer in full, then read and drop what the client still sends (bounded
+    by LINGER_SECONDS and LINGER_BYTES) before the response ends and the
+    server closes the connection: closing a socket with unread data makes the
+    kernel answer with a reset, which can reach a client still sending before
+    it has read the answer."""
+    headers, body = refusal(status, detail, api=api)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": True})
+    dropped = 0
+    try:
+        async with asyncio.timeout(LINGER_SECONDS):
+            while dropped < LINGER_BYTES:
+                message = await receive()
+                if message["type"] != "http.request":
+                    break
+                dropped += len(message.get("body", b""))
+                if not message.get("more_body", False):
+                    break
+    except TimeoutError:
+        pass
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def refusal(status: int, detail: str, *, api: bool) -> tuple[list[tuple[bytes, bytes]], bytes]:
-    """The headers and body of a refused request (here and in daphne): the API's
+    """The headers and body of a refused request: the API's
     one error body under /api/, one line of text elsewhere; the connection closes."""
     if api:
         field, message = split_problem(detail)
@@ -142,200 +205,3 @@ def refusal(status: int, detail: str, *, api: bool) -> tuple[list[tuple[bytes, b
     if status == 401:
         headers.append((b"www-authenticate", b"Bearer"))
     return headers, body
-
-
-# --- daphne ---------------------------------------------------------------------
-# Three things happen inside daphne (Twisted) before any application code runs,
-# measured with a 60 MB upload:
-# 1. Twisted's Request parses every multipart or url-encoded POST body into
-#    `request.args`, all in memory (+650 MB for 60 MB), though daphne never uses
-#    `args`. The patch hides the content type from that parser only.
-# 2. The body is received whatever its size (into a temporary file), then put on
-#    the application's queue in memory. The patch refuses a body larger than
-#    FRONTIER_MAX_REQUEST_BYTES as soon as its Content-Length is known (or, when
-#    it comes chunked, once that many bytes arrived), and reads no more of it.
-# 3. An anonymous body below that limit was still received whole (a 40 MB one:
-#    +40 MB) before RequestBodyGuard could refuse it. The patch decides as soon
-#    as the headers are in (Twisted calls gotLength right after them):
-#    - no session cookie and no Authorization header: anonymous, decided from
-#      the headers alone. A body announced above ANONYMOUS_BODY_BYTES is refused
-#      at once; a chunked one once that many bytes arrived.
-#    - a session cookie or an Authorization header, and a body that may exceed
-#      ANONYMOUS_BODY_BYTES: whether it authenticates needs the database (or
-#      cache), which must not block the reactor. The connection stops reading
-#      (TCP back-pressure on the client) while `_identified` — the same check
-#      RequestBodyGuard makes — runs in Twisted's thread pool; then the body is
-#      refused (a wrong token, a stale session) or reading resumes. A body that
-#      was complete before the answer waits for it before daphne hands it on.
-# Refused requests get RequestBodyGuard's answers (refusal()), then the
-# connection closes.
-
-
-def _daphne_api_path(request) -> bool:
-    """Is the request (its request line just parsed by the channel) under /api/?"""
-    return urlsplit(getattr(request.channel, "_path", b"") or b"").path.startswith(b"/api/")
-
-
-def _daphne_refuse(request, status: int, detail: str, *, api: bool) -> None:
-    """Answer a request daphne is still receiving, and stop reading it."""
-    headers, body = refusal(status, detail, api=api)
-    request._frontier_refused = True
-    if getattr(request, "content", None) is not None:
-        request.content.close()  # a temporary file above 100 KB
-    request.content = None
-    # allHeadersReceived would answer "100 Continue" right after this: not any more.
-    request.requestHeaders.removeHeader(b"expect")
-    head = f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n".encode()
-    channel, transport = request.channel, request.channel.transport
-    transport.write(head + b"".join(k + b": " + v + b"\r\n" for k, v in headers) + b"\r\n" + body)
-    _close_lingering(channel, transport)
-
-
-#: How long a refused client may go on sending (read and dropped) before the
-#: connection is cut.
-LINGER_SECONDS = 5.0
-
-
-def _close_lingering(channel, transport) -> None:
-    """Close after the answer without resetting it away. Closing a socket with
-    unread data makes the kernel answer the client's next bytes with a reset,
-    which can reach a client that is still sending before it read the answer
-    (it then reports a network error, not our 403/413). So: nothing more is
-    parsed, the answer is followed by a FIN (half close), what the client still
-    sends is read and dropped, and the connection is cut when the client
-    closes or after LINGER_SECONDS — like a web server's lingering close."""
-    channel.dataReceived = lambda data: None  # Twisted's own idiom for "ignore the rest"
-    if not hasattr(transport, "loseWriteConnection"):
-        channel.loseConnection()
-        return
-    transport.resumeProducing()  # it may be paused for an identity check
-    transport.loseWriteConnection()
-    # The channel's callLater (TimeoutMixin's: the reactor's), as Twisted's own timeouts use.
-    channel.callLater(LINGER_SECONDS, lambda: transport.connected and transport.abortConnection())
-
-
-def _refuse_too_large(request) -> None:
-    # JSON on every path, as before: a script reading the error names the field.
-    _daphne_refuse(request, 413, f"body: larger than {settings.FRONTIER_MAX_REQUEST_BYTES} bytes", api=True)
-
-
-def _refuse_anonymous(request, api: bool) -> None:
-    _daphne_refuse(request, 401 if api else 403, "Authentication required", api=api)
-
-
-def _daphne_scope(request) -> dict:
-    """The part of an ASGI scope `_identified` reads: the headers, lower-cased."""
-    return {"headers": [(name.lower(), value) for name, values in request.requestHeaders.getAllRawHeaders()
-                        for value in values]}
-
-
-def _identified_in_thread(scope) -> bool:
-    """`_identified` for a Twisted pool thread: its database connection is closed after."""
-    from django.db import connections
-
-    try:
-        return _identified(scope)
-    finally:
-        connections.close_all()
-
-
-def _check_identity_off_loop(scope):
-    """A Deferred that fires with `_identified(scope)`, computed in Twisted's thread pool."""
-    from twisted.internet.threads import deferToThread
-
-    return deferToThread(_identified_in_thread, scope)
-
-
-def _carries_credentials(request) -> bool:
-    return bool(request.received_cookies.get(settings.SESSION_COOKIE_NAME.encode())) or \
-        request.requestHeaders.hasHeader(b"authorization")
-
-
-def install_daphne_body_limits() -> None:
-    """Patch daphne's request class (idempotent); see the comment above."""
-    try:
-        from daphne.http_protocol import WebRequest
-    except ImportError:  # not served by daphne
-        return
-    if getattr(WebRequest, "_frontier_body_limits", False):
-        return
-    from twisted.web import http
-
-    process = WebRequest.process
-
-    def gotLength(self, length):
-        self._frontier_refused, self._frontier_received = False, 0
-        self._frontier_anonymous = False  # decided from the headers: no credentials at all
-        self._frontier_identity = None  # a Deferred while a session or token is being checked
-        self._frontier_waiting = None  # requestReceived's arguments, held until the check answers
-        self._frontier_api = _daphne_api_path(self)  # the channel forgets the path once the body is in
-        if length is not None and length > settings.FRONTIER_MAX_REQUEST_BYTES:
-            _refuse_too_large(self)
-            return
-        if length is None or length > ANONYMOUS_BODY_BYTES:
-            if not _carries_credentials(self):
-                if length is not None:
-                    _refuse_anonymous(self, self._frontier_api)
-                    return
-                self._frontier_anonymous = True  # chunked: refused past ANONYMOUS_BODY_BYTES
-            else:
-                self.channel.transport.pauseProducing()
-                self._frontier_identity = _check_identity_off_loop(_daphne_scope(self))
-                self._frontier_identity.addCallbacks(lambda known: _identity_known(self, known),
-                                                     lambda failure: _identity_known(self, None, failure))
-        http.Request.gotLength(self, length)
-
-    def _identity_known(self, identified, failure=None):
-        self._frontier_identity = None
-        if self._frontier_refused or self.channel is None or getattr(self, "_disconnected", False):
-            return  # refused meanwhile (too large) or the client went away
-        if failure is not None:  # the database is down: RequestBodyGuard asks again and Django answers
-            logging.getLogger("dashboard.body_guard").warning("identity check failed: %s", failure.getErrorMessage())
-        elif not identified:
-            _refuse_anonymous(self, self._frontier_api)
-            return
-        if self._frontier_waiting is not None:  # the whole body arrived before the answer
-            command, path, version = self._frontier_waiting
-            self._frontier_waiting = None
-            _received(self, command, path, version)
-        elif not self.channel._handlingRequest:
-            self.channel.transport.resumeProducing()
-
-    def handleContentChunk(self, data):
-        if getattr(self, "_frontier_refused", False):
-            return  # the connection is closing; drop what is still arriving
-        self._frontier_received = getattr(self, "_frontier_received", 0) + len(data)
-        if self._frontier_received > settings.FRONTIER_MAX_REQUEST_BYTES:
-            _refuse_too_large(self)
-            return
-        if getattr(self, "_frontier_anonymous", False) and self._frontier_received > ANONYMOUS_BODY_BYTES:
-            _refuse_anonymous(self, self._frontier_api)
-            return
-        http.Request.handleContentChunk(self, data)
-
-    def _received(self, command, path, version):
-        content_type = self.requestHeaders.getRawHeaders(b"content-type")
-        if content_type is not None:
-            self.requestHeaders.removeHeader(b"content-type")  # Twisted parses no form args without it
-            self._frontier_content_type = content_type
-        http.Request.requestReceived(self, command, path, version)
-
-    def requestReceived(self, command, path, version):
-        if getattr(self, "_frontier_refused", False):
-            return
-        if getattr(self, "_frontier_identity", None) is not None:
-            self._frontier_waiting = (command, path, version)
-            return
-        _received(self, command, path, version)
-
-    def restoring_process(self):
-        content_type = getattr(self, "_frontier_content_type", None)
-        if content_type is not None:
-            self.requestHeaders.setRawHeaders(b"content-type", content_type)
-        return process(self)
-
-    WebRequest.gotLength = gotLength
-    WebRequest.handleContentChunk = handleContentChunk
-    WebRequest.requestReceived = requestReceived
-    WebRequest.process = restoring_process
-    WebRequest._frontier_body_limits = True

@@ -34,7 +34,6 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
-    "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -236,7 +235,14 @@ STATICFILES_FINDERS = [
     "dashboard.staticfiles.PlotlyFinder",
 ]
 
-# --- Request bodies (dashboard/body_guard.py; README "Limits") ---------------------
+# --- The web server (dashboard/server.py) and request bodies (dashboard/body_guard.py) ---
+# A connection must complete a request's headers this long after it opens (or
+# after the request's first byte); an idle keep-alive connection closes after
+# FRONTIER_HTTP_KEEP_ALIVE_SECONDS; a client that reads nothing of a response
+# for FRONTIER_STALLED_CLIENT_SECONDS (a paused download) is disconnected.
+FRONTIER_HTTP_HEADER_SECONDS = env_int("FRONTIER_HTTP_HEADER_SECONDS", 10)
+FRONTIER_HTTP_KEEP_ALIVE_SECONDS = env_int("FRONTIER_HTTP_KEEP_ALIVE_SECONDS", 5)
+FRONTIER_STALLED_CLIENT_SECONDS = env_int("FRONTIER_STALLED_CLIENT_SECONDS", 600)
 # Any body above this is refused (413) before it is read; the run import (50 MB)
 # is the largest upload.
 FRONTIER_MAX_REQUEST_BYTES = env_int("FRONTIER_MAX_REQUEST_BYTES", 52 * 1024 * 1024)
@@ -270,7 +276,7 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # HTTP client libraries log every request at INFO: that would interleave with
     # `optimize run --wait`'s progress bar and flood worker logs.
-    "loggers": {name: {"level": "WARNING"} for name in ("daphne", "celery", "httpx", "httpx2", "httpcore", "openai")},
+    "loggers": {name: {"level": "WARNING"} for name in ("uvicorn.error", "celery", "httpx", "httpx2", "httpcore", "openai")},
 }
 
 # Model endpoints a run can choose (docs/architecture.md "LM providers"). Keys are never

@@ -1,4 +1,4 @@
-"""Browser tests: a real `manage.py serve` process (daphne + embedded Celery
+"""Browser tests: a real `manage.py serve` process (uvicorn + embedded Celery
 worker, its own SQLite data dir) driven by Playwright in Debian's Chromium.
 
 Fixtures:

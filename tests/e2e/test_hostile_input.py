@@ -1,4 +1,4 @@
-"""Hostile requests against a real `manage.py serve` (daphne) process: the
+"""Hostile requests against a real `manage.py serve` process: the
 server answers them quickly and its memory stays small (README "Limits": one regex or
 one upload used to take the whole site down)."""
 
@@ -157,7 +157,7 @@ def test_an_anonymous_upload_under_the_size_limit_is_refused_without_being_read(
         status, _ = post_streamed(frontier_server.url + "/runs/import/", 40 * MB, {}, "application/json")
     print(f"anonymous 40 MB upload: {status}, peak growth {rss.growth:.1f} MB")
     assert status == 403
-    assert rss.growth < 10  # daphne used to receive the whole body first: +40 MB or more
+    assert rss.growth < 10
 
 
 def send_head(url: str, path: str, headers: dict, body: bytes = b"") -> socket.socket:

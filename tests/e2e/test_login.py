@@ -18,7 +18,7 @@ def test_a_visitor_is_sent_to_the_login_page_and_sees_the_nav_after_logging_in(b
     for name in ("Runs", "Verifiers", "Task sets"):
         expect(nav.get_by_role("link", name=name)).to_be_visible()
     expect(page.get_by_role("heading", name="Runs")).to_be_visible()
-    # Our stylesheet is served (under daphne) and applied.
+    # Our stylesheet is served and applied.
     assert page.evaluate("getComputedStyle(document.querySelector('.topbar')).display") == "flex"
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "dashboard-after-login.png"))

@@ -1,5 +1,5 @@
-"""Integration tests: PostgreSQL, Redis, and real `daphne` and `celery worker`
-processes started with the same commands docker-compose.yml runs.
+"""Integration tests: PostgreSQL, Redis, and real web (`manage.py serve`, uvicorn)
+and `celery worker` processes started with the same commands docker-compose.yml runs.
 
 They need DATABASE_URL (PostgreSQL) and REDIS_URL. Without them (a laptop with
 no services) they skip with the reason; under CI (CI=true) they fail instead.
@@ -141,19 +141,19 @@ def _bin(name: str) -> str:
 
 
 @pytest.fixture
-def daphne_server(services_env, tmp_path):
-    """`daphne dashboard.asgi:application` (as in docker-compose.yml) on a free port."""
-    process = start_daphne(services_env, tmp_path / "daphne.log")
+def web_server(services_env, tmp_path):
+    """A web process (`manage.py serve`, as in docker-compose.yml) on a free port."""
+    process = start_web(services_env, tmp_path / "web.log")
     yield process
     process.stop()
 
 
-def start_daphne(env: dict, log_path: Path) -> Process:
-    """`daphne dashboard.asgi:application` on a free port; returns once it serves the login page."""
+def start_web(env: dict, log_path: Path) -> Process:
+    """`manage.py serve` on a free port; returns once it serves the login page."""
     port = free_port()
-    process = Process([_bin("daphne"), "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"], env, log_path)
+    process = Process([sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port)], env, log_path)
     url = f"http://127.0.0.1:{port}"
-    wait_until_serving(process, url + "/login/", name="daphne", seconds=60)
+    wait_until_serving(process, url + "/login/", name="the web process", seconds=60)
     process.url = url
     return process
 

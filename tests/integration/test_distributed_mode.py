@@ -1,5 +1,5 @@
 """Distributed mode for real: a task executed by a `celery worker` process
-reaches a websocket client of a `daphne` process through Redis."""
+reaches a websocket client of a web process through Redis."""
 
 import json
 import time
@@ -24,9 +24,9 @@ def test_the_test_process_itself_runs_on_postgresql_and_redis(settings):
     assert settings.CELERY_BROKER_URL.startswith("redis://")
 
 
-def test_a_task_in_a_worker_process_reaches_a_websocket_client_through_redis(daphne_server, celery_worker, user):
+def test_a_task_in_a_worker_process_reaches_a_websocket_client_through_redis(web_server, celery_worker, user):
     run = Run.objects.create(owner=user, name="distributed")
-    with connect(ws_url(daphne_server, run.pk), additional_headers={"Cookie": session_cookie(user)}, origin=daphne_server.url, open_timeout=10) as ws:
+    with connect(ws_url(web_server, run.pk), additional_headers={"Cookie": session_cookie(user)}, origin=web_server.url, open_timeout=10) as ws:
         sent_at = time.monotonic()
         worker_ping.apply_async(args=[run.pk, "through redis"], queue=celery_worker.queue)
         message = json.loads(ws.recv(timeout=30))
@@ -37,41 +37,41 @@ def test_a_task_in_a_worker_process_reaches_a_websocket_client_through_redis(dap
     assert run.events.get(seq=1).type == "worker.ping"
 
 
-def test_a_reconnecting_client_receives_what_it_missed_from_the_database(daphne_server, celery_worker, user):
+def test_a_reconnecting_client_receives_what_it_missed_from_the_database(web_server, celery_worker, user):
     run = Run.objects.create(owner=user, name="replay")
     for note in ("one", "two", "three"):
         worker_ping.apply_async(args=[run.pk, note], queue=celery_worker.queue)
     deadline = time.monotonic() + 30
     while run.events.count() < 3 and time.monotonic() < deadline:
         time.sleep(0.1)
-    with connect(ws_url(daphne_server, run.pk, after=1), additional_headers={"Cookie": session_cookie(user)}, origin=daphne_server.url) as ws:
+    with connect(ws_url(web_server, run.pk, after=1), additional_headers={"Cookie": session_cookie(user)}, origin=web_server.url) as ws:
         seqs = [json.loads(ws.recv(timeout=10))["seq"] for _ in range(2)]
     assert seqs == [2, 3]
 
 
-def test_daphne_refuses_an_anonymous_websocket(daphne_server, user):
+def test_the_web_process_refuses_an_anonymous_websocket(web_server, user):
     run = Run.objects.create(owner=user)
     with pytest.raises(InvalidStatus) as refused:
-        with connect(ws_url(daphne_server, run.pk), origin=daphne_server.url, open_timeout=10):
+        with connect(ws_url(web_server, run.pk), origin=web_server.url, open_timeout=10):
             pass
     assert refused.value.response.status_code == 403
 
 
-def test_daphne_serves_static_files_with_debug_off(daphne_server):
+def test_the_web_process_serves_static_files_with_debug_off(web_server):
     for path in ("/static/vendor/plotly.min.js", "/static/css/frontier.css"):
-        with urllib.request.urlopen(daphne_server.url + path, timeout=10) as response:
+        with urllib.request.urlopen(web_server.url + path, timeout=10) as response:
             assert response.status == 200
             assert len(response.read()) > 1000
 
 
-def test_daphne_checks_a_session_on_postgresql_before_it_reads_a_large_body(daphne_server, user):
-    # The session is looked up in a Twisted pool thread (not the event loop) while
-    # the connection waits; a valid one gets its body read, a stale one a 403 at once.
+def test_a_session_is_checked_on_postgresql_before_a_large_body_is_read(web_server, user):
+    # The session is looked up (in a thread, not on the event loop) before the body
+    # is read; a valid one gets its body read, a stale one a 403 at once.
     import http.client
     import urllib.parse
 
     def post(cookie: str, send_body: bool) -> int:
-        parsed = urllib.parse.urlsplit(daphne_server.url)
+        parsed = urllib.parse.urlsplit(web_server.url)
         conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=30)
         body = b"{" + b" " * 200_000 + b"}"
         conn.putrequest("POST", "/runs/import/")
@@ -86,7 +86,7 @@ def test_daphne_checks_a_session_on_postgresql_before_it_reads_a_large_body(daph
 
     assert post("sessionid=stale", send_body=False) == 403  # answered without the body
     assert post(session_cookie(user), send_body=True) == 403  # read, then Django's CSRF check (no token sent)
-    assert "identity check failed" not in daphne_server.log()
+    assert "identity check failed" not in web_server.log()
 
 
 def test_a_group_send_to_many_viewers_of_one_web_process_is_one_redis_message(settings):

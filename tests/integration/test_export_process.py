@@ -1,6 +1,6 @@
 """A big run export is built by a child process (`python -m
 optimizer.export_process`) whose output the web process relays: the same
-bytes as the in-process stream, from PostgreSQL under `daphne` and from the
+bytes as the in-process stream, from PostgreSQL under the web server and from the
 embedded SQLite file under `frontier serve`; the child stops when the client
 goes away."""
 
@@ -23,7 +23,7 @@ import pytest
 from optimizer.export import run_export, run_export_csv
 from optimizer.models import Evaluation
 from tests.factories import recorded_run
-from tests.integration.conftest import ROOT, Process, free_port, session_cookie, start_daphne, wait_until_serving
+from tests.integration.conftest import ROOT, Process, free_port, session_cookie, start_web, wait_until_serving
 
 
 def _get(url: str, cookie: str) -> bytes:
@@ -50,8 +50,8 @@ def _niceness(pid: int) -> int:
 def test_a_big_export_is_built_by_a_child_process_with_the_bytes_of_the_in_process_stream(services_env, user, tmp_path):
     big = recorded_run(user, candidates=6, val_tasks=5, holdout_tasks=2, name="big")  # 42 evaluations
     small = recorded_run(user, candidates=2, val_tasks=3, name="small")  # 6
-    web = start_daphne(dict(services_env, FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS="30",
-                                      FRONTIER_EXPORT_CSV_PROCESS_MIN_EVALUATIONS="30"), tmp_path / "daphne.log")
+    web = start_web(dict(services_env, FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS="30",
+                                      FRONTIER_EXPORT_CSV_PROCESS_MIN_EVALUATIONS="30"), tmp_path / "web.log")
     try:
         cookie = session_cookie(user)
         for run in (big, small):
@@ -71,7 +71,7 @@ def test_a_big_export_is_built_by_a_child_process_with_the_bytes_of_the_in_proce
 def test_a_client_that_goes_away_stops_the_export_process_which_ran_below_the_web_process_s_priority(services_env, user, tmp_path):
     run = recorded_run(user, candidates=20, val_tasks=20, name="long")
     Evaluation.objects.filter(candidate__run=run).update(output="The refund window is 30 days. " * 2000)  # ~24 MB
-    web = start_daphne(dict(services_env, FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS="1"), tmp_path / "daphne.log")
+    web = start_web(dict(services_env, FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS="1"), tmp_path / "web.log")
     try:
         address = urlsplit(web.url)
         connection = http.client.HTTPConnection(address.hostname, address.port, timeout=30)

@@ -14,7 +14,7 @@ import pytest
 pytestmark = pytest.mark.standalone
 
 CLIENT = Path(__file__).resolve().parents[2] / "clients" / "python"
-SERVER_PACKAGES = {"django", "ninja", "pydantic", "channels", "celery", "redis", "psycopg", "daphne", "plotly", "openai"}
+SERVER_PACKAGES = {"django", "ninja", "pydantic", "channels", "celery", "redis", "psycopg", "uvicorn", "plotly", "openai"}
 
 
 def test_it_imports_without_django_or_any_other_server_dependency():

@@ -20,7 +20,7 @@ from tests.integration.conftest import (
     api_token,
     broker_control,
     session_cookie,
-    start_daphne,
+    start_web,
     start_worker,
 )
 from tests.integration.test_distributed_mode import ws_url
@@ -116,7 +116,7 @@ def test_a_run_launched_while_redis_is_down_is_queued_and_starts_once_redis_is_b
     refund_verifier(user)
     task_set = refund_task_set(user)
     env = {**services_env, "REDIS_URL": own_redis.url}  # not started yet: Redis is down
-    web = start_daphne(env, tmp_path / "daphne.log")
+    web = start_web(env, tmp_path / "web.log")
     try:
         status, body = launch_through_the_api(web, api_token(user), run_config(task_set, budget={"max_metric_calls": 40}))
     finally:
@@ -135,13 +135,13 @@ def test_a_run_launched_while_redis_is_down_is_queued_and_starts_once_redis_is_b
     assert_ran_once(run)
 
 
-def test_an_idle_websocket_through_redis_stays_open_for_a_minute(daphne_server, services_env, user, settings):
-    # This process publishes on daphne's channel prefix (the real channel-layer settings otherwise).
+def test_an_idle_websocket_through_redis_stays_open_for_a_minute(web_server, services_env, user, settings):
+    # This process publishes on the web process's channel prefix (the real channel-layer settings otherwise).
     layers = {"default": {**settings.CHANNEL_LAYERS["default"]}}
     layers["default"]["CONFIG"] = {**layers["default"]["CONFIG"], "prefix": services_env["FRONTIER_CHANNEL_PREFIX"]}
     settings.CHANNEL_LAYERS = layers
     run = Run.objects.create(owner=user, name="idle")
-    with connect(ws_url(daphne_server, run.pk), additional_headers={"Cookie": session_cookie(user)}, origin=daphne_server.url, open_timeout=10) as ws:
+    with connect(ws_url(web_server, run.pk), additional_headers={"Cookie": session_cookie(user)}, origin=web_server.url, open_timeout=10) as ws:
         opened = time.monotonic()
         while (left := opened + 60 - time.monotonic()) > 0:
             try:
@@ -180,7 +180,7 @@ def test_a_redis_outage_mid_run_neither_kills_the_worker_nor_loses_the_run(servi
     task_set = refund_task_set(user)
     own_redis.start()
     env = {**services_env, "REDIS_URL": own_redis.url}
-    web = start_daphne(env, tmp_path / "daphne.log")
+    web = start_web(env, tmp_path / "web.log")
     worker = start_worker(env, tmp_path / "worker.log")
     cookie = session_cookie(user)
     seqs: list[int] = []

@@ -32,7 +32,7 @@ from tests.integration.conftest import (
     api_token,
     free_port,
     session_cookie,
-    start_daphne,
+    start_web,
     wait_until_serving,
 )
 from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
@@ -160,7 +160,7 @@ def test_a_run_against_a_real_llama_cpp_server_completes_with_real_usage_priced_
 
     # What a script with a token and a browser are shown, from a real server.
     token, (name, value) = api_token(user), session_cookie(user).split("=", 1)
-    web = start_daphne(services_env, tmp_path / "daphne.log")
+    web = start_web(services_env, tmp_path / "web.log")
     try:
         request = urllib.request.Request(f"{web.url}/api/runs/{run.pk}", headers={"Authorization": f"Bearer {token}"})
         with urllib.request.urlopen(request, timeout=30) as response:

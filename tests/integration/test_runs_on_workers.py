@@ -1,5 +1,5 @@
 """A real optimization run in distributed mode: launched here, executed by a
-`celery worker` process, streamed by a `daphne` process, and resumed by another
+`celery worker` process, streamed by a web process, and resumed by another
 worker when its first worker is killed."""
 
 import json
@@ -24,13 +24,13 @@ def assert_event_log_is_whole(run: Run) -> None:
     assert sorted(announced) == indices
 
 
-def test_a_demo_run_executes_in_a_worker_process_and_streams_to_a_websocket_client(daphne_server, celery_worker, user):
+def test_a_demo_run_executes_in_a_worker_process_and_streams_to_a_websocket_client(web_server, celery_worker, user):
     refund_verifier(user)
     task_set = refund_task_set(user)
     run = run_launch(owner=user, config=run_config(task_set, budget={"max_metric_calls": 60}))
 
     received = []
-    with connect(ws_url(daphne_server, run.pk), additional_headers={"Cookie": session_cookie(user)}, origin=daphne_server.url) as ws:
+    with connect(ws_url(web_server, run.pk), additional_headers={"Cookie": session_cookie(user)}, origin=web_server.url) as ws:
         while not received or received[-1]["type"] != "run.finished":
             received.append(json.loads(ws.recv(timeout=120)))
 

@@ -1,6 +1,6 @@
 """Several web processes behind one Redis (README "How it runs", several web processes):
 a run executed by a `celery worker` reaches a websocket client of each of two
-`daphne` processes, every event, in order, and each runs list gets the run's
+web processes, every event, in order, and each runs list gets the run's
 final row."""
 
 import json
@@ -17,13 +17,13 @@ from websockets.sync.client import connect
 
 from optimizer.models import RunStatus
 from optimizer.services import run_launch
-from tests.integration.conftest import ROOT, Process, _bin, free_port, session_cookie, start_daphne, wait_until_serving
+from tests.integration.conftest import ROOT, Process, _bin, free_port, session_cookie, start_web, wait_until_serving
 from tests.integration.test_distributed_mode import ws_url
 from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
 
 
-def test_a_client_of_each_of_two_daphne_processes_gets_every_event_of_a_run(services_env, celery_worker, user, tmp_path):
-    webs = [start_daphne(services_env, tmp_path / f"daphne-{n}.log") for n in range(2)]
+def test_a_client_of_each_of_two_web_processes_gets_every_event_of_a_run(services_env, celery_worker, user, tmp_path):
+    webs = [start_web(services_env, tmp_path / f"web-{n}.log") for n in range(2)]
     try:
         cookie = session_cookie(user)
         refund_verifier(user)
@@ -70,7 +70,7 @@ def start_compose_web(env: dict, log_path) -> Process:
     args = [_bin(command[0]), *("127.0.0.1" if a == "0.0.0.0" else str(port) if a == "8000" else a for a in command[1:])]  # noqa: S104
     process = Process(args, env, log_path)
     process.url = f"http://127.0.0.1:{port}"
-    wait_until_serving(process, process.url + "/login/", name="daphne", seconds=60)
+    wait_until_serving(process, process.url + "/login/", name="the web process", seconds=60)
     return process
 
 

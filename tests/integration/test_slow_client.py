@@ -1,8 +1,9 @@
 """A client that reads a big download slowly (a user on an ordinary link) makes
-the application wait instead of daphne buffering what the client has not read
-yet (dashboard/daphne_backpressure.py): daphne's memory stays flat, the body
-arrives whole, the connection can carry the next request, and a client that
-goes away mid-download ends the response and its export process."""
+the application wait instead of the web server buffering what the client has
+not read yet (uvicorn's write flow control): the server's memory stays flat,
+the body arrives whole, the connection can carry the next request, and a
+client that goes away or stalls mid-download ends the response and its export
+process."""
 
 from __future__ import annotations
 
@@ -19,11 +20,12 @@ import pytest
 from optimizer.export import run_export_stream
 from optimizer.models import Evaluation
 from tests.factories import recorded_run
-from tests.integration.conftest import session_cookie, start_daphne
+from tests.integration.conftest import session_cookie, start_web
 from tests.integration.test_export_process import _export_children
 
 OUTPUT = "The refund window is 30 days. " * 6000  # 180 KB per evaluation
 BODY_MB = 400 * len(OUTPUT) / 1e6  # 20 candidates × 20 tasks: ~72 MB
+STALLED_SECONDS = 3
 
 
 def _rss_mb(pid: int) -> float:
@@ -64,20 +66,21 @@ def _big_run(user):
 
 @pytest.fixture
 def served(services_env, user, tmp_path):
-    """A big run and a small one, served by daphne (every export through an
-    export process); yields (big, small, web, cookie) and stops daphne after,
-    checking its log is clean."""
+    """A big run and a small one, served by a web process (every export through
+    an export process; a client stalled for STALLED_SECONDS is disconnected);
+    yields (big, small, web, cookie) and stops the server after, checking its
+    log is clean."""
     runs = _big_run(user), recorded_run(user, candidates=2, val_tasks=2, name="small")
-    web = start_daphne(dict(services_env, FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS="1"), tmp_path / "daphne.log")
+    web = start_web(dict(services_env, FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS="1",
+                         FRONTIER_STALLED_CLIENT_SECONDS=str(STALLED_SECONDS)), tmp_path / "web.log")
     try:
         yield (*runs, web, session_cookie(user))
-        log = web.log()
-        assert "Traceback" not in log and "Producer was not unregistered" not in log
+        assert "Traceback" not in web.log()
     finally:
         web.stop()
 
 
-def test_a_slow_client_downloading_a_big_export_leaves_daphne_s_memory_flat_and_gets_every_byte(served):
+def test_a_slow_client_gets_every_byte_of_a_big_export_and_the_server_stays_small(served):
     run, small, web, cookie = served
     expected = hashlib.sha256()
     for chunk in run_export_stream(run):
@@ -101,9 +104,9 @@ def test_a_slow_client_downloading_a_big_export_leaves_daphne_s_memory_flat_and_
     sampler.done.set()
     sampler.join()
     growth = sampler.peak - before
-    print(f"{size / 1e6:.0f} MB in {seconds:.1f} s; daphne {before:.0f} MB -> peak {sampler.peak:.0f} MB")
+    print(f"{size / 1e6:.0f} MB in {seconds:.1f} s; server {before:.0f} MB -> peak {sampler.peak:.0f} MB")
     assert size > 0.9 * BODY_MB * 1e6 and got.hexdigest() == expected.hexdigest()
-    assert growth < BODY_MB / 3, f"daphne grew by {growth:.0f} MB for a {size / 1e6:.0f} MB body read slowly"
+    assert growth < BODY_MB / 3, f"the server grew by {growth:.0f} MB for a {size / 1e6:.0f} MB body read slowly"
     # The same keep-alive connection carries the next request.
     connection.request("GET", f"/runs/{small.pk}/export.json", headers={"Cookie": cookie})
     assert connection.getresponse().read()
@@ -129,3 +132,23 @@ def test_a_slow_client_that_goes_away_mid_download_ends_the_response_and_its_exp
     other.request("GET", f"/runs/{small.pk}/export.json", headers={"Cookie": cookie})
     assert other.getresponse().status == 200
     other.close()
+
+
+def test_a_client_that_stops_reading_mid_download_is_disconnected_after_the_stall_time(served):
+    run, small, web, cookie = served
+    connection = _slow_connection(web.url)
+    connection.request("GET", f"/runs/{run.pk}/export.json", headers={"Cookie": cookie})
+    response = connection.getresponse()
+    assert response.status == 200 and response.read(1_000_000)
+    assert len(_export_children(web.popen.pid)) == 1
+    time.sleep(STALLED_SECONDS + 3)  # reading nothing: the server's send waits, then gives up
+    assert _export_children(web.popen.pid) == []
+    rest = 0
+    try:
+        while piece := response.read(1024 * 1024):  # what was in the sockets' buffers, then the end
+            rest += len(piece)
+    except (http.client.IncompleteRead, ConnectionResetError) as error:
+        rest += len(getattr(error, "partial", b""))
+    assert 1_000_000 + rest < 0.5 * BODY_MB * 1e6
+    assert "read nothing of a response for 3 s: disconnecting it" in web.log()
+    connection.close()

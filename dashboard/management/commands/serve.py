@@ -1,28 +1,40 @@
-"""`manage.py serve`: the dashboard under daphne, plus (embedded mode) a Celery
-worker inside the same process, so one command runs the whole product."""
+"""`manage.py serve`: the dashboard under uvicorn (dashboard/server.py), plus
+(embedded mode) a Celery worker inside the same process, so one command runs
+the whole product. Distributed mode serves the same way, without the worker."""
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 
+import uvicorn
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from dashboard.server import server_config
+
 
 class Command(BaseCommand):
-    help = "Serve the dashboard with daphne; in embedded mode also start the in-process Celery worker."
+    help = "Serve the dashboard with uvicorn; in embedded mode also start the in-process Celery worker."
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--no-worker", action="store_true", help="Do not start the embedded worker")
+        parser.add_argument("--proxy-headers", action="store_true",
+                            help="Behind a proxy: take the client's address and scheme from X-Forwarded-For/-Proto")
+        parser.add_argument("--forwarded-allow-ips", default=None,
+                            help="Proxy addresses whose forwarded headers are trusted (uvicorn's; default "
+                                 "$FORWARDED_ALLOW_IPS or 127.0.0.1; '*' trusts any)")
+        parser.add_argument("--access-log", action="store_true", help="Log every request")
 
-    def handle(self, *args, host, port, no_worker, **options):
-        from daphne.cli import CommandLineInterface
-
-        if settings.EMBEDDED and settings.EMBEDDED_WORKER and not no_worker:
+    def handle(self, *args, host, port, no_worker, proxy_headers, forwarded_allow_ips, access_log, **options):
+        config = server_config(host=host, port=port, proxy_headers=proxy_headers,
+                               forwarded_allow_ips=forwarded_allow_ips, access_log=access_log)
+        embedded_worker = settings.EMBEDDED and settings.EMBEDDED_WORKER and not no_worker
+        if embedded_worker:
             from dashboard.embedded import ensure_worker
 
             from optimizer.queued_runs import QueuedRunPoller
@@ -34,14 +46,19 @@ class Command(BaseCommand):
         elif not settings.EMBEDDED:
             self.stderr.write("Distributed mode: runs execute on `celery -A dashboard worker` processes.")
         self.stderr.write(f"Serving Frontier at http://{host}:{port}/ (Ctrl-C stops it)")
-        CommandLineInterface().run(["--bind", host, "--port", str(port), "dashboard.asgi:application"])
-        # Daphne returns on Ctrl-C (SIGINT) or SIGTERM. A run on the embedded worker's
-        # threads must not go on into interpreter shutdown: its next step would fail
-        # ("cannot schedule new futures after interpreter shutdown") and mark the run
-        # failed, with tracebacks on the terminal. Leave it as a worker crash leaves it
-        # (running, heartbeat going stale, checkpoint on disk): the orphaned-runs
-        # watchdog resumes it when the server starts again.
-        if settings.EMBEDDED and settings.EMBEDDED_WORKER and not no_worker:
+        # uvicorn handles Ctrl-C (SIGINT) and SIGTERM itself (it closes connections and
+        # websockets, then returns) and raises the signal again once it has; these
+        # handlers take that second delivery, so stopping is an exit, not a traceback.
+        for stop in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(stop, lambda *_: None)
+        uvicorn.Server(config).run()
+        # A run on the embedded worker's threads must not go on into interpreter
+        # shutdown: its next step would fail ("cannot schedule new futures after
+        # interpreter shutdown") and mark the run failed, with tracebacks on the
+        # terminal. Leave it as a worker crash leaves it (running, heartbeat going
+        # stale, checkpoint on disk): the orphaned-runs watchdog resumes it when the
+        # server starts again.
+        if embedded_worker:
             self.stderr.write("Stopped. A run in progress resumes from its checkpoint when the server starts again.")
             logging.shutdown()
             sys.stdout.flush()
