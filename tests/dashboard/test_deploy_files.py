@@ -22,3 +22,4 @@ def test_the_web_service_scales_behind_a_proxy_that_passes_websockets():
     assert proxy["ports"] == ["8000:8000"] and "--proxy-headers" in web["command"]
     nginx = compose["configs"]["nginx"]["content"]
     assert "server web:8000;" in nginx and "proxy_set_header Upgrade $$http_upgrade;" in nginx  # $$: Compose's escape
+    assert "client_max_body_size 52m;" in nginx and "proxy_buffering on;" in nginx  # slow clients are nginx's to absorb

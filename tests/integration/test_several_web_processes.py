@@ -15,6 +15,7 @@ import pytest
 import yaml
 from websockets.sync.client import connect
 
+from optimizer.export import run_export_stream
 from optimizer.models import RunStatus
 from optimizer.services import run_launch
 from tests.integration.conftest import ROOT, Process, _bin, free_port, session_cookie, start_web, wait_until_serving
@@ -105,9 +106,10 @@ def start_compose_proxy(webs: list, tmp_path) -> Process:
 
 
 def test_the_compose_proxy_spreads_pages_and_live_sockets_over_two_web_processes(services_env, celery_worker, user, tmp_path):
-    """docker-compose.yml's own nginx config and web command, run for real: a
-    browser's requests through the proxy reach both web processes, its websockets
-    are upgraded through it, and a viewer on each gets every event of a run."""
+    """docker-compose.yml's own nginx config (buffering on) and web command, run
+    for real: a browser's requests through the proxy reach both web processes,
+    its websockets are upgraded through it, a viewer on each gets every event of
+    a run, and the run's export streams through it whole."""
     webs = [start_compose_web(services_env, tmp_path / f"web-{n}.log") for n in range(2)]
     proxy = None
     try:
@@ -139,6 +141,12 @@ def test_the_compose_proxy_spreads_pages_and_live_sockets_over_two_web_processes
         assert run.status == RunStatus.COMPLETED, run.error
         log = [e.as_message() for e in run.events.order_by("seq")]
         assert received[0] == log and received[1] == log
+        # An export through the buffering proxy arrives streamed (chunked, as the
+        # web process writes it), byte for byte.
+        request = urllib.request.Request(proxy.url + f"/runs/{run.pk}/export.json", headers={"Cookie": cookie})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.headers["Transfer-Encoding"] == "chunked" and response.headers["Content-Length"] is None
+            assert response.read() == b"".join(run_export_stream(run))
         served = (tmp_path / "nginx-access.log").read_text()
         for web in webs:  # each process answered pages and one of the two sockets (101: upgraded)
             address = web.url.removeprefix("http://")
