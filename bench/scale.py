@@ -140,7 +140,8 @@ def build_scale_run(*, owner, candidates: int, val_tasks: int, seed: int = 11):
 
     from optimizer import event_types as ev
     from optimizer.front import front_members
-    from optimizer.models import Candidate, Origin, Run, RunEvent, RunStatus, Split, Task, TaskSet, run_progress, store_rejected_marks
+    from optimizer.models import Candidate, Origin, Run, RunEvent, RunStatus, run_progress, store_rejected_marks
+    from optimizer.tasksets.models import Split, Task, TaskSet
     from optimizer.val_summary import val_summary
 
     rng = random.Random(seed)

@@ -32,7 +32,7 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
 from optimizer.models import TaskSet  # noqa: E402
-from optimizer.taskset_services import taskset_import, taskset_import_preview  # noqa: E402
+from optimizer.tasksets.services import taskset_import, taskset_import_preview  # noqa: E402
 
 
 def write_csv(path: Path, rows: int) -> None:

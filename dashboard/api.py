@@ -185,10 +185,10 @@ def _mount_routers() -> None:
     # simply exposes an empty router.
     from optimizer.api import router as runs_router
     from optimizer.external_api import router as external_router
-    from optimizer.taskset_api import router as tasksets_router
+    from optimizer.tasksets.api import router as tasksets_router
     from verifiers_app.api import router as verifiers_router
 
-    from optimizer.taskset_services import TaskSetInUse
+    from optimizer.tasksets.services import TaskSetInUse
     from verifiers_app.services import VerifierInUse, VerifierNotFound
 
     api.add_exception_handler(TaskSetInUse, lambda request, exc: _error(request, 409, str(exc)))

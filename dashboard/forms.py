@@ -8,8 +8,8 @@ from __future__ import annotations
 from django import forms
 from django.core import validators
 
-from optimizer.models import Split
-from optimizer.taskset_files import DEFAULT_SPLIT_RATIOS, FORMATS, DefaultSplit, FieldMapping
+from optimizer.tasksets.models import Split
+from optimizer.tasksets.files import DEFAULT_SPLIT_RATIOS, FORMATS, DefaultSplit, FieldMapping
 from verifiers_app.engine import SpecError
 from verifiers_app.services import spec_from_json
 from verifiers_app.storable import without_nul

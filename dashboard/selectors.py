@@ -24,7 +24,8 @@ from django.db.models.functions import Cast
 from optimizer import event_types as ev
 from optimizer.budget import format_cost, run_pricing
 from optimizer.config import DEMO_MODEL_LABEL, lm_is_simulator
-from optimizer.models import Candidate, Evaluation, ModelEndpoint, RejectedProposal, Run, RunEvent, Split, TaskSet
+from optimizer.models import Candidate, Evaluation, ModelEndpoint, RejectedProposal, Run, RunEvent
+from optimizer.tasksets.models import Split, TaskSet
 from optimizer.selectors import run_summary
 from optimizer.val_summary import fill_val_summaries
 from verifiers_app.models import Verifier

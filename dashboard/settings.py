@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "ninja",
     "dashboard",
     "verifiers_app",
+    "optimizer.tasksets",
     "optimizer",
 ]
 

@@ -5,7 +5,8 @@ watches its charts move. Idempotent: one demo run per example set."""
 
 from __future__ import annotations
 
-from optimizer.models import Run, RunStatus, TaskSet
+from optimizer.models import Run, RunStatus
+from optimizer.tasksets.models import TaskSet
 from optimizer.services import run_launch
 
 DEMO_TASK_SET = "Refund tickets"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from optimizer.taskset_services import taskset_import
+from optimizer.tasksets.services import taskset_import
 from verifiers_app.services import spec_from_json, verifier_upsert
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"

@@ -26,7 +26,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, 
 
 from optimizer.config import RunConfigError, parse_run_config
 from optimizer.val_summary import fill_val_summaries
-from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, RunStatus, Split, run_progress, store_rejected_marks
+from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, RunStatus, run_progress, store_rejected_marks
+from optimizer.tasksets.models import Split
 from verifiers_app.engine.errors import validation_problems
 from verifiers_app.storable import MAX_JSON_DEPTH, depth_problem, storage_problems
 

@@ -28,7 +28,8 @@ from optimizer.claims import RunClaim
 from optimizer.config import MAX_METRIC_CALLS, config_problems
 from optimizer.events import publish_run_event
 from optimizer.export import MAX_TEXT, Count
-from optimizer.models import Origin, Run, RunKind, RunStatus, Split, TaskSet, run_progress
+from optimizer.models import Origin, Run, RunKind, RunStatus, run_progress
+from optimizer.tasksets.models import Split, TaskSet
 from optimizer.recorder import MAX_REASONING_CHARS, RunRecorder, item_payload, preview
 from verifiers_app.engine.aggregate import Thresholds
 

@@ -36,7 +36,8 @@ from optimizer.claims import ClaimLost, RunClaim, retry_db
 from optimizer.events import publish_run_event, publish_run_events
 from optimizer.front import front_members
 from optimizer.budget import BudgetReached, BudgetGuard, UsageMeter, UsageSnapshot
-from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, Split, run_progress
+from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, run_progress
+from optimizer.tasksets.models import Split
 from optimizer.val_summary import val_summary
 
 log = logging.getLogger(__name__)

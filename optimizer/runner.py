@@ -35,7 +35,8 @@ from optimizer.events import publish_run_event, publish_run_events, publishing_i
 from optimizer.gepa_checkpoint import LeanCheckpoint
 from optimizer.lm import LMConfig, LMError, ReflectionCallable, build_candidate_proposer, build_lm
 from optimizer.lm.config import coerce_config
-from optimizer.models import Candidate, Run, RunStatus, Split
+from optimizer.models import Candidate, Run, RunStatus
+from optimizer.tasksets.models import Split
 from optimizer.recorder import RunRecorder
 from optimizer.run_status import run_set_status
 from optimizer.recording_thread import RecorderThread

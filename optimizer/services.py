@@ -28,7 +28,8 @@ from optimizer.events import publish_run_event
 from optimizer.run_status import run_set_status
 from optimizer.limits import active_runs_problem, budget_problem, launch_problems, run_limits_for
 from optimizer.lm import LMConfig, check_endpoint
-from optimizer.models import Candidate, ModelEndpoint, Run, RunStatus, TaskSet
+from optimizer.models import Candidate, ModelEndpoint, Run, RunStatus
+from optimizer.tasksets.models import TaskSet
 from verifiers_app.engine import SpecError, compile_specs, validate_task
 from verifiers_app.models import Verifier
 

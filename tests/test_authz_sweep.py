@@ -86,7 +86,8 @@ def fingerprint() -> dict:
     """The owner's rows, as a write by someone else would change them (the others
     may create rows of their own)."""
     from dashboard.models import ApiToken
-    from optimizer.models import Candidate, Task, TaskSet
+    from optimizer.models import Candidate
+    from optimizer.tasksets.models import Task, TaskSet
 
     return {
         "runs": list(Run.objects.filter(owner__username="alice").order_by("pk").values_list("pk", "name", "status", "stop_requested", "cancel_requested",

@@ -17,16 +17,16 @@ from django.views.decorators.http import require_POST
 from dashboard.forms import (
     AssignSplitForm, SplitForm, TaskForm, TaskImportConfirmForm, TaskImportForm, TaskImportUploadForm,
 )
-from optimizer.models import Split, Task, TaskSet
+from optimizer.tasksets.models import Split, Task, TaskSet
 from optimizer import selectors
 from optimizer.downloads import streaming_download
 from optimizer.import_uploads import upload_discard, upload_keep, upload_path
-from optimizer.taskset_services import (
+from optimizer.tasksets.services import (
     TaskSetInUse, task_update, taskset_assign_split, taskset_delete, taskset_duplicate, taskset_export_lines,
     taskset_import, taskset_split,
 )
-from optimizer.taskset_services import taskset_import_preview as services_import_preview
-from optimizer.taskset_files import DEFAULT_SOURCES, DEFAULT_SPLIT_RATIOS, FORMATS, MAX_FILE_BYTES, FieldMapping
+from optimizer.tasksets.services import taskset_import_preview as services_import_preview
+from optimizer.tasksets.files import DEFAULT_SOURCES, DEFAULT_SPLIT_RATIOS, FORMATS, MAX_FILE_BYTES, FieldMapping
 from verifiers_app.engine import SpecError
 from verifiers_app.storable import without_nul
 

@@ -6,7 +6,8 @@ import pytest
 from django.contrib.auth import authenticate
 from django.core.management import call_command
 
-from optimizer.models import Run, RunStatus, Task, TaskSet
+from optimizer.models import Run, RunStatus
+from optimizer.tasksets.models import Task, TaskSet
 from verifiers_app.models import Verifier
 
 

@@ -36,7 +36,7 @@ run = recorded_run(owner, candidates=4, val_tasks=4, holdout_tasks=2, name="CSP 
 verifier = Verifier.objects.filter(owner=owner).order_by("pk").first()
 verifier_update(verifier=verifier, spec={{**verifier.spec, "passThreshold": 0.5}}, user=owner)
 token, _ = api_token_create(user=owner, name="csp sweep")
-from optimizer.models import TaskSet
+from optimizer.tasksets.models import TaskSet
 example = TaskSet.objects.filter(owner=owner, tasks__split="train").exclude(pk=run.task_set_id).order_by("pk").first()
 print(json.dumps({{"example_set": example.pk, "run_id": run.pk, "index": 0, "slug": verifier.slug, "pk": run.task_set_id,
                   "task_pk": run.task_set.tasks.first().pk, "token_pk": token.pk}}))

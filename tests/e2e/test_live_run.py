@@ -17,7 +17,7 @@ pytestmark = pytest.mark.e2e
 
 SEED_DATA = """
 from django.contrib.auth import get_user_model
-from optimizer.models import Task, TaskSet
+from optimizer.tasksets.models import Task, TaskSet
 from verifiers_app.services import verifier_create
 owner = get_user_model().objects.get(username={username!r})
 verifier_create(owner=owner, spec={{"id": "e2e-refund", "name": "E2E refund", "kind": "native",

@@ -26,7 +26,7 @@ import json
 from django.contrib.auth import get_user_model
 from optimizer.demo_run import demo_config
 from optimizer.examples import load_examples
-from optimizer.models import TaskSet
+from optimizer.tasksets.models import TaskSet
 from optimizer.services import run_launch
 from pathlib import Path
 from tests.factories import recorded_run

@@ -23,7 +23,8 @@ import pytest
 from playwright.sync_api import expect
 
 from optimizer.budget import format_cost
-from optimizer.models import Evaluation, ModelEndpoint, Run, RunEvent, RunStatus, Task
+from optimizer.models import Evaluation, ModelEndpoint, Run, RunEvent, RunStatus
+from optimizer.tasksets.models import Task
 from optimizer.services import run_launch
 from tests.e2e.conftest import chromium, progress_only
 from tests.integration.conftest import (

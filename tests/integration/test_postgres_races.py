@@ -7,9 +7,9 @@ import threading
 import pytest
 from django.db import connection
 
-from optimizer.models import Task
-from optimizer.taskset_services import taskset_import
-from tests.optimizer.test_taskset_import import ROWS, jsonl
+from optimizer.tasksets.models import Task
+from optimizer.tasksets.services import taskset_import
+from tests.tasksets.test_import import ROWS, jsonl
 from tests.verifiers.test_services import SPEC
 from verifiers_app.engine import SpecError
 from verifiers_app.models import Verifier

@@ -6,7 +6,8 @@ from tests/factories.py instead."""
 
 from __future__ import annotations
 
-from optimizer.models import Run, Task, TaskSet
+from optimizer.models import Run
+from optimizer.tasksets.models import Task, TaskSet
 from verifiers_app.services import verifier_create
 
 REFUND_SPEC = {

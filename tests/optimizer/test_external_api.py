@@ -211,7 +211,7 @@ def test_an_external_run_compares_with_a_native_run_of_its_task_set_and_its_best
 
 
 def test_a_task_set_the_user_cannot_see_is_refused_naming_the_field(tracker, other_user):
-    from optimizer.models import TaskSet
+    from optimizer.tasksets.models import TaskSet
 
     hidden = TaskSet.objects.create(owner=other_user, name="theirs")
     response = tracker.open(task_set_id=hidden.pk)

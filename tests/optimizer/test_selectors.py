@@ -77,7 +77,7 @@ def test_the_runs_list_leaves_archived_runs_out_unless_asked(user):
 
 
 def test_a_shared_task_set_is_readable_but_only_its_owner_may_change_it(user, other_user):
-    from optimizer.models import TaskSet
+    from optimizer.tasksets.models import TaskSet
 
     task_set = TaskSet.objects.create(owner=other_user, name="theirs")
     with pytest.raises(Http404):

@@ -159,7 +159,7 @@ HOSTILE_BODIES = [
 
 @pytest.mark.parametrize(("url", "body"), HOSTILE_BODIES, ids=[f"{u} {b[:40]}" for u, b in HOSTILE_BODIES])
 def test_hostile_request_bodies_get_a_4xx_json_error_and_save_nothing(user_client, url, body):
-    from optimizer.models import TaskSet
+    from optimizer.tasksets.models import TaskSet
 
     response = user_client.post(url, body, content_type="application/json")
     assert 400 <= response.status_code < 500

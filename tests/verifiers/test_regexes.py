@@ -80,7 +80,7 @@ def test_creating_a_verifier_refuses_it_with_the_field(db, user):
 
 
 def test_a_task_row_whose_regex_match_pattern_is_too_costly_is_refused_at_import(user):
-    from optimizer.taskset_services import taskset_import
+    from optimizer.tasksets.services import taskset_import
 
     rows = ('{"task_id": "a", "input": "x", "expected": "a{1000000000}", "verifier": {"kind": "in_process", "fn_name": "regex_match"}}\n'
             '{"task_id": "b", "input": "x", "verifier": {"kind": "in_process", "fn_name": "regex_match", "expected": "(x{2000})"}}')

@@ -41,7 +41,7 @@ def test_a_spec_file_nested_too_deeply_is_a_spec_error_naming_the_file():
 
 
 def test_a_jsonl_task_line_nested_too_deeply_names_file_and_line(user):
-    from optimizer.taskset_services import taskset_import
+    from optimizer.tasksets.services import taskset_import
 
     line = json.dumps({"task_id": "a", "input": "x", "expected": nested(150)})
     with pytest.raises(SpecError, match=r"tasks\.jsonl line 2: expected\[0\]\[0\]: nested more than 100 levels deep"):

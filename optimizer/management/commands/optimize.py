@@ -30,12 +30,13 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from optimizer.config import RunConfigError
-from optimizer.models import Run, RunStatus, TaskSet
+from optimizer.models import Run, RunStatus
+from optimizer.tasksets.models import TaskSet
 from optimizer.queued_runs import server_is_alive
 from optimizer.runner import execute_run
 from optimizer.selectors import run_wait_summary
 from optimizer.services import RunStateError, run_cancel, run_launch, run_resume, run_snapshot_warnings, run_stop
-from optimizer.taskset_services import taskset_import
+from optimizer.tasksets.services import taskset_import
 from verifiers_app.engine import SpecError
 from verifiers_app.services import verifier_resolve
 

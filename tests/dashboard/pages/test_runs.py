@@ -10,7 +10,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from optimizer.models import ModelEndpoint, Run, RunStatus, Split, Task, TaskSet
+from optimizer.models import ModelEndpoint, Run, RunStatus
+from optimizer.tasksets.models import Split, Task, TaskSet
 from tests.factories import recorded_run
 from verifiers_app.services import verifier_create
 

@@ -4,8 +4,8 @@ from urllib.parse import parse_qsl
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from optimizer.models import Task, TaskSet
-from optimizer.taskset_services import taskset_import
+from optimizer.tasksets.models import Task, TaskSet
+from optimizer.tasksets.services import taskset_import
 
 pytestmark = pytest.mark.django_db
 

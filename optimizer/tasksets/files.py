@@ -37,7 +37,7 @@ from typing import Any, BinaryIO, Callable, Iterator
 
 import yaml
 
-from optimizer.models import Split
+from optimizer.tasksets.models import Split
 from verifiers_app.engine import SpecError, validate_task
 from verifiers_app.storable import MAX_JSON_DEPTH, JsonTooDeep, depth_problem, parse_json, storage_problems
 

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from optimizer.models import RunStatus, Task, TaskSet
-from optimizer.taskset_services import taskset_import
+from optimizer.models import RunStatus
+from optimizer.tasksets.models import Task, TaskSet
+from optimizer.tasksets.services import taskset_import
 from tests.factories import recorded_run
 
 pytestmark = pytest.mark.django_db

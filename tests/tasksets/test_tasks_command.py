@@ -6,7 +6,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from optimizer.models import TaskSet
+from optimizer.tasksets.models import TaskSet
 
 pytestmark = pytest.mark.django_db
 

@@ -10,8 +10,9 @@ from typing import BinaryIO, Iterator
 
 from django.db import transaction
 
-from optimizer.models import Run, Split, Task, TaskSet
-from optimizer.taskset_files import (
+from optimizer.models import Run
+from optimizer.tasksets.models import Split, Task, TaskSet
+from optimizer.tasksets.files import (
     DefaultSplit, FieldMapping, ScanReport, TaskFile, deal_splits, iter_task_rows, scan_task_file,
 )
 from verifiers_app.api_errors import split_problem

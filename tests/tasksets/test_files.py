@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from optimizer.models import Task, TaskSet
-from optimizer.taskset_services import taskset_import, taskset_import_preview
-from optimizer.taskset_files import DefaultSplit, FieldMapping, deal_splits
+from optimizer.tasksets.models import Task, TaskSet
+from optimizer.tasksets.services import taskset_import, taskset_import_preview
+from optimizer.tasksets.files import DefaultSplit, FieldMapping, deal_splits
 from verifiers_app.engine import SpecError, score
 
 pytestmark = pytest.mark.django_db

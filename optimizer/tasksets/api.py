@@ -10,12 +10,12 @@ from typing import Any, Literal
 from django.http import StreamingHttpResponse
 from ninja import Field, Router, Schema, Status
 
-from optimizer.models import TaskSet
+from optimizer.tasksets.models import TaskSet
 from optimizer.selectors import taskset_for_user, taskset_list
-from optimizer.taskset_services import (
+from optimizer.tasksets.services import (
     taskset_delete, taskset_duplicate, taskset_export_lines, taskset_import, taskset_import_preview,
 )
-from optimizer.taskset_files import DEFAULT_SPLIT_RATIOS, MAX_FILE_BYTES, DefaultSplit, FieldMapping
+from optimizer.tasksets.files import DEFAULT_SPLIT_RATIOS, MAX_FILE_BYTES, DefaultSplit, FieldMapping
 from verifiers_app.api_errors import ErrorOut, Problem
 from verifiers_app.storable import without_nul
 

@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 
 from dashboard.account_services import api_token_create
-from optimizer.models import TaskSet
+from optimizer.tasksets.models import TaskSet
 
 pytestmark = pytest.mark.django_db
 
