@@ -60,11 +60,11 @@ import logging  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
-from optimizer.adapter import FrontierAdapter  # noqa: E402
-from optimizer.budget import MeteredLM, Price, BudgetGuard, UsageMeter  # noqa: E402
+from optimizer.runs.adapter import FrontierAdapter  # noqa: E402
+from optimizer.runs.budget import MeteredLM, Price, BudgetGuard, UsageMeter  # noqa: E402
 from optimizer.lm import build_lm  # noqa: E402
 from optimizer.models import Candidate, Run, Split, run_progress  # noqa: E402
-from optimizer.recorder import RunRecorder  # noqa: E402
+from optimizer.runs.recorder import RunRecorder  # noqa: E402
 from verifiers_app.engine import compile_specs  # noqa: E402
 
 logging.disable(logging.WARNING)

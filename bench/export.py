@@ -104,7 +104,7 @@ async def watch(user, port: int, run, viewers: int, phases: dict, stop: threadin
     def publish() -> None:
         from django.db import close_old_connections, transaction
 
-        from optimizer.events import publish_run_event
+        from optimizer.runs.events import publish_run_event
 
         while not stop.is_set():
             with transaction.atomic():

@@ -41,8 +41,8 @@ import json, random, sys, time
 import django
 django.setup()
 from django.db import transaction
-from optimizer import event_types as ev
-from optimizer.events import publish_run_events
+from optimizer.runs import event_types as ev
+from optimizer.runs.events import publish_run_events
 
 run_id, rate, seconds, tasks, out = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 rng = random.Random(1)

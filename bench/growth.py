@@ -2,7 +2,7 @@
 and the worker as it goes.
 
 Runs one demo-simulator run of --calls metric calls (default 20,000) in a
-worker process (`optimizer.runner.execute_run`, what the Celery task runs) on a
+worker process (`optimizer.runs.runner.execute_run`, what the Celery task runs) on a
 scratch PostgreSQL database, and prints:
 
 - per table, `pg_total_relation_size` growth per 1,000 metric calls, for the
@@ -32,7 +32,7 @@ sys.path.insert(0, str(HERE.parent))
 import live  # noqa: E402  (scratch database helpers)
 
 TABLES = ("optimizer_run", "optimizer_runprogress", "optimizer_candidate", "optimizer_evaluation", "optimizer_runevent")
-WORKER = "import sys, django; django.setup(); from optimizer.runner import execute_run; print(execute_run(int(sys.argv[1])))"
+WORKER = "import sys, django; django.setup(); from optimizer.runs.runner import execute_run; print(execute_run(int(sys.argv[1])))"
 
 
 def rss_mb(pid: int) -> float | None:

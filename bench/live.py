@@ -5,7 +5,7 @@
    after one warm-up). Targets: ≤ 2 MB, ≤ 300 ms.
 2. Starts a web process (`manage.py serve`) on that database with the channels-redis layer, connects 20
    websocket clients to the run (`/ws/runs/<id>/?after=<last seq>`), publishes
-   events with `optimizer.events.publish_run_event` and prints the median and
+   events with `optimizer.runs.events.publish_run_event` and prints the median and
    p95 latency from each event's commit to its arrival at every client.
    Target: p95 ≤ 100 ms.
 3. The same for the runs list: 20 clients on `/ws/runs/` and run.budget
@@ -120,7 +120,7 @@ def publish_events(run_id: int, count: int, interval: float, commits: dict[int, 
     """Publish `count` events; record when each one's transaction committed."""
     from django.db import close_old_connections, transaction
 
-    from optimizer.events import publish_run_event
+    from optimizer.runs.events import publish_run_event
 
     for i in range(count):
         with transaction.atomic():

@@ -37,10 +37,10 @@ import logging  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
-from optimizer import event_types as ev  # noqa: E402
+from optimizer.runs import event_types as ev  # noqa: E402
 from optimizer.examples import load_examples  # noqa: E402
 from optimizer.models import Run, TaskSet  # noqa: E402
-from optimizer.runner import execute_run  # noqa: E402
+from optimizer.runs.runner import execute_run  # noqa: E402
 from optimizer.services import run_launch  # noqa: E402
 
 logging.disable(logging.WARNING)

@@ -25,7 +25,7 @@ improves and is accepted.
        max_litellm_workers = 16, reflection_lm the same string (needs litellm:
        `make install-bench`); (a') the same DefaultAdapter with a callable task
        LM on a 16-thread pool (our openai client; writes nothing anywhere);
-   (b) ours = the whole runner (`optimizer.runner.execute_run`: adapter at
+   (b) ours = the whole runner (`optimizer.runs.runner.execute_run`: adapter at
        concurrency 16, recorder, DB rows, events, checkpoint);
    (c) the latency floor: the sequential LM rounds the run needs (an evaluation
        of n tasks is ceil(n / 16) rounds, a reflection one) x 100 ms.
@@ -37,7 +37,7 @@ improves and is accepted.
    `--overhead-repeats` interleaved runs of each, medians. Ours minus bare
    gepa without a run_dir is our overhead, checkpoint included (target ≤ 10
    ms). Also prints how much of gepa's time is `_log_candidate_tree` (docs/gepa-notes.md
-   §10; our runs skip it, optimizer/gepa_checkpoint.py).
+   §10; our runs skip it, optimizer/runs/checkpoint.py).
 """
 
 from __future__ import annotations
@@ -75,11 +75,11 @@ from django.core.management import call_command  # noqa: E402
 import gepa  # noqa: E402
 from gepa.adapters.default_adapter.default_adapter import DefaultAdapter, EvaluationResult  # noqa: E402
 from gepa.core.engine import GEPAEngine  # noqa: E402
-from optimizer import runner  # noqa: E402
-from optimizer.adapter import FrontierAdapter  # noqa: E402
+from optimizer.runs import runner  # noqa: E402
+from optimizer.runs.adapter import FrontierAdapter  # noqa: E402
 from optimizer.lm import ReflectionCallable, build_lm, build_reflection_lm  # noqa: E402
 from optimizer.models import Run, Task, TaskSet  # noqa: E402
-from optimizer.recording_thread import RecorderThread  # noqa: E402
+from optimizer.runs.recording_thread import RecorderThread  # noqa: E402
 from optimizer.services import run_launch  # noqa: E402
 from verifiers_app.engine import compile_specs  # noqa: E402
 from verifiers_app.services import verifier_create  # noqa: E402

@@ -138,7 +138,7 @@ def build_scale_run(*, owner, candidates: int, val_tasks: int, seed: int = 11):
     from django.db import connection, transaction
     from django.utils import timezone
 
-    from optimizer import event_types as ev
+    from optimizer.runs import event_types as ev
     from optimizer.front import front_members
     from optimizer.models import Candidate, Origin, Run, RunEvent, RunStatus, run_progress, store_rejected_marks
     from optimizer.tasksets.models import Split, Task, TaskSet

@@ -38,8 +38,8 @@ import logging  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
-from optimizer import runner  # noqa: E402
-from optimizer.adapter import FrontierAdapter  # noqa: E402
+from optimizer.runs import runner  # noqa: E402
+from optimizer.runs.adapter import FrontierAdapter  # noqa: E402
 from optimizer.lm import LMError, build_lm, check_endpoint  # noqa: E402
 from optimizer.models import Candidate, Run  # noqa: E402
 from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer, completion, error_body  # noqa: E402
@@ -124,7 +124,7 @@ def embedded_push(owner) -> None:
 
     from dashboard.embedded import ensure_worker, stop_worker
     from dashboard.celery_tasks import worker_ping
-    from optimizer.events import run_group
+    from optimizer.runs.events import run_group
     from optimizer.models import RunStatus
 
     run = Run.objects.create(owner=owner, name="push", status=RunStatus.COMPLETED)

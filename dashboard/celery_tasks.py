@@ -4,8 +4,8 @@ import socket
 
 from celery import shared_task
 
-from optimizer import event_types as ev
-from optimizer.events import publish_run_event
+from optimizer.runs import event_types as ev
+from optimizer.runs.events import publish_run_event
 
 
 @shared_task(name="dashboard.worker_ping")

@@ -23,7 +23,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.contrib.auth import get_user_model
 
-from optimizer.events import RUNS_GROUP, run_group
+from optimizer.runs.events import RUNS_GROUP, run_group
 from optimizer.models import Run, RunEvent
 
 REPLAY_BATCH = 500
@@ -145,7 +145,7 @@ class RunConsumer(GroupMessagesOnTheLoop, AsyncJsonWebsocketConsumer):
 
     async def run_events(self, message):
         """A batch of events committed together: `events` is [[seq, JSON text]],
-        encoded once by the publisher (optimizer.events) instead of once per viewer."""
+        encoded once by the publisher (optimizer.runs.events) instead of once per viewer."""
         for seq, text in message["events"]:
             await self._forward(seq, text)
 

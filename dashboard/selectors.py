@@ -21,8 +21,8 @@ from django.db.models import Count, F, FloatField, Func, IntegerField, TextField
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
-from optimizer import event_types as ev
-from optimizer.budget import format_cost, run_pricing
+from optimizer.runs import event_types as ev
+from optimizer.runs.budget import format_cost, run_pricing
 from optimizer.config import DEMO_MODEL_LABEL, lm_is_simulator
 from optimizer.models import Candidate, Evaluation, ModelEndpoint, RejectedProposal, Run, RunEvent
 from optimizer.tasksets.models import Split, TaskSet

@@ -168,7 +168,7 @@ CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 # The embedded worker starts inside `manage.py serve` unless this is off.
 EMBEDDED_WORKER = EMBEDDED and env_bool("FRONTIER_EMBEDDED_WORKER", True)
-# Check every published run event's payload against its model (optimizer.event_types)
+# Check every published run event's payload against its model (optimizer.runs.event_types)
 # and raise on a mismatch. On in the tests; off by default (the models are the
 # contract, the recorder's hot path need not pay for re-checking it).
 FRONTIER_VALIDATE_EVENTS = env_bool("FRONTIER_VALIDATE_EVENTS", False)
@@ -203,7 +203,7 @@ FRONTIER_EXPORT_PROCESSES_MAX = env_int("FRONTIER_EXPORT_PROCESSES_MAX", 4)
 FRONTIER_EXPORT_PROCESS_NICENESS = env_int("FRONTIER_EXPORT_PROCESS_NICENESS", 10)
 
 # Per-user run limits (site defaults; an admin sets other values per user in
-# "User run limits"). Checked at launch, fork and resume (optimizer/limits.py).
+# "User run limits"). Checked at launch, fork and resume (optimizer/runs/limits.py).
 FRONTIER_MAX_METRIC_CALLS_PER_RUN = env_int("FRONTIER_MAX_METRIC_CALLS_PER_RUN", 50_000)
 FRONTIER_MAX_RUN_CONCURRENCY = env_int("FRONTIER_MAX_RUN_CONCURRENCY", 16)
 FRONTIER_MAX_ACTIVE_RUNS_PER_USER = env_int("FRONTIER_MAX_ACTIVE_RUNS_PER_USER", 5)

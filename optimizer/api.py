@@ -15,7 +15,7 @@ from django.db import transaction
 from django.http import Http404, JsonResponse
 from ninja import Field, Query, Router, Schema, Status
 
-from optimizer import event_types as ev
+from optimizer.runs import event_types as ev
 from optimizer import selectors, services
 from optimizer.config import MAX_METRIC_CALLS, RunConfig
 from optimizer.downloads import run_export_download

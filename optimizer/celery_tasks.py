@@ -1,4 +1,4 @@
-"""Celery tasks of the optimizer. Thin: the work is in optimizer.runner."""
+"""Celery tasks of the optimizer. Thin: the work is in optimizer.runs.runner."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from optimizer.models import Run, RunKind, RunStatus
-from optimizer.runner import STALE_AFTER, execute_run
+from optimizer.runs.runner import STALE_AFTER, execute_run
 
 log = logging.getLogger(__name__)
 _watchdog_lock = threading.Lock()

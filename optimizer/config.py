@@ -92,7 +92,7 @@ class Thresholds(_Strict):
 class Budget(_Strict):
     """Either a preset or an exact number of metric calls (one task scored once = one call),
     and optionally a cap on money (task, reflection and judge calls at the endpoints' prices).
-    Both are hard caps: the run stops before an iteration that cannot fit (optimizer/budget.py)."""
+    Both are hard caps: the run stops before an iteration that cannot fit (optimizer/runs/budget.py)."""
 
     preset: Literal["light", "medium", "heavy"] | None = None
     max_metric_calls: int | None = Field(default=None, ge=1, le=MAX_METRIC_CALLS)

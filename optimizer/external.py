@@ -4,7 +4,7 @@ The `frontier_tracker` client (clients/python) is a gepa callback that turns
 gepa's events into the small event stream validated here, and posts it in
 numbered batches to /api/external/ (optimizer/external_api.py). Each batch is
 applied in one transaction onto the SAME rows and run events a native run's
-recorder writes (optimizer.recorder.RunRecorder does the writing), so the run
+recorder writes (optimizer.runs.recorder.RunRecorder does the writing), so the run
 page, compare views and downloads work for both kinds unchanged.
 
 Ordering and idempotency: batch `seq` n is applied only after n - 1; a batch
@@ -22,15 +22,15 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from optimizer import event_types as ev
-from optimizer.adapter import MAX_OUTPUT_CHARS, EvalRecord
-from optimizer.claims import RunClaim
+from optimizer.runs import event_types as ev
+from optimizer.runs.adapter import MAX_OUTPUT_CHARS, EvalRecord
+from optimizer.runs.claims import RunClaim
 from optimizer.config import MAX_METRIC_CALLS, config_problems
-from optimizer.events import publish_run_event
+from optimizer.runs.events import publish_run_event
 from optimizer.export import MAX_TEXT, Count
 from optimizer.models import Origin, Run, RunKind, RunStatus, run_progress
 from optimizer.tasksets.models import Split, TaskSet
-from optimizer.recorder import MAX_REASONING_CHARS, RunRecorder, item_payload, preview
+from optimizer.runs.recorder import MAX_REASONING_CHARS, RunRecorder, item_payload, preview
 from verifiers_app.engine.aggregate import Thresholds
 
 MAX_BATCH_EVENTS = 500
@@ -242,7 +242,7 @@ def external_events_apply(*, run: Run, data: dict | EventBatch) -> dict:
         if applier.finished is None:
             run_progress(run.pk).update(heartbeat_at=timezone.now())
         else:
-            from optimizer.runner import run_finish
+            from optimizer.runs.runner import run_finish
 
             done = applier.finished
             failure = (done.error or "the optimization failed") if done.status == "failed" else ""

@@ -52,7 +52,7 @@ class ModelEndpoint(models.Model):
 
 class UserRunLimits(models.Model):
     """An administrator's limits for one user's runs; an empty field means the
-    site default from settings (optimizer/limits.py, README "Limits")."""
+    site default from settings (optimizer/runs/limits.py, README "Limits")."""
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="run_limits")
     max_metric_calls = models.PositiveIntegerField(
@@ -214,7 +214,7 @@ class RunProgress(models.Model):
     PostgreSQL an UPDATE of one column writes a whole new version of the row:
     on the wide run row (config, frozen tasks, specs: kilobytes) those writes
     made the runs table grow by megabytes per thousand metric calls. The claim
-    token stays on the run (optimizer/claims.py: one source of truth)."""
+    token stays on the run (optimizer/runs/claims.py: one source of truth)."""
 
     run = models.OneToOneField(Run, on_delete=models.CASCADE, primary_key=True, related_name="progress")
     heartbeat_at = models.DateTimeField(
@@ -368,7 +368,7 @@ def rejected_mark_fields(type: str, payload) -> dict | None:
     it is a rejected proposal (`accepted` exactly false). Numbers as the
     database casts read them before: an int or float (or a numeric string)
     becomes one, anything else None; the minibatch counts when it is a list."""
-    from optimizer.event_types import PROPOSAL
+    from optimizer.runs.event_types import PROPOSAL
 
     if type != PROPOSAL or not isinstance(payload, dict) or payload.get("accepted") is not False:
         return None

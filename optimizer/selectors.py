@@ -12,7 +12,7 @@ from django.http import Http404
 from django.urls import reverse
 from django.utils import timezone
 
-from optimizer.budget import format_cost, run_max_cost, run_pricing
+from optimizer.runs.budget import format_cost, run_max_cost, run_pricing
 from optimizer.config import DEMO_MODEL_LABEL, RunConfigError, lm_is_simulator, parse_run_config
 from optimizer.external import SILENT_AFTER_SECONDS
 from optimizer.models import Run, RunStatus

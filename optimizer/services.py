@@ -14,7 +14,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
-from optimizer import event_types as ev
+from optimizer.runs import event_types as ev
 from optimizer.config import (
     DEMO_MODEL_NAME,
     DEMO_REFLECTION_LM,
@@ -24,9 +24,9 @@ from optimizer.config import (
     RunConfigError,
     parse_run_config,
 )
-from optimizer.events import publish_run_event
-from optimizer.run_status import run_set_status
-from optimizer.limits import active_runs_problem, budget_problem, launch_problems, run_limits_for
+from optimizer.runs.events import publish_run_event
+from optimizer.runs.status import run_set_status
+from optimizer.runs.limits import active_runs_problem, budget_problem, launch_problems, run_limits_for
 from optimizer.lm import LMConfig, check_endpoint
 from optimizer.models import Candidate, ModelEndpoint, Run, RunStatus
 from optimizer.tasksets.models import TaskSet
@@ -150,7 +150,7 @@ def _prepare(*, owner, config: dict | RunConfig, trusted_lms: bool = False) -> _
             problems.append(("verify.judge_lm", DEMO_JUDGE_PROBLEM))
         updates["verify"] = config.verify.model_copy(update={"judge_lm": judge_lm})
     prepared = _Prepared(config.model_copy(update=updates), task_set, verifiers, rows, problems)
-    if task_set is not None:  # the owner's run limits (admin-set, optimizer/limits.py)
+    if task_set is not None:  # the owner's run limits (admin-set, optimizer/runs/limits.py)
         budget_field = "budget.max_metric_calls" if config.budget.max_metric_calls is not None else "budget"
         problems += launch_problems(owner, metric_calls=config.max_metric_calls(prepared.valset_size),
                                     concurrency=config.concurrency, budget_field=budget_field)
@@ -179,10 +179,10 @@ def run_dry_run(*, owner, config: dict | RunConfig) -> list[tuple[str, str]]:
 
 
 def run_plan_for(*, owner, config: dict | RunConfig, probe: bool = False) -> dict | None:
-    """The plan of a launch (optimizer/plan.py), or None while the config cannot be resolved
+    """The plan of a launch (optimizer/runs/plan.py), or None while the config cannot be resolved
     (its problems come from run_dry_run). `probe`: one real task call when the endpoint
     has no past evaluations here, for the dry run; the live form never probes."""
-    from optimizer.plan import run_plan
+    from optimizer.runs.plan import run_plan
 
     try:
         prepared = _prepare(owner=owner, config=config)
@@ -304,7 +304,7 @@ def run_cancel(*, run: Run) -> Run:
 def run_resume(*, run: Run, extra_budget: int = 0) -> Run:
     """Resume a stopped, failed or crashed run from its checkpoint, or continue a
     completed one with `extra_budget` more metric calls."""
-    from optimizer.runner import STALE_AFTER
+    from optimizer.runs.runner import STALE_AFTER
 
     if extra_budget < 0:
         raise RunStateError("extra_budget: must not be negative")
@@ -426,7 +426,7 @@ def run_delete(*, run: Run) -> None:
     directory. Refused while it is queued, running or stopping (its worker would
     keep writing): stop or cancel it first."""
     # Imported here: the runner pulls in gepa, which a web request deleting a run need not load first.
-    from optimizer.runner import run_dir
+    from optimizer.runs.runner import run_dir
 
     with transaction.atomic():
         locked = Run.objects.select_for_update().filter(pk=run.pk).first()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.db.models.signals import m2m_changed
 from django.dispatch import receiver
 
-from optimizer.events import publish_run_access_changed
+from optimizer.runs.events import publish_run_access_changed
 from optimizer.models import Run
 
 

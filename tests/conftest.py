@@ -29,7 +29,7 @@ def runs_dir(settings, tmp_path, monkeypatch):
     shared-cache in-memory SQLite, where a second thread writing gets "table is
     locked" instead of waiting; heartbeat, cancel and kill -9 run against a real
     SQLite file in tests/integration/test_optimize_command.py."""
-    from optimizer import runner
+    from optimizer.runs import runner
 
     settings.RUNS_DIR = tmp_path / "runs"
     monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)
@@ -39,14 +39,14 @@ def runs_dir(settings, tmp_path, monkeypatch):
 @pytest.fixture(autouse=True)
 def _no_runs_list_push_outlives_its_test():
     """A test that publishes events leaves a trailing runs-list push scheduled
-    (optimizer.events.RunRowPushes: a timer thread that reads the run's row up to
+    (optimizer.runs.events.RunRowPushes: a timer thread that reads the run's row up to
     a second later). Fired during the next teardown's flush, its read and the
     TRUNCATE took their table locks in opposite orders: PostgreSQL's deadlock
     detector failed the flush (seen in CI), and the next test found the last
     one's rows. Cancelled here, before pytest-django's database teardown (its
     autouse fixture is set up before this one, so torn down after it)."""
     yield
-    from optimizer.events import row_pushes
+    from optimizer.runs.events import row_pushes
 
     row_pushes.cancel_all()
 
@@ -61,8 +61,8 @@ def _fast_password_hasher(settings):
 
 @pytest.fixture(autouse=True)
 def _validate_run_events(settings):
-    """Every event a test publishes must match its model in optimizer.event_types
-    (optimizer.events.publish_run_events raises otherwise)."""
+    """Every event a test publishes must match its model in optimizer.runs.event_types
+    (optimizer.runs.events.publish_run_events raises otherwise)."""
     settings.FRONTIER_VALIDATE_EVENTS = True
 
 

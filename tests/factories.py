@@ -2,7 +2,7 @@
 into the database what the runner's recorder leaves for a GEPA run of a given
 shape — a task set (val tasks, optionally holdout tasks), candidates with
 lineage (reflections with one parent, merges with two), one Evaluation per
-candidate × task, and the RunEvents of optimizer/event_types.py in their
+candidate × task, and the RunEvents of optimizer/runs/event_types.py in their
 catalogue shapes (checked here as they are written; `front.updated` events are
 deltas, one per candidate, as the recorder sends them).
 
@@ -26,7 +26,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from optimizer import event_types as ev
+from optimizer.runs import event_types as ev
 from optimizer.config import DEMO_REFLECTION_LM, DEMO_TASK_LM, parse_run_config
 from optimizer.front import front_members
 from optimizer.val_summary import fill_val_summaries
@@ -285,7 +285,7 @@ def recorded_run(
         ev.validate_payload(type_, data)
     store_rejected_marks(RunEvent.objects.bulk_create(
         [RunEvent(run=run, seq=seq, type=type_, payload=data) for seq, (type_, data) in enumerate(events, start=1)]
-    ))  # as optimizer.events stores them with each event batch
+    ))  # as optimizer.runs.events stores them with each event batch
     run_progress(run.pk).update(last_seq=len(events), budget_used=metric_calls)
     Run.objects.filter(pk=run.pk).update(
         seed_score=by_index[0].val_score if by_index else None,

@@ -74,7 +74,7 @@ def test_no_module_imports_from_a_higher_layer():
 @pytest.mark.parametrize(
     ("path", "source", "expected"),
     [
-        ("optimizer/events.py", "def f():\n    from dashboard.selectors import x\n", "optimizer/events.py:2 (optimizer) imports dashboard.selectors (dashboard)"),
+        ("optimizer/runs/events.py", "def f():\n    from dashboard.selectors import x\n", "optimizer/runs/events.py:2 (optimizer) imports dashboard.selectors (dashboard)"),
         ("verifiers_app/services.py", "from optimizer.models import Run\n", "verifiers_app/services.py:1 (verifiers_app) imports optimizer.models (optimizer)"),
         ("verifiers_app/engine/checks.py", "from ..models import Verifier\n", "verifiers_app/engine/checks.py:1 (verifiers_app.engine) imports verifiers_app.models (verifiers_app)"),
         ("verifiers_app/engine/checks.py", "import django.conf\n", "verifiers_app/engine/checks.py:1 imports django.conf: the scoring engine is pure Python"),

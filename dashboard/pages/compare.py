@@ -20,7 +20,7 @@ from optimizer.downloads import run_export_download
 from optimizer.export import RunImportError, run_import, run_import_stream
 from optimizer.external import ExternalRunError
 from optimizer.gepa_replay import run_replay_gepa_state
-from optimizer.budget import format_cost, run_pricing
+from optimizer.runs.budget import format_cost, run_pricing
 from optimizer.models import Run
 from optimizer.promotion import DEFAULT_MIN_IMPROVEMENT, promotion_report, run_promote
 from verifiers_app.storable import JsonTooDeep, parse_json

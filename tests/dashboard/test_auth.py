@@ -122,7 +122,7 @@ async def test_the_run_websocket_refuses_a_foreign_origin(user):
 
 @pytest.mark.django_db(transaction=True)
 async def test_a_reconnecting_client_gets_exactly_the_events_after_its_last_seq(user):
-    from optimizer.events import publish_run_event
+    from optimizer.runs.events import publish_run_event
 
     run = await database_sync_to_async(Run.objects.create)(owner=user)
     for i in range(5):

@@ -184,12 +184,12 @@ def test_score_curves_escape_run_names_for_plotly(user):
 def test_on_a_real_run_each_sentence_is_credited_to_the_ancestor_that_first_wrote_it(user, user_client, settings, tmp_path, monkeypatch):
     from django.urls import reverse
 
-    from optimizer import runner
+    from optimizer.runs import runner
     from optimizer.textdiff import split_sentences
     from tests.optimizer.run_helpers import run_demo_with_holdout
 
     settings.RUNS_DIR = tmp_path / "runs"
-    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # see tests/optimizer/test_runner.py
+    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # see tests/optimizer/runs/test_runner.py
     run = run_demo_with_holdout(user)
     best = run.best_candidate
 

@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from optimizer.models import Candidate, Run
-from optimizer.runner import execute_run
+from optimizer.runs.runner import execute_run
 from optimizer.services import run_launch
 from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer
 from tests.optimizer.run_helpers import endpoint, refund_task_set, refund_verifier, run_config

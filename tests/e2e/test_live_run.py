@@ -293,8 +293,8 @@ print(recorded_run(owner=owner, name="large", candidates=300, val_tasks=100, sta
 """
 
 NEXT_CANDIDATES = """
-from optimizer import event_types as ev
-from optimizer.events import publish_run_event
+from optimizer.runs import event_types as ev
+from optimizer.runs.events import publish_run_event
 from optimizer.models import Run
 run = Run.objects.get(pk={run_id})
 tasks = [row["task_id"] for row in run.tasks_snapshot]

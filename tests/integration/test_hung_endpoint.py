@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from optimizer import runner
+from optimizer.runs import runner
 from optimizer.models import RunStatus
-from optimizer.runner import execute_run
+from optimizer.runs.runner import execute_run
 from optimizer.services import run_launch
 from tests.optimizer.fake_openai import hung_server
 from tests.optimizer.run_helpers import endpoint, refund_task_set, refund_verifier, run_config
@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.standalone, pytest.mark.django_db(transaction=True)]
 @pytest.fixture(autouse=True)
 def runs_dir(settings, tmp_path, monkeypatch):
     settings.RUNS_DIR = tmp_path / "runs"
-    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # as in tests/optimizer/test_runner.py
+    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # as in tests/optimizer/runs/test_runner.py
 
 
 @pytest.fixture

@@ -152,7 +152,7 @@ def test_an_idle_websocket_through_redis_stays_open_for_a_minute(web_server, ser
                 raise AssertionError(f"the idle socket was closed after {time.monotonic() - opened:.0f} s: {closed}") from None
             raise AssertionError(f"an idle socket received {message!r}")
         # Still open and still subscribed: an event published now arrives.
-        from optimizer.events import publish_run_event
+        from optimizer.runs.events import publish_run_event
 
         publish_run_event(run.pk, "worker.ping", {"host": "test", "note": "after a minute"})
         assert json.loads(ws.recv(timeout=30))["data"]["note"] == "after a minute"

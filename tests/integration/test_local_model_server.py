@@ -22,7 +22,7 @@ import openai
 import pytest
 from playwright.sync_api import expect
 
-from optimizer.budget import format_cost
+from optimizer.runs.budget import format_cost
 from optimizer.models import Evaluation, ModelEndpoint, Run, RunEvent, RunStatus
 from optimizer.tasksets.models import Task
 from optimizer.services import run_launch

@@ -9,7 +9,7 @@ from django.db import connection
 
 from optimizer.tasksets.models import Task
 from optimizer.tasksets.services import taskset_import
-from tests.tasksets.test_import import ROWS, jsonl
+from tests.optimizer.tasksets.test_import import ROWS, jsonl
 from tests.verifiers.test_services import SPEC
 from verifiers_app.engine import SpecError
 from verifiers_app.models import Verifier

@@ -11,7 +11,7 @@ import pytest
 from django.core.serializers.json import DjangoJSONEncoder
 
 from dashboard import selectors
-from optimizer import event_types as ev
+from optimizer.runs import event_types as ev
 from optimizer.models import Candidate, RunEvent
 from tests.factories import recorded_run
 

@@ -1,5 +1,5 @@
 // static/js/money.js: money and token counts as every page writes them; money
-// as the server writes it too (optimizer/budget.py format_cost, same cases).
+// as the server writes it too (optimizer/runs/budget.py format_cost, same cases).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";

@@ -85,7 +85,7 @@ def run_demo_with_holdout(owner, *, task_set: TaskSet | None = None, **config) -
     transactional database. A second run on the same `task_set` may change the
     launch `config` (run_config keys)."""
     from optimizer.models import RunStatus
-    from optimizer.runner import execute_run
+    from optimizer.runs.runner import execute_run
     from optimizer.services import run_launch
 
     if task_set is None:

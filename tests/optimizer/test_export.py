@@ -125,10 +125,10 @@ def test_a_run_exported_while_running_is_imported_as_stopped(run, other_user):
 
 @pytest.fixture
 def demo_run(user, settings, tmp_path, monkeypatch):
-    from optimizer import runner
+    from optimizer.runs import runner
 
     settings.RUNS_DIR = tmp_path / "runs"
-    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # see tests/optimizer/test_runner.py
+    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # see tests/optimizer/runs/test_runner.py
     return run_demo_with_holdout(user)
 
 

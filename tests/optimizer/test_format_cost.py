@@ -1,4 +1,4 @@
-"""Money is written the same way on the server (optimizer.budget.format_cost:
+"""Money is written the same way on the server (optimizer.runs.budget.format_cost:
 exports, the CLI, the first render of a page) and in the browser
 (static/js/money.js, tests/js/money.test.mjs): both read these cases."""
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from optimizer.budget import format_cost
+from optimizer.runs.budget import format_cost
 
 CASES = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "money_cases.json").read_text(encoding="utf-8"))
 

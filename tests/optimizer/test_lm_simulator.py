@@ -214,7 +214,7 @@ def test_it_reads_the_scoring_engines_reasons():
 
 
 def test_the_first_reason_after_the_adapters_score_lead_in_is_read_too():
-    from optimizer.adapter import feedback_with_score
+    from optimizer.runs.adapter import feedback_with_score
 
     reasons = "qa-format/short: output is too long: 381 characters, must be at most 60\nrow/contains: output does not contain \"<b>4</b>\""
     feedback = feedback_with_score({"feedback": reasons, "score": 0.0, "verdict": "fail"})

@@ -4,7 +4,7 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.urls import reverse
 
-from optimizer import event_types as ev
+from optimizer.runs import event_types as ev
 from optimizer.export import run_export, run_import
 from optimizer.models import Evaluation, RunStatus
 from optimizer.promotion import promotion_report, run_promote
@@ -80,10 +80,10 @@ def test_promotion_is_refused_to_others_for_other_runs_candidates_and_while_runn
 
 @pytest.mark.django_db(transaction=True)
 def test_the_report_on_a_real_run_matches_the_runner_s_holdout_scores_and_survives_an_export(user, other_user, user_client, settings, tmp_path, monkeypatch):
-    from optimizer import runner
+    from optimizer.runs import runner
 
     settings.RUNS_DIR = tmp_path / "runs"
-    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # see tests/optimizer/test_runner.py
+    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # see tests/optimizer/runs/test_runner.py
     run = run_demo_with_holdout(user)
     scored = run.events.get(type=ev.HOLDOUT_SCORED).payload
     seed, best = run.candidates.get(index=0), run.best_candidate

@@ -12,8 +12,8 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from dashboard import selectors
-from optimizer import event_types as ev
-from optimizer.events import publish_run_event, publish_run_events
+from optimizer.runs import event_types as ev
+from optimizer.runs.events import publish_run_event, publish_run_events
 from optimizer.export import run_export, run_import
 from optimizer.models import RejectedProposal, RunStatus, rejected_mark_fields
 from tests.factories import recorded_run

@@ -9,11 +9,11 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from optimizer import event_types as ev
-from optimizer.claims import ClaimLost
+from optimizer.runs import event_types as ev
+from optimizer.runs.claims import ClaimLost
 from optimizer.models import Run, RunEvent, run_progress
-from optimizer.recorder import RunRecorder
-from optimizer.runner import Heartbeat, claim
+from optimizer.runs.recorder import RunRecorder
+from optimizer.runs.runner import Heartbeat, claim
 from optimizer.services import run_launch
 from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
 

@@ -8,9 +8,9 @@ import importlib
 import pytest
 from django.apps import apps
 
-from optimizer import runner
+from optimizer.runs import runner
 from optimizer.models import Candidate, Evaluation
-from optimizer.runner import execute_run
+from optimizer.runs.runner import execute_run
 from optimizer.services import run_launch
 from tests.factories import recorded_run
 from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config

@@ -37,7 +37,7 @@ class Command(BaseCommand):
         if embedded_worker:
             from dashboard.embedded import ensure_worker
 
-            from optimizer.queued_runs import QueuedRunPoller
+            from optimizer.runs.queued import QueuedRunPoller
 
             worker = ensure_worker()
             # Runs queued by other processes (the CLI without --wait) start here too.

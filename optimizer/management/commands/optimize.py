@@ -32,8 +32,8 @@ from django.db import transaction
 from optimizer.config import RunConfigError
 from optimizer.models import Run, RunStatus
 from optimizer.tasksets.models import TaskSet
-from optimizer.queued_runs import server_is_alive
-from optimizer.runner import execute_run
+from optimizer.runs.queued import server_is_alive
+from optimizer.runs.runner import execute_run
 from optimizer.selectors import run_wait_summary
 from optimizer.services import RunStateError, run_cancel, run_launch, run_resume, run_snapshot_warnings, run_stop
 from optimizer.tasksets.services import taskset_import

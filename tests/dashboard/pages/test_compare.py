@@ -299,11 +299,11 @@ def test_an_import_whose_config_tasks_or_verifiers_the_pages_cannot_read_is_refu
 
 @pytest.mark.django_db(transaction=True)
 def test_two_real_runs_on_one_task_set_compare_best_vs_best_with_their_config_difference(user, user_client, settings, tmp_path, monkeypatch):
-    from optimizer import runner
+    from optimizer.runs import runner
     from tests.optimizer.run_helpers import run_demo_with_holdout
 
     settings.RUNS_DIR = tmp_path / "runs"
-    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # see tests/optimizer/test_runner.py
+    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # see tests/optimizer/runs/test_runner.py
     a = run_demo_with_holdout(user)
     b = run_demo_with_holdout(user, task_set=a.task_set, minibatch_size=3)
 

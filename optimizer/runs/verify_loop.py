@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from optimizer.event_types import PREVIEW_CHARS
+from optimizer.runs.event_types import PREVIEW_CHARS
 from optimizer.lm.base import LanguageModel, LMResponse
 
 Judge = Callable[[str, str], str]

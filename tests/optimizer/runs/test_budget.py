@@ -9,13 +9,13 @@ import threading
 
 import pytest
 
-from optimizer import event_types as ev
-from optimizer.adapter import FrontierAdapter
+from optimizer.runs import event_types as ev
+from optimizer.runs.adapter import FrontierAdapter
 from optimizer.config import RunConfigError, iteration_cost
-from optimizer.budget import BudgetReached, MeteredLM, Price, BudgetGuard, UsageMeter
+from optimizer.runs.budget import BudgetReached, MeteredLM, Price, BudgetGuard, UsageMeter
 from optimizer.lm import build_lm
 from optimizer.models import Candidate, Evaluation, Run, RunEvent, RunStatus
-from optimizer.runner import execute_run
+from optimizer.runs.runner import execute_run
 from optimizer.services import run_launch, run_resume
 from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer
 from tests.optimizer.run_helpers import REFUND_SPEC, endpoint, refund_task_set, refund_verifier, run_config

@@ -1,4 +1,4 @@
-"""Per-user run limits (optimizer/limits.py): budget, concurrency and active
+"""Per-user run limits (optimizer/runs/limits.py): budget, concurrency and active
 runs are capped at launch, fork and resume, by site defaults or an admin's
 per-user values, with errors that name the field."""
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from optimizer.lm import build_lm
-from optimizer.verify_loop import answer_with_verify, is_approved, llm_judge, verifier_judge
+from optimizer.runs.verify_loop import answer_with_verify, is_approved, llm_judge, verifier_judge
 from tests.optimizer.run_helpers import REFUND_SPEC
 from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer, completion
 from verifiers_app.engine import compile_specs

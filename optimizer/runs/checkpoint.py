@@ -17,12 +17,12 @@ is written; any other gepa run in the process keeps gepa's behaviour.
 `save_through` takes the writing of that file off the engine's thread: gepa's
 `state.save` then pickles the state where it is called (a consistent snapshot)
 and hands the bytes to a writer (the run's recorder thread, which writes them
-after the rows of everything gepa reported before: optimizer/recording_thread.py).
+after the rows of everything gepa reported before: optimizer/runs/recording_thread.py).
 
 This reaches into private names of gepa 0.1.4 (`GEPAState._atomic_write_json`,
 `_EXCLUDED_FROM_SERIALIZATION`, `_VALIDATION_SCHEMA_VERSION`,
 `GEPAEngine._log_candidate_tree`); pyproject pins gepa==0.1.4, and the tests in
-tests/optimizer/test_gepa_checkpoint.py fail if a new version moves them.
+tests/optimizer/runs/test_checkpoint.py fail if a new version moves them.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ embedded mode) calls. It is safe to call twice: a run that is finished, or
 running on a worker whose heartbeat is fresh, is left alone; a run whose
 worker died (stale heartbeat) resumes from its run_dir checkpoint.
 
-One run, one runner (optimizer/claims.py): a worker that claims a run gets a
+One run, one runner (optimizer/runs/claims.py): a worker that claims a run gets a
 fresh token and every write it makes is conditional on it. If the watchdog
 hands the run to another worker (this one's heartbeat went stale), this one
 notices at its next write, heartbeat or stopper check, raises ClaimLost out of
@@ -26,21 +26,21 @@ from django.utils import timezone
 
 import gepa
 from gepa.strategies.proposal_sampling import IndependentSampling
-from optimizer import event_types as ev
-from optimizer.adapter import FrontierAdapter, SystemicFailure
-from optimizer.claims import ClaimLost, RunClaim, retry_db
+from optimizer.runs import event_types as ev
+from optimizer.runs.adapter import FrontierAdapter, SystemicFailure
+from optimizer.runs.claims import ClaimLost, RunClaim, retry_db
 from optimizer.config import RunConfig, parse_run_config
-from optimizer.budget import BudgetGuard, BudgetReached, MeteredLM, Price, UsageMeter, UsageSnapshot
-from optimizer.events import publish_run_event, publish_run_events, publishing_in_background
-from optimizer.gepa_checkpoint import LeanCheckpoint
+from optimizer.runs.budget import BudgetGuard, BudgetReached, MeteredLM, Price, UsageMeter, UsageSnapshot
+from optimizer.runs.events import publish_run_event, publish_run_events, publishing_in_background
+from optimizer.runs.checkpoint import LeanCheckpoint
 from optimizer.lm import LMConfig, LMError, ReflectionCallable, build_candidate_proposer, build_lm
 from optimizer.lm.config import coerce_config
 from optimizer.models import Candidate, Run, RunStatus
 from optimizer.tasksets.models import Split
-from optimizer.recorder import RunRecorder
-from optimizer.run_status import run_set_status
-from optimizer.recording_thread import RecorderThread
-from optimizer.verify_loop import llm_judge, verifier_judge
+from optimizer.runs.recorder import RunRecorder
+from optimizer.runs.status import run_set_status
+from optimizer.runs.recording_thread import RecorderThread
+from optimizer.runs.verify_loop import llm_judge, verifier_judge
 from verifiers_app.engine import SpecError, compile_specs
 
 log = logging.getLogger(__name__)

@@ -2,10 +2,10 @@
 
 import pytest
 
-from optimizer import event_types as ev
-from optimizer.claims import ClaimLost, RunClaim
+from optimizer.runs import event_types as ev
+from optimizer.runs.claims import ClaimLost, RunClaim
 from optimizer.models import Run, RunEvent, RunStatus, run_progress
-from optimizer.run_status import run_set_status
+from optimizer.runs.status import run_set_status
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -26,9 +26,9 @@ from typing import Any
 
 from gepa import EvaluationBatch
 
-from optimizer.budget import BudgetGuard, BudgetReached, UsageMeter
+from optimizer.runs.budget import BudgetGuard, BudgetReached, UsageMeter
 from optimizer.lm.base import LanguageModel, LMConfigError, LMResponse, LMUnavailable
-from optimizer.verify_loop import Judge, answer_with_verify
+from optimizer.runs.verify_loop import Judge, answer_with_verify
 
 MAX_OUTPUT_CHARS = 20_000
 MAX_CONSECUTIVE_FAILURES = 8

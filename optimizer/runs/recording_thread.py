@@ -13,12 +13,12 @@ consecutive seqs and the claim checks are exactly what they were.
 Durability: gepa's checkpoint goes through the same queue. `barrier` is the
 run's first stopper, which gepa calls before it saves its state (at the top of
 every iteration and before the final save); it makes that save a snapshot
-taken on the engine's thread (optimizer/gepa_checkpoint.py, `save_through`)
+taken on the engine's thread (optimizer/runs/checkpoint.py, `save_through`)
 whose bytes the writer writes to gepa_state.bin after committing everything
 gepa reported before. So the checkpoint is never ahead of the database, and
 the engine does not wait for either: only the accepted candidate of the last
 iteration is recorded just after the checkpoint that holds it, as before
-(optimizer/recorder.py, `_flush_pending`). A worker that lost its claim writes
+(optimizer/runs/recorder.py, `_flush_pending`). A worker that lost its claim writes
 no checkpoint, and raises ClaimLost at its next stop check; a checkpoint that
 cannot be written fails the run there too (or when the writer closes).
 
@@ -35,10 +35,10 @@ import threading
 
 from django.db import connection
 
-from optimizer.claims import ClaimLost
-from optimizer.events import background_publisher, publishing_through
-from optimizer.gepa_checkpoint import save_through, write_checkpoint
-from optimizer.recorder import RunRecorder
+from optimizer.runs.claims import ClaimLost
+from optimizer.runs.events import background_publisher, publishing_through
+from optimizer.runs.checkpoint import save_through, write_checkpoint
+from optimizer.runs.recorder import RunRecorder
 
 log = logging.getLogger(__name__)
 

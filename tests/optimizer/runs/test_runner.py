@@ -1,5 +1,5 @@
 """Real gepa runs with the demo simulator (and the openai provider against a local
-fake server) executed by optimizer.runner, checked through the rows and events a
+fake server) executed by optimizer.runs.runner, checked through the rows and events a
 user's dashboard reads."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from optimizer import event_types as ev
-from optimizer import runner
+from optimizer.runs import event_types as ev
+from optimizer.runs import runner
 from optimizer.lm.simulator import DemoLanguageModel
 from optimizer.models import Candidate, Evaluation, Run, RunEvent, RunStatus, run_progress
-from optimizer.runner import execute_run
-from optimizer.claims import retry_db
-from optimizer.recorder import RunRecorder
-from optimizer.recording_thread import RecorderThread
+from optimizer.runs.runner import execute_run
+from optimizer.runs.claims import retry_db
+from optimizer.runs.recorder import RunRecorder
+from optimizer.runs.recording_thread import RecorderThread
 from optimizer.services import run_launch, run_resume, run_stop
 from tests.optimizer.run_helpers import endpoint, refund_task_set, refund_verifier, run_config
 from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer, completion
@@ -49,7 +49,7 @@ def events(run, type=None):
 
 
 def test_budget_updates_ride_with_the_iteration_s_batch_instead_of_one_event_each(user, task_set, monkeypatch):
-    from optimizer import recorder
+    from optimizer.runs import recorder
 
     updates = []
     monkeypatch.setattr(recorder, "BUDGET_PUBLISH_SECONDS", 3600)  # a fast run: no budget event goes out alone

@@ -12,7 +12,7 @@ from tests.factories import recorded_run
 
 pytestmark = pytest.mark.django_db
 
-DATASETS = Path(__file__).resolve().parents[1] / "fixtures" / "datasets"
+DATASETS = Path(__file__).resolve().parents[2] / "fixtures" / "datasets"
 FIELDS = ("task_id", "position", "input", "expected", "params", "metadata", "verifier", "split")
 
 

@@ -10,10 +10,10 @@ import pytest
 
 import gepa
 from gepa import EvaluationBatch
-from optimizer import runner
-from optimizer.gepa_checkpoint import HUMAN_READABLE_FILES
+from optimizer.runs import runner
+from optimizer.runs.checkpoint import HUMAN_READABLE_FILES
 from optimizer.models import Candidate, RunStatus
-from optimizer.runner import execute_run
+from optimizer.runs.runner import execute_run
 from optimizer.services import run_launch
 from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(autouse=True)
 def runs_dir(settings, tmp_path, monkeypatch):
     settings.RUNS_DIR = tmp_path / "runs"
-    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # see tests/optimizer/test_runner.py
+    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # see tests/optimizer/runs/test_runner.py
 
 
 def test_a_runs_directory_holds_only_the_checkpoint_gepa_resumes_from(user):

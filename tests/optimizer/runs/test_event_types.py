@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from optimizer import event_types as ev
-from optimizer.events import publish_run_event
+from optimizer.runs import event_types as ev
+from optimizer.runs.events import publish_run_event
 from optimizer.models import RunEvent, RunStatus
 from tests.optimizer.run_helpers import run_demo_with_holdout
 from tests.factories import recorded_run
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[3] / "README.md"
 
 
 @pytest.mark.django_db
@@ -75,7 +75,7 @@ def test_the_run_factory_writes_events_in_the_catalogue_shapes(user):
 def test_the_readme_lists_every_event_type_as_its_model_describes_it():
     readme = README.read_text()
     assert ev.readme_with_catalogue(readme) == readme, (
-        "README's event catalogue is out of date: run `python -m optimizer.event_types README.md`"
+        "README's event catalogue is out of date: run `python -m optimizer.runs.event_types README.md`"
     )
     for type in ev.CATALOGUE:
         assert f"- **`{type}`**" in readme

@@ -1,6 +1,6 @@
 """The run event catalogue: every RunEvent.type and a pydantic model of its payload.
 
-Events are written by `optimizer.events.publish_run_event` (the recorder in the
+Events are written by `optimizer.runs.events.publish_run_event` (the recorder in the
 runner is the main writer) and reach browsers as websocket messages
 `{"seq": n, "type": t, "data": {...}}`. The run page's JSON snapshot plus these
 events must be enough to draw every chart; the DB rows (Run, Candidate,
@@ -9,7 +9,7 @@ Evaluation) are the source of truth for pages rendered from scratch.
 Each type's payload (`data`) is the model in `PAYLOADS`; with the setting
 FRONTIER_VALIDATE_EVENTS on (always in the tests) `publish_run_events` checks
 every payload against it and raises on a mismatch. README's websocket section
-lists the same models (`python -m optimizer.event_types README.md` writes it; a
+lists the same models (`python -m optimizer.runs.event_types README.md` writes it; a
 test fails when it is out of date).
 
 All text inside payloads is untrusted and already bounded in size by the writer
@@ -240,7 +240,7 @@ def validate_payload(type: str, data: Any) -> None:
 
 # -- the README's section, written from the models ---------------------------------
 
-README_BEGIN = "<!-- event-catalogue:begin (python -m optimizer.event_types README.md) -->"
+README_BEGIN = "<!-- event-catalogue:begin (python -m optimizer.runs.event_types README.md) -->"
 README_END = "<!-- event-catalogue:end -->"
 
 

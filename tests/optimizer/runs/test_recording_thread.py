@@ -9,13 +9,14 @@ import threading
 
 import pytest
 
-from optimizer import event_types as ev
-from optimizer import recording_thread, runner
+from optimizer.runs import event_types as ev
+from optimizer.runs import recording_thread
+from optimizer.runs import runner
 from optimizer.lm.simulator import DemoLanguageModel
 from optimizer.models import Candidate, Run, RunEvent, RunStatus, run_progress
-from optimizer.recorder import RunRecorder
-from optimizer.recording_thread import RecorderThread
-from optimizer.runner import execute_run
+from optimizer.runs.recorder import RunRecorder
+from optimizer.runs.recording_thread import RecorderThread
+from optimizer.runs.runner import execute_run
 from optimizer.services import run_launch
 from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
 
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(autouse=True)
 def runs_dir(settings, tmp_path, monkeypatch):
     settings.RUNS_DIR = tmp_path / "runs"
-    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # see tests/optimizer/test_runner.py
+    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # see tests/optimizer/runs/test_runner.py
 
 
 @pytest.fixture
@@ -89,7 +90,7 @@ def test_every_checkpoint_gepa_writes_follows_the_rows_of_everything_it_holds(ru
         if iteration >= 0:  # after the first iteration every metric call was reported as a budget update
             assert budget_used == evaluations  # each one is in the database
         # every candidate it holds is in the database too, but for the last accepted one, which is
-        # recorded right after the checkpoint that holds it (optimizer/recorder.py, _flush_pending)
+        # recorded right after the checkpoint that holds it (optimizer/runs/recorder.py, _flush_pending)
         assert recorded >= held - 1
 
 
@@ -130,7 +131,7 @@ def test_a_checkpoint_that_cannot_be_written_fails_the_run(run, monkeypatch):
 
 
 def test_the_writers_events_reach_the_channel_layer_from_the_background_publisher_in_seq_order(run, monkeypatch):
-    from optimizer import events
+    from optimizer.runs import events
 
     sent = []
     send_now = events._send_now

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from optimizer.adapter import FrontierAdapter, SystemicFailure, system_prompt
+from optimizer.runs.adapter import FrontierAdapter, SystemicFailure, system_prompt
 from optimizer.lm import build_lm
 from tests.optimizer.run_helpers import REFUND_SPEC, REQUESTS
 from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer, completion, hung_server

@@ -13,7 +13,7 @@ from verifiers_app.engine import SpecError, score
 
 pytestmark = pytest.mark.django_db
 
-DATASETS = Path(__file__).resolve().parents[1] / "fixtures" / "datasets"
+DATASETS = Path(__file__).resolve().parents[2] / "fixtures" / "datasets"
 
 
 def load(user, name, **options):

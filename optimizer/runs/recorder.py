@@ -1,10 +1,10 @@
 """What turns an optimization into our rows and events.
 
-gepa's callbacks reach these methods through optimizer.recording_thread: in
+gepa's callbacks reach these methods through optimizer.runs.recording_thread: in
 gepa's order, on one writer thread, with what had to be read on the engine's
 thread at the time (the adapter's records, the meter's reading, the
 proposer's reasoning) in the event's `frontier_*` keys, and without gepa's
-live state (docs/gepa-notes.md §4). Every payload follows optimizer/event_types.py.
+live state (docs/gepa-notes.md §4). Every payload follows optimizer/runs/event_types.py.
 
 A new candidate (and its accepted proposal) is recorded once gepa has
 checkpointed it (on_state_saved at the top of the next iteration, or the end of
@@ -30,12 +30,12 @@ from typing import Any
 
 from django.db import transaction
 
-from optimizer import event_types as ev
-from optimizer.adapter import EvalRecord, FrontierAdapter, candidate_digest
-from optimizer.claims import ClaimLost, RunClaim, retry_db
-from optimizer.events import publish_run_event, publish_run_events
+from optimizer.runs import event_types as ev
+from optimizer.runs.adapter import EvalRecord, FrontierAdapter, candidate_digest
+from optimizer.runs.claims import ClaimLost, RunClaim, retry_db
+from optimizer.runs.events import publish_run_event, publish_run_events
 from optimizer.front import front_members
-from optimizer.budget import BudgetReached, BudgetGuard, UsageMeter, UsageSnapshot
+from optimizer.runs.budget import BudgetReached, BudgetGuard, UsageMeter, UsageSnapshot
 from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, run_progress
 from optimizer.tasksets.models import Split
 from optimizer.val_summary import val_summary

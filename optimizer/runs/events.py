@@ -23,8 +23,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
 
-from optimizer import event_types as ev
-from optimizer.claims import RunClaim
+from optimizer.runs import event_types as ev
+from optimizer.runs.claims import RunClaim
 from optimizer.models import RunEvent, run_progress, store_rejected_marks
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ def publish_run_events(run_id: int, events: list[tuple[str, dict]], *, claim: Ru
     runner's), nothing is written unless this worker still holds the run:
     ClaimLost is raised instead and the enclosing transaction rolls back.
     With FRONTIER_VALIDATE_EVENTS on (the tests), a payload that does not match
-    its model in optimizer.event_types raises EventPayloadError first."""
+    its model in optimizer.runs.event_types raises EventPayloadError first."""
     if settings.FRONTIER_VALIDATE_EVENTS:
         for type, data in events:
             ev.validate_payload(type, data)

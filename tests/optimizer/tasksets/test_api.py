@@ -60,7 +60,7 @@ def test_an_offset_past_any_database_integer_reads_as_past_the_end(user_client):
     assert [t["task_id"] for t in user_client.get(f"/api/tasksets/{created['id']}", {"offset": "-5"}).json()["tasks"]] == ["a"]
 
 
-DATASETS = Path(__file__).resolve().parents[1] / "fixtures" / "datasets"
+DATASETS = Path(__file__).resolve().parents[2] / "fixtures" / "datasets"
 
 
 @pytest.mark.parametrize(("name", "first_input"), [

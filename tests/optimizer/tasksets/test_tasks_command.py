@@ -45,7 +45,7 @@ def test_csv_columns_are_mapped_from_options(admin_user, tmp_path):
     assert (task.input, task.expected, task.metadata) == ("What is 7 x 6?", "42", {"level": "easy"})
 
 
-DATASETS = Path(__file__).resolve().parents[1] / "fixtures" / "datasets"
+DATASETS = Path(__file__).resolve().parents[2] / "fixtures" / "datasets"
 
 
 def test_dry_run_prints_the_preview_report_and_writes_nothing(admin_user):

@@ -4,7 +4,7 @@ and the `run.status` event, in one transaction.
 Two callers hold the run differently. The services (stop, cancel, resume) hold
 the row lock (SELECT ... FOR UPDATE) and pass the Run. The runner passes its
 RunClaim: the UPDATE is then conditional on this worker still holding the run
-(optimizer/claims.py), and a worker that lost it raises ClaimLost and writes
+(optimizer/runs/claims.py), and a worker that lost it raises ClaimLost and writes
 nothing, neither the row nor the event.
 """
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from optimizer import event_types as ev
-from optimizer.claims import RunClaim
-from optimizer.events import publish_run_event
+from optimizer.runs import event_types as ev
+from optimizer.runs.claims import RunClaim
+from optimizer.runs.events import publish_run_event
 from optimizer.models import PROGRESS_FIELDS, Run, RunStatus, run_progress
 
 
