@@ -184,7 +184,7 @@ def _mount_routers() -> None:
     # Each app owns its router module; an app that has not built its API yet
     # simply exposes an empty router.
     from optimizer.api import router as runs_router
-    from optimizer.external_api import router as external_router
+    from optimizer.external.api import router as external_router
     from optimizer.tasksets.api import router as tasksets_router
     from verifiers_app.api import router as verifiers_router
 

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from optimizer.runs.budget import format_cost, run_max_cost, run_pricing
 from optimizer.config import DEMO_MODEL_LABEL, RunConfigError, lm_is_simulator, parse_run_config
-from optimizer.external import SILENT_AFTER_SECONDS
+from optimizer.external.services import SILENT_AFTER_SECONDS
 from optimizer.models import Run, RunStatus
 from optimizer.tasksets.models import TaskSet
 from optimizer.services import run_data_warnings

@@ -18,8 +18,8 @@ from dashboard.forms import PromotionForm, RunImportForm
 from optimizer.selectors import RUN_JOINS, run_for_user, run_summary
 from optimizer.downloads import run_export_download
 from optimizer.export import RunImportError, run_import, run_import_stream
-from optimizer.external import ExternalRunError
-from optimizer.gepa_replay import run_replay_gepa_state
+from optimizer.external.services import ExternalRunError
+from optimizer.external.replay import run_replay_gepa_state
 from optimizer.runs.budget import format_cost, run_pricing
 from optimizer.models import Run
 from optimizer.promotion import DEFAULT_MIN_IMPROVEMENT, promotion_report, run_promote

@@ -407,7 +407,7 @@ def run_finish(
 ) -> str | None:
     """Mark the run failed, stopped (asked to, or `stopped` by its own stopper) or
     completed, and send its run.finished event, if `run_claim` still holds it.
-    External runs (optimizer/external.py) finish through here too."""
+    External runs (optimizer/external/services.py) finish through here too."""
     run_id = run_claim.run_id
 
     def finish() -> str:

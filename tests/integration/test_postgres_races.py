@@ -61,7 +61,7 @@ def test_simultaneous_creates_of_one_id_make_one_verifier_and_clear_errors(user)
 def test_a_batch_resent_while_the_first_copy_is_being_applied_is_applied_once(user):
     # The tracker resends a batch whose answer timed out, possibly while the
     # server still applies the first copy: the run row's lock makes one win.
-    from optimizer.external import external_events_apply, external_run_open
+    from optimizer.external.services import external_events_apply, external_run_open
     from optimizer.models import Candidate, RunEvent
 
     run, _ = external_run_open(owner=user, data={"key": "race-run-0001"})

@@ -47,7 +47,7 @@ __version__ = "0.1.0"
 
 log = logging.getLogger("frontier_tracker")
 
-# The server's limits (optimizer/external.py); the tracker clips to them so a
+# The server's limits (optimizer/external/services.py); the tracker clips to them so a
 # long prompt or output never gets a whole batch refused.
 MAX_TEXT = 200_000
 MAX_KEY = 200

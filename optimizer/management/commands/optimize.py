@@ -154,8 +154,8 @@ class Command(BaseCommand):
         return run
 
     def _replay(self, options) -> Run:
-        from optimizer.external import ExternalRunError
-        from optimizer.gepa_replay import run_replay_gepa_state
+        from optimizer.external.services import ExternalRunError
+        from optimizer.external.replay import run_replay_gepa_state
 
         path = Path(options["path"])
         if path.is_dir():

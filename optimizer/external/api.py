@@ -1,5 +1,5 @@
 """/api/external: where the frontier_tracker client reports a GEPA run that
-executes in its owner's own process (optimizer/external.py has the rules).
+executes in its owner's own process (optimizer/external/services.py has the rules).
 
 - `POST /api/external/runs` opens (or finds, by the tracker's `key`) a run;
 - `POST /api/external/runs/{id}/events` applies one numbered batch of events;
@@ -14,9 +14,10 @@ from __future__ import annotations
 from django.http import Http404
 from ninja import Router, Schema, Status
 
-from optimizer import external, selectors
+from optimizer import selectors
+from optimizer.external import services as external
 from optimizer.api import RunOut
-from optimizer.external import EventBatch, ExternalRunOpen
+from optimizer.external.services import EventBatch, ExternalRunOpen
 from optimizer.models import Run
 from verifiers_app.api_errors import ErrorOut, error_body
 

@@ -14,12 +14,12 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 
-from optimizer.external import ExternalRunError
-from optimizer.gepa_replay import load_gepa_state, run_replay_gepa_state
+from optimizer.external.services import ExternalRunError
+from optimizer.external.replay import load_gepa_state, run_replay_gepa_state
 from optimizer.models import Candidate, Run, RunEvent, RunKind
 
 pytestmark = pytest.mark.django_db
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "external" / "track_gepa_run.py"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "external" / "track_gepa_run.py"
 
 
 def _example():

@@ -2,7 +2,7 @@
 
 The `frontier_tracker` client (clients/python) is a gepa callback that turns
 gepa's events into the small event stream validated here, and posts it in
-numbered batches to /api/external/ (optimizer/external_api.py). Each batch is
+numbered batches to /api/external/ (optimizer/external/api.py). Each batch is
 applied in one transaction onto the SAME rows and run events a native run's
 recorder writes (optimizer.runs.recorder.RunRecorder does the writing), so the run
 page, compare views and downloads work for both kinds unchanged.

@@ -4,7 +4,7 @@ A run made without the tracker (yesterday, on a cluster, crashed half-way)
 still left gepa's checkpoint: every candidate with its lineage, its valset
 scores and the metric calls at its discovery, and a trace of each iteration's
 proposal (accepted or not, minibatch scores). We turn that into the tracker's
-event stream and apply it through optimizer.external, so the replayed run is
+event stream and apply it through optimizer.external.services, so the replayed run is
 drawn, compared and downloaded like any other.
 
 The checkpoint is a pickle, and unpickling runs code named in the file. The
@@ -22,7 +22,7 @@ import math
 import pickle
 from typing import Any
 
-from optimizer.external import (
+from optimizer.external.services import (
     MAX_BATCH_EVENTS,
     ExternalRunError,
     external_events_apply,
@@ -100,7 +100,7 @@ def _text(value: Any) -> str:
 
 
 def gepa_state_events(data: dict) -> list[dict]:
-    """The tracker's event stream for a checkpoint (optimizer/external.py's event types)."""
+    """The tracker's event stream for a checkpoint (optimizer/external/services.py's event types)."""
     candidates = data["program_candidates"]
     subscores = data.get("prog_candidate_val_subscores") or []
     parents = data.get("parent_program_for_candidate") or []
