@@ -20,7 +20,7 @@ from dashboard.models import ApiToken
 from dashboard.throttle import REFUSED_MESSAGE as THROTTLED_DETAIL
 from dashboard.throttle import client_ip, token_throttle
 from optimizer.config import LM_REF_TAGS, RunConfigError
-from verifiers_app.api_errors import ErrorOut, error_body, split_problem, validation_problems
+from dashboard.lib.api_errors import ErrorOut, error_body, split_problem, validation_problems
 from verifiers_app.engine import SpecError
 
 

@@ -34,7 +34,7 @@ from django.conf import settings
 from django.http.multipartparser import MultiPartParser
 from django.utils.http import parse_header_parameters
 
-from verifiers_app.api_errors import error_body, split_problem
+from dashboard.lib.api_errors import error_body, split_problem
 
 #: Bodies up to this size are let through to Django without an identity check
 #: (a login form is well under it).

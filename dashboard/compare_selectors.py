@@ -16,7 +16,7 @@ from django.db.models import Q
 
 from optimizer.models import Candidate, Evaluation, Origin, Run
 from optimizer.textdiff import LineageNode, sentence_origins, word_diff
-from verifiers_app.storable import without_nul
+from dashboard.lib.storable import without_nul
 
 MAX_COMPARED = 8
 PAGE_SIZE = 50

@@ -12,7 +12,7 @@ from optimizer.tasksets.models import Split
 from optimizer.tasksets.files import DEFAULT_SPLIT_RATIOS, FORMATS, DefaultSplit, FieldMapping
 from verifiers_app.engine import SpecError
 from verifiers_app.services import spec_from_json
-from verifiers_app.storable import without_nul
+from dashboard.lib.storable import without_nul
 
 NUL_MESSAGE = "contains a NUL character (U+0000), which cannot be stored"
 WHOLE = {"invalid": "must be a whole number", "min_value": "must not be negative"}

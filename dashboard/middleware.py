@@ -9,8 +9,8 @@ from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import Resolver404, resolve
 
-from verifiers_app.api_errors import error_body
-from verifiers_app.storable import MAX_JSON_DEPTH, JsonTooDeep, parse_json
+from dashboard.lib.api_errors import error_body
+from dashboard.lib.storable import MAX_JSON_DEPTH, JsonTooDeep, parse_json
 
 
 class FrontierLoginRequiredMiddleware(LoginRequiredMiddleware):
@@ -33,9 +33,9 @@ class ApiShapeMiddleware:
       text sent with curl's default form content type is still accepted);
     - a body over DATA_UPLOAD_MAX_MEMORY_SIZE is a 413;
     - JSON nested deeper than MAX_JSON_DEPTH is a 400 naming the field
-      (verifiers_app/storable.py: past Python's recursion limit it was a 500);
+      (dashboard/lib/storable.py: past Python's recursion limit it was a 500);
     - any other error response that is not JSON (405 wrong method, 404 no such
-      operation) is given the API's error body (verifiers_app/api_errors.py).
+      operation) is given the API's error body (dashboard/lib/api_errors.py).
     """
 
     BODY_METHODS = ("POST", "PUT", "PATCH", "DELETE")

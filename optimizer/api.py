@@ -3,7 +3,7 @@ their candidates, evaluations, events and export.
 
 A run's config is the RunConfig JSON (optimizer/config.py), typed in the
 OpenAPI document; every problem comes back as a 400 ErrorOut
-{"detail", "problems": [{"field", "message"}]} (verifiers_app/api_errors.py).
+{"detail", "problems": [{"field", "message"}]} (dashboard/lib/api_errors.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from optimizer.config import MAX_METRIC_CALLS, RunConfig
 from optimizer.downloads import run_export_download
 from optimizer.export import RunDocument
 from optimizer.models import Candidate, Origin, Run, RunStatus
-from verifiers_app.api_errors import ErrorOut, Problem
+from dashboard.lib.api_errors import ErrorOut, Problem
 
 router = Router()
 

@@ -23,8 +23,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator, model_validator
 
 from optimizer.lm.config import LMConfig
-from verifiers_app.api_errors import split_problem, validation_problems
-from verifiers_app.storable import storage_problems
+from dashboard.lib.api_errors import split_problem, validation_problems
+from dashboard.lib.storable import storage_problems
 
 PRESET_PROPOSALS = {"light": 5, "medium": 15, "heavy": 40}
 MIN_PROPOSALS = 3

@@ -29,7 +29,7 @@ from optimizer.val_summary import fill_val_summaries
 from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, RunStatus, run_progress, store_rejected_marks
 from optimizer.tasksets.models import Split
 from verifiers_app.engine.errors import validation_problems
-from verifiers_app.storable import MAX_JSON_DEPTH, depth_problem, storage_problems
+from dashboard.lib.storable import MAX_JSON_DEPTH, depth_problem, storage_problems
 
 FORMAT = "frontier.run"
 VERSION = 1

@@ -12,7 +12,7 @@ from django.db import models, transaction
 from django.db.models import Q
 
 from optimizer.tasksets.models import Split, Task, TaskSet
-from verifiers_app.sharing import SharedQuerySet
+from dashboard.lib.sharing import SharedQuerySet
 
 
 class ModelEndpoint(models.Model):

@@ -21,7 +21,7 @@ from verifiers_app.engine import (
     spec_warnings,
     validate_task,
 )
-from verifiers_app.api_errors import ErrorOut
+from dashboard.lib.api_errors import ErrorOut
 from verifiers_app.models import Verifier
 
 router = Router()

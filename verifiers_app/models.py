@@ -4,7 +4,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Case, IntegerField, Value, When
 
-from verifiers_app.sharing import SharedQuerySet
+from dashboard.lib.sharing import SharedQuerySet
 
 
 class VerifierQuerySet(SharedQuerySet):

@@ -10,7 +10,7 @@ from django.http import Http404
 
 from verifiers_app.engine.checks import CHECK_TYPES
 from verifiers_app.models import Verifier, VerifierVersion
-from verifiers_app.storable import without_nul
+from dashboard.lib.storable import without_nul
 
 
 def verifier_for_user(user, slug: str, *, edit: bool = False) -> Verifier:

@@ -23,7 +23,7 @@ from optimizer.external.replay import run_replay_gepa_state
 from optimizer.runs.budget import format_cost, run_pricing
 from optimizer.models import Run
 from optimizer.promotion import DEFAULT_MIN_IMPROVEMENT, promotion_report, run_promote
-from verifiers_app.storable import JsonTooDeep, parse_json
+from dashboard.lib.storable import JsonTooDeep, parse_json
 
 MAX_IMPORT_BYTES = 50 * 1024 * 1024
 

@@ -20,7 +20,7 @@ from optimizer import selectors as run_selectors
 from optimizer import services
 from optimizer.config import DEMO_MODEL_NAME, RunConfigError
 from optimizer.models import Run, RunStatus
-from verifiers_app.storable import JsonTooDeep, parse_json, without_nul
+from dashboard.lib.storable import JsonTooDeep, parse_json, without_nul
 
 LIST_LIMIT = 200
 

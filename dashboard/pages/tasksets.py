@@ -28,7 +28,7 @@ from optimizer.tasksets.services import (
 from optimizer.tasksets.services import taskset_import_preview as services_import_preview
 from optimizer.tasksets.files import DEFAULT_SOURCES, DEFAULT_SPLIT_RATIOS, FORMATS, MAX_FILE_BYTES, FieldMapping
 from verifiers_app.engine import SpecError
-from verifiers_app.storable import without_nul
+from dashboard.lib.storable import without_nul
 
 SPLITS = Split.values
 PREVIEW_PAGE_SIZE = 20

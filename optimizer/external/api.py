@@ -19,7 +19,7 @@ from optimizer.external import services as external
 from optimizer.api import RunOut
 from optimizer.external.services import EventBatch, ExternalRunOpen
 from optimizer.models import Run
-from verifiers_app.api_errors import ErrorOut, error_body
+from dashboard.lib.api_errors import ErrorOut, error_body
 
 router = Router()
 

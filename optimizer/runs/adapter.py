@@ -26,8 +26,8 @@ from typing import Any
 
 from gepa import EvaluationBatch
 
-from optimizer.runs.budget import BudgetGuard, BudgetReached, UsageMeter
 from optimizer.lm.base import LanguageModel, LMConfigError, LMResponse, LMUnavailable
+from optimizer.runs.budget import BudgetGuard, BudgetReached, UsageMeter
 from optimizer.runs.verify_loop import Judge, answer_with_verify
 
 MAX_OUTPUT_CHARS = 20_000

@@ -23,9 +23,9 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
 
+from optimizer.models import RunEvent, run_progress, store_rejected_marks
 from optimizer.runs import event_types as ev
 from optimizer.runs.claims import RunClaim
-from optimizer.models import RunEvent, run_progress, store_rejected_marks
 
 log = logging.getLogger(__name__)
 
@@ -261,7 +261,9 @@ row_pushes = RunRowPushes(_push_run_row)
 
 def _run_row(run_id: int) -> dict | None:
     # The row is the runs list's own format (the run read model; one query).
-    from optimizer.selectors import run_list_row_for_push  # selectors import services, which publish
+    from optimizer.selectors import (
+        run_list_row_for_push,  # selectors import services, which publish
+    )
 
     try:
         found = run_list_row_for_push(run_id)

@@ -30,13 +30,14 @@ from typing import Any
 
 from django.db import transaction
 
+from dashboard.lib.db_retry import retry_db
+from optimizer.front import front_members
+from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, run_progress
 from optimizer.runs import event_types as ev
 from optimizer.runs.adapter import EvalRecord, FrontierAdapter, candidate_digest
-from optimizer.runs.claims import ClaimLost, RunClaim, retry_db
+from optimizer.runs.budget import BudgetGuard, BudgetReached, UsageMeter, UsageSnapshot
+from optimizer.runs.claims import ClaimLost, RunClaim
 from optimizer.runs.events import publish_run_event, publish_run_events
-from optimizer.front import front_members
-from optimizer.runs.budget import BudgetReached, BudgetGuard, UsageMeter, UsageSnapshot
-from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, run_progress
 from optimizer.tasksets.models import Split
 from optimizer.val_summary import val_summary
 

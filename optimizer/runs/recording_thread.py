@@ -35,9 +35,9 @@ import threading
 
 from django.db import connection
 
+from optimizer.runs.checkpoint import save_through, write_checkpoint
 from optimizer.runs.claims import ClaimLost
 from optimizer.runs.events import background_publisher, publishing_through
-from optimizer.runs.checkpoint import save_through, write_checkpoint
 from optimizer.runs.recorder import RunRecorder
 
 log = logging.getLogger(__name__)

@@ -20,27 +20,45 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 
+import gepa
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
-
-import gepa
 from gepa.strategies.proposal_sampling import IndependentSampling
-from optimizer.runs import event_types as ev
-from optimizer.runs.adapter import FrontierAdapter, SystemicFailure
-from optimizer.runs.claims import ClaimLost, RunClaim, retry_db
+
+from dashboard.lib.db_retry import retry_db
 from optimizer.config import RunConfig, parse_run_config
-from optimizer.runs.budget import BudgetGuard, BudgetReached, MeteredLM, Price, UsageMeter, UsageSnapshot
-from optimizer.runs.events import publish_run_event, publish_run_events, publishing_in_background
-from optimizer.runs.checkpoint import LeanCheckpoint
-from optimizer.lm import LMConfig, LMError, ReflectionCallable, build_candidate_proposer, build_lm
+from optimizer.lm import (
+    LMConfig,
+    LMError,
+    ReflectionCallable,
+    build_candidate_proposer,
+    build_lm,
+)
 from optimizer.lm.config import coerce_config
 from optimizer.models import Candidate, Run, RunStatus
-from optimizer.tasksets.models import Split
+from optimizer.runs import event_types as ev
+from optimizer.runs.adapter import FrontierAdapter, SystemicFailure
+from optimizer.runs.budget import (
+    BudgetGuard,
+    BudgetReached,
+    MeteredLM,
+    Price,
+    UsageMeter,
+    UsageSnapshot,
+)
+from optimizer.runs.checkpoint import LeanCheckpoint
+from optimizer.runs.claims import ClaimLost, RunClaim
+from optimizer.runs.events import (
+    publish_run_event,
+    publish_run_events,
+    publishing_in_background,
+)
 from optimizer.runs.recorder import RunRecorder
-from optimizer.runs.status import run_set_status
 from optimizer.runs.recording_thread import RecorderThread
+from optimizer.runs.status import run_set_status
 from optimizer.runs.verify_loop import llm_judge, verifier_judge
+from optimizer.tasksets.models import Split
 from verifiers_app.engine import SpecError, compile_specs
 
 log = logging.getLogger(__name__)

@@ -13,10 +13,10 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from optimizer.models import PROGRESS_FIELDS, Run, RunStatus, run_progress
 from optimizer.runs import event_types as ev
 from optimizer.runs.claims import RunClaim
 from optimizer.runs.events import publish_run_event
-from optimizer.models import PROGRESS_FIELDS, Run, RunStatus, run_progress
 
 
 def run_set_status(holder: Run | RunClaim, status: str, phase: str, *, error: str | None = None, **fields) -> None:

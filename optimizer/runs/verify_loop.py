@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from optimizer.runs.event_types import PREVIEW_CHARS
 from optimizer.lm.base import LanguageModel, LMResponse
+from optimizer.runs.event_types import PREVIEW_CHARS
 
 Judge = Callable[[str, str], str]
 MAX_VERDICT_CHARS = 1000

@@ -16,8 +16,8 @@ from optimizer.tasksets.services import (
     taskset_delete, taskset_duplicate, taskset_export_lines, taskset_import, taskset_import_preview,
 )
 from optimizer.tasksets.files import DEFAULT_SPLIT_RATIOS, MAX_FILE_BYTES, DefaultSplit, FieldMapping
-from verifiers_app.api_errors import ErrorOut, Problem
-from verifiers_app.storable import without_nul
+from dashboard.lib.api_errors import ErrorOut, Problem
+from dashboard.lib.storable import without_nul
 
 router = Router()
 #: Rows a task set can hold is far below this; a larger offset reads as "past the end"

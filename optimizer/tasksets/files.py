@@ -39,7 +39,7 @@ import yaml
 
 from optimizer.tasksets.models import Split
 from verifiers_app.engine import SpecError, validate_task
-from verifiers_app.storable import MAX_JSON_DEPTH, JsonTooDeep, depth_problem, parse_json, storage_problems
+from dashboard.lib.storable import MAX_JSON_DEPTH, JsonTooDeep, depth_problem, parse_json, storage_problems
 
 MAX_FILE_BYTES = 64 * 1024 * 1024  # JSONL, CSV, TSV: streamed
 MAX_DOCUMENT_BYTES = 10 * 1024 * 1024  # JSON, YAML: parsed whole
@@ -284,7 +284,7 @@ def _json_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: d
         except RecursionError:
             value, end = None, None
         problem = f"value: nested more than {MAX_JSON_DEPTH} levels deep" if end is None else depth_problem(value)
-        if problem:  # the same cap as every other untrusted JSON (verifiers_app.storable)
+        if problem:  # the same cap as every other untrusted JSON (dashboard.lib.storable)
             raise SpecError(f"{filename} line {lines.at(pos)}: invalid JSON ({problem.partition(': ')[2]})")
         return value, end
 

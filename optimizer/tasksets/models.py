@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from verifiers_app.sharing import SharedQuerySet
+from dashboard.lib.sharing import SharedQuerySet
 
 
 class TaskSet(models.Model):

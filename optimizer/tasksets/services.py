@@ -15,9 +15,9 @@ from optimizer.tasksets.models import Split, Task, TaskSet
 from optimizer.tasksets.files import (
     DefaultSplit, FieldMapping, ScanReport, TaskFile, deal_splits, iter_task_rows, scan_task_file,
 )
-from verifiers_app.api_errors import split_problem
+from dashboard.lib.api_errors import split_problem
 from verifiers_app.engine import SpecError, validate_task
-from verifiers_app.storable import storage_problems, without_nul
+from dashboard.lib.storable import storage_problems, without_nul
 
 _ROW_FIELDS = ("input", "expected", "params", "metadata", "verifier", "split")
 _WRITE_BATCH = 1000

@@ -180,7 +180,7 @@ class TestValidateTask:
 
 
 def test_the_api_and_the_engine_word_a_pydantic_error_alike_and_differ_only_in_path_style():
-    from verifiers_app.api_errors import validation_problems as api_problems
+    from dashboard.lib.api_errors import validation_problems as api_problems
     from verifiers_app.engine.errors import validation_problems
 
     errors = [{"type": "missing", "loc": ("checks", 0, "id"), "msg": "Field required"},

@@ -9,17 +9,29 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from dashboard.lib.db_retry import retry_db
+from optimizer.lm.simulator import DemoLanguageModel
+from optimizer.models import (
+    Candidate,
+    Evaluation,
+    Run,
+    RunEvent,
+    RunStatus,
+    run_progress,
+)
 from optimizer.runs import event_types as ev
 from optimizer.runs import runner
-from optimizer.lm.simulator import DemoLanguageModel
-from optimizer.models import Candidate, Evaluation, Run, RunEvent, RunStatus, run_progress
-from optimizer.runs.runner import execute_run
-from optimizer.runs.claims import retry_db
 from optimizer.runs.recorder import RunRecorder
 from optimizer.runs.recording_thread import RecorderThread
+from optimizer.runs.runner import execute_run
 from optimizer.services import run_launch, run_resume, run_stop
-from tests.optimizer.run_helpers import endpoint, refund_task_set, refund_verifier, run_config
 from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer, completion
+from tests.optimizer.run_helpers import (
+    endpoint,
+    refund_task_set,
+    refund_verifier,
+    run_config,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("runs_dir")]
 

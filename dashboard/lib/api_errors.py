@@ -11,7 +11,9 @@ from collections.abc import Iterable
 
 from ninja import Schema
 
-from verifiers_app.engine.errors import validation_problems as engine_validation_problems
+from verifiers_app.engine.errors import (
+    validation_problems as engine_validation_problems,
+)
 
 
 class Problem(Schema):

@@ -1,4 +1,4 @@
-"""Untrusted JSON (verifiers_app/storable.py): nesting is capped wherever JSON
+"""Untrusted JSON (dashboard/lib/storable.py): nesting is capped wherever JSON
 from outside is read, with the field named."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from verifiers_app.engine import SpecError
 from verifiers_app.services import spec_from_json
-from verifiers_app.storable import MAX_JSON_DEPTH, JsonTooDeep, parse_json, storage_problems
+from dashboard.lib.storable import MAX_JSON_DEPTH, JsonTooDeep, parse_json, storage_problems
 
 
 def nested(depth: int, leaf="x"):
