@@ -1,7 +1,7 @@
 from django.contrib import admin
 
-from dashboard.pages.login import ThrottledAdminAuthenticationForm
 from dashboard.models import ApiToken
+from dashboard.pages.login import ThrottledAdminAuthenticationForm
 
 # The admin's login counts against the same throttle as the site's (dashboard.throttle).
 admin.site.login_form = ThrottledAdminAuthenticationForm

@@ -16,11 +16,16 @@ from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer, SessionAuth
 
+from dashboard.lib.api_errors import (
+    ErrorOut,
+    error_body,
+    split_problem,
+    validation_problems,
+)
 from dashboard.models import ApiToken
 from dashboard.throttle import REFUSED_MESSAGE as THROTTLED_DETAIL
 from dashboard.throttle import client_ip, token_throttle
 from optimizer.config import LM_REF_TAGS, RunConfigError
-from dashboard.lib.api_errors import ErrorOut, error_body, split_problem, validation_problems
 from verifiers_app.engine import SpecError
 
 
@@ -186,9 +191,8 @@ def _mount_routers() -> None:
     from optimizer.api import router as runs_router
     from optimizer.external.api import router as external_router
     from optimizer.tasksets.api import router as tasksets_router
-    from verifiers_app.api import router as verifiers_router
-
     from optimizer.tasksets.services import TaskSetInUse
+    from verifiers_app.api import router as verifiers_router
     from verifiers_app.services import VerifierInUse, VerifierNotFound
 
     api.add_exception_handler(TaskSetInUse, lambda request, exc: _error(request, 409, str(exc)))

@@ -14,9 +14,9 @@ import plotly.graph_objects as go
 from django.core.paginator import Page, Paginator
 from django.db.models import Q
 
+from dashboard.lib.storable import without_nul
 from optimizer.models import Candidate, Evaluation, Origin, Run
 from optimizer.textdiff import LineageNode, sentence_origins, word_diff
-from dashboard.lib.storable import without_nul
 
 MAX_COMPARED = 8
 PAGE_SIZE = 50

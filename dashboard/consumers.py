@@ -23,8 +23,8 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.contrib.auth import get_user_model
 
-from optimizer.runs.events import RUNS_GROUP, run_group
 from optimizer.models import Run, RunEvent
+from optimizer.runs.events import RUNS_GROUP, run_group
 
 REPLAY_BATCH = 500
 # A run socket asks "may this user still see the run?" again at the first event

@@ -8,11 +8,16 @@ from __future__ import annotations
 from django import forms
 from django.core import validators
 
+from dashboard.lib.storable import without_nul
+from optimizer.tasksets.files import (
+    DEFAULT_SPLIT_RATIOS,
+    FORMATS,
+    DefaultSplit,
+    FieldMapping,
+)
 from optimizer.tasksets.models import Split
-from optimizer.tasksets.files import DEFAULT_SPLIT_RATIOS, FORMATS, DefaultSplit, FieldMapping
 from verifiers_app.engine import SpecError
 from verifiers_app.services import spec_from_json
-from dashboard.lib.storable import without_nul
 
 NUL_MESSAGE = "contains a NUL character (U+0000), which cannot be stored"
 WHOLE = {"invalid": "must be a whole number", "min_value": "must not be negative"}

@@ -3,7 +3,12 @@ import logging
 
 from django.conf import settings
 from django.contrib.auth.middleware import LoginRequiredMiddleware
-from django.core.exceptions import BadRequest, PermissionDenied, RequestDataTooBig, SuspiciousOperation
+from django.core.exceptions import (
+    BadRequest,
+    PermissionDenied,
+    RequestDataTooBig,
+    SuspiciousOperation,
+)
 from django.core.signals import got_request_exception
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import render

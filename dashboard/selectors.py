@@ -1,6 +1,6 @@
 """Read paths of the run pages: the run page's JSON snapshot, its header card
 and family, the candidate page and the launch form's choices (the run read
-model itself, list rows included, is optimizer.selectors.run_summary).
+model itself, list rows included, is optimizer.runs.summary.run_summary).
 
 The snapshot is everything the run page draws, built from the database alone
 (Run, Candidate, Evaluation rows and the tail of the event log), so a finished
@@ -21,12 +21,19 @@ from django.db.models import Count, F, FloatField, Func, IntegerField, TextField
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
+from optimizer.config import DEMO_MODEL_LABEL, lm_is_simulator
+from optimizer.models import (
+    Candidate,
+    Evaluation,
+    ModelEndpoint,
+    RejectedProposal,
+    Run,
+    RunEvent,
+)
 from optimizer.runs import event_types as ev
 from optimizer.runs.budget import format_cost, run_pricing
-from optimizer.config import DEMO_MODEL_LABEL, lm_is_simulator
-from optimizer.models import Candidate, Evaluation, ModelEndpoint, RejectedProposal, Run, RunEvent
+from optimizer.runs.summary import run_summary
 from optimizer.tasksets.models import Split, TaskSet
-from optimizer.selectors import run_summary
 from optimizer.val_summary import fill_val_summaries
 from verifiers_app.models import Verifier
 

@@ -13,7 +13,15 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from dashboard.env import database_from_url, env_bool, env_int, env_list, env_str, proxy_ssl_header, redis_url
+from dashboard.env import (
+    database_from_url,
+    env_bool,
+    env_int,
+    env_list,
+    env_str,
+    proxy_ssl_header,
+    redis_url,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env_str("FRONTIER_DATA_DIR", str(BASE_DIR / "var")))

@@ -1,6 +1,15 @@
 from django.contrib import admin
 
-from optimizer.models import Candidate, Evaluation, ModelEndpoint, RejectedProposal, Run, RunEvent, RunProgress, UserRunLimits
+from optimizer.models import (
+    Candidate,
+    Evaluation,
+    ModelEndpoint,
+    RejectedProposal,
+    Run,
+    RunEvent,
+    RunProgress,
+    UserRunLimits,
+)
 
 
 @admin.register(UserRunLimits)

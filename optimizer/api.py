@@ -12,16 +12,17 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.http import Http404, JsonResponse
+from django.http import Http404
 from ninja import Field, Query, Router, Schema, Status
 
-from optimizer.runs import event_types as ev
+from dashboard.lib.api_errors import ErrorOut, Problem
 from optimizer import selectors, services
 from optimizer.config import MAX_METRIC_CALLS, RunConfig
 from optimizer.downloads import run_export_download
 from optimizer.export import RunDocument
 from optimizer.models import Candidate, Origin, Run, RunStatus
-from dashboard.lib.api_errors import ErrorOut, Problem
+from optimizer.runs import event_types as ev
+from optimizer.runs.summary import RUN_JOINS, run_summary
 
 router = Router()
 
@@ -152,8 +153,8 @@ class RunOut(Schema):
 
     @staticmethod
     def of(run: Run) -> dict:
-        """The run read model (optimizer.selectors.run_summary) in the API's names."""
-        summary = selectors.run_summary(run)
+        """The run read model (optimizer.runs.summary.run_summary) in the API's names."""
+        summary = run_summary(run)
         return {
             **summary, "name": run.name, "best_candidate": summary["best_index"],
             "chosen_candidate": summary["chosen_index"],
@@ -292,7 +293,7 @@ def _control(action, request, run_id: int, **kwargs):
         run = action(run=run, **kwargs)
     except services.RunStateError as error:
         return Status(409, {"detail": str(error), "problems": []})
-    return Status(200, RunOut.of(Run.objects.select_related(*selectors.RUN_JOINS).get(pk=run.pk)))
+    return Status(200, RunOut.of(Run.objects.select_related(*RUN_JOINS).get(pk=run.pk)))
 
 
 @router.post("/{run_id}/stop", response={200: RunOut, 409: ErrorOut})
@@ -334,7 +335,7 @@ def update_run(request, run_id: int, body: RunPatchIn):
             services.run_annotate(run=run, tags=body.tags, notes=body.notes)  # RunConfigError: the API's 400
     except services.RunStateError as error:
         return Status(409, {"detail": str(error), "problems": []})
-    return Status(200, RunOut.of(Run.objects.select_related(*selectors.RUN_JOINS).get(pk=run.pk)))
+    return Status(200, RunOut.of(Run.objects.select_related(*RUN_JOINS).get(pk=run.pk)))
 
 
 @router.delete("/{run_id}", response={204: None, 409: ErrorOut})

@@ -20,11 +20,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from optimizer.lm.config import LMConfig
 from dashboard.lib.api_errors import split_problem, validation_problems
 from dashboard.lib.storable import storage_problems
+from optimizer.lm.config import LMConfig
 
 PRESET_PROPOSALS = {"light": 5, "medium": 15, "heavy": 40}
 MIN_PROPOSALS = 3

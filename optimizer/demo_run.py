@@ -6,8 +6,8 @@ watches its charts move. Idempotent: one demo run per example set."""
 from __future__ import annotations
 
 from optimizer.models import Run, RunStatus
-from optimizer.tasksets.models import TaskSet
 from optimizer.services import run_launch
+from optimizer.tasksets.models import TaskSet
 
 DEMO_TASK_SET = "Refund tickets"
 DEMO_VERIFIER = "refund-policy-quality"

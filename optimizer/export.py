@@ -22,14 +22,32 @@ from typing import Annotated, Literal
 from django.db import connection, transaction
 from django.db.models import Case, Value, When
 from django.db.models.functions import Collate
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from optimizer.config import RunConfigError, parse_run_config
-from optimizer.val_summary import fill_val_summaries
-from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, RunStatus, run_progress, store_rejected_marks
-from optimizer.tasksets.models import Split
-from verifiers_app.engine.errors import validation_problems
 from dashboard.lib.storable import MAX_JSON_DEPTH, depth_problem, storage_problems
+from optimizer.config import RunConfigError, parse_run_config
+from optimizer.models import (
+    Candidate,
+    Evaluation,
+    Origin,
+    Run,
+    RunEvent,
+    RunStatus,
+    run_progress,
+    store_rejected_marks,
+)
+from optimizer.tasksets.models import Split
+from optimizer.val_summary import fill_val_summaries
+from verifiers_app.engine.errors import validation_problems
 
 FORMAT = "frontier.run"
 VERSION = 1

@@ -12,7 +12,6 @@ from django.db import models, transaction
 from django.db.models import Q
 
 from optimizer.tasksets.models import Split, Task, TaskSet
-from dashboard.lib.sharing import SharedQuerySet
 
 
 class ModelEndpoint(models.Model):

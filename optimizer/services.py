@@ -14,7 +14,6 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
-from optimizer.runs import event_types as ev
 from optimizer.config import (
     DEMO_MODEL_NAME,
     DEMO_REFLECTION_LM,
@@ -24,15 +23,20 @@ from optimizer.config import (
     RunConfigError,
     parse_run_config,
 )
-from optimizer.runs.events import publish_run_event
-from optimizer.runs.status import run_set_status
-from optimizer.runs.limits import active_runs_problem, budget_problem, launch_problems, run_limits_for
 from optimizer.lm import LMConfig, check_endpoint
 from optimizer.models import Candidate, ModelEndpoint, Run, RunStatus
+from optimizer.runs import event_types as ev
+from optimizer.runs.events import publish_run_event
+from optimizer.runs.limits import (
+    active_runs_problem,
+    budget_problem,
+    launch_problems,
+    run_limits_for,
+)
+from optimizer.runs.status import run_set_status
 from optimizer.tasksets.models import TaskSet
 from verifiers_app.engine import SpecError, compile_specs, validate_task
 from verifiers_app.models import Verifier
-
 
 DEMO_JUDGE_PROBLEM = (
     "the demo simulator cannot judge answers; choose a real model endpoint as the LLM judge, "

@@ -7,8 +7,8 @@ from __future__ import annotations
 from django.db.models.signals import m2m_changed
 from django.dispatch import receiver
 
-from optimizer.runs.events import publish_run_access_changed
 from optimizer.models import Run
+from optimizer.runs.events import publish_run_access_changed
 
 
 @receiver(m2m_changed, sender=Run.shared_with.through, dispatch_uid="run-sharing-changed")

@@ -2,8 +2,8 @@ from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from dashboard.forms import ApiTokenForm
 from dashboard.account_services import api_token_create, api_token_revoke
+from dashboard.forms import ApiTokenForm
 from dashboard.models import ApiToken
 
 

@@ -11,19 +11,20 @@ from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import urlencode
-from django.views.decorators.http import require_safe, require_http_methods
+from django.views.decorators.http import require_http_methods, require_safe
 
 from dashboard import compare_selectors as sel
 from dashboard.forms import PromotionForm, RunImportForm
-from optimizer.selectors import RUN_JOINS, run_for_user, run_summary
+from dashboard.lib.storable import JsonTooDeep, parse_json
 from optimizer.downloads import run_export_download
 from optimizer.export import RunImportError, run_import, run_import_stream
-from optimizer.external.services import ExternalRunError
 from optimizer.external.replay import run_replay_gepa_state
-from optimizer.runs.budget import format_cost, run_pricing
+from optimizer.external.services import ExternalRunError
 from optimizer.models import Run
 from optimizer.promotion import DEFAULT_MIN_IMPROVEMENT, promotion_report, run_promote
-from dashboard.lib.storable import JsonTooDeep, parse_json
+from optimizer.runs.budget import format_cost, run_pricing
+from optimizer.runs.summary import RUN_JOINS, run_summary
+from optimizer.selectors import run_for_user
 
 MAX_IMPORT_BYTES = 50 * 1024 * 1024
 

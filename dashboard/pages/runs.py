@@ -12,15 +12,20 @@ from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.safestring import mark_safe
-from django.views.decorators.http import require_http_methods, require_POST, require_safe
+from django.views.decorators.http import (
+    require_http_methods,
+    require_POST,
+    require_safe,
+)
 
 from dashboard import selectors
 from dashboard.forms import RunAnnotateForm, RunArchiveForm, RunControlForm
+from dashboard.lib.storable import JsonTooDeep, parse_json, without_nul
 from optimizer import selectors as run_selectors
 from optimizer import services
 from optimizer.config import DEMO_MODEL_NAME, RunConfigError
 from optimizer.models import Run, RunStatus
-from dashboard.lib.storable import JsonTooDeep, parse_json, without_nul
+from optimizer.runs.summary import run_client_status, run_list_row, run_summary
 
 LIST_LIMIT = 200
 
@@ -77,7 +82,7 @@ def run_list(request):
         request,
         "runs/list.html",
         {
-            "rows": [run_selectors.run_list_row(run) for run in runs],
+            "rows": [run_list_row(run) for run in runs],
             "statuses": RunStatus.choices,
             "filters": filters,
             "choices": run_selectors.run_list_filter_choices(user=request.user),
@@ -91,7 +96,7 @@ def run_list_json(request):
     """The list's rows as JSON: runs-list.js reloads them whenever its `/ws/runs/`
     socket (re)connects, then applies the pushed rows."""
     runs = run_selectors.run_list(user=request.user, **_list_filters(request))
-    return JsonResponse({"runs": [run_selectors.run_list_row(run) for run in runs[:LIST_LIMIT]]})
+    return JsonResponse({"runs": [run_list_row(run) for run in runs[:LIST_LIMIT]]})
 
 
 @require_safe
@@ -102,7 +107,7 @@ def run_detail(request, run_id: int):
         "runs/detail.html",
         {
             "run": run,
-            "summary": run_selectors.run_summary(run),
+            "summary": run_summary(run),
             "explain": selectors.run_explainer(run),
             "family": selectors.run_family(run, user=request.user),
             "can_control": run.controllable_by(request.user),
@@ -133,7 +138,7 @@ def run_scores(request, run_id: int):
 def run_client_json(request, run_id: int):
     """An external run's tracker: last heard from, silent or not (the run page polls it)."""
     run = run_selectors.run_for_user(request.user, run_id)
-    return JsonResponse({"status": run.status, **run_selectors.run_client_status(run)})
+    return JsonResponse({"status": run.status, **run_client_status(run)})
 
 
 @require_safe

@@ -15,20 +15,39 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from dashboard.forms import (
-    AssignSplitForm, SplitForm, TaskForm, TaskImportConfirmForm, TaskImportForm, TaskImportUploadForm,
+    AssignSplitForm,
+    SplitForm,
+    TaskForm,
+    TaskImportConfirmForm,
+    TaskImportForm,
+    TaskImportUploadForm,
 )
-from optimizer.tasksets.models import Split, Task, TaskSet
+from dashboard.lib.storable import without_nul
 from optimizer import selectors
 from optimizer.downloads import streaming_download
 from optimizer.import_uploads import upload_discard, upload_keep, upload_path
-from optimizer.tasksets.services import (
-    TaskSetInUse, task_update, taskset_assign_split, taskset_delete, taskset_duplicate, taskset_export_lines,
-    taskset_import, taskset_split,
+from optimizer.tasksets.files import (
+    DEFAULT_SOURCES,
+    DEFAULT_SPLIT_RATIOS,
+    FORMATS,
+    MAX_FILE_BYTES,
+    FieldMapping,
 )
-from optimizer.tasksets.services import taskset_import_preview as services_import_preview
-from optimizer.tasksets.files import DEFAULT_SOURCES, DEFAULT_SPLIT_RATIOS, FORMATS, MAX_FILE_BYTES, FieldMapping
+from optimizer.tasksets.models import Split, Task, TaskSet
+from optimizer.tasksets.services import (
+    TaskSetInUse,
+    task_update,
+    taskset_assign_split,
+    taskset_delete,
+    taskset_duplicate,
+    taskset_export_lines,
+    taskset_import,
+    taskset_split,
+)
+from optimizer.tasksets.services import (
+    taskset_import_preview as services_import_preview,
+)
 from verifiers_app.engine import SpecError
-from dashboard.lib.storable import without_nul
 
 SPLITS = Split.values
 PREVIEW_PAGE_SIZE = 20

@@ -14,12 +14,12 @@ from __future__ import annotations
 from django.http import Http404
 from ninja import Router, Schema, Status
 
-from optimizer import selectors
-from optimizer.external import services as external
+from dashboard.lib.api_errors import ErrorOut, error_body
 from optimizer.api import RunOut
+from optimizer.external import services as external
 from optimizer.external.services import EventBatch, ExternalRunOpen
 from optimizer.models import Run
-from dashboard.lib.api_errors import ErrorOut, error_body
+from optimizer.runs.summary import RUN_JOINS
 
 router = Router()
 
@@ -58,7 +58,7 @@ def open_run(request, body: ExternalRunOpen):
         run, created = external.external_run_open(owner=request.user, data=body)
     except external.ExternalRunError as error:
         return Status(400, _problems(error))
-    run = Run.objects.select_related(*selectors.RUN_JOINS).get(pk=run.pk)
+    run = Run.objects.select_related(*RUN_JOINS).get(pk=run.pk)
     return Status(201 if created else 200, {**RunOut.of(run), "last_batch": run.external_batch})
 
 

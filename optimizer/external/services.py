@@ -22,21 +22,24 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from optimizer.config import MAX_METRIC_CALLS, config_problems
+from optimizer.export import MAX_TEXT, Count
+from optimizer.models import Origin, Run, RunKind, RunStatus, run_progress
 from optimizer.runs import event_types as ev
 from optimizer.runs.adapter import MAX_OUTPUT_CHARS, EvalRecord
 from optimizer.runs.claims import RunClaim
-from optimizer.config import MAX_METRIC_CALLS, config_problems
 from optimizer.runs.events import publish_run_event
-from optimizer.export import MAX_TEXT, Count
-from optimizer.models import Origin, Run, RunKind, RunStatus, run_progress
+from optimizer.runs.recorder import (
+    MAX_REASONING_CHARS,
+    RunRecorder,
+    item_payload,
+    preview,
+)
 from optimizer.tasksets.models import Split, TaskSet
-from optimizer.runs.recorder import MAX_REASONING_CHARS, RunRecorder, item_payload, preview
 from verifiers_app.engine.aggregate import Thresholds
 
 MAX_BATCH_EVENTS = 500
 MAX_TASKS = 10_000
-# The run page calls an external client silent after this long without a batch or a control poll.
-SILENT_AFTER_SECONDS = 30
 
 
 def _storable(text: str) -> str:

@@ -261,9 +261,7 @@ row_pushes = RunRowPushes(_push_run_row)
 
 def _run_row(run_id: int) -> dict | None:
     # The row is the runs list's own format (the run read model; one query).
-    from optimizer.selectors import (
-        run_list_row_for_push,  # selectors import services, which publish
-    )
+    from optimizer.runs.summary import run_list_row_for_push
 
     try:
         found = run_list_row_for_push(run_id)

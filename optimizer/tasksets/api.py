@@ -6,18 +6,26 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-
 from django.http import StreamingHttpResponse
 from ninja import Field, Router, Schema, Status
 
-from optimizer.tasksets.models import TaskSet
-from optimizer.selectors import taskset_for_user, taskset_list
-from optimizer.tasksets.services import (
-    taskset_delete, taskset_duplicate, taskset_export_lines, taskset_import, taskset_import_preview,
-)
-from optimizer.tasksets.files import DEFAULT_SPLIT_RATIOS, MAX_FILE_BYTES, DefaultSplit, FieldMapping
 from dashboard.lib.api_errors import ErrorOut, Problem
 from dashboard.lib.storable import without_nul
+from optimizer.selectors import taskset_for_user, taskset_list
+from optimizer.tasksets.files import (
+    DEFAULT_SPLIT_RATIOS,
+    MAX_FILE_BYTES,
+    DefaultSplit,
+    FieldMapping,
+)
+from optimizer.tasksets.models import TaskSet
+from optimizer.tasksets.services import (
+    taskset_delete,
+    taskset_duplicate,
+    taskset_export_lines,
+    taskset_import,
+    taskset_import_preview,
+)
 
 router = Router()
 #: Rows a task set can hold is far below this; a larger offset reads as "past the end"

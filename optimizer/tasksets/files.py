@@ -37,9 +37,15 @@ from typing import Any, BinaryIO, Callable, Iterator
 
 import yaml
 
+from dashboard.lib.storable import (
+    MAX_JSON_DEPTH,
+    JsonTooDeep,
+    depth_problem,
+    parse_json,
+    storage_problems,
+)
 from optimizer.tasksets.models import Split
 from verifiers_app.engine import SpecError, validate_task
-from dashboard.lib.storable import MAX_JSON_DEPTH, JsonTooDeep, depth_problem, parse_json, storage_problems
 
 MAX_FILE_BYTES = 64 * 1024 * 1024  # JSONL, CSV, TSV: streamed
 MAX_DOCUMENT_BYTES = 10 * 1024 * 1024  # JSON, YAML: parsed whole

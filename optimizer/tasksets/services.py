@@ -10,14 +10,20 @@ from typing import BinaryIO, Iterator
 
 from django.db import transaction
 
-from optimizer.models import Run
-from optimizer.tasksets.models import Split, Task, TaskSet
-from optimizer.tasksets.files import (
-    DefaultSplit, FieldMapping, ScanReport, TaskFile, deal_splits, iter_task_rows, scan_task_file,
-)
 from dashboard.lib.api_errors import split_problem
-from verifiers_app.engine import SpecError, validate_task
 from dashboard.lib.storable import storage_problems, without_nul
+from optimizer.models import Run
+from optimizer.tasksets.files import (
+    DefaultSplit,
+    FieldMapping,
+    ScanReport,
+    TaskFile,
+    deal_splits,
+    iter_task_rows,
+    scan_task_file,
+)
+from optimizer.tasksets.models import Split, Task, TaskSet
+from verifiers_app.engine import SpecError, validate_task
 
 _ROW_FIELDS = ("input", "expected", "params", "metadata", "verifier", "split")
 _WRITE_BATCH = 1000

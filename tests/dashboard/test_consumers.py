@@ -9,8 +9,8 @@ from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 
 from dashboard.asgi import application
-from optimizer.runs.events import publish_run_event, run_group
 from optimizer.models import Run, RunEvent, run_progress
+from optimizer.runs.events import publish_run_event, run_group
 from tests.dashboard.test_embedded_mode import session_headers
 
 pytestmark = pytest.mark.django_db(transaction=True)

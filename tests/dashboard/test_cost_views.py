@@ -12,7 +12,12 @@ from optimizer.models import Candidate, Run
 from optimizer.runs.runner import execute_run
 from optimizer.services import run_launch
 from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer
-from tests.optimizer.run_helpers import endpoint, refund_task_set, refund_verifier, run_config
+from tests.optimizer.run_helpers import (
+    endpoint,
+    refund_task_set,
+    refund_verifier,
+    run_config,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("runs_dir")]
 

@@ -9,8 +9,8 @@ from django.conf import settings
 from django.test import Client
 
 from dashboard.asgi import application
-from dashboard.embedded import ensure_worker, stop_worker
 from dashboard.celery_tasks import worker_ping
+from dashboard.embedded import ensure_worker, stop_worker
 from optimizer.models import Run, RunEvent, RunStatus
 
 

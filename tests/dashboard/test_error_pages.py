@@ -54,7 +54,7 @@ def test_a_server_error_shows_our_500_page_and_logs_the_traceback(user, debug, m
     def broken(run):
         raise RuntimeError("kaboom in the summary")
 
-    monkeypatch.setattr("optimizer.selectors.run_summary", broken)
+    monkeypatch.setattr("dashboard.pages.runs.run_summary", broken)
     run = recorded_run(owner=user, candidates=1, val_tasks=1)
     client = Client(raise_request_exception=False)
     client.force_login(user)

@@ -8,8 +8,8 @@ from django.urls import reverse
 
 from optimizer import selectors
 from optimizer.models import Run, RunStatus
-from tests.factories import recorded_run
 from tests.dashboard.pages.test_runs import config, post_json, task_set, verifier  # noqa: F401 - fixtures
+from tests.factories import recorded_run
 
 pytestmark = pytest.mark.django_db
 

@@ -7,10 +7,17 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from dashboard import selectors
+from optimizer.models import (
+    Candidate,
+    Evaluation,
+    RejectedProposal,
+    Run,
+    RunEvent,
+    RunStatus,
+)
 from optimizer.runs import event_types as ev
 from optimizer.runs.events import publish_run_event
-from optimizer.models import Candidate, Evaluation, RejectedProposal, Run, RunEvent, RunStatus
-from optimizer.selectors import RUN_JOINS
+from optimizer.runs.summary import RUN_JOINS
 from tests.factories import recorded_run
 
 

@@ -36,7 +36,6 @@ class Command(BaseCommand):
         embedded_worker = settings.EMBEDDED and settings.EMBEDDED_WORKER and not no_worker
         if embedded_worker:
             from dashboard.embedded import ensure_worker
-
             from optimizer.runs.queued import QueuedRunPoller
 
             worker = ensure_worker()

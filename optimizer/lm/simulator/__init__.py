@@ -15,7 +15,12 @@ from typing import Any
 
 from ..base import LMError, LMResponse
 from ..config import DEMO_LABEL, LMConfig
-from .reflection import looks_like_reflection_prompt, records_from_dataset, reflect, reflection_reply
+from .reflection import (
+    looks_like_reflection_prompt,
+    records_from_dataset,
+    reflect,
+    reflection_reply,
+)
 from .task_model import simulate_reply
 
 __all__ = ["DemoLanguageModel", "DemoReflectionLM", "DemoCandidateProposer", "simulate_reply", "reflect"]

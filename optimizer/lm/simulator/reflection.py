@@ -36,7 +36,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .feedback import Ask, parse_feedback
-from .rules import MAX_PROMPT_CHARS, MAX_TRIGGERS, Rule, bullet_of, parse_rules, render, rendered_strength
+from .rules import (
+    MAX_PROMPT_CHARS,
+    MAX_TRIGGERS,
+    Rule,
+    bullet_of,
+    parse_rules,
+    render,
+    rendered_strength,
+)
 from .text import content_words, quote, quote_list, split_pair
 
 MAX_RECORDS = 50

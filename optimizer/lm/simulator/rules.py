@@ -30,7 +30,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from .text import PLACEHOLDER, mask_quotes, placeholders_in, quote, quote_list, split_pair
+from .text import (
+    PLACEHOLDER,
+    mask_quotes,
+    placeholders_in,
+    quote,
+    quote_list,
+    split_pair,
+)
 
 MAX_PROMPT_CHARS = 100_000
 MAX_RULES = 400

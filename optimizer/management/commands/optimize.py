@@ -31,11 +31,18 @@ from django.db import transaction
 
 from optimizer.config import RunConfigError
 from optimizer.models import Run, RunStatus
-from optimizer.tasksets.models import TaskSet
 from optimizer.runs.queued import server_is_alive
 from optimizer.runs.runner import execute_run
 from optimizer.selectors import run_wait_summary
-from optimizer.services import RunStateError, run_cancel, run_launch, run_resume, run_snapshot_warnings, run_stop
+from optimizer.services import (
+    RunStateError,
+    run_cancel,
+    run_launch,
+    run_resume,
+    run_snapshot_warnings,
+    run_stop,
+)
+from optimizer.tasksets.models import TaskSet
 from optimizer.tasksets.services import taskset_import
 from verifiers_app.engine import SpecError
 from verifiers_app.services import verifier_resolve
@@ -154,8 +161,8 @@ class Command(BaseCommand):
         return run
 
     def _replay(self, options) -> Run:
-        from optimizer.external.services import ExternalRunError
         from optimizer.external.replay import run_replay_gepa_state
+        from optimizer.external.services import ExternalRunError
 
         path = Path(options["path"])
         if path.is_dir():

@@ -7,9 +7,14 @@ import json
 
 import pytest
 
+from dashboard.lib.storable import (
+    MAX_JSON_DEPTH,
+    JsonTooDeep,
+    parse_json,
+    storage_problems,
+)
 from verifiers_app.engine import SpecError
 from verifiers_app.services import spec_from_json
-from dashboard.lib.storable import MAX_JSON_DEPTH, JsonTooDeep, parse_json, storage_problems
 
 
 def nested(depth: int, leaf="x"):

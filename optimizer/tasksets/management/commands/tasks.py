@@ -17,9 +17,19 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from optimizer.tasksets.files import (
+    DEFAULT_SPLIT_RATIOS,
+    FORMATS,
+    DefaultSplit,
+    FieldMapping,
+)
 from optimizer.tasksets.models import TaskSet
-from optimizer.tasksets.services import taskset_export_lines, taskset_import, taskset_import_preview, taskset_split
-from optimizer.tasksets.files import DEFAULT_SPLIT_RATIOS, FORMATS, DefaultSplit, FieldMapping
+from optimizer.tasksets.services import (
+    taskset_export_lines,
+    taskset_import,
+    taskset_import_preview,
+    taskset_split,
+)
 from verifiers_app.engine import SpecError
 from verifiers_app.management.owner import command_owner
 
