@@ -15,7 +15,7 @@ PORT ?= 8000
 PYTEST = $(PY) -m pytest -p no:cacheprovider
 ALLOW_EMPTY = || [ $$? -eq 5 ]
 
-.PHONY: demo test test-js test-unit test-integration test-e2e install install-runtime install-local install-bench migrate bench clean
+.PHONY: demo test lint test-js test-unit test-integration test-e2e install install-runtime install-local install-bench migrate bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -66,8 +66,12 @@ demo: migrate
 	$(PY) manage.py demo_setup
 	$(PY) manage.py serve --host $(HOST) --port $(PORT)
 
-## Everything: JavaScript (Node), unit (embedded), integration (PostgreSQL + Redis), browser (Chromium)
-test: test-js test-unit test-integration test-e2e
+## Everything: lint (the floor plan), JavaScript (Node), unit (embedded), integration (PostgreSQL + Redis), browser (Chromium)
+test: lint test-js test-unit test-integration test-e2e
+
+# The import-linter contracts in pyproject.toml: which package may import which.
+lint: install
+	$(VENV)/bin/lint-imports --no-cache
 
 # The run page's pure modules (static/js/front.js, format.js, live-socket.js,
 # run/state.js, run/text.js) under Node's own test runner: no npm packages. Node
