@@ -66,11 +66,12 @@ demo: migrate
 	$(PY) manage.py demo_setup
 	$(PY) manage.py serve --host $(HOST) --port $(PORT)
 
-## Everything: lint (the floor plan), JavaScript (Node), unit (embedded), integration (PostgreSQL + Redis), browser (Chromium)
+## Everything: lint (ruff, the floor plan), JavaScript (Node), unit (embedded), integration (PostgreSQL + Redis), browser (Chromium)
 test: lint test-js test-unit test-integration test-e2e
 
-# The import-linter contracts in pyproject.toml: which package may import which.
+# pyproject.toml's ruff rules, and its import-linter contracts (which package may import which).
 lint: install
+	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-cache
 
 # The run page's pure modules (static/js/front.js, format.js, live-socket.js,

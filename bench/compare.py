@@ -19,21 +19,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import scratch  # noqa: E402
+import scratch
 
 DATA_DIR = scratch.setup("compare")
 
-import django  # noqa: E402
+import django
 
 django.setup()
 
-from django.contrib.auth import get_user_model  # noqa: E402
-from django.core.management import call_command  # noqa: E402
-from django.test import Client  # noqa: E402
-from django.test.utils import setup_test_environment  # noqa: E402
-from django.urls import reverse  # noqa: E402
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.test import Client
+from django.test.utils import setup_test_environment
+from django.urls import reverse
 
-from tests.factories import recorded_run  # noqa: E402
+from tests.factories import recorded_run
 
 TARGET_S = 1.0
 CANDIDATES = (0, 3, 6, 9, 11)
@@ -180,8 +180,7 @@ def long_prompts(client: Client, run) -> None:
     from optimizer.models import Candidate
 
     rng = random.Random(5)
-    vocab = ("the a to of and in is for you your customer refund order item days must never always state quote answer "
-             "return receipt within policy store credit replacement exchange shipping reply if when not do be").split()
+    vocab = ["the", "a", "to", "of", "and", "in", "is", "for", "you", "your", "customer", "refund", "order", "item", "days", "must", "never", "always", "state", "quote", "answer", "return", "receipt", "within", "policy", "store", "credit", "replacement", "exchange", "shipping", "reply", "if", "when", "not", "do", "be"]
     url = reverse("compare:compare", args=[run.pk]) + "?" + "&".join(f"c={i}" for i in CANDIDATES)
     print(f"\n{'compare view, prompts of':38} {'median ms':>10}")
     for words in (500, 2000, 4000):

@@ -47,25 +47,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import scratch  # noqa: E402
+import scratch
 
 DATA_DIR = scratch.setup("cost", debug="--debug" in sys.argv)
 
-import django  # noqa: E402
+import django
 
 django.setup()
 
-import logging  # noqa: E402
+import logging
 
-from django.contrib.auth import get_user_model  # noqa: E402
-from django.core.management import call_command  # noqa: E402
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
 
-from optimizer.runs.adapter import FrontierAdapter  # noqa: E402
-from optimizer.runs.budget import MeteredLM, Price, BudgetGuard, UsageMeter  # noqa: E402
-from optimizer.lm import build_lm  # noqa: E402
-from optimizer.models import Candidate, Run, Split, run_progress  # noqa: E402
-from optimizer.runs.recorder import RunRecorder  # noqa: E402
-from verifiers_app.engine import compile_specs  # noqa: E402
+from optimizer.lm import build_lm
+from optimizer.models import Candidate, Run, Split, run_progress
+from optimizer.runs.adapter import FrontierAdapter
+from optimizer.runs.budget import BudgetGuard, MeteredLM, Price, UsageMeter
+from optimizer.runs.recorder import RunRecorder
+from verifiers_app.engine import compile_specs
 
 logging.disable(logging.WARNING)
 SPEC = {

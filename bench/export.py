@@ -48,7 +48,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-import live  # noqa: E402  (scratch database, daphne, percentiles)
+import live
 
 
 def rss_mb(pid: int) -> float:

@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-import live  # noqa: E402  (scratch database helpers)
+import live
 
 TABLES = ("optimizer_run", "optimizer_runprogress", "optimizer_candidate", "optimizer_evaluation", "optimizer_runevent")
 WORKER = "import sys, django; django.setup(); from optimizer.runs.runner import execute_run; print(execute_run(int(sys.argv[1])))"
@@ -67,7 +67,7 @@ def main() -> None:
         from django.contrib.auth import get_user_model
         from django.core.management import call_command
 
-        from optimizer.models import Run, run_progress
+        from optimizer.models import run_progress
         from optimizer.services import run_launch
         from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
 

@@ -111,7 +111,7 @@ def start_web(port: int, server: str = "uvicorn", extra_env: dict | None = None)
                 return process
         except OSError:
             if process.poll() is not None:
-                raise SystemExit(f"{server} exited: {process.stderr.read().decode()[-2000:]}")
+                raise SystemExit(f"{server} exited: {process.stderr.read().decode()[-2000:]}") from None
             time.sleep(0.1)
     raise SystemExit(f"{server} did not start within 60 s")
 

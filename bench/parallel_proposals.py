@@ -24,24 +24,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import scratch  # noqa: E402
+import scratch
 
 DATA_DIR = scratch.setup("parallel")
 
-import django  # noqa: E402
+import django
 
 django.setup()
 
-import logging  # noqa: E402
+import logging
 
-from django.contrib.auth import get_user_model  # noqa: E402
-from django.core.management import call_command  # noqa: E402
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
 
-from optimizer.runs import event_types as ev  # noqa: E402
-from optimizer.examples import load_examples  # noqa: E402
-from optimizer.models import Run, TaskSet  # noqa: E402
-from optimizer.runs.runner import execute_run  # noqa: E402
-from optimizer.services import run_launch  # noqa: E402
+from optimizer.examples import load_examples
+from optimizer.models import Run, TaskSet
+from optimizer.runs import event_types as ev
+from optimizer.runs.runner import execute_run
+from optimizer.services import run_launch
 
 logging.disable(logging.WARNING)
 TASK_LM = {"provider": "demo", "model": "demo-task", "simulated_latency_ms": 100}

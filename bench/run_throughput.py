@@ -58,31 +58,31 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import scratch  # noqa: E402
+import scratch
 
 DATA_DIR = scratch.setup("run")
 os.environ["BENCH_KEY"] = "sk-bench"
 
-import django  # noqa: E402
+import django
 
 django.setup()
 
-import logging  # noqa: E402
+import logging
 
-from django.contrib.auth import get_user_model  # noqa: E402
-from django.core.management import call_command  # noqa: E402
+import gepa
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from gepa.adapters.default_adapter.default_adapter import DefaultAdapter, EvaluationResult
+from gepa.core.engine import GEPAEngine
 
-import gepa  # noqa: E402
-from gepa.adapters.default_adapter.default_adapter import DefaultAdapter, EvaluationResult  # noqa: E402
-from gepa.core.engine import GEPAEngine  # noqa: E402
-from optimizer.runs import runner  # noqa: E402
-from optimizer.runs.adapter import FrontierAdapter  # noqa: E402
-from optimizer.lm import ReflectionCallable, build_lm, build_reflection_lm  # noqa: E402
-from optimizer.models import Run, Task, TaskSet  # noqa: E402
-from optimizer.runs.recording_thread import RecorderThread  # noqa: E402
-from optimizer.services import run_launch  # noqa: E402
-from verifiers_app.engine import compile_specs  # noqa: E402
-from verifiers_app.services import verifier_create  # noqa: E402
+from optimizer.lm import ReflectionCallable, build_lm, build_reflection_lm
+from optimizer.models import Run, Task, TaskSet
+from optimizer.runs import runner
+from optimizer.runs.adapter import FrontierAdapter
+from optimizer.runs.recording_thread import RecorderThread
+from optimizer.services import run_launch
+from verifiers_app.engine import compile_specs
+from verifiers_app.services import verifier_create
 
 logging.disable(logging.WARNING)
 SEED_PROMPT = "You answer questions."

@@ -138,9 +138,17 @@ def build_scale_run(*, owner, candidates: int, val_tasks: int, seed: int = 11):
     from django.db import connection, transaction
     from django.utils import timezone
 
-    from optimizer.runs import event_types as ev
     from optimizer.front import front_members
-    from optimizer.models import Candidate, Origin, Run, RunEvent, RunStatus, run_progress, store_rejected_marks
+    from optimizer.models import (
+        Candidate,
+        Origin,
+        Run,
+        RunEvent,
+        RunStatus,
+        run_progress,
+        store_rejected_marks,
+    )
+    from optimizer.runs import event_types as ev
     from optimizer.tasksets.models import Split, Task, TaskSet
     from optimizer.val_summary import val_summary
 
@@ -249,7 +257,7 @@ def build_scale_run(*, owner, candidates: int, val_tasks: int, seed: int = 11):
             out = []
             for key, task_pk, score in zip(keys, task_pks, scores, strict=True):
                 if score not in results:
-                    results[score] = _copy_text(json.dumps(_result(score, {vid: score for vid in VERIFIER_IDS})))
+                    results[score] = _copy_text(json.dumps(_result(score, dict.fromkeys(VERIFIER_IDS, score))))
                 out.append(f"{pks[index]}\t{task_pk}\t{key}\tval\tRefunds are possible within 30 days (candidate {index}, {key}).\t"
                            f"{score}\t{_verdict(score)}\t{'t' if score >= 1.0 else 'f'}\t{results[score]}\t\t[]\t12.0\t60\t"
                            f"{30 + index % 20}\t0\t0\t0\t{now}\n")
@@ -316,7 +324,7 @@ def start_daphne(port: int) -> subprocess.Popen:
                 return process
         except OSError:
             if process.poll() is not None:
-                raise SystemExit(f"the web process exited: {process.stderr.read().decode()[-2000:]}")
+                raise SystemExit(f"the web process exited: {process.stderr.read().decode()[-2000:]}") from None
             time.sleep(0.2)
     raise SystemExit("the web process did not start within 60 s")
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from verifiers_app.engine import compile_specs  # noqa: E402
+from verifiers_app.engine import compile_specs
 
 REPEATS = 7
 OUTPUTS_PER_REPEAT = 20_000

@@ -29,22 +29,23 @@ atexit.register(shutil.rmtree, DATA_DIR, ignore_errors=True)
 for name in ("DATABASE_URL", "REDIS_URL", "SQLITE_PATH", "FRONTIER_RUNS_DIR"):
     os.environ.pop(name, None)
 
-import django  # noqa: E402
+import django
 
 django.setup()
 
-import logging  # noqa: E402
+import contextlib
+import logging
 
-from django.contrib.auth import get_user_model  # noqa: E402
-from django.core.management import call_command  # noqa: E402
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
 
-from optimizer.runs import runner  # noqa: E402
-from optimizer.runs.adapter import FrontierAdapter  # noqa: E402
-from optimizer.lm import LMError, build_lm, check_endpoint  # noqa: E402
-from optimizer.models import Candidate, Run  # noqa: E402
-from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer, completion, error_body  # noqa: E402
-from tests.optimizer.run_helpers import REFUND_SPEC, REQUESTS, refund_task_set, refund_verifier  # noqa: E402
-from verifiers_app.engine import compile_specs  # noqa: E402
+from optimizer.lm import LMError, build_lm, check_endpoint
+from optimizer.models import Candidate, Run
+from optimizer.runs import runner
+from optimizer.runs.adapter import FrontierAdapter
+from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer, completion, error_body
+from tests.optimizer.run_helpers import REFUND_SPEC, REQUESTS, refund_task_set, refund_verifier
+from verifiers_app.engine import compile_specs
 
 logging.disable(logging.WARNING)
 os.environ[KEY_ENV] = "sk-bench"
@@ -79,10 +80,8 @@ def openai_client() -> None:
 
     def failing(lm):
         def call():
-            try:
+            with contextlib.suppress(LMError):
                 lm.complete([{"role": "user", "content": "hi"}])
-            except LMError:
-                pass
         return call
 
     with FakeOpenAIServer() as server:
@@ -122,10 +121,10 @@ def embedded_push(owner) -> None:
     from asgiref.sync import async_to_sync
     from channels.layers import get_channel_layer
 
-    from dashboard.embedded import ensure_worker, stop_worker
     from dashboard.celery_tasks import worker_ping
-    from optimizer.runs.events import run_group
+    from dashboard.embedded import ensure_worker, stop_worker
     from optimizer.models import RunStatus
+    from optimizer.runs.events import run_group
 
     run = Run.objects.create(owner=owner, name="push", status=RunStatus.COMPLETED)
     layer = get_channel_layer()

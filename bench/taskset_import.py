@@ -20,19 +20,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import scratch  # noqa: E402
+import scratch
 
 DATA_DIR = scratch.setup("import")
 
-import django  # noqa: E402
+import django
 
 django.setup()
 
-from django.contrib.auth import get_user_model  # noqa: E402
-from django.core.management import call_command  # noqa: E402
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
 
-from optimizer.models import TaskSet  # noqa: E402
-from optimizer.tasksets.services import taskset_import, taskset_import_preview  # noqa: E402
+from optimizer.models import TaskSet
+from optimizer.tasksets.services import taskset_import, taskset_import_preview
 
 
 def write_csv(path: Path, rows: int) -> None:

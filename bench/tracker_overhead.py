@@ -25,6 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import gepa
+
 from frontier_tracker import FrontierTracker
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -69,9 +69,10 @@ class ThreadSafeInMemoryChannelLayer(BaseChannelLayer):
     # --- channel layer API ------------------------------------------------------
 
     async def send(self, channel, message):
-        assert isinstance(message, dict), "message is not a dict"
+        _check_message(message)
         self.require_valid_channel_name(channel)
-        assert "__asgi_channel__" not in message
+        if "__asgi_channel__" in message:
+            raise ValueError("message carries the reserved key __asgi_channel__")
         self._deliver(channel, deepcopy(message), raise_when_full=True)
 
     async def receive(self, channel):
@@ -145,10 +146,15 @@ class ThreadSafeInMemoryChannelLayer(BaseChannelLayer):
                     del self._groups[group]
 
     async def group_send(self, group, message):
-        assert isinstance(message, dict), "message is not a dict"
+        _check_message(message)
         self.require_valid_group_name(group)
         with self._lock:
             self._clean_expired()
             channels = list(self._groups.get(group, {}))
         for channel in channels:
             self._deliver(channel, deepcopy(message), raise_when_full=False)
+
+
+def _check_message(message) -> None:
+    if not isinstance(message, dict):
+        raise TypeError("message is not a dict")  # what channels' own in-memory layer refuses too

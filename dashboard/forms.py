@@ -24,7 +24,7 @@ WHOLE = {"invalid": "must be a whole number", "min_value": "must not be negative
 NUMBER = {"invalid": "must be a number", "min_value": "must not be negative"}
 
 
-def Text(*, allow_nul: bool = False, **kwargs) -> forms.CharField:
+def Text(*, allow_nul: bool = False, **kwargs) -> forms.CharField:  # noqa: N802 - used like a field class
     """A text field whose NUL refusal reads like every other one of ours.
     `allow_nul` leaves it to the JSON reader behind it, which names the field inside."""
     messages = {"null_characters_not_allowed": NUL_MESSAGE, **kwargs.pop("error_messages", {})}

@@ -52,7 +52,7 @@ class Throttle:
     def refused(self) -> bool:
         try:
             return any((cache.get(key) or 0) >= limit for key, limit in self.keys)
-        except Exception as error:  # noqa: BLE001 - the cache (Redis) is down: never take logins down with it
+        except Exception as error:
             log.warning("login throttle unavailable, attempt let through: %s", error)
             return False
 
@@ -65,7 +65,7 @@ class Throttle:
                     cache.incr(key)
                 except ValueError:  # expired between add and incr: a new window
                     cache.add(key, 1, timeout=window)
-        except Exception as error:  # noqa: BLE001 - the cache (Redis) is down: the failure goes uncounted
+        except Exception as error:
             log.warning("login throttle unavailable, failure not counted: %s", error)
 
 

@@ -43,7 +43,7 @@ def enqueue_run(run_id: int) -> bool:
     try:
         run_optimization.delay(run_id)
         return True
-    except Exception as error:  # noqa: BLE001 - any broker failure: the row stays queued, the watchdog resends
+    except Exception as error:
         log.warning("run %s stays queued: the broker is unreachable (%s); a worker sends it again later", run_id, error)
         try:
             due = timezone.now() - QUEUED_RESEND_AFTER

@@ -91,7 +91,8 @@ def streaming_download(request, pieces: Iterator[bytes], *, content_type: str, f
 
 def _child_command(run_id: int, fmt: str) -> list[str]:
     # Only an integer and a fixed format name reach the command line.
-    assert fmt in _CONTENT_TYPES
+    if fmt not in _CONTENT_TYPES:
+        raise ValueError(f"no export format {fmt!r}")
     return [sys.executable, "-m", "optimizer.export_process", str(int(run_id)), fmt]
 
 
@@ -124,7 +125,7 @@ async def relay_export_process(command: list[str], env: dict[str, str], *, what:
     pipe, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop),
                                            os.fdopen(read_end, "rb", buffering=0))
     log.info("%s: built by process %s", what, process.pid)
-    global _running  # noqa: PLW0603 - one counter per web process
+    global _running
     _running += 1
     try:
         while piece := await reader.read(PIECE_BYTES):

@@ -619,7 +619,7 @@ def _import_document(stream: _JsonStream, owner) -> Run:
     if not parents:
         raise RunImportError("candidates: Field required")
     meta = header["run"]
-    for index, (n, its_parents) in parents.items():
+    for n, its_parents in parents.values():
         for p in its_parents:
             if p not in parents:
                 raise RunImportError(f"candidates.{n}.parents: candidate {p} is not in the file")

@@ -18,6 +18,7 @@ pipe: the download was abandoned); 2 for bad arguments.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -64,10 +65,8 @@ def main(argv: list[str]) -> int:
         log.exception("export of run %s as %s failed", run_id, fmt)
         return 1
     finally:
-        try:
+        with contextlib.suppress(BrokenPipeError):
             out.close()
-        except BrokenPipeError:
-            pass
     return 0
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-PASSWORD = "correct horse battery"  # noqa: S105 - test users only
+PASSWORD = "correct horse battery"
 
 
 @pytest.fixture(autouse=True)

@@ -26,12 +26,21 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from optimizer.runs import event_types as ev
 from optimizer.config import DEMO_REFLECTION_LM, DEMO_TASK_LM, parse_run_config
 from optimizer.front import front_members
-from optimizer.val_summary import fill_val_summaries
-from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, RunStatus, run_progress, store_rejected_marks
+from optimizer.models import (
+    Candidate,
+    Evaluation,
+    Origin,
+    Run,
+    RunEvent,
+    RunStatus,
+    run_progress,
+    store_rejected_marks,
+)
+from optimizer.runs import event_types as ev
 from optimizer.tasksets.models import Split, Task, TaskSet
+from optimizer.val_summary import fill_val_summaries
 from verifiers_app.engine import compile_specs
 
 # The default verifiers: one reads each task's expectations, one checks the window.

@@ -24,8 +24,8 @@ from dashboard.account_services import api_token_create
 from dashboard.api import api
 from dashboard.asgi import application
 from optimizer.models import Run, RunStatus
-from tests.factories import recorded_run
 from tests.dashboard.test_embedded_mode import session_headers
+from tests.factories import recorded_run
 from tests.url_patterns import argument_names, url_patterns
 from verifiers_app.models import Verifier
 from verifiers_app.services import verifier_create, verifier_update

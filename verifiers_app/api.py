@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
+from ninja import Field, Router, Schema, Status
 from pydantic import WithJsonSchema
 
-from ninja import Field, Router, Schema, Status
-
+from dashboard.lib.api_errors import ErrorOut
 from verifiers_app import selectors, services
 from verifiers_app.engine import (
     AGGREGATORS,
@@ -21,7 +21,6 @@ from verifiers_app.engine import (
     spec_warnings,
     validate_task,
 )
-from dashboard.lib.api_errors import ErrorOut
 from verifiers_app.models import Verifier
 
 router = Router()

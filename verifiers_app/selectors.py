@@ -8,9 +8,9 @@ import json
 from django.db.models import F, Q, QuerySet
 from django.http import Http404
 
+from dashboard.lib.storable import without_nul
 from verifiers_app.engine.checks import CHECK_TYPES
 from verifiers_app.models import Verifier, VerifierVersion
-from dashboard.lib.storable import without_nul
 
 
 def verifier_for_user(user, slug: str, *, edit: bool = False) -> Verifier:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from django.db import IntegrityError, transaction
 
+from dashboard.lib.storable import JsonTooDeep, parse_json, storage_problems
 from verifiers_app.engine import SpecError, validate_spec
 from verifiers_app.models import Verifier, VerifierVersion
-from dashboard.lib.storable import JsonTooDeep, parse_json, storage_problems
 
 MAX_SPEC_BYTES = 256 * 1024
 _ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,100}")

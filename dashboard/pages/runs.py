@@ -330,6 +330,6 @@ def run_dry_run(request):
 @require_POST
 def run_plan(request):
     """The launch form's live summary: the plan of the config as it stands (no model is called)."""
-    config, problems = _config_from_body(request)
+    config, _problems = _config_from_body(request)
     plan = services.run_plan_for(owner=request.user, config=config) if config else None
     return JsonResponse({"plan": plan})

@@ -24,6 +24,7 @@ import sys
 
 import dspy
 from dspy.utils.dummies import DummyLM
+
 from frontier_tracker import FrontierTracker
 
 QUESTIONS = {

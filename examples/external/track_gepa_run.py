@@ -21,8 +21,9 @@ import sys
 import time
 
 import gepa
-from frontier_tracker import FrontierTracker
 from gepa import EvaluationBatch
+
+from frontier_tracker import FrontierTracker
 
 PHRASES = ["refund", "receipt", "30 days", "store credit", "manager", "apology", "tracking number", "warranty"]
 TASKS = [
@@ -57,7 +58,7 @@ class PhraseAdapter:
             {"Inputs": out, "Generated Outputs": out, "Feedback": traj["feedback"] or "Correct."}
             for out, traj in zip(eval_batch.outputs, eval_batch.trajectories or [])
         ]
-        return {name: records for name in components_to_update}
+        return dict.fromkeys(components_to_update, records)
 
 
 _calls = {"n": 0}

@@ -80,7 +80,7 @@ def load_gepa_state(raw: bytes) -> dict:
         raise ExternalRunError([("file", f"{len(raw)} bytes is more than the {MAX_STATE_BYTES // (1024 * 1024)} MB limit")])
     try:
         data = _PlainUnpickler(io.BytesIO(raw)).load()
-    except Exception as error:  # noqa: BLE001 - truncated, not a pickle, … pickle raises many kinds
+    except Exception as error:
         raise ExternalRunError([("file", f"not a readable gepa_state.bin ({type(error).__name__}: {error})")]) from None
     if not isinstance(data, dict) or not isinstance(data.get("program_candidates"), list):
         raise ExternalRunError([("file", "not a gepa checkpoint: no program_candidates in it")])
@@ -128,7 +128,7 @@ def gepa_state_events(data: dict) -> list[dict]:
             "before": sum(_score(s, f"full_program_trace.{entry['i']}.subsample_scores") for s in before),
             "after": sum(_score(s, f"full_program_trace.{entry['i']}.new_subsample_scores") for s in after),
             "minibatch": [str(i) for i in entry.get("subsample_ids") or []],
-            "texts": {name: text for name, text in candidates[new].items()} if isinstance(new, int) and new < len(candidates) else {},
+            "texts": dict(candidates[new].items()) if isinstance(new, int) and new < len(candidates) else {},
             "reasoning": "" if isinstance(new, int) else "(gepa's checkpoint keeps no text of a rejected proposal)",
         })
 

@@ -175,7 +175,7 @@ class FrontierAdapter:
             }
             for trace in eval_batch.trajectories or []
         ]
-        return {name: records for name in components_to_update}
+        return dict.fromkeys(components_to_update, records)
 
     # -- our side -------------------------------------------------------------
 
@@ -284,7 +284,7 @@ class FrontierAdapter:
             passed=False,
             result={},
             feedback=f"The task model failed: {message}",
-            objective_scores={vid: 0.0 for vid in ids},
+            objective_scores=dict.fromkeys(ids, 0.0),
             attempts=attempts or [],
             latency_ms=latency_ms,
             tokens_in=tokens_in,

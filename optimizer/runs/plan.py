@@ -92,7 +92,7 @@ def run_plan(config: RunConfig, rows: list[dict], *, probe: bool = False) -> dic
         for name, split in (("train", config.splits.train), ("val", config.splits.val), ("holdout", config.splits.holdout))
         if split
     }
-    V, m = splits.get("val", 0), config.minibatch_size
+    V, m = splits.get("val", 0), config.minibatch_size  # noqa: N806 - the paper's names: |val|, minibatch
     budget = config.max_metric_calls(V)
     iteration = config.iteration_cost(V)
     presets = {

@@ -92,9 +92,9 @@ def claim(run_id: int) -> tuple[Run, RunClaim] | None:
         run = Run.objects.select_related("progress").select_for_update(of=("self",)).filter(pk=run_id).first()
         if run is None or run.imported or run.is_external or run.status in RunStatus.finished():
             return None
-        if run.status in (RunStatus.RUNNING, RunStatus.STOPPING):
-            if run.heartbeat_at and now - run.heartbeat_at < STALE_AFTER:
-                return None  # a live worker has it: a duplicate delivery
+        alive = run.heartbeat_at and now - run.heartbeat_at < STALE_AFTER
+        if run.status in (RunStatus.RUNNING, RunStatus.STOPPING) and alive:
+            return None  # a live worker has it: a duplicate delivery
         run.status = RunStatus.STOPPING if run.stop_requested else RunStatus.RUNNING
         run.started_at = run.started_at or now
         run.claim = RunClaim.new_token()

@@ -32,8 +32,9 @@ import json
 import math
 import random
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
-from typing import Any, BinaryIO, Callable, Iterator
+from typing import Any, BinaryIO
 
 import yaml
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import logging
 
 import pytest
-from frontier_tracker import MAX_BATCH_EVENTS, FrontierTracker
 
+from frontier_tracker import MAX_BATCH_EVENTS, FrontierTracker
 from tests.optimizer.fake_openai import free_port
 
 # Events one gepa_iteration queues at least: trials, budget, candidate, proposal.

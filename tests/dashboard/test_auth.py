@@ -115,7 +115,7 @@ async def test_the_run_websocket_refuses_a_user_who_cannot_see_the_run(user, oth
 async def test_the_run_websocket_refuses_a_foreign_origin(user):
     run = await database_sync_to_async(Run.objects.create)(owner=user)
     headers = [h for h in await sync_to_async(session_headers)(user) if h[0] != b"origin"]
-    communicator = WebsocketCommunicator(application, f"/ws/runs/{run.pk}/", headers=headers + [(b"origin", b"https://evil.example")])
+    communicator = WebsocketCommunicator(application, f"/ws/runs/{run.pk}/", headers=[*headers, (b"origin", b"https://evil.example")])
     connected, _ = await communicator.connect()
     assert not connected
 

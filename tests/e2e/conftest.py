@@ -43,7 +43,7 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 E2E_USERNAME = "e2e"
-E2E_PASSWORD = "e2e-password-123"  # noqa: S105 - test user
+E2E_PASSWORD = "e2e-password-123"
 ARTIFACTS = ROOT / "test-artifacts"
 
 pytestmark = pytest.mark.e2e

@@ -84,7 +84,7 @@ def test_an_external_run_moves_live_survives_a_30_s_server_outage_and_replays_as
             frontier_server.process.wait(timeout=30)
         down_at = time.monotonic()
         # gepa goes on without the server: it finishes while the server is still down.
-        wait_until(lambda: (tmp_path / "done").exists(), timeout=120, what="gepa.optimize to return during the outage")
+        wait_until((tmp_path / "done").exists, timeout=120, what="gepa.optimize to return during the outage")
         time.sleep(max(0.0, OUTAGE_SECONDS - (time.monotonic() - down_at)))
         assert client.poll() is None  # still holding its buffered events
         restart(frontier_server)

@@ -177,7 +177,7 @@ def answer(sock: socket.socket) -> tuple[int, bytes]:
         while chunk := sock.recv(65536):
             data += chunk
     except TimeoutError:
-        raise AssertionError(f"no complete answer within 15 s (got {data[:200]!r}): the server waits for the body")
+        raise AssertionError(f"no complete answer within 15 s (got {data[:200]!r}): the server waits for the body") from None
     finally:
         sock.close()
     head, _, body = data.partition(b"\r\n\r\n")

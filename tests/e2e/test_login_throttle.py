@@ -13,7 +13,7 @@ from urllib.parse import urlencode, urlparse
 
 import pytest
 
-PASSWORD = "victim-password-123"  # noqa: S105 - test user
+PASSWORD = "victim-password-123"
 ATTEMPTS = 50
 
 

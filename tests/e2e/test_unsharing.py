@@ -11,7 +11,7 @@ from tests.e2e.conftest import E2E_USERNAME, login
 
 pytestmark = pytest.mark.e2e
 
-WATCHER_PASSWORD = "watcher-password-123"  # noqa: S105 - test user
+WATCHER_PASSWORD = "watcher-password-123"
 SEED = """
 from django.contrib.auth import get_user_model
 from tests.factories import recorded_run

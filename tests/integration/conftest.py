@@ -112,7 +112,7 @@ def services_env(transactional_db, tmp_path):
 class Process:
     def __init__(self, args: list[str], env: dict, log_path: Path):
         self.log_path = log_path
-        self._log = open(log_path, "w")
+        self._log = open(log_path, "w")  # noqa: SIM115 - open for the process's life, closed by stop()
         # A session of its own, so kill() takes a prefork worker's children too.
         self.popen = subprocess.Popen(args, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -226,7 +226,7 @@ class RedisServer:
     def start(self) -> None:
         self.popen = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(self.directory)],
-            stdout=open(self.directory / "redis.log", "a"),
+            stdout=open(self.directory / "redis.log", "a"),  # noqa: SIM115 - the child keeps it
             stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 20

@@ -51,9 +51,8 @@ def test_a_reconnecting_client_receives_what_it_missed_from_the_database(web_ser
 
 def test_the_web_process_refuses_an_anonymous_websocket(web_server, user):
     run = Run.objects.create(owner=user)
-    with pytest.raises(InvalidStatus) as refused:
-        with connect(ws_url(web_server, run.pk), origin=web_server.url, open_timeout=10):
-            pass
+    with pytest.raises(InvalidStatus) as refused, connect(ws_url(web_server, run.pk), origin=web_server.url, open_timeout=10):
+        pass
     assert refused.value.response.status_code == 403
 
 

@@ -23,7 +23,14 @@ import pytest
 from optimizer.export import run_export, run_export_csv
 from optimizer.models import Evaluation
 from tests.factories import recorded_run
-from tests.integration.conftest import ROOT, Process, free_port, session_cookie, start_web, wait_until_serving
+from tests.integration.conftest import (
+    ROOT,
+    Process,
+    free_port,
+    session_cookie,
+    start_web,
+    wait_until_serving,
+)
 
 
 def _get(url: str, cookie: str) -> bytes:

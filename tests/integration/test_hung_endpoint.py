@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from optimizer.runs import runner
 from optimizer.models import RunStatus
+from optimizer.runs import runner
 from optimizer.runs.runner import execute_run
 from optimizer.services import run_launch
 from tests.optimizer.fake_openai import hung_server

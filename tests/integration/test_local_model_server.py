@@ -22,10 +22,10 @@ import openai
 import pytest
 from playwright.sync_api import expect
 
-from optimizer.runs.budget import format_cost
 from optimizer.models import Evaluation, ModelEndpoint, Run, RunEvent, RunStatus
-from optimizer.tasksets.models import Task
+from optimizer.runs.budget import format_cost
 from optimizer.services import run_launch
+from optimizer.tasksets.models import Task
 from tests.e2e.conftest import chromium, progress_only
 from tests.integration.conftest import (
     ROOT,

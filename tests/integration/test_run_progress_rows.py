@@ -12,10 +12,10 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
+from optimizer.models import Run, run_progress
+from optimizer.runs import event_types as ev
 from optimizer.runs.claims import ClaimLost
 from optimizer.runs.events import publish_run_event
-from optimizer.runs import event_types as ev
-from optimizer.models import Run, run_progress
 from optimizer.runs.recorder import RunRecorder
 from optimizer.runs.runner import Heartbeat, claim
 from optimizer.services import run_launch

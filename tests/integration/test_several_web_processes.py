@@ -18,7 +18,15 @@ from websockets.sync.client import connect
 from optimizer.export import run_export_stream
 from optimizer.models import RunStatus
 from optimizer.services import run_launch
-from tests.integration.conftest import ROOT, Process, _bin, free_port, session_cookie, start_web, wait_until_serving
+from tests.integration.conftest import (
+    ROOT,
+    Process,
+    _bin,
+    free_port,
+    session_cookie,
+    start_web,
+    wait_until_serving,
+)
 from tests.integration.test_distributed_mode import ws_url
 from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
 

@@ -11,8 +11,8 @@ import pytest
 from django.core.serializers.json import DjangoJSONEncoder
 
 from dashboard import selectors
-from optimizer.runs import event_types as ev
 from optimizer.models import Candidate, RunEvent
+from optimizer.runs import event_types as ev
 from tests.factories import recorded_run
 
 pytestmark = pytest.mark.django_db

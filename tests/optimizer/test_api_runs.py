@@ -6,8 +6,8 @@ import pytest
 
 from optimizer import services
 from optimizer.models import Candidate, ModelEndpoint, Run, RunEvent, RunStatus, run_progress
-from tests.optimizer.run_helpers import endpoint, refund_task_set, refund_verifier, run_config
 from tests.optimizer.fake_openai import free_port
+from tests.optimizer.run_helpers import endpoint, refund_task_set, refund_verifier, run_config
 from verifiers_app.services import verifier_create
 
 pytestmark = pytest.mark.django_db

@@ -4,8 +4,8 @@ from io import StringIO
 import pytest
 
 from optimizer.examples import EXAMPLES_DIR, TASK_SETS, VERIFIERS, load_examples
-from optimizer.tasksets.models import Task, TaskSet
 from optimizer.tasksets.files import parse_task_file
+from optimizer.tasksets.models import Task, TaskSet
 from verifiers_app.engine import compile_specs, score, validate_spec
 from verifiers_app.models import Verifier, VerifierVersion
 

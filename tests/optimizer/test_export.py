@@ -7,7 +7,14 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from optimizer.export import RunImportError, run_export, run_export_csv, run_export_stream, run_import, run_import_stream
+from optimizer.export import (
+    RunImportError,
+    run_export,
+    run_export_csv,
+    run_export_stream,
+    run_import,
+    run_import_stream,
+)
 from optimizer.models import Candidate, Evaluation, Run, RunEvent
 from tests.factories import recorded_run
 from tests.optimizer.run_helpers import run_demo_with_holdout

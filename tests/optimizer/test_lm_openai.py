@@ -4,6 +4,7 @@ fake OpenAI-compatible server (stdlib http.server on 127.0.0.1, random port)."""
 from __future__ import annotations
 
 import ast
+import itertools
 import time
 from pathlib import Path
 
@@ -20,8 +21,8 @@ from optimizer.lm import (
     build_lm,
     build_reflection_lm,
     check_endpoint,
+    openai_provider,
 )
-from optimizer.lm import openai_provider
 from optimizer.lm.openai_provider import RetryPolicy
 from tests.optimizer.fake_openai import (
     KEY_ENV,
@@ -147,7 +148,7 @@ def test_it_retries_a_502_then_succeeds(server, key):
 def gaps(server) -> list[float]:
     """Seconds between consecutive requests the server received."""
     times = [r["at"] for r in server.requests]
-    return [later - earlier for earlier, later in zip(times, times[1:])]
+    return [later - earlier for earlier, later in itertools.pairwise(times)]
 
 
 def test_backoff_doubles_from_the_configured_initial_delay_minus_at_most_a_quarter():

@@ -401,7 +401,7 @@ def test_a_gepa_run_with_the_demo_proposer_improves_the_score():
 
         def make_reflective_dataset(self, candidate, eval_batch, components_to_update):
             rows = [record(t["input"], t["output"], t["feedback"]) for t in eval_batch.trajectories]
-            return {name: rows for name in components_to_update}
+            return dict.fromkeys(components_to_update, rows)
 
     class QuietLogger:
         def log(self, message):

@@ -4,10 +4,10 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.urls import reverse
 
-from optimizer.runs import event_types as ev
 from optimizer.export import run_export, run_import
 from optimizer.models import Evaluation, RunStatus
 from optimizer.promotion import promotion_report, run_promote
+from optimizer.runs import event_types as ev
 from tests.factories import recorded_run
 from tests.optimizer.run_helpers import run_demo_with_holdout
 

@@ -12,10 +12,10 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from dashboard import selectors
-from optimizer.runs import event_types as ev
-from optimizer.runs.events import publish_run_event, publish_run_events
 from optimizer.export import run_export, run_import
 from optimizer.models import RejectedProposal, RunStatus, rejected_mark_fields
+from optimizer.runs import event_types as ev
+from optimizer.runs.events import publish_run_event, publish_run_events
 from tests.factories import recorded_run
 
 MARK = ("metric_calls", "parent", "before", "after", "minibatch_size")

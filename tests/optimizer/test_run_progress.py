@@ -9,9 +9,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from optimizer.models import Run, RunEvent, run_progress
 from optimizer.runs import event_types as ev
 from optimizer.runs.claims import ClaimLost
-from optimizer.models import Run, RunEvent, run_progress
 from optimizer.runs.recorder import RunRecorder
 from optimizer.runs.runner import Heartbeat, claim
 from optimizer.services import run_launch

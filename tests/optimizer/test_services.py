@@ -9,8 +9,8 @@ from django.utils import timezone
 
 from dashboard.celery import app
 from optimizer import services
-from optimizer.runs import runner
 from optimizer.models import Run, RunStatus, run_progress
+from optimizer.runs import runner
 from optimizer.services import RunStateError, run_cancel, run_launch, run_resume
 from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
 

@@ -1,7 +1,15 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from optimizer.textdiff import ADDED, REMOVED, SAME, LineageNode, sentence_origins, split_sentences, word_diff
+from optimizer.textdiff import (
+    ADDED,
+    REMOVED,
+    SAME,
+    LineageNode,
+    sentence_origins,
+    split_sentences,
+    word_diff,
+)
 
 
 def _side(ops, keep):
@@ -27,7 +35,7 @@ def test_a_changed_line_break_is_shown_with_the_word_it_precedes():
 
 def test_texts_too_long_for_a_word_diff_are_diffed_by_whole_lines():
     lines = [f"Rule {i}: always quote the policy number {i}." for i in range(2500)]
-    old, new = "\n".join(lines), "\n".join(lines[:1000] + ["Rule X: be brief."] + lines[1000:])
+    old, new = "\n".join(lines), "\n".join([*lines[:1000], "Rule X: be brief.", *lines[1000:]])
     ops = word_diff(old, new)
     assert [(op, t) for op, t in ops if op != SAME] == [(ADDED, "Rule X: be brief.\n")]
     assert _side(ops, REMOVED) == old and _side(ops, ADDED) == new

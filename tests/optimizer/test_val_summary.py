@@ -8,8 +8,8 @@ import importlib
 import pytest
 from django.apps import apps
 
-from optimizer.runs import runner
 from optimizer.models import Candidate, Evaluation
+from optimizer.runs import runner
 from optimizer.runs.runner import execute_run
 from optimizer.services import run_launch
 from tests.factories import recorded_run

@@ -7,8 +7,7 @@ import math
 
 import pytest
 
-from verifiers_app.engine import SpecError, compile_specs, register_fn, score
-from verifiers_app.engine import fns
+from verifiers_app.engine import SpecError, compile_specs, fns, register_fn, score
 
 
 def row_task(fn_name: str, expected, params=None, **extra) -> dict:

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from verifiers_app.engine import SpecError, lint_spec, score
-from verifiers_app.engine import regexes
+from verifiers_app.engine import SpecError, lint_spec, regexes, score
 
 
 def regex_spec(pattern: str) -> dict:

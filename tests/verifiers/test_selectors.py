@@ -3,9 +3,14 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from verifiers_app.models import Verifier
 from verifiers_app.engine.checks import CHECK_TYPES
-from verifiers_app.selectors import check_type_fields, verifier_kinds, verifier_list, verifier_version_diff
+from verifiers_app.models import Verifier
+from verifiers_app.selectors import (
+    check_type_fields,
+    verifier_kinds,
+    verifier_list,
+    verifier_version_diff,
+)
 from verifiers_app.services import verifier_create, verifier_update
 
 pytestmark = pytest.mark.django_db

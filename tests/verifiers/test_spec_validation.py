@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from verifiers_app.engine import SpecError, compile_specs, lint_spec, score, spec_warnings, validate_spec, validate_task
+from verifiers_app.engine import (
+    SpecError,
+    compile_specs,
+    lint_spec,
+    score,
+    spec_warnings,
+    validate_spec,
+    validate_task,
+)
 
 
 def native(*checks: dict, **top) -> dict:

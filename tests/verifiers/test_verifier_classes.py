@@ -7,8 +7,14 @@ from typing import Any, ClassVar
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from verifiers_app.engine import SpecError, VerificationResult, lint_spec, register_verifier, score
-from verifiers_app.engine import classes
+from verifiers_app.engine import (
+    SpecError,
+    VerificationResult,
+    classes,
+    lint_spec,
+    register_verifier,
+    score,
+)
 
 
 class LengthConfig(BaseModel):

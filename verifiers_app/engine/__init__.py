@@ -76,16 +76,24 @@ from .fns import register_fn
 from .regexes import REGEX_BUDGET_SECONDS, REGEX_TIMEOUT_SECONDS
 from .result import CheckResult, Result, VerifierResult
 from .scoring import Scorer, compile_specs, score
-from .specs import ROW_VERIFIER_ID, inline_json_schema, lint_spec, row_verifier_json_schema, spec_json_schema, spec_warnings, validate_spec
+from .specs import (
+    ROW_VERIFIER_ID,
+    inline_json_schema,
+    lint_spec,
+    row_verifier_json_schema,
+    spec_json_schema,
+    spec_warnings,
+    validate_spec,
+)
 from .task_rows import validate_task
 
 __all__ = [
     "AGGREGATORS",
-    "Aggregator",
-    "CheckResult",
     "REGEX_BUDGET_SECONDS",
     "REGEX_TIMEOUT_SECONDS",
     "ROW_VERIFIER_ID",
+    "Aggregator",
+    "CheckResult",
     "Result",
     "Scorer",
     "SpecError",

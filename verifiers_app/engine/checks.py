@@ -31,7 +31,7 @@ PARAM_ALIASES = {"text": "value", "keys": "requiredKeys"}
 class Context:
     """One output being scored, with what several checks share."""
 
-    __slots__ = ("output", "lower", "json_value", "json_error", "task", "prompt", "regex_deadline")
+    __slots__ = ("json_error", "json_value", "lower", "output", "prompt", "regex_deadline", "task")
 
     output: str
     lower: str | None  # output.lower(), computed only when a check needs it

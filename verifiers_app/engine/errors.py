@@ -26,7 +26,7 @@ class SpecError(ValueError):
             message += f" (and {others} more problem{'s' if others > 1 else ''})"
         super().__init__(message)
 
-    def prefixed(self, prefix: str) -> "SpecError":
+    def prefixed(self, prefix: str) -> SpecError:
         """The same problems with ``prefix`` in front of each field path."""
         return SpecError([f"{prefix}{problem}" for problem in self.problems])
 

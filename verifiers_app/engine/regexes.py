@@ -111,7 +111,7 @@ def check_pattern_cost(pattern: str) -> None:
         if ch == "{":
             counted = _COUNTED_REPEAT.match(pattern, i)
             if counted:
-                low, comma, high = counted.groups()
+                low, _comma, high = counted.groups()
                 for count in (low, high):
                     if count and int(count) > MAX_REPEAT:
                         raise RegexTooCostly(

@@ -7,7 +7,7 @@ from typing import Any
 
 
 class CheckResult:
-    __slots__ = ("id", "type", "weight", "required", "score", "skipped", "reason")
+    __slots__ = ("id", "reason", "required", "score", "skipped", "type", "weight")
 
     def __init__(self, id, type, weight, required, score, skipped, reason):
         self.id, self.type, self.weight, self.required = id, type, weight, required
@@ -22,7 +22,7 @@ class CheckResult:
 
 
 class VerifierResult:
-    __slots__ = ("id", "name", "kind", "score", "weight", "required", "passed", "checks")
+    __slots__ = ("checks", "id", "kind", "name", "passed", "required", "score", "weight")
 
     def __init__(self, id, name, kind, score, weight, required, passed, checks):
         self.id, self.name, self.kind, self.score = id, name, kind, score
@@ -41,7 +41,7 @@ class Result:
     borderline / fail), ``passed`` (every verifier passed), ``verifiers``,
     ``hits``, ``misses`` and ``feedback``; ``as_dict()`` is the JSON shape."""
 
-    __slots__ = ("score", "verdict", "passed", "_outcomes", "_verifiers", "_lines")
+    __slots__ = ("_lines", "_outcomes", "_verifiers", "passed", "score", "verdict")
 
     def __init__(self, score: float, verdict: str, passed: bool, outcomes: list) -> None:
         self.score = score

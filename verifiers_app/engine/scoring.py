@@ -80,7 +80,7 @@ class Scorer:
             compiled_task = cached[1] if cached is not None and cached[0] is task else self._compiled_task(task)
         verifiers = self._verifiers
         if compiled_task.row is not None:
-            verifiers = verifiers + (compiled_task.row,)
+            verifiers = (*verifiers, compiled_task.row)
         if not verifiers:
             raise SpecError("specs: nothing to score with (give a verifier spec or a task with a row verifier)")
 

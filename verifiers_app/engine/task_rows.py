@@ -22,8 +22,17 @@ from .verifiers import CompiledVerifier, build_row_verifier
 
 
 class CompiledTask:
-    __slots__ = ("raw", "expected", "params", "target", "expectations", "expectations_problems",
-                 "schema_keys", "schema_problems", "row")
+    __slots__ = (
+        "expectations",
+        "expectations_problems",
+        "expected",
+        "params",
+        "raw",
+        "row",
+        "schema_keys",
+        "schema_problems",
+        "target",
+    )
 
     def __init__(self, raw=None, expected=None, params=None, target=None,
                  expectations: Expectations = NO_EXPECTATIONS, expectations_problems=(),

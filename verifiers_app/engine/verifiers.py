@@ -16,7 +16,7 @@ from .specs import ROW_VERIFIER_ID
 
 
 class CompiledCheck:
-    __slots__ = ("id", "type", "weight", "required", "run", "hit", "skip_reason")
+    __slots__ = ("hit", "id", "required", "run", "skip_reason", "type", "weight")
 
     def __init__(self, id, type, weight, required, run, hit, skip_reason=None):
         self.id, self.type, self.weight, self.required = id, type, float(weight), required
@@ -26,8 +26,17 @@ class CompiledCheck:
 
 
 class CompiledVerifier:
-    __slots__ = ("id", "name", "kind", "weight", "required", "pass_threshold", "checks",
-                 "needs_lower", "needs_json")
+    __slots__ = (
+        "checks",
+        "id",
+        "kind",
+        "name",
+        "needs_json",
+        "needs_lower",
+        "pass_threshold",
+        "required",
+        "weight",
+    )
 
     def __init__(self, spec: dict, checks: list[CompiledCheck], needs_lower=False, needs_json=False):
         self.id = spec["id"]
@@ -90,7 +99,7 @@ def build_row_verifier(row: dict, task_expected: Any, task_params: dict) -> Comp
     ``params`` are the task's overlaid with the row verifier's.
     """
     fn_name = row["fn_name"]
-    expected = row["expected"] if "expected" in row else task_expected
+    expected = row.get("expected", task_expected)
     params = {**task_params, **row.get("params", {})}
     call = fns.call
 

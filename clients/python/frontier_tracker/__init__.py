@@ -63,7 +63,7 @@ def _clip(value: Any, limit: int) -> str:
         return ""
     try:
         text = value if isinstance(value, str) else str(value)
-    except Exception:  # noqa: BLE001 - a user object whose __str__ fails: any exception
+    except Exception:
         text = f"<{type(value).__name__}>"
     text = text.replace("\x00", "")
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -23,7 +23,7 @@ from .reflection import (
 )
 from .task_model import simulate_reply
 
-__all__ = ["DemoLanguageModel", "DemoReflectionLM", "DemoCandidateProposer", "simulate_reply", "reflect"]
+__all__ = ["DemoCandidateProposer", "DemoLanguageModel", "DemoReflectionLM", "reflect", "simulate_reply"]
 
 
 def _text_of(content: Any) -> str:

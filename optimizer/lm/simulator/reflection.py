@@ -171,7 +171,7 @@ class _Reflector:
                 alternatives = [ask.phrases] if kind == "include" else [(p,) for p in ask.phrases]
                 for alts in alternatives:
                     canon = next((known[a.lower()] for a in alts if a.lower() in known), alts[0])
-                    phrase, alt_set, askers = groups.setdefault(canon.lower(), (canon, set(), []))
+                    _phrase, alt_set, askers = groups.setdefault(canon.lower(), (canon, set(), []))
                     alt_set.update(a.lower() for a in alts)
                     if i not in askers:
                         askers.append(i)
@@ -275,11 +275,11 @@ class _Reflector:
             if kind.startswith("max_"):
                 limit = min(num for _, num in numbers)
                 target = max(1, int(limit * 0.9))
-                fits = lambda r: r.number <= limit  # noqa: E731
+                fits = lambda r, limit=limit: r.number <= limit  # noqa: E731
             else:
                 limit = max(num for _, num in numbers)
                 target = math.ceil(limit * 1.1)
-                fits = lambda r: r.number >= limit  # noqa: E731
+                fits = lambda r, limit=limit: r.number >= limit  # noqa: E731
             existing = next((r for r in self.rules if r.kind == kind and not r.triggers), None)
             if existing is not None and fits(existing):
                 self._sharpen(existing, len(askers), f"{len(askers)} of {n} examples broke the {limit} {unit} limit")

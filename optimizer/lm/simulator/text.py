@@ -17,20 +17,12 @@ MAX_PHRASE = 300
 # "key": "value" — one phrase (a JSON member), kept exactly as json.dumps writes it.
 _PAIR = re.compile(r'"([^"\\\n]{1,100})"\s*:\s*"([^"\\\n]{1,200})"')
 _QUOTED = re.compile(
-    r'"((?:[^"\\\n]|\\.){1,%d})"|“([^”\n]{1,%d})”|`([^`\n]{1,%d})`' % (MAX_PHRASE, MAX_PHRASE, MAX_PHRASE)
+    rf'"((?:[^"\\\n]|\\.){{1,{MAX_PHRASE}}})"|“([^”\n]{{1,{MAX_PHRASE}}})”|`([^`\n]{{1,{MAX_PHRASE}}})`'
 )
 PLACEHOLDER = re.compile(r"\x00(\d+)\x00")
 
 STOPWORDS = frozenset(
-    """a about above after again against all also am an and any are aren't as at be because been before being
-    below between both but by can could did do does doing don't down during each few for from further had has
-    have having he her here hers herself him himself his how i i'm if in into is it it's its itself just let
-    me more most my myself no nor not now of off on once only or other our ours ourselves out over own please
-    same she should so some such than thank thanks that the their theirs them themselves then there these
-    they this those through to too under until up very was we were what when where which while who whom why
-    will with would you your yours yourself yourselves hello dear regards hi hey would could might must shall
-    since still were want wants need needs like get got just really also sure know think yesterday today
-    tomorrow week weeks month days day time""".split()
+    ["a", "about", "above", "after", "again", "against", "all", "also", "am", "an", "and", "any", "are", "aren't", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "don't", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "i'm", "if", "in", "into", "is", "it", "it's", "its", "itself", "just", "let", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "please", "same", "she", "should", "so", "some", "such", "than", "thank", "thanks", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "yourselves", "hello", "dear", "regards", "hi", "hey", "would", "could", "might", "must", "shall", "since", "still", "were", "want", "wants", "need", "needs", "like", "get", "got", "just", "really", "also", "sure", "know", "think", "yesterday", "today", "tomorrow", "week", "weeks", "month", "days", "day", "time"]
 )
 
 

@@ -17,6 +17,7 @@ Bad input exits with code 2 and one sentence naming the option.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import sys
@@ -216,10 +217,8 @@ class Command(BaseCommand):
                 time.sleep(0.25)
         except KeyboardInterrupt:
             self.stderr.write("\nstopping after the current iteration (Ctrl-C again to leave now)")
-            try:
+            with contextlib.suppress(RunStateError):  # it finished meanwhile
                 run_stop(run=run)
-            except RunStateError:
-                pass  # it finished meanwhile
             try:
                 while worker is not None and worker.is_alive():
                     worker.join(0.25)

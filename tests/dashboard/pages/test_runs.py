@@ -219,7 +219,7 @@ def test_a_launch_whose_verifiers_ignore_the_task_expectations_says_so_on_the_ru
 class ModelListing(BaseHTTPRequestHandler):
     """A local OpenAI-compatible endpoint that serves one model."""
 
-    def do_GET(self):  # noqa: N802 - http.server's naming
+    def do_GET(self):
         body = json.dumps({"object": "list", "data": [{"id": "served-model", "object": "model"}]}).encode()
         self.send_response(200 if self.path == "/v1/models" else 404)
         self.send_header("Content-Type", "application/json")

@@ -10,8 +10,8 @@ from django.test import Client
 
 from dashboard.account_services import api_token_create
 from optimizer import services
-from optimizer.models import Candidate, Evaluation, Run, RunEvent, RunKind, RunStatus, run_progress
 from optimizer.celery_tasks import requeue_orphaned_runs
+from optimizer.models import Candidate, Evaluation, Run, RunEvent, RunKind, RunStatus, run_progress
 
 pytestmark = pytest.mark.django_db
 

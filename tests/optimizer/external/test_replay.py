@@ -14,8 +14,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 
-from optimizer.external.services import ExternalRunError
 from optimizer.external.replay import load_gepa_state, run_replay_gepa_state
+from optimizer.external.services import ExternalRunError
 from optimizer.models import Candidate, Run, RunEvent, RunKind
 
 pytestmark = pytest.mark.django_db

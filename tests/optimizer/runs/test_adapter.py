@@ -8,10 +8,10 @@ import threading
 
 import pytest
 
-from optimizer.runs.adapter import FrontierAdapter, SystemicFailure, system_prompt
 from optimizer.lm import build_lm
-from tests.optimizer.run_helpers import REFUND_SPEC, REQUESTS
+from optimizer.runs.adapter import FrontierAdapter, SystemicFailure, system_prompt
 from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer, completion, hung_server
+from tests.optimizer.run_helpers import REFUND_SPEC, REQUESTS
 from verifiers_app.engine import compile_specs
 
 ROWS = [

@@ -9,16 +9,22 @@ import threading
 
 import pytest
 
-from optimizer.runs import event_types as ev
-from optimizer.runs.adapter import FrontierAdapter
 from optimizer.config import RunConfigError, iteration_cost
-from optimizer.runs.budget import BudgetReached, MeteredLM, Price, BudgetGuard, UsageMeter
 from optimizer.lm import build_lm
 from optimizer.models import Candidate, Evaluation, Run, RunEvent, RunStatus
+from optimizer.runs import event_types as ev
+from optimizer.runs.adapter import FrontierAdapter
+from optimizer.runs.budget import BudgetGuard, BudgetReached, MeteredLM, Price, UsageMeter
 from optimizer.runs.runner import execute_run
 from optimizer.services import run_launch, run_resume
 from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer
-from tests.optimizer.run_helpers import REFUND_SPEC, endpoint, refund_task_set, refund_verifier, run_config
+from tests.optimizer.run_helpers import (
+    REFUND_SPEC,
+    endpoint,
+    refund_task_set,
+    refund_verifier,
+    run_config,
+)
 from verifiers_app.engine import compile_specs
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("runs_dir")]
@@ -178,7 +184,7 @@ def test_calls_counted_from_many_threads_while_the_totals_are_read_are_each_coun
     def read():  # the engine's thread reads the totals at every budget update, mid-evaluation
         while not done.is_set():
             readings.append(meter.totals()["total"]["calls"])
-            meter.cost  # noqa: B018 (the guard's read)
+            meter.cost
 
     switching = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)  # threads take turns often: the totals are read between any two counts

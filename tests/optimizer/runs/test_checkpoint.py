@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pickle
 
-import pytest
-
 import gepa
+import pytest
 from gepa import EvaluationBatch
+
+from optimizer.models import Candidate, RunStatus
 from optimizer.runs import runner
 from optimizer.runs.checkpoint import HUMAN_READABLE_FILES
-from optimizer.models import Candidate, RunStatus
 from optimizer.runs.runner import execute_run
 from optimizer.services import run_launch
 from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config

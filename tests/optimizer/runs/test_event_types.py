@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from optimizer.models import RunEvent, RunStatus
 from optimizer.runs import event_types as ev
 from optimizer.runs.events import publish_run_event
-from optimizer.models import RunEvent, RunStatus
-from tests.optimizer.run_helpers import run_demo_with_holdout
 from tests.factories import recorded_run
+from tests.optimizer.run_helpers import run_demo_with_holdout
 
 README = Path(__file__).resolve().parents[3] / "README.md"
 

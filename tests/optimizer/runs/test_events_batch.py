@@ -10,9 +10,9 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
+from optimizer.models import Run, RunEvent
 from optimizer.runs import events
 from optimizer.runs.events import publish_run_events, publishing_in_background, run_group
-from optimizer.models import Run, RunEvent
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

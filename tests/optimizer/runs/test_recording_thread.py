@@ -9,11 +9,9 @@ import threading
 
 import pytest
 
-from optimizer.runs import event_types as ev
-from optimizer.runs import recording_thread
-from optimizer.runs import runner
 from optimizer.lm.simulator import DemoLanguageModel
 from optimizer.models import Candidate, Run, RunEvent, RunStatus, run_progress
+from optimizer.runs import recording_thread, runner
 from optimizer.runs.recorder import RunRecorder
 from optimizer.runs.recording_thread import RecorderThread
 from optimizer.runs.runner import execute_run

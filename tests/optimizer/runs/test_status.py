@@ -2,9 +2,9 @@
 
 import pytest
 
+from optimizer.models import Run, RunEvent, RunStatus, run_progress
 from optimizer.runs import event_types as ev
 from optimizer.runs.claims import ClaimLost, RunClaim
-from optimizer.models import Run, RunEvent, RunStatus, run_progress
 from optimizer.runs.status import run_set_status
 
 pytestmark = pytest.mark.django_db(transaction=True)

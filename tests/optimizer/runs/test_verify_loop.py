@@ -7,8 +7,8 @@ import pytest
 
 from optimizer.lm import build_lm
 from optimizer.runs.verify_loop import answer_with_verify, is_approved, llm_judge, verifier_judge
-from tests.optimizer.run_helpers import REFUND_SPEC
 from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer, completion
+from tests.optimizer.run_helpers import REFUND_SPEC
 from verifiers_app.engine import compile_specs
 
 TASK = "Can I return my shoes?"

@@ -2,7 +2,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from django.test import Client
 
 from dashboard.account_services import api_token_create

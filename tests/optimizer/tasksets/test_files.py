@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from optimizer.tasksets.files import DefaultSplit, FieldMapping, deal_splits
 from optimizer.tasksets.models import Task, TaskSet
 from optimizer.tasksets.services import taskset_import, taskset_import_preview
-from optimizer.tasksets.files import DefaultSplit, FieldMapping, deal_splits
 from verifiers_app.engine import SpecError, score
 
 pytestmark = pytest.mark.django_db
@@ -40,7 +40,7 @@ def test_a_json_array_maps_id_question_and_answer_and_keeps_other_fields_in_meta
 
 def test_a_json_object_with_its_rows_under_examples_maps_prompt_and_completion(user):
     tasks, _ = load(user, "rows-object.json")
-    assert [(t.input, t.expected) for t in tasks.values()][0] == ("Write a haiku about rain.", "Soft rain on the roof")
+    assert next((t.input, t.expected) for t in tasks.values()) == ("Write a haiku about rain.", "Soft rain on the roof")
     assert tasks["task-3"].metadata == {"source": "poetry-set"}
     assert (tasks["task-1"].split, tasks["task-2"].split) == ("train", "val")
 
@@ -60,7 +60,7 @@ def test_a_semicolon_csv_with_a_bom_and_a_tsv_are_read_with_their_delimiters(use
     tasks, _ = load(user, "semicolon.csv")
     assert tasks["q1"].input == "Largest planet; by mass?"
     assert tasks["q3"].input == 'A "quoted" word?'
-    assert list(tasks)[0] == "q1"  # the BOM is not part of the first column name
+    assert next(iter(tasks)) == "q1"  # the BOM is not part of the first column name
     tsv, _ = load(user, "tasks.tsv")
     assert [(t.input, t.expected) for t in tsv.values()] == [("Say hello", "hello"), ("Say goodbye", "goodbye"), ("Say thanks", "thanks")]
 
@@ -107,7 +107,7 @@ def test_the_same_seed_deals_the_same_way_and_rounding_never_drops_a_row():
     ids = [f"t{i}" for i in range(101)]
     first = deal_splits(ids, {"train": 0.5, "val": 0.3, "holdout": 0.2}, seed=9)
     assert first == deal_splits(ids, {"train": 0.5, "val": 0.3, "holdout": 0.2}, seed=9)
-    assert sorted(sum(first.values(), [])) == sorted(ids)
+    assert sorted(task for dealt in first.values() for task in dealt) == sorted(ids)
     assert {s: len(v) for s, v in first.items()} == {"train": 50, "val": 30, "holdout": 21}
 
 

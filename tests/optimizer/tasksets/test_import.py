@@ -2,9 +2,9 @@ import json
 
 import pytest
 
+from optimizer.tasksets.files import FieldMapping
 from optimizer.tasksets.models import Task, TaskSet
 from optimizer.tasksets.services import taskset_assign_split, taskset_import, taskset_split
-from optimizer.tasksets.files import FieldMapping
 from verifiers_app.engine import SpecError
 
 pytestmark = pytest.mark.django_db

@@ -23,8 +23,15 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from verifiers_app.engine import SpecError, compile_specs, lint_spec, spec_warnings, validate_spec, validate_task
 from dashboard.lib.storable import parse_json
+from verifiers_app.engine import (
+    SpecError,
+    compile_specs,
+    lint_spec,
+    spec_warnings,
+    validate_spec,
+    validate_task,
+)
 
 BAD_INPUT = 2
 PROBLEMS_FOUND = 1
