@@ -127,9 +127,9 @@ class Api:
         request = urllib.request.Request(self.base + path, data=data, method=method, headers=all_headers)
         try:
             with self.opener.open(request, timeout=60) as response:
-                return response.status, _decode(response), dict(response.headers)
+                return response.status, _decode(response), response.headers  # case-insensitive names
         except urllib.error.HTTPError as error:
-            return error.code, _decode(error), dict(error.headers)
+            return error.code, _decode(error), error.headers
 
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import http.client
 import re
 from dataclasses import dataclass, field
+from email.message import Message
 from http.cookies import SimpleCookie
 from urllib.parse import urlencode, urlparse
 
@@ -33,7 +34,7 @@ def accounts(frontier_server):
 @dataclass
 class Answer:
     status_code: int
-    headers: dict
+    headers: Message  # case-insensitive, as HTTP header names are
     text: str
     cookies: dict
 
@@ -63,7 +64,7 @@ class HttpClient:
             for name, morsel in SimpleCookie(header).items():
                 set_cookies[name] = morsel.value
         self.cookies.update(set_cookies)
-        answer = Answer(response.status, dict(response.headers), response.read().decode(errors="replace"), set_cookies)
+        answer = Answer(response.status, response.headers, response.read().decode(errors="replace"), set_cookies)
         connection.close()
         return answer
 
