@@ -32,13 +32,13 @@ class ApiShapeMiddleware:
     """Under /api/, what a script gets wrong about the *shape* of a request gets
     a JSON 4xx that names the problem, never a redirect, an HTML page or a 500:
 
-    - a missing or extra trailing slash is tolerated (`POST /api/runs` was a 500
-      from APPEND_SLASH, `GET /api/runs` an empty 301);
+    - a missing or extra trailing slash is tolerated (APPEND_SLASH would answer
+      `POST /api/runs` with a 500 and `GET /api/runs` with an empty 301);
     - a body that is a form or a multipart upload, not JSON, is a 415 (a JSON
       text sent with curl's default form content type is still accepted);
     - a body over DATA_UPLOAD_MAX_MEMORY_SIZE is a 413;
     - JSON nested deeper than MAX_JSON_DEPTH is a 400 naming the field
-      (dashboard/lib/storable.py: past Python's recursion limit it was a 500);
+      (dashboard/lib/storable.py: past Python's recursion limit the parser raises);
     - any other error response that is not JSON (405 wrong method, 404 no such
       operation) is given the API's error body (dashboard/lib/api_errors.py).
     """

@@ -364,9 +364,9 @@ class RejectedProposal(models.Model):
 
 def rejected_mark_fields(type: str, payload) -> dict | None:
     """A RejectedProposal's numbers from a proposal event's payload, None unless
-    it is a rejected proposal (`accepted` exactly false). Numbers as the
-    database casts read them before: an int or float (or a numeric string)
-    becomes one, anything else None; the minibatch counts when it is a list."""
+    it is a rejected proposal (`accepted` exactly false). An int or float (or a
+    numeric string) is read as a number, anything else as None (a client may
+    send anything); the minibatch counts when it is a list."""
     from optimizer.runs.event_types import PROPOSAL
 
     if type != PROPOSAL or not isinstance(payload, dict) or payload.get("accepted") is not False:

@@ -1,8 +1,9 @@
 """The recorder's database work, off the engine's thread, so it is off the critical path.
 
 gepa calls its callbacks synchronously on the thread that runs the
-optimization (docs/gepa-notes.md §4), so every row and event the recorder wrote used to
-sit on the run's critical path: the next model call waited for SQL. Here gepa
+optimization (docs/gepa-notes.md §4), so a recorder writing rows and events
+there would put SQL on the run's critical path: the next model call would wait
+for it. Here gepa
 calls a `RecorderThread`, which takes on the engine's thread only what cannot
 wait (the adapter's evaluation records, the meter's reading, the budget the
 adapter's guard checks, the proposer's reasoning) and hands each callback, in
@@ -17,13 +18,13 @@ taken on the engine's thread (optimizer/runs/checkpoint.py, `save_through`)
 whose bytes the writer writes to gepa_state.bin after committing everything
 gepa reported before. So the checkpoint is never ahead of the database, and
 the engine does not wait for either: only the accepted candidate of the last
-iteration is recorded just after the checkpoint that holds it, as before
+iteration is recorded just after the checkpoint that holds it
 (optimizer/runs/recorder.py, `_flush_pending`). A worker that lost its claim writes
 no checkpoint, and raises ClaimLost at its next stop check; a checkpoint that
 cannot be written fails the run there too (or when the writer closes).
 
 A run executed inside an open transaction (a test that wraps everything in
-one) is recorded on the calling thread as before: another thread's connection
+one) is recorded on the calling thread: another thread's connection
 could not see the rows that transaction has not committed.
 """
 

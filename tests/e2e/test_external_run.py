@@ -149,7 +149,7 @@ def test_stop_from_the_api_ends_the_external_run_between_iterations(frontier_ser
 
 def test_a_session_post_typed_multipart_without_a_boundary_is_refused_not_a_server_error(frontier_server, token):
     # Found by schemathesis on a running (external) run: Django cannot parse such a
-    # body, and the session path's CSRF check reads the form (it was a 500).
+    # body, and the session path's CSRF check reads the form (a 500 if nothing refuses it first).
     run = api(frontier_server, token, "POST", "/api/external/runs", {"key": "no-boundary-0001"})
     browser = session_login(frontier_server.url)
     status, body, _ = browser.call("POST", f"/api/runs/{run['id']}/stop", raw=b"",

@@ -1,6 +1,6 @@
 """Hostile requests against a real `manage.py serve` process: the
 server answers them quickly and its memory stays small (README "Limits": one regex or
-one upload used to take the whole site down)."""
+one upload could take a whole site down)."""
 
 from __future__ import annotations
 
@@ -149,7 +149,7 @@ def test_an_anonymous_60_mb_upload_is_refused_before_it_is_read(frontier_server)
         status, body = post_streamed(frontier_server.url + "/runs/import/", 60 * MB, {}, "application/json")
     print(f"anonymous 60 MB upload: {status}, server RSS {rss.before:.0f} MB, peak growth {rss.growth:.0f} MB")
     assert status == 413 and json.loads(body)["detail"] == f"body: larger than {52 * MB} bytes"
-    assert rss.growth < 150  # it was +685 MB (176 → 861 MB), then a 403
+    assert rss.growth < 150  # reading and parsing it whole costs some 700 MB
 
 
 def test_an_anonymous_upload_under_the_size_limit_is_refused_without_being_read(frontier_server):

@@ -182,7 +182,7 @@ def test_a_body_nested_deeper_than_the_cap_is_a_400_and_saves_nothing(user_clien
     response = post(user_client, "/api/verifiers/", {"spec": spec})
     assert response.status_code == 400
     assert response.json()["problems"] == [{"field": "spec.expected[0]", "message": "nested more than 100 levels deep"}]
-    # Past Python's recursion limit, with or without a JSON content type (that one was a 500).
+    # Past Python's recursion limit, with or without a JSON content type.
     for content_type in ("application/json", "text/plain"):
         response = user_client.post("/api/verifiers/", "[" * 10_000 + "]" * 10_000, content_type=content_type)
         assert response.status_code == 400
