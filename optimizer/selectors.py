@@ -4,6 +4,8 @@ itself (run_summary and the list row) is optimizer.runs.summary."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeAlias, TypedDict
+
 from django.db.models import Case, CharField, Count, F, Q, QuerySet, Value, When
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
@@ -16,14 +18,24 @@ from optimizer.services import run_data_warnings
 from optimizer.tasksets.models import TaskSet
 from verifiers_app.models import Verifier
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+    from django_stubs_ext import WithAnnotations  # django-stubs' own helper: for type checking only
 
-def taskset_list(*, user) -> QuerySet[TaskSet]:
+    class TaskCount(TypedDict):
+        task_count: int
+
+    #: A task set read with its `task_count` (taskset_list, taskset_for_user).
+    CountedTaskSet: TypeAlias = WithAnnotations[TaskSet, TaskCount]
+
+
+def taskset_list(*, user: User) -> QuerySet[CountedTaskSet]:
     """Task sets the user may see, by name, each with its `task_count`."""
     # An aggregate drops Meta.ordering, so order explicitly (stable pagination).
     return TaskSet.objects.visible_to(user).select_related("owner").annotate(task_count=Count("tasks")).order_by("name", "pk")
 
 
-def taskset_for_user(user, pk: int, *, edit: bool = False) -> TaskSet:
+def taskset_for_user(user: User, pk: int, *, edit: bool = False) -> CountedTaskSet:
     """The task set if `user` may see it (own, shared, admin) — with `edit`,
     change or delete it (own, admin) — else Http404. Pages and the API use this
     one rule. Carries `task_count`, as taskset_list's rows do."""
@@ -34,7 +46,7 @@ def taskset_for_user(user, pk: int, *, edit: bool = False) -> TaskSet:
     return task_set
 
 
-def run_for_user(user, run_id: int, *, control: bool = False) -> Run:
+def run_for_user(user: User, run_id: int, *, control: bool = False) -> Run:
     """The run if `user` may see it (owner, shared with, admin) — and with
     `control`, may stop, resume, fork, edit or delete it (owner or admin, see
     Run.controllable_by) — else Http404: a run one may not see does not exist."""
