@@ -165,6 +165,15 @@ class VerifyLoop(_Strict):
         return self
 
 
+def resolved_lm(lm: LMRef | None) -> LMConfig:
+    """The config of a launched run's LM. Launch resolves every endpoint name
+    into its config (optimizer.services), so a name (or None) here is a bug; it
+    raises the TypeError coerce_config gives for anything but a config."""
+    if not isinstance(lm, LMConfig):
+        raise TypeError(f"LM config must be an LMConfig or a dict, not {type(lm).__name__}")
+    return lm
+
+
 class RunConfig(_Strict):
     name: str = Field(default="", max_length=200)
     task_set_id: int = Field(ge=1)
