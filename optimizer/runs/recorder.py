@@ -150,7 +150,7 @@ class RunRecorder:
         self,
         *,
         run: Run,
-        adapter: FrontierAdapter,
+        adapter: FrontierAdapter | None,  # None: a run that is not ours to execute (external, tests)
         valset: list[JSONObject],
         task_pks: dict[str, int],
         budget_total: int,

@@ -59,6 +59,8 @@ class RecorderThread:
     """gepa's callback for one run: relays every event to the recorder on a writer thread."""
 
     def __init__(self, recorder: RunRecorder) -> None:
+        if recorder.adapter is None:
+            raise ValueError("a RecorderThread relays a run this worker executes: its recorder needs the adapter")
         self.recorder = recorder
         self.adapter = recorder.adapter
         self.queue: queue.Queue[WriterItem] = queue.Queue()
