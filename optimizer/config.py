@@ -118,6 +118,8 @@ class Budget(_Strict):
     def metric_calls(self, *, valset_size: int, minibatch_size: int) -> int:
         if self.max_metric_calls is not None:
             return self.max_metric_calls
+        if self.preset is None:  # _exactly_one refuses a budget with neither
+            raise ValueError("give exactly one of preset (light, medium, heavy) or max_metric_calls")
         return valset_size + PRESET_PROPOSALS[self.preset] * proposal_cost(valset_size, minibatch_size)
 
 

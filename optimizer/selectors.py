@@ -4,14 +4,14 @@ itself (run_summary and the list row) is optimizer.runs.summary."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeAlias, TypedDict
+from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict
 
 from django.db.models import Case, CharField, Count, F, Q, QuerySet, Value, When
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 from django.http import Http404
 
-from optimizer.config import DEMO_MODEL_LABEL, RunConfigError, parse_run_config
+from optimizer.config import DEMO_MODEL_LABEL, RunConfig, RunConfigError, parse_run_config
 from optimizer.models import Run
 from optimizer.runs.summary import RUN_JOINS, run_url
 from optimizer.services import run_data_warnings
@@ -27,6 +27,12 @@ if TYPE_CHECKING:
 
     #: A task set read with its `task_count` (taskset_list, taskset_for_user).
     CountedTaskSet: TypeAlias = WithAnnotations[TaskSet, TaskCount]
+
+    class TaskModel(TypedDict):
+        task_model: str
+
+    #: A run read with its `task_model` (the runs list).
+    RunWithTaskModel: TypeAlias = WithAnnotations[Run, TaskModel]
 
 
 def taskset_list(*, user: User) -> QuerySet[CountedTaskSet]:
@@ -71,7 +77,7 @@ def run_wait_summary(run: Run) -> dict:
     }
 
 
-def launch_warnings(*, user, config: dict) -> list[str]:
+def launch_warnings(*, user: User, config: dict[str, Any] | RunConfig) -> list[str]:
     """What a dry run or a launch warns about without refusing: a budget too low
     for a few proposals, and task data no chosen verifier reads. Empty while the
     config itself is invalid (its problems are reported first)."""
@@ -103,7 +109,7 @@ RUN_SORTS = {
 DEFAULT_RUN_SORT = "-created"
 
 
-def _with_task_model(runs: QuerySet[Run]) -> QuerySet[Run]:
+def _with_task_model(runs: QuerySet[Run]) -> QuerySet[RunWithTaskModel]:
     """Annotate `task_model`: the task model as the list shows it (run_model_label)."""
     return runs.annotate(
         task_model=Case(
@@ -117,7 +123,7 @@ def _with_task_model(runs: QuerySet[Run]) -> QuerySet[Run]:
 def run_list(
     *, user, status: str = "", search: str = "", task_set: int | None = None, verifier: str = "", model: str = "",
     archived: bool | None = False, sort: str = DEFAULT_RUN_SORT,
-) -> QuerySet[Run]:
+) -> QuerySet[RunWithTaskModel]:
     """Runs the user may see, filtered by status, task set, verifier (slug), task
     model (as the list labels it), archived or not (None: both), and a search over run name,
     task set name and owner; ordered by `sort` (a RUN_SORTS key, "-" for
