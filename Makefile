@@ -66,13 +66,17 @@ demo: migrate
 	$(PY) manage.py demo_setup
 	$(PY) manage.py serve --host $(HOST) --port $(PORT)
 
-## Everything: lint (ruff, the floor plan), JavaScript (Node), unit (embedded), integration (PostgreSQL + Redis), browser (Chromium)
+## Everything: lint (ruff, the floor plan, mypy), JavaScript (Node), unit (embedded), integration (PostgreSQL + Redis), browser (Chromium)
 test: lint test-js test-unit test-integration test-e2e
 
-# pyproject.toml's ruff rules, and its import-linter contracts (which package may import which).
+# pyproject.toml's ruff rules, its import-linter contracts (which package may import
+# which) and its mypy configuration (django-stubs; strict for the packages it names).
+# django-stubs loads the settings, which want SECRET_KEY once DATABASE_URL or
+# REDIS_URL is set: mypy reads them in embedded mode, as the unit tests do.
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-cache
+	env -u DATABASE_URL -u REDIS_URL $(VENV)/bin/mypy
 
 # The run page's pure modules (static/js/front.js, format.js, live-socket.js,
 # run/state.js, run/text.js) under Node's own test runner: no npm packages. Node

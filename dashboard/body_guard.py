@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from types import SimpleNamespace
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -86,6 +85,7 @@ def _identified(scope) -> bool:
     """Does the request carry a Bearer token or a session that authenticates?
     The same checks the API and the session middleware make, made early."""
     from django.contrib.auth import get_user
+    from django.http import HttpRequest
     from django.utils.module_loading import import_string
 
     from dashboard.models import ApiToken
@@ -97,7 +97,9 @@ def _identified(scope) -> bool:
     session_key = _cookie(scope, settings.SESSION_COOKIE_NAME)
     if session_key:
         store = import_string(settings.SESSION_ENGINE + ".SessionStore")
-        user = get_user(SimpleNamespace(session=store(session_key)))
+        request = HttpRequest()  # get_user reads only its session
+        request.session = store(session_key)
+        user = get_user(request)
         return user.is_authenticated and user.is_active
     return False
 

@@ -78,11 +78,13 @@ class CandidateDiff:
     candidate: Candidate
     reference: Candidate | None
     components: list[ComponentDiff]
+    cost_label: str = ""  # what finding the candidate cost, as the page writes money (set by the view)
 
 
 def component_diffs(run: Run, candidates: list[Candidate], diff: str) -> list[CandidateDiff]:
     """Each candidate's components with a word diff against its first parent
     (`parent`), the seed (`seed`) or one fixed candidate (an index)."""
+    fixed: Candidate | None = None
     if diff not in ("parent", "seed"):
         try:
             fixed = run.candidates.get(index=int(diff))
@@ -211,19 +213,21 @@ def task_table(run: Run, candidates: list[Candidate], filters: TaskFilters) -> T
     by_task: dict[str, list[Cell | None]] = {}
     for cand_id, key, score, verdict in evals.values_list("candidate_id", "task_key", "score", "verdict"):
         by_task.setdefault(key, [None] * len(candidates))[position[cand_id]] = Cell(indices[position[cand_id]], score, verdict, None)
-    base = indices.index(filters.baseline)
+    # No baseline chosen: the first candidate, as TaskFilters.from_query chooses.
+    base = indices.index(filters.baseline if filters.baseline is not None else indices[0])
     summaries = [CandidateSummary(i, None) for i in indices]
     totals = [[0.0, 0] for _ in indices]
     rows = []
     for key in sorted(by_task):
         cells = by_task[key]
+        base_cell = cells[base]
         for i, cell in enumerate(cells):
             if cell is None:
                 continue
             totals[i][0] += cell.score
             totals[i][1] += 1
-            if i != base and cells[base] is not None:
-                cell.delta = cell.score - cells[base].score
+            if i != base and base_cell is not None:
+                cell.delta = cell.score - base_cell.score
                 if cell.delta > EPSILON:
                     summaries[i].improved += 1
                 elif cell.delta < -EPSILON:
@@ -291,7 +295,8 @@ def prompt_history(run: Run, candidate: Candidate) -> tuple[list[Candidate], dic
         name: [SentenceOrigin(text, everyone[i]) for text, i in sentence_origins(nodes, candidate.index, name)]
         for name in candidate.components
     }
-    ancestry, current = [], candidate
+    ancestry: list[Candidate] = []
+    current: Candidate | None = candidate
     while current is not None and current not in ancestry:
         ancestry.append(current)
         current = everyone.get(current.parents[0]) if current.parents else None
@@ -376,6 +381,8 @@ def score_curves(runs: list[Run]) -> dict:
         points = list(run.candidates.exclude(val_score=None).order_by("metric_calls", "index").values_list("metric_calls", "val_score", "index"))
         best, xs, ys = -1.0, [], []
         for calls, score, _ in points:
+            if score is None:  # excluded by the query above
+                continue
             best = max(best, score)
             xs.append(calls)
             ys.append(best)

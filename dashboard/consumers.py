@@ -18,7 +18,7 @@ import random
 import time
 from urllib.parse import parse_qs
 
-from channels.consumer import get_handler_name
+from channels.consumer import AsyncConsumer, get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.contrib.auth import get_user_model
@@ -54,7 +54,7 @@ def _events_after(run_id: int, after: int, limit: int) -> list[dict]:
     ]
 
 
-class GroupMessagesOnTheLoop:
+class GroupMessagesOnTheLoop(AsyncConsumer):
     """Runs the handlers named in `loop_handlers` straight on the event loop.
 
     channels' dispatch first hops to the one thread that sync Django code

@@ -11,6 +11,7 @@ import contextlib
 import logging
 import socket
 import threading
+from typing import Any
 
 from django.conf import settings
 
@@ -18,11 +19,12 @@ log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _stack: contextlib.ExitStack | None = None
+_worker: Any = None  # celery's WorkController (celery ships no type hints), held open by _stack
 
 
 def ensure_worker(concurrency: int | None = None):
     """Start the embedded worker once per process and return it (idempotent)."""
-    global _stack
+    global _stack, _worker
     from celery.contrib.testing.worker import start_worker
 
     from dashboard.celery import app
@@ -43,16 +45,15 @@ def ensure_worker(concurrency: int | None = None):
                     hostname=f"embedded@{socket.gethostname()}",
                 )
             )
-            stack.worker = worker  # type: ignore[attr-defined]
-            _stack = stack
+            _stack, _worker = stack, worker
             log.info("embedded Celery worker started (%s threads)", worker.concurrency)
-        return _stack.worker  # type: ignore[attr-defined]
+        return _worker
 
 
 def stop_worker() -> None:
     """Stop the embedded worker (tests; a server process simply exits)."""
-    global _stack
+    global _stack, _worker
     with _lock:
         if _stack is not None:
             _stack.close()
-            _stack = None
+            _stack, _worker = None, None

@@ -7,12 +7,25 @@ it cannot parse, so a typo in a deployment never silently becomes a default.
 from __future__ import annotations
 
 import os
+from typing import overload
 from urllib.parse import unquote, urlparse
 
 from django.core.exceptions import ImproperlyConfigured
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
+
+
+@overload
+def env_str(name: str) -> str | None: ...
+
+
+@overload
+def env_str(name: str, default: str) -> str: ...
+
+
+@overload
+def env_str(name: str, default: None) -> str | None: ...
 
 
 def env_str(name: str, default: str | None = None) -> str | None:

@@ -5,6 +5,8 @@ shape as the engine's and the API's). The services still check what they own
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from django import forms
 from django.core import validators
 
@@ -37,7 +39,7 @@ def Text(*, allow_nul: bool = False, **kwargs) -> forms.CharField:  # noqa: N802
 class ProblemsForm(forms.Form):
     def problems(self) -> list[str]:
         """Every error as "field: message" (a form-wide error without a field)."""
-        return [message if field == "__all__" else f"{field}: {message}"
+        return [str(message) if field == "__all__" else f"{field}: {message}"
                 for field, messages in self.errors.items() for message in messages]
 
 
@@ -58,7 +60,7 @@ class RunAnnotateForm(ProblemsForm):
 
 class RunArchiveForm(ProblemsForm):
     archived = forms.TypedChoiceField(choices=[("1", "archive"), ("0", "bring back")], coerce=lambda v: v == "1",
-                                      required=False, empty_value=True)
+                                      required=False, empty_value=True)  # type: ignore[arg-type]  # django-stubs: str | None; Django takes any value
 
 
 class PromotionForm(ProblemsForm):
@@ -110,7 +112,7 @@ class AssignSplitForm(ProblemsForm):
 
     def __init__(self, data, **kwargs):
         super().__init__(data, **kwargs)
-        self.fields["task_ids"].choices = [(value, value) for value in data.getlist("task_ids")]
+        cast(forms.MultipleChoiceField, self.fields["task_ids"]).choices = [(value, value) for value in data.getlist("task_ids")]
 
 
 class VerifierForm(ProblemsForm):
@@ -140,8 +142,9 @@ class TaskImportForm(ProblemsForm):
         for split in DEFAULT_SPLIT_RATIOS:
             self.fields[f"default_{split}"] = forms.FloatField(required=False, min_value=0, error_messages=NUMBER)
 
-    def clean(self):
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
         # A ratio the form did not send keeps its default; one sent empty is 0.
         ratios = {split: (DEFAULT_SPLIT_RATIOS[split] if f"default_{split}" not in self.data else data.get(f"default_{split}") or 0.0)
                   for split in DEFAULT_SPLIT_RATIOS}

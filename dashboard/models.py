@@ -3,14 +3,18 @@ from __future__ import annotations
 import hashlib
 import secrets
 from datetime import timedelta
+from typing import TYPE_CHECKING, Self
 
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
-class ApiTokenQuerySet(models.QuerySet):
-    def active(self):
+
+class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
+    def active(self) -> Self:
         return self.filter(revoked_at__isnull=True)
 
 
@@ -39,7 +43,7 @@ class ApiToken(models.Model):
         return hashlib.sha256(token.encode()).hexdigest()
 
     @classmethod
-    def user_for(cls, token: str):
+    def user_for(cls, token: str) -> User | None:
         """The active user a token belongs to, or None. Marks the token used (at
         most once a minute: it is shown in the UI, not audited)."""
         api_token = cls.objects.active().select_related("user").filter(digest=cls.hash(token)).first()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import gc
 import json
 from contextlib import contextmanager
+from typing import overload
 
 from django.db.models import Count, F, FloatField, Func, IntegerField, TextField
 from django.db.models.fields.json import KT
@@ -136,7 +137,8 @@ class SqlCast(Cast):
 
     @property
     def convert_value(self):
-        return self._convert_value_noop
+        # Django's own no-op, which get_db_converters skips by identity; django-stubs leaves it out.
+        return self._convert_value_noop  # type: ignore[attr-defined]
 
 
 class JsonText(Func):
@@ -147,7 +149,7 @@ class JsonText(Func):
     def __init__(self, field: str):
         super().__init__(F(field))
 
-    def as_sql(self, compiler, connection, **extra):  # SQLite keeps JSON as text
+    def as_sql(self, compiler, connection, function=None, template=None, arg_joiner=None, **extra):  # SQLite keeps JSON as text
         return compiler.compile(self.source_expressions[0])
 
     def as_postgresql(self, compiler, connection, **extra):
@@ -240,11 +242,11 @@ def run_snapshot(run: Run) -> dict:
     ), strict=True))
     matrix = [[_round_score(vectors[index][0].get(key)) for key in tasks] for index in rows]
     leaders = {}
-    for key, column in zip(tasks, zip(*matrix)):  # one column per task, in one transposition
-        known = [score for score in column if score is not None]
+    for key, task_scores in zip(tasks, zip(*matrix)):  # one column per task, in one transposition
+        known = [score for score in task_scores if score is not None]
         if known:
             top = max(known)
-            leaders[key] = [index for index, score in zip(rows, column) if score == top]
+            leaders[key] = [index for index, score in zip(rows, task_scores) if score == top]
     return {
         "run": run_summary(run),
         "verifiers": verifier_ids,
@@ -261,6 +263,14 @@ def run_snapshot(run: Run) -> dict:
         },
         **_stream_tails(run),
     }
+
+
+@overload
+def _round_score(score: float) -> float: ...
+
+
+@overload
+def _round_score(score: float | None) -> float | None: ...
 
 
 def _round_score(score: float | None) -> float | None:

@@ -19,7 +19,7 @@ class PlotlyFinder(BaseFinder):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.storage = FileSystemStorage(location=str(PLOTLY_DIR))
-        self.storage.prefix = "vendor"
+        self.storage.prefix = "vendor"  # type: ignore[attr-defined]  # read by collectstatic; django-stubs leaves it out
 
     def check(self, **kwargs):
         return []

@@ -33,9 +33,10 @@ class ConfigIn(Schema):
 
 class RoleUsageOut(Schema):
     calls: int = 0
-    tokens_in: int = Field(0, description="Input (prompt) tokens, from the provider's usage")
-    tokens_out: int = Field(0, description="Output (completion) tokens, from the provider's usage")
-    cost: float = Field(0.0, description="At the endpoint's prices per 1M tokens (the demo simulator is free)")
+    # default= by keyword: type checkers read only that as a field's default (PEP 681).
+    tokens_in: int = Field(default=0, description="Input (prompt) tokens, from the provider's usage")
+    tokens_out: int = Field(default=0, description="Output (completion) tokens, from the provider's usage")
+    cost: float = Field(default=0.0, description="At the endpoint's prices per 1M tokens (the demo simulator is free)")
 
 
 class UsageOut(Schema):

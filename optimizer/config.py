@@ -118,6 +118,8 @@ class Budget(_Strict):
     def metric_calls(self, *, valset_size: int, minibatch_size: int) -> int:
         if self.max_metric_calls is not None:
             return self.max_metric_calls
+        if self.preset is None:  # _exactly_one refuses a budget with neither
+            raise ValueError("give exactly one of preset (light, medium, heavy) or max_metric_calls")
         return valset_size + PRESET_PROPOSALS[self.preset] * proposal_cost(valset_size, minibatch_size)
 
 
@@ -163,6 +165,15 @@ class VerifyLoop(_Strict):
         if self.enabled and self.judge == "llm" and self.judge_lm is None:
             raise ValueError("judge_lm is required when judge is llm")
         return self
+
+
+def resolved_lm(lm: LMRef | None) -> LMConfig:
+    """The config of a launched run's LM. Launch resolves every endpoint name
+    into its config (optimizer.services), so a name (or None) here is a bug; it
+    raises the TypeError coerce_config gives for anything but a config."""
+    if not isinstance(lm, LMConfig):
+        raise TypeError(f"LM config must be an LMConfig or a dict, not {type(lm).__name__}")
+    return lm
 
 
 class RunConfig(_Strict):

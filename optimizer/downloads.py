@@ -69,10 +69,14 @@ class ExportProcessError(RuntimeError):
     """An export child that exited before writing the whole export."""
 
 
-async def _one_piece_at_a_time(pieces: Iterator[bytes]) -> AsyncIterator[bytes]:
-    take = sync_to_async(next, thread_sensitive=True)
+def _next_piece(pieces: Iterator[bytes | str]) -> bytes | str | None:
+    return next(pieces, None)
+
+
+async def _one_piece_at_a_time(pieces: Iterator[bytes | str]) -> AsyncIterator[bytes | str]:
+    take = sync_to_async(_next_piece, thread_sensitive=True)
     try:
-        while (piece := await take(pieces, None)) is not None:
+        while (piece := await take(pieces)) is not None:
             yield piece
     finally:
         # A client that went away: close the generator (its transaction) in its own thread.
@@ -81,8 +85,11 @@ async def _one_piece_at_a_time(pieces: Iterator[bytes]) -> AsyncIterator[bytes]:
             await sync_to_async(close, thread_sensitive=True)()
 
 
-def streaming_download(request, pieces: Iterator[bytes], *, content_type: str, filename: str) -> StreamingHttpResponse:
-    """An attachment response that writes `pieces` (a generator of bytes) as it reads them."""
+def streaming_download(
+    request, pieces: Iterator[bytes] | Iterator[str], *, content_type: str, filename: str,
+) -> StreamingHttpResponse:
+    """An attachment response that writes `pieces` (a generator of bytes, or of text,
+    which the response encodes) as it reads them."""
     content = _one_piece_at_a_time(iter(pieces)) if isinstance(request, ASGIRequest) else pieces
     response = StreamingHttpResponse(content, content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
@@ -160,7 +167,8 @@ def _in_a_child(run, fmt: str) -> bool:
     memory, ~120 MB; beyond that an export is built in the web process)."""
     least = (settings.FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS if fmt == "json"
              else settings.FRONTIER_EXPORT_CSV_PROCESS_MIN_EVALUATIONS)
-    if least < 0 or (connection.vendor == "sqlite" and connection.is_in_memory_db()):
+    # is_in_memory_db is SQLite's own (the vendor check first); django-stubs types the base wrapper.
+    if least < 0 or (connection.vendor == "sqlite" and connection.is_in_memory_db()):  # type: ignore[attr-defined]
         return False
     if _running >= settings.FRONTIER_EXPORT_PROCESSES_MAX:
         return False

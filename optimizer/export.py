@@ -17,7 +17,7 @@ import io
 import json
 import re
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from django.db import connection, transaction
 from django.db.models import Case, Value, When
@@ -272,10 +272,11 @@ def _run_meta(run: Run) -> dict:
                     .values_list("pk", "index"))
     return {
         "name": run.name, "status": run.status, "config": run.config, "verifier_specs": run.verifier_specs,
-        "tasks_snapshot": run.tasks_snapshot, "task_set": run.task_set.name if run.task_set_id else None,
+        "tasks_snapshot": run.tasks_snapshot, "task_set": run.task_set.name if run.task_set is not None else None,
         "budget_total": run.budget_total, "budget_used": run.budget_used,
         "seed_score": run.seed_score, "best_score": run.best_score,
-        "best_index": index_of.get(run.best_candidate_id), "chosen_index": index_of.get(run.chosen_candidate_id),
+        "best_index": index_of.get(run.best_candidate_id) if run.best_candidate_id is not None else None,
+        "chosen_index": index_of.get(run.chosen_candidate_id) if run.chosen_candidate_id is not None else None,
         "error": run.error, "cost": run.cost, "usage": run.usage, "stop_reason": run.stop_reason,
         "created_at": _iso(run.created_at), "started_at": _iso(run.started_at),
         "finished_at": _iso(run.finished_at),
@@ -383,7 +384,8 @@ def run_export_csv_stream(run: Run):
         evals = (Evaluation.objects.filter(candidate__run=run)
                  .order_by(split_order, Collate("task_key", binary), "candidate_id")
                  .values_list("candidate_id", "task_key", "split", "score"))
-        current, scores = None, None
+        current: tuple[str, str] | None = None
+        scores: list[str] = []
         for cand_id, key, split, score in evals.iterator(chunk_size=CHUNK_ROWS * 4):
             if (split, key) != current:
                 if current is not None:
@@ -456,7 +458,8 @@ class _JsonStream:
 
     def peek(self) -> str:
         while True:
-            self.pos = _WHITESPACE.match(self.buf, self.pos).end()
+            blank = _WHITESPACE.match(self.buf, self.pos)  # always matches (maybe nothing)
+            self.pos = blank.end() if blank else self.pos
             if self.pos < len(self.buf) or self.eof:
                 return self.buf[self.pos: self.pos + 1]
             self._more()
@@ -520,7 +523,7 @@ def _checked(value, model: TypeAdapter, prefix: str):
 
 
 # RunDocument, read a part at a time.
-_HEADER = {"format": TypeAdapter(Literal["frontier.run"]), "version": TypeAdapter(Literal[1]), "run": TypeAdapter(RunIn)}
+_HEADER: dict[str, TypeAdapter[Any]] = {"format": TypeAdapter(Literal["frontier.run"]), "version": TypeAdapter(Literal[1]), "run": TypeAdapter(RunIn)}
 _CANDIDATE, _EVENT = TypeAdapter(CandidateIn), TypeAdapter(EventIn)
 
 

@@ -4,6 +4,9 @@ are optimizer/tasksets."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Self
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -12,6 +15,10 @@ from django.db import models, transaction
 from django.db.models import Q
 
 from optimizer.tasksets.models import Split, Task, TaskSet
+from verifiers_app.engine.json_types import JSONObject
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 
 class ModelEndpoint(models.Model):
@@ -42,7 +49,7 @@ class ModelEndpoint(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.get_provider_display()}: {self.model})"
 
-    def clean(self):
+    def clean(self) -> None:
         from optimizer.config import DEMO_MODEL_NAME
 
         if self.name == DEMO_MODEL_NAME:
@@ -91,14 +98,14 @@ class RunKind(models.TextChoices):
     EXTERNAL = "external", "external"
 
 
-class RunQuerySet(models.QuerySet):
-    def visible_to(self, user):
+class RunQuerySet(models.QuerySet["Run"]):
+    def visible_to(self, user: User) -> Self:
         """Runs a user may see: their own and those shared with them (admins see all)."""
         if user.is_superuser:
             return self
         return self.filter(Q(owner=user) | Q(shared_with=user)).distinct()
 
-    def active(self):
+    def active(self) -> Self:
         return self.filter(status__in=RunStatus.active())
 
 
@@ -163,7 +170,7 @@ class Run(models.Model):
     def __str__(self) -> str:
         return self.name or f"Run {self.pk}"
 
-    def save(self, *args, **kwargs):
+    def save(self, *args: Any, **kwargs: Any) -> None:
         if not self._state.adding:
             return super().save(*args, **kwargs)
         with transaction.atomic(savepoint=False):  # every run has its progress row from its first moment
@@ -173,7 +180,7 @@ class Run(models.Model):
     # What the worker writes all the time lives on the narrow RunProgress row;
     # read through these (select_related("progress") keeps a read one query).
     @property
-    def heartbeat_at(self):
+    def heartbeat_at(self) -> datetime | None:
         return self.progress.heartbeat_at
 
     @property
@@ -181,7 +188,7 @@ class Run(models.Model):
         return self.progress.budget_used
 
     @property
-    def usage(self) -> dict:
+    def usage(self) -> JSONObject:
         return self.progress.usage
 
     @property
@@ -196,7 +203,7 @@ class Run(models.Model):
     def is_external(self) -> bool:
         return self.kind == RunKind.EXTERNAL
 
-    def controllable_by(self, user) -> bool:
+    def controllable_by(self, user: User) -> bool:
         """Only the owner (or an admin) stops, resumes or forks a run: sharing is
         read-only, and a fork spends the run's frozen endpoints (the owner's)."""
         return bool(user.is_superuser or self.owner_id == user.pk)
@@ -233,7 +240,7 @@ class RunProgress(models.Model):
         return f"progress of run {self.run_id}"
 
 
-def run_progress(run_id: int):
+def run_progress(run_id: int) -> models.QuerySet[RunProgress]:
     """The run's progress row as a queryset, to update (no claim: services, imports, external runs)."""
     return RunProgress.objects.filter(run_id=run_id)
 
@@ -332,7 +339,7 @@ class RunEvent(models.Model):
     def __str__(self) -> str:
         return f"run {self.run_id} #{self.seq} {self.type}"
 
-    def as_message(self) -> dict:
+    def as_message(self) -> JSONObject:
         """The websocket message shape: {"seq", "type", "data"}."""
         return {"seq": self.seq, "type": self.type, "data": self.payload}
 
@@ -362,7 +369,7 @@ class RejectedProposal(models.Model):
         return f"run {self.run_id} #{self.seq} rejected proposal"
 
 
-def rejected_mark_fields(type: str, payload) -> dict | None:
+def rejected_mark_fields(type: str, payload: Any) -> JSONObject | None:
     """A RejectedProposal's numbers from a proposal event's payload, None unless
     it is a rejected proposal (`accepted` exactly false). An int or float (or a
     numeric string) is read as a number, anything else as None (a client may
@@ -379,7 +386,7 @@ def rejected_mark_fields(type: str, payload) -> dict | None:
     }
 
 
-def _number(value, kind):
+def _number(value: object, kind: type[int] | type[float]) -> int | float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         return None
     try:
@@ -392,7 +399,7 @@ def _number(value, kind):
     return number if kind is int or math.isfinite(number) else None
 
 
-def store_rejected_marks(events) -> None:
+def store_rejected_marks(events: Iterable[RunEvent]) -> None:
     """Write the RejectedProposal rows of these just-written RunEvents (one INSERT, none without a rejected proposal)."""
     marks = [RejectedProposal(run_id=e.run_id, seq=e.seq, **fields)
              for e in events if (fields := rejected_mark_fields(e.type, e.payload)) is not None]

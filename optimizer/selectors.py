@@ -4,26 +4,44 @@ itself (run_summary and the list row) is optimizer.runs.summary."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict
+
 from django.db.models import Case, CharField, Count, F, Q, QuerySet, Value, When
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 from django.http import Http404
 
-from optimizer.config import DEMO_MODEL_LABEL, RunConfigError, parse_run_config
+from optimizer.config import DEMO_MODEL_LABEL, RunConfig, RunConfigError, parse_run_config
 from optimizer.models import Run
 from optimizer.runs.summary import RUN_JOINS, run_url
 from optimizer.services import run_data_warnings
 from optimizer.tasksets.models import TaskSet
 from verifiers_app.models import Verifier
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+    from django_stubs_ext import WithAnnotations  # django-stubs' own helper: for type checking only
 
-def taskset_list(*, user) -> QuerySet[TaskSet]:
+    class TaskCount(TypedDict):
+        task_count: int
+
+    #: A task set read with its `task_count` (taskset_list, taskset_for_user).
+    CountedTaskSet: TypeAlias = WithAnnotations[TaskSet, TaskCount]
+
+    class TaskModel(TypedDict):
+        task_model: str
+
+    #: A run read with its `task_model` (the runs list).
+    RunWithTaskModel: TypeAlias = WithAnnotations[Run, TaskModel]
+
+
+def taskset_list(*, user: User) -> QuerySet[CountedTaskSet]:
     """Task sets the user may see, by name, each with its `task_count`."""
     # An aggregate drops Meta.ordering, so order explicitly (stable pagination).
     return TaskSet.objects.visible_to(user).select_related("owner").annotate(task_count=Count("tasks")).order_by("name", "pk")
 
 
-def taskset_for_user(user, pk: int, *, edit: bool = False) -> TaskSet:
+def taskset_for_user(user: User, pk: int, *, edit: bool = False) -> CountedTaskSet:
     """The task set if `user` may see it (own, shared, admin) — with `edit`,
     change or delete it (own, admin) — else Http404. Pages and the API use this
     one rule. Carries `task_count`, as taskset_list's rows do."""
@@ -34,7 +52,7 @@ def taskset_for_user(user, pk: int, *, edit: bool = False) -> TaskSet:
     return task_set
 
 
-def run_for_user(user, run_id: int, *, control: bool = False) -> Run:
+def run_for_user(user: User, run_id: int, *, control: bool = False) -> Run:
     """The run if `user` may see it (owner, shared with, admin) — and with
     `control`, may stop, resume, fork, edit or delete it (owner or admin, see
     Run.controllable_by) — else Http404: a run one may not see does not exist."""
@@ -59,7 +77,7 @@ def run_wait_summary(run: Run) -> dict:
     }
 
 
-def launch_warnings(*, user, config: dict) -> list[str]:
+def launch_warnings(*, user: User, config: dict[str, Any] | RunConfig) -> list[str]:
     """What a dry run or a launch warns about without refusing: a budget too low
     for a few proposals, and task data no chosen verifier reads. Empty while the
     config itself is invalid (its problems are reported first)."""
@@ -91,7 +109,7 @@ RUN_SORTS = {
 DEFAULT_RUN_SORT = "-created"
 
 
-def _with_task_model(runs: QuerySet[Run]) -> QuerySet[Run]:
+def _with_task_model(runs: QuerySet[Run]) -> QuerySet[RunWithTaskModel]:
     """Annotate `task_model`: the task model as the list shows it (run_model_label)."""
     return runs.annotate(
         task_model=Case(
@@ -105,7 +123,7 @@ def _with_task_model(runs: QuerySet[Run]) -> QuerySet[Run]:
 def run_list(
     *, user, status: str = "", search: str = "", task_set: int | None = None, verifier: str = "", model: str = "",
     archived: bool | None = False, sort: str = DEFAULT_RUN_SORT,
-) -> QuerySet[Run]:
+) -> QuerySet[RunWithTaskModel]:
     """Runs the user may see, filtered by status, task set, verifier (slug), task
     model (as the list labels it), archived or not (None: both), and a search over run name,
     task set name and owner; ordered by `sort` (a RUN_SORTS key, "-" for

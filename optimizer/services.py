@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
@@ -19,6 +20,7 @@ from optimizer.config import (
     DEMO_REFLECTION_LM,
     DEMO_TASK_LM,
     MAX_METRIC_CALLS,
+    LMRef,
     RunConfig,
     RunConfigError,
     parse_run_config,
@@ -142,12 +144,13 @@ def _prepare(*, owner, config: dict | RunConfig, trusted_lms: bool = False) -> _
         except SpecError as error:
             problems.append((f"task {row['task_id']}", str(error)))
 
-    updates = {
+    updates: dict[str, Any] = {
         "task_lm": _resolve_lm(config.task_lm, "task_lm", problems, inline_endpoints=inline),
         "reflection_lm": _resolve_lm(config.reflection_lm, "reflection_lm", problems, inline_endpoints=inline),
     }
-    if config.verify.enabled and config.verify.judge == "llm":
-        judge_lm = _resolve_lm(config.verify.judge_lm, "verify.judge_lm", problems, inline_endpoints=inline)
+    judge_ref = config.verify.judge_lm
+    if config.verify.enabled and config.verify.judge == "llm" and judge_ref is not None:  # VerifyLoop requires it
+        judge_lm = _resolve_lm(judge_ref, "verify.judge_lm", problems, inline_endpoints=inline)
         if isinstance(judge_lm, LMConfig) and judge_lm.provider == "demo":
             # The simulator cannot read a judge prompt: it would reject every answer and
             # spend max_verify attempts on each task. Say so instead of faking verdicts.
@@ -170,7 +173,7 @@ def run_dry_run(*, owner, config: dict | RunConfig) -> list[tuple[str, str]]:
         return error.problems
     problems = list(prepared.problems)
     config = prepared.config
-    models = {"task_lm": config.task_lm, "reflection_lm": config.reflection_lm}
+    models: dict[str, LMRef | None] = {"task_lm": config.task_lm, "reflection_lm": config.reflection_lm}
     if config.verify.enabled and config.verify.judge == "llm":
         models["verify.judge_lm"] = config.verify.judge_lm
     refused = {field for field, _ in problems}
@@ -207,7 +210,8 @@ def run_launch(*, owner, config: dict | RunConfig, trusted_lms: bool = False,
     """Freeze the config, verifiers and tasks into a queued Run and queue it after commit.
     Raises RunConfigError (problems naming each field) and saves nothing when invalid."""
     prepared = _prepare(owner=owner, config=config, trusted_lms=trusted_lms)
-    if prepared.problems:
+    task_set = prepared.task_set
+    if prepared.problems or task_set is None:  # no task set is one of the problems
         raise RunConfigError(prepared.problems)
     config = prepared.config
     with transaction.atomic():
@@ -219,7 +223,7 @@ def run_launch(*, owner, config: dict | RunConfig, trusted_lms: bool = False,
             raise RunConfigError([("active_runs", too_many)])
         run = Run.objects.create(
             owner=owner,
-            name=config.name or f"{prepared.task_set.name} · {timezone.now():%Y-%m-%d %H:%M}",
+            name=config.name or f"{task_set.name} · {timezone.now():%Y-%m-%d %H:%M}",
             task_set=prepared.task_set,
             config=config.frozen(),
             verifier_specs=[v.spec for v in prepared.verifiers],
@@ -401,7 +405,7 @@ def run_annotate(*, run: Run, tags: list[str] | None = None, notes: str | None =
         problems.append(("notes", f"must be text of at most {MAX_NOTES_CHARS} characters with no NUL"))
     if problems:
         raise RunConfigError(problems)
-    fields = {}
+    fields: dict[str, Any] = {}
     if tags is not None:
         fields["tags"] = tags
     if notes is not None:

@@ -102,7 +102,7 @@ def _matching_blocks(a: list[str], b: list[str], budget: int) -> list[tuple[int,
     if not a or not b:
         return []
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    b2j = matcher.b2j
+    b2j = matcher.b2j  # type: ignore[attr-defined]  # set by SequenceMatcher.set_seq2; typeshed leaves it out
     # work_before[i]: the pairs a search over a[0:i] visits at most.
     work_before = [0]
     for token in a:

@@ -7,7 +7,7 @@ from django.db.models import Case, IntegerField, Value, When
 from dashboard.lib.sharing import SharedQuerySet
 
 
-class VerifierQuerySet(SharedQuerySet):
+class VerifierQuerySet(SharedQuerySet["Verifier"]):
     def lookup(self, user, slug: str) -> Verifier | None:
         """The verifier `user` means by an id, among these rows: their own, else
         the oldest other one (a shared verifier; for an admin, anyone's). Ids are

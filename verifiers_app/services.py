@@ -14,6 +14,7 @@ from django.db import IntegrityError, transaction
 
 from dashboard.lib.storable import JsonTooDeep, parse_json, storage_problems
 from verifiers_app.engine import SpecError, validate_spec
+from verifiers_app.engine.json_types import JSONObject
 from verifiers_app.models import Verifier, VerifierVersion
 
 MAX_SPEC_BYTES = 256 * 1024
@@ -55,7 +56,7 @@ def _validated(spec: object) -> dict:
     return normalized
 
 
-def _apply(verifier: Verifier, spec: dict, normalized: dict) -> None:
+def _apply(verifier: Verifier, spec: object, normalized: JSONObject) -> None:
     verifier.spec = spec
     verifier.slug = normalized["id"]
     verifier.name = normalized["name"][:200]
@@ -130,14 +131,15 @@ def verifier_update(*, verifier: Verifier, spec: object, user, shared: bool | No
     verifier.version, verifier.spec, verifier.shared = stored.version, stored.spec, stored.shared
     verifier.test_cases = stored.test_cases
     spec_changed = normalized != validate_spec(verifier.spec)
-    shared_changed = shared is not None and shared != verifier.shared
+    new_shared = verifier.shared if shared is None else shared
+    shared_changed = new_shared != verifier.shared
     cases_changed = cases is not None and cases != verifier.test_cases
     if not (spec_changed or shared_changed or cases_changed):
         return False
     if cases_changed:
         verifier.test_cases = cases
     if shared_changed:
-        verifier.shared = shared
+        verifier.shared = new_shared
     if spec_changed:
         verifier.version += 1
         _apply(verifier, spec, normalized)

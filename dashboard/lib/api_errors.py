@@ -7,13 +7,15 @@ here, in the lowest layer with an API, so every router can name it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ninja import Schema
 
 from verifiers_app.engine.errors import (
     validation_problems as engine_validation_problems,
 )
+from verifiers_app.engine.json_types import JSONObject
 
 
 class Problem(Schema):
@@ -32,18 +34,18 @@ def split_problem(problem: str) -> tuple[str, str]:
     return (field, message) if sep else ("", problem)
 
 
-def error_body(detail: str, problems: Iterable[tuple[str, str]] = ()) -> dict:
+def error_body(detail: str, problems: Iterable[tuple[str, str]] = ()) -> JSONObject:
     return {"detail": detail, "problems": [{"field": field, "message": message} for field, message in problems]}
 
 
 SOURCES = ("body", "query", "path", "header", "cookie", "form", "file")
 
 
-def validation_problems(errors: Iterable[dict], *, tags: Iterable[str] = ()) -> list[tuple[str, str]]:
+def validation_problems(errors: Iterable[Mapping[str, Any]], *, tags: Iterable[str] = ()) -> list[tuple[str, str]]:
     """ninja/pydantic error dicts → (field path, message), worded by the engine's
     one formatter. Where ninja read the value (body + the view's argument name,
     query, path) is not part of the path."""
-    located = []
+    located: list[JSONObject] = []
     for item in errors:
         loc = list(item.get("loc", ()))
         if loc and loc[0] in SOURCES:

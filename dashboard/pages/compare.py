@@ -59,8 +59,8 @@ def compare(request, run_id: int):
     query = request.GET.copy()
     query.pop("page", None)
     pricing = run_pricing(run.config or {})
-    for candidate in candidates:
-        candidate.cost_label = format_cost(candidate.cost, pricing)
+    for candidate_diff in diffs:
+        candidate_diff.cost_label = format_cost(candidate_diff.candidate.cost, pricing)
     return render(request, "compare/compare.html", {
         "run": run, "candidates": candidates, "diffs": diffs, "diff": request.GET.get("diff", "parent"),
         "table": table, "filters": filters, "base_query": query.urlencode(),
@@ -74,7 +74,7 @@ def _diff_choices(run: Run, candidates, diff: str) -> list[int]:
     candidates, the best and the one asked for (`diff=<index>` takes any index),
     not every candidate of the run (a 10,000-option list)."""
     choices = {c.index for c in candidates}
-    if run.best_candidate_id:
+    if run.best_candidate is not None:
         choices.add(run.best_candidate.index)
     if diff.isdigit():
         choices.add(int(diff))

@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from dashboard.throttle import REFUSED_MESSAGE, client_ip, login_throttle
 
 
-class ThrottledLoginMixin:
+class ThrottledLoginMixin(AuthenticationForm):
     """Refuses every attempt while the account or the client's IP is throttled
     (before the password is even checked), and counts each failure."""
 

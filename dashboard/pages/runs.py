@@ -193,7 +193,7 @@ def run_control(request, run_id: int, action: str):
         else:
             index = form.cleaned_data["candidate"]
             if index is None:
-                index = run.best_candidate.index if run.best_candidate_id else 0
+                index = run.best_candidate.index if run.best_candidate is not None else 0
             target = services.run_fork(run=run, candidate_index=index, owner=request.user)
     except RunConfigError as error:
         messages.error(request, "; ".join(f"{field}: {problem}" for field, problem in error.problems))
@@ -287,7 +287,7 @@ def run_new(request):
             context["fork_of"], context["fork_candidate"] = fork_of, fork_candidate
         return render(request, "runs/new.html", context)
     config, problems = _config_from_body(request)
-    if problems:
+    if problems or config is None:  # no config comes with its problem
         return _problems_response(problems, status=400)
     try:
         run = services.run_launch(
@@ -311,7 +311,7 @@ def _fork_source(request) -> tuple[Run | None, int]:
     candidate = request.GET.get("candidate", "")
     if candidate.isdigit():
         return run, int(candidate)
-    return run, run.best_candidate.index if run.best_candidate_id else 0
+    return run, run.best_candidate.index if run.best_candidate is not None else 0
 
 
 @require_POST
@@ -319,7 +319,7 @@ def run_dry_run(request):
     """Check a RunConfig (its endpoints are contacted; one probe call when an endpoint
     has no history here); problems name their fields; the plan says what the run will do."""
     config, problems = _config_from_body(request)
-    if not problems:
+    if not problems and config is not None:  # no config comes with its problem
         problems = services.run_dry_run(owner=request.user, config=config)
     plan = services.run_plan_for(owner=request.user, config=config, probe=not problems) if config else None
     return _problems_response(

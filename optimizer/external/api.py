@@ -15,11 +15,13 @@ from django.http import Http404
 from ninja import Router, Schema, Status
 
 from dashboard.lib.api_errors import ErrorOut, error_body
+from dashboard.lib.authenticated import AuthenticatedHttpRequest
 from optimizer.api import RunOut
 from optimizer.external import services as external
 from optimizer.external.services import EventBatch, ExternalRunOpen
 from optimizer.models import Run
 from optimizer.runs.summary import RUN_JOINS
+from verifiers_app.engine.json_types import JSONObject
 
 router = Router()
 
@@ -40,11 +42,11 @@ class OpenOut(RunOut):
     last_batch: int
 
 
-def _problems(error: external.ExternalRunError) -> dict:
+def _problems(error: external.ExternalRunError) -> JSONObject:
     return error_body(str(error), error.problems)
 
 
-def _run(request, run_id: int) -> Run:
+def _run(request: AuthenticatedHttpRequest, run_id: int) -> Run:
     run = external.external_run_for(owner=request.user, run_id=run_id)
     if run is None:
         raise Http404("No such external run of yours")
@@ -52,7 +54,7 @@ def _run(request, run_id: int) -> Run:
 
 
 @router.post("/runs", response={200: OpenOut, 201: OpenOut, 400: ErrorOut})
-def open_run(request, body: ExternalRunOpen):
+def open_run(request: AuthenticatedHttpRequest, body: ExternalRunOpen) -> Status[JSONObject]:
     """Open an external run: `key` (the tracker's id of it), name, host, gepa_version, budget_total, task_set_id."""
     try:
         run, created = external.external_run_open(owner=request.user, data=body)
@@ -63,7 +65,7 @@ def open_run(request, body: ExternalRunOpen):
 
 
 @router.post("/runs/{run_id}/events", response={200: BatchOut, 400: ErrorOut, 409: ErrorOut})
-def post_events(request, run_id: int, body: EventBatch):
+def post_events(request: AuthenticatedHttpRequest, run_id: int, body: EventBatch) -> Status[JSONObject]:
     """Apply batch `seq` (1, 2, …) of events; a batch already applied is acknowledged and ignored."""
     run = _run(request, run_id)
     try:
@@ -73,6 +75,6 @@ def post_events(request, run_id: int, body: EventBatch):
 
 
 @router.get("/runs/{run_id}/control", response=ControlOut)
-def control(request, run_id: int):
+def control(request: AuthenticatedHttpRequest, run_id: int) -> JSONObject:
     """Whether the owner pressed Stop (the tracker's stopper polls this; it is also its heartbeat)."""
     return external.external_run_control(run=_run(request, run_id))

@@ -20,7 +20,7 @@ import hashlib
 import io
 import math
 import pickle
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from optimizer.external.services import (
     MAX_BATCH_EVENTS,
@@ -29,6 +29,10 @@ from optimizer.external.services import (
     external_run_open,
 )
 from optimizer.models import Run
+from verifiers_app.engine.json_types import JSONObject
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 MAX_STATE_BYTES = 50 * 1024 * 1024
 OUTPUT_CHARS = 4_000
@@ -42,22 +46,22 @@ class _Opaque:
     """Stands in for any class the file names: accepts whatever the pickle
     passes it and does nothing with it."""
 
-    def __new__(cls, *args, **kwargs):
+    def __new__(cls, *args: object, **kwargs: object) -> _Opaque:
         return object.__new__(cls)
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: object, **kwargs: object) -> None:
         pass
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: object) -> None:
         pass
 
-    def __setitem__(self, key, value):
+    def __setitem__(self, key: object, value: object) -> None:
         pass
 
-    def append(self, value):
+    def append(self, value: object) -> None:
         pass
 
-    def extend(self, values):
+    def extend(self, values: object) -> None:
         pass
 
     def __repr__(self) -> str:
@@ -65,16 +69,17 @@ class _Opaque:
 
 
 class _PlainUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str):
+    def find_class(self, module: str, name: str) -> type[object]:
         if (module, name) in _PLAIN:
-            return super().find_class(module, name)
+            plain: type[object] = super().find_class(module, name)  # one of the builtin types above
+            return plain
         return _Opaque
 
-    def persistent_load(self, pid):
+    def persistent_load(self, pid: object) -> _Opaque:
         return _Opaque()
 
 
-def load_gepa_state(raw: bytes) -> dict:
+def load_gepa_state(raw: bytes) -> JSONObject:
     """The checkpoint's fields as plain data, or ExternalRunError naming the problem."""
     if len(raw) > MAX_STATE_BYTES:
         raise ExternalRunError([("file", f"{len(raw)} bytes is more than the {MAX_STATE_BYTES // (1024 * 1024)} MB limit")])
@@ -99,7 +104,7 @@ def _text(value: Any) -> str:
     return text if len(text) <= OUTPUT_CHARS else text[: OUTPUT_CHARS - 1] + "…"
 
 
-def gepa_state_events(data: dict) -> list[dict]:
+def gepa_state_events(data: JSONObject) -> list[JSONObject]:
     """The tracker's event stream for a checkpoint (optimizer/external/services.py's event types)."""
     candidates = data["program_candidates"]
     subscores = data.get("prog_candidate_val_subscores") or []
@@ -111,7 +116,7 @@ def gepa_state_events(data: dict) -> list[dict]:
             if isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], int):
                 outputs[(pair[0], val_id)] = _text(pair[1])
     born: dict[int, int] = {}  # candidate → iteration that proposed it
-    proposals: list[dict] = []
+    proposals: list[JSONObject] = []
     for entry in data.get("full_program_trace") or []:
         if not isinstance(entry, dict) or not isinstance(entry.get("i"), int):
             continue
@@ -132,14 +137,14 @@ def gepa_state_events(data: dict) -> list[dict]:
             "reasoning": "" if isinstance(new, int) else "(gepa's checkpoint keeps no text of a rejected proposal)",
         })
 
-    events: list[dict] = [{"type": "status", "phase": "replaying gepa_state.bin"}]
+    events: list[JSONObject] = [{"type": "status", "phase": "replaying gepa_state.bin"}]
     valset_size = len(subscores[0]) if subscores and isinstance(subscores[0], (dict, list)) else 0
     for index, components in enumerate(candidates):
         if not isinstance(components, dict):
             raise ExternalRunError([(f"program_candidates.{index}", "must be a dict of component name → text")])
         scores = subscores[index] if index < len(subscores) else {}
         scores = dict(enumerate(scores)) if isinstance(scores, list) else scores
-        tasks = [
+        tasks: list[JSONObject] = [
             {"task_key": str(val_id), "score": _score(score, f"prog_candidate_val_subscores.{index}.{val_id}"),
              "output": outputs.get((index, val_id), "")}
             for val_id, score in scores.items()
@@ -161,7 +166,7 @@ def gepa_state_events(data: dict) -> list[dict]:
     return events
 
 
-def run_replay_gepa_state(*, owner, raw: bytes, name: str = "") -> Run:
+def run_replay_gepa_state(*, owner: User, raw: bytes, name: str = "") -> Run:
     """Create (or find: the same file twice gives one run) the replayed run.
     All or nothing: a bad checkpoint leaves no run behind."""
     from django.db import transaction

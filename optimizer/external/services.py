@@ -16,7 +16,7 @@ changes nothing.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal, TypeVar
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -37,6 +37,12 @@ from optimizer.runs.recorder import (
 )
 from optimizer.tasksets.models import Split, TaskSet
 from verifiers_app.engine.aggregate import Thresholds
+from verifiers_app.engine.json_types import JSONObject
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+Model = TypeVar("Model", bound=BaseModel)
 
 MAX_BATCH_EVENTS = 500
 MAX_TASKS = 10_000
@@ -160,7 +166,7 @@ class EventBatch(_Strict):
     events: Annotated[list[Event], Field(min_length=1, max_length=MAX_BATCH_EVENTS)]
 
 
-def _validate(model: type[BaseModel], data):
+def _validate(model: type[Model], data: object) -> Model:
     """`data` as `model` (the API hands over models ninja already validated)."""
     if isinstance(data, model):
         return data
@@ -172,7 +178,7 @@ def _validate(model: type[BaseModel], data):
         raise ExternalRunError(config_problems(error)) from None
 
 
-def external_run_open(*, owner, data: dict | ExternalRunOpen) -> tuple[Run, bool]:
+def external_run_open(*, owner: User, data: JSONObject | ExternalRunOpen) -> tuple[Run, bool]:
     """The external run with this key of `owner`, created (running) if new.
     Returns (run, created). Opening twice with one key gives one run."""
     spec = _validate(ExternalRunOpen, data)
@@ -212,19 +218,19 @@ def external_run_open(*, owner, data: dict | ExternalRunOpen) -> tuple[Run, bool
     return run, True
 
 
-def external_run_for(*, owner, run_id: int) -> Run | None:
+def external_run_for(*, owner: User, run_id: int) -> Run | None:
     """An external run the tracker's user may write into: only its owner's."""
     return Run.objects.filter(pk=run_id, owner=owner, kind=RunKind.EXTERNAL).first()
 
 
-def external_run_control(*, run: Run) -> dict:
+def external_run_control(*, run: Run) -> JSONObject:
     """What the tracker's stopper asks between iterations; also its heartbeat."""
     if run.status in RunStatus.active():
         run_progress(run.pk).update(heartbeat_at=timezone.now())
     return {"stop": run.stop_requested, "status": run.status}
 
 
-def external_events_apply(*, run: Run, data: dict | EventBatch) -> dict:
+def external_events_apply(*, run: Run, data: JSONObject | EventBatch) -> JSONObject:
     """Apply one numbered batch of events (see the module docstring)."""
     batch = _validate(EventBatch, data)
     with transaction.atomic():
@@ -271,7 +277,7 @@ def _record(result: TaskResult) -> EvalRecord:
 class _BatchApplier:
     """Maps the tracker's events onto what RunRecorder writes for a native run."""
 
-    def __init__(self, run: Run):
+    def __init__(self, run: Run) -> None:
         self.run = run
         self.finished: FinishedEvent | None = None
         self._recorder: RunRecorder | None = None
@@ -279,12 +285,12 @@ class _BatchApplier:
     @property
     def recorder(self) -> RunRecorder:
         if self._recorder is None:  # reads the run's candidates and front back: only when needed
-            task_pks = dict(self.run.task_set.tasks.values_list("task_id", "pk")) if self.run.task_set_id else {}
+            task_pks = dict(self.run.task_set.tasks.values_list("task_id", "pk")) if self.run.task_set is not None else {}
             self._recorder = RunRecorder(run=self.run, adapter=None, valset=[], task_pks=task_pks,
                                          budget_total=self.run.budget_total)
         return self._recorder
 
-    def apply(self, event) -> None:
+    def apply(self, event: Event) -> None:
         getattr(self, f"_{event.type}")(event)
 
     def _budget(self, event: BudgetEvent) -> None:

@@ -252,29 +252,28 @@ class OpenAIChatModel:
         latency_ms = (time.perf_counter() - started) * 1000.0
 
         text, tokens_in, tokens_out, model = read
-        if failure is None and text is None:
-            failure = LMError(f"{self.label} returned a malformed chat completion (no choices or message).")
-        if failure is not None:
+        if failure is None and text is not None:
             with self._lock:
                 self._totals.calls += 1
-                self._totals.failures += 1
+                self._totals.tokens_in += tokens_in
+                self._totals.tokens_out += tokens_out
                 self._totals.latency_ms += latency_ms
-            failure.latency_ms = latency_ms
-            raise failure
-
+            return LMResponse(
+                text=text,
+                tokens_in=tokens_in,
+                tokens_out=tokens_out,
+                latency_ms=latency_ms,
+                model=model or config.model,
+                attempts=attempts,
+            )
+        if failure is None:
+            failure = LMError(f"{self.label} returned a malformed chat completion (no choices or message).")
         with self._lock:
             self._totals.calls += 1
-            self._totals.tokens_in += tokens_in
-            self._totals.tokens_out += tokens_out
+            self._totals.failures += 1
             self._totals.latency_ms += latency_ms
-        return LMResponse(
-            text=text,
-            tokens_in=tokens_in,
-            tokens_out=tokens_out,
-            latency_ms=latency_ms,
-            model=model or config.model,
-            attempts=attempts,
-        )
+        failure.latency_ms = latency_ms
+        raise failure
 
     def _failure(self, error: BaseException, attempts: int) -> LMError:
         """One sentence for a call that failed for good, naming the endpoint, never the key."""

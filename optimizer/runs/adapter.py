@@ -22,13 +22,16 @@ import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from gepa import EvaluationBatch
+from gepa.core.adapter import ProposalFn
 
 from optimizer.lm.base import LanguageModel, LMConfigError, LMResponse, LMUnavailable
 from optimizer.runs.budget import BudgetGuard, BudgetReached, UsageMeter
-from optimizer.runs.verify_loop import Judge, answer_with_verify
+from optimizer.runs.verify_loop import Attempt, Judge, answer_with_verify
+from verifiers_app.engine import Scorer
+from verifiers_app.engine.json_types import JSONObject
 
 MAX_OUTPUT_CHARS = 20_000
 MAX_CONSECUTIVE_FAILURES = 8
@@ -42,6 +45,32 @@ ROW_VERIFIER_ID = "row"
 
 class SystemicFailure(RuntimeError):
     """The run cannot go on (bad model configuration, every call failing)."""
+
+
+class Trace(TypedDict):
+    """What gepa keeps of one evaluation to reflect on (EvaluationBatch.trajectories)."""
+
+    input: str
+    output: str
+    score: float
+    verdict: str
+    feedback: str
+
+
+#: What an evaluation gives gepa: a trace per task, the output text as its rollout.
+Batch = EvaluationBatch[Trace, str]
+
+
+class Spent(TypedDict):
+    """What one evaluation took: the attempts, time, tokens and money of an EvalRecord."""
+
+    attempts: list[JSONObject]
+    latency_ms: float
+    tokens_in: int
+    tokens_out: int
+    judge_tokens_in: int
+    judge_tokens_out: int
+    cost: float
 
 
 def system_prompt(candidate: dict[str, str]) -> str:
@@ -64,10 +93,10 @@ class EvalRecord:
     score: float
     verdict: str
     passed: bool
-    result: dict
+    result: JSONObject
     feedback: str
     objective_scores: dict[str, float]
-    attempts: list[dict] = field(default_factory=list)
+    attempts: list[JSONObject] = field(default_factory=list)
     latency_ms: float = 0.0
     tokens_in: int = 0
     tokens_out: int = 0
@@ -79,22 +108,22 @@ class EvalRecord:
 class FrontierAdapter:
     # gepa calls adapter.propose_new_texts when it is not None; reflection is
     # done by the reflection LM / custom proposer passed to gepa.optimize.
-    propose_new_texts = None
+    propose_new_texts: ProposalFn | None = None
 
     def __init__(
         self,
         *,
         task_lm: LanguageModel,
-        scorer: Any,
+        scorer: Scorer,
         concurrency: int = 4,
-        judge_factory: Callable[[dict, str], Judge] | None = None,
+        judge_factory: Callable[[JSONObject, str], Judge] | None = None,
         max_verify: int = 1,
         max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES,
         should_abort: Callable[[], bool] = lambda: False,
         dead_endpoint_seconds: float = DEAD_ENDPOINT_SECONDS,
         meter: UsageMeter | None = None,
         limits: BudgetGuard | None = None,
-    ):
+    ) -> None:
         self.task_lm = task_lm
         self.scorer = scorer
         self.concurrency = concurrency
@@ -117,12 +146,12 @@ class FrontierAdapter:
 
     # -- gepa contract --------------------------------------------------------
 
-    def evaluate(self, batch: list[dict], candidate: dict[str, str], capture_traces: bool = False) -> EvaluationBatch:
+    def evaluate(self, batch: list[JSONObject], candidate: dict[str, str], capture_traces: bool = False) -> Batch:
         return self.batch_evaluate([(candidate, batch)], capture_traces=capture_traces)[0]
 
     def batch_evaluate(
-        self, items: list[tuple[dict[str, str], list[dict]]], capture_traces: bool = True
-    ) -> list[EvaluationBatch]:
+        self, items: list[tuple[dict[str, str], list[JSONObject]]], capture_traces: bool = True
+    ) -> list[Batch]:
         """Several (candidate, batch) pairs at once: gepa's round of parallel
         proposals (its parents, then its children, then the accepted ones on the
         valset). Every task call of the round shares the one pool, so the round
@@ -138,20 +167,20 @@ class FrontierAdapter:
         prompts = [system_prompt(candidate) for candidate, _ in items]
         calls = [(prompt, row) for prompt, (_, batch) in zip(prompts, items, strict=True) for row in batch]
         flat = iter(list(self._pool.map(lambda call: self._run_one(call[1], call[0]), calls)))
-        results = []
+        results: list[Batch] = []
         for candidate, batch in items:
             records = [next(flat) for _ in batch]
             results.append(self._batch_result(candidate, batch, records, capture_traces))
         return results
 
     def _batch_result(
-        self, candidate: dict[str, str], batch: list[dict], records: list[EvalRecord], capture_traces: bool
-    ) -> EvaluationBatch:
+        self, candidate: dict[str, str], batch: list[JSONObject], records: list[EvalRecord], capture_traces: bool
+    ) -> Batch:
         digest = candidate_digest(candidate)
         with self._lock:
             for record in records:
                 self.records[(digest, record.task_key)] = record
-        trajectories = None
+        trajectories: list[Trace] | None = None
         if capture_traces:
             trajectories = [
                 {"input": row["input"], "output": r.output, "score": r.score, "verdict": r.verdict, "feedback": r.feedback}
@@ -165,9 +194,9 @@ class FrontierAdapter:
         )
 
     def make_reflective_dataset(
-        self, candidate: dict[str, str], eval_batch: EvaluationBatch, components_to_update: list[str]
-    ) -> dict[str, list[dict]]:
-        records = [
+        self, candidate: dict[str, str], eval_batch: Batch, components_to_update: list[str]
+    ) -> dict[str, list[JSONObject]]:
+        records: list[JSONObject] = [
             {
                 "Inputs": {"task": trace["input"]},
                 "Generated Outputs": trace["output"],
@@ -198,7 +227,7 @@ class FrontierAdapter:
         with self._lock:
             self.records.clear()
 
-    def _run_one(self, row: dict, prompt: str) -> EvalRecord:
+    def _run_one(self, row: JSONObject, prompt: str) -> EvalRecord:
         if self.should_abort():
             raise SystemicFailure("the run was cancelled")
         # What this thread's calls cost (the task answer and any judge verdicts). Without a
@@ -215,9 +244,9 @@ class FrontierAdapter:
         except Exception as error:  # one example failed: score 0, the error is its feedback
             return self._failed(row, f"{type(error).__name__}: {error}", latency_ms=getattr(error, "latency_ms", 0.0))
         finally:
-            if usage is not None:
+            if usage is not None and self.meter is not None:
                 self.meter.close_tally(usage)
-        spent = {
+        spent: Spent = {
             "attempts": [a.as_dict() for a in attempts],
             "latency_ms": sum(a.latency_ms for a in attempts) if attempts else response.latency_ms,
             "tokens_in": sum(a.tokens_in for a in attempts) if attempts else response.tokens_in,
@@ -254,7 +283,7 @@ class FrontierAdapter:
             return 0.0
         return self.meter.prices["task"].cost(response.tokens_in, response.tokens_out)
 
-    def _answer(self, row: dict, prompt: str) -> tuple[LMResponse, list]:
+    def _answer(self, row: JSONObject, prompt: str) -> tuple[LMResponse, list[Attempt]]:
         def ask(user_text: str) -> LMResponse:
             return self.task_lm.complete([{"role": "system", "content": prompt}, {"role": "user", "content": user_text}])
 
@@ -264,7 +293,7 @@ class FrontierAdapter:
             ask=ask, task=row["input"], judge=self.judge_factory(row, prompt), max_verify=self.max_verify
         )
 
-    def _failed(self, row: dict, message: str, *, unavailable: bool = False, attempts: list | None = None,
+    def _failed(self, row: JSONObject, message: str, *, unavailable: bool = False, attempts: list[JSONObject] | None = None,
                 latency_ms: float = 0.0, tokens_in: int = 0, tokens_out: int = 0, judge_tokens_in: int = 0,
                 judge_tokens_out: int = 0, cost: float = 0.0) -> EvalRecord:
         with self._lock:
@@ -295,6 +324,6 @@ class FrontierAdapter:
         )
 
 
-def feedback_with_score(trace: dict) -> str:
+def feedback_with_score(trace: Trace) -> str:
     feedback = trace["feedback"] or "Every check passed."
     return f"Score {trace['score']:.2f} ({trace['verdict']}). {feedback}"

@@ -21,12 +21,18 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
+from typing import TYPE_CHECKING, Any
 
 from optimizer.config import lm_is_simulator
-from optimizer.lm.base import LMResponse
+from optimizer.lm.base import LanguageModel, LMResponse
+from verifiers_app.engine.json_types import JSONObject
+
+if TYPE_CHECKING:
+    from gepa.core.state import GEPAState
 
 ROLES = ("task", "reflection", "judge")
 
@@ -39,13 +45,15 @@ def no_improvement_reason(iterations: int) -> str:
     return f"no improvement in {iterations} iterations"
 
 
-def run_pricing(config: dict) -> str:
+def run_pricing(config: object) -> str:
     """"simulator" when every model of a frozen run config is the demo simulator (free),
     "unpriced" when a real endpoint has no price set, else "priced"."""
     if not isinstance(config, dict):
         return "priced"
     lms = [config.get("task_lm"), config.get("reflection_lm")]
-    verify = config.get("verify") if isinstance(config.get("verify"), dict) else {}
+    verify = config.get("verify")
+    if not isinstance(verify, dict):
+        verify = {}
     if verify.get("enabled") and verify.get("judge") == "llm":
         lms.append(verify.get("judge_lm"))
     real = [lm for lm in lms if isinstance(lm, dict) and not lm_is_simulator(lm)]
@@ -56,7 +64,7 @@ def run_pricing(config: dict) -> str:
     return "priced"
 
 
-def run_max_cost(config: dict) -> float | None:
+def run_max_cost(config: object) -> float | None:
     """The cost cap of a frozen run config (None: no cap, or a config from elsewhere)."""
     budget = config.get("budget") if isinstance(config, dict) else None
     return budget.get("max_cost") if isinstance(budget, dict) else None
@@ -79,7 +87,7 @@ def format_cost(cost: float, pricing: str = "priced") -> str:
 class BudgetReached(RuntimeError):
     """The next evaluation would go beyond the run's metric-call budget or cost cap."""
 
-    def __init__(self, reason: str):
+    def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
 
@@ -124,11 +132,11 @@ class Usage:
             self.cost - other.cost,
         )
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> JSONObject:
         return {"calls": self.calls, "tokens_in": self.tokens_in, "tokens_out": self.tokens_out, "cost": round(self.cost, 8)}
 
     @classmethod
-    def of(cls, data: dict | None) -> Usage:
+    def of(cls, data: JSONObject | None) -> Usage:
         data = data or {}
         return cls(
             int(data.get("calls", 0)), int(data.get("tokens_in", 0)), int(data.get("tokens_out", 0)),
@@ -156,12 +164,12 @@ class UsageSnapshot:
     def minus(self, other: UsageSnapshot) -> UsageSnapshot:
         return UsageSnapshot({role: self.roles[role].minus(other.roles[role]) for role in ROLES})
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> JSONObject:
         """The JSON stored on Run.usage and on proposals: per role, and the total."""
         return {**{role: self.roles[role].as_dict() for role in ROLES}, "total": self.total.as_dict()}
 
     @classmethod
-    def of(cls, data: dict | None) -> UsageSnapshot:
+    def of(cls, data: JSONObject | None) -> UsageSnapshot:
         data = data or {}
         return cls({role: Usage.of(data.get(role)) for role in ROLES})
 
@@ -171,7 +179,7 @@ class Tally:
 
     __slots__ = ("cost", "judge_in", "judge_out")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.cost = 0.0
         self.judge_in = self.judge_out = 0
 
@@ -185,14 +193,14 @@ class Tally:
 class _ThreadTallies(threading.local):
     """Each thread's open tallies (an empty list on a thread that never opened one)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.scopes: list[Tally] = []
 
 
 class UsageMeter:
     """Thread-safe totals of a run's model calls, per role, priced per endpoint."""
 
-    def __init__(self, prices: dict[str, Price] | None = None, *, start: UsageSnapshot | None = None):
+    def __init__(self, prices: dict[str, Price] | None = None, *, start: UsageSnapshot | None = None) -> None:
         self.prices = {role: (prices or {}).get(role, Price()) for role in ROLES}
         self._totals = UsageSnapshot.of(start.as_dict() if start else None)
         self._lock = threading.Lock()
@@ -266,13 +274,13 @@ class UsageMeter:
                 for role, usage in self._totals.roles.items()
             })
 
-    def totals(self) -> dict:
+    def totals(self) -> JSONObject:
         """The JSON of Run.usage (UsageSnapshot.as_dict), built once (written with every budget update)."""
         with self._lock:
             self._add_pending()
             roles = [(role, usage.calls, usage.tokens_in, usage.tokens_out, usage.cost)
                      for role, usage in self._totals.roles.items()]
-        totals = {role: {"calls": c, "tokens_in": i, "tokens_out": o, "cost": round(m, 8)} for role, c, i, o, m in roles}
+        totals: JSONObject = {role: {"calls": c, "tokens_in": i, "tokens_out": o, "cost": round(m, 8)} for role, c, i, o, m in roles}
         totals["total"] = {
             "calls": sum(r[1] for r in roles), "tokens_in": sum(r[2] for r in roles),
             "tokens_out": sum(r[3] for r in roles), "cost": round(sum(r[4] for r in roles), 8),
@@ -297,7 +305,7 @@ class UsageMeter:
         self._local.scopes.remove(tally)
 
     @contextmanager
-    def scope(self):
+    def scope(self) -> Iterator[Tally]:
         """What the calls made on this thread inside the block cost (yields a live Tally)."""
         tally = self.open_tally()
         try:
@@ -310,7 +318,7 @@ class MeteredLM:
     """A LanguageModel whose every completed call is counted in a UsageMeter and,
     with `limits`, reserved against the run's cost cap before it starts."""
 
-    def __init__(self, lm, meter: UsageMeter, role: str, *, limits: BudgetGuard | None = None):
+    def __init__(self, lm: LanguageModel, meter: UsageMeter, role: str, *, limits: BudgetGuard | None = None) -> None:
         self.lm = lm
         self.meter = meter
         self.role = role
@@ -322,13 +330,14 @@ class MeteredLM:
         return f"MeteredLM({self.lm!r}, {self.role})"
 
     def complete(self, messages: list[dict[str, str]]) -> LMResponse:
-        cap = self.limits.max_cost if self.limits is not None else None
-        if cap is None:
+        limits = self.limits
+        cap = limits.max_cost if limits is not None else None
+        if limits is None or cap is None:
             response = self.lm.complete(messages)
             self.meter.record(self.role, response.tokens_in, response.tokens_out)
             return response
         if not self.meter.start_call(cap):
-            self.limits.refuse(REASON_COST)
+            limits.refuse(REASON_COST)
         try:
             response = self.lm.complete(messages)
         except BaseException:
@@ -363,7 +372,7 @@ class BudgetGuard:
         stop_at_perfect: bool = False,
         patience: int | None = None,
         used_at_start: int = 0,
-    ):
+    ) -> None:
         self.budget_total = budget_total
         self.iteration_cost = iteration_cost
         self.meter = meter
@@ -382,17 +391,17 @@ class BudgetGuard:
 
     # -- gepa's stopper ----------------------------------------------------------
 
-    def __call__(self, state) -> bool:
-        self.used = state.total_num_evals
+    def __call__(self, gepa_state: GEPAState[Any, Any]) -> bool:
+        self.used = gepa_state.total_num_evals
         self.in_iteration = False
         if self.reason is None:
-            self.reason = self._reason_to_stop(state)
+            self.reason = self._reason_to_stop(gepa_state)
         if self.reason is None:
             self._iterations += 1
             self.in_iteration = True  # gepa starts the next iteration right after a False
         return self.reason is not None
 
-    def _reason_to_stop(self, state) -> str | None:
+    def _reason_to_stop(self, state: GEPAState[Any, Any]) -> str | None:
         scores = list(getattr(state, "program_full_scores_val_set", []) or [])
         best = max(scores) if scores else None
         if best is not None:

@@ -31,21 +31,30 @@ import os
 import pickle
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from gepa.core.callbacks import IterationStartEvent
 from gepa.core.engine import GEPAEngine
 from gepa.core.state import GEPAState
+
+State = GEPAState[Any, Any]
+Engine = GEPAEngine[Any, Any, Any, Any]
+LogCandidateTree = Callable[[Engine, State], None]
 
 # What gepa writes next to gepa_state.bin for people to read.
 HUMAN_READABLE_FILES = ("run_log.json", "candidates.json", "candidate_tree.html")
 CHECKPOINT_FILE = "gepa_state.bin"
 
 
-def _exclude(state, *names: str) -> None:
+def _exclude(state: State, *names: str) -> None:
     """Leave these instance attributes of ours out of the state's pickle (and out of gepa's own save)."""
-    state._EXCLUDED_FROM_SERIALIZATION = state._EXCLUDED_FROM_SERIALIZATION | {*names, "_EXCLUDED_FROM_SERIALIZATION"}
+    # gepa declares it a ClassVar: this instance gets its own (set through __dict__, as the patches below).
+    state.__dict__["_EXCLUDED_FROM_SERIALIZATION"] = state._EXCLUDED_FROM_SERIALIZATION | {
+        *names, "_EXCLUDED_FROM_SERIALIZATION",
+    }
 
 
-def state_snapshot(state) -> bytes:
+def state_snapshot(state: State) -> bytes:
     """The bytes GEPAState.save (gepa 0.1.4, core/state.py) writes to gepa_state.bin, taken now."""
     serialized = {k: v for k, v in state.__dict__.items() if k not in state._EXCLUDED_FROM_SERIALIZATION}
     serialized["validation_schema_version"] = GEPAState._VALIDATION_SCHEMA_VERSION
@@ -60,7 +69,7 @@ def write_checkpoint(run_dir: str | Path, data: bytes) -> None:
     os.replace(target + ".tmp", target)
 
 
-def save_through(state, write: Callable[[str, bytes], None]) -> None:
+def save_through(state: State, write: Callable[[str, bytes], None]) -> None:
     """From now on `state.save(run_dir)` snapshots the state on the calling thread
     and passes (run_dir, bytes) to `write` instead of writing the file itself.
     Idempotent; the pickle stays loadable without this module."""
@@ -75,11 +84,11 @@ def save_through(state, write: Callable[[str, bytes], None]) -> None:
             return
         write(run_dir, state_snapshot(state))
 
-    state.save = save
+    state.__dict__["save"] = save  # this instance's save, in front of GEPAState.save
     _exclude(state, "save")
 
 
-def _skip_json(run_dir: str, filename: str, data) -> None:
+def _skip_json(run_dir: str, filename: str, data: Any) -> None:
     """Stands in for GEPAState._atomic_write_json on a lean state: writes nothing."""
 
 
@@ -89,31 +98,33 @@ class LeanCheckpoint:
 
     skips_candidate_tree = True  # read by the wrapper of GEPAEngine._log_candidate_tree below
 
-    def __init__(self, run_dir: str | Path):
+    def __init__(self, run_dir: str | Path) -> None:
         self.run_dir = Path(run_dir)
 
-    def on_iteration_start(self, event: dict) -> None:
+    def on_iteration_start(self, event: IterationStartEvent) -> None:
         state = event["state"]
         if state.__dict__.get("_atomic_write_json") is _skip_json:
             return
         # The state's own attributes, left out of the pickle: a resumed run is
         # made lean again here, and the pickle stays loadable without this module.
-        state._atomic_write_json = _skip_json
+        state.__dict__["_atomic_write_json"] = _skip_json
         _exclude(state, "_atomic_write_json")
         # The save before the first iteration (or a resume) wrote them once: they would only go stale.
         for name in HUMAN_READABLE_FILES:
             (self.run_dir / name).unlink(missing_ok=True)
 
 
-def _wrap_candidate_tree(original):
-    def _log_candidate_tree(self, state) -> None:
+def _wrap_candidate_tree(original: LogCandidateTree) -> LogCandidateTree:
+    def _log_candidate_tree(self: Engine, state: State) -> None:
         if any(getattr(callback, "skips_candidate_tree", False) for callback in self.callbacks or ()):
             return
         original(self, state)
 
-    _log_candidate_tree.frontier_original = original
+    _log_candidate_tree.frontier_original = original  # type: ignore[attr-defined]  # the mark of our wrapper (below)
     return _log_candidate_tree
 
 
 if not hasattr(GEPAEngine._log_candidate_tree, "frontier_original"):
-    GEPAEngine._log_candidate_tree = _wrap_candidate_tree(GEPAEngine._log_candidate_tree)
+    # The patch of gepa 0.1.4's private method the module docstring describes: mypy refuses
+    # assigning to a method, and our wrapper is not generic as gepa's method is.
+    GEPAEngine._log_candidate_tree = _wrap_candidate_tree(GEPAEngine._log_candidate_tree)  # type: ignore[method-assign,assignment]

@@ -22,9 +22,13 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.db.models import QuerySet
+
+if TYPE_CHECKING:
+    from optimizer.models import Run, RunProgress
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +39,7 @@ class ClaimLost(RuntimeError):
 class RunClaim:
     """This worker's hold on one run."""
 
-    def __init__(self, run_id: int, token: str):
+    def __init__(self, run_id: int, token: str) -> None:
         self.run_id = run_id
         self.token = token
         self.lost = threading.Event()
@@ -44,13 +48,13 @@ class RunClaim:
     def new_token() -> str:
         return secrets.token_hex(16)
 
-    def runs(self) -> QuerySet:
+    def runs(self) -> QuerySet[Run]:
         """The run, if this worker still holds it (an empty queryset once it lost it)."""
         from optimizer.models import Run
 
         return Run.objects.filter(pk=self.run_id, claim=self.token)
 
-    def progress(self) -> QuerySet:
+    def progress(self) -> QuerySet[RunProgress]:
         """The run's progress row, if this worker still holds the run; an UPDATE
         of it locks the run row while checking the token (see the module docstring)."""
         from optimizer.models import Run, RunProgress
@@ -58,7 +62,7 @@ class RunClaim:
         mine = Run.objects.filter(pk=self.run_id, claim=self.token).select_for_update(no_key=True).values("pk")
         return RunProgress.objects.filter(run_id=self.run_id, run_id__in=mine)
 
-    def update(self, **fields) -> None:
+    def update(self, **fields: Any) -> None:
         """UPDATE the run WHERE claim = mine (its PROGRESS_FIELDS on the progress
         row); raises ClaimLost (and remembers it) when no row matched."""
         from optimizer.models import PROGRESS_FIELDS

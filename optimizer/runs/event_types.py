@@ -27,6 +27,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from verifiers_app.engine.json_types import JSONObject
+
 PREVIEW_CHARS = 2000
 
 RUN_STATUS = "run.status"
@@ -43,6 +45,9 @@ WORKER_PING = "worker.ping"
 Status = Literal["queued", "running", "stopping", "stopped", "completed", "failed"]
 Verdict = Literal["pass", "borderline", "fail"]
 SplitName = Literal["train", "val", "holdout"]
+
+#: An event as a writer hands it to publish_run_events: (type, payload).
+Event = tuple[str, JSONObject]
 
 
 class _Payload(BaseModel):

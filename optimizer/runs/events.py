@@ -14,7 +14,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from asgiref.sync import async_to_sync
@@ -26,6 +26,7 @@ from django.db.models import F
 from optimizer.models import RunEvent, run_progress, store_rejected_marks
 from optimizer.runs import event_types as ev
 from optimizer.runs.claims import RunClaim
+from verifiers_app.engine.json_types import JSONObject
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +45,14 @@ RUN_ROW_URGENT = frozenset({ev.RUN_STATUS, ev.RUN_FINISHED})
 ROW_PUSH_SECONDS = 1.0
 
 
-def publish_run_event(run_id: int, type: str, data: dict, *, claim: RunClaim | None = None) -> RunEvent:
+def publish_run_event(run_id: int, type: str, data: JSONObject, *, claim: RunClaim | None = None) -> RunEvent:
     """Append an event to the run's log and publish it after commit."""
     return publish_run_events(run_id, [(type, data)], claim=claim)[0]
 
 
-def publish_run_events(run_id: int, events: list[tuple[str, dict]], *, claim: RunClaim | None = None) -> list[RunEvent]:
+def publish_run_events(
+    run_id: int, events: list[ev.Event], *, claim: RunClaim | None = None,
+) -> list[RunEvent]:
     """Append several events with consecutive seqs in one transaction and publish
     them, in order, after commit (one database round and one channel-layer call
     for the batch: the runner's per-iteration cost). With a `claim` (the
@@ -103,9 +106,10 @@ class _BackgroundPublisher(threading.Thread):
     runs-list row read) for every event batch. The events are already in the
     database when they are queued; only the notification is deferred."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(name="run-event-publisher", daemon=True)
-        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        # (run id, its messages); None: stop.
+        self.queue: queue.SimpleQueue[tuple[int, list[JSONObject]] | None] = queue.SimpleQueue()
 
     def run(self) -> None:
         try:
@@ -155,7 +159,7 @@ def publishing_through(publisher: _BackgroundPublisher | None) -> Iterator[None]
         _local.publisher = previous
 
 
-def _send(run_id: int, messages: list[dict]) -> None:
+def _send(run_id: int, messages: list[JSONObject]) -> None:
     publisher = getattr(_local, "publisher", None)
     if publisher is not None:
         publisher.queue.put((run_id, messages))
@@ -163,7 +167,7 @@ def _send(run_id: int, messages: list[dict]) -> None:
         _send_now(run_id, messages)
 
 
-def _send_now(run_id: int, messages: list[dict]) -> None:
+def _send_now(run_id: int, messages: list[JSONObject]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
@@ -189,7 +193,10 @@ class RunRowPushes:
     The timer threads are not daemons: a process ending within the interval
     still sends its last row."""
 
-    def __init__(self, push, *, interval: float = ROW_PUSH_SECONDS, clock=time.monotonic, timer=threading.Timer):
+    def __init__(
+        self, push: Callable[[int], None], *, interval: float = ROW_PUSH_SECONDS,
+        clock: Callable[[], float] = time.monotonic, timer: Callable[..., threading.Timer] = threading.Timer,
+    ) -> None:
         self.push = push
         self.interval = interval
         self.clock = clock
@@ -259,7 +266,7 @@ def _push_run_row(run_id: int) -> None:
 row_pushes = RunRowPushes(_push_run_row)
 
 
-def _run_row(run_id: int) -> dict | None:
+def _run_row(run_id: int) -> JSONObject | None:
     # The row is the runs list's own format (the run read model; one query).
     from optimizer.runs.summary import run_list_row_for_push
 

@@ -12,10 +12,14 @@ the limits) have none unless a row of their own gives them some.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 
 from optimizer.models import Run, UserRunLimits
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 SET_BY = "(set by an administrator)"
 
@@ -30,7 +34,7 @@ class RunLimits:
 UNLIMITED = RunLimits(max_metric_calls=10**12, max_concurrency=10**6, max_active_runs=10**6)
 
 
-def run_limits_for(user) -> RunLimits:
+def run_limits_for(user: User) -> RunLimits:
     """The user's limits: their admin-set values, else the site defaults."""
     row = UserRunLimits.objects.filter(user_id=user.pk).first()
     if row is None and getattr(user, "is_superuser", False):
@@ -54,19 +58,22 @@ def budget_problem(limits: RunLimits, metric_calls: int, field: str) -> str | No
     return None
 
 
-def active_runs_problem(user, limits: RunLimits, *, exclude_run_id: int | None = None) -> str | None:
+def active_runs_problem(user: User, limits: RunLimits, *, exclude_run_id: int | None = None) -> str | None:
     """A problem when starting one more run would go past the user's active runs."""
-    active = Run.objects.active().filter(owner_id=user.pk).exclude(pk=exclude_run_id).count()
+    runs = Run.objects.active().filter(owner_id=user.pk)
+    if exclude_run_id is not None:
+        runs = runs.exclude(pk=exclude_run_id)
+    active = runs.count()
     if active >= limits.max_active_runs:
         return (f"you have {active} runs queued, running or stopping; your limit is "
                 f"{limits.max_active_runs} at once {SET_BY}: stop one or wait for it to finish")
     return None
 
 
-def launch_problems(user, *, metric_calls: int, concurrency: int, budget_field: str = "budget") -> list[tuple[str, str]]:
+def launch_problems(user: User, *, metric_calls: int, concurrency: int, budget_field: str = "budget") -> list[tuple[str, str]]:
     """(field, message) for every limit a launch of this size would break."""
     limits = run_limits_for(user)
-    problems = []
+    problems: list[tuple[str, str]] = []
     budget = budget_problem(limits, metric_calls, budget_field)
     if budget:
         problems.append((budget_field, budget.split(": ", 1)[1]))

@@ -15,9 +15,10 @@ from statistics import fmean
 
 from django.db.models import Avg, Count
 
-from optimizer.config import PRESET_PROPOSALS, RunConfig, proposal_cost
+from optimizer.config import PRESET_PROPOSALS, RunConfig, proposal_cost, resolved_lm
 from optimizer.lm import LMConfig, LMError, build_lm
 from optimizer.models import Evaluation, Run
+from verifiers_app.engine.json_types import JSONObject
 
 CHARS_PER_TOKEN = 4
 GUESSED_OUTPUT_TOKENS = 200
@@ -58,7 +59,7 @@ def probe_stats(lm: LMConfig, prompt: str, task_input: str) -> CallStats | None:
     return CallStats(response.tokens_in, response.tokens_out, response.latency_ms, "probe call")
 
 
-def _task_stats(lm: LMConfig, prompt: str, rows: list[dict], *, probe: bool) -> CallStats:
+def _task_stats(lm: LMConfig, prompt: str, rows: list[JSONObject], *, probe: bool) -> CallStats:
     mean_input = fmean(len(row.get("input", "")) for row in rows) if rows else 0
     tokens_in = (len(prompt) + mean_input) / CHARS_PER_TOKEN
     if lm.provider == "demo":
@@ -83,7 +84,7 @@ def _round(value: float) -> float:
     return round(value, 6) if value < 1 else round(value, 2)
 
 
-def run_plan(config: RunConfig, rows: list[dict], *, probe: bool = False) -> dict:
+def run_plan(config: RunConfig, rows: list[JSONObject], *, probe: bool = False) -> JSONObject:
     """The plan of a run whose endpoint names are resolved into LMConfigs.
     `rows` are the task rows with their split. `probe`: allow one real task call
     when the endpoint has no history here (a dry run; never the live form)."""
@@ -112,9 +113,9 @@ def run_plan(config: RunConfig, rows: list[dict], *, probe: bool = False) -> dic
     per_proposal = len(config.seed_components) if config.module_selector == "all" else 1
     reflection_calls = (iterations_low * per_proposal, iterations_high * per_proposal)
 
-    task_lm: LMConfig = config.task_lm
-    reflection_lm: LMConfig = config.reflection_lm
-    judge_lm: LMConfig | None = verify.judge_lm if verify.enabled and verify.judge == "llm" else None
+    task_lm = resolved_lm(config.task_lm)  # run_plan_for resolved them
+    reflection_lm = resolved_lm(config.reflection_lm)
+    judge_lm = resolved_lm(verify.judge_lm) if verify.enabled and verify.judge == "llm" else None
     prompt = "\n\n".join(config.seed_components.values())
     train = [row for row in rows if row.get("split") == config.splits.train]
     task = _task_stats(task_lm, prompt, train or rows, probe=probe)
@@ -125,7 +126,7 @@ def run_plan(config: RunConfig, rows: list[dict], *, probe: bool = False) -> dic
     reflect_latency = GUESSED_LATENCY_MS if reflection_lm.provider != "demo" else reflection_lm.simulated_latency_ms
     judge_in, judge_out = task.tokens_in + task.tokens_out, 20
 
-    def spend(i: int) -> dict:
+    def spend(i: int) -> dict[str, float]:
         tokens = (
             task_calls[i] * (task.tokens_in + task.tokens_out)
             + reflection_calls[i] * (reflect_in + reflect_out)
@@ -144,7 +145,7 @@ def run_plan(config: RunConfig, rows: list[dict], *, probe: bool = False) -> dic
         return {"tokens": round(tokens), "cost": _round(cost), "seconds": round(seconds, 1)}
 
     low, high = spend(0), spend(1)
-    warnings = []
+    warnings: list[str] = []
     budget_warning = config.budget_warning(V) if V else None
     if budget_warning:
         warnings.append(budget_warning)

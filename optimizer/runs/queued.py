@@ -18,6 +18,7 @@ import logging
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from celery.signals import after_task_publish
 from django.conf import settings
@@ -45,7 +46,7 @@ def server_is_alive() -> bool:
 
 
 class QueuedRunPoller:
-    def __init__(self):
+    def __init__(self) -> None:
         self._published: set[int] = set()
         self._published_lock = threading.Lock()
         self._stop = threading.Event()
@@ -63,7 +64,9 @@ class QueuedRunPoller:
             self._thread.join(timeout=5)
         alive_file().unlink(missing_ok=True)
 
-    def _on_publish(self, sender=None, headers=None, body=None, **_kwargs) -> None:
+    def _on_publish(
+        self, sender: object = None, headers: dict[str, Any] | None = None, body: object = None, **_kwargs: Any,
+    ) -> None:
         if sender != TASK_NAME:
             return
         args = (headers or {}).get("argsrepr") or ""

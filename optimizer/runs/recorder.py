@@ -23,12 +23,13 @@ import functools
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from statistics import fmean
-from typing import Any
+from typing import Any, TypedDict
 
 from django.db import transaction
+from django.db.models import QuerySet
 
 from dashboard.lib.db_retry import retry_db
 from optimizer.front import front_members
@@ -40,6 +41,7 @@ from optimizer.runs.claims import ClaimLost, RunClaim
 from optimizer.runs.events import publish_run_event, publish_run_events
 from optimizer.tasksets.models import Split
 from optimizer.val_summary import val_summary
+from verifiers_app.engine.json_types import JSONObject
 
 log = logging.getLogger(__name__)
 
@@ -48,26 +50,31 @@ MAX_REASONING_CHARS = 4000
 BUDGET_PUBLISH_SECONDS = 1.0
 MAX_REASONS = 5
 
+#: A gepa callback event as the recorder gets it: gepa's keys plus the `frontier_*`
+#: ones optimizer.runs.recording_thread adds (records, usage readings, reasoning).
+CallbackEvent = dict[str, Any]
+
 
 def preview(text: str, limit: int = ev.PREVIEW_CHARS) -> str:
     text = text or ""
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def front_change(index: int, front: dict[str, tuple[float, list[int]]]) -> tuple[list[str], list[int]]:
+def front_change(index: int, front: dict[str, tuple[float, list[int]]]) -> tuple[list[str], list[str]]:
     """What candidate `index`, just added to the per-task `front` (task → (top
     score, leaders)), changed there: the tasks it now leads alone (`took`:
     their leaders are [index]) and those where it ties the top (`joined`: index
     is appended to their leaders). A front.updated event carries only these, so
     the event log grows with tasks × candidates, not tasks × candidates²."""
-    took, joined = [], []
+    took: list[str] = []
+    joined: list[str] = []
     for key, (_, leaders) in front.items():
         if leaders and leaders[-1] == index:
             (took if len(leaders) == 1 else joined).append(key)
     return sorted(took), sorted(joined)
 
 
-def item_payload(record: EvalRecord) -> dict:
+def item_payload(record: EvalRecord) -> JSONObject:
     reasons = list(record.result.get("misses") or []) or ([record.feedback] if record.feedback else [])
     return {
         "task_key": record.task_key,
@@ -78,7 +85,7 @@ def item_payload(record: EvalRecord) -> dict:
     }
 
 
-def writes(method):
+def writes(method: Callable[[RunRecorder, CallbackEvent], None]) -> Callable[[RunRecorder, CallbackEvent], None]:
     """A gepa callback that writes. gepa swallows a callback's exception
     (docs/gepa-notes.md §4), so the writing is made safe here: a transient database error
     is retried on a new connection (the callback's transaction rolled back whole,
@@ -86,7 +93,7 @@ def writes(method):
     its claim the callback does nothing (the runner's stopper ends the run)."""
 
     @functools.wraps(method)
-    def callback(self, event):
+    def callback(self: RunRecorder, event: CallbackEvent) -> None:
         if self.claim is not None and self.claim.lost.is_set():
             return None
         try:
@@ -111,7 +118,31 @@ class Slot:
     resolved: bool = False  # accepted or rejected: published
 
     def child(self, components: dict[int, dict[str, str]]) -> dict[str, str]:
-        return {**components.get(self.parent, {}), **self.proposed}
+        parent = components.get(self.parent, {}) if self.parent is not None else {}
+        return {**parent, **self.proposed}
+
+
+class NewCandidate(TypedDict):
+    """A candidate gepa added to its pool, as _record_candidate records it."""
+
+    index: int
+    components: dict[str, str]
+    parents: list[int]
+    origin: str
+    iteration: int
+    metric_calls: int
+    val_score: float
+    records: dict[str, EvalRecord]
+    reflection: str
+    usage: JSONObject
+    cost: float
+
+
+class PendingCandidate(TypedDict):
+    """An accepted candidate (and its proposal event) waiting for gepa's checkpoint."""
+
+    candidate: NewCandidate
+    proposal: JSONObject | None
 
 
 class RunRecorder:
@@ -119,14 +150,14 @@ class RunRecorder:
         self,
         *,
         run: Run,
-        adapter: FrontierAdapter,
-        valset: list[dict],
+        adapter: FrontierAdapter | None,  # None: a run that is not ours to execute (external, tests)
+        valset: list[JSONObject],
         task_pks: dict[str, int],
         budget_total: int,
         claim: RunClaim | None = None,
         meter: UsageMeter | None = None,
         limits: BudgetGuard | None = None,
-    ):
+    ) -> None:
         self.run_id = run.pk
         self.claim = claim  # the runner's: every write below is conditional on it
         # Tokens and money: the meter counts every model call as it completes; the
@@ -164,8 +195,8 @@ class RunRecorder:
         self.records: dict[tuple[str, str], EvalRecord] = {}
         self.optimizing = False
         # Accepted candidates (with their proposal events) waiting for gepa's checkpoint.
-        self.pending: list[dict] = []
-        self.unpublished: list[tuple[str, dict]] = []
+        self.pending: list[PendingCandidate] = []
+        self.unpublished: list[ev.Event] = []
         self.published_at = time.monotonic()
         # A custom proposer (the demo simulator) explains itself outside gepa's events.
         self.proposer_reasoning: Callable[[], str] = lambda: ""
@@ -189,7 +220,7 @@ class RunRecorder:
 
     # -- gepa callbacks ---------------------------------------------------------
 
-    def on_iteration_start(self, event: dict) -> None:
+    def on_iteration_start(self, event: CallbackEvent) -> None:
         self._reset_iteration()
         self.iteration = event["iteration"]
         self.spent_before = event["frontier_usage"]
@@ -198,21 +229,21 @@ class RunRecorder:
             self._announce_optimizing(event)
 
     @writes
-    def _announce_optimizing(self, event: dict) -> None:
+    def _announce_optimizing(self, event: CallbackEvent) -> None:
         with transaction.atomic():
             self._runs().update(phase="optimizing")
             status = Run.objects.values_list("status", flat=True).get(pk=self.run_id)
             publish_run_event(self.run_id, ev.RUN_STATUS, {"status": status, "phase": "optimizing"}, claim=self.claim)
         self.optimizing = True
 
-    def on_candidate_selected(self, event: dict) -> None:
+    def on_candidate_selected(self, event: CallbackEvent) -> None:
         self.slots.append(Slot(parent=event["candidate_idx"]))
 
     @staticmethod
-    def _is_merge(event: dict) -> bool:
+    def _is_merge(event: CallbackEvent) -> bool:
         return event["candidate_idx"] is None and len(event["parent_ids"]) > 1
 
-    def on_evaluation_start(self, event: dict) -> None:
+    def on_evaluation_start(self, event: CallbackEvent) -> None:
         if self._is_merge(event):
             return
         minibatch = [row["task_id"] for row in event["inputs"]]
@@ -225,7 +256,7 @@ class RunRecorder:
                 slot.proposed, slot.reasoning = self.proposed.popleft()
         self.started.append((slot, minibatch))
 
-    def on_evaluation_end(self, event: dict) -> None:
+    def on_evaluation_end(self, event: CallbackEvent) -> None:
         """A minibatch evaluation: a parent's (candidate known) or a child's (not yet in the pool)."""
         self.records.update(event["frontier_records"])
         if self._is_merge(event) or not self.started:
@@ -249,17 +280,17 @@ class RunRecorder:
         if items:  # published with the iteration's next batch (see on_budget_updated)
             self.unpublished.append((ev.TRIALS, {"candidate": event["candidate_idx"], "split": Split.TRAIN, "items": items}))
 
-    def on_proposal_start(self, event: dict) -> None:
+    def on_proposal_start(self, event: CallbackEvent) -> None:
         self.proposal_starts += 1
 
-    def on_proposal_end(self, event: dict) -> None:
+    def on_proposal_end(self, event: CallbackEvent) -> None:
         self.proposal_ends += 1
         raw = "\n\n".join(str(v) for v in (event.get("raw_lm_outputs") or {}).values())
         # Proposal ends come in the order their children are then evaluated.
         self.proposed.append((dict(event["new_instructions"]), preview(raw or event["frontier_reasoning"], MAX_REASONING_CHARS)))
 
     @writes
-    def on_budget_updated(self, event: dict) -> None:
+    def on_budget_updated(self, event: CallbackEvent) -> None:
         """gepa updates the budget after every evaluation (several times an
         iteration). The run's progress row is written each time; the RUN_BUDGET event is
         folded into the iteration's next batch (replacing an earlier one still
@@ -273,7 +304,7 @@ class RunRecorder:
         if time.monotonic() - self.published_at >= BUDGET_PUBLISH_SECONDS:
             self._publish()
 
-    def save_usage(self, at: UsageSnapshot | None = None, eta: float | None = None) -> tuple[str, dict]:
+    def save_usage(self, at: UsageSnapshot | None = None, eta: float | None = None) -> ev.Event:
         """Write the run's metric calls, tokens and cost (the meter's reading `at`
         the budget update, else now); returns the RUN_BUDGET event to publish."""
         usage = at.as_dict() if at is not None else self.meter.totals()
@@ -303,11 +334,11 @@ class RunRecorder:
     def _take_record(self, candidate: dict[str, str], task_key: str) -> EvalRecord | None:
         return self.records.pop((candidate_digest(candidate), task_key), None)
 
-    def on_merge_attempted(self, event: dict) -> None:
+    def on_merge_attempted(self, event: CallbackEvent) -> None:
         self.merge_parents = list(event["parent_ids"])
 
     @writes
-    def on_valset_evaluated(self, event: dict) -> None:
+    def on_valset_evaluated(self, event: CallbackEvent) -> None:
         index = event["candidate_idx"]
         if index in self.components:  # the seed again after a resume, or a replayed iteration
             return
@@ -322,14 +353,14 @@ class RunRecorder:
         components = dict(event["candidate"])
         spent = self.spent_this_iteration(event["frontier_usage"])
         self.records.update(event["frontier_records"])
-        records = {}
+        records: dict[str, EvalRecord] = {}
         for val_id, score in event["scores_by_val_id"].items():
             key = self.valset[val_id]["task_id"]
             records[key] = self._take_record(components, key) or EvalRecord(
                 task_key=key, output="", score=score, verdict="fail", passed=False, result={}, feedback="",
                 objective_scores={},
             )
-        candidate = {
+        candidate: NewCandidate = {
             "index": index,
             "components": components,
             "parents": parents,
@@ -348,7 +379,7 @@ class RunRecorder:
             # Recorded once gepa has checkpointed it (_flush_pending).
             self.pending.append({"candidate": candidate, "proposal": None})
 
-    def on_candidate_accepted(self, event: dict) -> None:
+    def on_candidate_accepted(self, event: CallbackEvent) -> None:
         waiting = next((p for p in self.pending if p["candidate"]["index"] == event["new_candidate_idx"]), None)
         if waiting is None or self.merge_parents is not None:
             return  # merges publish no reflection proposal
@@ -364,7 +395,7 @@ class RunRecorder:
         )
 
     @writes
-    def on_candidate_rejected(self, event: dict) -> None:
+    def on_candidate_rejected(self, event: CallbackEvent) -> None:
         """The event names no proposal: it is the first unresolved one with these
         before/after sums (gepa reports rejections in proposal order)."""
         slot = next(
@@ -381,11 +412,11 @@ class RunRecorder:
         slot.resolved = True  # only once published: a retried write finds the slot again
 
     @writes
-    def on_state_saved(self, event: dict) -> None:
+    def on_state_saved(self, event: CallbackEvent) -> None:
         self._flush_pending()
 
     @writes
-    def on_optimization_end(self, event: dict) -> None:
+    def on_optimization_end(self, event: CallbackEvent) -> None:
         self._flush_pending()  # gepa saved the final state just before
 
     def _flush_pending(self) -> None:
@@ -400,7 +431,7 @@ class RunRecorder:
             self.pending.pop(0)
 
     @writes
-    def on_iteration_end(self, event: dict) -> None:
+    def on_iteration_end(self, event: CallbackEvent) -> None:
         missing = self.proposal_starts - self.proposal_ends
         budget_stop = event["frontier_budget_stop"]
         errors = event["frontier_reflection_errors"]
@@ -412,7 +443,7 @@ class RunRecorder:
             self._publish()
 
     @writes
-    def on_error(self, event: dict) -> None:
+    def on_error(self, event: CallbackEvent) -> None:
         if isinstance(event["exception"], BudgetReached):
             return  # not an error: the run ends with its stop reason
         if isinstance(event["exception"], ClaimLost) or (self.claim is not None and self.claim.lost.is_set()):
@@ -428,11 +459,11 @@ class RunRecorder:
 
     # -- writing ----------------------------------------------------------------
 
-    def _runs(self):
+    def _runs(self) -> QuerySet[Run]:
         """The run row, if this worker still holds it (all of it without a claim: tests)."""
         return self.claim.runs() if self.claim is not None else Run.objects.filter(pk=self.run_id)
 
-    def _publish(self, *events: tuple[str, dict]) -> None:
+    def _publish(self, *events: ev.Event) -> None:
         """Publish what waits in `unpublished`, then `events`, as one batch
         (one transaction and one channel-layer call: cheaper per iteration).
         `unpublished` is emptied only once the batch is written (after the
@@ -449,7 +480,7 @@ class RunRecorder:
 
     def _proposal(
         self, slot: Slot, *, accepted: bool, candidate: int | None, before: float, after: float, now: UsageSnapshot
-    ) -> dict:
+    ) -> JSONObject:
         # What the iteration has spent so far (with parallel proposals, the round's proposals share it).
         spent = self.spent_this_iteration(now)
         return {
@@ -468,7 +499,7 @@ class RunRecorder:
             "cost": round(spent.cost, 8),
         }
 
-    def record_evaluations(self, *, candidate: Candidate, split: str, records: list[EvalRecord]) -> tuple[str, dict]:
+    def record_evaluations(self, *, candidate: Candidate, split: str, records: list[EvalRecord]) -> ev.Event:
         """Save the Evaluation rows; returns their TRIALS event for the caller to publish."""
         Evaluation.objects.bulk_create(
             [
@@ -503,8 +534,9 @@ class RunRecorder:
         return ev.TRIALS, {"candidate": candidate.index, "split": split, "items": [item_payload(r) for r in records]}
 
     def _record_candidate(
-        self, *, index, components, parents, origin, iteration, metric_calls, val_score, records, reflection, usage, cost,
-        then=(),
+        self, *, index: int, components: dict[str, str], parents: list[int], origin: str, iteration: int,
+        metric_calls: int, val_score: float, records: dict[str, EvalRecord], reflection: str, usage: JSONObject,
+        cost: float, then: Sequence[ev.Event] = (),
     ) -> None:
         objective_ids = sorted({vid for r in records.values() for vid in r.objective_scores})
         objective_scores = {
@@ -587,7 +619,9 @@ class RunRecorder:
         self.task_scores = all_task_scores
         self.members = set(members)
 
-    def _add_to_front(self, index: int, task_scores: dict[str, float], front: dict | None = None) -> None:
+    def _add_to_front(
+        self, index: int, task_scores: dict[str, float], front: dict[str, tuple[float, list[int]]] | None = None,
+    ) -> None:
         """The per-task front: for each val task, every candidate with the top score (ties included)."""
         front = self.front if front is None else front
         for key, score in task_scores.items():

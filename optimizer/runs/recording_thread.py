@@ -33,13 +33,16 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+from collections.abc import Mapping
+from typing import Any
 
 from django.db import connection
 
-from optimizer.runs.checkpoint import save_through, write_checkpoint
+from optimizer.runs.budget import UsageSnapshot
+from optimizer.runs.checkpoint import State, save_through, write_checkpoint
 from optimizer.runs.claims import ClaimLost
 from optimizer.runs.events import background_publisher, publishing_through
-from optimizer.runs.recorder import RunRecorder
+from optimizer.runs.recorder import CallbackEvent, RunRecorder
 
 log = logging.getLogger(__name__)
 
@@ -47,15 +50,22 @@ log = logging.getLogger(__name__)
 LIVE_STATE_KEYS = ("state", "final_state", "trainset_loader")
 CHECKPOINT = "checkpoint"  # a queue item that is gepa's state to write, not a callback
 
+#: What the writer is given: (callback name, event), (CHECKPOINT, (run_dir, bytes)), or None: stop.
+WriterItem = tuple[str, CallbackEvent | tuple[str, bytes]] | None
+#: A gepa callback event as gepa passes it (one of gepa's TypedDicts).
+GepaEvent = Mapping[str, Any]
+
 
 class RecorderThread:
     """gepa's callback for one run: relays every event to the recorder on a writer thread."""
 
-    def __init__(self, recorder: RunRecorder):
+    def __init__(self, recorder: RunRecorder) -> None:
+        if recorder.adapter is None:
+            raise ValueError("a RecorderThread relays a run this worker executes: its recorder needs the adapter")
         self.recorder = recorder
         self.adapter = recorder.adapter
-        self.queue: queue.Queue = queue.Queue()
-        self.thread = None
+        self.queue: queue.Queue[WriterItem] = queue.Queue()
+        self.thread: threading.Thread | None = None
         self.failure: BaseException | None = None  # a checkpoint the writer could not write
         # The runner's background publisher sends what the writer commits, too (in commit order).
         self.publisher = background_publisher()
@@ -65,38 +75,38 @@ class RecorderThread:
 
     # -- on the engine's thread ----------------------------------------------------
 
-    def _relay(self, name: str, event: dict, **facts) -> None:
-        event = {key: value for key, value in event.items() if key not in LIVE_STATE_KEYS}
-        event.update({f"frontier_{key}": value for key, value in facts.items()})
+    def _relay(self, name: str, event: GepaEvent, **facts: Any) -> None:
+        relayed: CallbackEvent = {key: value for key, value in event.items() if key not in LIVE_STATE_KEYS}
+        relayed.update({f"frontier_{key}": value for key, value in facts.items()})
         if self.thread is None:
-            self._record(name, event)
+            self._record(name, relayed)
         else:
-            self.queue.put((name, event))
+            self.queue.put((name, relayed))
 
-    def _usage(self):
+    def _usage(self) -> UsageSnapshot:
         return self.recorder.meter.snapshot()
 
-    def on_iteration_start(self, event: dict) -> None:
+    def on_iteration_start(self, event: GepaEvent) -> None:
         # Records nobody took (a merge's subsample) go now; the writer forgets its own copies.
         self.adapter.forget_records()
         self._relay("on_iteration_start", event, usage=self._usage())
 
-    def on_candidate_selected(self, event: dict) -> None:
+    def on_candidate_selected(self, event: GepaEvent) -> None:
         self._relay("on_candidate_selected", event)
 
-    def on_evaluation_start(self, event: dict) -> None:
+    def on_evaluation_start(self, event: GepaEvent) -> None:
         self._relay("on_evaluation_start", event)
 
-    def on_evaluation_end(self, event: dict) -> None:
+    def on_evaluation_end(self, event: GepaEvent) -> None:
         self._relay("on_evaluation_end", event, records=self.adapter.take_all_records())
 
-    def on_proposal_start(self, event: dict) -> None:
+    def on_proposal_start(self, event: GepaEvent) -> None:
         self._relay("on_proposal_start", event)
 
-    def on_proposal_end(self, event: dict) -> None:
+    def on_proposal_end(self, event: GepaEvent) -> None:
         self._relay("on_proposal_end", event, reasoning=self.recorder.proposer_reasoning())
 
-    def on_budget_updated(self, event: dict) -> None:
+    def on_budget_updated(self, event: GepaEvent) -> None:
         limits = self.recorder.limits
         eta = None
         if limits is not None:
@@ -104,42 +114,42 @@ class RecorderThread:
             eta = limits.eta_seconds()
         self._relay("on_budget_updated", event, usage=self._usage(), eta=eta)
 
-    def on_merge_attempted(self, event: dict) -> None:
+    def on_merge_attempted(self, event: GepaEvent) -> None:
         self._relay("on_merge_attempted", event)
 
-    def on_valset_evaluated(self, event: dict) -> None:
+    def on_valset_evaluated(self, event: GepaEvent) -> None:
         self._relay("on_valset_evaluated", event, records=self.adapter.take_all_records(), usage=self._usage())
 
-    def on_candidate_accepted(self, event: dict) -> None:
+    def on_candidate_accepted(self, event: GepaEvent) -> None:
         self._relay("on_candidate_accepted", event, usage=self._usage())
 
-    def on_candidate_rejected(self, event: dict) -> None:
+    def on_candidate_rejected(self, event: GepaEvent) -> None:
         self._relay("on_candidate_rejected", event, usage=self._usage())
 
-    def on_state_saved(self, event: dict) -> None:
+    def on_state_saved(self, event: GepaEvent) -> None:
         self._relay("on_state_saved", event)
 
-    def on_iteration_end(self, event: dict) -> None:
+    def on_iteration_end(self, event: GepaEvent) -> None:
         errors = list(self.recorder.reflection_errors)  # appended on this thread by the runner's reflection wrapper
         self.recorder.reflection_errors.clear()
         limits = self.recorder.limits
         self._relay("on_iteration_end", event, reflection_errors=errors,
                     budget_stop=limits is not None and limits.reason is not None)
 
-    def on_optimization_end(self, event: dict) -> None:
+    def on_optimization_end(self, event: GepaEvent) -> None:
         self._relay("on_optimization_end", event)
 
-    def on_error(self, event: dict) -> None:
+    def on_error(self, event: GepaEvent) -> None:
         self._relay("on_error", event)
 
-    def barrier(self, state=None) -> bool:
+    def barrier(self, gepa_state: State | None = None) -> bool:
         """gepa's first stopper, called before each save of its state: from now on
         that save is handed to the writer, behind everything reported so far
         (nothing waits for it). Never stops the run itself; raises ClaimLost when
         this worker no longer holds it, and the error of a checkpoint the
         writer could not write."""
-        if state is not None:
-            save_through(state, self._checkpoint)
+        if gepa_state is not None:
+            save_through(gepa_state, self._checkpoint)
         self.raise_failure()
         claim = self.recorder.claim
         if claim is not None and claim.lost.is_set():
@@ -191,10 +201,10 @@ class RecorderThread:
             log.exception("run %s: writing the checkpoint failed", self.recorder.run_id)
             self.failure = self.failure or error
 
-    def _record(self, name: str, event) -> None:
+    def _record(self, name: str, event: CallbackEvent | tuple[str, bytes]) -> None:
         if self.failure is not None:
             return  # the checkpoint was not written: nothing after it may reach the database (the run fails)
-        if name == CHECKPOINT:
+        if isinstance(event, tuple):  # name is CHECKPOINT
             self._write_checkpoint(*event)
             return
         try:

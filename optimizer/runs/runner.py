@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
+from typing import Any, Generic, TypeVar
 
 import gepa
 from django.conf import settings
@@ -27,8 +29,9 @@ from django.utils import timezone
 from gepa.strategies.proposal_sampling import IndependentSampling
 
 from dashboard.lib.db_retry import retry_db
-from optimizer.config import RunConfig, parse_run_config
+from optimizer.config import LMRef, RunConfig, parse_run_config, resolved_lm
 from optimizer.lm import (
+    CandidateProposer,
     LMConfig,
     LMError,
     ReflectionCallable,
@@ -38,7 +41,7 @@ from optimizer.lm import (
 from optimizer.lm.config import coerce_config
 from optimizer.models import Candidate, Run, RunStatus
 from optimizer.runs import event_types as ev
-from optimizer.runs.adapter import FrontierAdapter, SystemicFailure
+from optimizer.runs.adapter import EvalRecord, FrontierAdapter, SystemicFailure
 from optimizer.runs.budget import (
     BudgetGuard,
     BudgetReached,
@@ -47,7 +50,7 @@ from optimizer.runs.budget import (
     UsageMeter,
     UsageSnapshot,
 )
-from optimizer.runs.checkpoint import LeanCheckpoint
+from optimizer.runs.checkpoint import LeanCheckpoint, State
 from optimizer.runs.claims import ClaimLost, RunClaim
 from optimizer.runs.events import (
     publish_run_event,
@@ -57,15 +60,18 @@ from optimizer.runs.events import (
 from optimizer.runs.recorder import RunRecorder
 from optimizer.runs.recording_thread import RecorderThread
 from optimizer.runs.status import run_set_status
-from optimizer.runs.verify_loop import llm_judge, verifier_judge
+from optimizer.runs.verify_loop import Judge, llm_judge, verifier_judge
 from optimizer.tasksets.models import Split
-from verifiers_app.engine import SpecError, compile_specs
+from verifiers_app.engine import Scorer, SpecError, compile_specs
+from verifiers_app.engine.json_types import JSONObject
 
 log = logging.getLogger(__name__)
 
 HEARTBEAT_SECONDS = 2.0
 # A RUNNING run whose heartbeat is older than this lost its worker (settings.RUN_STALE_SECONDS).
 STALE_AFTER = timedelta(seconds=settings.RUN_STALE_SECONDS)
+
+T = TypeVar("T")
 
 
 class GepaLogger:
@@ -79,7 +85,7 @@ def run_dir(run_id: int) -> Path:
     return Path(settings.RUNS_DIR) / str(run_id)
 
 
-def task_rows(run: Run, split: str) -> list[dict]:
+def task_rows(run: Run, split: str) -> list[JSONObject]:
     """The frozen task rows of one split, as the scoring engine reads them."""
     return [{k: v for k, v in row.items() if k != "split"} for row in run.tasks_snapshot if row.get("split") == split]
 
@@ -109,7 +115,7 @@ class Heartbeat(threading.Thread):
     request to the adapter. A database error never ends it: it retries on a new
     connection, quickly at first, so a blip never makes the run look dead."""
 
-    def __init__(self, claim: RunClaim):
+    def __init__(self, claim: RunClaim) -> None:
         super().__init__(name=f"run-{claim.run_id}-heartbeat", daemon=True)
         self.claim = claim
         self.cancelled = threading.Event()
@@ -160,7 +166,7 @@ def execute_run(run_id: int) -> str | None:
         heartbeat.join()
 
 
-def _optimize(run: Run, run_claim: RunClaim, heartbeat: Heartbeat) -> str:
+def _optimize(run: Run, run_claim: RunClaim, heartbeat: Heartbeat) -> str | None:
     config = parse_run_config(run.config)
     directory = run_dir(run.pk)
     directory.mkdir(parents=True, exist_ok=True)
@@ -187,7 +193,7 @@ def _optimize(run: Run, run_claim: RunClaim, heartbeat: Heartbeat) -> str:
         used_at_start=run.budget_used,
     )
     adapter = FrontierAdapter(
-        task_lm=MeteredLM(build_lm(config.task_lm), meter, "task", limits=limits),
+        task_lm=MeteredLM(build_lm(resolved_lm(config.task_lm)), meter, "task", limits=limits),
         scorer=scorer,
         concurrency=config.concurrency,
         judge_factory=_judge_factory(config, scorer, meter, limits),
@@ -196,26 +202,26 @@ def _optimize(run: Run, run_claim: RunClaim, heartbeat: Heartbeat) -> str:
         meter=meter,
         limits=limits,
     )
-    task_pks = dict(run.task_set.tasks.values_list("task_id", "pk")) if run.task_set_id else {}
+    task_pks = dict(run.task_set.tasks.values_list("task_id", "pk")) if run.task_set is not None else {}
     recorder = RunRecorder(
         run=run, adapter=adapter, valset=valset, task_pks=task_pks, budget_total=run.budget_total, claim=run_claim,
         meter=meter, limits=limits,
     )
     try:
-        return _run_gepa(run, run_claim, config, directory, trainset, valset, adapter, recorder, heartbeat)
+        return _run_gepa(run, run_claim, config, directory, trainset, valset, adapter, recorder, heartbeat, meter, limits)
     finally:
         adapter.close()
 
 
 def _run_gepa(
-    run: Run, run_claim: RunClaim, config: RunConfig, directory: Path, trainset: list[dict], valset: list[dict],
-    adapter: FrontierAdapter, recorder: RunRecorder, heartbeat: Heartbeat,
-) -> str:
+    run: Run, run_claim: RunClaim, config: RunConfig, directory: Path, trainset: list[JSONObject],
+    valset: list[JSONObject], adapter: FrontierAdapter, recorder: RunRecorder, heartbeat: Heartbeat,
+    meter: UsageMeter, limits: BudgetGuard,
+) -> str | None:
     """gepa.optimize with our adapter, recorder and stopper, then the holdout and the final status."""
-    meter, limits = adapter.meter, adapter.limits
     reflection = _reflection_kwargs(config, recorder, meter, limits)
 
-    def stop_requested(_state) -> bool:
+    def stop_requested(gepa_state: State) -> bool:
         """gepa asks before each iteration, just before it writes its checkpoint.
         A lost claim raises out of gepa.optimize, so that checkpoint (and the
         final one) is never written by a worker that no longer holds the run."""
@@ -248,8 +254,9 @@ def _run_gepa(
                 stop_callbacks=[recording.barrier, limits, stop_requested],
                 logger=GepaLogger(),
                 run_dir=str(directory),
-                # gepa_state.bin only: no run_log.json / candidates.json / candidate tree rewritten per iteration
-                callbacks=[LeanCheckpoint(directory), recording],
+                # gepa_state.bin only: no run_log.json / candidates.json / candidate tree rewritten per iteration.
+                # gepa's GEPACallback protocol lists every hook, though gepa calls only those a callback has.
+                callbacks=[LeanCheckpoint(directory), recording],  # type: ignore[list-item]
                 seed=config.seed,
                 track_best_outputs=False,
                 display_progress_bar=False,
@@ -299,55 +306,71 @@ def _save_usage(run_id: int, recorder: RunRecorder) -> None:
 
 def _prices(config: RunConfig) -> dict[str, Price]:
     """Each role's price per 1M tokens, frozen with the run's model configs (the simulator is free)."""
-    lms = {"task": config.task_lm, "reflection": config.reflection_lm}
+    lms: dict[str, LMRef | None] = {"task": config.task_lm, "reflection": config.reflection_lm}
     if config.verify.enabled and config.verify.judge == "llm":
         lms["judge"] = config.verify.judge_lm
     prices = {}
-    for role, lm in lms.items():
-        lm = coerce_config(lm) if isinstance(lm, dict | LMConfig) else None
+    for role, ref in lms.items():
+        lm = coerce_config(ref) if isinstance(ref, dict | LMConfig) else None
         if lm is not None and lm.provider != "demo":
             prices[role] = Price(lm.price_in_per_million, lm.price_out_per_million)
     return prices
 
 
-def _judge_factory(config: RunConfig, scorer, meter: UsageMeter, limits: BudgetGuard):
+def _judge_factory(
+    config: RunConfig, scorer: Scorer, meter: UsageMeter, limits: BudgetGuard,
+) -> Callable[[JSONObject, str], Judge] | None:
     verify = config.verify
     if not verify.enabled:
         return None
     if verify.judge == "llm":
-        judge = llm_judge(MeteredLM(build_lm(verify.judge_lm), meter, "judge", limits=limits), verify.judge_prompt)
+        judge = llm_judge(
+            MeteredLM(build_lm(resolved_lm(verify.judge_lm)), meter, "judge", limits=limits), verify.judge_prompt,
+        )
         return lambda row, prompt: judge
     return lambda row, prompt: verifier_judge(lambda output: scorer.score(output, task=row, prompt=prompt))
 
 
-def _reflection_kwargs(config: RunConfig, recorder: RunRecorder, meter: UsageMeter, limits: BudgetGuard) -> dict:
-    """The demo simulator proposes directly; a real model reflects through gepa's
-    prompt (metered: its tokens come from the provider's usage). Either way a
-    failure is noted for the recorder, because gepa swallows it (docs/gepa-notes.md §3)."""
+class _Noting(Generic[T]):
+    """Calls `fn`; an error other than the cost cap is noted for the recorder
+    first, because gepa swallows it (docs/gepa-notes.md §3). `batch_complete`,
+    set on a reflection LM that sends a round's prompts together, is what gepa
+    looks for (it calls the LM once per prompt without it)."""
 
-    def noting(fn):
-        def call(*args):
-            try:
-                return fn(*args)
-            except BudgetReached:
-                raise  # the cost cap, not a reflection error: the run stops before the next iteration
-            except Exception as error:
-                recorder.reflection_errors.append(f"{type(error).__name__}: {error}")
-                raise
+    batch_complete: Callable[[list[list[dict[str, Any]]]], list[str]]
 
-        return call
+    def __init__(self, fn: Callable[..., T], recorder: RunRecorder) -> None:
+        self.fn = fn
+        self.recorder = recorder
 
-    proposer = build_candidate_proposer(config.reflection_lm)
+    def __call__(self, *args: Any) -> T:
+        try:
+            return self.fn(*args)
+        except BudgetReached:
+            raise  # the cost cap, not a reflection error: the run stops before the next iteration
+        except Exception as error:
+            self.recorder.reflection_errors.append(f"{type(error).__name__}: {error}")
+            raise
+
+
+def _reflection_kwargs(
+    config: RunConfig, recorder: RunRecorder, meter: UsageMeter, limits: BudgetGuard,
+) -> dict[str, Any]:
+    """gepa.optimize's reflection arguments. The demo simulator proposes directly;
+    a real model reflects through gepa's prompt (metered: its tokens come from the
+    provider's usage). Either way a failure is noted for the recorder (_Noting)."""
+    reflection = resolved_lm(config.reflection_lm)
+    proposer = build_candidate_proposer(reflection)
     if proposer is not None:
         recorder.proposer_reasoning = lambda: str(getattr(proposer, "last_reasoning", "") or "")
-        return {"custom_candidate_proposer": noting(_metered_proposer(proposer, meter))}
-    lm = MeteredLM(build_lm(config.reflection_lm), meter, "reflection", limits=limits)
-    reflection_lm = noting(ReflectionCallable(lm))
+        return {"custom_candidate_proposer": _Noting(_metered_proposer(proposer, meter), recorder)}
+    lm = MeteredLM(build_lm(reflection), meter, "reflection", limits=limits)
+    reflection_lm = _Noting(ReflectionCallable(lm), recorder)
     if config.parallel_proposals > 1:
         # gepa sends a round's reflection prompts together when its LM has
         # batch_complete (else one after another): ask them at once, within the
         # run's concurrency. A failure fails the batch; gepa then retries per task.
-        def batch_complete(messages_list: list[list[dict]]) -> list[str]:
+        def batch_complete(messages_list: list[list[dict[str, Any]]]) -> list[str]:
             width = max(1, min(config.concurrency, len(messages_list)))
             with ThreadPoolExecutor(max_workers=width, thread_name_prefix="frontier-reflect") as pool:
                 return list(pool.map(reflection_lm, messages_list))
@@ -356,12 +379,14 @@ def _reflection_kwargs(config: RunConfig, recorder: RunRecorder, meter: UsageMet
     return {"reflection_lm": reflection_lm}
 
 
-def _metered_proposer(proposer, meter: UsageMeter):
+def _metered_proposer(proposer: CandidateProposer, meter: UsageMeter) -> CandidateProposer:
     """The demo simulator's proposer is one (free) reflection call; its token counts are
     estimated like the simulated task model's, since no provider reports them."""
     from optimizer.lm.simulator import approx_tokens
 
-    def propose(candidate, reflective_dataset, components):
+    def propose(
+        candidate: dict[str, str], reflective_dataset: dict[str, list[JSONObject]], components: list[str],
+    ) -> dict[str, str]:
         texts = proposer(candidate, reflective_dataset, components)
         meter.record(
             "reflection",
@@ -373,7 +398,7 @@ def _metered_proposer(proposer, meter: UsageMeter):
     return propose
 
 
-def _proposal_kwargs(config: RunConfig) -> dict:
+def _proposal_kwargs(config: RunConfig) -> dict[str, Any]:
     """Parallel proposals: P parents, each with its own minibatch, per iteration
     (gepa's IndependentSampling); every improving child is kept (AllImprovements).
     The adapter's batch_evaluate runs each stage of the round at once."""
@@ -384,16 +409,22 @@ def _proposal_kwargs(config: RunConfig) -> dict:
 
 def _score_holdout(run: Run, run_claim: RunClaim, config: RunConfig, adapter: FrontierAdapter, recorder: RunRecorder) -> None:
     """The promotion report: the seed and the best candidate on the holdout split."""
-    rows = task_rows(run, config.splits.holdout)
+    holdout = config.splits.holdout
+    rows = task_rows(run, holdout) if holdout else []  # _run_gepa calls this only with a holdout split
     retry_db(run.refresh_from_db, what=f"run {run.pk}: read")
     if not rows or run.best_candidate is None:
         return
-    summary = {}
+    summary: dict[int, float] = {}
     for candidate in Candidate.objects.filter(run=run, index__in={0, run.best_candidate.index}):
         adapter.evaluate(rows, candidate.components)
-        records = [adapter.take_record(candidate.components, row["task_id"]) for row in rows]
+        records = []
+        for row in rows:
+            taken = adapter.take_record(candidate.components, row["task_id"])
+            if taken is None:  # evaluate() has just stored one for every row
+                raise SystemicFailure(f"holdout: task {row['task_id']!r} was not evaluated")
+            records.append(taken)
 
-        def record(candidate=candidate, records=records) -> None:
+        def record(candidate: Candidate = candidate, records: list[EvalRecord] = records) -> None:
             with transaction.atomic():
                 run_claim.hold()
                 trials = recorder.record_evaluations(candidate=candidate, split=Split.HOLDOUT, records=records)

@@ -12,6 +12,7 @@ from django.utils import timezone
 from optimizer.config import DEMO_MODEL_LABEL, lm_is_simulator
 from optimizer.models import Run, RunStatus
 from optimizer.runs.budget import format_cost, run_max_cost, run_pricing
+from verifiers_app.engine.json_types import JSONObject
 
 # What every run read joins (run_summary reads them; "progress": the run's
 # budget, cost, usage, heartbeat and last_seq, on their own narrow row).
@@ -32,7 +33,7 @@ def run_url(run: Run) -> str:
     return settings.BASE_URL + reverse("runs:detail", args=[run.pk])
 
 
-def run_model_label(run: Run) -> dict:
+def run_model_label(run: Run) -> JSONObject:
     """The task model as the UI shows it; the demo simulator is labelled as one."""
     if run.is_external:  # the user's own adapter and models: we only know where it runs
         return {"label": "the run's own adapter", "is_simulator": False, "model": ""}
@@ -42,7 +43,7 @@ def run_model_label(run: Run) -> dict:
     return {"label": label, "is_simulator": run_is_simulator(run), "model": model}
 
 
-def run_summary(run: Run) -> dict:
+def run_summary(run: Run) -> JSONObject:
     """The run read model: every field a page, a list row (run_list_row) or the
     API (optimizer.api.RunOut.of) shows of a run, built here only. The queryset
     should come from run_list or run_for_user (their joins keep it one query)."""
@@ -59,8 +60,8 @@ def run_summary(run: Run) -> dict:
         "best_score": run.best_score,
         "delta": (run.best_score - run.seed_score) if run.best_score is not None and run.seed_score is not None else None,
         "budget_pct": min(100, round(100 * run.budget_used / run.budget_total)) if run.budget_total else 0,
-        "best_index": run.best_candidate.index if run.best_candidate_id else None,
-        "chosen_index": run.chosen_candidate.index if run.chosen_candidate_id else None,
+        "best_index": run.best_candidate.index if run.best_candidate is not None else None,
+        "chosen_index": run.chosen_candidate.index if run.chosen_candidate is not None else None,
         "simulator": run_is_simulator(run),
         "url": run_url(run),
         "notes": run.notes,
@@ -69,7 +70,7 @@ def run_summary(run: Run) -> dict:
         "error": run.error,
         "stop_requested": run.stop_requested,
         "model": run_model_label(run),
-        "task_set": run.task_set.name if run.task_set_id else "",
+        "task_set": run.task_set.name if run.task_set is not None else "",
         "owner": run.owner.get_username(),
         "created_at": run.created_at.isoformat() if run.created_at else None,
         "started_at": run.started_at.isoformat() if run.started_at else None,
@@ -93,7 +94,7 @@ def run_summary(run: Run) -> dict:
 
 
 
-def run_client_status(run: Run) -> dict:
+def run_client_status(run: Run) -> JSONObject:
     """For an external run: when its tracker was last heard from (a batch or a
     stop poll) and whether it went silent. Empty for a native run."""
     if not run.is_external:
@@ -112,7 +113,7 @@ LIST_ROW_FIELDS = (
 
 
 
-def run_list_row(run: Run) -> dict:
+def run_list_row(run: Run) -> JSONObject:
     """One row of the runs list: what the page, list.json and the `runs` push show
     (no error text or other run-page fields). `last_seq` orders two versions of a row."""
     summary = run_summary(run)
@@ -120,7 +121,7 @@ def run_list_row(run: Run) -> dict:
 
 
 
-def run_list_row_for_push(run_id: int) -> tuple[int, dict] | None:
+def run_list_row_for_push(run_id: int) -> tuple[int, JSONObject] | None:
     """(owner id, list row) of a run for the `runs` group, or None if it is gone.
     One query; the owner id lets a consumer admit the owner without another."""
     # Sent after every event batch of a live run: leave out the JSON a row never shows

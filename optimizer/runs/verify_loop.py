@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass
 
 from optimizer.lm.base import LanguageModel, LMResponse
 from optimizer.runs.event_types import PREVIEW_CHARS
+from verifiers_app.engine import Result
+from verifiers_app.engine.json_types import JSONObject
 
 Judge = Callable[[str, str], str]
 MAX_VERDICT_CHARS = 1000
@@ -28,7 +30,7 @@ class Attempt:
     tokens_in: int
     tokens_out: int
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> JSONObject:
         return asdict(self)
 
 
@@ -72,7 +74,7 @@ def answer_with_verify(
     return response, attempts
 
 
-def verifier_judge(score_output: Callable[[str], object]) -> Judge:
+def verifier_judge(score_output: Callable[[str], Result]) -> Judge:
     """Approve when the run's verifiers give the verdict `pass`; else reject with their feedback."""
 
     def judge(task: str, output: str) -> str:

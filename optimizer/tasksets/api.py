@@ -4,12 +4,14 @@ its tasks, export it as JSONL, duplicate and delete it."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 from ninja import Field, Router, Schema, Status
 
 from dashboard.lib.api_errors import ErrorOut, Problem
+from dashboard.lib.authenticated import AuthenticatedHttpRequest
 from dashboard.lib.storable import without_nul
 from optimizer.selectors import taskset_for_user, taskset_list
 from optimizer.tasksets.files import (
@@ -18,7 +20,6 @@ from optimizer.tasksets.files import (
     DefaultSplit,
     FieldMapping,
 )
-from optimizer.tasksets.models import TaskSet
 from optimizer.tasksets.services import (
     taskset_delete,
     taskset_duplicate,
@@ -26,6 +27,10 @@ from optimizer.tasksets.services import (
     taskset_import,
     taskset_import_preview,
 )
+from verifiers_app.engine.json_types import JSONObject
+
+if TYPE_CHECKING:
+    from optimizer.selectors import CountedTaskSet
 
 router = Router()
 #: Rows a task set can hold is far below this; a larger offset reads as "past the end"
@@ -70,9 +75,9 @@ class PreviewRowOut(Schema):
     task_id: str
     input: str
     expected: Any = None
-    params: dict
-    metadata: dict
-    verifier: dict | None = None
+    params: JSONObject
+    metadata: JSONObject
+    verifier: JSONObject | None = None
     split: str
 
 
@@ -129,9 +134,9 @@ class TaskOut(Schema):
     task_id: str
     input: str
     expected: Any
-    params: dict
-    metadata: dict
-    verifier: dict | None
+    params: JSONObject
+    metadata: JSONObject
+    verifier: JSONObject | None
     split: str
 
 
@@ -139,17 +144,17 @@ class TaskSetDetail(TaskSetOut):
     tasks: list[TaskOut]
 
 
-def _out(ts: TaskSet) -> dict:
+def _out(ts: CountedTaskSet) -> JSONObject:
     return {"id": ts.pk, "name": ts.name, "description": ts.description, "owner": ts.owner.get_username(),
             "shared": ts.shared, "task_count": ts.task_count, "updated_at": ts.updated_at}
 
 
-def _visible(request):
+def _visible(request: AuthenticatedHttpRequest) -> QuerySet[CountedTaskSet]:
     return taskset_list(user=request.user)
 
 
 @router.post("/import", response={201: ImportOut, 200: ImportPreviewOut})
-def import_tasks(request, body: ImportIn):
+def import_tasks(request: AuthenticatedHttpRequest, body: ImportIn) -> Status[JSONObject]:
     """All or nothing: a 400 lists every problem as `<file> line N: field: message`.
     With `dry_run`, a 200 with the preview report (`ok`, `problems`, counts,
     `split_counts`, the mapping used, one page of `rows` as they would be stored)."""
@@ -158,7 +163,7 @@ def import_tasks(request, body: ImportIn):
     if body.default_split:
         split = body.default_split.dict()
         default_split = DefaultSplit(ratios={s: split[s] for s in DEFAULT_SPLIT_RATIOS}, seed=split["seed"])
-    args = {"owner": request.user, "name": body.name, "filename": body.filename, "content": body.content,
+    args: dict[str, Any] = {"owner": request.user, "name": body.name, "filename": body.filename, "content": body.content,
             "fmt": body.format, "mapping": mapping, "default_split": default_split}
     if body.dry_run:
         return Status(200, taskset_import_preview(**args, page=body.page, page_size=body.page_size).as_json())
@@ -167,7 +172,7 @@ def import_tasks(request, body: ImportIn):
 
 
 @router.get("/", response=list[TaskSetOut])
-def list_tasksets(request, q: str = ""):
+def list_tasksets(request: AuthenticatedHttpRequest, q: str = "") -> list[JSONObject]:
     sets = _visible(request)
     q = without_nul(q)
     if q:
@@ -176,7 +181,9 @@ def list_tasksets(request, q: str = ""):
 
 
 @router.get("/{int:taskset_id}", response=TaskSetDetail)
-def get_taskset(request, taskset_id: int, split: str = "", limit: int = 1000, offset: int = 0):
+def get_taskset(
+    request: AuthenticatedHttpRequest, taskset_id: int, split: str = "", limit: int = 1000, offset: int = 0,
+) -> JSONObject:
     """One task set with its tasks (optionally one split), `limit` (at most 5000) rows from `offset`."""
     limit, offset = min(max(limit, 1), 5000), min(max(offset, 0), MAX_OFFSET)
     task_set = taskset_for_user(request.user, taskset_id)
@@ -188,7 +195,7 @@ def get_taskset(request, taskset_id: int, split: str = "", limit: int = 1000, of
 
 
 @router.get("/{int:taskset_id}/export.jsonl")
-def export_taskset(request, taskset_id: int):
+def export_taskset(request: AuthenticatedHttpRequest, taskset_id: int) -> StreamingHttpResponse:
     """The set as JSONL (one task per line, in order); importing it gives an identical set."""
     task_set = taskset_for_user(request.user, taskset_id)
     response = StreamingHttpResponse(taskset_export_lines(task_set=task_set), content_type="application/x-ndjson")
@@ -201,7 +208,7 @@ class DuplicateIn(Schema):
 
 
 @router.post("/{int:taskset_id}/duplicate", response={201: TaskSetOut})
-def duplicate_taskset(request, taskset_id: int, body: DuplicateIn):
+def duplicate_taskset(request: AuthenticatedHttpRequest, taskset_id: int, body: DuplicateIn) -> Status[JSONObject]:
     """A private copy (yours) of a set you can see, with every task."""
     task_set = taskset_for_user(request.user, taskset_id)
     copy = taskset_duplicate(task_set=task_set, owner=request.user, name=body.name)
@@ -209,7 +216,7 @@ def duplicate_taskset(request, taskset_id: int, body: DuplicateIn):
 
 
 @router.delete("/{int:taskset_id}", response={204: None, 409: ErrorOut})
-def delete_taskset(request, taskset_id: int):
+def delete_taskset(request: AuthenticatedHttpRequest, taskset_id: int) -> Status[None]:
     """Delete a set you own; 409 while a queued or running run uses it."""
     task_set = taskset_for_user(request.user, taskset_id, edit=True)
     taskset_delete(task_set=task_set)

@@ -32,9 +32,9 @@ import json
 import math
 import random
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 import yaml
 
@@ -47,6 +47,13 @@ from dashboard.lib.storable import (
 )
 from optimizer.tasksets.models import Split
 from verifiers_app.engine import SpecError, validate_task
+from verifiers_app.engine.json_types import JSONObject
+
+#: A row as a parser read it, before mapping: YAML keys need not be strings.
+RawRow = dict[Any, Any]
+#: What a parser notes about the file as it reads it (format, delimiter, columns).
+FileFacts = dict[str, Any]
+Item = TypeVar("Item")
 
 MAX_FILE_BYTES = 64 * 1024 * 1024  # JSONL, CSV, TSV: streamed
 MAX_DOCUMENT_BYTES = 10 * 1024 * 1024  # JSON, YAML: parsed whole
@@ -93,18 +100,18 @@ class FieldMapping:
     def overrides(self) -> dict[str, str]:
         return {name: getattr(self, name) for name in self.names() if getattr(self, name)}
 
-    def sources(self, keys) -> dict[str, str]:
+    def sources(self, keys: Iterable[object]) -> dict[str, str]:
         """task field → the key of `keys` it is read from ("" = none)."""
         return _sources(self, tuple(keys))
 
-    def _resolve(self, keys: tuple) -> dict[str, str]:
+    def _resolve(self, keys: tuple[object, ...]) -> dict[str, str]:
         found = {}
         for name in self.names():
             chosen = getattr(self, name)
             found[name] = chosen if chosen else next((k for k in DEFAULT_SOURCES[name] if k in keys), "")
         return found
 
-    def apply(self, raw: dict) -> tuple[dict, dict[str, str], list[str]]:
+    def apply(self, raw: RawRow) -> tuple[JSONObject, dict[str, str], list[str]]:
         """The task-row fields of one raw row (before validation), the source
         label of each field for problems, and the problems found mapping it."""
         src = self.sources(raw)
@@ -145,7 +152,7 @@ class FieldMapping:
 
 
 @functools.lru_cache(maxsize=1024)
-def _sources(mapping: FieldMapping, keys: tuple) -> dict[str, str]:
+def _sources(mapping: FieldMapping, keys: tuple[object, ...]) -> dict[str, str]:
     # Rows of one file nearly always share their keys: resolve each key set once.
     return mapping._resolve(keys)
 
@@ -155,17 +162,17 @@ class DefaultSplit:
     """How rows without a split are dealt: shuffled with `seed`, then dealt by
     `ratios` (every split with a ratio > 0 gets at least one row when there are enough)."""
 
-    ratios: dict = field(default_factory=lambda: dict(DEFAULT_SPLIT_RATIOS))
+    ratios: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_SPLIT_RATIOS))
     seed: int = 0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_ratios(self.ratios)
 
     def describe(self) -> str:
         return ", ".join(f"{s} {self.ratios.get(s, 0):g}" for s in SPLITS if self.ratios.get(s, 0)) + f", seed {self.seed}"
 
 
-def check_ratios(ratios: dict) -> None:
+def check_ratios(ratios: Mapping[str, float]) -> None:
     unknown = set(ratios) - set(SPLITS)
     if unknown:
         raise SpecError(f"ratios: unknown split {sorted(unknown)[0]!r}; use {', '.join(SPLITS)}")
@@ -174,30 +181,31 @@ def check_ratios(ratios: dict) -> None:
         raise SpecError("ratios: each ratio must be a number ≥ 0 and they must not all be 0")
 
 
-def deal_splits(items: list, ratios: dict, seed: int) -> dict[str, list]:
+def deal_splits(items: Iterable[Item], ratios: Mapping[str, float], seed: int) -> dict[str, list[Item]]:
     """Shuffle `items` with `seed` and deal them by `ratios` (the same seed gives
     the same deal). Each split with a ratio > 0 gets at least one item when
     there are at least as many items as such splits; rounding never drops one."""
     check_ratios(ratios)
-    items = list(items)
-    random.Random(seed).shuffle(items)
+    shuffled = list(items)
+    random.Random(seed).shuffle(shuffled)
     names = [s for s in SPLITS if ratios.get(s, 0) > 0]
     total = sum(ratios[s] for s in names)
-    sizes = [round(len(items) * ratios[s] / total) for s in names]
-    sizes[-1] = len(items) - sum(sizes[:-1])
+    sizes = [round(len(shuffled) * ratios[s] / total) for s in names]
+    sizes[-1] = len(shuffled) - sum(sizes[:-1])
     while sizes[-1] < 0:  # rounding up earlier splits overshot
         biggest = max(range(len(sizes) - 1), key=lambda i: sizes[i])
         sizes[biggest] -= 1
         sizes[-1] += 1
-    if len(items) >= len(names):
+    if len(shuffled) >= len(names):
         for i in range(len(sizes)):
             if sizes[i] == 0:
                 biggest = max(range(len(sizes)), key=lambda j: sizes[j])
                 sizes[biggest] -= 1
                 sizes[i] += 1
-    dealt, start = {}, 0
+    dealt: dict[str, list[Item]] = {}
+    start = 0
     for name, size in zip(names, sizes):
-        dealt[name] = items[start:start + size]
+        dealt[name] = shuffled[start:start + size]
         start += size
     return dealt
 
@@ -214,23 +222,22 @@ class TaskFile:
     """An uploaded file that can be read more than once (a preview pass, then a
     write pass): bytes/str in memory, or a seekable binary file (an upload on disk)."""
 
-    def __init__(self, filename: str, content: bytes | str | BinaryIO):
+    def __init__(self, filename: str, content: bytes | str | BinaryIO) -> None:
         self.filename = filename
         if isinstance(content, str):
             content = content.encode("utf-8")
-        self._data = content if isinstance(content, bytes) else None
-        self._file = None if isinstance(content, bytes) else content
-        if self._file is not None:
-            self._file.seek(0, io.SEEK_END)
-            self.size = self._file.tell()
+        self._content = content
+        if isinstance(content, bytes):
+            self.size = len(content)
         else:
-            self.size = len(self._data)
+            content.seek(0, io.SEEK_END)
+            self.size = content.tell()
 
     def open(self) -> BinaryIO:
-        if self._file is None:
-            return io.BytesIO(self._data)
-        self._file.seek(0)
-        return self._file
+        if isinstance(self._content, bytes):
+            return io.BytesIO(self._content)
+        self._content.seek(0)
+        return self._content
 
 
 class _Bad(str):
@@ -258,7 +265,7 @@ def _read_text(filename: str, stream: BinaryIO) -> str:
         raise SpecError(f"{filename} line {line}: not UTF-8 text; save the file as UTF-8") from None
 
 
-def _jsonl_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: dict) -> Iterator[tuple[int, Any]]:
+def _jsonl_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: FileFacts) -> Iterator[tuple[int, Any]]:
     for number, line in _text_lines(filename, stream):
         if not line.strip():
             continue
@@ -271,7 +278,7 @@ def _jsonl_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: 
             yield number, _Bad(f"invalid JSON ({message})" if where == "value" else str(exc))
 
 
-def _json_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: dict) -> Iterator[tuple[int, Any]]:
+def _json_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: FileFacts) -> Iterator[tuple[int, Any]]:
     """An array of rows, or an object with the array under one of ROW_LIST_KEYS.
     Walks the top level with `raw_decode` so each row keeps its line number."""
     text = _read_text(filename, stream)
@@ -289,8 +296,9 @@ def _json_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: d
         except json.JSONDecodeError as exc:
             raise SpecError(f"{filename} line {exc.lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from None
         except RecursionError:
-            value, end = None, None
-        problem = f"value: nested more than {MAX_JSON_DEPTH} levels deep" if end is None else depth_problem(value)
+            raise SpecError(f"{filename} line {lines.at(pos)}: invalid JSON (nested more than {MAX_JSON_DEPTH} "
+                            "levels deep)") from None
+        problem = depth_problem(value)
         if problem:  # the same cap as every other untrusted JSON (dashboard.lib.storable)
             raise SpecError(f"{filename} line {lines.at(pos)}: invalid JSON ({problem.partition(': ')[2]})")
         return value, end
@@ -340,7 +348,7 @@ def _json_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: d
 class _LineCounter:
     """Line number of a position, for positions that only grow (linear overall)."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str) -> None:
         self.text, self.pos, self.line = text, 0, 1
 
     def at(self, pos: int) -> int:
@@ -351,7 +359,7 @@ class _LineCounter:
         return self.line
 
 
-def _yaml_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: dict) -> Iterator[tuple[int, Any]]:
+def _yaml_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: FileFacts) -> Iterator[tuple[int, Any]]:
     text = _read_text(filename, stream)
     try:
         # compose() gives every node's line; safe_load() the plain values.
@@ -377,7 +385,7 @@ def _yaml_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: d
         yield node.start_mark.line + 1, row
 
 
-def _yaml_children(node) -> list:
+def _yaml_children(node: yaml.Node) -> list[yaml.Node]:
     if isinstance(node, yaml.MappingNode):
         return [part for pair in node.value for part in pair]
     if isinstance(node, yaml.SequenceNode):
@@ -385,7 +393,7 @@ def _yaml_children(node) -> list:
     return []
 
 
-def _check_aliases(filename: str, root) -> None:
+def _check_aliases(filename: str, root: yaml.Node | None) -> None:
     """Refuse YAML whose aliases refer back to themselves (a row that contains
     itself cannot be stored) or multiply into a huge document (a few hundred
     bytes of nested aliases can stand for a billion values). Sizes are counted
@@ -423,7 +431,7 @@ def _sniff_delimiter(header: str) -> str:
     return best if counts[best] else ","
 
 
-def _csv_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: dict, *, tsv: bool = False) -> Iterator[tuple[int, Any]]:
+def _csv_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: FileFacts, *, tsv: bool = False) -> Iterator[tuple[int, Any]]:
     lines = _text_lines(filename, stream)
     first = next(lines, None)
     if first is None or not first[1].strip():
@@ -431,7 +439,7 @@ def _csv_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: di
     delimiter = "\t" if tsv else _sniff_delimiter(first[1])
     report["delimiter"] = delimiter
 
-    def physical():
+    def physical() -> Iterator[str]:
         yield first[1]
         for _, text in lines:
             yield text
@@ -472,7 +480,10 @@ def _csv_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: di
         raise SpecError(f"{filename} line {reader.line_num}: invalid CSV ({exc})") from None
 
 
-PARSERS: dict[str, Callable] = {
+#: A format's parser: ``(filename, stream, mapping, facts) → (line, raw row or _Bad), …``.
+Parser = Callable[[str, BinaryIO, FieldMapping, FileFacts], Iterator[tuple[int, Any]]]
+
+PARSERS: dict[str, Parser] = {
     "jsonl": _jsonl_rows,
     "json": _json_rows,
     "yaml": _yaml_rows,
@@ -481,7 +492,7 @@ PARSERS: dict[str, Callable] = {
 }
 
 
-def _validate_row(raw: Any, index: int, mapping: FieldMapping) -> tuple[dict | None, list[str]]:
+def _validate_row(raw: Any, index: int, mapping: FieldMapping) -> tuple[JSONObject | None, list[str]]:
     """One raw row → a task row (split None = none given) and its problems."""
     if isinstance(raw, _Bad):
         return None, [str(raw)]
@@ -541,7 +552,7 @@ class ScanReport:
     kept_in_metadata: list[str] = field(default_factory=list)  # unknown fields, kept in metadata
     split_counts: dict[str, int] = field(default_factory=dict)  # rows that name a split
     unsplit_ids: list[str] = field(default_factory=list)  # rows without one, in file order
-    page_rows: list[dict] = field(default_factory=list)
+    page_rows: list[JSONObject] = field(default_factory=list)
 
     def add_problem(self, problem: str) -> None:
         self.problem_count += 1
@@ -553,7 +564,7 @@ class ScanReport:
         return self.problems + ([f"… and {more} more problems"] if more > 0 else [])
 
 
-def _numbered_rows(task_file: TaskFile, fmt: str, mapping: FieldMapping, report: dict) -> Iterator[tuple[int, Any]]:
+def _numbered_rows(task_file: TaskFile, fmt: str, mapping: FieldMapping, report: FileFacts) -> Iterator[tuple[int, Any]]:
     fmt = fmt or detect_format(task_file.filename)
     if fmt not in FORMATS:
         raise SpecError(f"format: unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
@@ -566,18 +577,18 @@ def _numbered_rows(task_file: TaskFile, fmt: str, mapping: FieldMapping, report:
 
 
 def scan_task_file(task_file: TaskFile, *, fmt: str = "", mapping: FieldMapping | None = None,
-                   page: tuple[int, int] = (0, 20), visit: Callable[[dict], None] | None = None) -> ScanReport:
+                   page: tuple[int, int] = (0, 20), visit: Callable[[JSONObject], None] | None = None) -> ScanReport:
     """One pass over the file: every problem (by line and field, at most
     MAX_PROBLEMS kept), counts, the rows `page` = (offset, limit) as they would be
     stored (split None = to be dealt by the default split), and `visit(row)` for
     each valid row. Raises `SpecError` only when the file cannot be read at all."""
     mapping = mapping or FieldMapping()
-    context: dict = {}
+    context: FileFacts = {}
     report = ScanReport(task_file.filename, fmt)
     seen: dict[str, int] = {}
-    sources: dict[str, set] = {name: set() for name in FieldMapping.names()}
+    sources: dict[str, set[str]] = {name: set() for name in FieldMapping.names()}
     extra: set[str] = set()
-    shapes: set[tuple] = set()
+    shapes: set[tuple[object, ...]] = set()
     offset, limit = page
     for index, (line, raw) in enumerate(_numbered_rows(task_file, fmt, mapping, context), start=1):
         if index > MAX_ROWS:
@@ -619,18 +630,18 @@ def scan_task_file(task_file: TaskFile, *, fmt: str = "", mapping: FieldMapping 
     return report
 
 
-def iter_task_rows(task_file: TaskFile, *, fmt: str = "", mapping: FieldMapping | None = None) -> Iterator[dict]:
+def iter_task_rows(task_file: TaskFile, *, fmt: str = "", mapping: FieldMapping | None = None) -> Iterator[JSONObject]:
     """The valid rows of a file already scanned without problems (a second pass, for writing)."""
     mapping = mapping or FieldMapping()
     for index, (line, raw) in enumerate(_numbered_rows(task_file, fmt, mapping, {}), start=1):
         row, problems = _validate_row(raw, index, mapping)
-        if problems:  # the file changed between the passes
+        if row is None:  # the file changed between the passes
             raise SpecError(f"{task_file.filename} line {line}: {problems[0]}")
         yield row
 
 
 def parse_task_file(filename: str, content: bytes | str, *, fmt: str = "", mapping: FieldMapping | None = None,
-                    default_split: DefaultSplit | None = None) -> list[dict]:
+                    default_split: DefaultSplit | None = None) -> list[JSONObject]:
     """Every row of a small file, validated, rows without a split dealt by
     `default_split`; `SpecError` listing every problem otherwise."""
     task_file = TaskFile(filename, content)

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import models
 
 from dashboard.lib.sharing import SharedQuerySet
+from verifiers_app.engine.json_types import JSONObject
 
 
 class TaskSet(models.Model):
@@ -16,7 +17,7 @@ class TaskSet(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
-    objects = SharedQuerySet.as_manager()
+    objects = SharedQuerySet["TaskSet"].as_manager()
 
     class Meta:
         db_table = "optimizer_taskset"  # the table of the app they were first created in
@@ -56,9 +57,9 @@ class Task(models.Model):
     def __str__(self) -> str:
         return self.task_id
 
-    def as_row(self) -> dict:
+    def as_row(self) -> JSONObject:
         """The task-row dict the scoring engine reads (`verifiers_app.engine.score(task=…)`)."""
-        row = {
+        row: JSONObject = {
             "task_id": self.task_id,
             "input": self.input,
             "expected": self.expected,

@@ -7,7 +7,7 @@ import json
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from django.db import transaction
 
@@ -25,6 +25,13 @@ from optimizer.tasksets.files import (
 )
 from optimizer.tasksets.models import Split, Task, TaskSet
 from verifiers_app.engine import SpecError, validate_task
+from verifiers_app.engine.json_types import JSONObject
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+#: The rows of a set by task_id: (primary key, the row's stored fields).
+ExistingRows = dict[str, tuple[int, JSONObject]]
 
 _ROW_FIELDS = ("input", "expected", "params", "metadata", "verifier", "split")
 _WRITE_BATCH = 1000
@@ -42,7 +49,7 @@ class ImportPreview:
     counts: dict[str, int] = field(default_factory=lambda: {"created": 0, "updated": 0, "unchanged": 0})
     split_counts: dict[str, int] = field(default_factory=dict)  # rows of the file, by final split
     dealt_counts: dict[str, int] = field(default_factory=dict)  # rows that had no split, by dealt split
-    rows: list[dict] = field(default_factory=list)  # the requested page, as stored
+    rows: list[JSONObject] = field(default_factory=list)  # the requested page, as stored
     page: int = 1
     page_size: int = 20
     _dealt: dict[str, str] = field(default_factory=dict, repr=False)
@@ -55,7 +62,7 @@ class ImportPreview:
     def pages(self) -> int:
         return max(1, -(-self.report.total // self.page_size))
 
-    def as_json(self) -> dict:
+    def as_json(self) -> JSONObject:
         r = self.report
         return {
             "ok": self.ok, "name": self.name, "filename": r.filename, "format": r.format, "delimiter": r.delimiter,
@@ -78,14 +85,14 @@ def _check_name(name: str) -> tuple[str, list[str]]:
     return name, storage_problems(name, "name")
 
 
-def _existing_rows(task_set: TaskSet | None) -> dict[str, tuple[int, dict]]:
+def _existing_rows(task_set: TaskSet | None) -> ExistingRows:
     if task_set is None:
         return {}
     return {t["task_id"]: (t.pop("id"), t) for t in task_set.tasks.values("id", "task_id", *_ROW_FIELDS)}
 
 
-def _plan(*, owner, name: str, task_file: TaskFile, fmt: str, mapping: FieldMapping | None,
-          default_split: DefaultSplit | None, page: int = 1, page_size: int = 20) -> tuple[ImportPreview, dict]:
+def _plan(*, owner: User, name: str, task_file: TaskFile, fmt: str, mapping: FieldMapping | None,
+          default_split: DefaultSplit | None, page: int = 1, page_size: int = 20) -> tuple[ImportPreview, ExistingRows]:
     """The first pass: scan the file, compare with the owner's set `name`, deal
     the rows without a split. Nothing is written."""
     name, problems = _check_name(name)
@@ -94,7 +101,7 @@ def _plan(*, owner, name: str, task_file: TaskFile, fmt: str, mapping: FieldMapp
     existing = _existing_rows(TaskSet.objects.filter(owner=owner, name=name).first() if name else None)
     counts = {"created": 0, "updated": 0, "unchanged": 0}
 
-    def visit(row: dict) -> None:
+    def visit(row: JSONObject) -> None:
         old = existing.get(row["task_id"])
         if old is None:
             counts["created"] += 1
@@ -117,17 +124,19 @@ def _plan(*, owner, name: str, task_file: TaskFile, fmt: str, mapping: FieldMapp
     return preview, existing
 
 
-def _final_split(row: dict, dealt: dict[str, str], existing: dict) -> str:
-    if row["split"] is not None:
-        return row["split"]
+def _final_split(row: JSONObject, dealt: dict[str, str], existing: ExistingRows) -> str:
+    split: str | None = row["split"]
+    if split is not None:
+        return split
     if row["task_id"] in existing:
-        return existing[row["task_id"]][1]["split"]
+        existing_split: str = existing[row["task_id"]][1]["split"]
+        return existing_split
     # Dealt in the check pass; a task deleted from the set since then lands in train.
     return dealt.get(row["task_id"], Split.TRAIN)
 
 
 def taskset_import_preview(
-    *, owner, name: str, filename: str, content: bytes | str | BinaryIO, fmt: str = "",
+    *, owner: User, name: str, filename: str, content: bytes | str | BinaryIO, fmt: str = "",
     mapping: FieldMapping | None = None, default_split: DefaultSplit | None = None, page: int = 1, page_size: int = 20,
 ) -> ImportPreview:
     """What `taskset_import` would do with the same arguments, without writing:
@@ -138,7 +147,7 @@ def taskset_import_preview(
 
 @transaction.atomic
 def taskset_import(
-    *, owner, name: str, filename: str, content: bytes | str | BinaryIO, fmt: str = "",
+    *, owner: User, name: str, filename: str, content: bytes | str | BinaryIO, fmt: str = "",
     mapping: FieldMapping | None = None, default_split: DefaultSplit | None = None, shared: bool | None = None,
 ) -> tuple[TaskSet, dict[str, int]]:
     """Import a task file into the owner's set `name` (created if new): rows are
@@ -195,7 +204,7 @@ def taskset_export_lines(*, task_set: TaskSet) -> Iterator[str]:
     """The set as JSONL, one task per line in order, each row as the importer
     reads it back (empty fields left out), so re-importing gives an identical set."""
     for task in task_set.tasks.order_by("position", "id").iterator(chunk_size=_WRITE_BATCH):
-        row = {"task_id": task.task_id, "input": task.input}
+        row: JSONObject = {"task_id": task.task_id, "input": task.input}
         if task.expected is not None:
             row["expected"] = task.expected
         for name in ("params", "metadata", "verifier"):
@@ -206,7 +215,7 @@ def taskset_export_lines(*, task_set: TaskSet) -> Iterator[str]:
 
 
 @transaction.atomic
-def taskset_duplicate(*, task_set: TaskSet, owner, name: str = "") -> TaskSet:
+def taskset_duplicate(*, task_set: TaskSet, owner: User, name: str = "") -> TaskSet:
     """A private copy of a set the owner can see, with every task; named
     "<name> (copy)" (then "(copy 2)" …) unless `name` is given."""
     name, problems = _check_name(name or f"{task_set.name} (copy)")
@@ -244,7 +253,10 @@ def taskset_delete(*, task_set: TaskSet) -> None:
     task_set.delete()
 
 
-def task_update(*, task: Task, input: str, expected, params: dict, metadata: dict, verifier: dict | None, split: str) -> Task:
+def task_update(
+    *, task: Task, input: str, expected: Any, params: JSONObject, metadata: JSONObject, verifier: JSONObject | None,
+    split: str,
+) -> Task:
     """Save an edited task after the same checks as an import (`SpecError` naming the field)."""
     if not isinstance(input, str) or not input.strip():
         raise SpecError("input: must be non-empty text")
@@ -279,7 +291,7 @@ def taskset_split(*, task_set: TaskSet, ratios: dict[str, float], seed: int) -> 
     (e.g. {"train": 0.6, "val": 0.4}); the same seed gives the same split.
     Returns how many tasks each split got."""
     tasks = list(task_set.tasks.order_by("position", "id").values_list("pk", flat=True))
-    counts = {}
+    counts: dict[str, int] = {}
     for split, ids in deal_splits(tasks, ratios, seed).items():
         for start in range(0, len(ids), _WRITE_BATCH):
             Task.objects.filter(pk__in=ids[start:start + _WRITE_BATCH]).update(split=split)

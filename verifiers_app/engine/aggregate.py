@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import SpecError
+from .json_types import JSONObject
 from .quoting import quote
+from .verifiers import VerifierOutcome
 
 #: Scores this close to a threshold count as reaching it ((0.9+0.8+0.7)/3 is 0.7999…).
 EPSILON = 1e-9
@@ -33,15 +36,15 @@ class Aggregator:
     required: tuple[str, ...] = ()
     threshold: float = DEFAULT_ALL_OR_NOTHING_THRESHOLD
 
-    def as_dict(self) -> dict:
-        data: dict[str, Any] = {"type": self.type}
+    def as_dict(self) -> JSONObject:
+        data: JSONObject = {"type": self.type}
         if self.type == "safety_gate":
             data["required"] = list(self.required)
         if self.type == "all_or_nothing":
             data["threshold"] = self.threshold
         return data
 
-    def combine(self, outcomes: list) -> tuple[float, bool]:
+    def combine(self, outcomes: Sequence[VerifierOutcome]) -> tuple[float, bool]:
         """``(score, gate_failed)`` from ``[(verifier, score, passed, …), …]``."""
         kind = self.type
         if kind == "minimum":
@@ -61,7 +64,7 @@ class Aggregator:
         return _weighted_mean(outcomes), False
 
 
-def _weighted_mean(outcomes: list) -> float:
+def _weighted_mean(outcomes: Sequence[VerifierOutcome]) -> float:
     total = acc = 0.0
     for outcome in outcomes:
         weight = outcome[0].weight

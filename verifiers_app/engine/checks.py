@@ -12,20 +12,45 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from . import regexes
 from .errors import SpecError
+from .expectations import Expectations
+from .json_types import JSONObject
 from .quoting import clip, quote, quote_all
 
-PASS = (1.0, None)
+#: What a check returns: its score in [0, 1] and, below 1, the reason.
+Outcome = tuple[float, str | None]
+
+PASS: Outcome = (1.0, None)
 
 #: Check-type aliases accepted in specs (docs/verifier-semantics.md "Native verifiers"); specs are normalized to the key.
 TYPE_ALIASES = {"must_contain": "contains", "must_not_contain": "not_contains", "exact_match": "equals"}
 #: Parameter aliases (docs/verifier-semantics.md, "The rules"): alias → canonical name.
 PARAM_ALIASES = {"text": "value", "keys": "requiredKeys"}
+
+
+class ScoredTask(Protocol):
+    """What checks and fns read of the task row being scored: task_rows.CompiledTask
+    (named here by its shape, as task_rows imports this module)."""
+
+    @property
+    def expected(self) -> Any: ...
+    @property
+    def params(self) -> JSONObject: ...
+    @property
+    def target(self) -> JSONObject: ...
+    @property
+    def expectations(self) -> Expectations: ...
+    @property
+    def expectations_problems(self) -> list[str]: ...
+    @property
+    def schema_keys(self) -> tuple[str, ...] | None: ...
+    @property
+    def schema_problems(self) -> list[str]: ...
 
 
 class Context:
@@ -34,13 +59,15 @@ class Context:
     __slots__ = ("json_error", "json_value", "lower", "output", "prompt", "regex_deadline", "task")
 
     output: str
-    lower: str | None  # output.lower(), computed only when a check needs it
+    lower: str  # output.lower() when a check needs it (``Built.needs_lower``), else ""
     json_value: Any
     json_error: str | None  # None when the output parsed (only set when a check needs JSON)
     regex_deadline: float | None  # set by the first regex check: the end of this scoring's regex budget
+    task: ScoredTask
+    prompt: str
 
 
-Run = Callable[[Context], "tuple[float, str | None]"]
+Run = Callable[[Context], Outcome]
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +124,8 @@ class JsonKeysParams(_Params):
 # --- builders ---------------------------------------------------------------------
 
 
-def _task_expectations(params: dict) -> Built:
-    def run(ctx: Context):
+def _task_expectations(params: JSONObject) -> Built:
+    def run(ctx: Context) -> Outcome:
         task = ctx.task
         if task.expectations_problems:
             raise SpecError(task.expectations_problems)
@@ -107,7 +134,7 @@ def _task_expectations(params: dict) -> Built:
         if not total:
             return PASS
         lower = ctx.lower
-        reasons = None
+        reasons: list[str] | None = None
         for mention in expectations.mentions:
             for phrase in mention.lowered:
                 if phrase in lower:
@@ -129,7 +156,7 @@ def _task_expectations(params: dict) -> Built:
     return Built(run, "every task expectation is met", needs_lower=True)
 
 
-def _substring(params: dict, *, present: bool) -> Built:
+def _substring(params: JSONObject, *, present: bool) -> Built:
     """`contains` (present=True) and `not_contains`: one substring test,
     case-insensitive unless caseSensitive, scoring 1 or 0."""
     value, sensitive = params["value"], params["caseSensitive"]
@@ -138,23 +165,23 @@ def _substring(params: dict, *, present: bool) -> Built:
     found, absent = (PASS, miss) if present else (miss, PASS)
     needle = value if sensitive else value.lower()
     if sensitive:
-        def run(ctx: Context):
+        def run(ctx: Context) -> Outcome:
             return found if needle in ctx.output else absent
     else:
-        def run(ctx: Context):
+        def run(ctx: Context) -> Outcome:
             return found if needle in ctx.lower else absent
     return Built(run, f"output {'contains' if present else 'avoids'} {quote(value)}", needs_lower=not sensitive)
 
 
-def _contains(params: dict) -> Built:
+def _contains(params: JSONObject) -> Built:
     return _substring(params, present=True)
 
 
-def _not_contains(params: dict) -> Built:
+def _not_contains(params: JSONObject) -> Built:
     return _substring(params, present=False)
 
 
-def _regex(params: dict) -> Built:
+def _regex(params: JSONObject) -> Built:
     pattern = params["pattern"]
     hit = f"output matches pattern {quote(pattern)}"
     try:
@@ -166,7 +193,7 @@ def _regex(params: dict) -> Built:
     miss = (0.0, f"output does not match pattern {quote(pattern)}")
     search, budget, clock = regexes.search, regexes.REGEX_BUDGET_SECONDS, time.perf_counter
 
-    def run(ctx: Context):
+    def run(ctx: Context) -> Outcome:
         now = clock()
         if ctx.regex_deadline is None:
             ctx.regex_deadline = now + budget
@@ -178,28 +205,28 @@ def _regex(params: dict) -> Built:
     return Built(run, hit)
 
 
-def _equals(params: dict) -> Built:
+def _equals(params: JSONObject) -> Built:
     value, sensitive = params["value"].strip(), params["caseSensitive"]
     reason = f"output does not equal {quote(value)}" + (" (case-sensitive)" if sensitive else "")
 
     if sensitive:
-        def run(ctx: Context):
+        def run(ctx: Context) -> Outcome:
             got = ctx.output.strip()
             return PASS if got == value else (0.0, f"{reason} (got: {quote(clip(got))})")
     else:
         lowered = value.lower()
 
-        def run(ctx: Context):
+        def run(ctx: Context) -> Outcome:
             if ctx.lower.strip() == lowered:
                 return PASS
             return 0.0, f"{reason} (got: {quote(clip(ctx.output.strip()))})"
     return Built(run, f"output equals {quote(value)}", needs_lower=not sensitive)
 
 
-def _min_length(params: dict) -> Built:
+def _min_length(params: JSONObject) -> Built:
     least = params["value"]
 
-    def run(ctx: Context):
+    def run(ctx: Context) -> Outcome:
         length = len(ctx.output)
         if length >= least:
             return PASS
@@ -208,10 +235,10 @@ def _min_length(params: dict) -> Built:
     return Built(run, f"output has at least {least} characters")
 
 
-def _max_length(params: dict) -> Built:
+def _max_length(params: JSONObject) -> Built:
     most = params["value"]
 
-    def run(ctx: Context):
+    def run(ctx: Context) -> Outcome:
         length = len(ctx.output)
         if length <= most:
             return PASS
@@ -220,8 +247,8 @@ def _max_length(params: dict) -> Built:
     return Built(run, f"output has at most {most} characters")
 
 
-def _json_valid(params: dict) -> Built:
-    def run(ctx: Context):
+def _json_valid(params: JSONObject) -> Built:
+    def run(ctx: Context) -> Outcome:
         error = ctx.json_error
         if error is None:
             return PASS
@@ -233,7 +260,7 @@ def _json_valid(params: dict) -> Built:
     return Built(run, "output is valid JSON", needs_json=True)
 
 
-def _missing_keys(ctx: Context, keys: tuple[str, ...]) -> tuple[float, str | None]:
+def _missing_keys(ctx: Context, keys: tuple[str, ...]) -> Outcome:
     if ctx.json_error is not None:
         return 0.0, f"missing required keys: {quote_all(keys)} (output is not valid JSON)"
     value = ctx.json_value
@@ -257,17 +284,17 @@ def _json_kind(value: Any) -> str:
     return "number"
 
 
-def _json_keys(params: dict) -> Built:
+def _json_keys(params: JSONObject) -> Built:
     keys = tuple(params["requiredKeys"])
 
-    def run(ctx: Context):
+    def run(ctx: Context) -> Outcome:
         return _missing_keys(ctx, keys)
 
     return Built(run, f"output is a JSON object with keys {quote_all(keys)}", needs_json=True)
 
 
-def _expected_output_schema(params: dict) -> Built:
-    def run(ctx: Context):
+def _expected_output_schema(params: JSONObject) -> Built:
+    def run(ctx: Context) -> Outcome:
         task = ctx.task
         if task.schema_problems:
             raise SpecError(task.schema_problems)
@@ -282,7 +309,7 @@ def _expected_output_schema(params: dict) -> Built:
 @dataclass(frozen=True, slots=True)
 class CheckType:
     params: type[_Params]
-    build: Callable[[dict], Built]
+    build: Callable[[JSONObject], Built]
 
 
 CHECK_TYPES: dict[str, CheckType] = {

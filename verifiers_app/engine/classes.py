@@ -20,9 +20,10 @@ from __future__ import annotations
 import json
 import logging
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -43,23 +44,25 @@ class VerificationResult:
 @runtime_checkable
 class Verifier(Protocol):
     name: ClassVar[str]
-    Config: ClassVar[type]
+    Config: ClassVar[type[BaseModel]]
 
     def verify(self, *, prompt: str, completion: str, target: dict[str, Any]) -> VerificationResult: ...
 
 
-_CLASSES: dict[str, type] = {}
+VerifierClass = TypeVar("VerifierClass", bound=type[Verifier])
+
+_CLASSES: dict[str, type[Verifier]] = {}
 _plugins_loaded = False
 
 
-def register_verifier(name: str):
+def register_verifier(name: str) -> Callable[[VerifierClass], VerifierClass]:
     """Class decorator: register a verifier class under ``name`` (its ``kind``)."""
     if not isinstance(name, str) or not name:
         raise ValueError("a verifier class needs a non-empty name")
     if name in RESERVED_KINDS:
         raise ValueError(f"{name!r} is a built-in spec kind, not a verifier class name")
 
-    def decorate(cls: type) -> type:
+    def decorate(cls: VerifierClass) -> VerifierClass:
         _check_contract(cls, name)
         _CLASSES[name] = cls
         return cls
@@ -110,7 +113,7 @@ def _warn(message: str) -> None:
     warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
-def get_verifier_class(name: str) -> type | None:
+def get_verifier_class(name: str) -> type[Verifier] | None:
     """The class registered as ``name`` (loading plugins if needed), or None."""
     cls = _CLASSES.get(name)
     if cls is None and not _plugins_loaded:
@@ -133,8 +136,9 @@ def explain(verifier: Any, kind: str, result: VerificationResult, reward: float)
         if reason:
             return str(reason)
     info = result.info if isinstance(result.info, dict) else {}
-    if isinstance(info.get("reason"), str) and info["reason"]:
-        return info["reason"]
+    info_reason = info.get("reason")
+    if isinstance(info_reason, str) and info_reason:
+        return info_reason
     try:
         details = json.dumps(info, ensure_ascii=False, sort_keys=True, default=str)
     except (TypeError, ValueError):
@@ -157,7 +161,7 @@ class FormatOnlyVerifier:
     """Rewards structure only: ``<think>…</think>`` and ``<answer>…</answer>``."""
 
     name: ClassVar[str] = "format_only"
-    Config: ClassVar[type] = FormatOnlyConfig
+    Config: ClassVar[type[BaseModel]] = FormatOnlyConfig
 
     def __init__(self, *, has_think_reward: float = 0.5, has_answer_reward: float = 0.5) -> None:
         self.has_think_reward = has_think_reward

@@ -4,7 +4,8 @@ import files and LM configs all word them alike)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 
 class SpecError(ValueError):
@@ -31,7 +32,7 @@ class SpecError(ValueError):
         return SpecError([f"{prefix}{problem}" for problem in self.problems])
 
 
-def join_path(prefix: str, loc: tuple | list) -> str:
+def join_path(prefix: str, loc: Iterable[str | int]) -> str:
     """A pydantic location as a field path: ``checks[0].params.value``."""
     path = prefix
     for part in loc:
@@ -42,13 +43,13 @@ def join_path(prefix: str, loc: tuple | list) -> str:
     return path
 
 
-def dotted_path(prefix: str, loc: tuple | list) -> str:
+def dotted_path(prefix: str, loc: Iterable[str | int]) -> str:
     """A location the JSON API's way (``candidates.1.index``), which is how the
     launch form matches a problem to its field."""
     return ".".join([prefix, *map(str, loc)] if prefix else map(str, loc))
 
 
-def problem_message(error: dict) -> str:
+def problem_message(error: Mapping[str, Any]) -> str:
     """A pydantic error's message in our words."""
     kind = error.get("type", "")
     if kind == "missing":
@@ -61,7 +62,7 @@ def problem_message(error: dict) -> str:
 
 
 def validation_problems(
-    errors: Iterable[dict], *, prefix: str = "", tags: Iterable[str] = (), root: str = "", dotted: bool = False,
+    errors: Iterable[Mapping[str, Any]], *, prefix: str = "", tags: Iterable[str] = (), root: str = "", dotted: bool = False,
 ) -> list[tuple[str, str]]:
     """pydantic error dicts → ``(field path, message)``, one per error. Union
     ``tags`` (a discriminated union adds its tag to the location) are left out

@@ -64,7 +64,8 @@ def parse_expectations(raw: Any, path: str) -> tuple[Expectations, list[str]]:
         for key in raw
         if key not in _LIST_KEYS
     ]
-    parsed: dict[str, list] = {"mustMention": [], "mustNotMention": []}
+    mentions: list[Mention] = []
+    forbidden: list[Forbidden] = []
     for key in _LIST_KEYS:
         entries = raw.get(key)
         if entries is None:
@@ -84,12 +85,12 @@ def parse_expectations(raw: Any, path: str) -> tuple[Expectations, list[str]]:
                     else f"expected one of: {quote_all(phrases)}"
                 )
                 reason = f"{message or DEFAULT_MENTION_MESSAGE} ({expected})"
-                parsed[key].append(Mention(tuple(p.lower() for p in phrases), reason))
+                mentions.append(Mention(tuple(p.lower() for p in phrases), reason))
             else:
-                parsed[key].append(Forbidden(
+                forbidden.append(Forbidden(
                     phrases, tuple(p.lower() for p in phrases), message or DEFAULT_FORBID_MESSAGE,
                 ))
-    return Expectations(tuple(parsed["mustMention"]), tuple(parsed["mustNotMention"])), problems
+    return Expectations(tuple(mentions), tuple(forbidden)), problems
 
 
 ENTRY_SHAPES = '"refund", {"text": "refund"} or {"anyOf": ["refund", "money back"], "message": "offer a refund"}'

@@ -19,13 +19,16 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
+
+import regex
 
 from . import regexes
+from .json_types import JSONObject
 from .quoting import clip, quote
 
-VerifierFn = Callable[[str, Any, dict], "float | tuple[float, str]"]
-Explainer = Callable[[str, Any, dict], str]
+VerifierFn = Callable[[str, Any, JSONObject], "float | tuple[float, str]"]
+Explainer = Callable[[str, Any, JSONObject], str]
 
 DEFAULT_COORDINATE_TOLERANCE = 25
 
@@ -46,7 +49,19 @@ class _Entry:
 _REGISTRY: dict[str, _Entry] = {}
 
 
-def register_fn(name: str, fn: VerifierFn | None = None, *, explain: Explainer | None = None):
+@overload
+def register_fn(
+    name: str, fn: None = None, *, explain: Explainer | None = None,
+) -> Callable[[VerifierFn], VerifierFn]: ...
+
+
+@overload
+def register_fn(name: str, fn: VerifierFn, *, explain: Explainer | None = None) -> VerifierFn: ...
+
+
+def register_fn(
+    name: str, fn: VerifierFn | None = None, *, explain: Explainer | None = None,
+) -> Callable[[VerifierFn], VerifierFn] | VerifierFn:
     """Register ``fn`` under ``name``; usable directly or as ``@register_fn(name)``.
 
     ``explain(model_output, expected, params) -> str`` (optional) writes the
@@ -85,7 +100,7 @@ def get(name: str) -> VerifierFn:
         raise UnknownFnError(unknown_fn_message(name)) from None
 
 
-def call(name: str, output: str, expected: Any, params: dict) -> tuple[float, str | None]:
+def call(name: str, output: str, expected: Any, params: JSONObject) -> tuple[float, str | None]:
     """Score ``output`` with the fn registered as ``name``: ``(score, reason)``.
 
     The score is clamped to [0, 1] (NaN → 0); the reason is None at 1.0 and
@@ -96,7 +111,7 @@ def call(name: str, output: str, expected: Any, params: dict) -> tuple[float, st
     if entry is None:
         raise UnknownFnError(unknown_fn_message(name))
     returned = entry.fn(output, expected, params)
-    reason = None
+    reason: str | None = None
     if isinstance(returned, tuple):
         returned, reason = returned
     score = _as_score(returned, name)
@@ -134,7 +149,7 @@ def _text(value: Any) -> str:
 # --- built-ins ---------------------------------------------------------------
 
 
-def exact_match(model_output: str, expected: Any, params: dict) -> float:
+def exact_match(model_output: str, expected: Any, params: JSONObject) -> float:
     """1.0 when both sides, whitespace-stripped (and lower-cased with
     ``ignore_case``), are equal strings."""
     a, b = (model_output or "").strip(), str(expected if expected is not None else "").strip()
@@ -143,13 +158,13 @@ def exact_match(model_output: str, expected: Any, params: dict) -> float:
     return 1.0 if a == b else 0.0
 
 
-def _explain_exact_match(model_output: str, expected: Any, params: dict) -> str:
+def _explain_exact_match(model_output: str, expected: Any, params: JSONObject) -> str:
     case = " (ignoring case)" if params.get("ignore_case") else ""
     got = clip((model_output or "").strip())
     return f"output does not exactly equal {quote(str(expected if expected is not None else '').strip())}{case} (got: {quote(got)})"
 
 
-def contains(model_output: str, expected: Any, params: dict) -> float:
+def contains(model_output: str, expected: Any, params: JSONObject) -> float:
     """1.0 when ``str(expected)`` is a non-empty substring of the output
     (case-folded with ``ignore_case``)."""
     needle, haystack = str(expected if expected is not None else ""), model_output or ""
@@ -160,7 +175,7 @@ def contains(model_output: str, expected: Any, params: dict) -> float:
     return 1.0 if needle in haystack else 0.0
 
 
-def _explain_contains(model_output: str, expected: Any, params: dict) -> str:
+def _explain_contains(model_output: str, expected: Any, params: JSONObject) -> str:
     needle = str(expected if expected is not None else "")
     if not needle:
         return "expected is empty, so there is nothing the output could contain"
@@ -168,18 +183,18 @@ def _explain_contains(model_output: str, expected: Any, params: dict) -> str:
     return f"output does not contain {quote(needle)}{case}"
 
 
-def _expected_pattern(expected: Any, params: dict):
+def _expected_pattern(expected: Any, params: JSONObject) -> regex.Pattern[str]:
     flags = regexes.IGNORECASE if params.get("ignore_case") else 0
     return regexes.cached_pattern(str(expected if expected is not None else ""), flags)
 
 
-def regex_match(model_output: str, expected: Any, params: dict) -> float:
+def regex_match(model_output: str, expected: Any, params: JSONObject) -> float:
     """1.0 when the regex ``expected`` is found anywhere (``re.search``;
     IGNORECASE with ``ignore_case``); bounded by the regex timeout."""
     return 1.0 if regexes.search(_expected_pattern(expected, params), model_output or "") else 0.0
 
 
-def _explain_regex_match(model_output: str, expected: Any, params: dict) -> str:
+def _explain_regex_match(model_output: str, expected: Any, params: JSONObject) -> str:
     case = " (ignoring case)" if params.get("ignore_case") else ""
     return f"output does not match pattern {quote(str(expected))}{case}"
 
@@ -194,7 +209,7 @@ def _strip_fence(text: str) -> str:
     return text.strip()
 
 
-def parse_json_object(value: Any) -> dict | None:
+def parse_json_object(value: Any) -> JSONObject | None:
     """A dict from a dict, or from text: code fences stripped, then the whole
     text, then its outermost ``{…}``. None when there is no JSON object."""
     if isinstance(value, dict):
@@ -226,7 +241,7 @@ def _point(value: Any) -> tuple[float, float] | None:
     return None
 
 
-def tool_call_mismatch(model_output: str, expected: Any, params: dict) -> str | None:
+def tool_call_mismatch(model_output: str, expected: Any, params: JSONObject) -> str | None:
     """Why the output's tool call differs from ``expected``; None when it matches."""
     want = parse_json_object(expected)
     if want is None:
@@ -255,14 +270,14 @@ def tool_call_mismatch(model_output: str, expected: Any, params: dict) -> str | 
     return None
 
 
-def tool_calls_match(model_output: str, expected: Any, params: dict) -> float:
+def tool_calls_match(model_output: str, expected: Any, params: JSONObject) -> float:
     """1.0 when tool and action match, every ref/text in expected matches, and
     the coordinate is within ``coordinate_tolerance`` (default 25, inclusive)
     on both axes."""
     return 1.0 if tool_call_mismatch(model_output, expected, params) is None else 0.0
 
 
-def _explain_tool_calls(model_output: str, expected: Any, params: dict) -> str:
+def _explain_tool_calls(model_output: str, expected: Any, params: JSONObject) -> str:
     return tool_call_mismatch(model_output, expected, params) or "tool call does not match"
 
 

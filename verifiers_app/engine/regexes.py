@@ -45,7 +45,7 @@ IGNORECASE = regex.IGNORECASE
 RegexError = regex.error
 
 
-class RegexTooCostly(regex.error):
+class RegexTooCostly(regex.error):  # type: ignore[misc]  # regex ships no type stubs: its error is Any
     """A pattern that would take too much memory or time to compile."""
 
 
@@ -147,7 +147,7 @@ class RegexTimeout(TimeoutError):
     """A search ran past :data:`REGEX_TIMEOUT_SECONDS`."""
 
 
-def compile_pattern(pattern: str, flags: int = 0) -> regex.Pattern:
+def compile_pattern(pattern: str, flags: int = 0) -> regex.Pattern[str]:
     """Compile with re-compatible semantics; raises :class:`RegexError`
     (:class:`RegexTooCostly` for a pattern above the compile limits)."""
     check_pattern_cost(pattern)
@@ -155,12 +155,12 @@ def compile_pattern(pattern: str, flags: int = 0) -> regex.Pattern:
 
 
 @functools.lru_cache(maxsize=1024)
-def cached_pattern(pattern: str, flags: int = 0) -> regex.Pattern:
+def cached_pattern(pattern: str, flags: int = 0) -> regex.Pattern[str]:
     """:func:`compile_pattern` for patterns that arrive per task row."""
     return compile_pattern(pattern, flags)
 
 
-def search(compiled: regex.Pattern, text: str, left: float = REGEX_TIMEOUT_SECONDS):
+def search(compiled: regex.Pattern[str], text: str, left: float = REGEX_TIMEOUT_SECONDS) -> regex.Match[str] | None:
     """``compiled.search(text)`` or :class:`RegexTimeout` naming the pattern.
 
     ``left``: what remains of the scoring's regex budget; the search gets at most

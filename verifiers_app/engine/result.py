@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from .verifiers import VerifierOutcome
+
 
 class CheckResult:
     __slots__ = ("id", "reason", "required", "score", "skipped", "type", "weight")
 
-    def __init__(self, id, type, weight, required, score, skipped, reason):
+    def __init__(
+        self, id: str, type: str, weight: float, required: bool, score: float, skipped: bool, reason: str | None,
+    ) -> None:
         self.id, self.type, self.weight, self.required = id, type, weight, required
         self.score, self.skipped, self.reason = score, skipped, reason
 
@@ -24,7 +28,10 @@ class CheckResult:
 class VerifierResult:
     __slots__ = ("checks", "id", "kind", "name", "passed", "required", "score", "weight")
 
-    def __init__(self, id, name, kind, score, weight, required, passed, checks):
+    def __init__(
+        self, id: str, name: str, kind: str, score: float, weight: float, required: bool, passed: bool,
+        checks: list[CheckResult],
+    ) -> None:
         self.id, self.name, self.kind, self.score = id, name, kind, score
         self.weight, self.required, self.passed, self.checks = weight, required, passed, checks
 
@@ -43,14 +50,13 @@ class Result:
 
     __slots__ = ("_lines", "_outcomes", "_verifiers", "passed", "score", "verdict")
 
-    def __init__(self, score: float, verdict: str, passed: bool, outcomes: list) -> None:
+    def __init__(self, score: float, verdict: str, passed: bool, outcomes: list[VerifierOutcome]) -> None:
         self.score = score
         self.verdict = verdict
         self.passed = passed
-        # [(CompiledVerifier, score, passed, [None | (score, reason) per check])]
         self._outcomes = outcomes
-        self._verifiers = None
-        self._lines = None
+        self._verifiers: list[VerifierResult] | None = None
+        self._lines: tuple[list[str], list[str], list[str]] | None = None
 
     @property
     def verifiers(self) -> list[VerifierResult]:
@@ -71,7 +77,9 @@ class Result:
 
     def _collect(self) -> tuple[list[str], list[str], list[str]]:
         if self._lines is None:
-            hits, misses, feedback = [], [], []
+            hits: list[str] = []
+            misses: list[str] = []
+            feedback: list[str] = []
             for v, _, _, raws in self._outcomes:
                 for c, raw in zip(v.checks, raws):
                     label = f"{v.id}/{c.id}"

@@ -7,13 +7,14 @@ from json import loads
 from typing import Any
 
 from .aggregate import EPSILON, Aggregator, Thresholds, parse_aggregator, parse_thresholds
-from .checks import Context
+from .checks import Context, Outcome
 from .errors import SpecError
+from .json_types import JSONObject
 from .quoting import quote
 from .result import Result
 from .specs import ROW_VERIFIER_ID, parse_spec
 from .task_rows import NO_TASK, CompiledTask, compile_task
-from .verifiers import CompiledVerifier, build_verifier
+from .verifiers import CompiledVerifier, VerifierOutcome, build_verifier
 
 #: Compiled task rows kept per scorer (keyed by the task dict's identity).
 TASK_CACHE_SIZE = 4096
@@ -39,7 +40,7 @@ class Scorer:
     mutate a task dict in place after scoring with it.
     """
 
-    def __init__(self, verifiers: list[CompiledVerifier], aggregator: Aggregator, thresholds: Thresholds):
+    def __init__(self, verifiers: list[CompiledVerifier], aggregator: Aggregator, thresholds: Thresholds) -> None:
         self._verifiers = tuple(verifiers)
         self._aggregator = aggregator
         self._thresholds = thresholds
@@ -69,7 +70,7 @@ class Scorer:
         self._tasks[id(task)] = (task, compiled)  # holding task keeps its id() unique
         return compiled
 
-    def score(self, output: str, task: dict | None = None, prompt: str = "") -> Result:
+    def score(self, output: str, task: JSONObject | None = None, prompt: str = "") -> Result:
         """Score one output; raises :class:`SpecError` only for an unusable task."""
         if output.__class__ is not str:
             output = "" if output is None else str(output)
@@ -86,7 +87,7 @@ class Scorer:
 
         ctx = Context()
         ctx.output, ctx.task, ctx.prompt = output, compiled_task, prompt
-        ctx.lower = output.lower() if self._needs_lower else None
+        ctx.lower = output.lower() if self._needs_lower else ""
         ctx.json_value = ctx.json_error = ctx.regex_deadline = None
         if self._needs_json:
             try:
@@ -94,10 +95,10 @@ class Scorer:
             except (ValueError, RecursionError) as exc:
                 ctx.json_error = str(exc) or type(exc).__name__
 
-        outcomes = []
+        outcomes: list[VerifierOutcome] = []
         all_passed, forced_fail = True, False
         for verifier in verifiers:
-            raws = []
+            raws: list[Outcome | None] = []
             total = acc = 0.0
             required_failed = False
             for check in verifier.checks:
@@ -149,7 +150,7 @@ def compile_specs(specs: Any, aggregator: Any = "weighted_average", thresholds: 
     if not isinstance(specs, (list, tuple)):
         raise SpecError("specs: must be a spec object or a list of them")
     problems: list[str] = []
-    normalized = []
+    normalized: list[tuple[int, JSONObject]] = []
     for index, raw in enumerate(specs):
         spec, spec_problems = parse_spec(raw, lenient_regex=True)
         prefix = f"specs[{index}]." if len(specs) > 1 else ""
@@ -170,7 +171,7 @@ def compile_specs(specs: Any, aggregator: Any = "weighted_average", thresholds: 
     return Scorer([build_verifier(spec) for _, spec in normalized], parsed_aggregator, parse_thresholds(thresholds))
 
 
-def score(specs: Any, output: str, task: dict | None = None, *, aggregator: Any = "weighted_average",
+def score(specs: Any, output: str, task: JSONObject | None = None, *, aggregator: Any = "weighted_average",
           thresholds: Any = None, prompt: str = "") -> Result:
     """Score one output against ``specs`` (and the task's expectations and row
     verifier). Compiles the specs on every call; use :func:`compile_specs` in loops."""

@@ -19,14 +19,17 @@ default 1). Unknown fields are errors, so typos surface at authoring time.
 from __future__ import annotations
 
 import difflib
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import classes, fns
-from .checks import CHECK_TYPES, PARAM_ALIASES, TYPE_ALIASES
+from .checks import CHECK_TYPES, PARAM_ALIASES, TYPE_ALIASES, CheckType
 from .errors import SpecError, validation_problems
+from .json_types import JSONObject
 from .quoting import quote
+
+Model = TypeVar("Model", bound=BaseModel)
 
 ROW_VERIFIER_ID = "row"
 
@@ -94,7 +97,9 @@ def pydantic_problems(exc: ValidationError, prefix: str = "") -> list[str]:
     return [f"{field}: {message}" for field, message in validation_problems(exc.errors(include_url=False), prefix=prefix, root="spec")]
 
 
-def validate_model(model: type[BaseModel], data: Any, prefix: str = "", context: dict | None = None):
+def validate_model(
+    model: type[Model], data: Any, prefix: str = "", context: JSONObject | None = None,
+) -> tuple[Model | None, list[str]]:
     """``(instance or None, problems)``."""
     try:
         return model.model_validate(data, context=context), []
@@ -105,7 +110,7 @@ def validate_model(model: type[BaseModel], data: Any, prefix: str = "", context:
 # --- parsing ---------------------------------------------------------------------
 
 
-def parse_spec(raw: Any, *, lenient_regex: bool = False) -> tuple[dict | None, list[str]]:
+def parse_spec(raw: Any, *, lenient_regex: bool = False) -> tuple[JSONObject | None, list[str]]:
     """Validate one spec; return ``(normalized spec or None, every problem)``.
 
     ``lenient_regex`` accepts a regex that does not compile (scoring then fails
@@ -131,8 +136,8 @@ def parse_spec(raw: Any, *, lenient_regex: bool = False) -> tuple[dict | None, l
     return (None if problems else normalized), problems
 
 
-def _base(model: SpecBase) -> dict:
-    base = {
+def _base(model: SpecBase) -> JSONObject:
+    base: JSONObject = {
         "id": model.id,
         "name": model.name or model.id,
         "kind": model.kind,
@@ -145,12 +150,13 @@ def _base(model: SpecBase) -> dict:
     return base
 
 
-def _parse_native(raw: dict, lenient_regex: bool) -> tuple[dict | None, list[str]]:
+def _parse_native(raw: JSONObject, lenient_regex: bool) -> tuple[JSONObject | None, list[str]]:
     spec, problems = validate_model(NativeSpec, raw)
     checks_raw = raw.get("checks")
     if not isinstance(checks_raw, list):
         return None, problems
-    checks, seen = [], set()
+    checks: list[JSONObject] = []
+    seen: set[str] = set()
     explicit_ids = [c.get("id") for c in checks_raw if isinstance(c, dict)]
     for index, check_raw in enumerate(checks_raw):
         check, check_problems = _parse_check(check_raw, f"checks[{index}]", lenient_regex)
@@ -172,7 +178,7 @@ def _parse_native(raw: dict, lenient_regex: bool) -> tuple[dict | None, list[str
     return {**_base(spec), "checks": checks}, problems
 
 
-def _parse_check(raw: Any, path: str, lenient_regex: bool) -> tuple[dict | None, list[str]]:
+def _parse_check(raw: Any, path: str, lenient_regex: bool) -> tuple[JSONObject | None, list[str]]:
     if not isinstance(raw, dict):
         return None, [f"{path}: must be an object with a type"]
     raw_type = raw.get("type")
@@ -185,7 +191,7 @@ def _parse_check(raw: Any, path: str, lenient_regex: bool) -> tuple[dict | None,
         problems += param_problems
     if check is None or problems:
         return None, problems
-    normalized = {
+    normalized: JSONObject = {
         "id": check.id,
         "type": check.type,
         "weight": check.weight,
@@ -197,8 +203,12 @@ def _parse_check(raw: Any, path: str, lenient_regex: bool) -> tuple[dict | None,
     return normalized, problems
 
 
-def _parse_params(check_type, raw: dict, path: str, lenient_regex: bool) -> tuple[dict | None, list[str]]:
-    params, problems, used_aliases = dict(raw), [], {}
+def _parse_params(
+    check_type: CheckType, raw: JSONObject, path: str, lenient_regex: bool,
+) -> tuple[JSONObject | None, list[str]]:
+    params = dict(raw)
+    problems: list[str] = []
+    used_aliases: dict[str, str] = {}
     for alias, canonical in PARAM_ALIASES.items():
         if alias in params and canonical in check_type.params.model_fields:
             if canonical in params:
@@ -217,20 +227,20 @@ def _parse_params(check_type, raw: dict, path: str, lenient_regex: bool) -> tupl
     return (model.model_dump() if model is not None else None), problems
 
 
-def _parse_in_process(raw: dict) -> tuple[dict | None, list[str]]:
+def _parse_in_process(raw: JSONObject) -> tuple[JSONObject | None, list[str]]:
     spec, problems = validate_model(InProcessSpec, raw)
     fn_name = raw.get("fn_name")
     if isinstance(fn_name, str) and fn_name and fn_name not in fns.registered():
         problems.append(f"fn_name: {fns.unknown_fn_message(fn_name)}")
     if spec is None or problems:
         return None, problems
-    normalized = {**_base(spec), "fn_name": spec.fn_name, "params": spec.params}
+    normalized: JSONObject = {**_base(spec), "fn_name": spec.fn_name, "params": spec.params}
     if "expected" in raw:
         normalized["expected"] = spec.expected
     return normalized, problems
 
 
-def _parse_class(raw: dict, kind: str, cls: type) -> tuple[dict | None, list[str]]:
+def _parse_class(raw: JSONObject, kind: str, cls: type[classes.Verifier]) -> tuple[JSONObject | None, list[str]]:
     spec, problems = validate_model(ClassSpec, raw)
     params = raw.get("params", {})
     config = None
@@ -242,7 +252,7 @@ def _parse_class(raw: dict, kind: str, cls: type) -> tuple[dict | None, list[str
     return {**_base(spec), "params": config.model_dump()}, problems
 
 
-def parse_row_verifier(raw: Any, prefix: str = "verifier") -> tuple[dict | None, list[str]]:
+def parse_row_verifier(raw: Any, prefix: str = "verifier") -> tuple[JSONObject | None, list[str]]:
     """Validate a task row's ``verifier``; ``(normalized or None, problems)``."""
     if not isinstance(raw, dict):
         return None, [f"{prefix}: must be an object with kind and fn_name"]
@@ -252,7 +262,7 @@ def parse_row_verifier(raw: Any, prefix: str = "verifier") -> tuple[dict | None,
         problems.append(f"{prefix}.fn_name: {fns.unknown_fn_message(fn_name)}")
     if row is None or problems:
         return None, problems
-    normalized = {
+    normalized: JSONObject = {
         "kind": "in_process",
         "fn_name": row.fn_name,
         "params": row.params,
@@ -268,11 +278,11 @@ def parse_row_verifier(raw: Any, prefix: str = "verifier") -> tuple[dict | None,
 # --- public ------------------------------------------------------------------------
 
 
-def validate_spec(spec: Any) -> dict:
+def validate_spec(spec: Any) -> JSONObject:
     """The normalized spec (aliases resolved, defaults filled); :class:`SpecError`
     naming the field path when it is invalid."""
     normalized, problems = parse_spec(spec)
-    if problems:
+    if problems or normalized is None:
         raise SpecError(problems)
     return normalized
 
@@ -297,7 +307,7 @@ def spec_warnings(spec: Any) -> list[str]:
     if not isinstance(spec, dict) or spec.get("kind", "native") != "native" or not isinstance(spec.get("checks"), list):
         return []
     known = [*CHECK_TYPES, *TYPE_ALIASES]
-    warnings = []
+    warnings: list[str] = []
     for index, check in enumerate(spec["checks"]):
         check_type = check.get("type") if isinstance(check, dict) else None
         if not isinstance(check_type, str) or not check_type or check_type in known:
@@ -308,7 +318,7 @@ def spec_warnings(spec: Any) -> list[str]:
     return warnings
 
 
-def spec_json_schema() -> dict:
+def spec_json_schema() -> JSONObject:
     """The JSON Schema of one verifier spec of any kind, self-contained (no
     ``$ref``), for the API's OpenAPI document. Each check's ``params`` depend on
     its type (validated by :func:`validate_spec`, which has the last word)."""
@@ -323,13 +333,13 @@ def spec_json_schema() -> dict:
                            "or the name of a registered verifier class; its id is the verifier's id."}
 
 
-def inline_json_schema(model: type[BaseModel]) -> dict:
+def inline_json_schema(model: type[BaseModel]) -> JSONObject:
     """``model``'s JSON Schema with every ``$ref`` replaced by its definition, so
     it can be embedded in another document (an OpenAPI component) as it is."""
     schema = model.model_json_schema()
     defs = schema.pop("$defs", {})
 
-    def inline(node):
+    def inline(node: Any) -> Any:
         if isinstance(node, dict):
             if "$ref" in node:
                 return inline(defs[node["$ref"].rsplit("/", 1)[-1]])
@@ -338,9 +348,10 @@ def inline_json_schema(model: type[BaseModel]) -> dict:
             return [inline(item) for item in node]
         return node
 
-    return inline(schema)
+    inlined: JSONObject = inline(schema)
+    return inlined
 
 
-def row_verifier_json_schema() -> dict:
+def row_verifier_json_schema() -> JSONObject:
     """The JSON Schema of a task row's own ``verifier``."""
     return inline_json_schema(RowVerifierSpec)

@@ -12,11 +12,13 @@ the check that reads it (score 0, the problem as its reason).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from . import regexes
 from .errors import SpecError
 from .expectations import NO_EXPECTATIONS, Expectations, parse_expectations
+from .json_types import JSONObject
 from .specs import parse_row_verifier
 from .verifiers import CompiledVerifier, build_row_verifier
 
@@ -34,9 +36,11 @@ class CompiledTask:
         "target",
     )
 
-    def __init__(self, raw=None, expected=None, params=None, target=None,
-                 expectations: Expectations = NO_EXPECTATIONS, expectations_problems=(),
-                 schema_keys=None, schema_problems=(), row: CompiledVerifier | None = None):
+    def __init__(self, raw: JSONObject | None = None, expected: Any = None, params: JSONObject | None = None,
+                 target: JSONObject | None = None,
+                 expectations: Expectations = NO_EXPECTATIONS, expectations_problems: Iterable[str] = (),
+                 schema_keys: tuple[str, ...] | None = None, schema_problems: Iterable[str] = (),
+                 row: CompiledVerifier | None = None) -> None:
         self.raw = raw
         self.expected = expected
         self.params = params or {}
@@ -62,7 +66,7 @@ def _schema_keys(schema: Any, path: str) -> tuple[tuple[str, ...] | None, list[s
     return tuple(required), []
 
 
-def _metadata(task: dict) -> tuple[dict, list[str]]:
+def _metadata(task: JSONObject) -> tuple[JSONObject, list[str]]:
     metadata = task.get("metadata")
     if metadata is None:
         return {}, []
@@ -86,7 +90,7 @@ def compile_task(task: Any) -> CompiledTask:
     row = None
     if task.get("verifier") is not None:
         normalized, row_problems = parse_row_verifier(task["verifier"])
-        if row_problems:
+        if row_problems or normalized is None:
             raise SpecError(row_problems)
         row = build_row_verifier(normalized, task.get("expected"), params)
     expectations, expectation_problems = parse_expectations(
@@ -116,7 +120,7 @@ def _costly_pattern(pattern: Any, field: str) -> list[str]:
     return []
 
 
-def validate_task(task: Any, *, require_task_id: bool = True) -> dict:
+def validate_task(task: Any, *, require_task_id: bool = True) -> JSONObject:
     """The task with its row verifier normalized; :class:`SpecError` listing
     every problem (``metadata.expectations.mustMention[0].anyOf: must not be
     empty``, ``verifier.fn_name: unknown fn …; registered fns: …``) otherwise."""

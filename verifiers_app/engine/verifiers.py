@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from . import classes, fns
-from .checks import CHECK_TYPES, PASS, Context
+from .checks import CHECK_TYPES, PASS, Context, Outcome, Run
+from .errors import SpecError
+from .json_types import JSONObject
 from .quoting import quote
 from .specs import ROW_VERIFIER_ID
 
@@ -18,7 +20,10 @@ from .specs import ROW_VERIFIER_ID
 class CompiledCheck:
     __slots__ = ("hit", "id", "required", "run", "skip_reason", "type", "weight")
 
-    def __init__(self, id, type, weight, required, run, hit, skip_reason=None):
+    def __init__(
+        self, id: str, type: str, weight: float, required: bool, run: Run | None, hit: str,
+        skip_reason: str | None = None,
+    ) -> None:
         self.id, self.type, self.weight, self.required = id, type, float(weight), required
         self.run = run  # None: skipped
         self.hit = hit
@@ -38,7 +43,9 @@ class CompiledVerifier:
         "weight",
     )
 
-    def __init__(self, spec: dict, checks: list[CompiledCheck], needs_lower=False, needs_json=False):
+    def __init__(
+        self, spec: JSONObject, checks: list[CompiledCheck], needs_lower: bool = False, needs_json: bool = False,
+    ) -> None:
         self.id = spec["id"]
         self.name = spec.get("name") or spec["id"]
         self.kind = spec["kind"]
@@ -50,7 +57,11 @@ class CompiledVerifier:
         self.needs_json = needs_json
 
 
-def build_verifier(spec: dict) -> CompiledVerifier:
+#: One verifier scored: ``(verifier, score, passed, [None (skipped) | (score, reason) per check])``.
+VerifierOutcome = tuple[CompiledVerifier, float, bool, list[Outcome | None]]
+
+
+def build_verifier(spec: JSONObject) -> CompiledVerifier:
     """Compile a normalized spec (from :func:`.specs.parse_spec`)."""
     kind = spec["kind"]
     if kind == "native":
@@ -62,8 +73,9 @@ def build_verifier(spec: dict) -> CompiledVerifier:
     return _build_class(spec)
 
 
-def _build_native(spec: dict) -> CompiledVerifier:
-    checks, needs_lower, needs_json = [], False, False
+def _build_native(spec: JSONObject) -> CompiledVerifier:
+    checks: list[CompiledCheck] = []
+    needs_lower = needs_json = False
     for check in spec["checks"]:
         check_type = CHECK_TYPES.get(check["type"])
         if check_type is None:
@@ -81,10 +93,10 @@ def _build_native(spec: dict) -> CompiledVerifier:
     return CompiledVerifier(spec, checks, needs_lower, needs_json)
 
 
-def _fn_run(fn_name: str, params: dict, expected: Any, has_expected: bool):
+def _fn_run(fn_name: str, params: JSONObject, expected: Any, has_expected: bool) -> Run:
     call = fns.call
 
-    def run(ctx: Context):
+    def run(ctx: Context) -> Outcome:
         task = ctx.task
         merged = {**task.params, **params} if task.params else params
         return call(fn_name, ctx.output, expected if has_expected else task.expected, merged)
@@ -92,7 +104,7 @@ def _fn_run(fn_name: str, params: dict, expected: Any, has_expected: bool):
     return run
 
 
-def build_row_verifier(row: dict, task_expected: Any, task_params: dict) -> CompiledVerifier:
+def build_row_verifier(row: JSONObject, task_expected: Any, task_params: JSONObject) -> CompiledVerifier:
     """Compile a task's normalized row verifier; its id is always ``"row"``.
 
     ``expected`` is the row verifier's own when given, else the task's;
@@ -103,20 +115,22 @@ def build_row_verifier(row: dict, task_expected: Any, task_params: dict) -> Comp
     params = {**task_params, **row.get("params", {})}
     call = fns.call
 
-    def run(ctx: Context):
+    def run(ctx: Context) -> Outcome:
         return call(fn_name, ctx.output, expected, params)
 
     spec = {**row, "id": ROW_VERIFIER_ID, "name": f"row: {fn_name}"}
     return CompiledVerifier(spec, [CompiledCheck(fn_name, "in_process", 1.0, False, run, f"fn {quote(fn_name)} matched")])
 
 
-def _build_class(spec: dict) -> CompiledVerifier:
+def _build_class(spec: JSONObject) -> CompiledVerifier:
     kind = spec["kind"]
     cls = classes.get_verifier_class(kind)
+    if cls is None:  # parse_spec refused the spec already; kept for a caller that skipped it
+        raise SpecError(f"kind: unknown kind {quote(kind)}")
     instance = cls(**spec["params"])
     explain = classes.explain
 
-    def run(ctx: Context):
+    def run(ctx: Context) -> Outcome:
         result = instance.verify(prompt=ctx.prompt, completion=ctx.output, target=ctx.task.target)
         if isinstance(result, (int, float)):
             result = classes.VerificationResult(reward=float(result))

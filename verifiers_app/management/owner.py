@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
-def command_owner(username: str | None):
+
+def command_owner(username: str | None) -> User:
     """The named user, or the first superuser when no `--owner` is given."""
     User = get_user_model()
     if username:

@@ -92,9 +92,10 @@ class Command(BaseCommand):
             with transaction.atomic():
                 run = self._launch(options)
         else:
-            run = Run.objects.filter(pk=options["run_id"]).first()
-            if run is None:
+            found = Run.objects.filter(pk=options["run_id"]).first()
+            if found is None:
                 raise bad_input(f"run_id: there is no run {options['run_id']}")
+            run = found
             try:
                 if action == "stop":
                     run = run_stop(run=run)
@@ -193,10 +194,10 @@ class Command(BaseCommand):
                 raise bad_input(f"--tasks: {error}") from None
             return task_set
         sets = TaskSet.objects.visible_to(owner)
-        task_set = sets.filter(name=ref).first() or (sets.filter(pk=int(ref)).first() if ref.isdigit() else None)
-        if task_set is None:
+        found = sets.filter(name=ref).first() or (sets.filter(pk=int(ref)).first() if ref.isdigit() else None)
+        if found is None:
             raise bad_input(f'--tasks: no task set named "{ref}" and no file at that path')
-        return task_set
+        return found
 
     # -- follow -------------------------------------------------------------
 

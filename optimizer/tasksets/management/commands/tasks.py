@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from optimizer.tasksets.files import (
     DEFAULT_SPLIT_RATIOS,
@@ -36,7 +36,7 @@ from verifiers_app.management.owner import command_owner
 
 def parse_ratios(text: str) -> dict[str, float]:
     """`train=0.6,val=0.4` → {"train": 0.6, "val": 0.4}."""
-    ratios = {}
+    ratios: dict[str, float] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         split, _, value = part.partition("=")
         try:
@@ -46,7 +46,7 @@ def parse_ratios(text: str) -> dict[str, float]:
     return ratios
 
 
-def _default_split(options) -> DefaultSplit:
+def _default_split(options: dict[str, Any]) -> DefaultSplit:
     try:
         return DefaultSplit(ratios=parse_ratios(options["split_ratios"]), seed=options["split_seed"])
     except SpecError as exc:
@@ -56,7 +56,7 @@ def _default_split(options) -> DefaultSplit:
 class Command(BaseCommand):
     help = "Import (or preview) a task file, export a task set as JSONL, or split a set."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         subparsers = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
         default_ratios = ",".join(f"{s}={r:g}" for s, r in DEFAULT_SPLIT_RATIOS.items() if r)
         imp = subparsers.add_parser("import", help="import a .jsonl, .json, .yaml/.yml, .csv or .tsv file into a task set")
@@ -83,10 +83,10 @@ class Command(BaseCommand):
         exp.add_argument("--owner", default=None, metavar="USERNAME")
         exp.add_argument("--out", default="-", metavar="FILE", help="default: standard output")
 
-    def handle(self, *args, subcommand: str, **options: Any) -> None:
+    def handle(self, *args: Any, subcommand: str, **options: Any) -> None:
         getattr(self, f"_{subcommand}")(options)
 
-    def _task_set(self, options) -> TaskSet:
+    def _task_set(self, options: dict[str, Any]) -> TaskSet:
         owner = command_owner(options["owner"])
         ref = options["set_ref"]
         sets = TaskSet.objects.visible_to(owner)
@@ -95,7 +95,7 @@ class Command(BaseCommand):
             raise CommandError(f"SET: no task set named or numbered {ref!r}", returncode=2)
         return task_set
 
-    def _import(self, options) -> None:
+    def _import(self, options: dict[str, Any]) -> None:
         path = Path(options["file"])
         mapping = FieldMapping(**{name: options[f"{name}_field"].strip() for name in FieldMapping.names()})
         default_split = _default_split(options)
@@ -126,7 +126,7 @@ class Command(BaseCommand):
         self.stdout.write(f"Imported {path.name} into task set {task_set.name!r} (id {task_set.pk}): "
                           f"{counts['created']} created, {counts['updated']} updated, {counts['unchanged']} unchanged")
 
-    def _export(self, options) -> None:
+    def _export(self, options: dict[str, Any]) -> None:
         task_set = self._task_set(options)
         if options["out"] == "-":
             for line in taskset_export_lines(task_set=task_set):
@@ -136,7 +136,7 @@ class Command(BaseCommand):
             out.writelines(taskset_export_lines(task_set=task_set))
         self.stderr.write(f"wrote {task_set.tasks.count()} tasks of {task_set.name!r} to {options['out']}")
 
-    def _split(self, options) -> None:
+    def _split(self, options: dict[str, Any]) -> None:
         task_set = self._task_set(options)
         default_split = _default_split(options)
         counts = taskset_split(task_set=task_set, ratios=default_split.ratios, seed=default_split.seed)
