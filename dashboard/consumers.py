@@ -216,9 +216,11 @@ HIDDEN_RECHECK_SECONDS = 5.0
 
 class RunListConsumer(JsonFramesOnly, GroupMessagesOnTheLoop, AsyncJsonWebsocketConsumer):
     """Forwards the `runs` group's rows (`{"type": "run.row", "data": row}`) of
-    the runs the connected user may see, and nothing of the others."""
+    the runs the connected user may see, and nothing of the others. A run's
+    sharing change (`runs.access`) makes every list ask again at once; a user
+    who lost the run is sent `{"type": "run.hidden", "data": {"id": …}}`."""
 
-    loop_handlers = frozenset({"runs_row"})
+    loop_handlers = frozenset({"runs_row", "runs_access"})
 
     async def connect(self):
         user = self.scope.get("user")
@@ -240,6 +242,14 @@ class RunListConsumer(JsonFramesOnly, GroupMessagesOnTheLoop, AsyncJsonWebsocket
     async def runs_row(self, message):
         if await self._may_see(message["run_id"], message["owner_id"]):
             await self.send_json({"type": "run.row", "data": message["row"]})
+
+    async def runs_access(self, message):
+        """Who may see the run changed: forget the last answer, and tell a user
+        who lost it (and may no longer see it some other way) to drop its row."""
+        run_id = message["run_id"]
+        self.checked.pop(run_id, None)
+        if self.user.pk in message.get("lost_by", ()) and not await self._may_see(run_id, owner_id=None):
+            await self.send_json({"type": "run.hidden", "data": {"id": run_id}})
 
     async def _may_see(self, run_id: int, owner_id: int) -> bool:
         if self.user.is_superuser or owner_id == self.user.pk:
