@@ -34,7 +34,7 @@ MARKER = "zqxprivate"
 # Not the app's pages: Django's own (the admin is swept on its own below) and the
 # API's (swept through its OpenAPI document, which lists every operation).
 SKIPPED_NAMESPACES = {"admin", "api"}
-PUBLIC = {"login", "logout"}
+PUBLIC = {"login", "logout", "favicon"}  # favicon: the site icon, for pages with no login
 CONTROL_ACTIONS = ["stop", "cancel", "resume", "fork"]
 
 
