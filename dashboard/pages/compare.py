@@ -178,10 +178,10 @@ def import_run(request):
                 error = f"file: not valid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg})."
             except JsonTooDeep as exc:
                 error = f"file: {str(exc).removeprefix('value: ')}; an exported run is never that deep."
+            except RunImportError as exc:  # a ValueError too: before the catch-all below
+                error = str(exc)
             except ValueError as exc:  # e.g. an integer literal of thousands of digits
                 error = f"file: not valid JSON ({exc})."
-            except RunImportError as exc:
-                error = str(exc)
             else:
                 messages.success(request, f"Imported {run} with {run.candidates.count()} candidates.")
                 picks = dict.fromkeys(c.index for c in (sel.seed_candidate(run), sel.best_candidate(run)) if c)
