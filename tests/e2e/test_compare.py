@@ -115,6 +115,9 @@ def test_a_run_exported_from_the_browser_imports_back_with_identical_scores(page
 
     assert copy != original
     expect(page.locator(".messages")).to_contain_text("Imported Refund export e2e with 4 candidates")
+    # The same file again: the same run, nothing new saved (as for a gepa_state.bin).
+    assert _import(page, download.value.path()) == copy
+    expect(page.locator(".messages")).to_contain_text("This file was imported before")
     expect(page.get_by_role("heading", name=re.compile("Refund export e2e"))).to_contain_text("imported")
     scores = [page.request.get(f"/runs/{run_id}/export.csv").text() for run_id in (original, copy)]
     assert scores[0].count("\n") == 1 + 9  # header + one row per task
