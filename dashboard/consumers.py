@@ -13,6 +13,7 @@ its socket (re)connects and then applies the rows pushed to the `runs` group.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import time
@@ -35,6 +36,28 @@ ACCESS_RECHECK_SECONDS = 10.0
 # Close codes the page shows as "access denied" (static/js/live-socket.js).
 CLOSE_LOGGED_OUT = 4401
 CLOSE_DENIED = 4403
+# A frame that is not a JSON text (RFC 6455: data of a type it cannot accept).
+CLOSE_UNSUPPORTED_DATA = 1003
+# At most one replay from the database per this many seconds per socket, however
+# often a client says "resume": more within the interval are answered by one
+# replay at its end.
+RESUME_SECONDS = 1.0
+
+
+class JsonFramesOnly:
+    """A client frame that is not JSON text (binary, or text that does not parse)
+    closes the socket with 1003 instead of raising in the consumer (a 1011)."""
+
+    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        if text_data is None:
+            await self.close(code=CLOSE_UNSUPPORTED_DATA)
+            return
+        try:
+            content = json.loads(text_data)
+        except ValueError:
+            await self.close(code=CLOSE_UNSUPPORTED_DATA)
+            return
+        await self.receive_json(content, **kwargs)
 
 
 def _user_can_view_run(user, run_id: int) -> bool:
@@ -76,7 +99,7 @@ class GroupMessagesOnTheLoop(AsyncConsumer):
             await super().dispatch(message)
 
 
-class RunConsumer(GroupMessagesOnTheLoop, AsyncJsonWebsocketConsumer):
+class RunConsumer(JsonFramesOnly, GroupMessagesOnTheLoop, AsyncJsonWebsocketConsumer):
     loop_handlers = frozenset({"run_events", "run_event", "run_access"})
 
     async def connect(self):
@@ -102,6 +125,8 @@ class RunConsumer(GroupMessagesOnTheLoop, AsyncJsonWebsocketConsumer):
         except ValueError:
             self.last_seq = 0
         self.group = run_group(self.run_id)
+        self.resumed_at = -RESUME_SECONDS
+        self.resume_pending: asyncio.Task | None = None
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         await self._catch_up()
@@ -109,10 +134,28 @@ class RunConsumer(GroupMessagesOnTheLoop, AsyncJsonWebsocketConsumer):
     async def disconnect(self, code):
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
+        if getattr(self, "resume_pending", None) is not None:
+            self.resume_pending.cancel()
 
     async def receive_json(self, content, **kwargs):
-        # The only thing a client says is "I have up to seq N" (after a gap it noticed).
-        if isinstance(content, dict) and content.get("type") == "resume" and await self._still_allowed():
+        # The only thing a client says is "resume": send what I have not had yet
+        # (after a gap it noticed). One replay per RESUME_SECONDS at most.
+        if not (isinstance(content, dict) and content.get("type") == "resume"):
+            return
+        wait = self.resumed_at + RESUME_SECONDS - time.monotonic()
+        if wait <= 0:
+            await self._resume()
+        elif self.resume_pending is None:
+            self.resume_pending = asyncio.get_running_loop().create_task(self._resume_after(wait))
+
+    async def _resume_after(self, wait: float):
+        await asyncio.sleep(wait)
+        self.resume_pending = None
+        await self._resume()
+
+    async def _resume(self):
+        self.resumed_at = time.monotonic()
+        if await self._still_allowed():
             await self._catch_up()
 
     async def run_access(self, message):
@@ -171,11 +214,13 @@ VISIBLE_RECHECK_SECONDS = 60.0
 HIDDEN_RECHECK_SECONDS = 5.0
 
 
-class RunListConsumer(GroupMessagesOnTheLoop, AsyncJsonWebsocketConsumer):
+class RunListConsumer(JsonFramesOnly, GroupMessagesOnTheLoop, AsyncJsonWebsocketConsumer):
     """Forwards the `runs` group's rows (`{"type": "run.row", "data": row}`) of
-    the runs the connected user may see, and nothing of the others."""
+    the runs the connected user may see, and nothing of the others. A run's
+    sharing change (`runs.access`) makes every list ask again at once; a user
+    who lost the run is sent `{"type": "run.hidden", "data": {"id": …}}`."""
 
-    loop_handlers = frozenset({"runs_row"})
+    loop_handlers = frozenset({"runs_row", "runs_access"})
 
     async def connect(self):
         user = self.scope.get("user")
@@ -191,9 +236,20 @@ class RunListConsumer(GroupMessagesOnTheLoop, AsyncJsonWebsocketConsumer):
         if hasattr(self, "user"):
             await self.channel_layer.group_discard(RUNS_GROUP, self.channel_name)
 
+    async def receive_json(self, content, **kwargs):
+        """Clients say nothing on this socket."""
+
     async def runs_row(self, message):
         if await self._may_see(message["run_id"], message["owner_id"]):
             await self.send_json({"type": "run.row", "data": message["row"]})
+
+    async def runs_access(self, message):
+        """Who may see the run changed: forget the last answer, and tell a user
+        who lost it (and may no longer see it some other way) to drop its row."""
+        run_id = message["run_id"]
+        self.checked.pop(run_id, None)
+        if self.user.pk in message.get("lost_by", ()) and not await self._may_see(run_id, owner_id=None):
+            await self.send_json({"type": "run.hidden", "data": {"id": run_id}})
 
     async def _may_see(self, run_id: int, owner_id: int) -> bool:
         if self.user.is_superuser or owner_id == self.user.pk:

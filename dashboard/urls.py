@@ -76,6 +76,7 @@ account_patterns = [
 
 urlpatterns = [
     path("", home.home, name="home"),
+    path("favicon.ico", home.favicon, name="favicon"),
     path("login/", LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

@@ -222,12 +222,17 @@ def _controllable(request, run_id: int) -> Run:
     return selectors.run_for_user(request.user, run_id, control=True)
 
 
-@router.post("/", response={201: RunOut})
+class LaunchedOut(RunOut):
+    warnings: list[str] = Field(description="What a dry run warns about: launched anyway, worth knowing "
+                                            "(low budget, task data no verifier reads, a verifier's lint warnings)")
+
+
+@router.post("/", response={201: LaunchedOut})
 def launch_run(request, body: ConfigIn):
     """Launch a run; it is queued for a worker once the request commits. A config
     that cannot run is a 400 naming each field."""
     run = services.run_launch(owner=request.user, config=body.config)
-    return Status(201, RunOut.of(run))
+    return Status(201, {**RunOut.of(run), "warnings": selectors.launch_warnings(user=request.user, config=body.config)})
 
 
 @router.post("/dry-run", response={200: DryRunOut})

@@ -16,6 +16,7 @@ from optimizer.models import Run
 from optimizer.runs.summary import RUN_JOINS, run_url
 from optimizer.services import run_data_warnings
 from optimizer.tasksets.models import TaskSet
+from verifiers_app.engine import spec_warnings
 from verifiers_app.models import Verifier
 
 if TYPE_CHECKING:
@@ -79,8 +80,9 @@ def run_wait_summary(run: Run) -> dict:
 
 def launch_warnings(*, user: User, config: dict[str, Any] | RunConfig) -> list[str]:
     """What a dry run or a launch warns about without refusing: a budget too low
-    for a few proposals, and task data no chosen verifier reads. Empty while the
-    config itself is invalid (its problems are reported first)."""
+    for a few proposals, task data no chosen verifier reads, and what lint warns
+    about in a chosen verifier (an unknown check type, which scoring skips).
+    Empty while the config itself is invalid (its problems are reported first)."""
     try:
         parsed = parse_run_config(config)
     except RunConfigError:
@@ -92,7 +94,9 @@ def launch_warnings(*, user: User, config: dict[str, Any] | RunConfig) -> list[s
     valset_size = task_set.tasks.filter(split=parsed.splits.val).count()
     if valset_size:
         warnings.append(parsed.budget_warning(valset_size))
-    specs = list(Verifier.objects.visible_to(user).filter(slug__in=parsed.verifier_ids).values_list("spec", flat=True))
+    verifiers = list(Verifier.objects.visible_to(user).filter(slug__in=parsed.verifier_ids).values_list("slug", "spec"))
+    specs = [spec for _, spec in verifiers]
+    warnings += [f"verifier {slug}: {warning}" for slug, spec in verifiers for warning in spec_warnings(spec)]
     tasks = task_set.tasks
     warnings += run_data_warnings(tasks=tasks.count(), expecting=tasks.filter(metadata__has_key="expectations").count(),
                                   schemas=tasks.filter(metadata__has_key="expectedOutputSchema").count(), specs=specs)

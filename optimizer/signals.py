@@ -1,6 +1,7 @@
 """Who may see a run changes when its `shared_with` changes, and that happens in
 the admin (or the ORM), not through a service of ours: m2m_changed is the one
-place that sees every such edit. It only notifies the run's open sockets."""
+place that sees every such edit. It only notifies the open sockets: the run's,
+and the runs lists of the users who lost it."""
 
 from __future__ import annotations
 
@@ -13,13 +14,21 @@ from optimizer.runs.events import publish_run_access_changed
 
 @receiver(m2m_changed, sender=Run.shared_with.through, dispatch_uid="run-sharing-changed")
 def run_sharing_changed(sender, instance, action, reverse, pk_set, **kwargs):
+    if action == "pre_clear" and not reverse:
+        instance._shared_before_clear = list(instance.shared_with.values_list("pk", flat=True))
+        return
     if action not in {"post_remove", "post_clear", "post_add"}:
         return
     if reverse:
         # user.runs_shared_with_me.remove(run): the runs are in pk_set (None after
         # a reverse clear, which the sockets' periodic re-check covers).
-        run_ids = list(pk_set or [])
+        for run_id in pk_set or []:
+            publish_run_access_changed(run_id, lost_by=[] if action == "post_add" else [instance.pk])
+        return
+    if action == "post_add":
+        lost_by = []
+    elif action == "post_remove":
+        lost_by = list(pk_set or [])
     else:
-        run_ids = [instance.pk]
-    for run_id in run_ids:
-        publish_run_access_changed(run_id)
+        lost_by = getattr(instance, "_shared_before_clear", [])
+    publish_run_access_changed(instance.pk, lost_by=lost_by)

@@ -34,7 +34,7 @@ MARKER = "zqxprivate"
 # Not the app's pages: Django's own (the admin is swept on its own below) and the
 # API's (swept through its OpenAPI document, which lists every operation).
 SKIPPED_NAMESPACES = {"admin", "api"}
-PUBLIC = {"login", "logout"}
+PUBLIC = {"login", "logout", "favicon"}  # favicon: the site icon, for pages with no login
 CONTROL_ACTIONS = ["stop", "cancel", "resume", "fork"]
 
 
@@ -145,6 +145,31 @@ def test_another_user_gets_a_404_for_every_url_of_the_owners_objects_and_sees_th
             if points_at_owner:
                 assert response.status_code in (403, 404, 405), (method, name, url, response.status_code)
     assert fingerprint() == before
+
+
+@pytest.mark.django_db
+def test_a_read_only_sharer_sees_the_run_but_no_page_changes_it_or_forks_it(owned, other_user, other_client):
+    """Sharing lets a user see a run, not spend on it: every control (stop,
+    cancel, resume, fork; a fork from the launch form too) is refused."""
+    run = owned["run"]
+    run.shared_with.add(other_user)
+    assert other_client.get(reverse("runs:detail", args=[run.pk])).status_code == 200
+    before = fingerprint()
+    config = {"task_set_id": owned["task_set"].pk, "verifier_ids": [owned["verifier"].slug], "budget": {"max_metric_calls": 20}}
+    controls = [reverse("runs:control", kwargs={"run_id": run.pk, "action": action}) for action in CONTROL_ACTIONS]
+    for url in controls:
+        response = other_client.post(url, {"candidate_index": 0, "extra_budget": 10})
+        assert response.status_code in (403, 404), (url, response.status_code)
+    fork_form = reverse("runs:new") + f"?fork={run.pk}&candidate=0"
+    assert other_client.get(fork_form).status_code in (403, 404)
+    response = other_client.post(fork_form, json.dumps(config), content_type="application/json")
+    assert response.status_code in (403, 404), response.content[:300]
+    for method, path in api_operations():
+        if "{run_id}" in path and method != "GET":
+            response = api_call(other_client, method, api_url(path, owned), api_body(path, owned))
+            assert response.status_code in (403, 404, 405), (method, path, response.status_code)
+    assert fingerprint() == before
+    assert not Run.objects.filter(forked_from=run).exists()
 
 
 # -- the API: every operation of the OpenAPI document -------------------------------

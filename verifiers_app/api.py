@@ -77,11 +77,14 @@ class VerifierOut(Schema):
     updated_at: datetime
     last_used_at: datetime | None
     spec: SpecJSON
+    warnings: list[str] = Field(..., description='Valid but probably unintended, as lint says them: an unknown check '
+                                                 'type (scoring skips it), "field.path: message (did you mean …?)"')
 
     @staticmethod
     def from_verifier(v: Verifier) -> dict:
         return {"id": v.slug, "name": v.name, "kind": v.kind, "owner": v.owner.get_username(), "shared": v.shared,
-                "version": v.version, "updated_at": v.updated_at, "last_used_at": v.last_used_at, "spec": v.spec}
+                "version": v.version, "updated_at": v.updated_at, "last_used_at": v.last_used_at, "spec": v.spec,
+                "warnings": spec_warnings(v.spec)}
 
 
 class LintIn(Schema):

@@ -178,12 +178,15 @@ def import_run(request):
                 error = f"file: not valid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg})."
             except JsonTooDeep as exc:
                 error = f"file: {str(exc).removeprefix('value: ')}; an exported run is never that deep."
+            except RunImportError as exc:  # a ValueError too: before the catch-all below
+                error = str(exc)
             except ValueError as exc:  # e.g. an integer literal of thousands of digits
                 error = f"file: not valid JSON ({exc})."
-            except RunImportError as exc:
-                error = str(exc)
             else:
-                messages.success(request, f"Imported {run} with {run.candidates.count()} candidates.")
+                if run.imported_before:
+                    messages.info(request, f"This file was imported before, as {run}: here it is (nothing new was saved).")
+                else:
+                    messages.success(request, f"Imported {run} with {run.candidates.count()} candidates.")
                 picks = dict.fromkeys(c.index for c in (sel.seed_candidate(run), sel.best_candidate(run)) if c)
                 return redirect(reverse("compare:compare", args=[run.pk]) + "?" + urlencode([("c", i) for i in picks]))
     return render(request, "compare/import.html", {"error": error}, status=400 if error else 200)

@@ -302,12 +302,13 @@ def run_new(request):
 
 
 def _fork_source(request) -> tuple[Run | None, int]:
-    """`?fork=<run id>&candidate=<index>` on the launch form: the run (visible to the
-    user) and candidate a new run is forked from; the candidate defaults to the best."""
+    """`?fork=<run id>&candidate=<index>` on the launch form: the run and candidate a
+    new run is forked from (the candidate defaults to the best). Only who controls
+    the run forks it, as through the API: a read-only sharer gets a 404."""
     raw = request.GET.get("fork", "")
     if not raw.isdigit():
         return None, 0
-    run = run_selectors.run_for_user(request.user, int(raw))
+    run = run_selectors.run_for_user(request.user, int(raw), control=True)
     candidate = request.GET.get("candidate", "")
     if candidate.isdigit():
         return run, int(candidate)

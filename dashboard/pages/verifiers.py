@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 
 from dashboard.forms import VerifierForm
 from verifiers_app import selectors, services
-from verifiers_app.engine import SpecError
+from verifiers_app.engine import SpecError, spec_warnings
 from verifiers_app.models import Verifier, VerifierVersion
 
 NEW_SPEC = {"id": "", "name": "", "kind": "native", "passThreshold": 1.0,
@@ -81,6 +81,7 @@ def verifier_create(request):
         except SpecError as exc:
             return _editor(request, verifier=None, spec_text=request.POST.get("spec", ""), problems=exc.problems, status=400)
         messages.success(request, f"Created verifier {verifier.slug} (version 1).")
+        _warn_about(request, verifier)
         return redirect("verifiers:detail", slug=verifier.slug)
     return _editor(request, verifier=None, spec_text=json.dumps(NEW_SPEC, indent=2))
 
@@ -94,10 +95,17 @@ def verifier_edit(request, slug):
             return _editor(request, verifier=verifier, spec_text=request.POST.get("spec", ""), problems=exc.problems, status=400)
         if changed:
             messages.success(request, f"Saved {verifier.slug} as version {verifier.version}.")
+            _warn_about(request, verifier)
         else:
             messages.info(request, "No changes: nothing new was saved.")
         return redirect("verifiers:detail", slug=verifier.slug)
     return _editor(request, verifier=verifier, spec_text=json.dumps(verifier.spec, indent=2, ensure_ascii=False))
+
+
+def _warn_about(request, verifier: Verifier) -> None:
+    """What lint warns about in the saved spec (an unknown check type: skipped by scoring)."""
+    for warning in spec_warnings(verifier.spec):
+        messages.warning(request, f"Saved with a warning: {warning}")
 
 
 @require_POST

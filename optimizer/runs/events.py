@@ -83,19 +83,22 @@ def publish_run_events(
     return rows
 
 
-def publish_run_access_changed(run_id: int) -> None:
-    """Tell the run's open sockets, after commit, that who may see the run
-    changed (sharing edited): each re-checks its user and closes with 4403 if
-    they lost access, so an unshared user stops receiving events at once."""
-    transaction.on_commit(lambda: _send_access_changed(run_id))
+def publish_run_access_changed(run_id: int, *, lost_by: list[int]) -> None:
+    """Tell the run's open sockets and every runs list, after commit, that who
+    may see the run changed (sharing edited): a run socket re-checks its user
+    and closes with 4403 if they lost access, and the runs lists of the users
+    in `lost_by` drop the run's row, so an unshared user stops receiving the run
+    at once (the others only forget their cached answer)."""
+    transaction.on_commit(lambda: _send_access_changed(run_id, lost_by))
 
 
-def _send_access_changed(run_id: int) -> None:
+def _send_access_changed(run_id: int, lost_by: list[int]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
     try:
         async_to_sync(layer.group_send)(run_group(run_id), {"type": "run.access"})
+        async_to_sync(layer.group_send)(RUNS_GROUP, {"type": "runs.access", "run_id": run_id, "lost_by": lost_by})
     except Exception:  # the sockets also re-check on their own every few seconds
         log.exception("could not tell the sockets of run %s that its sharing changed", run_id)
 

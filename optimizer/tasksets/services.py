@@ -98,7 +98,8 @@ def _plan(*, owner: User, name: str, task_file: TaskFile, fmt: str, mapping: Fie
     name, problems = _check_name(name)
     default_split = default_split or DefaultSplit()
     page, page_size = max(1, page), min(max(1, page_size), 200)
-    existing = _existing_rows(TaskSet.objects.filter(owner=owner, name=name).first() if name else None)
+    # A name with a problem (a NUL, which PostgreSQL refuses even in a query) names no set.
+    existing = _existing_rows(TaskSet.objects.filter(owner=owner, name=name).first() if name and not problems else None)
     counts = {"created": 0, "updated": 0, "unchanged": 0}
 
     def visit(row: JSONObject) -> None:

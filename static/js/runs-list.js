@@ -3,7 +3,8 @@
 // /ws/runs/ sends `{"type": "run.row", "data": row}` for every run this user
 // may see whenever its status, phase, budget or best score changes — including
 // runs launched from another tab, the API or the CLI, which appear at the top.
-// A row is merged in place (or removed when it no longer matches the filter).
+// A row is merged in place (or removed when it no longer matches the filter);
+// `{"type": "run.hidden", "data": {"id": …}}` removes a run no longer shared with this user.
 // Each row carries the run's last event seq, so an older row never overwrites
 // a newer one. On every (re)connect the page reloads /runs/list.json: rows that
 // changed while the socket was down (or before it first opened) are not missed.
@@ -133,13 +134,17 @@ function insert(tr, createdAt) {
   runRows().slice(LIMIT).forEach((extra) => extra.remove());
 }
 
+function hide(id) {
+  body.querySelector(`tr[data-run-id="${CSS.escape(String(id))}"]`)?.remove();
+  if (!runRows().length && !body.querySelector(".empty-row")) body.append(emptyRow());
+}
+
 function merge(r) {
   if (pushedDuringResync) pushedDuringResync.push(r);
   const current = body.querySelector(`tr[data-run-id="${CSS.escape(String(r.id))}"]`);
   if (current && Number(current.dataset.lastSeq) > r.last_seq) return; // a late, older row
   if (!matches(r)) {
-    if (current) current.remove();
-    if (!runRows().length && !body.querySelector(".empty-row")) body.append(emptyRow());
+    hide(r.id);
     return;
   }
   if (current) current.replaceWith(row(r));
@@ -174,7 +179,10 @@ function setState(state) {
 const socket = new ReconnectingSocket({
   url: () => "/ws/runs/",
   onOpen: resync,
-  onMessage: (event) => { if (event.type === "run.row") merge(event.data); },
+  onMessage: (event) => {
+    if (event.type === "run.row") merge(event.data);
+    else if (event.type === "run.hidden") hide(event.data.id);
+  },
   onState: setState,
 });
 window.__frontierRunsSocket = { close: () => socket.drop() };

@@ -22,6 +22,7 @@ const ID_FIXED = `id: a saved verifier's id cannot change (it is "${savedId}"); 
 
 let spec = null; // the parsed spec, or null while the JSON does not parse
 let lastProblems = [];
+let lastWarnings = [];
 // No problem is shown before the user changed something (a new verifier starts with an empty id).
 let touched = false;
 
@@ -150,7 +151,7 @@ function fromForm(structural = false) {
   touched = true;
   jsonBox.value = JSON.stringify(spec, null, 2);
   if (structural) renderForm();
-  showProblems(lastProblems);
+  showProblems(lastProblems, lastWarnings);
   changed();
 }
 
@@ -184,6 +185,7 @@ function showProblems(problems, warnings = []) {
   // skips) do not, but sit next to their field the same way so a typo is seen.
   if (savedId && spec && spec.id !== savedId && !problems.includes(ID_FIXED)) problems = [ID_FIXED, ...problems];
   lastProblems = problems;
+  lastWarnings = warnings;
   if (!touched) return;
   document.querySelectorAll("#spec-form .field-error, #spec-form .field-warning").forEach((n) => n.remove());
   document.querySelectorAll(".invalid, .suspect").forEach((n) => n.classList.remove("invalid", "suspect"));
@@ -377,3 +379,12 @@ if (fileInput) {
 
 fromJSON();
 loadTaskSets();
+
+// Saving a spec lint warns about (an unknown check type: scoring would skip it,
+// its weight gone) asks first; the page says it again after the save.
+form.addEventListener("submit", (event) => {
+  if (!lastWarnings.length) return;
+  const question = `${lastWarnings.length === 1 ? "This verifier has a warning" : `This verifier has ${lastWarnings.length} warnings`}:\n\n`
+    + lastWarnings.map((w) => `• ${w}`).join("\n") + "\n\nSave it anyway?";
+  if (!window.confirm(question)) event.preventDefault();
+});

@@ -93,6 +93,23 @@ def test_a_script_with_only_a_token_creates_imports_launches_follows_stops_resum
     assert len(document["candidates"]) == len(detail["candidates"]) and len(document["events"]) == len(events)
 
 
+def test_a_check_type_typo_is_saved_with_a_warning_that_dry_run_and_launch_repeat(api):
+    """Scoring skips an unknown check type (its weight gone): the script is told
+    where it typed it and what it probably meant, wherever the spec is used."""
+    spec = {"id": "typo-check", "checks": [{"id": "has-refund", "type": "containz", "params": {"value": "refund"}}]}
+    warning = 'checks[0].type: unknown check type "containz" (did you mean "contains"? scoring skips this check)'
+    status, body, _ = api.call("POST", "/api/verifiers/", {"spec": spec})
+    assert status == 201 and body["warnings"] == [warning], body
+    status, body, _ = api.call("PUT", "/api/verifiers/typo-check", {"spec": {**spec, "name": "typo"}})
+    assert status == 200 and body["warnings"] == [warning], body
+    config = {"task_set_id": import_tasks(api, "typo tasks"), "verifier_ids": ["typo-check"], "budget": {"max_metric_calls": 40},
+              "task_lm": {"provider": "demo", "model": "demo-task"}}
+    status, body, _ = api.call("POST", "/api/runs/dry-run", {"config": config})
+    assert status == 200 and body["ok"] and f"verifier typo-check: {warning}" in body["warnings"], body
+    status, body, _ = api.call("POST", "/api/runs/", {"config": config})
+    assert status == 201 and f"verifier typo-check: {warning}" in body["warnings"], body
+
+
 def test_the_openapi_document_is_readable_with_a_token_and_refused_without(api, frontier_server):
     status, document, _ = api.call("GET", "/api/openapi.json")
     assert status == 200 and "/api/runs/" in document["paths"]
@@ -264,7 +281,7 @@ print(type(run).__name__, run.id, run.status.value)
     launched = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert launched.returncode == 0, launched.stdout + launched.stderr
     kind, run_id, status = launched.stdout.split()
-    assert kind == "RunOut" and status == "queued"
+    assert kind == "LaunchedOut" and status == "queued"  # RunOut and the launch's warnings
     wait_until(lambda: run_status(api, int(run_id)) in FINISHED, what="the generated client's run", timeout=120)
 
 

@@ -115,6 +115,9 @@ def test_a_run_exported_from_the_browser_imports_back_with_identical_scores(page
 
     assert copy != original
     expect(page.locator(".messages")).to_contain_text("Imported Refund export e2e with 4 candidates")
+    # The same file again: the same run, nothing new saved (as for a gepa_state.bin).
+    assert _import(page, download.value.path()) == copy
+    expect(page.locator(".messages")).to_contain_text("This file was imported before")
     expect(page.get_by_role("heading", name=re.compile("Refund export e2e"))).to_contain_text("imported")
     scores = [page.request.get(f"/runs/{run_id}/export.csv").text() for run_id in (original, copy)]
     assert scores[0].count("\n") == 1 + 9  # header + one row per task
@@ -180,3 +183,25 @@ def test_the_candidate_table_the_score_chart_and_both_front_charts_each_add_to_t
     page.wait_for_url(re.compile(rf"/runs/{run_id}/compare/\?c=1&c=2&c=3$"))
     expect(page.locator("article.candidate-col")).to_have_count(3)
     expect(page.locator("table.tasks tbody tr")).to_have_count(6)
+
+
+LONG_NAMED = """
+from django.contrib.auth import get_user_model
+from tests.factories import recorded_run
+run = recorded_run(get_user_model().objects.get(username={username!r}), candidates=2, val_tasks=2, name="long verifier name")
+run.verifier_specs = [{{**run.verifier_specs[0], "name": "N" * 250}}]
+run.save(update_fields=["verifier_specs"])
+print(run.pk)
+"""
+
+
+def test_a_run_whose_verifier_has_a_very_long_name_exports_and_imports_back(page, frontier_server):
+    """A spec's name may be longer than a verifier row keeps (200 characters);
+    the import refused it, as "not valid JSON"."""
+    original = int(frontier_server.manage("shell", "-c", LONG_NAMED.format(username=E2E_USERNAME)).stdout.split()[-1])
+    page.goto(f"/runs/{original}/compare/?c=0&c=1")
+    with page.expect_download() as download:
+        page.get_by_role("link", name="Export JSON").click()
+    copy = _import(page, download.value.path())
+    assert copy != original
+    expect(page.locator(".messages")).to_contain_text("Imported long verifier name with 2 candidates")

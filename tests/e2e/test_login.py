@@ -44,3 +44,16 @@ def test_logging_out_returns_to_the_login_page(page):
     expect(page).to_have_url(re.compile(r"/login/"))
     page.goto("/verifiers/")
     expect(page).to_have_url(re.compile(r"/login/\?next=/verifiers/"))
+
+
+def test_no_page_asks_for_an_icon_that_is_not_there(page):
+    """Every page names the site's icon; the API docs, which name none, get it
+    from /favicon.ico (a 404 in every console before)."""
+    failed = []
+    page.on("response", lambda response: response.status >= 400 and failed.append((response.status, response.url)))
+    for path in ("/runs/", "/verifiers/", "/api/docs"):
+        page.goto(path)
+        page.wait_for_load_state("networkidle")
+    icon = page.request.get("/favicon.ico")
+    assert icon.ok and icon.headers["content-type"].startswith("image/svg+xml")
+    assert failed == []

@@ -269,3 +269,39 @@ def test_the_run_pages_first_tab_stop_skips_the_charts_and_no_toolbar_button_is_
     assert phone.evaluate("document.querySelectorAll('#chart-score .modebar-btn').length") > 0
     assert phone.evaluate(TABBABLE_TOOLBAR_BUTTONS) == 0
     shot(phone, "390px-run-page-keyboard.png")
+
+
+# Each word of every visible table header: on how many lines it is drawn.
+BROKEN_HEADER_WORDS = """() => {
+  const broken = [];
+  for (const th of document.querySelectorAll('th')) {
+    if (!th.offsetParent) continue;
+    const walker = document.createTreeWalker(th, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const m of node.data.matchAll(/\\S+/g)) {
+        const range = document.createRange();
+        range.setStart(node, m.index);
+        range.setEnd(node, m.index + m[0].length);
+        const lines = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+        if (lines.size > 1) broken.push(m[0]);
+      }
+    }
+  }
+  return broken;
+}"""
+
+
+@pytest.mark.parametrize("width", [390, 800])
+def test_no_table_header_breaks_inside_a_word(browser, frontier_server, site, width):
+    """A narrow table wrapped its headers anywhere: "SCOR" / "E"."""
+    context = browser.new_context(base_url=frontier_server.url, viewport={"width": width, "height": 900})
+    page = context.new_page()
+    login(page)
+    run = site["run"]
+    for url in (f"/runs/{run}/", f"/runs/{run}/compare/?c=0&c={site['best']}", f"/runs/{run}/promotion/", "/runs/",
+                f"/tasksets/{site['task_set']}/", "/verifiers/"):
+        page.goto(url)
+        if url == f"/runs/{run}/":
+            wait_for_js(page, "document.querySelectorAll('#candidate-rows tr').length > 0")
+        assert page.evaluate(BROKEN_HEADER_WORDS) == [], (width, url)
+    context.close()

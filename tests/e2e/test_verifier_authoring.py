@@ -108,3 +108,24 @@ def test_try_it_scores_against_a_task_picked_from_a_task_set(page, frontier_serv
     page.locator("#try-task-json").fill('{"expectations": {"mustMention": [{"text": "apology", "message": "open with an apology"}]}}')
     expect(page.get_by_test_id("try-feedback")).to_contain_text("open with an apology")
     page.screenshot(path=str(ARTIFACTS / "verifier-try-it-with-task.png"), full_page=True)
+
+
+def test_saving_a_misspelled_check_type_asks_first_and_the_saved_page_says_it_again(page):
+    page.goto("/verifiers/new/")
+    page.locator("#spec-json").fill('{"id": "typo-save", "name": "Typo", "checks": [{"id": "json", "type": "json_validd"}]}')
+    expect(page.locator("#lint-status")).to_have_text("Valid · 1 warning")
+    asked = []
+
+    def dismiss(dialog):
+        asked.append(dialog.message)
+        dialog.dismiss()
+
+    page.once("dialog", dismiss)
+    page.get_by_role("button", name="Save", exact=True).click()
+    page.wait_for_timeout(500)
+    assert page.url.endswith("/verifiers/new/")  # not saved
+    assert len(asked) == 1 and 'unknown check type "json_validd" (did you mean "json_valid"?' in asked[0], asked
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(page).to_have_url(re.compile(r"/verifiers/typo-save/$"))
+    expect(page.get_by_text('Saved with a warning: checks[0].type: unknown check type "json_validd"')).to_be_visible()

@@ -137,6 +137,14 @@ def test_bad_input_exits_2_with_one_line_naming_the_option(site, args, message):
     assert last_run_id(site) == runs_before  # nothing half-saved
 
 
+def test_resume_names_its_option_not_the_service_s_argument(site):
+    done = site.manage("optimize", "run", "--verifier", "refund.json", "--tasks", "refunds.jsonl", "--budget", "20", "--wait")
+    run_id = json.loads(done.stdout)["run_id"]
+    resumed = site.manage("optimize", "resume", str(run_id), "--extra-budget", "-5")
+    assert resumed.returncode == 2 and "Traceback" not in resumed.stderr
+    assert resumed.stderr.strip().splitlines()[-1] == "CommandError: --extra-budget: must not be negative"
+
+
 def test_a_set_with_no_val_tasks_is_refused_like_in_the_launch_form_not_validated_on_train(site):
     rows = [json.loads(line) | {"split": "train"} for line in (site.path / "refunds.jsonl").read_text().splitlines()]
     (site.path / "all-train.jsonl").write_text("\n".join(json.dumps(row) for row in rows))

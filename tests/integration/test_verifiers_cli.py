@@ -61,11 +61,11 @@ def test_a_file_that_is_not_json_exits_2_with_one_line(files):
     ]
 
 
-def test_it_prints_every_problem_with_its_field_path_and_exits_1(files):
+def test_it_prints_every_problem_with_its_field_path_and_exits_2(files):
     bad = files("bad.json", {"id": "x", "passTreshold": 1, "checks": [{"type": "contains"}, {"type": "json_keys", "params": {"keys": []}}]})
     good = files("good.json", SPEC)
     completed = run_cli("lint", bad, good)
-    assert completed.returncode == 1
+    assert completed.returncode == 2  # an invalid spec, as for every subcommand
     assert completed.stdout.splitlines() == [
         f"{bad}: passTreshold: unknown field",
         f"{bad}: checks[0].params.value: is required",

@@ -239,3 +239,15 @@ def test_an_import_holds_one_candidate_in_memory_not_the_file(run, other_user, t
     assert big_size > 4 * small_size and big_size > 10e6
     # Flat: five times the file, about the same memory (one candidate and a read chunk).
     assert big_peak < 1.5 * small_peak and big_peak < big_size / 2, (small_size, small_peak, big_size, big_peak)
+
+
+def test_an_import_the_file_refuses_says_why_not_that_the_json_is_invalid(user, user_client):
+    """A RunImportError is a ValueError: the import page named it "not valid JSON"."""
+    run = recorded_run(owner=user, candidates=2, val_tasks=2)
+    document = json.loads(b"".join(run_export_stream(run)))
+    document["run"]["verifier_specs"][0]["id"] = ""
+    upload = SimpleUploadedFile("run.json", json.dumps(document).encode(), content_type="application/json")
+    response = user_client.post("/runs/import/", {"file": upload})
+    assert response.status_code == 400
+    text = response.content.decode()
+    assert "run.verifier_specs.0.id" in text and "not valid JSON" not in text

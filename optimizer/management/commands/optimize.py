@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shlex
 import sys
 import threading
@@ -104,7 +105,8 @@ class Command(BaseCommand):
                 elif action == "resume":
                     run = run_resume(run=run, extra_budget=options["extra_budget"])
             except RunStateError as error:
-                raise bad_input(str(error)) from None
+                # The service names its arguments (extra_budget); here they are options.
+                raise bad_input(re.sub(r"^extra_budget:", "--extra-budget:", str(error))) from None
         if options.get("wait"):
             run = self._follow(run)
         elif action != "status":

@@ -33,8 +33,8 @@ from verifiers_app.engine import (
     validate_task,
 )
 
+# An invalid spec, task or file: exit 2, for every subcommand (lint included).
 BAD_INPUT = 2
-PROBLEMS_FOUND = 1
 
 
 def bad_input(message: str) -> CommandError:
@@ -68,7 +68,8 @@ class Command(BaseCommand):
 
     SUBCOMMANDS = {
         "score": "score one output against one or more specs and print the result JSON",
-        "lint": "report every problem in spec files, each with its field path",
+        "lint": "report every problem in spec files, each with its field path; exit 2 if a spec is invalid "
+                "(warnings, e.g. an unknown check type, leave the exit status 0)",
         "create": "create a verifier from a spec file, or update the one with its id",
     }
 
@@ -157,8 +158,7 @@ class Command(BaseCommand):
                     note = f" ({len(warnings)} warning{'s' if len(warnings) > 1 else ''})" if warnings else ""
                     self.stdout.write(f"{label}ok{note}")
         if problem_count:
-            raise CommandError(f"{problem_count} problem{'s' if problem_count > 1 else ''} found",
-                               returncode=PROBLEMS_FOUND)
+            raise bad_input(f"{problem_count} problem{'s' if problem_count > 1 else ''} found")
 
     # --- create ------------------------------------------------------------------
 
