@@ -44,7 +44,7 @@ CLOSE_UNSUPPORTED_DATA = 1003
 RESUME_SECONDS = 1.0
 
 
-class JsonFramesOnly:
+class JsonFramesOnly(AsyncJsonWebsocketConsumer):
     """A client frame that is not JSON text (binary, or text that does not parse)
     closes the socket with 1003 instead of raising in the consumer (a 1011)."""
 
@@ -134,8 +134,9 @@ class RunConsumer(JsonFramesOnly, GroupMessagesOnTheLoop, AsyncJsonWebsocketCons
     async def disconnect(self, code):
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
-        if getattr(self, "resume_pending", None) is not None:
-            self.resume_pending.cancel()
+        pending = getattr(self, "resume_pending", None)
+        if pending is not None:
+            pending.cancel()
 
     async def receive_json(self, content, **kwargs):
         # The only thing a client says is "resume": send what I have not had yet
@@ -251,7 +252,7 @@ class RunListConsumer(JsonFramesOnly, GroupMessagesOnTheLoop, AsyncJsonWebsocket
         if self.user.pk in message.get("lost_by", ()) and not await self._may_see(run_id, owner_id=None):
             await self.send_json({"type": "run.hidden", "data": {"id": run_id}})
 
-    async def _may_see(self, run_id: int, owner_id: int) -> bool:
+    async def _may_see(self, run_id: int, owner_id: int | None) -> bool:
         if self.user.is_superuser or owner_id == self.user.pk:
             return True
         now = time.monotonic()

@@ -151,6 +151,9 @@ class Run(models.Model):
     # client) and reaches us through /api/external/; nothing here executes it.
     kind = models.CharField(max_length=10, choices=RunKind.choices, default=RunKind.NATIVE)
     external = models.JSONField(default=dict, blank=True, help_text="Where an external run runs: host, gepa and client versions")
+    # Not stored: set on the run an import returns when the same file was imported
+    # before (optimizer.export.run_import_stream), for the page to say so.
+    imported_before = False
     external_key = models.CharField(max_length=64, blank=True, help_text="The tracker's own id of the run (opening twice gives one run)")
     external_batch = models.PositiveIntegerField(default=0, help_text="Last event batch applied (resent batches are ignored)")
     created_at = models.DateTimeField(auto_now_add=True)
