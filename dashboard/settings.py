@@ -39,7 +39,7 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
-    "django.contrib.staticfiles",
+    "dashboard.apps.FrontierStaticFilesConfig",  # django.contrib.staticfiles
     "channels",
     # Serves Swagger UI's assets from the package (no CDN: /api/docs works offline).
     "ninja",
@@ -232,7 +232,6 @@ STATIC_ROOT = DATA_DIR / "static"
 STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
-    "dashboard.staticfiles.PlotlyFinder",
 ]
 
 # --- The web server (dashboard/server.py) and request bodies (dashboard/body_guard.py) ---

@@ -58,7 +58,7 @@ def test_the_web_process_refuses_an_anonymous_websocket(web_server, user):
 
 
 def test_the_web_process_serves_static_files_with_debug_off(web_server):
-    for path in ("/static/vendor/plotly.min.js", "/static/css/frontier.css"):
+    for path in ("/static/vendor/plotly-frontier.min.js", "/static/css/frontier.css"):
         with urllib.request.urlopen(web_server.url + path, timeout=10) as response:
             assert response.status == 200
             assert len(response.read()) > 1000
