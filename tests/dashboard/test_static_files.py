@@ -73,3 +73,67 @@ def test_every_response_carries_the_strict_content_security_policy(client):
     policy = client.get("/login/")["Content-Security-Policy"]
     assert "script-src 'self'" in policy and "style-src 'self'" in policy and "unsafe-eval" not in policy
     assert "'unsafe-inline'" not in policy  # not even for style attributes: static/js/csp-style-attributes.js
+
+
+# ---- served by ServeStatic: hashed names, compressed, out of Django's way ------------------
+
+HASHED = r"[0-9a-f]{12}"
+
+
+def test_pages_name_each_static_file_by_its_content_hashed_name(user_client, user):
+    from tests.factories import recorded_run
+
+    run = recorded_run(owner=user, candidates=2, val_tasks=2)
+    html = user_client.get(f"/runs/{run.pk}/").content.decode()
+    assert re.search(rf'href="/static/css/frontier\.{HASHED}\.css"', html)
+    assert re.search(rf'src="/static/vendor/plotly-frontier\.min\.{HASHED}\.js"', html)
+    assert re.search(rf'<link rel="modulepreload" href="/static/js/run/charts\.{HASHED}\.js">', html)
+    assert not re.search(r'(src|href)="/static/[^"]*(?<!\.[0-9a-f]{12})\.(js|css)"', html)
+
+
+def test_a_hashed_module_imports_the_hashed_modules_the_page_preloads():
+    """static/js's modules import each other by relative path: the collected copies
+    name the hashed files, which the run page's modulepreload links fetch."""
+    from django.contrib.staticfiles.storage import staticfiles_storage
+
+    hashed = staticfiles_storage.stored_name("js/run-page.js")
+    code = staticfiles_storage.open(hashed).read().decode()
+    imports = re.findall(r'from "([^"]+)"', code)
+    assert imports and all(re.search(rf"\.{HASHED}\.js$", path) for path in imports), imports
+    assert f'"./run/charts.{staticfiles_storage.stored_name("js/run/charts.js").split(".")[-2]}.js"' in code
+
+
+def test_static_files_are_served_by_servestatic_and_not_by_djangos_development_handler():
+    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+    from django.core.handlers.asgi import ASGIHandler
+    from servestatic import ServeStaticASGI
+
+    from dashboard.asgi import application
+
+    chain, app = [], application.application_mapping["http"]
+    while app is not None:
+        chain.append(app)
+        app = getattr(app, "app", None) or getattr(app, "application", None)
+    assert not any(isinstance(layer, ASGIStaticFilesHandler) for layer in chain), chain
+    static = next(layer for layer in chain if isinstance(layer, ServeStaticASGI))
+    assert isinstance(chain[-1], ASGIHandler)
+    assert any(re.fullmatch(rf"/static/vendor/plotly-frontier\.min\.{HASHED}\.js", url) for url in static.files)
+
+
+def test_collecting_again_with_nothing_changed_does_nothing(settings, tmp_path):
+    from dashboard.staticfiles import collect_static_files
+
+    (tmp_path / "src" / "css").mkdir(parents=True)
+    (tmp_path / "src" / "css" / "site.css").write_text("body { color: #1d2330; }\n" * 200)
+    settings.STATICFILES_DIRS = [tmp_path / "src"]
+    settings.STATICFILES_FINDERS = ["django.contrib.staticfiles.finders.FileSystemFinder"]
+    settings.STATIC_ROOT = tmp_path / "static"
+
+    assert collect_static_files() is True
+    hashed = [path.name for path in (tmp_path / "static" / "css").iterdir()]
+    assert any(re.fullmatch(rf"site\.{HASHED}\.css", name) for name in hashed)
+    assert any(re.fullmatch(rf"site\.{HASHED}\.css\.(br|gz)", name) for name in hashed)
+    assert collect_static_files() is False
+
+    (tmp_path / "src" / "css" / "site.css").write_text("body { color: #000; }\n" * 200)
+    assert collect_static_files() is True
