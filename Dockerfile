@@ -8,6 +8,9 @@ COPY optimizer ./optimizer
 COPY verifiers_app ./verifiers_app
 RUN pip install --no-cache-dir .
 COPY . .
+# Static files hashed and compressed once, into the image (ServeStatic serves them);
+# `manage.py serve` in the container then finds them current and starts at once.
+RUN python manage.py shell -v 0 -c "from dashboard.staticfiles import collect_static_files; collect_static_files()"
 RUN useradd --create-home frontier && mkdir -p /app/var && chown -R frontier /app/var
 USER frontier
 EXPOSE 8000

@@ -15,7 +15,7 @@ PORT ?= 8000
 PYTEST = $(PY) -m pytest -p no:cacheprovider
 ALLOW_EMPTY = || [ $$? -eq 5 ]
 
-.PHONY: demo test lint test-js test-unit test-integration test-e2e install install-runtime install-local install-bench migrate bench clean
+.PHONY: demo test lint test-js test-unit test-integration test-e2e install install-runtime install-local install-bench migrate bench vendor-plotly clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -114,6 +114,28 @@ install-bench: install
 
 bench: install-bench
 	for script in bench/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+
+## The partial plotly.js bundle the pages load (static/vendor/plotly-frontier.min.js),
+## rebuilt from its pinned sources (static/vendor/plotly-build: plotly.js 4.1.1 and
+## esbuild, every package checked by `npm ci` against the lock file's integrity),
+## then static/css/plotly.css from it. The build is deterministic: an unchanged
+## lock file gives the committed bytes (`git diff` shows nothing).
+PLOTLY_BUILD := static/vendor/plotly-build
+PLOTLY_JS_VERSION = 4.1.1
+vendor-plotly: install-runtime
+	@command -v npm >/dev/null || { echo "make vendor-plotly needs Node.js and npm" >&2; exit 1; }
+	@registry=$$(npm view plotly.js@$(PLOTLY_JS_VERSION) dist.integrity) \
+	  && locked=$$(node -p "require('./$(PLOTLY_BUILD)/package-lock.json').packages['node_modules/plotly.js'].integrity") \
+	  && echo "plotly.js $(PLOTLY_JS_VERSION): registry $$registry, lock file $$locked" \
+	  && [ "$$registry" = "$$locked" ] || { echo "the lock file's plotly.js is not the registry's $(PLOTLY_JS_VERSION)" >&2; exit 1; }
+	rm -rf $(VENV)/plotly-build && mkdir -p $(VENV)/plotly-build
+	cp $(PLOTLY_BUILD)/package.json $(PLOTLY_BUILD)/package-lock.json $(PLOTLY_BUILD)/entry.js $(PLOTLY_BUILD)/build.mjs $(VENV)/plotly-build/
+	cd $(VENV)/plotly-build && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error && node build.mjs $(CURDIR)/static/vendor/plotly-frontier.min.js
+	rm -rf $(VENV)/plotly-build
+	$(PY) -m dashboard.staticfiles > static/css/plotly.css
+	@git diff --quiet -- static/vendor/plotly-frontier.min.js static/css/plotly.css \
+	  && echo "static/vendor/plotly-frontier.min.js and static/css/plotly.css: identical to the committed files" \
+	  || git diff --stat -- static/vendor/plotly-frontier.min.js static/css/plotly.css
 
 clean:
 	rm -rf var test-artifacts

@@ -11,8 +11,18 @@ the front by optimizer.front. Then it prints, each as the median of `--repeat`
 - the run page's snapshot.json: size and server time (the whole Django view:
   middleware, session, selector, JSON encoding; no network), and its queries;
 - the candidate page and the compare view of 5 candidates: server time and queries;
-- the page live in Chromium: from navigation to the page's "● live" (the
-  snapshot drawn and the websocket open) against a real web process (`manage.py serve`) on this database.
+- the run page in Chromium against a real web process (`manage.py serve`) on
+  this database, each load with an empty browser cache (a new browser context;
+  one warm-up load first): the bytes over the wire (every response's
+  transferred size, headers included: Chromium's Network.loadingFinished
+  encodedDataLength) and the time from navigation until every chart on the
+  page is drawn and it shows "● live".
+  A chart is drawn when Plotly's promise for its first newPlot/react resolves;
+  the bench wraps window.Plotly from an init script to note when (the page's own
+  code is not changed, so an older checkout is measured the same way).
+
+`--baseline PATH` measures a server started from another checkout beside ours
+(same database, same runs), e.g. `git worktree add ../frontier-main main`.
 
 It uses its own database and Redis DB, never the defaults:
 BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/frontier_bench)
@@ -20,7 +30,7 @@ and BENCH_REDIS_URL (default redis://127.0.0.1:6379/15). The database is
 created if missing and kept (`--reuse` measures a run of the same size built
 before instead of building another; `--drop` removes the database at the end).
 
-Usage: .venv/bin/python bench/scale.py [--sizes 2000x300] [--repeat 3] [--reuse] [--drop] [--no-browser]
+Usage: .venv/bin/python bench/scale.py [--sizes 2000x300] [--repeat 3] [--reuse] [--drop] [--no-browser] [--baseline PATH]
 """
 
 from __future__ import annotations
@@ -329,35 +339,119 @@ def start_daphne(port: int) -> subprocess.Popen:
     raise SystemExit("the web process did not start within 60 s")
 
 
-def measure_page_live(run_ids: list[int], session: str, repeat: int) -> tuple[dict[int, list[float]], dict[int, list[dict]]]:
+# Injected before any page script (an init script runs whatever the page's CSP):
+# notes when each chart's first Plotly.newPlot / Plotly.react has drawn.
+CHARTS_DRAWN = """
+window.__chartsDrawn = {};
+(() => {
+  let plotly;
+  const wrap = (name) => {
+    const draw = plotly[name];
+    plotly[name] = function (el, ...rest) {
+      const done = draw.call(this, el, ...rest);
+      const id = typeof el === "string" ? el : el && el.id;
+      Promise.resolve(done).then(() => { if (id && !(id in window.__chartsDrawn)) window.__chartsDrawn[id] = performance.now(); });
+      return done;
+    };
+  };
+  Object.defineProperty(window, "Plotly", {
+    configurable: true,
+    get: () => plotly,
+    set: (value) => { plotly = value; wrap("newPlot"); wrap("react"); },
+  });
+})();
+"""
+RUN_PAGE_CHARTS = ["chart-score", "chart-lineage", "chart-front", "chart-scatter", "chart-verdicts"]
+PAGE_STATE = """(charts) => ({
+  drawn: charts.map((id) => window.__chartsDrawn[id] ?? null),
+  live: window.__frontierRun?.bootMs?.live ?? null,
+  liveText: document.querySelector("[data-field=live]")?.textContent,
+  noWebGL: charts.filter((id) => (document.getElementById(id)?.textContent || "").includes("WebGL is not supported")),
+})"""
+
+
+def collect_static(root: Path) -> None:
+    """collectstatic for a checkout that serves hashed static files (an older one
+    serves them through Django's development handler: nothing to do)."""
+    script = ("import django; django.setup()\n"
+              "try:\n    from dashboard.staticfiles import collect_static_files\nexcept ImportError:\n    pass\n"
+              "else:\n    collect_static_files(log=print)")
+    subprocess.run([sys.executable, "-c", script], cwd=root, env={**os.environ, **ENV}, check=True)
+
+
+def load_cold(browser, base: str, session: str, url: str) -> dict:
+    """One load of `url` with an empty browser cache: bytes over the wire, ms
+    from navigation until every chart is drawn and the page is live."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.add_cookies([{"name": "sessionid", "value": session, "url": base}])
+    context.add_init_script(CHARTS_DRAWN)
+    page = context.new_page()
+    cdp = context.new_cdp_session(page)
+    cdp.send("Network.enable")
+    cdp.send("Network.setCacheDisabled", {"cacheDisabled": False})
+    urls: dict[str, str] = {}
+    sizes: dict[str, int] = {}
+    cdp.on("Network.responseReceived", lambda e: urls.__setitem__(e["requestId"], e["response"]["url"]))
+    cdp.on("Network.loadingFinished", lambda e: sizes.__setitem__(e["requestId"], e["encodedDataLength"]))
+    page.goto(url)
+    deadline = time.monotonic() + 120
+    while True:  # polled through the debugging protocol: the CSP forbids page.wait_for_function's eval
+        state = page.evaluate(PAGE_STATE, RUN_PAGE_CHARTS)
+        if state["live"] is not None and all(t is not None for t in state["drawn"]):
+            break
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{url}: not every chart drawn and live within 120 s: {state}")
+        time.sleep(0.05)
+    page.wait_for_timeout(300)  # anything still loading (the websocket's first frames) is counted
+    marks = page.evaluate("window.__frontierRun.bootMs")
+    by_kind: dict[str, int] = {}
+    for request_id, size in sizes.items():
+        address = urls.get(request_id, "")
+        kind = ("plotly" if "plotly" in address else "snapshot" if "snapshot.json" in address
+                else "static" if "/static/" in address else "page and other")
+        by_kind[kind] = by_kind.get(kind, 0) + size
+    context.close()
+    charts = dict(zip(RUN_PAGE_CHARTS, state["drawn"], strict=True))
+    return {"ms": max(state["live"], *state["drawn"]), "bytes": sum(sizes.values()), "by_kind": by_kind,
+            "marks": {**marks, **{f"drawn {k[6:]}": round(v) for k, v in charts.items()}}, "no_webgl": state["noWebGL"]}
+
+
+def measure_page_live(run_ids: list[int], session: str, repeat: int, roots: dict[str, Path]) -> dict[str, dict[int, list[dict]]]:
+    """For each checkout in `roots` (label → path): its server, then per run one
+    warm-up load and `repeat` cold ones."""
+    global ROOT
     from playwright.sync_api import sync_playwright
 
-    port = free_port()
-    daphne = start_daphne(port)
-    base = f"http://127.0.0.1:{port}"
-    out: dict[int, list[float]] = {}
-    steps: dict[int, list[dict]] = {}  # the page's own marks (run-page.js bootMs), per load
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-            context = browser.new_context(viewport={"width": 1400, "height": 1000})
-            context.add_cookies([{"name": "sessionid", "value": session, "url": base}])
-            page = context.new_page()
-            for run_id in run_ids:
-                times = []
-                for attempt in range(repeat + 1):  # the first load warms the server and the browser's cache
-                    started = time.perf_counter()
-                    page.goto(f"{base}/runs/{run_id}/")
-                    page.locator("[data-field=live]").filter(has_text="● live").wait_for(timeout=120_000)  # the CSP forbids eval
-                    if attempt:
-                        times.append((time.perf_counter() - started) * 1000)
-                        steps.setdefault(run_id, []).append(page.evaluate("window.__frontierRun.bootMs"))
-                out[run_id] = times
-            browser.close()
-    finally:
-        daphne.terminate()
-        daphne.wait(timeout=20)
-    return out, steps
+    out: dict[str, dict[int, list[dict]]] = {}
+    ours = ROOT
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        for label, root in roots.items():
+            collect_static(root)
+            ROOT = root  # start_daphne serves the checkout at ROOT (its `manage.py serve`)
+            port = free_port()
+            server = start_daphne(port)
+            ROOT = ours
+            base = f"http://127.0.0.1:{port}"
+            try:
+                for run_id in run_ids:
+                    load_cold(browser, base, session, f"{base}/runs/{run_id}/")  # warms the server
+                    out.setdefault(label, {})[run_id] = [load_cold(browser, base, session, f"{base}/runs/{run_id}/") for _ in range(repeat)]
+            finally:
+                server.terminate()
+                server.wait(timeout=20)
+        browser.close()
+    return out
+
+
+def load_figures(loads: list[dict]) -> str:
+    ms = [load["ms"] for load in loads]
+    mb = [load["bytes"] / 1e6 for load in loads]
+    kinds = sorted({k for load in loads for k in load["by_kind"]})
+    split = ", ".join(f"{k} {statistics.median(load['by_kind'].get(k, 0) for load in loads) / 1e6:.2f}" for k in kinds)
+    webgl = {c for load in loads for c in load["no_webgl"]}
+    return (f"{statistics.median(mb):.2f} MB over the wire (min {min(mb):.2f}, max {max(mb):.2f}; {split}), "
+            f"every chart drawn and live after {spread(ms)}" + (f"; NOT DRAWN (no WebGL): {sorted(webgl)}" if webgl else ""))
 
 
 def boot_steps(loads: list[dict]) -> str:
@@ -379,6 +473,7 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true", help="measure runs of these sizes built by an earlier invocation")
     parser.add_argument("--drop", action="store_true", help="drop the bench database at the end")
     parser.add_argument("--no-browser", action="store_true")
+    parser.add_argument("--baseline", help="another checkout (e.g. a worktree of main) whose server is measured beside ours")
     args = parser.parse_args()
     sizes = [tuple(int(n) for n in size.lower().split("x")) for size in args.sizes.split(",")]
 
@@ -424,10 +519,13 @@ def main() -> None:
         if not args.no_browser:
             session = client.cookies["sessionid"].value
             connections.close_all()
-            live, steps = measure_page_live([run.pk for run in runs], session, args.repeat)
+            roots = {"this checkout": ROOT} | ({"baseline": Path(args.baseline).resolve()} if args.baseline else {})
+            loads = measure_page_live([run.pk for run in runs], session, args.repeat, roots)
             for run in runs:
-                print(f"[{run.name}] page live in Chromium (navigation → '● live'): {spread(live[run.pk])}", flush=True)
-                print(f"[{run.name}]   the page's steps, ms since navigation (median): {boot_steps(steps[run.pk])}", flush=True)
+                for label in roots:
+                    print(f"[{run.name}] run page, cold cache, {label} ({roots[label]}): {load_figures(loads[label][run.pk])}", flush=True)
+                    print(f"[{run.name}]   its steps, ms since navigation (median): {boot_steps([load['marks'] for load in loads[label][run.pk]])}",
+                          flush=True)
         connections.close_all()
     finally:
         if args.drop:

@@ -22,18 +22,18 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 django_http = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 
 from dashboard.body_guard import RequestBodyGuard
 from dashboard.routing import websocket_urlpatterns
+from dashboard.staticfiles import serve_static_files
 from dashboard.ws_auth import TokenOrSessionAuth
 
 application = ProtocolTypeRouter(
     {
-        # Static files (our own and Plotly's bundle) are served by the app itself
-        # in both modes: no separate web server is needed.
+        # Static files are served by ServeStatic (compressed, content-hashed,
+        # cached for a year) before Django, in both modes: no separate web server is needed.
         # The body guard answers before a large body is read (refused when anonymous).
-        "http": RequestBodyGuard(ASGIStaticFilesHandler(django_http)),
+        "http": RequestBodyGuard(serve_static_files(django_http)),
         # Scripts: a Bearer token; browsers: the session, Origin-checked.
         "websocket": TokenOrSessionAuth(URLRouter(websocket_urlpatterns)),
     }

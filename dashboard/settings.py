@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
+from servestatic.compress import Compressor
 
 from dashboard.env import (
     database_from_url,
@@ -47,7 +48,7 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
-    "django.contrib.staticfiles",
+    "dashboard.apps.FrontierStaticFilesConfig",  # django.contrib.staticfiles
     "channels",
     # Serves Swagger UI's assets from the package (no CDN: /api/docs works offline).
     "ninja",
@@ -237,11 +238,19 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = DATA_DIR / "static"
+# Served by ServeStatic from here (dashboard/asgi.py, dashboard/staticfiles.py):
+# content-hashed, gzip and brotli, in both modes; `manage.py serve` collects first.
+STATIC_ROOT = Path(env_str("FRONTIER_STATIC_ROOT", str(DATA_DIR / "static")))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "dashboard.staticfiles.FrontierStaticFilesStorage"},
+}
+# Source maps (django-ninja's API docs ship 5 MB of them) are for developer tools:
+# not worth brotli's time at every collectstatic.
+SERVESTATIC_SKIP_COMPRESS_EXTENSIONS = (*Compressor.SKIP_COMPRESS_EXTENSIONS, "map")
 STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
-    "dashboard.staticfiles.PlotlyFinder",
 ]
 
 # --- The web server (dashboard/server.py) and request bodies (dashboard/body_guard.py) ---

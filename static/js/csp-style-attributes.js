@@ -7,7 +7,7 @@
 // `el.setAttribute("style", …)`, which Chromium refuses under the policy
 // ("style-src-attr", one securitypolicyviolation each, the node unstyled).
 // Recorded on the run page (every chart hovered, legends and toolbar used) and
-// a rich-text chart, 48 calls, all from d3's attr setter in plotly.min.js:
+// a rich-text chart, 48 calls, all from d3's attr setter in the plotly bundle:
 // - 45 rich-text <tspan>s (svg_text_utils): <b> font-weight, <i> font-style,
 //   <sup>/<sub> font-size, <span style="color"> fill — hover labels ("#0"
 //   bold), titles, axis titles, legend entries, annotations;

@@ -70,6 +70,11 @@ def _server_env(data_dir: Path) -> dict:
         FRONTIER_VALIDATE_EVENTS="1",  # every event the served runs publish is checked against its model
         DJANGO_SETTINGS_MODULE="dashboard.settings",
     )
+    # Static files collected once for the whole session (tests/conftest.py), not
+    # again by each module's server: `manage.py serve` finds them up to date.
+    from django.conf import settings
+
+    env["FRONTIER_STATIC_ROOT"] = str(settings.STATIC_ROOT)
     return env
 
 

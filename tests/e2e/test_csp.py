@@ -230,6 +230,38 @@ def test_charts_hovered_clicked_and_drawn_with_rich_text_keep_their_styles_under
     assert errors == []
 
 
+BIG_RUN = """
+from django.contrib.auth import get_user_model
+from tests.factories import recorded_run
+run = recorded_run(get_user_model().objects.get(username={username!r}), candidates=1001, val_tasks=2, name="WebGL sweep")
+print(run.pk)
+"""
+RUN_CHARTS = ["chart-score", "chart-lineage", "chart-front", "chart-scatter", "chart-verdicts"]
+CHARTS_STATE = """(ids) => ids.map((id) => {
+  const el = document.getElementById(id);
+  return { id, types: (el._fullData || []).map((t) => t.type), text: el.textContent };
+})"""
+
+
+def test_a_run_page_past_1000_candidates_draws_its_webgl_charts_under_the_policy(page, frontier_server):
+    """Past 1,000 points the run page's point charts are WebGL scatters
+    (static/js/run/charts.js). Plotly compiles their WebGL programs with
+    `new Function` unless the bundle has scattergl's strict variant: the policy
+    refused that eval and the score and 2-D front charts read "WebGL is not
+    supported by your browser" instead (the full plotly.min.js did)."""
+    run_id = frontier_server.manage("shell", "-c", BIG_RUN.format(username=E2E_USERNAME)).stdout.strip().splitlines()[-1]
+    page.add_init_script(RECORD_VIOLATIONS)
+    page.goto(f"/runs/{run_id}/")
+    page.locator("[data-field=live]").filter(has_text="● live").wait_for()
+    wait_for_js(page, "(ids) => ids.every((id) => document.querySelector(`#${id} .main-svg`))", RUN_CHARTS,
+                timeout=30, what="every chart drawn")
+    page.wait_for_timeout(500)  # WebGL draws in the next frames
+    charts = {chart["id"]: chart for chart in page.evaluate(CHARTS_STATE, RUN_CHARTS)}
+    assert "scattergl" in charts["chart-score"]["types"] and "scattergl" in charts["chart-scatter"]["types"], charts
+    assert not [c["id"] for c in charts.values() if "WebGL is not supported" in c["text"]]
+    assert page.evaluate("window.__csp") == [], page.evaluate("window.__csp")
+
+
 def _first_point(page, chart: str) -> tuple[float, float]:
     page.locator(f"#{chart}").scroll_into_view_if_needed()
     target = page.evaluate(HOVER_TARGETS, [chart, 1])[0]

@@ -2,6 +2,7 @@
 reaches a websocket client of a web process through Redis."""
 
 import json
+import re
 import time
 import urllib.request
 
@@ -56,11 +57,19 @@ def test_the_web_process_refuses_an_anonymous_websocket(web_server, user):
     assert refused.value.response.status_code == 403
 
 
-def test_the_web_process_serves_static_files_with_debug_off(web_server):
-    for path in ("/static/vendor/plotly.min.js", "/static/css/frontier.css"):
-        with urllib.request.urlopen(web_server.url + path, timeout=10) as response:
-            assert response.status == 200
-            assert len(response.read()) > 1000
+def test_the_web_process_serves_static_files_hashed_compressed_and_cached_with_debug_off(web_server):
+    with urllib.request.urlopen(web_server.url + "/login/", timeout=10) as response:
+        page = response.read().decode()
+    css = re.search(r'href="(/static/css/frontier\.[0-9a-f]{12}\.css)"', page).group(1)
+    for path in (css, "/static/js/nav.js"):
+        request = urllib.request.Request(web_server.url + path, headers={"Accept-Encoding": "br"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200 and len(response.read()) > 100
+            if path == css:
+                assert response.headers["Content-Encoding"] == "br"
+                assert response.headers["Cache-Control"] == "max-age=31536000, public, immutable"
+            else:  # a plain name (no page links one) is not cached for long
+                assert response.headers["Cache-Control"] == "max-age=60, public"
 
 
 def test_a_session_is_checked_on_postgresql_before_a_large_body_is_read(web_server, user):

@@ -31,6 +31,11 @@ class Command(BaseCommand):
         parser.add_argument("--access-log", action="store_true", help="Log every request")
 
     def handle(self, *args, host, port, no_worker, proxy_headers, forwarded_allow_ips, access_log, **options):
+        # Static files: hashed and compressed into STATIC_ROOT (skipped when unchanged).
+        from dashboard.staticfiles import collect_static_files
+
+        collect_static_files(log=self.stderr.write)
+
         config = server_config(host=host, port=port, proxy_headers=proxy_headers,
                                forwarded_allow_ips=forwarded_allow_ips, access_log=access_log)
         embedded_worker = settings.EMBEDDED and settings.EMBEDDED_WORKER and not no_worker
