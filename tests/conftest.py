@@ -8,13 +8,14 @@ import pytest
 PASSWORD = "correct horse battery"
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _static_files_collected():
+def pytest_sessionstart(session):
     """Pages name their static files by hashed name (ManifestStaticFilesStorage):
     collectstatic, as `manage.py serve` runs it, into STATIC_ROOT before any test
-    renders one. The servers integration tests start read the same STATIC_ROOT,
-    and browser tests' servers are pointed at it (tests/e2e/conftest.py). The
-    first run takes ~20 s, later ones ~50 ms (dashboard.staticfiles.collect_static_files)."""
+    module is imported (importing dashboard.asgi makes ServeStatic list the
+    files there) or renders a page. The servers integration tests start read the
+    same STATIC_ROOT, and browser tests' servers are pointed at it
+    (tests/e2e/conftest.py). The first run takes ~20 s, later ones ~50 ms
+    (dashboard.staticfiles.collect_static_files)."""
     from dashboard.staticfiles import collect_static_files
 
     collect_static_files()
