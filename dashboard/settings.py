@@ -288,7 +288,4 @@ LOGGING = {
     "loggers": {name: {"level": "WARNING"} for name in ("uvicorn.error", "celery", "httpx", "httpx2", "httpcore", "openai")},
 }
 
-# Model endpoints a run can choose (docs/architecture.md "LM providers"). Keys are never
-# stored here: `api_key_env` names the environment variable that holds them.
-FRONTIER_ENDPOINTS_FILE = env_str("FRONTIER_ENDPOINTS_FILE")
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
