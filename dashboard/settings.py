@@ -1,6 +1,6 @@
 """Frontier settings.
 
-Two ways to run, chosen by the environment alone (see README "Configuration"):
+Two ways to run, chosen by the environment alone (docs/configuration.md):
 - embedded (default, no variables): SQLite in WAL mode, an in-process channel
   layer and a Celery worker inside the server process with an in-memory broker;
 - distributed: DATABASE_URL (PostgreSQL) and REDIS_URL (Celery broker and

@@ -1,6 +1,7 @@
 """Hostile requests against a real `manage.py serve` process: the
-server answers them quickly and its memory stays small (README "Limits": one regex or
-one upload used to take the whole site down)."""
+server answers them quickly and its memory stays small
+(docs/configuration.md "Limits": one regex or one upload must never take the
+whole site down)."""
 
 from __future__ import annotations
 
