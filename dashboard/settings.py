@@ -222,7 +222,7 @@ RUNS_DIR = Path(env_str("FRONTIER_RUNS_DIR", str(DATA_DIR / "runs")))
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
-# Login and API-token throttling (dashboard/throttle.py, README "Security", login throttling).
+# Login and API-token throttling (dashboard/throttle.py, docs/security.md "Login throttling").
 LOGIN_FAILURES_PER_ACCOUNT = env_int("FRONTIER_LOGIN_FAILURES_PER_ACCOUNT", 10)
 LOGIN_FAILURES_PER_IP = env_int("FRONTIER_LOGIN_FAILURES_PER_IP", 50)
 LOGIN_THROTTLE_WINDOW_SECONDS = env_int("FRONTIER_LOGIN_WINDOW_SECONDS", 900)
@@ -265,7 +265,7 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
-# Behind HTTPS (README "Deploying behind HTTPS"): all off by default, since the
+# Behind HTTPS (docs/deployment.md "Behind HTTPS"): all off by default, since the
 # embedded mode and the tests serve plain HTTP on 127.0.0.1.
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
