@@ -1,0 +1,146 @@
+"""The generated parts of the reference in docs/, written from their sources.
+
+    python -m dashboard.reference_docs           # rewrite every generated section
+    python -m dashboard.reference_docs --check   # list the stale ones, exit 1 if any
+
+A generated section sits between `<!-- generated: NAME -->` and
+`<!-- end generated -->` in its page; everything else on the page is written
+by hand. The sources:
+
+- `events` (docs/websockets.md): the run event catalogue, the pydantic models
+  of `optimizer/runs/event_types.py`.
+
+tests/dashboard/test_reference_docs.py fails when a section is stale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import types
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = "docs"
+END = "<!-- end generated -->"
+COMMAND = "python -m dashboard.reference_docs"
+
+
+def begin_marker(name: str) -> str:
+    return f"<!-- generated: {name} ({COMMAND}) -->"
+
+
+# -- events: the run event catalogue ------------------------------------------------
+
+def _type_name(annotation: Any) -> str:
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is Annotated:
+        return _type_name(args[0])
+    if origin is Literal:
+        return " | ".join(f'"{a}"' for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_type_name(a) for a in args)
+    if origin is list:
+        return f"[{_type_name(args[0])}]"
+    if origin is dict:
+        return f"{{{_type_name(args[0])}: {_type_name(args[1])}}}"
+    if annotation is type(None):
+        return "null"
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "{" + ", ".join(annotation.model_fields) + "}"
+    return {str: "string", int: "int", float: "number", bool: "bool"}.get(annotation, str(annotation))
+
+
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    """The model inside a field's type (a list of items, a dict of per-role usage), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _nested_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _field_lines(model: type[BaseModel], indent: str) -> list[str]:
+    lines = []
+    for name, field in model.model_fields.items():
+        note = field.description or ""
+        if not field.is_required():
+            note = f"{note}; may be absent" if note else "may be absent"
+        lines.append(f"{indent}- `{name}`: {_type_name(field.annotation)}" + (f" — {note}" if note else ""))
+        nested = _nested_model(field.annotation)
+        if nested is not None:
+            lines += _field_lines(nested, indent + "  ")
+    return lines
+
+
+def events_markdown() -> str:
+    """One entry per event type, its model's fields in order (with the fields
+    of a nested model, such as a trial item, under it)."""
+    from optimizer.runs.event_types import PAYLOADS
+
+    lines = []
+    for type_, model in PAYLOADS.items():
+        lines.append(f"- **`{type_}`** — {' '.join((model.__doc__ or '').split())}")
+        lines += _field_lines(model, "  ")
+    return "\n".join(lines) + "\n"
+
+
+# -- the pages ----------------------------------------------------------------------
+
+#: Generated section → (its page in docs/, what writes it).
+SECTIONS: dict[str, tuple[str, Callable[[], str]]] = {
+    "events": ("websockets.md", events_markdown),
+}
+
+
+def with_section(text: str, name: str, body: str) -> str:
+    """`text` with the body of its generated section `name` replaced by `body`."""
+    pattern = re.compile(rf"<!-- generated: {re.escape(name)}\b[^>]*-->\n.*?{re.escape(END)}", re.S)
+    if not pattern.search(text):
+        raise ValueError(f"no {begin_marker(name)} … {END} section")
+    return pattern.sub(lambda _: f"{begin_marker(name)}\n{body}{END}", text, count=1)
+
+
+def regenerate() -> dict[str, tuple[str, str]]:
+    """Every page with generated sections: its path in the repository → (current text, regenerated text)."""
+    pages: dict[str, tuple[str, str]] = {}
+    for name, (file, render) in SECTIONS.items():
+        page = f"{DOCS}/{file}"
+        if page not in pages:
+            text = (ROOT / page).read_text()
+            pages[page] = (text, text)
+        current, new = pages[page]
+        pages[page] = (current, with_section(new, name, render()))
+    return pages
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="only say which pages are stale (exit 1 if any)")
+    options = parser.parse_args(argv)
+    stale = {page: new for page, (current, new) in regenerate().items() if current != new}
+    for page, new in stale.items():
+        if options.check:
+            print(f"{page} is stale: run `{COMMAND}`")
+        else:
+            (ROOT / page).write_text(new)
+            print(f"rewrote {page}")
+    return 1 if options.check and stale else 0
+
+
+if __name__ == "__main__":
+    import os
+
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    django.setup()
+    sys.exit(main(sys.argv[1:]))
