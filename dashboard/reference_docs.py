@@ -7,8 +7,10 @@ A generated section sits between `<!-- generated: NAME -->` and
 `<!-- end generated -->` in its page; everything else on the page is written
 by hand. The sources:
 
+- `openapi` (docs/api.md): the JSON API's OpenAPI document (`dashboard.api.api`),
+  one line per operation, then each schema's fields;
 - `events` (docs/websockets.md): the run event catalogue, the pydantic models
-  of `optimizer/runs/event_types.py`.
+  of `optimizer/runs/event_types.py`;
 
 tests/dashboard/test_reference_docs.py fails when a section is stale.
 """
@@ -34,6 +36,67 @@ COMMAND = "python -m dashboard.reference_docs"
 
 def begin_marker(name: str) -> str:
     return f"<!-- generated: {name} ({COMMAND}) -->"
+
+
+# -- openapi: the JSON API ----------------------------------------------------------
+
+def _schema_name(schema: dict) -> str:
+    if "$ref" in schema:
+        return schema["$ref"].rsplit("/", 1)[-1]
+    if schema.get("type") == "array":
+        return f"[{_schema_name(schema.get('items', {}))}]"
+    if "anyOf" in schema:
+        return " | ".join(_schema_name(option) for option in schema["anyOf"])
+    if "enum" in schema:
+        return " | ".join(f'"{value}"' for value in schema["enum"])
+    if schema.get("type") == "object" and "additionalProperties" in schema:
+        extra = schema["additionalProperties"]
+        return "{string: " + (_schema_name(extra) if isinstance(extra, dict) else "any") + "}"
+    return {"integer": "int", "number": "number", "string": "string", "boolean": "bool", "null": "null",
+            "object": "object"}.get(schema.get("type", ""), "any")
+
+
+def _json_body(part: dict) -> str | None:
+    schema = part.get("content", {}).get("application/json", {}).get("schema")
+    return None if schema is None else _schema_name(schema)
+
+
+def _operation_line(method: str, path: str, operation: dict) -> str:
+    query = [p["name"] for p in operation.get("parameters", []) if p["in"] == "query"]
+    target = path + (f"?{'&'.join(query)}" if query else "")
+    body = _json_body(operation.get("requestBody", {}))
+    answers = []
+    for status, response in sorted(operation.get("responses", {}).items(), key=lambda item: str(item[0])):
+        if str(status).startswith("2"):
+            answers.append(f"{status} {_json_body(response) or response.get('description', '')}".strip())
+    words = " ".join((operation.get("description") or operation.get("summary") or "").split())
+    signature = f"`{method.upper()} {target}`" + (f" {body}" if body else "") + f" → {', '.join(answers)}"
+    return f"- {signature}: {words}" if words else f"- {signature}"
+
+
+def _schema_line(name: str, schema: dict) -> str:
+    if "enum" in schema:
+        return f"- **{name}**: {_schema_name(schema)}"
+    required = set(schema.get("required", []))
+    fields = [f"`{field}`" + ("" if field in required else "?") for field in schema.get("properties", {})]
+    return f"- **{name}**: {', '.join(fields)}" if fields else f"- **{name}**"
+
+
+def openapi_markdown() -> str:
+    from dashboard.api import api
+
+    document = api.get_openapi_schema()
+    by_tag: dict[str, list[str]] = {}
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            tag = (operation.get("tags") or ["other"])[0]
+            by_tag.setdefault(tag, []).append(_operation_line(method, path, operation))
+    lines = ["Operations, by tag: `METHOD path?query` request body → success status and body.", ""]
+    for tag, operation_lines in by_tag.items():
+        lines += [f"### {tag}", "", *operation_lines, ""]
+    lines += ["### Schemas", "", "Fields in order; `?` marks one that may be left out.", ""]
+    lines += [_schema_line(name, schema) for name, schema in sorted(document["components"]["schemas"].items())]
+    return "\n".join(lines) + "\n"
 
 
 # -- events: the run event catalogue ------------------------------------------------
@@ -97,6 +160,7 @@ def events_markdown() -> str:
 
 #: Generated section → (its page in docs/, what writes it).
 SECTIONS: dict[str, tuple[str, Callable[[], str]]] = {
+    "openapi": ("api.md", openapi_markdown),
     "events": ("websockets.md", events_markdown),
 }
 
