@@ -11,6 +11,8 @@ by hand. The sources:
   one line per operation, then each schema's fields;
 - `events` (docs/websockets.md): the run event catalogue, the pydantic models
   of `optimizer/runs/event_types.py`;
+- `cli` (docs/cli.md): each management command's argparse parser, what
+  `manage.py <command> --help` prints.
 
 tests/dashboard/test_reference_docs.py fails when a section is stale.
 """
@@ -156,12 +158,77 @@ def events_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+# -- cli: the management commands ---------------------------------------------------
+
+#: Frontier's own commands, in the order a user meets them.
+COMMANDS = ("demo_setup", "serve", "verifiers", "tasks", "optimize")
+
+
+def _django_options() -> set[str]:
+    """The options every Django command has (--verbosity, --settings …): said once, not per command."""
+    from django.core.management.base import BaseCommand
+
+    return {action.dest for action in BaseCommand().create_parser("manage.py", "x")._actions}
+
+
+def _option_line(action: argparse.Action) -> str:
+    if action.option_strings:
+        takes_value = action.nargs != 0
+        metavar = action.metavar or action.dest.upper()
+        name = " / ".join(action.option_strings) + (f" {metavar}" if takes_value else "")
+    else:
+        name = action.metavar or action.dest
+    notes = []
+    if action.required and action.option_strings:
+        notes.append("required")
+    if isinstance(action, argparse._AppendAction):
+        notes.append("repeatable")
+    if action.choices and not isinstance(action.choices, dict):
+        notes.append("one of " + ", ".join(f"`{c}`" for c in action.choices if c != ""))
+    text = " ".join((action.help or "").split())
+    shown = action.default is not None and action.default is not False and action.default not in ("", argparse.SUPPRESS)
+    if shown and action.nargs != 0 and "default" not in text:
+        notes.append(f"default `{action.default}`")
+    suffix = f" ({'; '.join(notes)})" if notes else ""
+    return f"- `{name}`{suffix}" + (f": {text}" if text else "")
+
+
+def _parser_lines(parser: argparse.ArgumentParser, title: str, about: str, skip: set[str],
+                  level: int = 3) -> list[str]:
+    lines = [f"{'#' * level} {title}", ""]
+    if about:
+        lines += [" ".join(about.split()), ""]
+    own = [a for a in parser._actions if a.dest not in skip and not isinstance(a, argparse._SubParsersAction)]
+    if own:
+        lines += [_option_line(action) for action in own] + [""]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
+            for name, subparser in action.choices.items():
+                lines += _parser_lines(subparser, f"{title} {name}", helps.get(name, ""), {"help"}, level + 1)
+    return lines
+
+
+def cli_markdown() -> str:
+    from django.core.management import get_commands, load_command_class
+
+    skip = _django_options()
+    apps = get_commands()
+    lines = []
+    for name in COMMANDS:
+        command = load_command_class(apps[name], name)
+        parser = command.create_parser("manage.py", name)
+        lines += _parser_lines(parser, f"manage.py {name}", str(command.help), skip)
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
 # -- the pages ----------------------------------------------------------------------
 
 #: Generated section → (its page in docs/, what writes it).
 SECTIONS: dict[str, tuple[str, Callable[[], str]]] = {
     "openapi": ("api.md", openapi_markdown),
     "events": ("websockets.md", events_markdown),
+    "cli": ("cli.md", cli_markdown),
 }
 
 
