@@ -204,10 +204,7 @@ FRONTIER_EXPORT_CSV_PROCESS_MIN_EVALUATIONS = env_int("FRONTIER_EXPORT_CSV_PROCE
 FRONTIER_EXPORT_PROCESSES_MAX = env_int("FRONTIER_EXPORT_PROCESSES_MAX", 4)
 # How far below the web process's CPU priority the export process runs
 # (os.nice): with the CPUs busy, the web process and the workers go first and
-# the download waits. On two cores (bench/export.py, 452 MB exports, 10
-# alternated pairs at load 1-4) other viewers' event p95 during / idle was
-# 0.9-8.4x (median 1.6) at 10 vs 1.0-3.6x (median 1.9) at 0; with three
-# CPU-bound processes beside it the export took 2.3-3.9x as long at 10.
+# the download waits (docs/benchmarks.md "bench/export.py").
 FRONTIER_EXPORT_PROCESS_NICENESS = env_int("FRONTIER_EXPORT_PROCESS_NICENESS", 10)
 
 # Per-user run limits (site defaults; an admin sets other values per user in
