@@ -38,7 +38,7 @@ install: $(STAMP)
 
 install-runtime: $(RUNTIME_STAMP)
 
-## A real local model server for the integration test and README "Use a local model":
+## A real local model server for the integration test and docs/models.md "A local model":
 ## llama.cpp's server (compiled once, 8-13 min; pip caches it) and SmolLM2-135M.
 ## llama.cpp built for "this CPU" (pip's default, -march=native) runs its AMX
 ## kernels where the CPU has them, and in virtual machines those crash on the

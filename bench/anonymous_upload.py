@@ -1,4 +1,4 @@
-"""What an anonymous upload costs a real daphne (`manage.py serve`): it should refuse it before reading it.
+"""What an anonymous upload costs a real web server (`manage.py serve`): it should refuse it before reading it.
 
 Run: ``python bench/anonymous_upload.py`` (``--runs N``, ``--mb M``). Starts its
 own server (SQLite in a temporary directory), then for each case POSTs an
@@ -7,15 +7,15 @@ server's peak RSS growth over the N requests (sampled every 20 ms from /proc,
 a fresh server per case), how long each whole POST took (the client sends
 all of it: the server reads and drops the rest after its answer), and how
 soon the answer comes when the client sends the headers only (median
-[min–max]; before the daphne patch it never came):
+[min–max]):
 
 - anonymous, Content-Length: refused from the headers alone;
 - anonymous, chunked: refused once 64 KB arrived;
 - a stale session cookie: checked off the event loop while the connection
   stops reading, then refused.
 
-Before the daphne patch each case took +M MB (the whole body was received
-first). Linux only (/proc).
+A server that read the body before answering would grow by about M MB per
+case. Linux only (/proc). The latest figures: docs/benchmarks.md.
 """
 
 from __future__ import annotations

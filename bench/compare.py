@@ -80,9 +80,10 @@ def main() -> int:
 
 
 def diff_worst_case() -> bool:
-    """The prompt diff on the pairs that are worst for SequenceMatcher (README "Limits":
-    two 4 KB prompts of one repeated word took 6.8 s, 12 KB took 70 s), next to
-    a realistic heavy edit; each must take ≤ 1 s whatever level it falls back to."""
+    """The prompt diff on the pairs that are worst for SequenceMatcher
+    (docs/configuration.md "Limits"; unbounded, it takes 6.8 s on two 4 KB
+    prompts of one repeated word), next to a realistic heavy edit; each must
+    take ≤ 1 s whatever level it falls back to."""
     import random
 
     from optimizer.textdiff import SAME, word_diff

@@ -26,8 +26,8 @@ It runs with DEBUG off, as a worker beside PostgreSQL and Redis runs (DEBUG is
 off as soon as services are configured). `--debug` measures the development
 mode instead (`make demo` without services): there Django logs every query and,
 on SQLite, quotes each parameter through the database for the log, which makes
-writing the run's usage JSON ~0.45 ms dearer per budget update (measured:
-0.64 ms vs 0.15 ms for a counter-only write; 0.20 ms with DEBUG off).
+writing the run's usage JSON dearer per budget update (figures:
+docs/benchmarks.md "bench/cost_accounting.py").
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 temporary data directory (removed at exit), the service settings cleared, and
 DEBUG off as a deployed worker runs it. With DEBUG on Django logs every query
 and, on SQLite, quotes each parameter through the database for the log: a
-cost no deployment pays (writing a run's usage JSON took 0.64 ms with it,
-0.20 ms without), so a bench measured that way overstates our own work.
+cost no deployment pays (docs/benchmarks.md "bench/cost_accounting.py"), so a
+bench measured that way overstates our own work.
 
 Usage, before `django.setup()`:  ``DATA_DIR = scratch.setup("cost")``
 (`debug=True` measures the development mode instead).

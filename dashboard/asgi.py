@@ -14,7 +14,7 @@ from django.core.asgi import get_asgi_application
 # one GIL. Each time the loop thread comes back from a socket call while a view
 # is running Python, it waits for the GIL up to the switch interval: 5 ms by
 # default, several times per delivered event, so other viewers' events queue
-# behind an export. 0.5 ms (bench/gil_switch.py, bench/export.py; README "Benchmarks").
+# behind an export. So 0.5 ms (docs/benchmarks.md "bench/gil_switch.py").
 GIL_SWITCH_INTERVAL = 0.0005
 sys.setswitchinterval(GIL_SWITCH_INTERVAL)
 

@@ -20,7 +20,7 @@ headers, before the body is read:
 A refused request gets its whole answer at once; what the client still sends
 is then read and dropped for at most :data:`LINGER_SECONDS` before the
 connection closes, so the client reads the answer instead of a reset.
-docs/deployment.md ("Limits") has the measured numbers.
+docs/benchmarks.md ("bench/anonymous_upload.py") has the measured numbers.
 """
 
 from __future__ import annotations

@@ -84,10 +84,11 @@ class GroupMessagesOnTheLoop(AsyncConsumer):
     shares (`aclose_old_connections`) before every handler, so that a handler
     reaching the database without `database_sync_to_async` finds no stale
     connection. One group message to N viewers of a web process is N such hops
-    through that one thread, each a thread hand-off and a wait for the GIL:
-    with 200 viewers (bench/fanout.py) about a fifth of the web process's
-    CPU per delivered event. The handlers named here touch the database only
-    through `database_sync_to_async`, which closes old connections itself."""
+    through that one thread, each a thread hand-off and a wait for the GIL: a
+    large share of the web process's CPU per delivered event with many viewers
+    (docs/benchmarks.md "bench/fanout.py"). The handlers named here touch the
+    database only through `database_sync_to_async`, which closes old
+    connections itself."""
 
     loop_handlers: frozenset[str] = frozenset()
 

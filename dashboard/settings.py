@@ -1,6 +1,6 @@
 """Frontier settings.
 
-Two ways to run, chosen by the environment alone (see README "Configuration"):
+Two ways to run, chosen by the environment alone (docs/configuration.md):
 - embedded (default, no variables): SQLite in WAL mode, an in-process channel
   layer and a Celery worker inside the server process with an in-memory broker;
 - distributed: DATABASE_URL (PostgreSQL) and REDIS_URL (Celery broker and
@@ -205,10 +205,7 @@ FRONTIER_EXPORT_CSV_PROCESS_MIN_EVALUATIONS = env_int("FRONTIER_EXPORT_CSV_PROCE
 FRONTIER_EXPORT_PROCESSES_MAX = env_int("FRONTIER_EXPORT_PROCESSES_MAX", 4)
 # How far below the web process's CPU priority the export process runs
 # (os.nice): with the CPUs busy, the web process and the workers go first and
-# the download waits. On two cores (bench/export.py, 452 MB exports, 10
-# alternated pairs at load 1-4) other viewers' event p95 during / idle was
-# 0.9-8.4x (median 1.6) at 10 vs 1.0-3.6x (median 1.9) at 0; with three
-# CPU-bound processes beside it the export took 2.3-3.9x as long at 10.
+# the download waits (docs/benchmarks.md "bench/export.py").
 FRONTIER_EXPORT_PROCESS_NICENESS = env_int("FRONTIER_EXPORT_PROCESS_NICENESS", 10)
 
 # Per-user run limits (site defaults; an admin sets other values per user in
@@ -223,7 +220,7 @@ RUNS_DIR = Path(env_str("FRONTIER_RUNS_DIR", str(DATA_DIR / "runs")))
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
-# Login and API-token throttling (dashboard/throttle.py, README "Security", login throttling).
+# Login and API-token throttling (dashboard/throttle.py, docs/security.md "Login throttling").
 LOGIN_FAILURES_PER_ACCOUNT = env_int("FRONTIER_LOGIN_FAILURES_PER_ACCOUNT", 10)
 LOGIN_FAILURES_PER_IP = env_int("FRONTIER_LOGIN_FAILURES_PER_IP", 50)
 LOGIN_THROTTLE_WINDOW_SECONDS = env_int("FRONTIER_LOGIN_WINDOW_SECONDS", 900)
@@ -274,7 +271,7 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
-# Behind HTTPS (README "Deploying behind HTTPS"): all off by default, since the
+# Behind HTTPS (docs/deployment.md "Behind HTTPS"): all off by default, since the
 # embedded mode and the tests serve plain HTTP on 127.0.0.1.
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
@@ -297,7 +294,4 @@ LOGGING = {
     "loggers": {name: {"level": "WARNING"} for name in ("uvicorn.error", "celery", "httpx", "httpx2", "httpcore", "openai")},
 }
 
-# Model endpoints a run can choose (docs/architecture.md "LM providers"). Keys are never
-# stored here: `api_key_env` names the environment variable that holds them.
-FRONTIER_ENDPOINTS_FILE = env_str("FRONTIER_ENDPOINTS_FILE")
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False

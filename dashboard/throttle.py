@@ -1,6 +1,6 @@
 """Throttling of password logins (site and admin) and API-token guesses.
 
-The rule (README "Security", login throttling), kept on Django's cache (Redis in the
+The rule (docs/security.md "Login throttling"), kept on Django's cache (Redis in the
 distributed mode, so every web process shares the counts):
 
 - every failed attempt counts against the client's IP address and, for a

@@ -58,7 +58,7 @@ class ModelEndpoint(models.Model):
 
 class UserRunLimits(models.Model):
     """An administrator's limits for one user's runs; an empty field means the
-    site default from settings (optimizer/runs/limits.py, README "Limits")."""
+    site default from settings (optimizer/runs/limits.py, docs/configuration.md "Limits")."""
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="run_limits")
     max_metric_calls = models.PositiveIntegerField(

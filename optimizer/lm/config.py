@@ -41,7 +41,7 @@ class LMConfig(BaseModel):
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     max_tokens: int | None = Field(default=None, gt=0, le=1_000_000)
     # The defaults bound one call to about 2 x 20 s: a hung endpoint fails a run
-    # within a minute (README "What you can do", faults); raise `timeout` for a model that is just slow.
+    # within a minute (docs/models.md "Faults"); raise `timeout` for a model that is just slow.
     timeout: float = Field(default=20.0, gt=0, le=3600, description="Seconds per HTTP attempt.")
     max_retries: int = Field(default=1, ge=0, le=20, description="Retries after the first attempt.")
     retry_initial_delay: float = Field(

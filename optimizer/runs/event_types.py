@@ -8,9 +8,9 @@ Evaluation) are the source of truth for pages rendered from scratch.
 
 Each type's payload (`data`) is the model in `PAYLOADS`; with the setting
 FRONTIER_VALIDATE_EVENTS on (always in the tests) `publish_run_events` checks
-every payload against it and raises on a mismatch. README's websocket section
-lists the same models (`python -m optimizer.runs.event_types README.md` writes it; a
-test fails when it is out of date).
+every payload against it and raises on a mismatch. docs/websockets.md lists
+the same models (`python -m dashboard.reference_docs` writes the list; a test
+fails when it is out of date).
 
 All text inside payloads is untrusted and already bounded in size by the writer
 (outputs and prompts truncated to PREVIEW_CHARS with an ellipsis); browsers must
@@ -19,10 +19,6 @@ still escape it.
 
 from __future__ import annotations
 
-import sys
-import types
-import typing
-from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -241,75 +237,3 @@ def validate_payload(type: str, data: Any) -> None:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "data"
         raise EventPayloadError(f"{type} event: data.{where}: {first['msg']}") from None
-
-
-# -- the README's section, written from the models ---------------------------------
-
-README_BEGIN = "<!-- event-catalogue:begin (python -m optimizer.runs.event_types README.md) -->"
-README_END = "<!-- event-catalogue:end -->"
-
-
-def _type_name(annotation: Any) -> str:
-    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin is Annotated:
-        return _type_name(args[0])
-    if origin is Literal:
-        return " | ".join(f'"{a}"' for a in args)
-    if origin in (typing.Union, types.UnionType):
-        return " | ".join(_type_name(a) for a in args)
-    if origin is list:
-        return f"[{_type_name(args[0])}]"
-    if origin is dict:
-        return f"{{{_type_name(args[0])}: {_type_name(args[1])}}}"
-    if annotation is type(None):
-        return "null"
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return "{" + ", ".join(annotation.model_fields) + "}"
-    return {str: "string", int: "int", float: "number", bool: "bool"}.get(annotation, str(annotation))
-
-
-def _nested_model(annotation: Any) -> type[BaseModel] | None:
-    """The model inside a field's type (a list of items, a dict of per-role usage), if any."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in typing.get_args(annotation):
-        found = _nested_model(arg)
-        if found is not None:
-            return found
-    return None
-
-
-def _field_lines(model: type[BaseModel], indent: str) -> list[str]:
-    lines = []
-    for name, field in model.model_fields.items():
-        note = field.description or ""
-        if not field.is_required():
-            note = f"{note}; may be absent" if note else "may be absent"
-        lines.append(f"{indent}- `{name}`: {_type_name(field.annotation)}" + (f" — {note}" if note else ""))
-        nested = _nested_model(field.annotation)
-        if nested is not None:
-            lines += _field_lines(nested, indent + "  ")
-    return lines
-
-
-def catalogue_markdown() -> str:
-    """The README's list of event types, one entry per model, fields in order
-    (with the fields of a nested model, such as a trial item, under it)."""
-    lines = []
-    for type, model in PAYLOADS.items():
-        lines.append(f"- **`{type}`** — {' '.join((model.__doc__ or '').split())}")
-        lines += _field_lines(model, "  ")
-    return "\n".join(lines) + "\n"
-
-
-def readme_with_catalogue(readme: str) -> str:
-    """`readme` with the text between the catalogue markers replaced by catalogue_markdown()."""
-    head, found, rest = readme.partition(README_BEGIN)
-    if not found or README_END not in rest:
-        raise ValueError(f"the README has no {README_BEGIN} … {README_END} section")
-    return head + README_BEGIN + "\n" + catalogue_markdown() + README_END + rest.partition(README_END)[2]
-
-
-if __name__ == "__main__":  # rewrite the README's event catalogue from the models
-    path = Path(sys.argv[1] if len(sys.argv) > 1 else "README.md")
-    path.write_text(readme_with_catalogue(path.read_text()))

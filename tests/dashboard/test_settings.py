@@ -2,6 +2,9 @@
 (Loading the settings in a fresh process with a given environment, and
 `check --deploy`: tests/integration/test_settings_processes.py.)"""
 
+import re
+from pathlib import Path
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
@@ -41,3 +44,12 @@ def test_a_redis_url_must_be_redis():
     assert redis_url("REDIS_URL", "redis://127.0.0.1:6379/0")
     with pytest.raises(ImproperlyConfigured, match="REDIS_URL"):
         redis_url("REDIS_URL", "http://127.0.0.1:6379")
+
+
+def test_every_variable_the_settings_read_is_in_the_configuration_page():
+    root = Path(__file__).resolve().parents[2]
+    read = set(re.findall(r"\benv_\w+\(\s*\"([A-Z][A-Z0-9_]+)\"", (root / "dashboard/settings.py").read_text()))
+    page = (root / "docs" / "configuration.md").read_text()
+    assert len(read) > 30
+    missing = sorted(name for name in read if f"| `{name}` |" not in page)
+    assert not missing, f"docs/configuration.md lists no row for {missing}"

@@ -1,6 +1,6 @@
 """The API as scripts use it: a real `manage.py serve` process, a plain HTTP
 client (urllib) and only a token; sessions with their CSRF check; the CLI in
-another process; the README's examples run verbatim; a client generated from
+another process; docs/api.md's examples run verbatim; a client generated from
 the OpenAPI document; the docs page offline in Chromium."""
 
 from __future__ import annotations
@@ -242,17 +242,17 @@ def test_run_wait_prints_a_clean_progress_bar_and_a_summary_with_the_run_url(fro
     assert summary["best_candidate_index"] == detail["best_candidate"]
 
 
-def _readme_block(kind: str) -> str:
-    readme = (ROOT / "README.md").read_text()
-    match = re.search(rf"<!-- api-example:{kind} -->\n```\w+\n(.*?)```", readme, re.S)
-    assert match, f"README has no api-example:{kind} block"
+def _docs_block(kind: str) -> str:
+    page = (ROOT / "docs" / "api.md").read_text()
+    match = re.search(rf"<!-- api-example:{kind} -->\n```\w+\n(.*?)```", page, re.S)
+    assert match, f"docs/api.md has no api-example:{kind} block"
     return match.group(1)
 
 
 @pytest.mark.parametrize(("kind", "command"), [("sh", ["bash", "-euo", "pipefail", "-c"]), ("python", [sys.executable, "-c"])])
-def test_the_readme_api_examples_run_verbatim(frontier_server, token, kind, command):
+def test_the_api_page_examples_run_verbatim(frontier_server, token, kind, command):
     env = dict(os.environ, FRONTIER_URL=frontier_server.url, FRONTIER_TOKEN=token)
-    result = subprocess.run([*command, _readme_block(kind)], env=env, capture_output=True, text=True, timeout=240)
+    result = subprocess.run([*command, _docs_block(kind)], env=env, capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stdout + result.stderr
     if kind == "python":
         assert result.stdout.startswith("completed ")

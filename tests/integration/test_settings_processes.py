@@ -1,7 +1,7 @@
 """The settings a process gets from its environment: each case loads them in a
-fresh Python process (embedded or distributed, DEBUG, SECRET_KEY, the README's
-production block and `manage.py check --deploy`). Spawns processes, so it runs
-in the integration stage; it needs neither PostgreSQL nor Redis."""
+fresh Python process (embedded or distributed, DEBUG, SECRET_KEY, the production
+block of docs/deployment.md and `manage.py check --deploy`). Spawns processes,
+so it runs in the integration stage; it needs neither PostgreSQL nor Redis."""
 
 import os
 import subprocess
@@ -43,11 +43,11 @@ def test_with_services_configured_debug_is_off_and_the_mode_is_distributed():
 
 
 def _production_env() -> dict:
-    """The README's documented production environment ("Deploying behind HTTPS")."""
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split("# production.env\n", 1)[1].split("```", 1)[0]
+    """The documented production environment (docs/deployment.md "Behind HTTPS")."""
+    page = (ROOT / "docs" / "deployment.md").read_text()
+    block = page.split("# production.env\n", 1)[1].split("```", 1)[0]
     env = dict(line.split("=", 1) for line in block.strip().splitlines())
-    assert env["SECRET_KEY"].startswith("<")  # a placeholder: never a key in the README
+    assert env["SECRET_KEY"].startswith("<")  # a placeholder: never a key in the docs
     env["SECRET_KEY"] = "k" + "".join(f"{n:x}" for n in range(60))
     return env
 

@@ -1,4 +1,4 @@
-"""Several web processes behind one Redis (README "How it runs", several web processes):
+"""Several web processes behind one Redis (docs/deployment.md "Distributed mode"):
 a run executed by a `celery worker` reaches a websocket client of each of two
 web processes, every event, in order, and each runs list gets the run's
 final row."""

@@ -20,8 +20,8 @@ class Command(BaseCommand):
     help = "Serve the dashboard with uvicorn; in embedded mode also start the in-process Celery worker."
 
     def add_arguments(self, parser):
-        parser.add_argument("--host", default="127.0.0.1")
-        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
+        parser.add_argument("--port", type=int, default=8000, help="port to listen on")
         parser.add_argument("--no-worker", action="store_true", help="Do not start the embedded worker")
         parser.add_argument("--proxy-headers", action="store_true",
                             help="Behind a proxy: take the client's address and scheme from X-Forwarded-For/-Proto")

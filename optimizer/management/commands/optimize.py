@@ -70,18 +70,21 @@ class Command(BaseCommand):
         run.add_argument("--budget", default="light", help="metric calls, or light / medium / heavy")
         run.add_argument("--parallel-proposals", type=int, default=1, metavar="P",
                          help="proposals per iteration, evaluated together (default 1: classic GEPA)")
-        run.add_argument("--name", default="")
+        run.add_argument("--name", default="", help="run name (default: the task set's name and the time)")
         run.add_argument("--user", help="owner of the run (default: the first superuser, else 'cli')")
         run.add_argument("--wait", action="store_true", help="follow the run and print a JSON summary")
-        for name in ("status", "stop", "cancel"):
-            sub.add_parser(name).add_argument("run_id", type=int)
+        for name, help_text in (("status", "print a run's summary, phase and error as JSON"),
+                                ("stop", "stop a run after the iteration in flight"),
+                                ("cancel", "abort a run now, abandoning the evaluation in flight")):
+            sub.add_parser(name, help=help_text).add_argument("run_id", type=int, help="the run's id")
         resume = sub.add_parser("resume", help="resume a stopped/failed/crashed run, or continue a completed one")
-        resume.add_argument("run_id", type=int)
-        resume.add_argument("--extra-budget", type=int, default=0)
-        resume.add_argument("--wait", action="store_true")
+        resume.add_argument("run_id", type=int, help="the run's id")
+        resume.add_argument("--extra-budget", type=int, default=0, metavar="N",
+                            help="metric calls to add (needed to continue a completed run)")
+        resume.add_argument("--wait", action="store_true", help="follow the run and print a JSON summary")
         replay = sub.add_parser("import-gepa", help="replay a gepa run_dir (its gepa_state.bin) as an external run")
         replay.add_argument("path", help="a gepa run_dir, or its gepa_state.bin")
-        replay.add_argument("--name", default="")
+        replay.add_argument("--name", default="", help="run name (default: from the number of candidates)")
         replay.add_argument("--user", help="owner of the run (default: the first superuser, else 'cli')")
 
     def handle(self, *args, action, **options):

@@ -1,6 +1,6 @@
-"""Budgets, cost and stop rules a user can trust (README "Budgets, cost and time"): real gepa runs with the
-demo simulator, and with the openai provider against a local fake server whose
-`usage` says what each call cost."""
+"""Budgets, cost and stop rules a user can trust (docs/guide.md "Budgets"):
+real gepa runs with the demo simulator, and with the openai provider against a
+local fake server whose `usage` says what each call cost."""
 
 from __future__ import annotations
 

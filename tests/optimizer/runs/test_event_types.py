@@ -1,6 +1,7 @@
 """The run event catalogue: one pydantic model per event type, checked when an
-event is published (FRONTIER_VALIDATE_EVENTS, on in every test), and the
-README's websocket section written from the same models."""
+event is published (FRONTIER_VALIDATE_EVENTS, on in every test), and
+docs/websockets.md's catalogue written from the same models (its staleness
+check: tests/dashboard/test_reference_docs.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from optimizer.runs.events import publish_run_event
 from tests.factories import recorded_run
 from tests.optimizer.run_helpers import run_demo_with_holdout
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+WEBSOCKETS_PAGE = Path(__file__).resolve().parents[3] / "docs" / "websockets.md"
 
 
 @pytest.mark.django_db
@@ -72,13 +73,10 @@ def test_the_run_factory_writes_events_in_the_catalogue_shapes(user):
     assert run.candidates.get(index=0).evaluations.filter(split="holdout").count() == 2
 
 
-def test_the_readme_lists_every_event_type_as_its_model_describes_it():
-    readme = README.read_text()
-    assert ev.readme_with_catalogue(readme) == readme, (
-        "README's event catalogue is out of date: run `python -m optimizer.runs.event_types README.md`"
-    )
+def test_the_websockets_page_lists_every_event_type():
+    page = WEBSOCKETS_PAGE.read_text()
     for type in ev.CATALOGUE:
-        assert f"- **`{type}`**" in readme
+        assert f"- **`{type}`**" in page
 
 
 def test_the_catalogue_names_each_model_under_its_own_type():

@@ -60,7 +60,7 @@ class Command(BaseCommand):
         subparsers = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
         default_ratios = ",".join(f"{s}={r:g}" for s, r in DEFAULT_SPLIT_RATIOS.items() if r)
         imp = subparsers.add_parser("import", help="import a .jsonl, .json, .yaml/.yml, .csv or .tsv file into a task set")
-        imp.add_argument("file", metavar="FILE")
+        imp.add_argument("file", metavar="FILE", help="the task file")
         imp.add_argument("--set", dest="set_name", required=True, metavar="NAME",
                          help="task set name (created if new; rows are added or updated by task_id)")
         imp.add_argument("--owner", default=None, metavar="USERNAME", help="owner of the set (default: the first superuser)")
@@ -77,10 +77,12 @@ class Command(BaseCommand):
                              help=f"how rows without a split are dealt (default {default_ratios})")
             cmd.add_argument("--split-seed", type=int, default=0, metavar="N", help="the same seed gives the same split")
         split.add_argument("set_ref", metavar="SET", help="task set name or id")
-        split.add_argument("--owner", default=None, metavar="USERNAME")
+        split.add_argument("--owner", default=None, metavar="USERNAME",
+                           help="find the set among those this user can see (default: the first superuser)")
         exp = subparsers.add_parser("export", help="write a task set as JSONL")
         exp.add_argument("set_ref", metavar="SET", help="task set name or id")
-        exp.add_argument("--owner", default=None, metavar="USERNAME")
+        exp.add_argument("--owner", default=None, metavar="USERNAME",
+                         help="find the set among those this user can see (default: the first superuser)")
         exp.add_argument("--out", default="-", metavar="FILE", help="default: standard output")
 
     def handle(self, *args: Any, subcommand: str, **options: Any) -> None:
