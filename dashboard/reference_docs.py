@@ -171,13 +171,18 @@ def _django_options() -> set[str]:
     return {action.dest for action in BaseCommand().create_parser("manage.py", "x")._actions}
 
 
+def _metavar(metavar: str | tuple[str, ...] | None) -> str:
+    """argparse's metavar: a name, or one per value of an option that takes several."""
+    return " ".join(metavar) if isinstance(metavar, tuple) else (metavar or "")
+
+
 def _option_line(action: argparse.Action) -> str:
     if action.option_strings:
         takes_value = action.nargs != 0
-        metavar = action.metavar or action.dest.upper()
+        metavar = _metavar(action.metavar) or action.dest.upper()
         name = " / ".join(action.option_strings) + (f" {metavar}" if takes_value else "")
     else:
-        name = action.metavar or action.dest
+        name = _metavar(action.metavar) or action.dest
     notes = []
     if action.required and action.option_strings:
         notes.append("required")
