@@ -1,3 +1,4 @@
+// @ts-check
 // The run page's fronts (pure: Node's tests import it, tests/js/front.test.mjs).
 //
 // frontMembers: which candidates are "on the front", the same rule as
@@ -5,12 +6,17 @@
 // Returns the member indices, ascending.
 const PRECISION = 1000;
 
+/**
+ * @param {Array<[number, Array<number | null | undefined>]>} scores
+ * @returns {number[]}
+ */
 export function frontMembers(scores) {
   const rows = [...scores].sort((a, b) => a[0] - b[0]);
   if (!rows.length || !rows[0][1].length) return [];
+  /** @type {Array<[number, number[]]>} */
   const vectors = rows.map(([index, row]) => [index, row.map((v) => (v === null || v === undefined ? -Infinity : Math.round(v * PRECISION) / PRECISION))]);
   const tops = vectors[0][1].map((_, k) => Math.max(...vectors.map(([, v]) => v[k])));
-  const dominates = (a, b) => a.every((x, k) => x >= b[k]) && a.some((x, k) => x > b[k]);
+  const dominates = (/** @type {number[]} */ a, /** @type {number[]} */ b) => a.every((x, k) => x >= b[k]) && a.some((x, k) => x > b[k]);
   const seen = new Set();
   const members = [];
   for (const [index, vector] of vectors) {
@@ -27,6 +33,13 @@ export function frontMembers(scores) {
 // The 2-D front on two picked axes: the points no other point beats on both.
 // points: [{x, y, id}]; xUp / yUp: true when more is better on that axis
 // (scores), false when less is (prompt length, latency). Ties stand together.
+/**
+ * @template {{x: number, y: number}} P
+ * @param {P[]} points
+ * @param {boolean} xUp
+ * @param {boolean} yUp
+ * @returns {P[]}
+ */
 export function nonDominated(points, xUp, yUp) {
   // One sort and one sweep (a 10,000-candidate run compared every pair): best x
   // first; a point is beaten by an earlier group (strictly better x) whose best y

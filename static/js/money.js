@@ -1,5 +1,10 @@
+// @ts-check
 // How every page writes a run's cost: the demo simulator is free and says so; an
 // endpoint with no price set says that instead of a misleading $0.
+/**
+ * @param {number | null | undefined} cost
+ * @param {string} [pricing] "priced", "unpriced" or "simulator" (optimizer/runs/budget.py)
+ */
 export function money(cost, pricing = "priced") {
   if (pricing === "simulator") return "free (demo simulator)";
   if (pricing === "unpriced") return "no price set";
@@ -7,6 +12,7 @@ export function money(cost, pricing = "priced") {
   return value === 0 ? "$0" : value < 0.01 ? `$${value.toFixed(4)}` : `$${value.toFixed(2)}`;
 }
 
+/** @param {number | null | undefined} count */
 export function tokens(count) {
   const n = Number(count) || 0;
   return n >= 1e6 ? `${(n / 1e6).toFixed(1)}M` : n >= 1e3 ? `${(n / 1e3).toFixed(1)}k` : String(n);

@@ -1,12 +1,22 @@
+// @ts-check
 // The run page's words and header numbers, from the state (pure: no DOM; Node's
 // tests import it). Untrusted strings that go to Plotly pass through esc().
 import { duration, esc, escLines, fmt } from "../format.js";
 import { money, tokens } from "../money.js";
 import { bestIndex, leadCount } from "./state.js";
 
+/**
+ * @typedef {import("./state.js").Candidate} Candidate
+ * @typedef {import("./state.js").Proposal} Proposal
+ * @typedef {import("./state.js").ProposalScores} ProposalScores
+ * @typedef {import("./state.js").Run} Run
+ * @typedef {import("./state.js").RunState} RunState
+ */
+
 export const VERDICT_NAMES = { p: "pass", b: "borderline", f: "fail" };
 
 // A candidate's hover text (Plotly markup).
+/** @param {Candidate} c */
 export function hover(c) {
   const parents = c.parents.length ? c.parents.map((p) => `#${p}`).join(" + ") : "none";
   return `<b>#${c.index}</b> ${esc(c.origin)} · val ${fmt(c.val_score)}<br>parents ${parents} · ${c.metric_calls} calls<br>${escLines(c.preview)}`;
@@ -14,27 +24,35 @@ export function hover(c) {
 
 // A candidate's "leads N" count; a dash when its scores are not loaded.
 // `counts`: leadCounts(S), passed by a caller that labels many candidates (found once).
+/** @param {RunState} S @param {number} index @param {Map<number, number>} [counts] */
 export const leadText = (S, index, counts) => {
   const n = counts ? (counts.get(index) ?? null) : leadCount(S, index);
   return n === null ? "–" : String(n);
 };
 
 // Under a big run's heatmap: how many candidates it shows.
+/** @param {RunState} S */
 export const rowsNote = (S) => `${S.rows.length} of ${S.order.length} candidates shown (the front, the seed, the best and the top scores first).`;
 
 // Under a big run's summarised lineage.
+/** @param {number} shown @param {number} total @param {number} top */
 export const lineageNote = (shown, total, top) =>
   `Showing ${shown} of ${total} candidates: the front, the best, the top ${top} by val score and their ancestors.`;
 
 // Under a big run's candidates table: how many rows it shows.
+/** @param {RunState} S */
 export const tableNote = (S) => `Showing the first ${S.tableShown} of ${S.order.length} candidates (in candidate order).`;
 
 // before / after are sums over the minibatch (gepa's); the page shows means.
+/** @param {ProposalScores} p */
 export const minibatchSize = (p) => (p.minibatch_size ?? (p.minibatch && p.minibatch.length)) || 1;
+/** @param {ProposalScores} p */
 export const minibatchMean = (p) => p.after / minibatchSize(p);
+/** @param {ProposalScores} p */
 export const proposalHover = (p) => `rejected from #${p.parent} · minibatch ${fmt(p.before / minibatchSize(p), 2)} → ${fmt(minibatchMean(p), 2)}`;
 
 // A prompt's text: one component as it is, several under "## name" headings.
+/** @param {Record<string, string> | null | undefined} components */
 export const promptText = (components) => {
   const entries = Object.entries(components || {});
   return entries.length === 1 ? entries[0][1] : entries.map(([name, text]) => `## ${name}\n${text}`).join("\n\n");
@@ -43,11 +61,13 @@ export const promptText = (components) => {
 // ---- the header ------------------------------------------------------------------
 
 // Best score, its gain over the seed, budget, cost: what the header shows.
+/** @param {RunState} S */
 export function headerFigures(S) {
   const r = S.run;
   const seed = r.seed_score ?? S.byIndex.get(0)?.val_score ?? null;
   const bi = bestIndex(S);
-  const best = bi === null ? r.best_score : Math.max(r.best_score ?? -Infinity, S.byIndex.get(bi).val_score);
+  // A null val score counts as 0 (Math.max reads it so).
+  const best = bi === null ? r.best_score : Math.max(r.best_score ?? -Infinity, /** @type {number} */ (S.byIndex.get(bi).val_score));
   const known = best !== null && best !== -Infinity;
   const gain = seed !== null && known ? best - seed : null;
   return {
@@ -68,6 +88,7 @@ export function headerFigures(S) {
 
 // Elapsed time and ETA at `now` (ms); null before the run started. A finished
 // run's clock stops at finished_at (or when the page saw it finish).
+/** @param {RunState} S @param {number} now */
 export function clock(S, now) {
   const r = S.run;
   if (!r.started_at) return null;
@@ -82,6 +103,7 @@ export function clock(S, now) {
 
 // An external run's tracker reports from its owner's process: when it was last
 // heard from, when it went silent, when it finished. null for other runs.
+/** @param {RunState} S @param {number} now */
 export function clientLine(S, now) {
   const r = S.run;
   if (r.kind !== "external") return null;
@@ -91,12 +113,13 @@ export function clientLine(S, now) {
   }
   if (!r.client_seen_at) return { text: "not heard from yet", state: "silent" };
   const age = Math.max(0, (now - Date.parse(r.client_seen_at)) / 1000);
-  const silent = age > r.silent_after;
+  const silent = age > /** @type {number} */ (r.silent_after); // an external run's summary has it
   return { text: silent ? `silent for ${duration(age)}: the tracker's process stopped reporting` : `heard from ${duration(age)} ago`, state: silent ? "silent" : "live" };
 }
 
 // ---- what GEPA is doing now (one line, from the latest event) ----------------------
 
+/** @type {Record<string, string>} */
 const STATUS_LINES = {
   queued: "Queued: waiting for a worker to pick the run up.",
   stopping: "Stopping: GEPA finishes the current iteration, then stops.",
@@ -105,11 +128,13 @@ const STATUS_LINES = {
   failed: "Failed: see the error below.",
 };
 
+/** @param {Run} run */
 export function statusLine(run) {
   if (run.status === "running") return run.phase === "optimizing" ? "Optimizing: GEPA picks a parent from the front, reflects on its misses and proposes a rewrite." : `Running: ${run.phase || "starting"}.`;
   return STATUS_LINES[run.status] || run.status;
 }
 
+/** @param {Proposal} p */
 export function proposalLine(p) {
   const n = minibatchSize(p);
   const scores = `${fmt(p.before / n, 2)} → ${fmt(p.after / n, 2)} on a minibatch of ${n}`;
@@ -118,4 +143,5 @@ export function proposalLine(p) {
     : `Iteration ${p.iteration}: a rewrite of #${p.parent} did not beat it (${scores}); discarded, GEPA tries again.`;
 }
 
+/** @param {Candidate} c */
 export const candidateLine = (c) => `Candidate #${c.index} scored ${fmt(c.val_score)} on the val set${c.index === 0 ? " (the seed)" : ""}.`;
