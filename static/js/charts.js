@@ -1,3 +1,4 @@
+// @ts-check
 // The one Plotly configuration and visual style of every chart in Frontier.
 //
 // - No data leaves the machine: no Plotly logo (a link to plotly.com) and no
@@ -28,14 +29,17 @@ const FONT = { family: 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica
 const AXIS_STYLE = { gridcolor: "#e3e6ec", zerolinecolor: "#ced4da", linecolor: "#ced4da", automargin: true };
 
 // A score axis: fixed to [0, 1], never autoscaled to −0.5 around a single point.
+/** @param {string} title @param {PlotlyObject} [extra] @returns {PlotlyObject} */
 export function scoreAxis(title, extra = {}) {
   return { ...AXIS_STYLE, title: { text: title }, range: [0, 1], autorange: false, fixedrange: false, ...extra };
 }
 
 // The shared style merged under a chart's own layout (the chart's keys win;
 // axes are merged key by key so a chart keeps our grid colours).
+/** @param {PlotlyObject} [layout] @returns {PlotlyObject} */
 export function styledLayout(layout = {}) {
   const { template, ...own } = layout; // plotly.py's default template paints the plot area grey
+  /** @type {PlotlyObject} */
   const out = { font: FONT, paper_bgcolor: "#ffffff", plot_bgcolor: "#ffffff", colorway: COLORS.series, ...own };
   for (const key of Object.keys(out)) if (/^[xy]axis\d*$/.test(key)) out[key] = { ...AXIS_STYLE, ...out[key] };
   if (!out.xaxis) out.xaxis = { ...AXIS_STYLE };
@@ -44,10 +48,12 @@ export function styledLayout(layout = {}) {
 }
 
 // Plotly redraws its toolbar on every relayout: keep its buttons out of the tab order each time.
+/** @param {HTMLElement} el */
 function untabToolbar(el) {
   for (const node of el.querySelectorAll(".modebar a, .modebar button")) node.setAttribute("tabindex", "-1");
 }
 
+/** @param {PlotlyHTMLElement} el */
 function watchToolbar(el) {
   if (el.dataset.toolbarWatched) return;
   el.dataset.toolbarWatched = "1";
@@ -55,7 +61,15 @@ function watchToolbar(el) {
 }
 
 // newPlot / react with the shared config and style. `react` keeps listeners.
+/**
+ * @param {HTMLElement} el
+ * @param {PlotlyObject[]} data
+ * @param {PlotlyObject} [layout]
+ * @param {{react?: boolean}} [options]
+ * @returns {Promise<HTMLElement>}
+ */
 export function plot(el, data, layout, { react = false } = {}) {
   const done = (react ? window.Plotly.react : window.Plotly.newPlot)(el, data, styledLayout(layout), PLOT_CONFIG);
-  return Promise.resolve(done).then(() => { untabToolbar(el); watchToolbar(el); return el; });
+  // Drawn: Plotly gave the element its `on`.
+  return Promise.resolve(done).then(() => { untabToolbar(el); watchToolbar(/** @type {PlotlyHTMLElement} */ (el)); return el; });
 }

@@ -1,6 +1,8 @@
+// @ts-check
 // Copy buttons: <button class="copy" data-copy="ID"> copies the value (a
 // textarea) or the text (a <pre>) of the element with that id.
 
+/** @param {string} text */
 export async function copyText(text) {
   if (navigator.clipboard && window.isSecureContext) {
     await navigator.clipboard.writeText(text);
@@ -19,11 +21,13 @@ export async function copyText(text) {
   if (!ok) throw new Error("copy refused");
 }
 
+/** @param {ParentNode} [scope] */
 export function wireCopyButtons(scope = document) {
-  for (const button of scope.querySelectorAll("button.copy[data-copy]")) {
+  for (const button of /** @type {NodeListOf<HTMLButtonElement>} */ (scope.querySelectorAll("button.copy[data-copy]"))) {
     const label = button.textContent;
     button.addEventListener("click", async () => {
-      const source = document.getElementById(button.dataset.copy);
+      // A textarea (its value) or a <pre> (no value: its text).
+      const source = /** @type {HTMLElement & {value?: string}} */ (document.getElementById(/** @type {string} */ (button.dataset.copy)));
       try {
         await copyText(source.value ?? source.textContent);
         button.textContent = "Copied";

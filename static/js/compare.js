@@ -1,3 +1,4 @@
+// @ts-check
 // Compare pages: copy a prompt component, keep filter state in the URL, draw the
 // runs' score curves. All text reaches the DOM through the server's autoescaped
 // templates or textContent/value, never innerHTML.
@@ -8,12 +9,12 @@ wireCopyButtons();
 
 // Filters are GET forms, so their state lives in the URL (shareable, survives
 // reload). Submit on change and leave empty fields out of the URL.
-for (const form of document.querySelectorAll("form[data-autosubmit]")) {
+for (const form of /** @type {NodeListOf<HTMLFormElement>} */ (document.querySelectorAll("form[data-autosubmit]"))) {
   form.addEventListener("change", (event) => {
-    if (event.target.matches("select")) form.requestSubmit();
+    if (/** @type {Element} */ (event.target).matches("select")) form.requestSubmit();
   });
   form.addEventListener("submit", () => {
-    for (const field of form.querySelectorAll("[name]")) {
+    for (const field of /** @type {NodeListOf<HTMLInputElement | HTMLSelectElement>} */ (form.querySelectorAll("[name]"))) {
       if (field.value === "") field.disabled = true;
     }
   });
@@ -21,6 +22,6 @@ for (const form of document.querySelectorAll("form[data-autosubmit]")) {
 
 const chart = document.getElementById("score-curves");
 if (chart && window.Plotly) {
-  const figure = JSON.parse(document.getElementById(chart.dataset.figure).textContent);
+  const figure = JSON.parse(/** @type {HTMLElement} */ (document.getElementById(/** @type {string} */ (chart.dataset.figure))).textContent);
   plot(chart, figure.data, figure.layout);
 }

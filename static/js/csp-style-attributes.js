@@ -1,3 +1,4 @@
+// @ts-check
 // Style attributes through the CSSOM, so the Content Security Policy can forbid
 // inline style outright (`style-src 'self'`, no 'unsafe-inline'; see
 // CONTENT_SECURITY_POLICY in dashboard/middleware.py).
@@ -29,11 +30,13 @@
 // legends and draws rich text under the policy and fails on any violation.
 (() => {
   const proto = Element.prototype;
-  if (proto.setAttribute.frontierCssom) return;
+  if (/** @type {{frontierCssom?: boolean}} */ (proto.setAttribute).frontierCssom) return;
   const setAttribute = proto.setAttribute;
   const setAttributeNS = proto.setAttributeNS;
-  const cssom = (el) => el.style instanceof CSSStyleDeclaration;
+  /** @type {(el: Element) => el is Element & ElementCSSInlineStyle} */
+  const cssom = (el) => /** @type {Partial<ElementCSSInlineStyle>} */ (el).style instanceof CSSStyleDeclaration;
 
+  /** @this {Element} @param {string} name @param {string} value */
   function patchedSetAttribute(name, value) {
     if (typeof name === "string" && name.toLowerCase() === "style" && cssom(this)) {
       this.style.cssText = String(value);
@@ -41,6 +44,7 @@
     }
     setAttribute.call(this, name, value);
   }
+  /** @this {Element} @param {string | null} namespace @param {string} name @param {string} value */
   function patchedSetAttributeNS(namespace, name, value) {
     if (!namespace && typeof name === "string" && name.toLowerCase() === "style" && cssom(this)) {
       this.style.cssText = String(value);

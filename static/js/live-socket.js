@@ -1,3 +1,4 @@
+// @ts-check
 // Websockets that stay up by themselves.
 //
 // ReconnectingSocket: reconnects with exponential backoff (0.5 s doubling to
@@ -23,6 +24,11 @@ const FIRST_DELAY_MS = 500;
 const MAX_DELAY_MS = 15000;
 const DENIED = new Set([4401, 4403]);
 
+/**
+ * @typedef {"live" | "reconnecting" | "paused" | "denied"} SocketState
+ * @typedef {import("./run/state.js").RunEvent} RunEvent
+ */
+
 /** True when the server now refuses this page to us (login redirect, 403 or 404).
  *  HEAD: every page answers it like GET (Django's require_safe), without the body. */
 async function accessRefused() {
@@ -35,13 +41,25 @@ async function accessRefused() {
 }
 
 export class ReconnectingSocket {
-  /** url: () => path (read at every connect); onMessage gets the parsed JSON. */
+  /**
+   * url: () => path (read at every connect); onMessage gets the parsed JSON.
+   * @param {object} options
+   * @param {() => string} options.url
+   * @param {() => void} [options.onOpen]
+   * @param {(message: any) => void} options.onMessage
+   * @param {(state: SocketState) => void} options.onState
+   */
   constructor({ url, onOpen = () => {}, onMessage, onState }) {
-    Object.assign(this, { url, onOpen, onMessage, onState });
+    this.url = url;
+    this.onOpen = onOpen;
+    this.onMessage = onMessage;
+    this.onState = onState;
     this.attempts = 0;
     this.paused = false;
+    /** @type {WebSocket | null} */
     this.ws = null;
-    this.timer = null;
+    /** @type {ReturnType<typeof setTimeout> | undefined} */
+    this.timer = undefined;
   }
 
   connect() {
@@ -99,12 +117,19 @@ export class ReconnectingSocket {
 }
 
 export class LiveSocket {
+  /**
+   * @param {object} options
+   * @param {string} options.path
+   * @param {number} options.after the last seq the page holds
+   * @param {(event: RunEvent) => void} options.onEvent
+   * @param {(state: SocketState) => void} options.onState
+   */
   constructor({ path, after, onEvent, onState }) {
     this.lastSeq = after;
     this.onEvent = onEvent;
     this.socket = new ReconnectingSocket({
       url: () => `${path}?after=${this.lastSeq}`,
-      onMessage: (event) => this.receive(event),
+      onMessage: (/** @type {RunEvent} */ event) => this.receive(event),
       onState,
     });
     globalThis.__frontierSocket = { // window's, in a browser
@@ -119,6 +144,7 @@ export class LiveSocket {
     this.socket.connect();
   }
 
+  /** @param {RunEvent} event */
   receive(event) {
     if (event.seq <= this.lastSeq) return;
     if (event.seq !== this.lastSeq + 1) {

@@ -1,10 +1,11 @@
+// @ts-check
 // The top bar's menu button: on a narrow screen the navigation collapses behind it.
 // A <button>, so Enter and Space work; Escape closes the open menu and gives the
 // focus back to the button (WAI-ARIA disclosure pattern).
-const toggle = document.querySelector(".nav-toggle");
+const toggle = /** @type {HTMLButtonElement | null} */ (document.querySelector(".nav-toggle"));
 if (toggle) {
-  const nav = document.getElementById(toggle.getAttribute("aria-controls"));
-  const setOpen = (open) => {
+  const nav = /** @type {HTMLElement} */ (document.getElementById(/** @type {string} */ (toggle.getAttribute("aria-controls"))));
+  const setOpen = (/** @type {boolean} */ open) => {
     toggle.setAttribute("aria-expanded", String(open));
     nav.classList.toggle("open", open);
   };

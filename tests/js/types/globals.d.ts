@@ -7,8 +7,8 @@
 export {};
 
 declare global {
-  /** A trace, a layout, a config or an update: plain objects, as Plotly takes them. */
-  type PlotlyObject = Record<string, unknown>;
+  /** A trace, a layout, a config or an update: plain objects whose keys Plotly defines. */
+  type PlotlyObject = Record<string, any>;
 
   /** A point of a `plotly_click` event. */
   interface PlotlyClickPoint {
@@ -43,4 +43,18 @@ declare global {
 
   /** Only on the pages that load static/vendor/plotly-frontier.min.js. */
   var Plotly: PlotlyStatic;
+
+  // Debug hooks the pages set, for the browser tests and the console.
+  /** The run page's socket (live-socket.js LiveSocket). */
+  var __frontierSocket: { close(): void; pause(): void; resume(): void; state(): { lastSeq: number; open: boolean } };
+  /** The runs list's socket (runs-list.js). */
+  var __frontierRunsSocket: { close(): void };
+  /** What the run page applied, and how fast (run-page.js). */
+  var __frontierRun: {
+    lastSeq: number;
+    applied: number;
+    slowestApplyMs: Record<string, number>;
+    candidates(): number;
+    bootMs: Record<string, number>;
+  };
 }
