@@ -1,3 +1,4 @@
+// @ts-check
 // The run page (templates/runs/detail.html): draws the JSON snapshot, then
 // merges websocket events into the state (run/state.js) and redraws what each
 // one touched. Modules:
@@ -21,6 +22,15 @@ import { doing, doingFromProposal, doingFromStatus, pollClient, renderBestPrompt
 import { refreshRows, renderSelection, renderTableNote, showTableRows, toggleSelected } from "./run/table.js";
 import { renderError, renderProposal, renderTrial } from "./run/streams.js";
 
+/**
+ * @typedef {import("./run/state.js").Candidate} Candidate
+ * @typedef {import("./run/state.js").Proposal} Proposal
+ * @typedef {import("./run/state.js").RunError} RunError
+ * @typedef {import("./run/state.js").RunEvent} RunEvent
+ * @typedef {import("./run/state.js").Snapshot} Snapshot
+ * @typedef {import("./run/state.js").Trials} Trials
+ */
+
 // Whole-pool redraws: at most once per animation frame (run/frames.js).
 const later = frameBatcher((draw) => requestAnimationFrame(draw));
 
@@ -32,6 +42,7 @@ function recomputeFront() {
 }
 
 // What each event redraws, once run/state.js has merged it (`changed`: what mergeEvent returned).
+/** @type {Record<string, (changed: any) => void>} */
 const redraws = {
   "run.status": () => {
     renderHeader();
@@ -41,7 +52,7 @@ const redraws = {
     renderHeader();
     later(charts.redrawBestLine);
   },
-  "candidate.new": (c) => {
+  "candidate.new": (/** @type {Candidate | null} */ c) => {
     if (!c) return;
     if (S.run.active) doing(candidateLine(c));
     charts.extendScore(c);
@@ -61,13 +72,13 @@ const redraws = {
     renderBestPrompt();
     later(charts.restyleFront); later(charts.restyleLineage); later(charts.drawVerdicts); refreshRows(); renderHeader();
   },
-  proposal: (d) => {
+  proposal: (/** @type {Proposal} */ d) => {
     renderProposal(d);
     if (S.run.active) doingFromProposal(d);
     if (!d.accepted) charts.extendRejected(d);
   },
-  trials: (d) => { for (const item of d.items || []) renderTrial(item, d.candidate, d.split); },
-  error: (d) => renderError(d),
+  trials: (/** @type {Trials} */ d) => { for (const item of d.items || []) renderTrial(item, d.candidate, d.split); },
+  error: (/** @type {RunError} */ d) => renderError(d),
   "run.finished": () => {
     renderHeader();
     doingFromStatus();
@@ -75,6 +86,7 @@ const redraws = {
   },
 };
 
+/** @param {RunEvent} event */
 function applyEvent(event) {
   const started = performance.now();
   const changed = mergeEvent(S, event, Date.now());
@@ -87,7 +99,7 @@ function applyEvent(event) {
 
 // "Show more rows" under a big run's heatmap: the next page of scores.json.
 async function loadMoreRows() {
-  const button = root.querySelector('[data-action="more-rows"]');
+  const button = /** @type {HTMLButtonElement} */ (root.querySelector('[data-action="more-rows"]'));
   button.disabled = true;
   try {
     const response = await fetch(`${root.dataset.scoresUrl}?after=${S.rowsCursor}`, { headers: { Accept: "application/json" } });
@@ -102,17 +114,19 @@ async function loadMoreRows() {
 
 // Where the page's first draw spends its time (ms since navigation, per step):
 // window.__frontierRun.bootMs, printed by bench/scale.py.
+/** @type {Record<string, number>} */
 const bootMs = {};
-const mark = (step) => { bootMs[step] = Math.round(performance.now()); };
+const mark = (/** @type {string} */ step) => { bootMs[step] = Math.round(performance.now()); };
 
 // A big run's charts below the fold: each drawn when it comes near the view, the
 // rest one after another once the socket is live (pending until then).
 let drawDeferred = () => {};
+/** @param {Record<string, () => void>} draws chart element id → its first draw */
 function deferCharts(draws) {
   const pending = new Map(Object.entries(draws));
-  const drawOne = (id) => { const draw = pending.get(id); if (!draw) return; pending.delete(id); observer.unobserve(document.getElementById(id)); draw(); };
+  const drawOne = (/** @type {string} */ id) => { const draw = pending.get(id); if (!draw) return; pending.delete(id); observer.unobserve(/** @type {HTMLElement} */ (document.getElementById(id))); draw(); };
   const observer = new IntersectionObserver((entries) => entries.filter((e) => e.isIntersecting).forEach((e) => drawOne(e.target.id)), { rootMargin: "200px" });
-  for (const id of pending.keys()) observer.observe(document.getElementById(id));
+  for (const id of pending.keys()) observer.observe(/** @type {HTMLElement} */ (document.getElementById(id)));
   drawDeferred = () => {
     drawDeferred = () => {};
     const next = () => { const [id] = pending.keys(); if (id === undefined) return; drawOne(id); setTimeout(next, 0); };
@@ -125,6 +139,7 @@ async function boot() {
   const response = await fetch(root.dataset.snapshotUrl, { headers: { Accept: "application/json" } });
   if (!response.ok) { $("live").textContent = `could not load the run (${response.status})`; return; }
   mark("response");
+  /** @type {Snapshot} */
   const snap = await response.json();
   mark("json");
   loadSnapshot(S, snap);
@@ -168,8 +183,8 @@ async function boot() {
   const lastProposal = snap.proposals[snap.proposals.length - 1];
   if (S.run.active && S.run.status === "running" && lastProposal) doingFromProposal(lastProposal); else doingFromStatus();
   wireCopyButtons(root);
-  root.querySelector('[data-action="clear-selection"]').addEventListener("click", () => { S.selected.clear(); renderSelection(); });
-  root.querySelector('[data-action="compare"]').addEventListener("click", (e) => { if (S.selected.size < 2) e.preventDefault(); });
+  /** @type {HTMLElement} */ (root.querySelector('[data-action="clear-selection"]')).addEventListener("click", () => { S.selected.clear(); renderSelection(); });
+  /** @type {HTMLElement} */ (root.querySelector('[data-action="compare"]')).addEventListener("click", (e) => { if (S.selected.size < 2) e.preventDefault(); });
   setInterval(renderClock, 1000);
   if (S.run.kind === "external") setInterval(pollClient, 5000);
 
@@ -178,7 +193,7 @@ async function boot() {
     path: root.dataset.wsPath,
     after: S.run.last_seq,
     onEvent: applyEvent,
-    onState: (state) => { if (state === "live" && !bootMs.live) mark("live"); drawDeferred(); live.dataset.state = state; live.textContent = { live: "● live", reconnecting: "reconnecting…", denied: "access denied: reload to log in" }[state] || state; },
+    onState: (state) => { if (state === "live" && !bootMs.live) mark("live"); drawDeferred(); live.dataset.state = state; live.textContent = /** @type {Record<string, string>} */ ({ live: "● live", reconnecting: "reconnecting…", denied: "access denied: reload to log in" })[state] || state; },
   });
   mark("socket");
   socket.connect();

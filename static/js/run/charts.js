@@ -1,3 +1,4 @@
+// @ts-check
 // The run page's five charts: drawn whole from the state once, then grown in
 // place (Plotly.extendTraces / restyle on the trace that changed; react only
 // for the small scatter and verdict figures). Clicks that select a candidate
@@ -9,6 +10,12 @@ import { bestIndex, bestSoFar, leadCounts, lineageEdges, lineageSummary, role, v
 import { VERDICT_NAMES, hover, leadText, lineageNote, minibatchMean, proposalHover, rowsNote } from "./text.js";
 import { $, S, candidateUrl } from "./page.js";
 
+/**
+ * @typedef {import("./state.js").Candidate} Candidate
+ * @typedef {import("./state.js").ProposalScores} ProposalScores
+ * @typedef {(index: number) => void} Toggle selects or unselects a candidate (run/table.js toggleSelected)
+ */
+
 // The top margin holds Plotly's toolbar, which appears on hover: with less, it
 // covered the points at score 1.000 (the top edge of the [0, 1] axes).
 const MARGIN = { l: 50, r: 10, t: 34, b: 40 };
@@ -16,7 +23,7 @@ const MARGIN = { l: 50, r: 10, t: 34, b: 40 };
 // Past this many points a trace is drawn with WebGL: SVG keeps one DOM node per
 // point, which made a 10,000-candidate page take seconds to draw.
 const GL_POINTS = 1000;
-const pointsType = (n) => (n > GL_POINTS ? "scattergl" : "scatter");
+const pointsType = (/** @type {number} */ n) => (n > GL_POINTS ? "scattergl" : "scatter");
 
 // Past this many candidates the charts below the fold (the heatmap, the picked-axes
 // front, the verdicts) are drawn once the page is live or when they come near the
@@ -24,20 +31,21 @@ const pointsType = (n) => (n > GL_POINTS ? "scattergl" : "scatter");
 export const DEFER_AFTER = 1000;
 // The charts drawn so far: live events grow only those; a deferred one draws the state whole.
 const drawn = new Set();
-export const isDrawn = (name) => drawn.has(name);
+export const isDrawn = (/** @type {string} */ name) => drawn.has(name);
 
-const charts = {
+const charts = /** @type {Record<"score" | "lineage" | "front" | "scatter" | "verdicts", PlotlyHTMLElement>} */ ({
   score: document.getElementById("chart-score"),
   lineage: document.getElementById("chart-lineage"),
   front: document.getElementById("chart-front"),
   scatter: document.getElementById("chart-scatter"),
   verdicts: document.getElementById("chart-verdicts"),
-};
+});
 
 // ---- score vs metric calls -----------------------------------------------------------
 
 // Rejected proposals were scored on a minibatch, not on the val set: they get
 // their own strip (y2) under the val-score axis, never a place on it.
+/** @param {ProposalScores[]} rejected @param {Toggle} toggle */
 export function drawScore(rejected, toggle) {
   const xs = [], ys = [], text = [], ids = [];
   for (const i of S.order) {
@@ -63,15 +71,18 @@ export function redrawBestLine() {
   Plotly.restyle(charts.score, { x: [line.x], y: [line.y] }, [1]);
 }
 
+/** @param {Candidate} c */
 export function extendScore(c) {
   Plotly.extendTraces(charts.score, { x: [[c.metric_calls]], y: [[c.val_score]], text: [[hover(c)]], customdata: [[c.index]] }, [0]);
 }
 
+/** @param {ProposalScores} p */
 export function extendRejected(p) {
   Plotly.extendTraces(charts.score, { x: [[p.metric_calls]], y: [[minibatchMean(p)]], text: [[proposalHover(p)]] }, [2]);
 }
 
 // The selected candidates' rings.
+/** @param {Candidate[]} selected */
 export function restyleSelected(selected) {
   Plotly.restyle(charts.score, { x: [selected.map((c) => c.metric_calls)], y: [selected.map((c) => c.val_score)] }, [3]);
 }
@@ -82,6 +93,7 @@ export function restyleSelected(selected) {
 // (state.js lineageSummary: the front, the best, the top LINEAGE_TOP and their
 // ancestors); "Show all" draws every candidate. Live candidates always join it.
 export const LINEAGE_TOP = 100;
+/** @type {number[]} */
 let lineageNodes = []; // the candidates the lineage draws, in the order of its node trace
 
 // Two edge traces: plain parent → child lines, and merges (a child of two
@@ -114,9 +126,11 @@ function lineageXAxis() {
 export function drawLineage({ all = false } = {}) {
   lineageNodes = all || S.order.length <= DEFER_AFTER ? [...S.order] : lineageSummary(S, LINEAGE_TOP);
   renderLineageNote();
+  /** @type {{x: Array<number | null>, y: Array<number | null>}} */
   const plain = { x: [], y: [] }, merges = { x: [], y: [] };
   for (const i of lineageNodes) { const e = lineageEdges(S, S.byIndex.get(i)); const into = e.merge ? merges : plain; into.x.push(...e.x); into.y.push(...e.y); }
   const style = lineageStyle();
+  /** @param {string} name @param {typeof plain} edges @param {PlotlyObject} line */
   const edgeTrace = (name, edges, line) => ({
     // The edges carry (unused) copies of the nodes' array attributes so one
     // extendTraces call can grow all three traces.
@@ -137,21 +151,24 @@ export function drawLineage({ all = false } = {}) {
 
 // Once, at boot (a plotly_click listener survives Plotly.newPlot on the same element).
 // A click opens the candidate; shift/ctrl/cmd-click selects it for comparison.
+/** @param {Toggle} toggle */
 export function selectFromLineage(toggle) {
   charts.lineage.on("plotly_click", (e) => {
     const p = e.points.find((q) => q.curveNumber === 1);
     if (!p) return;
+    /** @type {Partial<MouseEvent>} */
     const ev = e.event || {};
     if (ev.shiftKey || ev.ctrlKey || ev.metaKey) toggle(p.customdata);
     else window.location.href = candidateUrl(p.customdata);
   });
 }
 
+/** @param {Candidate} c */
 export function extendLineage(c) {
   lineageNodes.push(c.index);
   renderLineageNote();
   const e = lineageEdges(S, c);
-  const blank = (value) => e.x.map(() => value);
+  const blank = (/** @type {unknown} */ value) => e.x.map(() => value);
   Plotly.extendTraces(charts.lineage, {
     x: [e.x, [c.index]], y: [e.y, [c.val_score]], text: [blank(""), [hover(c)]], customdata: [blank(null), [c.index]],
     "marker.color": [blank(COLORS.other), [COLORS[role(S, c.index)]]],
@@ -172,10 +189,11 @@ export function restyleLineage() {
 
 // ---- Pareto front: candidates × tasks ---------------------------------------------------
 
-const rowLabel = (i) => `#${i}`;
+const rowLabel = (/** @type {number} */ i) => `#${i}`;
 const taskLabels = () => S.tasks.map(esc);
 
 function leaderCells() {
+  /** @type {string[]} */
   const x = [], y = [];
   for (const [key, group] of Object.entries(S.leaders)) {
     if (!S.taskColumn.has(key)) continue;
@@ -212,10 +230,12 @@ export function drawFront() {
 }
 
 // Once, at boot (react keeps the listener when the heatmap is drawn again).
+/** @param {Toggle} toggle */
 export function selectFromFront(toggle) {
   charts.front.on("plotly_click", (e) => {
     const p = e.points[0];
-    if (p && p.curveNumber === 0) toggle(S.rows[p.pointNumber[0]]);
+    // A heatmap cell: [row, column].
+    if (p && p.curveNumber === 0) toggle(S.rows[/** @type {number[]} */ (p.pointNumber)[0]]);
   });
 }
 
@@ -228,6 +248,7 @@ export function renderRowsNote() {
 }
 
 // The new row's tick label arrives with the front.updated that follows every candidate.new.
+/** @param {Candidate} c */
 export function extendFront(c) {
   if (!drawn.has("front")) return;
   Plotly.extendTraces(charts.front, { z: [[c.scores]], y: [[rowLabel(c.index)]] }, [0]);
@@ -242,11 +263,17 @@ export function restyleFront() {
 
 // ---- Pareto front on picked axes ----------------------------------------------------------
 
+/**
+ * An axis the scatter can pick: `up` when more is better.
+ * @typedef {{key: string, label: string, up: boolean, get: (c: Candidate) => number | null}} AxisOption
+ */
+
 // Scores are maximised; sizes and latency minimised.
+/** @returns {AxisOption[]} */
 function axisOptions() {
   return [
     { key: "val_score", label: "aggregate score", up: true, get: (c) => c.val_score },
-    ...S.verifiers.map((v) => ({ key: `obj:${v}`, label: `${v} score`, up: true, get: (c) => c.objective_scores[v] ?? null })),
+    ...S.verifiers.map((v) => ({ key: `obj:${v}`, label: `${v} score`, up: true, get: (/** @type {Candidate} */ c) => c.objective_scores[v] ?? null })),
     { key: "prompt_tokens", label: "prompt length (tokens)", up: false, get: (c) => c.prompt_tokens },
     { key: "mean_output_tokens", label: "mean output tokens", up: false, get: (c) => c.mean_output_tokens },
     { key: "mean_latency_ms", label: "mean latency (ms)", up: false, get: (c) => c.mean_latency_ms },
@@ -256,23 +283,23 @@ function axisOptions() {
 export function setupAxisPickers() {
   const options = axisOptions();
   for (const [id, initial] of [["axis-x", "prompt_tokens"], ["axis-y", "val_score"]]) {
-    const select = document.getElementById(id);
+    const select = /** @type {HTMLSelectElement} */ (document.getElementById(id));
     select.replaceChildren(...options.map((o) => { const el = document.createElement("option"); el.value = o.key; el.textContent = o.label; return el; }));
     select.value = initial;
     select.addEventListener("change", () => drawScatter());
   }
 }
 
-const axisFor = (option) => (option.key === "val_score" || option.key.startsWith("obj:") ? scoreAxis(esc(option.label)) : { title: { text: esc(option.label) } });
+const axisFor = (/** @type {AxisOption} */ option) => (option.key === "val_score" || option.key.startsWith("obj:") ? scoreAxis(esc(option.label)) : { title: { text: esc(option.label) } });
 
 // `first`: the first draw (at boot, or a deferred one); later calls redraw a drawn chart only.
 export function drawScatter({ first = false } = {}) {
   if (!first && !drawn.has("scatter")) return;
   drawn.add("scatter");
   const options = axisOptions();
-  const ax = options.find((o) => o.key === document.getElementById("axis-x").value) || options[0];
-  const ay = options.find((o) => o.key === document.getElementById("axis-y").value) || options[0];
-  const points = S.order.map((i) => ({ id: i, x: ax.get(S.byIndex.get(i)), y: ay.get(S.byIndex.get(i)) })).filter((p) => p.x !== null && p.y !== null && p.x !== undefined && p.y !== undefined);
+  const ax = options.find((o) => o.key === /** @type {HTMLSelectElement} */ (document.getElementById("axis-x")).value) || options[0];
+  const ay = options.find((o) => o.key === /** @type {HTMLSelectElement} */ (document.getElementById("axis-y")).value) || options[0];
+  const points = /** @type {Array<{id: number, x: number, y: number}>} */ (S.order.map((i) => ({ id: i, x: ax.get(S.byIndex.get(i)), y: ay.get(S.byIndex.get(i)) })).filter((p) => p.x !== null && p.y !== null && p.x !== undefined && p.y !== undefined));
   const front = nonDominated(points, ax.up, ay.up).sort((a, b) => a.x - b.x);
   plot(charts.scatter, [
     { name: "candidates", x: points.map((p) => p.x), y: points.map((p) => p.y), customdata: points.map((p) => p.id),
@@ -285,6 +312,7 @@ export function drawScatter({ first = false } = {}) {
 }
 
 // Points of the 2-D front select like the other charts' (Plotly.react keeps this listener).
+/** @param {Toggle} toggle */
 export function selectFromScatter(toggle) {
   charts.scatter.on("plotly_click", (e) => { const p = e.points[0]; if (p && p.customdata != null) toggle(p.customdata); });
 }

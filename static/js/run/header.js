@@ -1,3 +1,4 @@
+// @ts-check
 // The run page's header (status, best score, budget, cost, clock, an external
 // run's client) and its explainer card (templates/runs/_explainer.html: the
 // best prompt, what GEPA is doing now). Text reaches the DOM through textContent.
@@ -18,13 +19,13 @@ export function renderHeader() {
     delta.textContent = figures.delta.text;
     delta.className = figures.delta.up ? "delta-up" : "delta-down";
   }
-  $("budget-bar").firstElementChild.style.width = `${figures.budgetPct}%`;
+  /** @type {HTMLElement} */ ($("budget-bar").firstElementChild).style.width = `${figures.budgetPct}%`;
   $("budget").textContent = figures.budget;
   $("cost").textContent = figures.cost;
   $("tokens").textContent = figures.tokens;
   $("cost-split").textContent = figures.costSplit;
   $("stop-reason").textContent = r.stop_reason || "–";
-  for (const control of root.querySelectorAll("[data-when]")) control.hidden = (control.dataset.when === "active") !== r.active;
+  for (const control of /** @type {NodeListOf<HTMLElement>} */ (root.querySelectorAll("[data-when]"))) control.hidden = (control.dataset.when === "active") !== r.active;
   $("error").textContent = r.error || "";
   $("error-panel").hidden = !r.error;
   renderClock();
@@ -68,13 +69,14 @@ export async function renderBestPrompt() {
   const candidate = await response.json();
   $("best-prompt").textContent = promptText(candidate.components);
   $("best-index").textContent = String(index);
-  $("best-link").href = candidateUrl(index);
+  /** @type {HTMLAnchorElement} */ ($("best-link")).href = candidateUrl(index);
   for (const field of ["best-prompt", "best-link"]) $(field).hidden = false;
-  root.querySelector('[data-copy="best-prompt-text"]').hidden = false;
+  /** @type {HTMLElement} */ (root.querySelector('[data-copy="best-prompt-text"]')).hidden = false;
   $("no-best").hidden = true;
 }
 
 // One line of what GEPA is doing now, from the latest event.
+/** @param {string} text */
 export function doing(text) { $("doing-now").textContent = text; }
 export const doingFromStatus = () => doing(statusLine(S.run));
-export const doingFromProposal = (p) => doing(proposalLine(p));
+export const doingFromProposal = (/** @type {import("./state.js").Proposal} */ p) => doing(proposalLine(p));

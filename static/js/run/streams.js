@@ -1,3 +1,4 @@
+// @ts-check
 // The run page's three streams (proposals, trials, errors): newest first, each
 // keeping as many items as the snapshot's tail, so a reload shows what the live
 // page showed. Untrusted text reaches the DOM through textContent only.
@@ -6,12 +7,20 @@ import { money, tokens } from "../money.js";
 import { minibatchSize } from "./text.js";
 import { S, el } from "./page.js";
 
+/**
+ * @typedef {import("./state.js").Proposal} Proposal
+ * @typedef {import("./state.js").TrialItem} TrialItem
+ * @typedef {import("./state.js").RunError} RunError
+ */
+
+/** @param {"proposals" | "trials" | "errors"} id @param {HTMLLIElement} li */
 function pushStream(id, li) {
-  const list = document.getElementById(`stream-${id}`);
+  const list = /** @type {HTMLOListElement} */ (document.getElementById(`stream-${id}`));
   list.prepend(li);
-  while (list.children.length > S.limits[id]) list.lastElementChild.remove();
+  while (list.children.length > S.limits[id]) /** @type {Element} */ (list.lastElementChild).remove();
 }
 
+/** @param {Proposal} p */
 export function renderProposal(p) {
   const li = el("li", undefined, p.accepted ? "accepted" : "rejected");
   const n = minibatchSize(p);
@@ -26,6 +35,7 @@ export function renderProposal(p) {
   pushStream("proposals", li);
 }
 
+/** @param {TrialItem} item @param {number | null | undefined} candidate @param {string} split */
 export function renderTrial(item, candidate, split) {
   const li = el("li");
   li.append(el("strong", item.task_key), el("span", ` ${candidate === null || candidate === undefined ? "proposal" : `#${candidate}`} · ${split} · `, "muted"),
@@ -36,6 +46,7 @@ export function renderTrial(item, candidate, split) {
   pushStream("trials", li);
 }
 
+/** @param {RunError} e */
 export function renderError(e) {
   const li = el("li", undefined, "error");
   li.append(el("strong", e.where), el("span", ` ${e.iteration === null || e.iteration === undefined ? "" : `it. ${e.iteration} · `}`, "muted"), el("span", e.message));

@@ -1,3 +1,4 @@
+// @ts-check
 // The run page's candidate table and the selection (rows, chart clicks) that
 // the Compare link carries.
 import { fmt } from "../format.js";
@@ -7,9 +8,10 @@ import { leadText, tableNote } from "./text.js";
 import { drawScatter, restyleLineage, restyleSelected } from "./charts.js";
 import { $, S, candidateUrl, root } from "./page.js";
 
+/** @param {import("./state.js").Candidate} c */
 export function candidateRow(c) {
   const tr = document.createElement("tr");
-  tr.dataset.candidateIndex = c.index;
+  tr.dataset.candidateIndex = String(c.index);
   const cells = [document.createElement("td")];
   const box = document.createElement("input");
   box.type = "checkbox"; box.setAttribute("aria-label", `select candidate ${c.index}`);
@@ -17,6 +19,7 @@ export function candidateRow(c) {
   cells[0].append(box);
   const link = document.createElement("a");
   link.href = candidateUrl(c.index); link.textContent = `#${c.index}`;
+  /** @param {string} text @param {string} [cls] */
   const td = (text, cls) => { const el = document.createElement("td"); el.textContent = text; if (cls) el.className = cls; return el; };
   const idCell = td("", "num"); idCell.append(link);
   cells.push(idCell, td(c.origin), td(c.parents.map((p) => `#${p}`).join(" + ") || "–"), td(fmt(c.val_score), "num"),
@@ -28,22 +31,24 @@ export function candidateRow(c) {
 
 export function refreshRows() {
   const leads = leadCounts(S), best = bestIndex(S); // once, not once per row
-  for (const tr of document.querySelectorAll("#candidate-rows tr")) {
+  for (const tr of /** @type {NodeListOf<HTMLTableRowElement>} */ (document.querySelectorAll("#candidate-rows tr"))) {
     const i = Number(tr.dataset.candidateIndex);
-    tr.querySelector(".lead-count").textContent = leadText(S, i, leads);
-    tr.querySelector(".front-mark").textContent = role(S, i, best) === "best" ? "best" : S.members.has(i) ? "★ front" : "";
+    // The cells candidateRow made.
+    /** @type {HTMLElement} */ (tr.querySelector(".lead-count")).textContent = leadText(S, i, leads);
+    /** @type {HTMLElement} */ (tr.querySelector(".front-mark")).textContent = role(S, i, best) === "best" ? "best" : S.members.has(i) ? "★ front" : "";
     tr.classList.toggle("selected", S.selected.has(i));
-    tr.querySelector("input").checked = S.selected.has(i);
+    /** @type {HTMLInputElement} */ (tr.querySelector("input")).checked = S.selected.has(i);
   }
 }
 
 // A big run's table starts with its first rows in candidate order (S.limits.table_rows);
 // "Show more" adds the next as many, "Show all" the rest. A live candidate joins
 // the table when every one before it is in it.
+/** @param {number} upto */
 export function showTableRows(upto) {
   const next = tableRowsNext(S, upto);
   if (next.length) {
-    document.getElementById("candidate-rows").append(...next.map((i) => candidateRow(S.byIndex.get(i))));
+    /** @type {HTMLElement} */ (document.getElementById("candidate-rows")).append(...next.map((i) => candidateRow(S.byIndex.get(i))));
     S.tableShown += next.length;
   }
   renderTableNote();
@@ -58,6 +63,7 @@ export function renderTableNote() {
 
 // ---- selection -------------------------------------------------------------------
 
+/** @param {number} index */
 export function toggleSelected(index, on = !S.selected.has(index)) {
   if (on) S.selected.add(index); else S.selected.delete(index);
   renderSelection();
@@ -67,7 +73,7 @@ export function toggleSelected(index, on = !S.selected.has(index)) {
 export function renderSelection({ charts: redraw = true } = {}) {
   const chosen = [...S.selected].sort((a, b) => a - b);
   $("selection").textContent = chosen.length ? `Selected: ${chosen.map((i) => `#${i}`).join(", ")}` : "No candidates selected";
-  const link = root.querySelector('[data-action="compare"]');
+  const link = /** @type {HTMLAnchorElement} */ (root.querySelector('[data-action="compare"]'));
   const query = new URLSearchParams(chosen.map((i) => ["c", String(i)]));
   link.href = `${root.dataset.compareUrl}?${query}`;
   link.setAttribute("aria-disabled", chosen.length < 2 ? "true" : "false");
