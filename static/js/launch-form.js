@@ -1,16 +1,58 @@
+// @ts-check
 // The launch form: builds the RunConfig JSON (optimizer/config.py) from the
 // fields, posts it for a dry run or a launch, and lists each problem next to
 // the field its path names (the longest matching data-problems-for prefix).
 import { money, tokens } from "./money.js";
 
-const form = document.getElementById("launch-form");
-const components = document.getElementById("components");
-const result = form.querySelector('[data-field="dry-run-result"]');
-const csrf = form.querySelector("[name=csrfmiddlewaretoken]").value;
+/**
+ * A problem the server found, with the config path it names.
+ * @typedef {{field: string, message: string}} Problem
+ */
 
-const value = (name) => (form.elements.namedItem(name)?.value ?? "").trim();
-const checked = (name) => !!form.elements.namedItem(name)?.checked;
-const number = (name) => (value(name) === "" ? undefined : Number(value(name)));
+/**
+ * What the dry run, the launch and the plan endpoints answer (dashboard/pages/runs.py).
+ * @typedef {object} Answer
+ * @property {Problem[]} problems
+ * @property {string[]} warnings
+ * @property {Plan | null} [plan]
+ * @property {string} [redirect] a launched run's page
+ */
+
+/**
+ * What the run will do (optimizer/runs/plan.py run_plan): [low, high] ranges.
+ * @typedef {object} Plan
+ * @property {Record<string, number>} splits split → tasks
+ * @property {number} minibatch_size
+ * @property {Record<string, {metric_calls: number, proposals: number}>} presets
+ * @property {{metric_calls: number, max_cost: number | null, iteration_cost: number}} budget
+ * @property {[number, number]} iterations
+ * @property {{task: [number, number], reflection: [number, number], judge: [number, number]}} calls
+ * @property {[number, number]} tokens
+ * @property {[number, number]} cost
+ * @property {boolean} free
+ * @property {[number, number]} seconds
+ * @property {{tokens_in: number, tokens_out: number, latency_ms: number, source: string}} per_task_call
+ * @property {string[]} warnings
+ */
+
+/**
+ * A named field of the form: an input, a select or a textarea.
+ * @typedef {HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement} Field
+ */
+
+/**
+ * The form's data attributes (templates/runs/new.html).
+ * @typedef {{demoChoice: string, planUrl: string, dryRunUrl: string}} LaunchFormData
+ */
+
+const form = /** @type {HTMLFormElement & {dataset: LaunchFormData}} */ (document.getElementById("launch-form"));
+const components = /** @type {HTMLElement} */ (document.getElementById("components"));
+const result = /** @type {HTMLElement} */ (form.querySelector('[data-field="dry-run-result"]'));
+const csrf = /** @type {HTMLInputElement} */ (form.querySelector("[name=csrfmiddlewaretoken]")).value;
+
+const value = (/** @type {string} */ name) => (/** @type {Field | null} */ (form.elements.namedItem(name))?.value ?? "").trim();
+const checked = (/** @type {string} */ name) => !!/** @type {HTMLInputElement | null} */ (form.elements.namedItem(name))?.checked;
+const number = (/** @type {string} */ name) => (value(name) === "" ? undefined : Number(value(name)));
 
 function aggregator() {
   const type = value("aggregator.type");
@@ -22,15 +64,17 @@ function aggregator() {
 }
 
 function seedComponents() {
+  /** @type {Record<string, string>} */
   const out = {};
   for (const block of components.querySelectorAll(".component")) {
-    const name = block.querySelector("[name='component.name']").value.trim();
-    out[name] = block.querySelector("[name='component.text']").value;
+    const name = /** @type {HTMLInputElement} */ (block.querySelector("[name='component.name']")).value.trim();
+    out[name] = /** @type {HTMLTextAreaElement} */ (block.querySelector("[name='component.text']")).value;
   }
   return out;
 }
 
 // The demo simulator is a full LM config, not an endpoint name.
+/** @param {string} field @param {string} model */
 function lm(field, model) {
   const name = value(field);
   if (name !== form.dataset.demoChoice) return name;
@@ -43,7 +87,7 @@ export function buildConfig() {
     name: value("name"),
     task_set_id: number("task_set_id"),
     splits: { train: value("splits.train"), val: value("splits.val"), holdout: value("splits.holdout") || null },
-    verifier_ids: [...form.querySelectorAll("[name=verifier_ids]:checked")].map((box) => box.value),
+    verifier_ids: [.../** @type {NodeListOf<HTMLInputElement>} */ (form.querySelectorAll("[name=verifier_ids]:checked"))].map((box) => box.value),
     aggregator: aggregator(),
     thresholds: { pass: number("thresholds.pass"), borderline: number("thresholds.borderline") },
     task_lm: lm("task_lm", "demo-task"),
@@ -64,39 +108,43 @@ export function buildConfig() {
       after_iterations_without_improvement: number("early_stop.after_iterations_without_improvement") ?? null,
     },
   };
-  if (config.verify.judge === "llm") config.verify.judge_lm = config.reflection_lm;
+  if (config.verify.judge === "llm") /** @type {Record<string, unknown>} */ (config.verify).judge_lm = config.reflection_lm;
   return config;
 }
 
+/** @param {string} field @returns {HTMLElement} */
 function slot(field) {
   // A task row's own problem ("task q3": its row verifier or expectations) belongs to the task set.
-  if (field.startsWith("task ")) return form.querySelector('[data-problems-for="task_set_id"]');
+  // The template has a slot for the task set and one for the whole config.
+  if (field.startsWith("task ")) return /** @type {HTMLElement} */ (form.querySelector('[data-problems-for="task_set_id"]'));
   const parts = field.split(".");
   for (let n = parts.length; n > 0; n -= 1) {
-    const el = form.querySelector(`[data-problems-for="${CSS.escape(parts.slice(0, n).join("."))}"]`);
+    const el = /** @type {HTMLElement | null} */ (form.querySelector(`[data-problems-for="${CSS.escape(parts.slice(0, n).join("."))}"]`));
     if (el) return el;
   }
-  return form.querySelector('[data-problems-for="config"]');
+  return /** @type {HTMLElement} */ (form.querySelector('[data-problems-for="config"]'));
 }
 
+/** @param {Problem[]} [problems] @param {string[]} [warnings] */
 function showProblems(problems = [], warnings = []) {
-  for (const el of form.querySelectorAll("[data-problems-for]")) { el.replaceChildren(); el.hidden = true; }
+  for (const el of /** @type {NodeListOf<HTMLElement>} */ (form.querySelectorAll("[data-problems-for]"))) { el.replaceChildren(); el.hidden = true; }
+  /** @param {HTMLElement} el @param {string} text */
   const add = (el, text) => {
     if (el.childNodes.length) el.append(document.createElement("br"));
     el.append(text);
     el.hidden = false;
   };
   for (const p of problems) add(slot(p.field), `${p.field}: ${p.message}`);
-  for (const w of warnings) add(form.querySelector('[data-problems-for="budget.warning"]'), w);
+  for (const w of warnings) add(/** @type {HTMLElement} */ (form.querySelector('[data-problems-for="budget.warning"]')), w);
   // An empty split can be fixed from here: offer the task set's seeded split.
   splitNow.hidden = !problems.some((p) => p.field.startsWith("splits.") && p.message.includes("has no tasks in split"));
 }
 
-const splitNow = form.querySelector("[data-split-now]");
-splitNow.querySelector('[data-action="split-now"]').addEventListener("click", async () => {
-  const status = splitNow.querySelector('[data-field="split-now-result"]');
-  const setId = form.elements.task_set_id.value;
-  const url = splitNow.dataset.splitUrl.replace("/0/", `/${encodeURIComponent(setId)}/`);
+const splitNow = /** @type {HTMLElement} */ (form.querySelector("[data-split-now]"));
+/** @type {HTMLElement} */ (splitNow.querySelector('[data-action="split-now"]')).addEventListener("click", async () => {
+  const status = /** @type {HTMLElement} */ (splitNow.querySelector('[data-field="split-now-result"]'));
+  const setId = /** @type {HTMLSelectElement} */ (form.elements.namedItem("task_set_id")).value;
+  const url = /** @type {string} */ (splitNow.dataset.splitUrl).replace("/0/", `/${encodeURIComponent(setId)}/`);
   const body = new URLSearchParams({ train: "0.6", val: "0.4", holdout: "0", seed: "0" });
   status.textContent = "splitting…";
   const response = await fetch(url, { method: "POST", headers: { "X-CSRFToken": csrf }, body });
@@ -107,14 +155,14 @@ splitNow.querySelector('[data-action="split-now"]').addEventListener("click", as
     return;
   }
   status.textContent = "";
-  form.querySelector('[data-action="dry-run"]').click();
+  /** @type {HTMLButtonElement} */ (form.querySelector('[data-action="dry-run"]')).click();
 });
 
 // Components are a name → text map: a second component with the same name would
 // silently replace the first, so it is refused here, next to the components.
 function duplicateComponentNames() {
   const seen = new Set(), twice = new Set();
-  for (const input of components.querySelectorAll("[name='component.name']")) {
+  for (const input of /** @type {NodeListOf<HTMLInputElement>} */ (components.querySelectorAll("[name='component.name']"))) {
     const name = input.value.trim();
     if (seen.has(name)) twice.add(name);
     seen.add(name);
@@ -124,15 +172,17 @@ function duplicateComponentNames() {
 
 // ---- the plan: what the run will do, refreshed as the form changes ----------------
 
-const planBox = form.querySelector('[data-field="plan"]');
+const planBox = /** @type {HTMLElement} */ (form.querySelector('[data-field="plan"]'));
+/** @param {[number, number]} range @param {(n: number) => string} [show] */
 const range = ([low, high], show = String) => (low === high ? show(low) : `${show(low)} – ${show(high)}`);
-const seconds = (s) => (s >= 3600 ? `${(s / 3600).toFixed(1)} h` : s >= 60 ? `${Math.round(s / 60)} min` : `${Math.round(s)} s`);
+const seconds = (/** @type {number} */ s) => (s >= 3600 ? `${(s / 3600).toFixed(1)} h` : s >= 60 ? `${Math.round(s / 60)} min` : `${Math.round(s)} s`);
 
+/** @param {Plan | null | undefined} plan */
 export function renderPlan(plan) {
   if (!plan) { planBox.replaceChildren(Object.assign(document.createElement("p"), { className: "muted", textContent: "Fix the problems above to see the plan." })); return; }
   const list = document.createElement("dl");
   list.className = "plan-list";
-  const add = (term, text) => { list.append(Object.assign(document.createElement("dt"), { textContent: term }), Object.assign(document.createElement("dd"), { textContent: text })); };
+  const add = (/** @type {string} */ term, /** @type {string} */ text) => { list.append(Object.assign(document.createElement("dt"), { textContent: term }), Object.assign(document.createElement("dd"), { textContent: text })); };
   const s = plan.splits;
   add("Splits", Object.entries(s).map(([k, n]) => `${k} ${n}`).join(" · ") + ` · minibatch ${plan.minibatch_size}`);
   add("Presets", Object.entries(plan.presets).map(([k, p]) => `${k}: ${p.metric_calls} calls (${p.proposals} proposals)`).join(" · "));
@@ -142,12 +192,14 @@ export function renderPlan(plan) {
   add("Tokens", range(plan.tokens, tokens) + ` (per task call ≈ ${plan.per_task_call.tokens_in} in / ${plan.per_task_call.tokens_out} out, from ${plan.per_task_call.source})`);
   add("Cost", plan.free ? money(0, "simulator") : range(plan.cost, (c) => money(c)));
   add("Wall time", range(plan.seconds, seconds) + (plan.per_task_call.latency_ms ? ` (${plan.per_task_call.latency_ms} ms per task call)` : ""));
+  /** @type {HTMLElement[]} */
   const children = [list];
   for (const w of plan.warnings) children.push(Object.assign(document.createElement("p"), { className: "warning", textContent: w }));
   planBox.replaceChildren(...children);
 }
 
-let planTimer = null;
+/** @type {ReturnType<typeof setTimeout> | undefined} */
+let planTimer;
 let planAsked = 0;
 function refreshPlan() {
   clearTimeout(planTimer);
@@ -166,6 +218,7 @@ form.addEventListener("input", refreshPlan);
 form.addEventListener("change", refreshPlan);
 refreshPlan();
 
+/** @param {string} url @returns {Promise<Answer>} */
 async function post(url) {
   const twice = duplicateComponentNames();
   if (twice.length) {
@@ -183,7 +236,7 @@ async function post(url) {
   return response.json();
 }
 
-form.querySelector('[data-action="dry-run"]').addEventListener("click", async () => {
+/** @type {HTMLButtonElement} */ (form.querySelector('[data-action="dry-run"]')).addEventListener("click", async () => {
   result.textContent = "checking…";
   const body = await post(form.dataset.dryRunUrl);
   showProblems(body.problems, body.warnings);
@@ -201,40 +254,43 @@ form.addEventListener("submit", async (event) => {
 });
 
 function addComponent(name = `component_${components.children.length + 1}`, text = "") {
-  const block = components.querySelector(".component").cloneNode(true);
-  block.querySelector("[name='component.name']").value = name;
-  block.querySelector("[name='component.text']").value = text;
+  const block = /** @type {HTMLElement} */ (/** @type {HTMLElement} */ (components.querySelector(".component")).cloneNode(true));
+  /** @type {HTMLInputElement} */ (block.querySelector("[name='component.name']")).value = name;
+  /** @type {HTMLTextAreaElement} */ (block.querySelector("[name='component.text']")).value = text;
   components.append(block);
 }
 
-form.querySelector('[data-action="add-component"]').addEventListener("click", () => addComponent());
+/** @type {HTMLButtonElement} */ (form.querySelector('[data-action="add-component"]')).addEventListener("click", () => addComponent());
 
 // A fork opens the form filled with the parent run's config (view: ?fork=&candidate=):
 // the inverse of buildConfig, field by field; the user edits it before launching.
+/** @param {string} name @param {unknown} v */
 function setField(name, v) {
-  const field = form.elements.namedItem(name);
+  const field = /** @type {Field | null} */ (form.elements.namedItem(name));
   if (!field || v === undefined || v === null) return;
-  if (field.type === "checkbox") field.checked = !!v;
+  if (field.type === "checkbox") /** @type {HTMLInputElement} */ (field).checked = !!v;
   else field.value = String(v);
 }
 
+/** @param {string} field @param {string | {provider: string, simulated_latency_ms?: number}} [ref] an endpoint name or an LM config */
 function setLm(field, ref) {
   if (ref && typeof ref === "object" && ref.provider === "demo") {
     setField(field, form.dataset.demoChoice);
     setField("simulated_latency_ms", ref.simulated_latency_ms ?? 0);
-  } else if (typeof ref === "string" && [...form.elements.namedItem(field).options].some((o) => o.value === ref)) {
+  } else if (typeof ref === "string" && [.../** @type {HTMLSelectElement} */ (form.elements.namedItem(field)).options].some((o) => o.value === ref)) {
     setField(field, ref);
   } else {
     showProblems([{ field, message: "the parent run's model is not an endpoint of this installation: pick one" }]);
   }
 }
 
+/** @param {Record<string, any>} c a RunConfig (optimizer/config.py), as buildConfig makes it */
 export function applyConfig(c) {
   setField("name", c.name);
   setField("task_set_id", c.task_set_id);
   for (const split of ["train", "val", "holdout"]) setField(`splits.${split}`, (c.splits || {})[split] ?? "");
   const verifiers = new Set(c.verifier_ids || []);
-  for (const box of form.querySelectorAll("[name=verifier_ids]")) box.checked = verifiers.has(box.value);
+  for (const box of /** @type {NodeListOf<HTMLInputElement>} */ (form.querySelectorAll("[name=verifier_ids]"))) box.checked = verifiers.has(box.value);
   const agg = c.aggregator || "weighted_average";
   setField("aggregator.type", typeof agg === "string" ? agg : agg.type);
   if (typeof agg === "object") { setField("aggregator.required", (agg.required || []).join(", ")); setField("aggregator.threshold", agg.threshold); }
@@ -245,9 +301,9 @@ export function applyConfig(c) {
   const entries = Object.entries(c.seed_components || {});
   if (entries.length) {
     [...components.querySelectorAll(".component")].slice(1).forEach((b) => b.remove());
-    const first = components.querySelector(".component");
-    first.querySelector("[name='component.name']").value = entries[0][0];
-    first.querySelector("[name='component.text']").value = entries[0][1];
+    const first = /** @type {HTMLElement} */ (components.querySelector(".component"));
+    /** @type {HTMLInputElement} */ (first.querySelector("[name='component.name']")).value = entries[0][0];
+    /** @type {HTMLTextAreaElement} */ (first.querySelector("[name='component.text']")).value = entries[0][1];
     for (const [name, text] of entries.slice(1)) addComponent(name, text);
   }
   const budget = c.budget || {};
@@ -264,7 +320,8 @@ const prefill = document.getElementById("launch-prefill");
 if (prefill) applyConfig(JSON.parse(prefill.textContent));
 
 components.addEventListener("click", (event) => {
-  if (event.target.dataset.action !== "remove-component") return;
-  if (components.children.length > 1) event.target.closest(".component").remove();
+  const target = /** @type {HTMLElement} */ (event.target);
+  if (target.dataset.action !== "remove-component") return;
+  if (components.children.length > 1) /** @type {HTMLElement} */ (target.closest(".component")).remove();
   else showProblems([{ field: "seed_components", message: "needs at least one named component" }]);
 });
