@@ -1,31 +1,88 @@
+// @ts-check
 // The verifier editor: a form and the raw JSON kept in sync, live validation
 // through /api/verifiers/lint (errors shown next to the field they name) and the
 // "Try it" panel scoring an output through /api/verifiers/score.
 // Every piece of user or server text is put in the DOM with textContent.
 
-const CHECK_TYPES = JSON.parse(document.getElementById("check-types").textContent);
-const jsonBox = document.getElementById("spec-json");
-const formBox = document.getElementById("spec-form");
-const lintList = document.getElementById("lint-problems");
-const lintStatus = document.getElementById("lint-status");
-const csrf = document.querySelector("#verifier-form [name=csrfmiddlewaretoken]").value;
-const tasksetSelect = document.getElementById("try-taskset");
-const taskSelect = document.getElementById("try-task");
-const taskBox = document.getElementById("try-task-json");
-const outputBox = document.getElementById("try-output");
-const resultBox = document.getElementById("try-result");
+/**
+ * One param of a check type: a property of its params' JSON Schema
+ * (verifiers_app/selectors.py check_type_fields), in JSON Schema's words.
+ * @typedef {{name: string, required: boolean, type?: string, default?: unknown, minimum?: number}} ParamField
+ */
 
-const form = document.getElementById("verifier-form");
+/**
+ * A check of the spec as the form edits it (the JSON box may hold anything: the lint says what is wrong).
+ * @typedef {object} Check
+ * @property {string} [id]
+ * @property {string} [type]
+ * @property {number} [weight]
+ * @property {boolean} [required]
+ * @property {Record<string, unknown>} [params]
+ */
+
+/**
+ * What /api/verifiers/score answers: the score, each check's part and GEPA's feedback.
+ * @typedef {object} ScoreResult
+ * @property {number} score
+ * @property {string} verdict
+ * @property {boolean} passed
+ * @property {string} [feedback]
+ * @property {Array<{id: string, checks: Array<Check & {score: number, skipped?: boolean, reason?: string}>}>} verifiers
+ */
+
+/**
+ * A saved test case: an output and the verdict it should get.
+ * @typedef {{name: string, output: string, task: unknown, expect: string}} TestCase
+ */
+
+/**
+ * A test case's score, or why it could not be scored.
+ * @typedef {{score?: number, verdict?: string, error?: string}} CaseResult
+ */
+
+/**
+ * A task of a task set, as /api/tasksets/<id> lists it.
+ * @typedef {{task_id: string, input: string, expected: unknown, params: unknown, metadata: unknown, verifier?: unknown}} Task
+ */
+
+/** @type {Record<string, ParamField[]>} */
+const CHECK_TYPES = JSON.parse(/** @type {HTMLElement} */ (document.getElementById("check-types")).textContent);
+const jsonBox = /** @type {HTMLTextAreaElement} */ (document.getElementById("spec-json"));
+const formBox = /** @type {HTMLElement} */ (document.getElementById("spec-form"));
+const lintList = /** @type {HTMLElement} */ (document.getElementById("lint-problems"));
+const lintStatus = /** @type {HTMLElement} */ (document.getElementById("lint-status"));
+const csrf = /** @type {HTMLInputElement} */ (document.querySelector("#verifier-form [name=csrfmiddlewaretoken]")).value;
+const tasksetSelect = /** @type {HTMLSelectElement} */ (document.getElementById("try-taskset"));
+const taskSelect = /** @type {HTMLSelectElement} */ (document.getElementById("try-task"));
+const taskBox = /** @type {HTMLTextAreaElement} */ (document.getElementById("try-task-json"));
+const outputBox = /** @type {HTMLTextAreaElement} */ (document.getElementById("try-output"));
+const resultBox = /** @type {HTMLElement} */ (document.getElementById("try-result"));
+
+const form = /** @type {HTMLFormElement} */ (document.getElementById("verifier-form"));
 // Once saved, a verifier's id names it in URLs, runs and versions: it cannot change.
 const savedId = form.dataset.savedId || "";
 const ID_FIXED = `id: a saved verifier's id cannot change (it is "${savedId}"); duplicate the verifier to use another id`;
 
-let spec = null; // the parsed spec, or null while the JSON does not parse
+// The parsed spec, or null while the JSON does not parse: whatever the user
+// typed, so any shape (renderForm edits it with the form only when it is an object).
+/** @type {any} */
+let spec = null;
+/** @type {string[]} */
 let lastProblems = [];
+/** @type {string[]} */
 let lastWarnings = [];
 // No problem is shown before the user changed something (a new verifier starts with an empty id).
 let touched = false;
 
+// An element with its attributes (`text`: its textContent, `on…`: a listener;
+// true: present, false or null: absent) and children.
+/**
+ * @template {keyof HTMLElementTagNameMap} K
+ * @param {K} tag
+ * @param {Record<string, any>} [attrs]
+ * @param {...(Node | string | null | undefined | false)} children
+ * @returns {HTMLElementTagNameMap[K]}
+ */
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs)) {
@@ -38,6 +95,10 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+/**
+ * The server's JSON: its answer, or {detail, problems} when it refused.
+ * @param {string} url @param {unknown} body @returns {Promise<{ok: boolean, data: any}>}
+ */
 async function postJSON(url, body) {
   const response = await fetch(url, {
     method: "POST",
@@ -49,14 +110,27 @@ async function postJSON(url, body) {
   return { ok: response.ok, data };
 }
 
+/**
+ * @template {unknown[]} A
+ * @param {(...args: A) => unknown} fn
+ * @param {number} ms
+ * @returns {(...args: A) => void}
+ */
 function debounce(fn, ms) {
+  /** @type {ReturnType<typeof setTimeout> | undefined} */
   let timer;
   return (...args) => { clearTimeout(timer); timer = setTimeout(() => fn(...args), ms); };
 }
 
 // --- the form, built from the spec -------------------------------------------------
 
-function input(path, label, value, { type = "text", onchange, step, min } = {}) {
+/**
+ * @param {string} path the spec path the lint's problems name
+ * @param {string} label
+ * @param {unknown} value
+ * @param {{type?: string, onchange: (field: HTMLInputElement) => void, step?: string, min?: number}} options
+ */
+function input(path, label, value, { type = "text", onchange, step, min }) {
   const field = el("input", { type, "data-path": path, step, min, value: value ?? "" });
   if (type === "checkbox") field.checked = Boolean(value);
   field.addEventListener(type === "checkbox" ? "change" : "input", () => onchange(field));
@@ -64,10 +138,11 @@ function input(path, label, value, { type = "text", onchange, step, min } = {}) 
     type === "checkbox" ? label : field);
 }
 
+/** @param {Check} check @param {number} index @param {ParamField} field */
 function paramField(check, index, field) {
   const path = `checks[${index}].params.${field.name}`;
   const value = check.params?.[field.name];
-  const set = (v) => {
+  const set = (/** @type {unknown} */ v) => {
     check.params = check.params || {};
     if (v === undefined) delete check.params[field.name];
     else check.params[field.name] = v;
@@ -88,10 +163,11 @@ function paramField(check, index, field) {
   return input(path, label, value, { onchange: (f) => set(f.value === "" && !field.required ? undefined : f.value) });
 }
 
+/** @param {Check} check @param {number} index */
 function checkCard(check, index) {
   const typeSelect = el("select", { "data-path": `checks[${index}].type` });
   const types = Object.keys(CHECK_TYPES);
-  if (!types.includes(check.type)) types.push(check.type ?? "");
+  if (!types.includes(/** @type {string} */ (check.type))) types.push(check.type ?? "");
   for (const type of types) typeSelect.append(el("option", { value: type, text: type || "(choose)", selected: type === check.type }));
   typeSelect.addEventListener("change", () => {
     const fields = (CHECK_TYPES[typeSelect.value] || []).map((f) => f.name);
@@ -101,7 +177,8 @@ function checkCard(check, index) {
   });
   const remove = el("button", { type: "button", class: "danger", text: "Remove",
     onclick: () => { spec.checks.splice(index, 1); fromForm(true); } });
-  const params = (CHECK_TYPES[check.type] || []).map((field) => paramField(check, index, field));
+  // A check without a type has none of the known types' params.
+  const params = (CHECK_TYPES[/** @type {string} */ (check.type)] || []).map((field) => paramField(check, index, field));
   return el("div", { class: "check-card", "data-path": `checks[${index}]` },
     el("div", { class: "fields" },
       input(`checks[${index}].id`, "Check id", check.id, { onchange: (f) => { check.id = f.value; fromForm(); } }),
@@ -113,7 +190,7 @@ function checkCard(check, index) {
       { type: "checkbox", onchange: (f) => { check.required = f.checked; fromForm(); } }),
     params.length ? el("div", { class: "params", "data-path": `checks[${index}].params` }, ...params)
       : el("p", { class: "hint", "data-path": `checks[${index}].params`,
-        text: CHECK_TYPES[check.type] ? "No parameters." : "Unknown type: it will be skipped when scoring." }));
+        text: CHECK_TYPES[/** @type {string} */ (check.type)] ? "No parameters." : "Unknown type: it will be skipped when scoring." }));
 }
 
 function renderForm() {
@@ -123,7 +200,7 @@ function renderForm() {
     return;
   }
   const idField = input("id", savedId ? "Id (fixed once saved)" : "Id", spec.id, { onchange: (f) => { spec.id = f.value; fromForm(); } });
-  if (savedId) idField.querySelector("input").readOnly = true;
+  if (savedId) /** @type {HTMLInputElement} */ (idField.querySelector("input")).readOnly = true;
   const top = el("div", { class: "fields" },
     idField,
     input("name", "Name", spec.name, { onchange: (f) => { spec.name = f.value; fromForm(); } }),
@@ -135,6 +212,7 @@ function renderForm() {
     formBox.append(el("p", { class: "hint", text: `Kind "${spec.kind}": edit its fields in the JSON below.` }));
     return;
   }
+  /** @type {Check[]} */
   const checks = Array.isArray(spec.checks) ? spec.checks : [];
   const list = el("div", { "data-path": "checks" }, ...checks.map((check, i) => checkCard(check, i)));
   const add = el("button", { type: "button", text: "Add a check", onclick: () => {
@@ -161,7 +239,7 @@ function fromJSON() {
   } catch (error) {
     spec = null;
     renderForm();
-    showProblems([`JSON: ${error.message}`]);
+    showProblems([`JSON: ${/** @type {Error} */ (error).message}`]);
     return;
   }
   renderForm();
@@ -170,16 +248,19 @@ function fromJSON() {
 
 // --- live validation -------------------------------------------------------------------
 
+/** @param {string} path */
 function fieldFor(path) {
   // The most specific element whose data-path is the problem's path or a prefix of it.
+  /** @type {HTMLElement | null} */
   let best = null;
-  for (const node of document.querySelectorAll("#spec-form [data-path]")) {
+  for (const node of /** @type {NodeListOf<HTMLElement>} */ (document.querySelectorAll("#spec-form [data-path]"))) {
     const p = node.dataset.path;
-    if (p && (path === p || path.startsWith(`${p}.`) || path.startsWith(`${p}[`)) && (!best || p.length > best.dataset.path.length)) best = node;
+    if (p && (path === p || path.startsWith(`${p}.`) || path.startsWith(`${p}[`)) && (!best || p.length > /** @type {string} */ (best.dataset.path).length)) best = node;
   }
   return best;
 }
 
+/** @param {string[]} problems @param {string[]} [warnings] */
 function showProblems(problems, warnings = []) {
   // Problems make the spec invalid; warnings (an unknown check type, which scoring
   // skips) do not, but sit next to their field the same way so a typo is seen.
@@ -192,6 +273,7 @@ function showProblems(problems, warnings = []) {
   lintList.replaceChildren(
     ...problems.map((p) => el("li", { class: "field-error", text: p })),
     ...warnings.map((w) => el("li", { class: "field-warning", text: `Warning: ${w}` })));
+  /** @param {string} message @param {"error" | "warning"} kind */
   const mark = (message, kind) => {
     const path = message.split(": ", 1)[0];
     const field = fieldFor(path);
@@ -206,7 +288,7 @@ function showProblems(problems, warnings = []) {
   warnings.forEach((w) => mark(w, "warning"));
   if (!problems.length) jsonBox.classList.remove("invalid");
   else if (problems.some((p) => !fieldFor(p.split(": ", 1)[0]))) jsonBox.classList.add("invalid");
-  const plural = (n, word) => `${n} ${word}${n > 1 ? "s" : ""}`;
+  const plural = (/** @type {number} */ n, /** @type {string} */ word) => `${n} ${word}${n > 1 ? "s" : ""}`;
   lintStatus.textContent = (problems.length ? plural(problems.length, "problem") : "Valid")
     + (warnings.length ? ` · ${plural(warnings.length, "warning")}` : "");
 }
@@ -220,8 +302,10 @@ const lint = debounce(async () => {
 
 // --- Try it --------------------------------------------------------------------------
 
+/** @param {unknown} value */
 function pct(value) { return typeof value === "number" ? value.toFixed(3) : "—"; }
 
+/** @param {ScoreResult} result */
 function renderResult(result) {
   const threshold = typeof spec?.passThreshold === "number" ? spec.passThreshold : 1;
   const rows = [];
@@ -258,7 +342,7 @@ const tryIt = debounce(async () => {
   let task = null;
   if (taskBox.value.trim()) {
     try { task = JSON.parse(taskBox.value); } catch (error) {
-      resultBox.replaceChildren(el("p", { class: "field-error", text: `Task JSON: ${error.message}` }));
+      resultBox.replaceChildren(el("p", { class: "field-error", text: `Task JSON: ${/** @type {Error} */ (error).message}` }));
       return;
     }
     // Pasted bare metadata ({"expectations": …}) is the task's metadata.
@@ -266,9 +350,9 @@ const tryIt = debounce(async () => {
     if (bare && ("expectations" in task || "expectedOutputSchema" in task)) task = { metadata: task };
   }
   const { ok, data } = await postJSON("/api/verifiers/score", { spec, output: outputBox.value, task });
-  if (ok) { lastResult = data; renderResult(data); document.getElementById("case-expect").value = data.verdict; }
+  if (ok) { lastResult = data; renderResult(data); /** @type {HTMLSelectElement} */ (document.getElementById("case-expect")).value = data.verdict; }
   else resultBox.replaceChildren(el("p", { class: "field-error", text: `Cannot score yet: ${data.detail || "error"}` }),
-    ...(data.problems || []).slice(1).map((p) => el("p", { class: "field-error", text: p })));
+    ...(data.problems || []).slice(1).map((/** @type {string} */ p) => el("p", { class: "field-error", text: p })));
 }, 300);
 
 function changed() {
@@ -279,11 +363,13 @@ function changed() {
 
 // --- test cases: saved sample outputs, re-scored on every edit -----------------------
 
-const casesField = document.getElementById("test-cases-field");
-const suiteRows = document.getElementById("suite-rows");
-const suiteSummary = document.getElementById("suite-summary");
+const casesField = /** @type {HTMLInputElement} */ (document.getElementById("test-cases-field"));
+const suiteRows = /** @type {HTMLElement} */ (document.getElementById("suite-rows"));
+const suiteSummary = /** @type {HTMLElement} */ (document.getElementById("suite-summary"));
+/** @type {TestCase[]} */
 let cases = [];
 try { cases = JSON.parse(casesField.value || "[]"); } catch { cases = []; }
+/** @type {ScoreResult | null} */
 let lastResult = null;
 let suiteRun = 0;
 
@@ -292,9 +378,10 @@ function taskFromBox() {
   try { return JSON.parse(taskBox.value); } catch { return undefined; }
 }
 
+/** @param {Array<CaseResult | undefined>} [results] one per case, as far as they are scored */
 function renderSuite(results = []) {
   casesField.value = JSON.stringify(cases);
-  document.getElementById("suite-empty").hidden = cases.length > 0;
+  /** @type {HTMLElement} */ (document.getElementById("suite-empty")).hidden = cases.length > 0;
   suiteRows.replaceChildren(...cases.map((c, i) => {
     const r = results[i];
     const status = !r ? "…" : r.error ? "error" : r.verdict === c.expect ? "ok" : "mismatch";
@@ -321,21 +408,24 @@ const runSuite = debounce(async () => {
   if (run === suiteRun) renderSuite(results); // a later edit's run wins
 }, 300);
 
-document.getElementById("save-case").addEventListener("click", () => {
+/** @type {HTMLButtonElement} */ (document.getElementById("save-case")).addEventListener("click", () => {
   const task = taskFromBox();
   if (task === undefined) { resultBox.prepend(el("p", { class: "field-error", text: "Task JSON: fix it before saving a test case" })); return; }
-  const name = document.getElementById("case-name").value.trim() || `case ${cases.length + 1}`;
-  cases.push({ name, output: outputBox.value, task, expect: document.getElementById("case-expect").value });
-  document.getElementById("case-name").value = "";
+  const caseName = /** @type {HTMLInputElement} */ (document.getElementById("case-name"));
+  const name = caseName.value.trim() || `case ${cases.length + 1}`;
+  cases.push({ name, output: outputBox.value, task, expect: /** @type {HTMLSelectElement} */ (document.getElementById("case-expect")).value });
+  caseName.value = "";
   touched = true;
   runSuite();
 });
 
+/** @param {string} url @returns {Promise<any>} the server's JSON, or null when it refused */
 async function getJSON(url) {
   const response = await fetch(url, { credentials: "same-origin" });
   return response.ok ? response.json() : null;
 }
 
+/** @type {Task[]} */
 let tasks = [];
 
 async function loadTaskSets() {
@@ -355,6 +445,7 @@ tasksetSelect.addEventListener("change", async () => {
 taskSelect.addEventListener("change", () => {
   const task = tasks[Number(taskSelect.value)];
   if (!task || taskSelect.value === "") return;
+  /** @type {Record<string, unknown>} */
   const row = { task_id: task.task_id, expected: task.expected, params: task.params, metadata: task.metadata };
   if (task.verifier) row.verifier = task.verifier;
   taskBox.value = JSON.stringify(row, null, 2);
@@ -364,11 +455,11 @@ taskSelect.addEventListener("change", () => {
 jsonBox.addEventListener("input", () => { touched = true; fromJSON(); });
 taskBox.addEventListener("input", tryIt);
 outputBox.addEventListener("input", tryIt);
-const fileInput = document.querySelector("input[name=spec_file]");
+const fileInput = /** @type {HTMLInputElement | null} */ (document.querySelector("input[name=spec_file]"));
 if (fileInput) {
   // Importing a file loads it into the editor, so it is validated and tried before saving.
   fileInput.addEventListener("change", async () => {
-    const file = fileInput.files[0];
+    const file = /** @type {FileList} */ (fileInput.files)[0];
     if (!file) return;
     jsonBox.value = await file.text();
     fileInput.value = "";
