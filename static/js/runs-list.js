@@ -1,3 +1,4 @@
+// @ts-check
 // The runs list, kept current by pushes, not polling.
 //
 // /ws/runs/ sends `{"type": "run.row", "data": row}` for every run this user
@@ -18,20 +19,48 @@ import { ReconnectingSocket } from "./live-socket.js";
 import { fmt } from "./format.js";
 import { money } from "./money.js";
 
+/**
+ * A row of the list (optimizer/runs/summary.py run_list_row), as the page reads it.
+ * @typedef {object} RunRow
+ * @property {number} id
+ * @property {string} name
+ * @property {string} status
+ * @property {string} phase
+ * @property {string} kind
+ * @property {boolean} archived
+ * @property {string[]} [tags]
+ * @property {number | null} best_score
+ * @property {number | null} delta
+ * @property {number} budget_used
+ * @property {number} budget_total
+ * @property {number} budget_pct
+ * @property {number} cost
+ * @property {string} pricing
+ * @property {{label: string, is_simulator: boolean}} model
+ * @property {string} task_set
+ * @property {number | null} task_set_id
+ * @property {string} owner
+ * @property {string} created_at ISO 8601 (a saved run has one)
+ * @property {string | null} started_at
+ * @property {string | null} finished_at
+ * @property {number} last_seq
+ */
+
 const LIMIT = 200; // as LIST_LIMIT in dashboard/pages/runs.py
-const table = document.getElementById("runs-table");
-const body = table.querySelector("tbody");
-const form = document.getElementById("runs-filter");
-const indicator = document.querySelector("[data-field=live]");
+const table = /** @type {HTMLTableElement} */ (document.getElementById("runs-table"));
+const body = /** @type {HTMLTableSectionElement} */ (table.querySelector("tbody"));
+const form = /** @type {HTMLFormElement} */ (document.getElementById("runs-filter"));
+const indicator = /** @type {HTMLElement | null} */ (document.querySelector("[data-field=live]"));
 
 // The server renders each budget bar's fill as data-pct (no inline style: the CSP forbids it).
-for (const fill of body.querySelectorAll(".bar > span[data-pct]")) fill.style.width = `${Number(fill.dataset.pct) || 0}%`;
+for (const fill of /** @type {NodeListOf<HTMLElement>} */ (body.querySelectorAll(".bar > span[data-pct]"))) fill.style.width = `${Number(fill.dataset.pct) || 0}%`;
 
-const when = (iso) => (iso ? iso.slice(0, 16).replace("T", " ") : "–");
+const when = (/** @type {string | null | undefined} */ iso) => (iso ? iso.slice(0, 16).replace("T", " ") : "–");
 
 // The filter the page was loaded with (as the server applied it), not what is typed but not yet submitted.
 const applied = new URLSearchParams(location.search);
-const statuses = new Set([...form.querySelectorAll("select[name=status] option")].map((o) => o.value).filter(Boolean));
+/** @type {Set<string | null>} */
+const statuses = new Set([.../** @type {NodeListOf<HTMLOptionElement>} */ (form.querySelectorAll("select[name=status] option"))].map((o) => o.value).filter(Boolean));
 const filter = {
   status: statuses.has(applied.get("status")) ? applied.get("status") : "",
   q: (applied.get("q") || "").trim().slice(0, 200).toLowerCase(),
@@ -44,6 +73,7 @@ const filter = {
 // sort, or a filter a row does not carry) the server re-answers the list, at most every 2 s.
 const serverOrdered = table.dataset.sort !== "-created" || !!filter.verifier;
 
+/** @param {RunRow} r */
 function matches(r) {
   if (filter.status && r.status !== filter.status) return false;
   if (filter.taskSet !== null && r.task_set_id !== filter.taskSet) return false;
@@ -52,17 +82,20 @@ function matches(r) {
   return !filter.q || [r.name, r.task_set, r.owner].some((v) => (v || "").toLowerCase().includes(filter.q));
 }
 
+/** @type {ReturnType<typeof setTimeout> | null} */
 let resyncTimer = null;
 function resyncSoon() {
   if (!resyncTimer) resyncTimer = setTimeout(() => { resyncTimer = null; resync(); }, 2000);
 }
 
+/** @param {...(Node | string)} children */
 function cell(...children) {
   const td = document.createElement("td");
   td.append(...children);
   return td;
 }
 
+/** @param {string} text @param {string} [cls] */
 function span(text, cls) {
   const el = document.createElement("span");
   el.textContent = text;
@@ -70,10 +103,11 @@ function span(text, cls) {
   return el;
 }
 
+/** @param {RunRow} r */
 function row(r) {
   const tr = document.createElement("tr");
-  tr.dataset.runId = r.id;
-  tr.dataset.lastSeq = r.last_seq;
+  tr.dataset.runId = String(r.id);
+  tr.dataset.lastSeq = String(r.last_seq);
   tr.dataset.createdAt = r.created_at || "";
   const link = document.createElement("a");
   link.href = `${r.id}/`;
@@ -118,30 +152,34 @@ function emptyRow() {
 }
 
 function runRows() {
-  return [...body.querySelectorAll("tr[data-run-id]")];
+  return [.../** @type {NodeListOf<HTMLTableRowElement>} */ (body.querySelectorAll("tr[data-run-id]"))];
 }
 
+/** @param {RunRow[]} runs */
 function showAll(runs) {
   body.replaceChildren(...(runs.length ? runs.map(row) : [emptyRow()]));
 }
 
 // Newest first, as the server orders the list.
+/** @param {HTMLTableRowElement} tr @param {string} createdAt */
 function insert(tr, createdAt) {
   const t = Date.parse(createdAt);
-  const after = runRows().find((other) => Date.parse(other.dataset.createdAt) < t);
+  const after = runRows().find((other) => Date.parse(/** @type {string} */ (other.dataset.createdAt)) < t);
   body.querySelector(".empty-row")?.remove();
   body.insertBefore(tr, after || null);
   runRows().slice(LIMIT).forEach((extra) => extra.remove());
 }
 
+/** @param {number} id */
 function hide(id) {
   body.querySelector(`tr[data-run-id="${CSS.escape(String(id))}"]`)?.remove();
   if (!runRows().length && !body.querySelector(".empty-row")) body.append(emptyRow());
 }
 
+/** @param {RunRow} r */
 function merge(r) {
   if (pushedDuringResync) pushedDuringResync.push(r);
-  const current = body.querySelector(`tr[data-run-id="${CSS.escape(String(r.id))}"]`);
+  const current = /** @type {HTMLTableRowElement | null} */ (body.querySelector(`tr[data-run-id="${CSS.escape(String(r.id))}"]`));
   if (current && Number(current.dataset.lastSeq) > r.last_seq) return; // a late, older row
   if (!matches(r)) {
     hide(r.id);
@@ -154,6 +192,7 @@ function merge(r) {
 
 // Rows pushed while list.json is in flight, merged again over its answer
 // (merge keeps whichever of the two is newer).
+/** @type {RunRow[] | null} */
 let pushedDuringResync = null;
 
 async function resync() {
@@ -164,16 +203,17 @@ async function resync() {
   } catch (error) {
     console.error("could not reload the runs list", error);
   } finally {
-    const pushed = pushedDuringResync;
+    const pushed = /** @type {RunRow[]} */ (pushedDuringResync);
     pushedDuringResync = null;
     pushed.forEach(merge);
   }
 }
 
+/** @param {import("./live-socket.js").SocketState} state */
 function setState(state) {
   if (!indicator) return;
   indicator.dataset.state = state;
-  indicator.textContent = { live: "● live", reconnecting: "reconnecting…", denied: "access denied: reload to log in" }[state] || state;
+  indicator.textContent = /** @type {Record<string, string>} */ ({ live: "● live", reconnecting: "reconnecting…", denied: "access denied: reload to log in" })[state] || state;
 }
 
 const socket = new ReconnectingSocket({
