@@ -78,15 +78,21 @@ lint: install
 	$(VENV)/bin/lint-imports --no-cache
 	env -u DATABASE_URL -u REDIS_URL $(VENV)/bin/mypy
 
-# The run page's pure modules (static/js/front.js, format.js, live-socket.js,
-# run/state.js, run/text.js) under Node's own test runner: no npm packages. Node
-# loads static/js's ES modules as they are from 20.19 (22.7 on 22.x) on.
+# static/js type-checked, then the run page's pure modules (static/js/front.js,
+# format.js, live-socket.js, run/state.js, run/text.js) under Node's own test
+# runner, which loads them as the browser does. The check is TypeScript reading
+# the modules' `// @ts-check` JSDoc (tsconfig.json; nothing is compiled):
+# package.json's one dev dependency, pinned by package-lock.json, which npm ci
+# installs into node_modules when that is missing or older than the lock.
 NODE_CHECK = const [major, minor] = process.versions.node.split(".").map(Number); \
   if (!(major > 22 || (major === 22 && minor >= 7) || (major === 20 && minor >= 19))) { \
     console.error(`make test-js needs Node.js 20.19 or later; this is $${process.version}`); process.exit(1); }
 test-js:
 	@command -v node >/dev/null || { echo "make test-js needs Node.js 20.19 or later (node --test): none on PATH" >&2; exit 1; }
 	@node -e '$(NODE_CHECK)'
+	@command -v npm >/dev/null || { echo "make test-js needs npm (it comes with Node.js) to install TypeScript: none on PATH" >&2; exit 1; }
+	@[ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --silent --ignore-scripts --no-audit --no-fund
+	node_modules/.bin/tsc -p tsconfig.json
 	node --test tests/js/
 
 test-unit: install
