@@ -4,29 +4,27 @@ other viewers' latency while a big run downloads.
 For each --sizes (approximate export megabytes) it bulk-inserts a run of
 --candidates candidates × --tasks val tasks (SQL INSERT … SELECT from a
 template candidate; the output text is sized to reach the target), starts
-`daphne` on it (PostgreSQL + the channels-redis layer), and:
+the web process (`manage.py serve`, uvicorn) on it (PostgreSQL + the
+channels-redis layer), and, --repeats times:
 
 1. connects --viewers websocket clients to another run, publishes an event
-   every 100 ms and takes their commit → arrival p95 while idle;
-2. downloads `/runs/<id>/export.json` with curl (full speed, to /dev/null),
-   sampling daphne's RSS every 100 ms, with the same viewers and events going;
+   every 100 ms and takes their commit → arrival p95 while idle (6 s);
+2. downloads `/runs/<id>/export.json` with curl (to /dev/null; at full speed,
+   or at --rate like a client on an ordinary link), sampling the web
+   process's RSS every 100 ms, with the same viewers and events going;
 3. the same for `/runs/<id>/export.csv`.
 
-Prints bytes, seconds, daphne's RSS before / peak during (growth), the export
-child's peak RSS (a big export is built by a child process, see
-optimizer/downloads.py), and the viewers' p95 idle vs during.
-
---modes runs one daphne per mode on the same database and alternates them
-(--repeats times): `process` (the default: a big export in a child process),
-`in-process` (FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS and
-FRONTIER_EXPORT_CSV_PROCESS_MIN_EVALUATIONS -1: built in daphne, as before
-the child process), `process-nice0` (the child at the web process's
-CPU priority instead of below it) — an A/B in the same minutes. --hogs starts
-that many CPU-bound processes for the whole bench (a loaded machine); --rate
-limits curl's download rate (a slow client). Usage:
+Prints, per download, the bytes, seconds, the web process's CPU seconds and
+RSS before / peak during (growth), and the viewers' p95 idle vs during (and
+their ratio); then, per export, the medians over the repeats with their
+spread. Usage:
 
     .venv/bin/python bench/export.py [--sizes 100,400] [--candidates 400] [--tasks 300] [--viewers 20]
-                                     [--modes process,in-process] [--repeats 3] [--kinds json,csv]
+                                     [--repeats 3] [--kinds json,csv] [--rate 20M] [--hogs 0]
+
+--rate limits curl's download rate (curl's --limit-rate: 20M is 20 MiB/s);
+--hogs starts that many CPU-bound processes for the whole bench (a loaded
+machine).
 
 Needs PostgreSQL and Redis (BENCH_POSTGRES_URL, BENCH_REDIS_URL: give your own
 Redis DB number); uses a scratch database and channel prefix, removed at the end.
@@ -139,39 +137,24 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def export_children_rss_mb(pid: int) -> float:
-    """The RSS of `pid`'s export processes (optimizer.export_process), summed."""
-    total = 0.0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            children = (task / "children").read_text().split()
-        except OSError:
-            continue
-        for child in children:
-            try:
-                if b"optimizer.export_process" in Path(f"/proc/{child}/cmdline").read_bytes():
-                    total += rss_mb(int(child))
-            except OSError:
-                pass
-    return total
-
-
-def download(url: str, cookie: str, pid: int, rate: str = "") -> tuple[int, float, float, float, float, float]:
-    """(bytes, seconds, RSS before, peak RSS, export child's peak RSS, daphne's CPU
-    seconds) of one curl download."""
+def download(url: str, cookie: str, pid: int, rate: str = "") -> tuple[int, float, float, float, float]:
+    """(bytes, seconds, RSS before, peak RSS, CPU seconds) of one curl download
+    from the web process `pid`."""
     before = rss_mb(pid)
     cpu = cpu_seconds(pid)
     peak = before
-    child_peak = 0.0
     started = time.perf_counter()
     limit = ["--limit-rate", rate] if rate else []
     curl = subprocess.Popen(["curl", "-sS", *limit, "-o", "/dev/null", "-w", "%{size_download}", "-H", f"Cookie: {cookie}", url],
                             stdout=subprocess.PIPE)
     while curl.poll() is None:
         peak = max(peak, rss_mb(pid))
-        child_peak = max(child_peak, export_children_rss_mb(pid))
         time.sleep(0.1)
-    return int(curl.stdout.read() or 0), time.perf_counter() - started, before, peak, child_peak, cpu_seconds(pid) - cpu
+    return int(curl.stdout.read() or 0), time.perf_counter() - started, before, peak, cpu_seconds(pid) - cpu
+
+
+def spread(values: list[float], unit: str = "", digits: int = 0) -> str:
+    return f"{statistics.median(values):.{digits}f}{unit} ({min(values):.{digits}f}-{max(values):.{digits}f})"
 
 
 def main() -> None:
@@ -180,21 +163,15 @@ def main() -> None:
     parser.add_argument("--candidates", type=int, default=400)
     parser.add_argument("--tasks", type=int, default=300)
     parser.add_argument("--viewers", type=int, default=20)
-    parser.add_argument("--modes", default="process", help="comma-separated: process, in-process (alternated)")
-    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--kinds", default="json,csv")
     parser.add_argument("--hogs", type=int, default=0, help="CPU-bound processes to run meanwhile")
     parser.add_argument("--rate", default="", help="curl --limit-rate for the exports (a slow client), e.g. 20M")
     args = parser.parse_args()
-    in_daphne = {"FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS": "-1", "FRONTIER_EXPORT_CSV_PROCESS_MIN_EVALUATIONS": "-1"}
-    settings_of = {"process": {}, "in-process": in_daphne, "process-nice0": {"FRONTIER_EXPORT_PROCESS_NICENESS": "0"}}
-    modes = args.modes.split(",")
-    if any(mode not in settings_of for mode in modes):
-        parser.error(f"--modes: one of {', '.join(settings_of)}")
 
     os.environ.update(live.ENV)
     live.create_database()
-    webs: dict = {}
+    web = None
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.hogs)]
     try:
         import django
@@ -219,44 +196,50 @@ def main() -> None:
         client = Client()
         client.force_login(user)
         cookie = f"sessionid={client.cookies['sessionid'].value}"
-        for mode in modes:
-            for name in (*in_daphne, "FRONTIER_EXPORT_PROCESS_NICENESS"):
-                os.environ.pop(name, None)
-            os.environ.update(settings_of[mode])
-            port = live.free_port()
-            webs[mode] = (port, live.start_web(port))
-            # warm up: imports, connections
-            download(f"http://127.0.0.1:{port}/runs/{watched.pk}/export.json", cookie, webs[mode][1].pid)
+        port = live.free_port()
+        web = live.start_web(port)
+        # warm up: imports, connections
+        download(f"http://127.0.0.1:{port}/runs/{watched.pk}/export.json", cookie, web.pid)
+        speed = f"at {args.rate}/s" if args.rate else "at full speed"
 
+        results: dict[tuple[float, str], list[dict]] = {}
         for repeat in range(args.repeats):
             for size, run in runs:
                 for kind in args.kinds.split(","):
-                    for mode in modes:
-                        port, web = webs[mode]
-                        watched.refresh_from_db()  # the viewers start after its last event
-                        phases: dict = {"now": "idle"}
-                        stop = threading.Event()
-                        viewers = threading.Thread(target=lambda: asyncio.run(watch(user, port, watched, args.viewers, phases, stop)))
-                        viewers.start()
-                        time.sleep(6)
-                        phases["now"] = "export"
-                        load = os.getloadavg()[0]
-                        got, seconds, before, peak, child, cpu = download(f"http://127.0.0.1:{port}/runs/{run.pk}/export.{kind}",
-                                                                     cookie, web.pid, args.rate)
-                        phases["now"] = "after"
-                        stop.set()
-                        viewers.join()
-                        idle, during = phases.get("idle", [0]), phases.get("export", [0])
-                        p95_idle, p95_during = live.pct(idle, 0.95), live.pct(during, 0.95)
-                        print(f"[{mode} #{repeat + 1}] export.{kind} of the ~{size:g} MB run: {got / 1e6:.1f} MB in "
-                              f"{seconds:.1f} s (daphne CPU {cpu:.1f} s); daphne RSS {before:.0f} MB before, peak {peak:.0f} MB (+{peak - before:.0f} MB), "
-                              f"export child peak {child:.0f} MB; {args.viewers} viewers' "
-                              f"event p95 {p95_idle:.0f} ms idle (median {statistics.median(idle):.0f}), "
-                              f"{p95_during:.0f} ms during (median {statistics.median(during):.0f}, "
-                              f"{len(during)} deliveries), ratio {p95_during / max(p95_idle, 1e-9):.2f}x; "
-                              f"load average {load:.1f} → {os.getloadavg()[0]:.1f}", flush=True)
+                    watched.refresh_from_db()  # the viewers start after its last event
+                    phases: dict = {"now": "idle"}
+                    stop = threading.Event()
+                    viewers = threading.Thread(target=lambda: asyncio.run(watch(user, port, watched, args.viewers, phases, stop)))
+                    viewers.start()
+                    time.sleep(6)
+                    phases["now"] = "export"
+                    load = os.getloadavg()[0]
+                    got, seconds, before, peak, cpu = download(f"http://127.0.0.1:{port}/runs/{run.pk}/export.{kind}",
+                                                               cookie, web.pid, args.rate)
+                    phases["now"] = "after"
+                    stop.set()
+                    viewers.join()
+                    idle, during = phases.get("idle", [0]), phases.get("export", [0])
+                    p95_idle, p95_during = live.pct(idle, 0.95), live.pct(during, 0.95)
+                    results.setdefault((size, kind), []).append({
+                        "mb": got / 1e6, "seconds": seconds, "cpu": cpu, "growth": peak - before, "idle": p95_idle,
+                        "during": p95_during, "ratio": p95_during / max(p95_idle, 1e-9), "load": load})
+                    print(f"[#{repeat + 1}] export.{kind} of the ~{size:g} MB run {speed}: {got / 1e6:.1f} MB in "
+                          f"{seconds:.1f} s (web process CPU {cpu:.1f} s); its RSS {before:.0f} MB before, peak {peak:.0f} MB "
+                          f"(+{peak - before:.0f} MB); {args.viewers} viewers' "
+                          f"event p95 {p95_idle:.0f} ms idle (median {statistics.median(idle):.0f}), "
+                          f"{p95_during:.0f} ms during (median {statistics.median(during):.0f}, "
+                          f"{len(during)} deliveries), ratio {p95_during / max(p95_idle, 1e-9):.2f}x; "
+                          f"load average {load:.1f} → {os.getloadavg()[0]:.1f}", flush=True)
+        for (size, kind), rows in results.items():
+            of = {name: [row[name] for row in rows] for name in rows[0]}
+            print(f"export.{kind} of the ~{size:g} MB run {speed}, median (min-max) of {len(rows)}: "
+                  f"{spread(of['mb'], ' MB', 1)} in {spread(of['seconds'], ' s', 1)}, web process CPU {spread(of['cpu'], ' s', 1)}, "
+                  f"RSS growth {spread(of['growth'], ' MB')}; viewers' p95 {spread(of['idle'], ' ms')} idle, "
+                  f"{spread(of['during'], ' ms')} during, ratio {spread(of['ratio'], 'x', 2)}; "
+                  f"load average {min(of['load']):.1f}-{max(of['load']):.1f}")
     finally:
-        for process in [web for _, web in webs.values()] + hogs:
+        for process in ([web] if web else []) + hogs:
             process.terminate()
             process.wait(timeout=10)
         live.drop_database()
@@ -266,7 +249,6 @@ def main() -> None:
         keys = list(r.scan_iter(f"{live.TAG}*"))
         if keys:
             r.delete(*keys)
-
 
 if __name__ == "__main__":
     main()

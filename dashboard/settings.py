@@ -191,23 +191,6 @@ RUN_STALE_SECONDS = env_int("FRONTIER_RUN_STALE_SECONDS", 30)
 # broker was down then, or if it was sent this long ago and has not started.
 RUN_QUEUED_RESEND_SECONDS = env_int("FRONTIER_RUN_QUEUED_RESEND_SECONDS", 600)
 
-# A run export of at least this many evaluations (JSON, CSV) is built by a
-# child process whose output the web process relays (optimizer/downloads.py):
-# built in the web process, it holds the interpreter lock that the event loop
-# serving live viewers needs. Smaller ones stay in the web process, where they
-# take less than the child's start-up (Django's, 1-2 s): on the bench machine
-# 10,000 evaluations took 1.2 s as JSON (3 KB outputs) and 0.1 s as CSV
-# (scores only). -1: never.
-FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS = env_int("FRONTIER_EXPORT_PROCESS_MIN_EVALUATIONS", 20_000)
-FRONTIER_EXPORT_CSV_PROCESS_MIN_EVALUATIONS = env_int("FRONTIER_EXPORT_CSV_PROCESS_MIN_EVALUATIONS", 200_000)
-# At most this many export processes per web process at once (each holds
-# ~120 MB); further exports are built in the web process.
-FRONTIER_EXPORT_PROCESSES_MAX = env_int("FRONTIER_EXPORT_PROCESSES_MAX", 4)
-# How far below the web process's CPU priority the export process runs
-# (os.nice): with the CPUs busy, the web process and the workers go first and
-# the download waits (docs/benchmarks.md "bench/export.py").
-FRONTIER_EXPORT_PROCESS_NICENESS = env_int("FRONTIER_EXPORT_PROCESS_NICENESS", 10)
-
 # Per-user run limits (site defaults; an admin sets other values per user in
 # "User run limits"). Checked at launch, fork and resume (optimizer/runs/limits.py).
 FRONTIER_MAX_METRIC_CALLS_PER_RUN = env_int("FRONTIER_MAX_METRIC_CALLS_PER_RUN", 50_000)
