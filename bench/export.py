@@ -17,10 +17,16 @@ channels-redis layer), and, --repeats times:
 Prints, per download, the bytes, seconds, the web process's CPU seconds and
 RSS before / peak during (growth), and the viewers' p95 idle vs during (and
 their ratio); then, per export, the medians over the repeats with their
-spread. Usage:
+spread.
+
+--switch-intervals compares GIL switch intervals: `default` is the web
+process as served (Python's 5 ms), a number (ms) starts another web process
+on the same database with that interval (set at start-up by a bench-only
+`sitecustomize`); the downloads alternate between them. Usage:
 
     .venv/bin/python bench/export.py [--sizes 100,400] [--candidates 400] [--tasks 300] [--viewers 20]
                                      [--repeats 3] [--kinds json,csv] [--rate 20M] [--hogs 0]
+                                     [--switch-intervals default,0.5]
 
 --rate limits curl's download rate (curl's --limit-rate: 20M is 20 MiB/s);
 --hogs starts that many CPU-bound processes for the whole bench (a loaded
@@ -35,9 +41,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -167,11 +175,21 @@ def main() -> None:
     parser.add_argument("--kinds", default="json,csv")
     parser.add_argument("--hogs", type=int, default=0, help="CPU-bound processes to run meanwhile")
     parser.add_argument("--rate", default="", help="curl --limit-rate for the exports (a slow client), e.g. 20M")
+    parser.add_argument("--switch-intervals", default="default",
+                        help="comma-separated: default, or a GIL switch interval in ms (one web process each, alternated)")
     args = parser.parse_args()
+    modes = args.switch_intervals.split(",")
+    try:
+        [float(mode) for mode in modes if mode != "default"]
+    except ValueError:
+        parser.error("--switch-intervals: default or numbers of milliseconds")
 
     os.environ.update(live.ENV)
     live.create_database()
-    web = None
+    webs: dict[str, tuple[int, subprocess.Popen]] = {}
+    custom = tempfile.mkdtemp(prefix="bench-export-")
+    Path(custom, "sitecustomize.py").write_text(
+        "import os, sys\nsys.setswitchinterval(float(os.environ['BENCH_SWITCH_INTERVAL']))\n")
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.hogs)]
     try:
         import django
@@ -196,16 +214,21 @@ def main() -> None:
         client = Client()
         client.force_login(user)
         cookie = f"sessionid={client.cookies['sessionid'].value}"
-        port = live.free_port()
-        web = live.start_web(port)
-        # warm up: imports, connections
-        download(f"http://127.0.0.1:{port}/runs/{watched.pk}/export.json", cookie, web.pid)
+        for mode in modes:
+            switch = {} if mode == "default" else {
+                "BENCH_SWITCH_INTERVAL": str(float(mode) / 1000),
+                "PYTHONPATH": os.pathsep.join(filter(None, [custom, os.environ.get("PYTHONPATH")]))}
+            port = live.free_port()
+            webs[mode] = (port, live.start_web(port, extra_env=switch))
+            # warm up: imports, connections
+            download(f"http://127.0.0.1:{port}/runs/{watched.pk}/export.json", cookie, webs[mode][1].pid)
         speed = f"at {args.rate}/s" if args.rate else "at full speed"
 
-        results: dict[tuple[float, str], list[dict]] = {}
+        results: dict[tuple[str, float, str], list[dict]] = {}
         for repeat in range(args.repeats):
             for size, run in runs:
-                for kind in args.kinds.split(","):
+                for kind, mode in [(kind, mode) for kind in args.kinds.split(",") for mode in modes]:
+                    port, web = webs[mode]
                     watched.refresh_from_db()  # the viewers start after its last event
                     phases: dict = {"now": "idle"}
                     stop = threading.Event()
@@ -221,25 +244,26 @@ def main() -> None:
                     viewers.join()
                     idle, during = phases.get("idle", [0]), phases.get("export", [0])
                     p95_idle, p95_during = live.pct(idle, 0.95), live.pct(during, 0.95)
-                    results.setdefault((size, kind), []).append({
+                    results.setdefault((mode, size, kind), []).append({
                         "mb": got / 1e6, "seconds": seconds, "cpu": cpu, "growth": peak - before, "idle": p95_idle,
                         "during": p95_during, "ratio": p95_during / max(p95_idle, 1e-9), "load": load})
-                    print(f"[#{repeat + 1}] export.{kind} of the ~{size:g} MB run {speed}: {got / 1e6:.1f} MB in "
+                    print(f"[{mode} #{repeat + 1}] export.{kind} of the ~{size:g} MB run {speed}: {got / 1e6:.1f} MB in "
                           f"{seconds:.1f} s (web process CPU {cpu:.1f} s); its RSS {before:.0f} MB before, peak {peak:.0f} MB "
                           f"(+{peak - before:.0f} MB); {args.viewers} viewers' "
                           f"event p95 {p95_idle:.0f} ms idle (median {statistics.median(idle):.0f}), "
                           f"{p95_during:.0f} ms during (median {statistics.median(during):.0f}, "
                           f"{len(during)} deliveries), ratio {p95_during / max(p95_idle, 1e-9):.2f}x; "
                           f"load average {load:.1f} → {os.getloadavg()[0]:.1f}", flush=True)
-        for (size, kind), rows in results.items():
+        for (mode, size, kind), rows in results.items():
             of = {name: [row[name] for row in rows] for name in rows[0]}
-            print(f"export.{kind} of the ~{size:g} MB run {speed}, median (min-max) of {len(rows)}: "
+            print(f"[{mode}] export.{kind} of the ~{size:g} MB run {speed}, median (min-max) of {len(rows)}: "
                   f"{spread(of['mb'], ' MB', 1)} in {spread(of['seconds'], ' s', 1)}, web process CPU {spread(of['cpu'], ' s', 1)}, "
                   f"RSS growth {spread(of['growth'], ' MB')}; viewers' p95 {spread(of['idle'], ' ms')} idle, "
                   f"{spread(of['during'], ' ms')} during, ratio {spread(of['ratio'], 'x', 2)}; "
                   f"load average {min(of['load']):.1f}-{max(of['load']):.1f}")
     finally:
-        for process in ([web] if web else []) + hogs:
+        shutil.rmtree(custom, ignore_errors=True)
+        for process in [web for _, web in webs.values()] + hogs:
             process.terminate()
             process.wait(timeout=10)
         live.drop_database()

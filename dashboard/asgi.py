@@ -5,18 +5,8 @@ uvicorn (dashboard/server.py, `manage.py serve`).
 """
 
 import os
-import sys
 
 from django.core.asgi import get_asgi_application
-
-# One process serves every viewer's websocket on the event loop's thread while
-# views (a run export writing a 1 GB document) run in worker threads, all under
-# one GIL. Each time the loop thread comes back from a socket call while a view
-# is running Python, it waits for the GIL up to the switch interval: 5 ms by
-# default, several times per delivered event, so other viewers' events queue
-# behind an export. So 0.5 ms (docs/benchmarks.md "bench/gil_switch.py").
-GIL_SWITCH_INTERVAL = 0.0005
-sys.setswitchinterval(GIL_SWITCH_INTERVAL)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 django_http = get_asgi_application()
