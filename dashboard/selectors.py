@@ -69,8 +69,9 @@ def collector_paused():
     encoded: a 10,000-candidate snapshot allocates some 100,000 small lists,
     dicts and tuples (none in a reference cycle: reference counting frees them
     all), and the collector ran some 150 times per build, its full passes over
-    the whole process taking ~100 ms of ~260. Turned back on only by whoever
-    turned it off (another thread's build may overlap; then it collects sooner)."""
+    the whole process taking ~65 ms of ~240 (bench/scale.py, docs/benchmarks.md).
+    Turned back on only by whoever turned it off (another thread's build may
+    overlap; then it collects sooner)."""
     was_on = gc.isenabled()
     gc.disable()
     try:
