@@ -1,21 +1,24 @@
-"""What an anonymous upload costs a real web server (`manage.py serve`): it should refuse it before reading it.
+"""What an anonymous upload costs the real web server (`manage.py serve`, uvicorn,
+embedded mode as `make demo` runs it): it should refuse it from its headers,
+before reading the body (dashboard/body_guard.py).
 
-Run: ``python bench/anonymous_upload.py`` (``--runs N``, ``--mb M``). Starts its
-own server (SQLite in a temporary directory), then for each case POSTs an
-M MB body N times to /runs/import/ and prints, as median [min–max], the
-server's peak RSS growth over the N requests (sampled every 20 ms from /proc,
-a fresh server per case), how long each whole POST took (the client sends
-all of it: the server reads and drops the rest after its answer), and how
-soon the answer comes when the client sends the headers only (median
-[min–max]):
+Run: ``python bench/anonymous_upload.py`` (``--repeats R``, ``--runs N``, ``--mb M``).
+Starts its own servers (SQLite in a temporary directory); R times, for each
+case, a fresh server takes N POSTs of an M MB body to /runs/import/ while its
+RSS is sampled every 20 ms from /proc. Prints, per case, the server's peak RSS
+growth over its N requests as the median of the R servers [min–max], how long
+a whole POST took (the client sends all of it: the server answers, then reads
+and drops the rest for a while before closing), and how soon the answer comes
+when the client sends the headers only (for chunked: and one 100 KB chunk),
+both median [min–max] over every request:
 
-- anonymous, Content-Length: refused from the headers alone;
-- anonymous, chunked: refused once 64 KB arrived;
+- anonymous, Content-Length: refused (403) from the headers alone;
+- anonymous, chunked: refused (403) once 64 KB arrived;
 - a stale session cookie: checked off the event loop while the connection
   stops reading, then refused.
 
-A server that read the body before answering would grow by about M MB per
-case. Linux only (/proc). The latest figures: docs/benchmarks.md.
+Target: ≤ 5 MB growth, the answer coming without the body. Linux only (/proc).
+The latest figures: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -82,50 +85,65 @@ def first_answer_ms(port: int, headers: dict, chunked: bool) -> float:
     return elapsed
 
 
+def start_server(env: dict) -> subprocess.Popen:
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port)], cwd=ROOT, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=2)
+            server.port = port
+            return server
+        except OSError:
+            if server.poll() is not None:
+                raise SystemExit("manage.py serve exited") from None
+            time.sleep(0.2)
+    raise SystemExit("manage.py serve did not answer within 60 s")
+
+
+def spread(values: list[float], digits: int = 1) -> str:
+    return f"{statistics.median(values):.{digits}f} [{min(values):.{digits}f}–{max(values):.{digits}f}]"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=3, help="fresh servers per case")
+    parser.add_argument("--runs", type=int, default=5, help="POSTs per server")
     parser.add_argument("--mb", type=int, default=40)
     args = parser.parse_args()
     data_dir = tempfile.mkdtemp(prefix="frontier-bench-upload-")
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
     env.update(FRONTIER_DATA_DIR=data_dir, DEBUG="1", DJANGO_SETTINGS_MODULE="dashboard.settings")
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
-    print(f"{args.runs} runs of a {args.mb} MB POST to /runs/import/, a fresh server per case "
-          "(machine shared and loaded: read the spread)")
+    print(f"{args.mb} MB POSTs to /runs/import/ served by `manage.py serve` (uvicorn): {args.repeats} fresh servers "
+          f"per case, {args.runs} POSTs each; load average {os.getloadavg()[0]:.1f}", flush=True)
     cases = [("anonymous, Content-Length", {}, False), ("anonymous, chunked", {}, True),
              ("stale session cookie", {"Cookie": "sessionid=stale"}, False)]
+    figures = {label: {"growth": [], "seconds": [], "answers": [], "statuses": set()} for label, _, _ in cases}
     try:
-        for label, headers, chunked in cases:
-            port = free_port()
-            server = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port)], cwd=ROOT, env=env,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            try:
-                for _ in range(300):
-                    try:
-                        urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=2)
-                        break
-                    except OSError:
-                        time.sleep(0.2)
-                seconds, statuses = [], set()
-                # Peak growth over all runs: freed memory stays with the process, so
-                # only the first request of a case shows what a body costs.
-                with PeakRss(server.pid) as rss:
-                    for _ in range(args.runs):
-                        started = time.perf_counter()
-                        statuses.add(post(port, args.mb * MB, headers, chunked))
-                        seconds.append(time.perf_counter() - started)
-                answers = [first_answer_ms(port, headers, chunked) for _ in range(args.runs)]
-                print(f"{label:28} status {sorted(statuses)}  peak RSS growth {rss.growth:5.1f} MB  "
-                      f"whole POST {statistics.median(seconds) * 1000:6.1f} ms [{min(seconds) * 1000:.1f}–"
-                      f"{max(seconds) * 1000:.1f}]  answer with no body sent {statistics.median(answers):5.1f} ms "
-                      f"[{min(answers):.1f}–{max(answers):.1f}]")
-            finally:
-                server.terminate()
-                server.wait(timeout=15)
+        for _ in range(args.repeats):
+            for label, headers, chunked in cases:
+                got = figures[label]
+                server = start_server(env)
+                try:
+                    # Peak growth over the server's POSTs: freed memory stays with the
+                    # process, so the first request of a server shows what a body costs.
+                    with PeakRss(server.pid) as rss:
+                        for _ in range(args.runs):
+                            started = time.perf_counter()
+                            got["statuses"].add(post(server.port, args.mb * MB, headers, chunked))
+                            got["seconds"].append((time.perf_counter() - started) * 1000)
+                    got["growth"].append(rss.growth)
+                    got["answers"] += [first_answer_ms(server.port, headers, chunked) for _ in range(args.runs)]
+                finally:
+                    server.terminate()
+                    server.wait(timeout=15)
+        for label, got in figures.items():
+            print(f"{label:26} status {sorted(got['statuses'])}  peak RSS growth {spread(got['growth'])} MB  "
+                  f"whole POST {spread(got['seconds'])} ms  answer with no body sent {spread(got['answers'])} ms")
+        print(f"load average {os.getloadavg()[0]:.1f} at the end")
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
-
 
 if __name__ == "__main__":
     main()
