@@ -1,6 +1,6 @@
 """Websocket fan-out benchmark.
 
-Starts `daphne` (one, or --webs N behind the same Redis) on a scratch
+Starts a web process (one, or --webs N behind the same Redis) on a scratch
 PostgreSQL database with the channels-redis layer, connects --viewers
 websocket clients to one run (spread over the web processes), and publishes
 events the way a live run does, at --rate iterations a second: per iteration
@@ -8,9 +8,20 @@ one batch of minibatch trials + run.budget, then one batch of candidate.new +
 the val trials + front.updated + proposal (payload sizes as the recorder
 writes them for --tasks val tasks). Publishing runs in its own process; every
 client records each event's arrival. Prints commit → arrival latency (median,
-p95, max over every delivery) and deliveries per second.
+p95, max over every delivery), deliveries per second and the web processes'
+CPU per delivery.
 
-Usage:  .venv/bin/python bench/fanout.py [--viewers 200] [--rate 1] [--seconds 20] [--tasks 30] [--webs 1]
+--servers names the web servers to compare: `uvicorn` (Frontier's own,
+`manage.py serve`) and `daphne` (plain daphne 4.2.3 on the same application,
+the server Frontier used before; `make install-bench` installs it). Each gets
+its web processes, started once; --repeats rounds alternate them on the same
+run, and the end prints each server's p95 as the median of its rounds with
+their spread. The viewers offer permessage-deflate as browsers do, and each
+round prints what the server agreed to; `--deflate on,off` alternates rounds
+whose viewers offer it with rounds whose viewers do not. Usage:
+
+    .venv/bin/python bench/fanout.py [--viewers 200] [--rate 1] [--seconds 20] [--tasks 30] [--webs 1]
+                                     [--servers uvicorn,daphne] [--repeats 3] [--deflate on,off]
 
 Needs PostgreSQL and Redis: BENCH_POSTGRES_URL (default
 postgres://postgres@127.0.0.1:5432/postgres) and BENCH_REDIS_URL (give your
@@ -79,13 +90,22 @@ json.dump(commits, open(out, "w"))
 """
 
 
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process so far (a figure the machine's load does not inflate)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def viewers(run, user, ports: list[int], count: int, args, pids: list[int]) -> None:
+async def viewers(run, user, ports: list[int], count: int, args, pids: list[int], label: str, deflate: bool) -> dict:
+    """One round: `count` viewers on `ports` (offering permessage-deflate, as
+    browsers do, when `deflate`); prints its figures and returns them."""
     import websockets
     from asgiref.sync import sync_to_async
     from django.test import Client
@@ -100,7 +120,9 @@ async def viewers(run, user, ports: list[int], count: int, args, pids: list[int]
         port = ports[k % len(ports)]
         sockets.append(await websockets.connect(
             f"ws://127.0.0.1:{port}/ws/runs/{run.pk}/?after={after}",
-            additional_headers={"Cookie": cookie, "Origin": f"http://127.0.0.1:{port}"}, max_size=None))
+            additional_headers={"Cookie": cookie, "Origin": f"http://127.0.0.1:{port}"}, max_size=None,
+            compression="deflate" if deflate else None))
+    extensions = sockets[0].response.headers.get("Sec-WebSocket-Extensions") or "none"
 
     async def listen(k: int, ws) -> None:
         try:
@@ -135,11 +157,22 @@ async def viewers(run, user, ports: list[int], count: int, args, pids: list[int]
     latencies = [(a[seq] - commits[seq]) * 1000 for a in arrivals for seq in commits if seq in a]
     missing = sum(1 for a in arrivals for seq in commits if seq not in a)
     span = max(commits.values()) - min(commits.values()) or 1
-    print(f"fan-out: {count} viewers on {len(ports)} daphne process(es), {args.rate:g} iterations/s for {args.seconds:g} s "
+    figures = {"p95": live.pct(latencies, 0.95), "median": statistics.median(latencies), "max": max(latencies),
+               "cpu_ms": 1000 * cpu / max(1, len(latencies)), "missing": missing, "load": os.getloadavg()[0],
+               "rss": sum(rss_mb(pid) for pid in pids)}
+    print(f"[{label}] fan-out: {count} viewers on {len(ports)} web process(es), {args.rate:g} iterations/s for {args.seconds:g} s "
           f"({len(commits)} events, {args.tasks} val tasks): {len(latencies)} deliveries "
-          f"(~{len(latencies) / span:.0f}/s), {missing} missing; commit → arrival median {statistics.median(latencies):.0f} ms, "
-          f"p95 {live.pct(latencies, 0.95):.0f} ms, max {max(latencies):.0f} ms; "
-          f"daphne CPU {cpu:.1f} s = {1000 * cpu / max(1, len(latencies)):.2f} ms per delivery (the viewers' process: {mine:.1f} s); load average {os.getloadavg()[0]:.1f}")
+          f"(~{len(latencies) / span:.0f}/s), {missing} missing; commit → arrival median {figures['median']:.0f} ms, "
+          f"p95 {figures['p95']:.0f} ms, max {figures['max']:.0f} ms; "
+          f"web CPU {cpu:.1f} s = {figures['cpu_ms']:.2f} ms per delivery (the viewers' process: {mine:.1f} s), "
+          f"web RSS {figures['rss']:.0f} MB; "
+          f"load average {figures['load']:.1f}; extensions agreed: {extensions}", flush=True)
+    return figures
+
+
+def spread(values: list[float], unit: str, digits: int = 0) -> str:
+    return (f"{statistics.median(values):.{digits}f} {unit} (min {min(values):.{digits}f}, max {max(values):.{digits}f}; "
+            f"{len(values)} runs)")
 
 
 def main() -> None:
@@ -148,12 +181,24 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=1.0, help="iterations a second (2 batches, 6 events each)")
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--tasks", type=int, default=30)
-    parser.add_argument("--webs", type=int, default=1, help="daphne processes behind the same Redis")
+    parser.add_argument("--webs", type=int, default=1, help="web processes (of each server) behind the same Redis")
+    parser.add_argument("--servers", default="uvicorn", help="comma-separated: uvicorn, daphne (alternated)")
+    parser.add_argument("--repeats", type=int, default=3, help="rounds; each runs every server once")
+    parser.add_argument("--deflate", default="on",
+                        help="whether the viewers offer permessage-deflate (browsers do): on, off, or on,off (alternated)")
     args = parser.parse_args()
+    servers = args.servers.split(",")
+    if any(server not in ("uvicorn", "daphne") for server in servers):
+        parser.error("--servers: uvicorn, daphne")
+    deflates = args.deflate.split(",")
+    if any(deflate not in ("on", "off") for deflate in deflates):
+        parser.error("--deflate: on, off")
+    variants = [(server, deflate) for server in servers for deflate in deflates]
+    name = {variant: variant[0] if len(deflates) == 1 else f"{variant[0]}, deflate {variant[1]}" for variant in variants}
 
     os.environ.update(live.ENV)
     live.create_database()
-    webs = []
+    webs: dict[str, list] = {}
     try:
         import django
 
@@ -168,11 +213,25 @@ def main() -> None:
         user = get_user_model().objects.create_user("bench", password="x")
         run = recorded_run(owner=user, candidates=3, val_tasks=args.tasks)
         connections.close_all()
-        ports = [live.free_port() for _ in range(args.webs)]
-        webs = [live.start_web(port) for port in ports]
-        asyncio.run(viewers(run, user, ports, args.viewers, args, [web.pid for web in webs]))
+        ports: dict[str, list[int]] = {}
+        for server in servers:
+            ports[server] = [live.free_port() for _ in range(args.webs)]
+            webs[server] = [live.start_web(port, server) for port in ports[server]]
+        rounds: dict[tuple[str, str], list[dict]] = {variant: [] for variant in variants}
+        for repeat in range(args.repeats):
+            for server, deflate in variants:
+                rounds[server, deflate].append(asyncio.run(viewers(
+                    run, user, ports[server], args.viewers, args, [web.pid for web in webs[server]],
+                    f"{name[server, deflate]} #{repeat + 1}", deflate == "on")))
+                connections.close_all()
+        for variant, figures in rounds.items():
+            print(f"{name[variant]}: {args.viewers} viewers, p95 {spread([f['p95'] for f in figures], 'ms')}, "
+                  f"median latency {spread([f['median'] for f in figures], 'ms')}, "
+                  f"CPU per delivery {spread([f['cpu_ms'] for f in figures], 'ms', 2)}, "
+                  f"{sum(f['missing'] for f in figures)} missing; load average "
+                  f"{min(f['load'] for f in figures):.1f}-{max(f['load'] for f in figures):.1f}")
     finally:
-        for web in webs:
+        for web in [web for group in webs.values() for web in group]:
             web.terminate()
             web.wait(timeout=10)
         live.drop_database()
