@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import re
 import socket
 import threading
@@ -17,6 +18,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
 
 from tests.e2e.conftest import E2E_PASSWORD, E2E_USERNAME
 
@@ -150,7 +153,7 @@ def test_an_anonymous_60_mb_upload_is_refused_before_it_is_read(frontier_server)
         status, body = post_streamed(frontier_server.url + "/runs/import/", 60 * MB, {}, "application/json")
     print(f"anonymous 60 MB upload: {status}, server RSS {rss.before:.0f} MB, peak growth {rss.growth:.0f} MB")
     assert status == 413 and json.loads(body)["detail"] == f"body: larger than {52 * MB} bytes"
-    assert rss.growth < 150  # it was +685 MB (176 → 861 MB), then a 403
+    assert rss.growth < 150  # reading and parsing it whole costs some 700 MB
 
 
 def test_an_anonymous_upload_under_the_size_limit_is_refused_without_being_read(frontier_server):
@@ -226,3 +229,62 @@ def test_an_accepted_large_import_is_read_from_disk_and_stays_bounded(frontier_s
     print(f"logged-in 45 MB import: {status}, peak growth {rss.growth:.0f} MB")
     assert status == 400 and b"not valid JSON" in body  # 45 MB of spaces: read, refused, nothing saved
     assert rss.growth < 400
+
+
+# --- websocket frames ---------------------------------------------------------
+
+SEED_RUN = """
+from django.contrib.auth import get_user_model
+from tests.factories import recorded_run
+run = recorded_run(get_user_model().objects.get(username={username!r}), candidates=2, val_tasks=2, name="sockets")
+print(run.pk)
+"""
+
+
+@pytest.fixture(scope="module")
+def run_socket_url(frontier_server) -> str:
+    run_id = int(frontier_server.manage("shell", "-c", SEED_RUN.format(username=E2E_USERNAME)).stdout.split()[-1])
+    return frontier_server.url.replace("http", "ws") + f"/ws/runs/{run_id}/?after=0"
+
+
+def replayed(ws) -> list[dict]:
+    """The run's log as the socket replays it on connect (it is finished: nothing follows)."""
+    events = []
+    while not events or events[-1]["type"] != "run.finished":
+        events.append(json.loads(ws.recv(timeout=10)))
+    return events
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+@pytest.mark.parametrize("frame", ["this is not JSON", b"\x00\x01binary"])
+def test_a_frame_that_is_not_json_text_closes_the_run_socket_with_1003(frontier_server, token, run_socket_url, frame):
+    with connect(run_socket_url, additional_headers={"Authorization": f"Bearer {token}"}, open_timeout=10) as ws:
+        replayed(ws)
+        ws.send(frame)
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=10)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1003  # not 1011, an internal error
+    assert "Traceback" not in frontier_server.log()
+
+
+def test_a_flood_of_resume_frames_is_answered_by_a_replay_a_second(frontier_server, token, run_socket_url):
+    """Each resume replayed from the database: 5,000 frames from one client kept
+    the server's CPU busy for seconds. At most one replay a second now."""
+    pid = frontier_server.process.pid
+    with connect(run_socket_url, additional_headers={"Authorization": f"Bearer {token}"}, open_timeout=10) as ws:
+        log = replayed(ws)
+        before = cpu_seconds(pid)
+        for _ in range(5000):
+            ws.send('{"type": "resume"}')
+        ws.ping().wait(30)  # answered once the server has read every frame before it
+        time.sleep(1.5)  # and the one delayed replay
+        spent = cpu_seconds(pid) - before
+        ws.send('{"type": "resume"}')
+        with pytest.raises(TimeoutError):
+            ws.recv(timeout=2)  # nothing new to replay: nothing is sent twice
+    print(f"5,000 resume frames: {spent:.2f} s of server CPU; {len(log)} events replayed once")
+    assert spent < 1.0
