@@ -288,3 +288,12 @@ def test_a_flood_of_resume_frames_is_answered_by_a_replay_a_second(frontier_serv
             ws.recv(timeout=2)  # nothing new to replay: nothing is sent twice
     print(f"5,000 resume frames: {spent:.2f} s of server CPU; {len(log)} events replayed once")
     assert spent < 1.0
+
+
+def test_the_run_socket_agrees_to_no_compression_a_client_offers(token, run_socket_url):
+    """Browsers offer permessage-deflate; compressing each small event once per
+    viewer costs more than it saves (docs/benchmarks.md "bench/fanout.py")."""
+    with connect(run_socket_url, additional_headers={"Authorization": f"Bearer {token}"}, open_timeout=10) as ws:
+        assert "permessage-deflate" in ws.request.headers.get("Sec-WebSocket-Extensions", "")  # offered
+        assert ws.protocol.extensions == []  # and declined
+        assert replayed(ws)[-1]["type"] == "run.finished"
