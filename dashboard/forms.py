@@ -59,8 +59,12 @@ class RunAnnotateForm(ProblemsForm):
 
 
 class RunArchiveForm(ProblemsForm):
-    archived = forms.TypedChoiceField(choices=[("1", "archive"), ("0", "bring back")], coerce=lambda v: v == "1",
-                                      required=False, empty_value=True)  # type: ignore[arg-type]  # django-stubs: str | None; Django takes any value
+    archived = forms.TypedChoiceField(
+        choices=[("1", "archive"), ("0", "bring back")],
+        coerce=lambda v: v == "1",
+        required=False,
+        empty_value=True,  # type: ignore[arg-type]  # django-stubs: str | None; Django takes any value
+    )
 
 
 class PromotionForm(ProblemsForm):

@@ -48,7 +48,7 @@ def test_each_heading_of_the_runs_list_is_a_sort_link_that_flips_on_the_second_c
     assert page.index("alpha") < page.index("bravo") < page.index("charlie")
 
 
-def test_the_runs_list_filters_by_task_set_model_and_verifier(user_client, user, three_runs, task_set, verifier):  # noqa: F811
+def test_the_runs_list_filters_by_task_set_model_and_verifier(user_client, user, three_runs, task_set, verifier):
     a, b, c = three_runs
     assert listed(user_client, task_set=a.task_set_id) == [a.pk]
     assert listed(user_client, model="gpt-4o-mini") == [b.pk]
@@ -125,7 +125,7 @@ def test_the_api_sets_tags_notes_archived_and_refuses_to_delete_a_running_run(us
     assert not Run.objects.filter(pk=a.pk).exists()
 
 
-def test_fork_opens_the_launch_form_prefilled_and_the_fork_links_back_and_forth(user_client, user, task_set, verifier):  # noqa: F811
+def test_fork_opens_the_launch_form_prefilled_and_the_fork_links_back_and_forth(user_client, user, task_set, verifier):
     parent = Run.objects.get(pk=post_json(user_client, "runs:new", config(task_set, name="parent")).json()["run_id"])
     parent.candidates.create(index=0, components={"instructions": "Seed text."}, origin="seed")
     parent.candidates.create(index=1, components={"instructions": "Mention 30 days."}, origin="reflection", parents=[0])
@@ -143,7 +143,7 @@ def test_fork_opens_the_launch_form_prefilled_and_the_fork_links_back_and_forth(
     assert f'href="/runs/{fork.pk}/" data-field="fork-child"' in user_client.get(reverse("runs:detail", args=[parent.pk])).content.decode()
 
 
-def test_a_fork_of_a_candidate_that_does_not_exist_says_so_on_the_form(user_client, user, task_set, verifier):  # noqa: F811
+def test_a_fork_of_a_candidate_that_does_not_exist_says_so_on_the_form(user_client, user, task_set, verifier):
     parent = Run.objects.get(pk=post_json(user_client, "runs:new", config(task_set)).json()["run_id"])
     response = user_client.get(reverse("runs:new"), {"fork": parent.pk, "candidate": 9})
     assert f"run {parent.pk} has no candidate 9" in response.content.decode()

@@ -218,8 +218,10 @@ def test_stop_and_cancel_from_the_cli_reach_a_run_the_server_executes(frontier_s
 def test_without_a_server_the_cli_says_how_to_start_one(frontier_server):
     data_dir = Path(tempfile.mkdtemp(prefix="frontier-no-server-"))
     env = dict(frontier_server.env, FRONTIER_DATA_DIR=str(data_dir))
-    run = lambda *args: subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env,  # noqa: E731
-                                       capture_output=True, text=True, timeout=300)
+    def run(*args):
+        return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=300)
+
     assert run("migrate", "--noinput", "-v", "0").returncode == 0
     spec = data_dir / "spec.json"
     spec.write_text(json.dumps(SPEC))

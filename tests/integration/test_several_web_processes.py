@@ -76,7 +76,7 @@ def start_compose_web(env: dict, log_path) -> Process:
     """The compose file's `web` command (its flags as they are), on a free local port."""
     command = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["web"]["command"]
     port = free_port()
-    args = [_bin(command[0]), *("127.0.0.1" if a == "0.0.0.0" else str(port) if a == "8000" else a for a in command[1:])]  # noqa: S104
+    args = [_bin(command[0]), *("127.0.0.1" if a == "0.0.0.0" else str(port) if a == "8000" else a for a in command[1:])]
     process = Process(args, env, log_path)
     process.url = f"http://127.0.0.1:{port}"
     wait_until_serving(process, process.url + "/login/", name="the web process", seconds=60)
