@@ -52,7 +52,9 @@ def post(port: int, size: int, headers: dict, chunked: bool) -> int:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     conn.putrequest("POST", "/runs/import/")
     conn.putheader("Content-Type", "application/json")
-    conn.putheader("Transfer-Encoding" if chunked else "Content-Length", "chunked" if chunked else str(size))
+    conn.putheader(
+        "Transfer-Encoding" if chunked else "Content-Length", "chunked" if chunked else str(size)
+    )
     for name, value in headers.items():
         conn.putheader(name, value)
     conn.endheaders()
@@ -78,7 +80,11 @@ def first_answer_ms(port: int, headers: dict, chunked: bool) -> float:
     head += "Transfer-Encoding: chunked\r\n" if chunked else f"Content-Length: {40 * MB}\r\n"
     head += "".join(f"{name}: {value}\r\n" for name, value in headers.items())
     started = time.perf_counter()
-    sock.sendall(head.encode() + b"\r\n" + (b"%x\r\n" % (100 * 1024) + b" " * (100 * 1024) + b"\r\n" if chunked else b""))
+    sock.sendall(
+        head.encode()
+        + b"\r\n"
+        + (b"%x\r\n" % (100 * 1024) + b" " * (100 * 1024) + b"\r\n" if chunked else b"")
+    )
     sock.recv(64)
     elapsed = (time.perf_counter() - started) * 1000
     sock.close()
@@ -87,8 +93,13 @@ def first_answer_ms(port: int, headers: dict, chunked: bool) -> float:
 
 def start_server(env: dict) -> subprocess.Popen:
     port = free_port()
-    server = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port)], cwd=ROOT, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     for _ in range(300):
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=2)
@@ -114,12 +125,26 @@ def main() -> None:
     data_dir = tempfile.mkdtemp(prefix="frontier-bench-upload-")
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
     env.update(FRONTIER_DATA_DIR=data_dir, DEBUG="1", DJANGO_SETTINGS_MODULE="dashboard.settings")
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
-    print(f"{args.mb} MB POSTs to /runs/import/ served by `manage.py serve` (uvicorn): {args.repeats} fresh servers "
-          f"per case, {args.runs} POSTs each; load average {os.getloadavg()[0]:.1f}", flush=True)
-    cases = [("anonymous, Content-Length", {}, False), ("anonymous, chunked", {}, True),
-             ("stale session cookie", {"Cookie": "sessionid=stale"}, False)]
-    figures = {label: {"growth": [], "seconds": [], "answers": [], "statuses": set()} for label, _, _ in cases}
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+    )
+    print(
+        f"{args.mb} MB POSTs to /runs/import/ served by `manage.py serve` (uvicorn): {args.repeats} fresh servers "
+        f"per case, {args.runs} POSTs each; load average {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+    cases = [
+        ("anonymous, Content-Length", {}, False),
+        ("anonymous, chunked", {}, True),
+        ("stale session cookie", {"Cookie": "sessionid=stale"}, False),
+    ]
+    figures = {
+        label: {"growth": [], "seconds": [], "answers": [], "statuses": set()}
+        for label, _, _ in cases
+    }
     try:
         for _ in range(args.repeats):
             for label, headers, chunked in cases:
@@ -134,16 +159,21 @@ def main() -> None:
                             got["statuses"].add(post(server.port, args.mb * MB, headers, chunked))
                             got["seconds"].append((time.perf_counter() - started) * 1000)
                     got["growth"].append(rss.growth)
-                    got["answers"] += [first_answer_ms(server.port, headers, chunked) for _ in range(args.runs)]
+                    got["answers"] += [
+                        first_answer_ms(server.port, headers, chunked) for _ in range(args.runs)
+                    ]
                 finally:
                     server.terminate()
                     server.wait(timeout=15)
         for label, got in figures.items():
-            print(f"{label:26} status {sorted(got['statuses'])}  peak RSS growth {spread(got['growth'])} MB  "
-                  f"whole POST {spread(got['seconds'])} ms  answer with no body sent {spread(got['answers'])} ms")
+            print(
+                f"{label:26} status {sorted(got['statuses'])}  peak RSS growth {spread(got['growth'])} MB  "
+                f"whole POST {spread(got['seconds'])} ms  answer with no body sent {spread(got['answers'])} ms"
+            )
         print(f"load average {os.getloadavg()[0]:.1f} at the end")
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
+
 
 if __name__ == "__main__":
     main()

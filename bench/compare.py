@@ -53,7 +53,9 @@ def main() -> int:
     call_command("migrate", verbosity=0)
     user = get_user_model().objects.create_user("bench", password="bench-password-123")
     started = time.perf_counter()
-    run = recorded_run(user, candidates=12, val_tasks=500, holdout_tasks=100, name="bench", task_prefix="val-")
+    run = recorded_run(
+        user, candidates=12, val_tasks=500, holdout_tasks=100, name="bench", task_prefix="val-"
+    )
     print(f"built run {run.pk}: 12 candidates × 600 tasks in {time.perf_counter() - started:.1f} s")
     client = Client()
     client.force_login(user)
@@ -72,7 +74,9 @@ def main() -> int:
         worst_median = max(worst_median, median)
         print(f"{label:38} {median * 1000:10.1f} {max(times) * 1000:8.1f}")
     verdict = "OK" if worst_median < TARGET_S else "TOO SLOW"
-    print(f"slowest median {worst_median * 1000:.1f} ms (target < {TARGET_S * 1000:.0f} ms): {verdict}")
+    print(
+        f"slowest median {worst_median * 1000:.1f} ms (target < {TARGET_S * 1000:.0f} ms): {verdict}"
+    )
     take_away(client, run, repeats=3 if "--quick" in sys.argv else 5)
     long_prompts(client, run)
     diff_ok = diff_worst_case()
@@ -93,7 +97,10 @@ def diff_worst_case() -> bool:
     weights = [1 / (i + 1) for i in range(3000)]
 
     def prose(sentences):
-        return [" ".join(rng.choices(vocab, weights, k=rng.randint(6, 20))) + "." for _ in range(sentences)]
+        return [
+            " ".join(rng.choices(vocab, weights, k=rng.randint(6, 20))) + "."
+            for _ in range(sentences)
+        ]
 
     base = prose(400)
     edited = [s if rng.random() > 0.3 else prose(1)[0] for s in base]
@@ -101,10 +108,14 @@ def diff_worst_case() -> bool:
         "4 KB of one word, ends differ": ("x " + "word " * 800, "word " * 800 + "y"),
         "12 KB of one word, ends differ": ("x " + "word " * 2400, "word " * 2400 + "y"),
         "4 KB vs 12 KB of one word": ("word " * 800, "word " * 2400),
-        "20,000 tokens of two words": (" ".join(rng.choice("ab") for _ in range(10_000)),
-                                       " ".join(rng.choice("ab") for _ in range(10_000))),
-        "200 KB of two kinds of line": ("\n".join(rng.choice(["aa", "bb"]) for _ in range(60_000)),
-                                        "\n".join(rng.choice(["aa", "bb"]) for _ in range(60_000))),
+        "20,000 tokens of two words": (
+            " ".join(rng.choice("ab") for _ in range(10_000)),
+            " ".join(rng.choice("ab") for _ in range(10_000)),
+        ),
+        "200 KB of two kinds of line": (
+            "\n".join(rng.choice(["aa", "bb"]) for _ in range(60_000)),
+            "\n".join(rng.choice(["aa", "bb"]) for _ in range(60_000)),
+        ),
         "21 KB prose, 30% of sentences rewritten": (" ".join(base), " ".join(edited)),
     }
     print(f"{'prompt diff':42} {'ms':>8}  result")
@@ -117,7 +128,9 @@ def diff_worst_case() -> bool:
         shape = "whole texts" if not any(op == SAME for op, _ in ops) else f"{len(ops)} pieces"
         print(f"{label:42} {elapsed * 1000:8.1f}  {shape}")
     verdict = "OK" if worst <= TARGET_S else "TOO SLOW"
-    print(f"slowest prompt diff {worst * 1000:.1f} ms (target ≤ {TARGET_S * 1000:.0f} ms): {verdict}")
+    print(
+        f"slowest prompt diff {worst * 1000:.1f} ms (target ≤ {TARGET_S * 1000:.0f} ms): {verdict}"
+    )
     return worst <= TARGET_S
 
 
@@ -144,7 +157,10 @@ def take_away(client: Client, run, *, repeats: int) -> None:
         return b"".join(response.streaming_content) if response.streaming else response.content
 
     pages = {
-        "task drill-down (5 candidates)": reverse("compare:task", args=[run.pk]) + "?" + "&".join(f"c={i}" for i in CANDIDATES) + "&task=val-000",
+        "task drill-down (5 candidates)": reverse("compare:task", args=[run.pk])
+        + "?"
+        + "&".join(f"c={i}" for i in CANDIDATES)
+        + "&task=val-000",
         "prompt history of #11": reverse("compare:history", args=[run.pk, 11]),
         "promotion report": reverse("compare:promotion", args=[run.pk]),
         "export CSV": reverse("compare:export_csv", args=[run.pk]),
@@ -157,19 +173,30 @@ def take_away(client: Client, run, *, repeats: int) -> None:
     print(f"{'export JSON (' + f'{len(body) / 1e6:.1f} MB)':38} {median * 1000:10.1f}")
 
     def upload():
-        response = client.post(reverse("compare:import"), {"file": SimpleUploadedFile("run.json", body)})
+        response = client.post(
+            reverse("compare:import"), {"file": SimpleUploadedFile("run.json", body)}
+        )
         assert response.status_code == 302, response.status_code
         return Run.objects.latest("pk")
 
     median, copy = _timed(upload, repeats)
     print(f"{'import that JSON':38} {median * 1000:10.1f}")
-    ours = sorted(Evaluation.objects.filter(candidate__run=run).values_list("candidate__index", "split", "task_key", "score"))
-    theirs = sorted(Evaluation.objects.filter(candidate__run=copy).values_list("candidate__index", "split", "task_key", "score"))
+    ours = sorted(
+        Evaluation.objects.filter(candidate__run=run).values_list(
+            "candidate__index", "split", "task_key", "score"
+        )
+    )
+    theirs = sorted(
+        Evaluation.objects.filter(candidate__run=copy).values_list(
+            "candidate__index", "split", "task_key", "score"
+        )
+    )
     print(f"imported copy has identical scores: {ours == theirs} ({len(theirs)} evaluations)")
     url = reverse("compare:runs") + f"?a={run.pk}&b={copy.pk}"
     get(url)
-    print(f"{'compare runs (original vs copy)':38} {_timed(lambda: get(url), repeats)[0] * 1000:10.1f}")
-
+    print(
+        f"{'compare runs (original vs copy)':38} {_timed(lambda: get(url), repeats)[0] * 1000:10.1f}"
+    )
 
 
 def long_prompts(client: Client, run) -> None:
@@ -181,14 +208,59 @@ def long_prompts(client: Client, run) -> None:
     from optimizer.models import Candidate
 
     rng = random.Random(5)
-    vocab = ["the", "a", "to", "of", "and", "in", "is", "for", "you", "your", "customer", "refund", "order", "item", "days", "must", "never", "always", "state", "quote", "answer", "return", "receipt", "within", "policy", "store", "credit", "replacement", "exchange", "shipping", "reply", "if", "when", "not", "do", "be"]
+    vocab = [
+        "the",
+        "a",
+        "to",
+        "of",
+        "and",
+        "in",
+        "is",
+        "for",
+        "you",
+        "your",
+        "customer",
+        "refund",
+        "order",
+        "item",
+        "days",
+        "must",
+        "never",
+        "always",
+        "state",
+        "quote",
+        "answer",
+        "return",
+        "receipt",
+        "within",
+        "policy",
+        "store",
+        "credit",
+        "replacement",
+        "exchange",
+        "shipping",
+        "reply",
+        "if",
+        "when",
+        "not",
+        "do",
+        "be",
+    ]
     url = reverse("compare:compare", args=[run.pk]) + "?" + "&".join(f"c={i}" for i in CANDIDATES)
     print(f"\n{'compare view, prompts of':38} {'median ms':>10}")
     for words in (500, 2000, 4000):
-        sentences = [" ".join(rng.choice(vocab) for _ in range(9)).capitalize() + "." for _ in range(words // 9)]
+        sentences = [
+            " ".join(rng.choice(vocab) for _ in range(9)).capitalize() + "."
+            for _ in range(words // 9)
+        ]
         for candidate in run.candidates.all():
-            edited = [" ".join(w if rng.random() > 0.05 else "carefully" for w in s.split(" ")) for s in sentences]
-            Candidate.objects.filter(pk=candidate.pk).update(components={"system_prompt": " ".join(edited)})
+            edited = [
+                " ".join(w if rng.random() > 0.05 else "carefully" for w in s.split(" "))
+                for s in sentences
+            ]
+            Candidate.objects.filter(pk=candidate.pk).update(
+                components={"system_prompt": " ".join(edited)}
+            )
         client.get(url)
         median, _ = _timed(lambda: client.get(url), 3)
         print(f"{f'~{words} words each':38} {median * 1000:10.1f}")

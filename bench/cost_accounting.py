@@ -69,7 +69,9 @@ from verifiers_app.engine import compile_specs
 
 logging.disable(logging.WARNING)
 SPEC = {
-    "id": "refund", "name": "Refund", "kind": "native",
+    "id": "refund",
+    "name": "Refund",
+    "kind": "native",
     "checks": [
         {"id": "window", "type": "contains", "params": {"value": "30 days"}},
         {"id": "expectations", "type": "task_expectations"},
@@ -81,14 +83,26 @@ PROMPT = {"instructions": 'Answer refund questions. Always mention "30 days" and
 def rows(n: int) -> list[dict]:
     return [
         {
-            "task_id": f"t{i}", "input": f"Question {i}: can I return the item I bought {i} days ago?",
-            "metadata": {"expectations": {"mustMention": [{"text": "receipt", "message": "Ask for the receipt"}]}},
+            "task_id": f"t{i}",
+            "input": f"Question {i}: can I return the item I bought {i} days ago?",
+            "metadata": {
+                "expectations": {
+                    "mustMention": [{"text": "receipt", "message": "Ask for the receipt"}]
+                }
+            },
         }
         for i in range(n)
     ]
 
 
-def contender(run: Run, candidate: Candidate, *, accounting: bool, cap: float | None = None, concurrency: int = 4):
+def contender(
+    run: Run,
+    candidate: Candidate,
+    *,
+    accounting: bool,
+    cap: float | None = None,
+    concurrency: int = 4,
+):
     lm = build_lm({"provider": "demo", "model": "demo-task"})
     scorer = compile_specs([SPEC])
     if accounting:
@@ -96,13 +110,24 @@ def contender(run: Run, candidate: Candidate, *, accounting: bool, cap: float | 
         limits = BudgetGuard(budget_total=10**9, iteration_cost=1, meter=meter, max_cost=cap)
         limits.in_iteration = True
         adapter = FrontierAdapter(
-            task_lm=MeteredLM(lm, meter, "task", limits=limits), scorer=scorer, meter=meter, limits=limits,
+            task_lm=MeteredLM(lm, meter, "task", limits=limits),
+            scorer=scorer,
+            meter=meter,
+            limits=limits,
             concurrency=concurrency,
         )
     else:
         meter = limits = None
         adapter = FrontierAdapter(task_lm=lm, scorer=scorer, concurrency=concurrency)
-    recorder = RunRecorder(run=run, adapter=adapter, valset=[], task_pks={}, budget_total=10**9, meter=meter, limits=limits)
+    recorder = RunRecorder(
+        run=run,
+        adapter=adapter,
+        valset=[],
+        task_pks={},
+        budget_total=10**9,
+        meter=meter,
+        limits=limits,
+    )
 
     def one_round(batch: list[dict]) -> tuple[float, float]:
         started, cpu = time.perf_counter(), time.process_time()
@@ -119,29 +144,43 @@ def contender(run: Run, candidate: Candidate, *, accounting: bool, cap: float | 
     return one_round
 
 
-NAMES = ["off", "on", "on + cost cap", "off (again)"]  # the last: what two identical contenders differ by
+NAMES = [
+    "off",
+    "on",
+    "on + cost cap",
+    "off (again)",
+]  # the last: what two identical contenders differ by
 
 
 def make_contender(owner, name: str, label: str, concurrency: int = 4):
     run = Run.objects.create(owner=owner, name=f"cost {name} {label}", budget_total=10**9)
     candidate = Candidate.objects.create(run=run, index=0, components=PROMPT)
-    return contender(run, candidate, accounting=name.startswith("on"), cap=10**9 if "cap" in name else None,
-                     concurrency=concurrency)
+    return contender(
+        run,
+        candidate,
+        accounting=name.startswith("on"),
+        cap=10**9 if "cap" in name else None,
+        concurrency=concurrency,
+    )
 
 
 def timed(args, owner, batch: list[dict]) -> None:
-    ratios: dict[tuple[int, str], list[float]] = {(column, name): [] for column in (0, 1) for name in NAMES[1:]}
-    print(f"timed: scoring + recording one batch of {args.tasks} tasks on {args.concurrency} evaluation threads; each"
-          f" repeat: median of {args.rounds} rounds per contender (DEBUG {'on' if args.debug else 'off'})")
+    ratios: dict[tuple[int, str], list[float]] = {
+        (column, name): [] for column in (0, 1) for name in NAMES[1:]
+    }
+    print(
+        f"timed: scoring + recording one batch of {args.tasks} tasks on {args.concurrency} evaluation threads; each"
+        f" repeat: median of {args.rounds} rounds per contender (DEBUG {'on' if args.debug else 'off'})"
+    )
     for repeat in range(args.repeats):
         times: dict[str, list[tuple[float, float]]] = {name: [] for name in NAMES}
         rounds = {}
         # Created in a rotated order too: two identical contenders differed by ~1 % by their place.
-        for name in NAMES[repeat % len(NAMES):] + NAMES[: repeat % len(NAMES)]:
+        for name in NAMES[repeat % len(NAMES) :] + NAMES[: repeat % len(NAMES)]:
             rounds[name] = make_contender(owner, name, str(repeat), args.concurrency)
             rounds[name](batch)  # warm up (first rows inserted, caches filled)
         for i in range(args.rounds):
-            for name in NAMES[i % len(NAMES):] + NAMES[: i % len(NAMES)]:  # rotate the order
+            for name in NAMES[i % len(NAMES) :] + NAMES[: i % len(NAMES)]:  # rotate the order
                 times[name].append(rounds[name](batch))
         line = f"  repeat {repeat + 1}:"
         for column, label in ((0, "wall"), (1, "CPU")):
@@ -156,8 +195,14 @@ def timed(args, owner, batch: list[dict]) -> None:
         parts = []
         for name in NAMES[1:]:
             values = ratios[(column, name)]
-            parts.append(f"{name} ×{statistics.median(values):.3f} (spread {min(values):.3f}-{max(values):.3f})")
-        print(f"  {label}, median of {args.repeats} repeats: " + " · ".join(parts) + "  (target ≤ ×1.02)")
+            parts.append(
+                f"{name} ×{statistics.median(values):.3f} (spread {min(values):.3f}-{max(values):.3f})"
+            )
+        print(
+            f"  {label}, median of {args.repeats} repeats: "
+            + " · ".join(parts)
+            + "  (target ≤ ×1.02)"
+        )
 
 
 # --instructions: each contender in a process of its own under valgrind's callgrind, which counts
@@ -182,16 +227,31 @@ def counted_child(args, owner, batch: list[dict]) -> None:
 def count_instructions(name: str, args, directory: Path) -> int:
     out = directory / f"contender-{NAMES.index(name)}"
     command = [
-        "valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", f"--zero-before={ZERO}", f"--dump-before={DUMP}",
-        sys.executable, __file__, "--child", name, "--rounds", str(args.rounds), "--tasks", str(args.tasks),
+        "valgrind",
+        "--tool=callgrind",
+        f"--callgrind-out-file={out}",
+        f"--zero-before={ZERO}",
+        f"--dump-before={DUMP}",
+        sys.executable,
+        __file__,
+        "--child",
+        name,
+        "--rounds",
+        str(args.rounds),
+        "--tasks",
+        str(args.tasks),
         *(["--debug"] if args.debug else []),
     ]
     env = {**os.environ, "PYTHONHASHSEED": "0"}
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=3600, check=False)
+    done = subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=3600, check=False
+    )
     dumps = sorted(directory.glob(out.name + ".*"))
     if done.returncode or len(dumps) != 1:
-        raise SystemExit(f"{name}: callgrind gave {len(dumps)} dumps of the rounds (one expected), exit {done.returncode}:\n"
-                         f"{done.stderr[-3000:]}")
+        raise SystemExit(
+            f"{name}: callgrind gave {len(dumps)} dumps of the rounds (one expected), exit {done.returncode}:\n"
+            f"{done.stderr[-3000:]}"
+        )
     summary = re.search(r"^summary: (\d+)$", dumps[0].read_text(), re.MULTILINE)
     return int(summary.group(1))
 
@@ -199,23 +259,52 @@ def count_instructions(name: str, args, directory: Path) -> int:
 def instructions(args) -> None:
     if shutil.which("valgrind") is None:
         raise SystemExit("--instructions needs valgrind (Debian: apt-get install valgrind)")
-    print(f"instructions (valgrind callgrind, every thread): {args.rounds} rounds of a batch of {args.tasks} tasks per"
-          f" contender on one evaluation thread, after 2 warm-up rounds (DEBUG {'on' if args.debug else 'off'}); 2 contenders at a time")
-    with tempfile.TemporaryDirectory(prefix="frontier-bench-callgrind-") as directory, ThreadPoolExecutor(2) as pool:
-        counts = dict(zip(NAMES, pool.map(lambda name: count_instructions(name, args, Path(directory)), NAMES)))
+    print(
+        f"instructions (valgrind callgrind, every thread): {args.rounds} rounds of a batch of {args.tasks} tasks per"
+        f" contender on one evaluation thread, after 2 warm-up rounds (DEBUG {'on' if args.debug else 'off'}); 2 contenders at a time"
+    )
+    with (
+        tempfile.TemporaryDirectory(prefix="frontier-bench-callgrind-") as directory,
+        ThreadPoolExecutor(2) as pool,
+    ):
+        counts = dict(
+            zip(
+                NAMES, pool.map(lambda name: count_instructions(name, args, Path(directory)), NAMES)
+            )
+        )
     off = counts["off"]
-    print(f"  off {off / args.rounds / 1e6:.2f} M instructions a round; "
-          + ", ".join(f"{name} ×{counts[name] / off:.4f}" for name in NAMES[1:]) + "  (target ≤ ×1.02)")
+    print(
+        f"  off {off / args.rounds / 1e6:.2f} M instructions a round; "
+        + ", ".join(f"{name} ×{counts[name] / off:.4f}" for name in NAMES[1:])
+        + "  (target ≤ ×1.02)"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, help="rounds of each contender per repeat (default 150; --instructions: 30 in all)")
-    parser.add_argument("--repeats", type=int, default=5, help="independent repeats (each prints its ratios)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        help="rounds of each contender per repeat (default 150; --instructions: 30 in all)",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="independent repeats (each prints its ratios)"
+    )
     parser.add_argument("--tasks", type=int, default=50)
-    parser.add_argument("--concurrency", type=int, default=4, help="evaluation threads (timed; --instructions uses 1)")
-    parser.add_argument("--debug", action="store_true", help="measure with DEBUG on (development mode: SQL logged)")
-    parser.add_argument("--instructions", action="store_true", help="count instructions under valgrind instead of timing")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=4,
+        help="evaluation threads (timed; --instructions uses 1)",
+    )
+    parser.add_argument(
+        "--debug", action="store_true", help="measure with DEBUG on (development mode: SQL logged)"
+    )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count instructions under valgrind instead of timing",
+    )
     parser.add_argument("--child", choices=NAMES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.rounds = args.rounds or (30 if args.instructions else 150)

@@ -72,14 +72,31 @@ def build_big_run(owner, *, candidates: int, tasks: int, megabytes: float):
 
     run = recorded_run(owner=owner, candidates=1, val_tasks=tasks, name=f"export {megabytes:g} MB")
     template = run.candidates.get(index=0)
-    Candidate.objects.bulk_create([
-        Candidate(run=run, index=i, components=template.components, parents=[0], origin="reflection", iteration=i,
-                  metric_calls=i * tasks, val_score=0.5, objective_scores=template.objective_scores, usage=template.usage)
-        for i in range(1, candidates)
-    ], batch_size=1000)
+    Candidate.objects.bulk_create(
+        [
+            Candidate(
+                run=run,
+                index=i,
+                components=template.components,
+                parents=[0],
+                origin="reflection",
+                iteration=i,
+                metric_calls=i * tasks,
+                val_score=0.5,
+                objective_scores=template.objective_scores,
+                usage=template.usage,
+            )
+            for i in range(1, candidates)
+        ],
+        batch_size=1000,
+    )
     # ~450 bytes of JSON per evaluation besides the output text.
     pad = max(0, int(megabytes * 1e6 / (candidates * tasks)) - 450)
-    fields = [f.column for f in Evaluation._meta.concrete_fields if f.column not in ("id", "candidate_id", "output")]
+    fields = [
+        f.column
+        for f in Evaluation._meta.concrete_fields
+        if f.column not in ("id", "candidate_id", "output")
+    ]
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO optimizer_evaluation (candidate_id, output, {', '.join(fields)}) "
@@ -102,9 +119,16 @@ async def watch(user, port: int, run, viewers: int, phases: dict, stop: threadin
     client = Client()
     await sync_to_async(client.force_login)(user)
     after = await sync_to_async(lambda: run.last_seq)()  # the progress row: a query
-    headers = {"Cookie": f"sessionid={client.cookies['sessionid'].value}", "Origin": f"http://127.0.0.1:{port}"}
-    sockets = [await websockets.connect(f"ws://127.0.0.1:{port}/ws/runs/{run.pk}/?after={after}",
-                                        additional_headers=headers) for _ in range(viewers)]
+    headers = {
+        "Cookie": f"sessionid={client.cookies['sessionid'].value}",
+        "Origin": f"http://127.0.0.1:{port}",
+    }
+    sockets = [
+        await websockets.connect(
+            f"ws://127.0.0.1:{port}/ws/runs/{run.pk}/?after={after}", additional_headers=headers
+        )
+        for _ in range(viewers)
+    ]
     commits: dict[int, tuple[float, str]] = {}
 
     def publish() -> None:
@@ -123,7 +147,7 @@ async def watch(user, port: int, run, viewers: int, phases: dict, stop: threadin
 
     async def listen(ws) -> None:
         async for raw in ws:
-            seq = int(raw[8:raw.index(",")])
+            seq = int(raw[8 : raw.index(",")])
             while seq not in commits:  # the publisher files the commit just after on_commit
                 await asyncio.sleep(0.001)
             at, phase = commits[seq]
@@ -145,7 +169,9 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def download(url: str, cookie: str, pid: int, rate: str = "") -> tuple[int, float, float, float, float]:
+def download(
+    url: str, cookie: str, pid: int, rate: str = ""
+) -> tuple[int, float, float, float, float]:
     """(bytes, seconds, RSS before, peak RSS, CPU seconds) of one curl download
     from the web process `pid`."""
     before = rss_mb(pid)
@@ -153,12 +179,31 @@ def download(url: str, cookie: str, pid: int, rate: str = "") -> tuple[int, floa
     peak = before
     started = time.perf_counter()
     limit = ["--limit-rate", rate] if rate else []
-    curl = subprocess.Popen(["curl", "-sS", *limit, "-o", "/dev/null", "-w", "%{size_download}", "-H", f"Cookie: {cookie}", url],
-                            stdout=subprocess.PIPE)
+    curl = subprocess.Popen(
+        [
+            "curl",
+            "-sS",
+            *limit,
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{size_download}",
+            "-H",
+            f"Cookie: {cookie}",
+            url,
+        ],
+        stdout=subprocess.PIPE,
+    )
     while curl.poll() is None:
         peak = max(peak, rss_mb(pid))
         time.sleep(0.1)
-    return int(curl.stdout.read() or 0), time.perf_counter() - started, before, peak, cpu_seconds(pid) - cpu
+    return (
+        int(curl.stdout.read() or 0),
+        time.perf_counter() - started,
+        before,
+        peak,
+        cpu_seconds(pid) - cpu,
+    )
 
 
 def spread(values: list[float], unit: str = "", digits: int = 0) -> str:
@@ -167,16 +212,23 @@ def spread(values: list[float], unit: str = "", digits: int = 0) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="100,400", help="approximate export sizes in MB, comma-separated")
+    parser.add_argument(
+        "--sizes", default="100,400", help="approximate export sizes in MB, comma-separated"
+    )
     parser.add_argument("--candidates", type=int, default=400)
     parser.add_argument("--tasks", type=int, default=300)
     parser.add_argument("--viewers", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--kinds", default="json,csv")
     parser.add_argument("--hogs", type=int, default=0, help="CPU-bound processes to run meanwhile")
-    parser.add_argument("--rate", default="", help="curl --limit-rate for the exports (a slow client), e.g. 20M")
-    parser.add_argument("--switch-intervals", default="default",
-                        help="comma-separated: default, or a GIL switch interval in ms (one web process each, alternated)")
+    parser.add_argument(
+        "--rate", default="", help="curl --limit-rate for the exports (a slow client), e.g. 20M"
+    )
+    parser.add_argument(
+        "--switch-intervals",
+        default="default",
+        help="comma-separated: default, or a GIL switch interval in ms (one web process each, alternated)",
+    )
     args = parser.parse_args()
     modes = args.switch_intervals.split(",")
     try:
@@ -189,7 +241,8 @@ def main() -> None:
     webs: dict[str, tuple[int, subprocess.Popen]] = {}
     custom = tempfile.mkdtemp(prefix="bench-export-")
     Path(custom, "sitecustomize.py").write_text(
-        "import os, sys\nsys.setswitchinterval(float(os.environ['BENCH_SWITCH_INTERVAL']))\n")
+        "import os, sys\nsys.setswitchinterval(float(os.environ['BENCH_SWITCH_INTERVAL']))\n"
+    )
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.hogs)]
     try:
         import django
@@ -208,59 +261,101 @@ def main() -> None:
         runs = []
         for size in (float(s) for s in args.sizes.split(",")):
             started = time.perf_counter()
-            runs.append((size, build_big_run(user, candidates=args.candidates, tasks=args.tasks, megabytes=size)))
-            print(f"built a {args.candidates} × {args.tasks} run for ~{size:g} MB in {time.perf_counter() - started:.0f} s")
+            runs.append(
+                (
+                    size,
+                    build_big_run(
+                        user, candidates=args.candidates, tasks=args.tasks, megabytes=size
+                    ),
+                )
+            )
+            print(
+                f"built a {args.candidates} × {args.tasks} run for ~{size:g} MB in {time.perf_counter() - started:.0f} s"
+            )
         connections.close_all()
         client = Client()
         client.force_login(user)
         cookie = f"sessionid={client.cookies['sessionid'].value}"
         for mode in modes:
-            switch = {} if mode == "default" else {
-                "BENCH_SWITCH_INTERVAL": str(float(mode) / 1000),
-                "PYTHONPATH": os.pathsep.join(filter(None, [custom, os.environ.get("PYTHONPATH")]))}
+            switch = (
+                {}
+                if mode == "default"
+                else {
+                    "BENCH_SWITCH_INTERVAL": str(float(mode) / 1000),
+                    "PYTHONPATH": os.pathsep.join(
+                        filter(None, [custom, os.environ.get("PYTHONPATH")])
+                    ),
+                }
+            )
             port = live.free_port()
             webs[mode] = (port, live.start_web(port, extra_env=switch))
             # warm up: imports, connections
-            download(f"http://127.0.0.1:{port}/runs/{watched.pk}/export.json", cookie, webs[mode][1].pid)
+            download(
+                f"http://127.0.0.1:{port}/runs/{watched.pk}/export.json", cookie, webs[mode][1].pid
+            )
         speed = f"at {args.rate}/s" if args.rate else "at full speed"
 
         results: dict[tuple[str, float, str], list[dict]] = {}
         for repeat in range(args.repeats):
             for size, run in runs:
-                for kind, mode in [(kind, mode) for kind in args.kinds.split(",") for mode in modes]:
+                for kind, mode in [
+                    (kind, mode) for kind in args.kinds.split(",") for mode in modes
+                ]:
                     port, web = webs[mode]
                     watched.refresh_from_db()  # the viewers start after its last event
                     phases: dict = {"now": "idle"}
                     stop = threading.Event()
-                    viewers = threading.Thread(target=lambda: asyncio.run(watch(user, port, watched, args.viewers, phases, stop)))
+                    viewers = threading.Thread(
+                        target=lambda: asyncio.run(
+                            watch(user, port, watched, args.viewers, phases, stop)
+                        )
+                    )
                     viewers.start()
                     time.sleep(6)
                     phases["now"] = "export"
                     load = os.getloadavg()[0]
-                    got, seconds, before, peak, cpu = download(f"http://127.0.0.1:{port}/runs/{run.pk}/export.{kind}",
-                                                               cookie, web.pid, args.rate)
+                    got, seconds, before, peak, cpu = download(
+                        f"http://127.0.0.1:{port}/runs/{run.pk}/export.{kind}",
+                        cookie,
+                        web.pid,
+                        args.rate,
+                    )
                     phases["now"] = "after"
                     stop.set()
                     viewers.join()
                     idle, during = phases.get("idle", [0]), phases.get("export", [0])
                     p95_idle, p95_during = live.pct(idle, 0.95), live.pct(during, 0.95)
-                    results.setdefault((mode, size, kind), []).append({
-                        "mb": got / 1e6, "seconds": seconds, "cpu": cpu, "growth": peak - before, "idle": p95_idle,
-                        "during": p95_during, "ratio": p95_during / max(p95_idle, 1e-9), "load": load})
-                    print(f"[{mode} #{repeat + 1}] export.{kind} of the ~{size:g} MB run {speed}: {got / 1e6:.1f} MB in "
-                          f"{seconds:.1f} s (web process CPU {cpu:.1f} s); its RSS {before:.0f} MB before, peak {peak:.0f} MB "
-                          f"(+{peak - before:.0f} MB); {args.viewers} viewers' "
-                          f"event p95 {p95_idle:.0f} ms idle (median {statistics.median(idle):.0f}), "
-                          f"{p95_during:.0f} ms during (median {statistics.median(during):.0f}, "
-                          f"{len(during)} deliveries), ratio {p95_during / max(p95_idle, 1e-9):.2f}x; "
-                          f"load average {load:.1f} → {os.getloadavg()[0]:.1f}", flush=True)
+                    results.setdefault((mode, size, kind), []).append(
+                        {
+                            "mb": got / 1e6,
+                            "seconds": seconds,
+                            "cpu": cpu,
+                            "growth": peak - before,
+                            "idle": p95_idle,
+                            "during": p95_during,
+                            "ratio": p95_during / max(p95_idle, 1e-9),
+                            "load": load,
+                        }
+                    )
+                    print(
+                        f"[{mode} #{repeat + 1}] export.{kind} of the ~{size:g} MB run {speed}: {got / 1e6:.1f} MB in "
+                        f"{seconds:.1f} s (web process CPU {cpu:.1f} s); its RSS {before:.0f} MB before, peak {peak:.0f} MB "
+                        f"(+{peak - before:.0f} MB); {args.viewers} viewers' "
+                        f"event p95 {p95_idle:.0f} ms idle (median {statistics.median(idle):.0f}), "
+                        f"{p95_during:.0f} ms during (median {statistics.median(during):.0f}, "
+                        f"{len(during)} deliveries), ratio {p95_during / max(p95_idle, 1e-9):.2f}x; "
+                        f"load average {load:.1f} → {os.getloadavg()[0]:.1f}",
+                        flush=True,
+                    )
         for (mode, size, kind), rows in results.items():
             of = {name: [row[name] for row in rows] for name in rows[0]}
-            print(f"[{mode}] export.{kind} of the ~{size:g} MB run {speed}, median (min-max) of {len(rows)}: "
-                  f"{spread(of['mb'], ' MB', 1)} in {spread(of['seconds'], ' s', 1)}, web process CPU {spread(of['cpu'], ' s', 1)}, "
-                  f"RSS growth {spread(of['growth'], ' MB')}; viewers' p95 {spread(of['idle'], ' ms')} idle, "
-                  f"{spread(of['during'], ' ms')} during, ratio {spread(of['ratio'], 'x', 2)}; "
-                  f"load average {min(of['load']):.1f}-{max(of['load']):.1f}")
+            print(
+                f"[{mode}] export.{kind} of the ~{size:g} MB run {speed}, median (min-max) of {len(rows)}: "
+                f"{spread(of['mb'], ' MB', 1)} in {spread(of['seconds'], ' s', 1)}, web process CPU {spread(of['cpu'], ' s', 1)}, "
+                f"RSS growth {spread(of['growth'], ' MB')}; viewers' p95 {spread(of['idle'], ' ms')} idle, "
+                f"{spread(of['during'], ' ms')} during, ratio {spread(of['ratio'], 'x', 2)}; "
+                f"load average {min(of['load']):.1f}-{max(of['load']):.1f}"
+            )
     finally:
         shutil.rmtree(custom, ignore_errors=True)
         for process in [web for _, web in webs.values()] + hogs:
@@ -273,6 +368,7 @@ def main() -> None:
         keys = list(r.scan_iter(f"{live.TAG}*"))
         if keys:
             r.delete(*keys)
+
 
 if __name__ == "__main__":
     main()

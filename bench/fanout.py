@@ -103,7 +103,9 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def viewers(run, user, ports: list[int], count: int, args, pids: list[int], label: str, deflate: bool) -> dict:
+async def viewers(
+    run, user, ports: list[int], count: int, args, pids: list[int], label: str, deflate: bool
+) -> dict:
     """One round: `count` viewers on `ports` (offering permessage-deflate, as
     browsers do, when `deflate`); prints its figures and returns them."""
     import websockets
@@ -118,17 +120,21 @@ async def viewers(run, user, ports: list[int], count: int, args, pids: list[int]
     sockets = []
     for k in range(count):
         port = ports[k % len(ports)]
-        sockets.append(await websockets.connect(
-            f"ws://127.0.0.1:{port}/ws/runs/{run.pk}/?after={after}",
-            additional_headers={"Cookie": cookie, "Origin": f"http://127.0.0.1:{port}"}, max_size=None,
-            compression="deflate" if deflate else None))
+        sockets.append(
+            await websockets.connect(
+                f"ws://127.0.0.1:{port}/ws/runs/{run.pk}/?after={after}",
+                additional_headers={"Cookie": cookie, "Origin": f"http://127.0.0.1:{port}"},
+                max_size=None,
+                compression="deflate" if deflate else None,
+            )
+        )
     extensions = sockets[0].response.headers.get("Sec-WebSocket-Extensions") or "none"
 
     async def listen(k: int, ws) -> None:
         try:
             async for raw in ws:
                 # '{"seq": N, …': the seq without decoding the whole event (the clients share this process's CPU)
-                arrivals[k][int(raw[8:raw.index(",")])] = time.time()
+                arrivals[k][int(raw[8 : raw.index(",")])] = time.time()
         except websockets.ConnectionClosed:
             pass
 
@@ -138,8 +144,17 @@ async def viewers(run, user, ports: list[int], count: int, args, pids: list[int]
     mine_before = cpu_seconds(os.getpid())
     out = Path(f"/tmp/{live.TAG}-commits.json")
     publisher = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", PUBLISHER, str(run.pk), str(args.rate), str(args.seconds), str(args.tasks), str(out),
-        cwd=str(HERE.parent), env={**os.environ, **live.ENV})
+        sys.executable,
+        "-c",
+        PUBLISHER,
+        str(run.pk),
+        str(args.rate),
+        str(args.seconds),
+        str(args.tasks),
+        str(out),
+        cwd=str(HERE.parent),
+        env={**os.environ, **live.ENV},
+    )
     await publisher.wait()
     commits = {int(k): v for k, v in json.loads(out.read_text()).items()}
     out.unlink()
@@ -157,35 +172,57 @@ async def viewers(run, user, ports: list[int], count: int, args, pids: list[int]
     latencies = [(a[seq] - commits[seq]) * 1000 for a in arrivals for seq in commits if seq in a]
     missing = sum(1 for a in arrivals for seq in commits if seq not in a)
     span = max(commits.values()) - min(commits.values()) or 1
-    figures = {"p95": live.pct(latencies, 0.95), "median": statistics.median(latencies), "max": max(latencies),
-               "cpu_ms": 1000 * cpu / max(1, len(latencies)), "missing": missing, "load": os.getloadavg()[0],
-               "rss": sum(rss_mb(pid) for pid in pids)}
-    print(f"[{label}] fan-out: {count} viewers on {len(ports)} web process(es), {args.rate:g} iterations/s for {args.seconds:g} s "
-          f"({len(commits)} events, {args.tasks} val tasks): {len(latencies)} deliveries "
-          f"(~{len(latencies) / span:.0f}/s), {missing} missing; commit → arrival median {figures['median']:.0f} ms, "
-          f"p95 {figures['p95']:.0f} ms, max {figures['max']:.0f} ms; "
-          f"web CPU {cpu:.1f} s = {figures['cpu_ms']:.2f} ms per delivery (the viewers' process: {mine:.1f} s), "
-          f"web RSS {figures['rss']:.0f} MB; "
-          f"load average {figures['load']:.1f}; extensions agreed: {extensions}", flush=True)
+    figures = {
+        "p95": live.pct(latencies, 0.95),
+        "median": statistics.median(latencies),
+        "max": max(latencies),
+        "cpu_ms": 1000 * cpu / max(1, len(latencies)),
+        "missing": missing,
+        "load": os.getloadavg()[0],
+        "rss": sum(rss_mb(pid) for pid in pids),
+    }
+    print(
+        f"[{label}] fan-out: {count} viewers on {len(ports)} web process(es), {args.rate:g} iterations/s for {args.seconds:g} s "
+        f"({len(commits)} events, {args.tasks} val tasks): {len(latencies)} deliveries "
+        f"(~{len(latencies) / span:.0f}/s), {missing} missing; commit → arrival median {figures['median']:.0f} ms, "
+        f"p95 {figures['p95']:.0f} ms, max {figures['max']:.0f} ms; "
+        f"web CPU {cpu:.1f} s = {figures['cpu_ms']:.2f} ms per delivery (the viewers' process: {mine:.1f} s), "
+        f"web RSS {figures['rss']:.0f} MB; "
+        f"load average {figures['load']:.1f}; extensions agreed: {extensions}",
+        flush=True,
+    )
     return figures
 
 
 def spread(values: list[float], unit: str, digits: int = 0) -> str:
-    return (f"{statistics.median(values):.{digits}f} {unit} (min {min(values):.{digits}f}, max {max(values):.{digits}f}; "
-            f"{len(values)} runs)")
+    return (
+        f"{statistics.median(values):.{digits}f} {unit} (min {min(values):.{digits}f}, max {max(values):.{digits}f}; "
+        f"{len(values)} runs)"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--viewers", type=int, default=200)
-    parser.add_argument("--rate", type=float, default=1.0, help="iterations a second (2 batches, 6 events each)")
+    parser.add_argument(
+        "--rate", type=float, default=1.0, help="iterations a second (2 batches, 6 events each)"
+    )
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--tasks", type=int, default=30)
-    parser.add_argument("--webs", type=int, default=1, help="web processes (of each server) behind the same Redis")
-    parser.add_argument("--servers", default="uvicorn", help="comma-separated: uvicorn, daphne (alternated)")
-    parser.add_argument("--repeats", type=int, default=3, help="rounds; each runs every server once")
-    parser.add_argument("--deflate", default="on",
-                        help="whether the viewers offer permessage-deflate (browsers do): on, off, or on,off (alternated)")
+    parser.add_argument(
+        "--webs", type=int, default=1, help="web processes (of each server) behind the same Redis"
+    )
+    parser.add_argument(
+        "--servers", default="uvicorn", help="comma-separated: uvicorn, daphne (alternated)"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="rounds; each runs every server once"
+    )
+    parser.add_argument(
+        "--deflate",
+        default="on",
+        help="whether the viewers offer permessage-deflate (browsers do): on, off, or on,off (alternated)",
+    )
     args = parser.parse_args()
     servers = args.servers.split(",")
     if any(server not in ("uvicorn", "daphne") for server in servers):
@@ -194,7 +231,10 @@ def main() -> None:
     if any(deflate not in ("on", "off") for deflate in deflates):
         parser.error("--deflate: on, off")
     variants = [(server, deflate) for server in servers for deflate in deflates]
-    name = {variant: variant[0] if len(deflates) == 1 else f"{variant[0]}, deflate {variant[1]}" for variant in variants}
+    name = {
+        variant: variant[0] if len(deflates) == 1 else f"{variant[0]}, deflate {variant[1]}"
+        for variant in variants
+    }
 
     os.environ.update(live.ENV)
     live.create_database()
@@ -220,16 +260,29 @@ def main() -> None:
         rounds: dict[tuple[str, str], list[dict]] = {variant: [] for variant in variants}
         for repeat in range(args.repeats):
             for server, deflate in variants:
-                rounds[server, deflate].append(asyncio.run(viewers(
-                    run, user, ports[server], args.viewers, args, [web.pid for web in webs[server]],
-                    f"{name[server, deflate]} #{repeat + 1}", deflate == "on")))
+                rounds[server, deflate].append(
+                    asyncio.run(
+                        viewers(
+                            run,
+                            user,
+                            ports[server],
+                            args.viewers,
+                            args,
+                            [web.pid for web in webs[server]],
+                            f"{name[server, deflate]} #{repeat + 1}",
+                            deflate == "on",
+                        )
+                    )
+                )
                 connections.close_all()
         for variant, figures in rounds.items():
-            print(f"{name[variant]}: {args.viewers} viewers, p95 {spread([f['p95'] for f in figures], 'ms')}, "
-                  f"median latency {spread([f['median'] for f in figures], 'ms')}, "
-                  f"CPU per delivery {spread([f['cpu_ms'] for f in figures], 'ms', 2)}, "
-                  f"{sum(f['missing'] for f in figures)} missing; load average "
-                  f"{min(f['load'] for f in figures):.1f}-{max(f['load'] for f in figures):.1f}")
+            print(
+                f"{name[variant]}: {args.viewers} viewers, p95 {spread([f['p95'] for f in figures], 'ms')}, "
+                f"median latency {spread([f['median'] for f in figures], 'ms')}, "
+                f"CPU per delivery {spread([f['cpu_ms'] for f in figures], 'ms', 2)}, "
+                f"{sum(f['missing'] for f in figures)} missing; load average "
+                f"{min(f['load'] for f in figures):.1f}-{max(f['load'] for f in figures):.1f}"
+            )
     finally:
         for web in [web for group in webs.values() for web in group]:
             web.terminate()

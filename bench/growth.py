@@ -31,7 +31,13 @@ sys.path.insert(0, str(HERE.parent))
 
 import live
 
-TABLES = ("optimizer_run", "optimizer_runprogress", "optimizer_candidate", "optimizer_evaluation", "optimizer_runevent")
+TABLES = (
+    "optimizer_run",
+    "optimizer_runprogress",
+    "optimizer_candidate",
+    "optimizer_evaluation",
+    "optimizer_runevent",
+)
 WORKER = "import sys, django; django.setup(); from optimizer.runs.runner import execute_run; print(execute_run(int(sys.argv[1])))"
 
 
@@ -49,7 +55,10 @@ def table_sizes() -> dict[str, int]:
     from django.db import connection
 
     with connection.cursor() as cursor:
-        return {t: cursor.execute("SELECT pg_total_relation_size(%s)", [t]).fetchone()[0] for t in TABLES}
+        return {
+            t: cursor.execute("SELECT pg_total_relation_size(%s)", [t]).fetchone()[0]
+            for t in TABLES
+        }
 
 
 def main() -> None:
@@ -74,11 +83,20 @@ def main() -> None:
         call_command("migrate", verbosity=0)
         user = get_user_model().objects.create_user("bench", password="x")
         refund_verifier(user)
-        run = run_launch(owner=user, config=run_config(refund_task_set(user), budget={"max_metric_calls": args.calls}))
+        run = run_launch(
+            owner=user,
+            config=run_config(refund_task_set(user), budget={"max_metric_calls": args.calls}),
+        )
         before = table_sizes()
         started = time.perf_counter()
-        worker = subprocess.Popen([sys.executable, "-c", WORKER, str(run.pk)], cwd=HERE.parent, env={**os.environ, **env},
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        worker = subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(run.pk)],
+            cwd=HERE.parent,
+            env={**os.environ, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         samples: list[tuple[int, float]] = []  # (metric calls, worker RSS MB)
         half = None
         while worker.poll() is None:
@@ -93,8 +111,10 @@ def main() -> None:
         seconds = time.perf_counter() - started
         run.refresh_from_db()
         after = table_sizes()
-        print(f"run of {run.budget_used} metric calls ({run.status}, {run.candidates.count()} candidates, "
-              f"{run.last_seq} events) in {seconds:.0f} s; worker said {out.strip() or err.strip()[-500:]}")
+        print(
+            f"run of {run.budget_used} metric calls ({run.status}, {run.candidates.count()} candidates, "
+            f"{run.last_seq} events) in {seconds:.0f} s; worker said {out.strip() or err.strip()[-500:]}"
+        )
         if half is None:
             half = (run.budget_used, after)
         used_half, sizes_half = half
@@ -106,7 +126,10 @@ def main() -> None:
             print(f"{t:<24} {whole:>20,.0f} {first:>12,.0f} {second:>12,.0f}")
         marks = []
         for fraction in (0.1, 0.25, 0.5, 0.75, 1.0):
-            hit = next(((u, r) for u, r in samples if u >= fraction * run.budget_used), samples[-1] if samples else (0, 0))
+            hit = next(
+                ((u, r) for u, r in samples if u >= fraction * run.budget_used),
+                samples[-1] if samples else (0, 0),
+            )
             marks.append(f"{fraction:.0%} ({hit[0]} calls): {hit[1]:.0f} MB")
         print("worker RSS at " + ", ".join(marks) + f"; load average {os.getloadavg()[0]:.1f}")
     finally:

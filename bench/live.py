@@ -90,20 +90,46 @@ def bench_snapshot(run) -> None:
         started = time.perf_counter()
         size = len(json.dumps(run_snapshot(run)).encode())
         times.append((time.perf_counter() - started) * 1000)
-    print(f"snapshot: {size / 1e6:.2f} MB, built in {statistics.median(times):.0f} ms median "
-          f"(min {min(times):.0f}, max {max(times):.0f}) for {run.candidates.count()} candidates × 100 val tasks")
+    print(
+        f"snapshot: {size / 1e6:.2f} MB, built in {statistics.median(times):.0f} ms median "
+        f"(min {min(times):.0f}, max {max(times):.0f}) for {run.candidates.count()} candidates × 100 val tasks"
+    )
 
 
-def start_web(port: int, server: str = "uvicorn", extra_env: dict | None = None) -> subprocess.Popen:
+def start_web(
+    port: int, server: str = "uvicorn", extra_env: dict | None = None
+) -> subprocess.Popen:
     """A web process on `port` serving this database: Frontier's own (`manage.py
     serve`, uvicorn), or with --server daphne the previous server, plain
     (`pip install daphne==4.2.3`), for side-by-side figures."""
     command = {
-        "uvicorn": [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port)],
-        "daphne": [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"],
+        "uvicorn": [
+            sys.executable,
+            "manage.py",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        "daphne": [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "dashboard.asgi:application",
+        ],
     }[server]
-    process = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **ENV, **(extra_env or {})},
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env={**os.environ, **ENV, **(extra_env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -111,12 +137,16 @@ def start_web(port: int, server: str = "uvicorn", extra_env: dict | None = None)
                 return process
         except OSError:
             if process.poll() is not None:
-                raise SystemExit(f"{server} exited: {process.stderr.read().decode()[-2000:]}") from None
+                raise SystemExit(
+                    f"{server} exited: {process.stderr.read().decode()[-2000:]}"
+                ) from None
             time.sleep(0.1)
     raise SystemExit(f"{server} did not start within 60 s")
 
 
-def publish_events(run_id: int, count: int, interval: float, commits: dict[int, float], type: str = "worker.ping") -> None:
+def publish_events(
+    run_id: int, count: int, interval: float, commits: dict[int, float], type: str = "worker.ping"
+) -> None:
     """Publish `count` events; record when each one's transaction committed."""
     from django.db import close_old_connections, transaction
 
@@ -128,7 +158,11 @@ def publish_events(run_id: int, count: int, interval: float, commits: dict[int, 
             # the timestamp is taken right after COMMIT, before the group_send.
             holder: dict = {}
             transaction.on_commit(lambda: holder.setdefault("t", time.perf_counter()))
-            data = {"used": i, "total": count} if type == "run.budget" else {"host": "bench", "note": str(i)}
+            data = (
+                {"used": i, "total": count}
+                if type == "run.budget"
+                else {"host": "bench", "note": str(i)}
+            )
             event = publish_run_event(run_id, type, data)
         commits[event.seq] = holder["t"]
         time.sleep(interval)
@@ -165,21 +199,31 @@ async def bench_latency(run, user, port: int, clients: int, events: int, interva
 
     latencies = [(arrived[seq] - commits[seq]) * 1000 for arrived in arrivals for seq in commits]
     delivered = sum(len(a) for a in arrivals)
-    print(f"websocket: {events} events × {clients} clients = {delivered} deliveries through Redis "
-          f"(uvicorn + channels-redis); commit → arrival median {statistics.median(latencies):.1f} ms, "
-          f"p95 {pct(latencies, 0.95):.1f} ms, max {max(latencies):.1f} ms")
+    print(
+        f"websocket: {events} events × {clients} clients = {delivered} deliveries through Redis "
+        f"(uvicorn + channels-redis); commit → arrival median {statistics.median(latencies):.1f} ms, "
+        f"p95 {pct(latencies, 0.95):.1f} ms, max {max(latencies):.1f} ms"
+    )
 
 
-async def bench_list_latency(run, user, port: int, clients: int, events: int, interval: float) -> None:
+async def bench_list_latency(
+    run, user, port: int, clients: int, events: int, interval: float
+) -> None:
     import websockets
     from asgiref.sync import sync_to_async
     from django.test import Client
 
     client = Client()
     await sync_to_async(client.force_login)(user)
-    headers = {"Cookie": f"sessionid={client.cookies['sessionid'].value}", "Origin": f"http://127.0.0.1:{port}"}
+    headers = {
+        "Cookie": f"sessionid={client.cookies['sessionid'].value}",
+        "Origin": f"http://127.0.0.1:{port}",
+    }
     arrivals: list[dict[int, float]] = [{} for _ in range(clients)]
-    sockets = [await websockets.connect(f"ws://127.0.0.1:{port}/ws/runs/", additional_headers=headers) for _ in range(clients)]
+    sockets = [
+        await websockets.connect(f"ws://127.0.0.1:{port}/ws/runs/", additional_headers=headers)
+        for _ in range(clients)
+    ]
 
     done = asyncio.Event()  # set once the publisher knows the last seq
     last: list[int] = []
@@ -208,9 +252,11 @@ async def bench_list_latency(run, user, port: int, clients: int, events: int, in
         await ws.close()
     # A coalesced row shows the state as of its last_seq: its latency runs from that event's commit.
     latencies = [(arrived[seq] - commits[seq]) * 1000 for arrived in arrivals for seq in arrived]
-    print(f"runs list: {events} run.budget events × {clients} clients on /ws/runs/ = {sum(len(a) for a in arrivals)} rows pushed "
-          f"(coalesced: ≤ 1 a second per run); commit → row arrival median {statistics.median(latencies):.1f} ms, p95 {pct(latencies, 0.95):.1f} ms, "
-          f"max {max(latencies):.1f} ms")
+    print(
+        f"runs list: {events} run.budget events × {clients} clients on /ws/runs/ = {sum(len(a) for a in arrivals)} rows pushed "
+        f"(coalesced: ≤ 1 a second per run); commit → row arrival median {statistics.median(latencies):.1f} ms, p95 {pct(latencies, 0.95):.1f} ms, "
+        f"max {max(latencies):.1f} ms"
+    )
 
 
 def main() -> None:
@@ -242,8 +288,12 @@ def main() -> None:
 
         port = free_port()
         web = start_web(port)
-        asyncio.run(bench_latency(run, user, port, args.clients, args.events, args.interval_ms / 1000))
-        asyncio.run(bench_list_latency(run, user, port, args.clients, args.events, args.interval_ms / 1000))
+        asyncio.run(
+            bench_latency(run, user, port, args.clients, args.events, args.interval_ms / 1000)
+        )
+        asyncio.run(
+            bench_list_latency(run, user, port, args.clients, args.events, args.interval_ms / 1000)
+        )
         connections.close_all()
     finally:
         if web is not None:

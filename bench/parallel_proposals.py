@@ -46,26 +46,46 @@ from optimizer.services import run_launch
 logging.disable(logging.WARNING)
 TASK_LM = {"provider": "demo", "model": "demo-task", "simulated_latency_ms": 100}
 REFLECTION_LM = {"provider": "demo", "model": "demo-reflection"}
-EXAMPLES = [("Facility requests", "facility-extraction-quality"), ("Refund tickets", "refund-policy-quality")]
+EXAMPLES = [
+    ("Facility requests", "facility-extraction-quality"),
+    ("Refund tickets", "refund-policy-quality"),
+]
 
 
 def one_run(owner, task_set: TaskSet, verifier: str, proposals: int, budget: int) -> dict:
-    run = run_launch(owner=owner, config={
-        "task_set_id": task_set.pk, "verifier_ids": [verifier],
-        "task_lm": TASK_LM, "reflection_lm": REFLECTION_LM, "budget": {"max_metric_calls": budget},
-        "concurrency": 8, "seed": 0, "parallel_proposals": proposals,
-    })
+    run = run_launch(
+        owner=owner,
+        config={
+            "task_set_id": task_set.pk,
+            "verifier_ids": [verifier],
+            "task_lm": TASK_LM,
+            "reflection_lm": REFLECTION_LM,
+            "budget": {"max_metric_calls": budget},
+            "concurrency": 8,
+            "seed": 0,
+            "parallel_proposals": proposals,
+        },
+    )
     started = time.time()
     execute_run(run.pk)
     wall = time.time() - started
     run = Run.objects.get(pk=run.pk)
     # When each val score was first published (the run's own event log), seconds from the start.
-    reached = [(e.created_at.timestamp() - started, e.payload["val_score"])
-               for e in run.events.filter(type=ev.CANDIDATE_NEW).order_by("seq")]
+    reached = [
+        (e.created_at.timestamp() - started, e.payload["val_score"])
+        for e in run.events.filter(type=ev.CANDIDATE_NEW).order_by("seq")
+    ]
     accepted = run.events.filter(type=ev.PROPOSAL, payload__accepted=True).count()
     proposals_made = run.events.filter(type=ev.PROPOSAL).count()
-    return {"wall": wall, "accepted": accepted, "proposals": proposals_made, "reached": reached,
-            "best": run.best_score, "metric_calls": run.budget_used, "status": run.status}
+    return {
+        "wall": wall,
+        "accepted": accepted,
+        "proposals": proposals_made,
+        "reached": reached,
+        "best": run.best_score,
+        "metric_calls": run.budget_used,
+        "status": run.status,
+    }
 
 
 def first_time(reached: list[tuple[float, float]], target: float) -> float | None:
@@ -86,21 +106,32 @@ def main() -> None:
 
 
 def compare(owner, task_set: TaskSet, verifier: str, args) -> None:
-    results = {p: [one_run(owner, task_set, verifier, p, args.budget) for _ in range(args.repeats)] for p in (1, 4)}
+    results = {
+        p: [one_run(owner, task_set, verifier, p, args.budget) for _ in range(args.repeats)]
+        for p in (1, 4)
+    }
     target = min(max(r["best"] for r in runs) for runs in results.values())
-    print(f"Parallel proposals: {task_set.name!r}, demo task model at 100 ms, concurrency 8, budget {args.budget}, "
-          f"seed 0, {args.repeats} run(s) each")
+    print(
+        f"Parallel proposals: {task_set.name!r}, demo task model at 100 ms, concurrency 8, budget {args.budget}, "
+        f"seed 0, {args.repeats} run(s) each"
+    )
     for p, runs in results.items():
         walls = [r["wall"] for r in runs]
         per_accepted = [r["wall"] / r["accepted"] for r in runs if r["accepted"]]
         times = [first_time(r["reached"], target) for r in runs]
         reached = [t for t in times if t is not None]
-        print(f"   P={p}: wall {statistics.median(walls):5.1f} s; {runs[0]['proposals']} proposals, "
-              f"{runs[0]['accepted']} accepted: "
-              + (f"{statistics.median(per_accepted):5.2f} s per accepted proposal" if per_accepted else "none accepted")
-              + f"; best {max(r['best'] for r in runs):.3f}; val {target:.3f} first reached after "
-              + (f"{statistics.median(reached):4.1f} s" if reached else "never")
-              + f"  ({runs[0]['metric_calls']} metric calls)")
+        print(
+            f"   P={p}: wall {statistics.median(walls):5.1f} s; {runs[0]['proposals']} proposals, "
+            f"{runs[0]['accepted']} accepted: "
+            + (
+                f"{statistics.median(per_accepted):5.2f} s per accepted proposal"
+                if per_accepted
+                else "none accepted"
+            )
+            + f"; best {max(r['best'] for r in runs):.3f}; val {target:.3f} first reached after "
+            + (f"{statistics.median(reached):4.1f} s" if reached else "never")
+            + f"  ({runs[0]['metric_calls']} metric calls)"
+        )
 
 
 if __name__ == "__main__":

@@ -86,7 +86,12 @@ from verifiers_app.services import verifier_create
 
 logging.disable(logging.WARNING)
 SEED_PROMPT = "You answer questions."
-SPEC = {"id": "ladder", "name": "Token ladder", "kind": "native", "checks": [{"id": "tokens", "type": "task_expectations"}]}
+SPEC = {
+    "id": "ladder",
+    "name": "Token ladder",
+    "kind": "native",
+    "checks": [{"id": "tokens", "type": "task_expectations"}],
+}
 FENCED = re.compile(r"```\n?(.*?)\n?```", re.S)
 
 
@@ -114,13 +119,26 @@ def serve_echo(latency_s: float, port_out) -> None:
                 text = messages[0]["content"]
             else:
                 current = FENCED.search(messages[-1]["content"]).group(1).strip()
-                text = f"```\n{current}\nMention token-{current.count('Mention token-') + 1:03d}.\n```"
+                text = (
+                    f"```\n{current}\nMention token-{current.count('Mention token-') + 1:03d}.\n```"
+                )
             if latency_s:
                 time.sleep(latency_s)
             raw = json.dumps(
-                {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                 "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}}
+                {
+                    "id": "x",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": body["model"],
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": text},
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+                }
             ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -150,8 +168,14 @@ class EchoServer:
         receive.close()
 
     def lm(self) -> dict:
-        return {"provider": "openai", "model": "echo", "base_url": f"http://127.0.0.1:{self.port}/v1",
-                "api_key_env": "BENCH_KEY", "max_retries": 0, "timeout": 30}
+        return {
+            "provider": "openai",
+            "model": "echo",
+            "base_url": f"http://127.0.0.1:{self.port}/v1",
+            "api_key_env": "BENCH_KEY",
+            "max_retries": 0,
+            "timeout": 30,
+        }
 
     def close(self) -> None:
         self.process.terminate()
@@ -159,18 +183,46 @@ class EchoServer:
 
 
 def rows(prefix: str, count: int, tokens: int) -> list[dict]:
-    expectations = {"mustMention": [{"text": f"token-{k:03d}", "message": f"Mention token-{k:03d}"} for k in range(1, tokens + 1)]}
-    return [{"task_id": f"{prefix}-{n}", "input": f"Question {prefix} {n}?", "expected": None, "params": {},
-             "metadata": {"expectations": expectations}} for n in range(count)]
+    expectations = {
+        "mustMention": [
+            {"text": f"token-{k:03d}", "message": f"Mention token-{k:03d}"}
+            for k in range(1, tokens + 1)
+        ]
+    }
+    return [
+        {
+            "task_id": f"{prefix}-{n}",
+            "input": f"Question {prefix} {n}?",
+            "expected": None,
+            "params": {},
+            "metadata": {"expectations": expectations},
+        }
+        for n in range(count)
+    ]
 
 
 def launch(owner, name: str, train: list[dict], val: list[dict], **config) -> Run:
     task_set = TaskSet.objects.create(owner=owner, name=name)
-    for position, (row, split) in enumerate([(r, "train") for r in train] + [(r, "val") for r in val]):
-        Task.objects.create(task_set=task_set, task_id=row["task_id"], position=position, input=row["input"],
-                            metadata=row["metadata"], split=split)
-    return run_launch(owner=owner, config={"task_set_id": task_set.pk, "verifier_ids": [SPEC["id"]],
-                                           "seed_components": {"instructions": SEED_PROMPT}, **config})
+    for position, (row, split) in enumerate(
+        [(r, "train") for r in train] + [(r, "val") for r in val]
+    ):
+        Task.objects.create(
+            task_set=task_set,
+            task_id=row["task_id"],
+            position=position,
+            input=row["input"],
+            metadata=row["metadata"],
+            split=split,
+        )
+    return run_launch(
+        owner=owner,
+        config={
+            "task_set_id": task_set.pk,
+            "verifier_ids": [SPEC["id"]],
+            "seed_components": {"instructions": SEED_PROMPT},
+            **config,
+        },
+    )
 
 
 class Quiet:
@@ -199,10 +251,14 @@ class Rounds:
 
 
 def spread(times: list[float]) -> str:
-    return f"median {statistics.median(times):6.2f} s  (runs {', '.join(f'{t:.2f}' for t in times)})"
+    return (
+        f"median {statistics.median(times):6.2f} s  (runs {', '.join(f'{t:.2f}' for t in times)})"
+    )
 
 
-def fair_throughput(owner, server: EchoServer, *, repeats: int = 3, latency_s: float = 0.1, concurrency: int = 16) -> None:
+def fair_throughput(
+    owner, server: EchoServer, *, repeats: int = 3, latency_s: float = 0.1, concurrency: int = 16
+) -> None:
     """Ours and plain gepa at the same concurrency against one endpoint, same seed, budget and data."""
     train, val = rows("train", 30, 40), rows("val", 30, 40)
     lm_config = server.lm()
@@ -219,25 +275,48 @@ def fair_throughput(owner, server: EchoServer, *, repeats: int = 3, latency_s: f
         started = time.perf_counter()
         result = gepa.optimize(
             seed_candidate={"instructions": SEED_PROMPT},
-            trainset=[as_default(r) for r in train], valset=[as_default(r) for r in val],
-            adapter=adapter, reflection_lm=reflection_lm, reflection_minibatch_size=3, max_metric_calls=300,
-            logger=Quiet(), seed=0, **extra,
+            trainset=[as_default(r) for r in train],
+            valset=[as_default(r) for r in val],
+            adapter=adapter,
+            reflection_lm=reflection_lm,
+            reflection_minibatch_size=3,
+            max_metric_calls=300,
+            logger=Quiet(),
+            seed=0,
+            **extra,
         )
         return time.perf_counter() - started, result
 
     # Each client is warmed by one untimed call before its contender's runs (imports, connection
     # pools): no contender's first run pays the process's cold start. Ours and (a') share this one.
-    build_lm(lm_config).complete([{"role": "system", "content": "warm"}, {"role": "user", "content": "warm"}])
+    build_lm(lm_config).complete(
+        [{"role": "system", "content": "warm"}, {"role": "user", "content": "warm"}]
+    )
 
     ours_times, ours_runs, rounds = [], [], Rounds(concurrency)
     # Every evaluation goes through batch_evaluate (evaluate is one pair of it): one pool for all its calls.
-    undo = [rounds.wrap(FrontierAdapter, "batch_evaluate",
-                        lambda self, items, *a, **k: -(-sum(len(batch) for _, batch in items) // concurrency)),
-            rounds.wrap(ReflectionCallable, "__call__", lambda *a, **k: 1)]
+    undo = [
+        rounds.wrap(
+            FrontierAdapter,
+            "batch_evaluate",
+            lambda self, items, *a, **k: -(-sum(len(batch) for _, batch in items) // concurrency),
+        ),
+        rounds.wrap(ReflectionCallable, "__call__", lambda *a, **k: 1),
+    ]
     for repeat in range(repeats):
         rounds.count = 0
-        run = launch(owner, f"fair-{repeat}", train, val, task_lm=lm_config, reflection_lm=lm_config,
-                     budget={"max_metric_calls": 300}, minibatch_size=3, concurrency=concurrency, seed=0)
+        run = launch(
+            owner,
+            f"fair-{repeat}",
+            train,
+            val,
+            task_lm=lm_config,
+            reflection_lm=lm_config,
+            budget={"max_metric_calls": 300},
+            minibatch_size=3,
+            concurrency=concurrency,
+            seed=0,
+        )
         started = time.perf_counter()
         runner.execute_run(run.pk)
         ours_times.append(time.perf_counter() - started)
@@ -250,7 +329,9 @@ def fair_throughput(owner, server: EchoServer, *, repeats: int = 3, latency_s: f
     # Plain gepa as its users run it: a litellm model string, max_litellm_workers = our concurrency.
     litellm_times, litellm_result = [], None
     try:
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch from the internet at import
+        os.environ.setdefault(
+            "LITELLM_LOCAL_MODEL_COST_MAP", "True"
+        )  # no fetch from the internet at import
         import litellm
 
         litellm.suppress_debug_info = True  # its "Provider List" banners are not ours to print
@@ -259,11 +340,21 @@ def fair_throughput(owner, server: EchoServer, *, repeats: int = 3, latency_s: f
     if litellm is not None:
         litellm_model = f"openai/{lm_config['model']}"
         endpoint = {"api_base": lm_config["base_url"], "api_key": os.environ["BENCH_KEY"]}
-        litellm.completion(model=litellm_model, messages=[{"role": "user", "content": "```\nwarm\n```"}], **endpoint)
+        litellm.completion(
+            model=litellm_model,
+            messages=[{"role": "user", "content": "```\nwarm\n```"}],
+            **endpoint,
+        )
         for _ in range(repeats):
-            adapter = DefaultAdapter(model=litellm_model, evaluator=evaluator, max_litellm_workers=concurrency,
-                                     litellm_batch_completion_kwargs=endpoint)
-            elapsed, litellm_result = plain_gepa(adapter, litellm_model, reflection_lm_kwargs=endpoint)
+            adapter = DefaultAdapter(
+                model=litellm_model,
+                evaluator=evaluator,
+                max_litellm_workers=concurrency,
+                litellm_batch_completion_kwargs=endpoint,
+            )
+            elapsed, litellm_result = plain_gepa(
+                adapter, litellm_model, reflection_lm_kwargs=endpoint
+            )
             litellm_times.append(elapsed)
 
     # The same DefaultAdapter with a callable task LM (our openai client) over a thread pool
@@ -272,7 +363,9 @@ def fair_throughput(owner, server: EchoServer, *, repeats: int = 3, latency_s: f
 
     class ThreadedDefaultAdapter(DefaultAdapter):
         def __init__(self):
-            super().__init__(model=lambda messages: lm.complete(list(messages)).text, evaluator=evaluator)
+            super().__init__(
+                model=lambda messages: lm.complete(list(messages)).text, evaluator=evaluator
+            )
             self.pool = ThreadPoolExecutor(max_workers=concurrency)
 
         def evaluate(self, batch, candidate, capture_traces=False):
@@ -281,7 +374,10 @@ def fair_throughput(owner, server: EchoServer, *, repeats: int = 3, latency_s: f
             # Submit every request of the batch first, then let DefaultAdapter consume the answers in order.
             system = next(iter(candidate.values()))
             for data in batch:
-                messages = [{"role": "system", "content": system}, {"role": "user", "content": f"{data['input']}"}]
+                messages = [
+                    {"role": "system", "content": system},
+                    {"role": "user", "content": f"{data['input']}"},
+                ]
                 futures[data["input"]] = self.pool.submit(model, messages)
             self.model = lambda messages: futures[messages[1]["content"]].result()
             try:
@@ -298,23 +394,35 @@ def fair_throughput(owner, server: EchoServer, *, repeats: int = 3, latency_s: f
 
     best = ours_runs[-1]
     ours = statistics.median(ours_times)
-    print(f"1. Throughput at equal concurrency ({concurrency}): valset 30, budget 300 metric calls, "
-          f"{latency_s * 1000:.0f} ms per call, seed 0, median of {repeats}")
-    print(f"   (c) latency floor: {rounds.count} sequential LM rounds x {latency_s * 1000:.0f} ms = {floor:6.2f} s")
-    print(f"   (b) ours (runner: rows, events, checkpoint): {spread(ours_times)}  = {ours / floor:.2f}x the floor; "
-          f"{best.budget_used} metric calls, {best.candidates.count()} candidates, best {best.best_score:.3f}")
+    print(
+        f"1. Throughput at equal concurrency ({concurrency}): valset 30, budget 300 metric calls, "
+        f"{latency_s * 1000:.0f} ms per call, seed 0, median of {repeats}"
+    )
+    print(
+        f"   (c) latency floor: {rounds.count} sequential LM rounds x {latency_s * 1000:.0f} ms = {floor:6.2f} s"
+    )
+    print(
+        f"   (b) ours (runner: rows, events, checkpoint): {spread(ours_times)}  = {ours / floor:.2f}x the floor; "
+        f"{best.budget_used} metric calls, {best.candidates.count()} candidates, best {best.best_score:.3f}"
+    )
     if litellm_times:
         plain = statistics.median(litellm_times)
-        print(f"   (a) plain gepa, DefaultAdapter('openai/echo', max_litellm_workers={concurrency}): {spread(litellm_times)}"
-              f"  = {plain / floor:.2f}x the floor; {litellm_result.total_metric_calls} metric calls, "
-              f"{len(litellm_result.candidates)} candidates, best {max(litellm_result.val_aggregate_scores):.3f}")
+        print(
+            f"   (a) plain gepa, DefaultAdapter('openai/echo', max_litellm_workers={concurrency}): {spread(litellm_times)}"
+            f"  = {plain / floor:.2f}x the floor; {litellm_result.total_metric_calls} metric calls, "
+            f"{len(litellm_result.candidates)} candidates, best {max(litellm_result.val_aggregate_scores):.3f}"
+        )
         print(f"       ours / plain gepa (litellm): {ours / plain:.2f}")
     else:
-        print("   (a) plain gepa with litellm: skipped, litellm is not installed (make install-bench)")
+        print(
+            "   (a) plain gepa with litellm: skipped, litellm is not installed (make install-bench)"
+        )
     threaded = statistics.median(threaded_times)
-    print(f"   (a') plain gepa, DefaultAdapter + a callable task LM on {concurrency} threads: {spread(threaded_times)}"
-          f"  = {threaded / floor:.2f}x the floor; {threaded_result.total_metric_calls} metric calls, "
-          f"{len(threaded_result.candidates)} candidates, best {max(threaded_result.val_aggregate_scores):.3f}")
+    print(
+        f"   (a') plain gepa, DefaultAdapter + a callable task LM on {concurrency} threads: {spread(threaded_times)}"
+        f"  = {threaded / floor:.2f}x the floor; {threaded_result.total_metric_calls} metric calls, "
+        f"{len(threaded_result.candidates)} candidates, best {max(threaded_result.val_aggregate_scores):.3f}"
+    )
     print(f"       ours / plain gepa (threads): {ours / threaded:.2f}")
 
 
@@ -352,12 +460,18 @@ class Timers:
 
     def summary(self, from_pool: int) -> tuple[float, float, int]:
         late = [(outside, tree) for pool, outside, tree in self.samples if pool >= from_pool]
-        return statistics.median(o for o, _ in late), statistics.median(t for _, t in late), len(late)
+        return (
+            statistics.median(o for o, _ in late),
+            statistics.median(t for _, t in late),
+            len(late),
+        )
 
 
 def instrumented() -> Timers:
     timers = Timers()
-    timers.wrap(FrontierAdapter, "batch_evaluate", "lm_work")  # evaluate is one pair of batch_evaluate
+    timers.wrap(
+        FrontierAdapter, "batch_evaluate", "lm_work"
+    )  # evaluate is one pair of batch_evaluate
     timers.wrap(ReflectionCallable, "__call__", "lm_work")
     timers.wrap(GEPAEngine, "_log_candidate_tree", "tree")
     return timers
@@ -368,10 +482,19 @@ def restore(originals: dict) -> None:
         setattr(owner, name, value)
 
 
-def overhead(owner, server: EchoServer, pool_target: int = 300, from_pool: int = 280, repeats: int = 3) -> None:
+def overhead(
+    owner, server: EchoServer, pool_target: int = 300, from_pool: int = 280, repeats: int = 3
+) -> None:
     train, val = rows("train", 10, pool_target + 20), rows("val", 10, pool_target + 20)
-    originals = {(o, n): getattr(o, n) for o, n in [(FrontierAdapter, "batch_evaluate"), (ReflectionCallable, "__call__"),
-                                                    (GEPAEngine, "_log_candidate_tree"), (RecorderThread, "on_iteration_end")]}
+    originals = {
+        (o, n): getattr(o, n)
+        for o, n in [
+            (FrontierAdapter, "batch_evaluate"),
+            (ReflectionCallable, "__call__"),
+            (GEPAEngine, "_log_candidate_tree"),
+            (RecorderThread, "on_iteration_end"),
+        ]
+    }
     budget = 10 + pool_target * (2 * 3 + 10)
 
     def bare_gepa(run_dir: str | None) -> tuple[float, float, int, float]:
@@ -382,12 +505,23 @@ def overhead(owner, server: EchoServer, pool_target: int = 300, from_pool: int =
             def on_iteration_end(self, event):
                 timers.tick(len(event["state"].program_candidates))
 
-        adapter = FrontierAdapter(task_lm=build_lm(server.lm()), scorer=compile_specs([SPEC]), concurrency=16)
+        adapter = FrontierAdapter(
+            task_lm=build_lm(server.lm()), scorer=compile_specs([SPEC]), concurrency=16
+        )
         started = time.perf_counter()
         gepa.optimize(
-            seed_candidate={"instructions": SEED_PROMPT}, trainset=train, valset=val, adapter=adapter,
-            reflection_lm=build_reflection_lm(server.lm()), reflection_minibatch_size=3, max_metric_calls=budget,
-            logger=Quiet(), callbacks=[Clock()], run_dir=run_dir, track_best_outputs=False, seed=0,
+            seed_candidate={"instructions": SEED_PROMPT},
+            trainset=train,
+            valset=val,
+            adapter=adapter,
+            reflection_lm=build_reflection_lm(server.lm()),
+            reflection_minibatch_size=3,
+            max_metric_calls=budget,
+            logger=Quiet(),
+            callbacks=[Clock()],
+            run_dir=run_dir,
+            track_best_outputs=False,
+            seed=0,
         )
         wall = time.perf_counter() - started
         adapter.close()
@@ -404,8 +538,17 @@ def overhead(owner, server: EchoServer, pool_target: int = 300, from_pool: int =
             timers.tick(len(event["state"].program_candidates))
 
         RecorderThread.on_iteration_end = on_end
-        run = launch(owner, f"overhead-{repeat}", train, val, task_lm=server.lm(), reflection_lm=server.lm(),
-                     budget={"max_metric_calls": budget}, minibatch_size=3, concurrency=16)
+        run = launch(
+            owner,
+            f"overhead-{repeat}",
+            train,
+            val,
+            task_lm=server.lm(),
+            reflection_lm=server.lm(),
+            budget={"max_metric_calls": budget},
+            minibatch_size=3,
+            concurrency=16,
+        )
         started = time.perf_counter()
         runner.execute_run(run.pk)
         wall = time.perf_counter() - started
@@ -414,7 +557,11 @@ def overhead(owner, server: EchoServer, pool_target: int = 300, from_pool: int =
         assert run.candidates.count() >= pool_target, run.candidates.count()
         return (*timers.summary(from_pool), wall)
 
-    results: dict[str, list[tuple[float, float, int, float]]] = {"bare": [], "bare+run_dir": [], "ours": []}
+    results: dict[str, list[tuple[float, float, int, float]]] = {
+        "bare": [],
+        "bare+run_dir": [],
+        "ours": [],
+    }
     for repeat in range(repeats):  # interleaved, so a busy neighbour slows all three alike
         results["bare"].append(bare_gepa(None))
         results["bare+run_dir"].append(bare_gepa(str(Path(DATA_DIR) / f"bare-{repeat}")))
@@ -423,42 +570,65 @@ def overhead(owner, server: EchoServer, pool_target: int = 300, from_pool: int =
     def line(name: str) -> tuple[float, str]:
         outside = [r[0] for r in results[name]]
         median = statistics.median(outside)
-        return median, (f"{median:7.1f} ms  (runs {', '.join(f'{o:.1f}' for o in outside)}; gepa's _log_candidate_tree "
-                        f"{statistics.median(r[1] for r in results[name]):.1f} ms; {results[name][0][2]} iterations a run; "
-                        f"whole run {statistics.median(r[3] for r in results[name]):.1f} s)")
+        return median, (
+            f"{median:7.1f} ms  (runs {', '.join(f'{o:.1f}' for o in outside)}; gepa's _log_candidate_tree "
+            f"{statistics.median(r[1] for r in results[name]):.1f} ms; {results[name][0][2]} iterations a run; "
+            f"whole run {statistics.median(r[3] for r in results[name]):.1f} s)"
+        )
 
     bare, bare_text = line("bare")
     bare_dir, bare_dir_text = line("bare+run_dir")
     our, our_text = line("ours")
-    print(f"2. Overhead per iteration outside LM work, pool of {from_pool}-{pool_target} candidates (0 ms per call), "
-          f"median of {repeats} runs (each run: the median over its iterations)")
+    print(
+        f"2. Overhead per iteration outside LM work, pool of {from_pool}-{pool_target} candidates (0 ms per call), "
+        f"median of {repeats} runs (each run: the median over its iterations)"
+    )
     print(f"   bare gepa + our adapter, no run_dir:      {bare_text}")
     print(f"   bare gepa + our adapter, gepa's run_dir:  {bare_dir_text}")
     print(f"   our runner (rows, events, checkpoint):    {our_text}")
-    print(f"   ours minus bare gepa without a run_dir: {our - bare:.1f} ms per iteration (target <= 10 ms); "
-          f"minus bare gepa with its run_dir: {our - bare_dir:.1f} ms")
+    print(
+        f"   ours minus bare gepa without a run_dir: {our - bare:.1f} ms per iteration (target <= 10 ms); "
+        f"minus bare gepa with its run_dir: {our - bare_dir:.1f} ms"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-overhead", action="store_true")
-    parser.add_argument("--repeats", type=int, default=3, help="runs of each contender in the throughput part")
-    parser.add_argument("--pool", type=int, default=300, help="candidates in the pool for the overhead part")
-    parser.add_argument("--overhead-repeats", type=int, default=3, help="runs of each contender in the overhead part")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="runs of each contender in the throughput part"
+    )
+    parser.add_argument(
+        "--pool", type=int, default=300, help="candidates in the pool for the overhead part"
+    )
+    parser.add_argument(
+        "--overhead-repeats",
+        type=int,
+        default=3,
+        help="runs of each contender in the overhead part",
+    )
     args = parser.parse_args()
     # The endpoints first: forked while the bench has no other thread and no database connection.
     endpoint_s = 0.1
     slow = None if args.skip_throughput else EchoServer(latency_s=endpoint_s)
     instant = None if args.skip_overhead else EchoServer(latency_s=0.0)
     call_command("migrate", verbosity=0)
-    owner = get_user_model().objects.create_superuser("bench")  # an operator: may give endpoints inline
+    owner = get_user_model().objects.create_superuser(
+        "bench"
+    )  # an operator: may give endpoints inline
     verifier_create(owner=owner, spec=SPEC)
     if slow is not None:
         fair_throughput(owner, slow, repeats=args.repeats, latency_s=endpoint_s)
         slow.close()
     if instant is not None:
-        overhead(owner, instant, pool_target=args.pool, from_pool=args.pool - 20, repeats=args.overhead_repeats)
+        overhead(
+            owner,
+            instant,
+            pool_target=args.pool,
+            from_pool=args.pool - 20,
+            repeats=args.overhead_repeats,
+        )
         instant.close()
 
 

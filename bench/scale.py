@@ -51,7 +51,9 @@ from urllib.parse import urlsplit, urlunsplit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-DATABASE_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/frontier_bench")
+DATABASE_URL = os.environ.get(
+    "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/frontier_bench"
+)
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/15")
 PREFIX = f"bench-scale-{os.getpid()}"
 ENV = {
@@ -65,7 +67,6 @@ ENV = {
     "DJANGO_SETTINGS_MODULE": "dashboard.settings",
 }
 CHROMIUM = os.environ.get("FRONTIER_CHROMIUM", "/usr/bin/chromium")
-
 
 
 # An evaluation's stored result in the engine's shape (two verifiers, one check each):
@@ -93,7 +94,9 @@ def _result(score: float, per_verifier: dict[str, float]) -> dict:
                     "required": False,
                     "score": s,
                     "skipped": False,
-                    "reason": "" if s >= 1.0 else f"{vid}: must mention the refund window (expected: '30 days')",
+                    "reason": ""
+                    if s >= 1.0
+                    else f"{vid}: must mention the refund window (expected: '30 days')",
                 }
             ],
         }
@@ -114,7 +117,9 @@ def _result(score: float, per_verifier: dict[str, float]) -> dict:
 def _refuse_defaults() -> None:
     db = urlsplit(DATABASE_URL).path.lstrip("/")
     if db in ("", "postgres", "frontier") or urlsplit(REDIS_URL).path.strip("/") in ("", "0"):
-        raise SystemExit("bench/scale.py: use a database and a Redis DB of its own (BENCH_DATABASE_URL, BENCH_REDIS_URL), not the defaults")
+        raise SystemExit(
+            "bench/scale.py: use a database and a Redis DB of its own (BENCH_DATABASE_URL, BENCH_REDIS_URL), not the defaults"
+        )
 
 
 def ensure_database() -> None:
@@ -166,31 +171,65 @@ def build_scale_run(*, owner, candidates: int, val_tasks: int, seed: int = 11):
     name = f"scale {candidates}x{val_tasks}"
     task_set = TaskSet.objects.create(owner=owner, name=f"{name} tasks {uuid.uuid4().hex[:6]}")
     tasks = Task.objects.bulk_create(
-        [Task(task_set=task_set, task_id=f"t{i:04d}", position=i, input=f"Customer {i}: can I get a refund after {i % 40} days?",
-              metadata={"expectations": {"mustMention": [{"text": "30 days", "message": "state the window"}]}}, split=Split.VAL)
-         for i in range(val_tasks)],
+        [
+            Task(
+                task_set=task_set,
+                task_id=f"t{i:04d}",
+                position=i,
+                input=f"Customer {i}: can I get a refund after {i % 40} days?",
+                metadata={
+                    "expectations": {
+                        "mustMention": [{"text": "30 days", "message": "state the window"}]
+                    }
+                },
+                split=Split.VAL,
+            )
+            for i in range(val_tasks)
+        ],
         batch_size=2000,
     )
     keys = [t.task_id for t in tasks]
     budget = val_tasks * candidates * 3
     run = Run.objects.create(
-        owner=owner, name=name, task_set=task_set,
-        config={"task_lm": {"provider": "demo", "model": "sim"}, "reflection_lm": {"provider": "demo", "model": "sim"}, "budget": budget},
-        verifier_specs=[{"id": vid, "name": vid.title(), "kind": "native", "checks": []} for vid in VERIFIER_IDS],
-        tasks_snapshot=[dict(t.as_row(), split=t.split) for t in tasks], status=RunStatus.COMPLETED, phase="finished",
-        budget_total=budget, started_at=timezone.now(), finished_at=timezone.now(),
+        owner=owner,
+        name=name,
+        task_set=task_set,
+        config={
+            "task_lm": {"provider": "demo", "model": "sim"},
+            "reflection_lm": {"provider": "demo", "model": "sim"},
+            "budget": budget,
+        },
+        verifier_specs=[
+            {"id": vid, "name": vid.title(), "kind": "native", "checks": []} for vid in VERIFIER_IDS
+        ],
+        tasks_snapshot=[dict(t.as_row(), split=t.split) for t in tasks],
+        status=RunStatus.COMPLETED,
+        phase="finished",
+        budget_total=budget,
+        started_at=timezone.now(),
+        finished_at=timezone.now(),
     )
     # Scores: each child near its parent's mean, a little better on average (as in a real run).
     means: list[float] = []
     vectors: dict[int, tuple[float, ...]] = {}
     rows: list[Candidate] = []
-    events: list[tuple[str, dict]] = [(ev.RUN_STATUS, {"status": RunStatus.RUNNING, "phase": "seed evaluation"})]
+    events: list[tuple[str, dict]] = [
+        (ev.RUN_STATUS, {"status": RunStatus.RUNNING, "phase": "seed evaluation"})
+    ]
     seq = 0
 
-    def flush_events() -> None:  # streamed: a 10,000-candidate run's candidate.new payloads hold 10M scores
+    def flush_events() -> (
+        None
+    ):  # streamed: a 10,000-candidate run's candidate.new payloads hold 10M scores
         nonlocal seq
-        store_rejected_marks(RunEvent.objects.bulk_create(
-            [RunEvent(run=run, seq=seq + k, type=t, payload=d) for k, (t, d) in enumerate(events, start=1)]))
+        store_rejected_marks(
+            RunEvent.objects.bulk_create(
+                [
+                    RunEvent(run=run, seq=seq + k, type=t, payload=d)
+                    for k, (t, d) in enumerate(events, start=1)
+                ]
+            )
+        )
         seq += len(events)
         events.clear()
 
@@ -208,76 +247,179 @@ def build_scale_run(*, owner, candidates: int, val_tasks: int, seed: int = 11):
         vectors[index] = scores
         mean = sum(scores) / val_tasks
         means.append(mean)
-        objective = {vid: round(min(1.0, max(0.0, mean + rng.uniform(-0.1, 0.1))), 3) for vid in VERIFIER_IDS}
+        objective = {
+            vid: round(min(1.0, max(0.0, mean + rng.uniform(-0.1, 0.1))), 3) for vid in VERIFIER_IDS
+        }
         text = f"You are a support agent. Answer the customer's refund question.\nRule {index}: always state the 30 days refund window."
         verdicts = [_verdict(s) for s in scores]
         task_scores, summary = val_summary(
-            (k, s, v, 60, 30 + index % 20, 12.0) for k, s, v in zip(keys, scores, verdicts, strict=True)
+            (k, s, v, 60, 30 + index % 20, 12.0)
+            for k, s, v in zip(keys, scores, verdicts, strict=True)
         )
         if index:
             metric_calls += 3 + val_tasks
             for _ in range(2):  # gepa rejects more rewrites than it accepts
-                events.append((ev.PROPOSAL, {
-                    "iteration": index, "parent": parents[0], "components": ["system_prompt"], "accepted": False,
-                    "candidate": None, "before": 2.0, "after": 1.4, "minibatch": keys[:3],
-                    "texts": {"system_prompt": "A rejected rewrite. " * 20}, "reasoning": "It did not help. " * 20,
-                    "metric_calls": metric_calls - 2, "cost": 0.0,
-                }))
-            events.append((ev.PROPOSAL, {
-                "iteration": index, "parent": parents[0], "components": ["system_prompt"], "accepted": True,
-                "candidate": index, "before": 1.2, "after": 2.1, "minibatch": keys[:3], "texts": {"system_prompt": text},
-                "reasoning": "The feedback asks for the refund window. " * 10, "metric_calls": metric_calls, "cost": 0.0,
-            }))
-            events.append((ev.TRIALS, {"candidate": None, "split": Split.TRAIN, "items": [
-                {"task_key": k, "score": 0.7, "verdict": "borderline", "output": "Refunds are possible within 30 days. " * 5,
-                 "reasons": ["policy: must mention the refund window (expected: '30 days')"]} for k in keys[:3]]}))
-        events.append((ev.CANDIDATE_NEW, {
-            "index": index, "parents": parents, "origin": origin, "iteration": index, "metric_calls": metric_calls,
-            "val_score": mean, "objective_scores": objective, "task_scores": task_scores,
-            "verdicts": dict(zip(keys, verdicts, strict=True)), "prompt_chars": len(text), "prompt_tokens": 60,
-            "mean_output_tokens": summary["mean_output_tokens"], "mean_latency_ms": 12.0, "components": {"system_prompt": text},
-        }))
+                events.append(
+                    (
+                        ev.PROPOSAL,
+                        {
+                            "iteration": index,
+                            "parent": parents[0],
+                            "components": ["system_prompt"],
+                            "accepted": False,
+                            "candidate": None,
+                            "before": 2.0,
+                            "after": 1.4,
+                            "minibatch": keys[:3],
+                            "texts": {"system_prompt": "A rejected rewrite. " * 20},
+                            "reasoning": "It did not help. " * 20,
+                            "metric_calls": metric_calls - 2,
+                            "cost": 0.0,
+                        },
+                    )
+                )
+            events.append(
+                (
+                    ev.PROPOSAL,
+                    {
+                        "iteration": index,
+                        "parent": parents[0],
+                        "components": ["system_prompt"],
+                        "accepted": True,
+                        "candidate": index,
+                        "before": 1.2,
+                        "after": 2.1,
+                        "minibatch": keys[:3],
+                        "texts": {"system_prompt": text},
+                        "reasoning": "The feedback asks for the refund window. " * 10,
+                        "metric_calls": metric_calls,
+                        "cost": 0.0,
+                    },
+                )
+            )
+            events.append(
+                (
+                    ev.TRIALS,
+                    {
+                        "candidate": None,
+                        "split": Split.TRAIN,
+                        "items": [
+                            {
+                                "task_key": k,
+                                "score": 0.7,
+                                "verdict": "borderline",
+                                "output": "Refunds are possible within 30 days. " * 5,
+                                "reasons": [
+                                    "policy: must mention the refund window (expected: '30 days')"
+                                ],
+                            }
+                            for k in keys[:3]
+                        ],
+                    },
+                )
+            )
+        events.append(
+            (
+                ev.CANDIDATE_NEW,
+                {
+                    "index": index,
+                    "parents": parents,
+                    "origin": origin,
+                    "iteration": index,
+                    "metric_calls": metric_calls,
+                    "val_score": mean,
+                    "objective_scores": objective,
+                    "task_scores": task_scores,
+                    "verdicts": dict(zip(keys, verdicts, strict=True)),
+                    "prompt_chars": len(text),
+                    "prompt_tokens": 60,
+                    "mean_output_tokens": summary["mean_output_tokens"],
+                    "mean_latency_ms": 12.0,
+                    "components": {"system_prompt": text},
+                },
+            )
+        )
         events.append((ev.RUN_BUDGET, {"used": metric_calls, "total": budget}))
         if len(events) > 1000:
             flush_events()
-        rows.append(Candidate(
-            run=run, index=index, components={"system_prompt": text}, parents=parents, origin=origin, iteration=index,
-            metric_calls=metric_calls, val_score=mean, objective_scores=objective,
-            reflection="" if index == 0 else "The feedback asks for the refund window.",
-            val_task_scores=task_scores, val_summary=summary,
-        ))
+        rows.append(
+            Candidate(
+                run=run,
+                index=index,
+                components={"system_prompt": text},
+                parents=parents,
+                origin=origin,
+                iteration=index,
+                metric_calls=metric_calls,
+                val_score=mean,
+                objective_scores=objective,
+                reflection="" if index == 0 else "The feedback asks for the refund window.",
+                val_task_scores=task_scores,
+                val_summary=summary,
+            )
+        )
     members = set(_front(vectors, front_members, keys))
     for row in rows:
         row.on_front = row.index in members
     best = max(range(candidates), key=lambda i: (means[i], -i))
-    events.append((ev.FRONT_UPDATED, {"members": sorted(members), "leaders": {}, "best_index": best, "best_score": means[best]}))
-    events.append((ev.RUN_FINISHED, {"status": RunStatus.COMPLETED, "best_index": best, "best_score": means[best],
-                                      "seed_score": means[0], "metric_calls": metric_calls}))
+    events.append(
+        (
+            ev.FRONT_UPDATED,
+            {
+                "members": sorted(members),
+                "leaders": {},
+                "best_index": best,
+                "best_score": means[best],
+            },
+        )
+    )
+    events.append(
+        (
+            ev.RUN_FINISHED,
+            {
+                "status": RunStatus.COMPLETED,
+                "best_index": best,
+                "best_score": means[best],
+                "seed_score": means[0],
+                "metric_calls": metric_calls,
+            },
+        )
+    )
     flush_events()
     Candidate.objects.bulk_create(rows, batch_size=1000)
     del rows
     pks = dict(Candidate.objects.filter(run=run).values_list("index", "pk"))
     task_pks = [t.pk for t in tasks]
     results = {}  # one engine result (the factory's shape) per distinct score, shared by rows
-    copy_sql = ("COPY optimizer_evaluation (candidate_id, task_id, task_key, split, output, score, verdict, passed, result, "
-                "feedback, attempts, latency_ms, tokens_in, tokens_out, judge_tokens_in, judge_tokens_out, cost, created_at) FROM STDIN")
+    copy_sql = (
+        "COPY optimizer_evaluation (candidate_id, task_id, task_key, split, output, score, verdict, passed, result, "
+        "feedback, attempts, latency_ms, tokens_in, tokens_out, judge_tokens_in, judge_tokens_out, cost, created_at) FROM STDIN"
+    )
     now = timezone.now().isoformat()
     with transaction.atomic(), connection.cursor() as cursor, cursor.cursor.copy(copy_sql) as copy:
         for index, scores in vectors.items():
             out = []
             for key, task_pk, score in zip(keys, task_pks, scores, strict=True):
                 if score not in results:
-                    results[score] = _copy_text(json.dumps(_result(score, dict.fromkeys(VERIFIER_IDS, score))))
-                out.append(f"{pks[index]}\t{task_pk}\t{key}\tval\tRefunds are possible within 30 days (candidate {index}, {key}).\t"
-                           f"{score}\t{_verdict(score)}\t{'t' if score >= 1.0 else 'f'}\t{results[score]}\t\t[]\t12.0\t60\t"
-                           f"{30 + index % 20}\t0\t0\t0\t{now}\n")
+                    results[score] = _copy_text(
+                        json.dumps(_result(score, dict.fromkeys(VERIFIER_IDS, score)))
+                    )
+                out.append(
+                    f"{pks[index]}\t{task_pk}\t{key}\tval\tRefunds are possible within 30 days (candidate {index}, {key}).\t"
+                    f"{score}\t{_verdict(score)}\t{'t' if score >= 1.0 else 'f'}\t{results[score]}\t\t[]\t12.0\t60\t"
+                    f"{30 + index % 20}\t0\t0\t0\t{now}\n"
+                )
             copy.write("".join(out))
     run_progress(run.pk).update(last_seq=seq, budget_used=metric_calls)
     Run.objects.filter(pk=run.pk).update(
-        seed_score=means[0], best_score=means[best], best_candidate_id=pks[best],
+        seed_score=means[0],
+        best_score=means[best],
+        best_candidate_id=pks[best],
     )
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE optimizer_evaluation; ANALYZE optimizer_candidate; ANALYZE optimizer_runevent")
+        cursor.execute(
+            "ANALYZE optimizer_evaluation; ANALYZE optimizer_candidate; ANALYZE optimizer_runevent"
+        )
     run.refresh_from_db()
     return run
 
@@ -325,7 +467,10 @@ def free_port() -> int:
 def start_daphne(port: int) -> subprocess.Popen:
     process = subprocess.Popen(
         [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=ROOT, env={**os.environ, **ENV}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env={**os.environ, **ENV},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -334,7 +479,9 @@ def start_daphne(port: int) -> subprocess.Popen:
                 return process
         except OSError:
             if process.poll() is not None:
-                raise SystemExit(f"the web process exited: {process.stderr.read().decode()[-2000:]}") from None
+                raise SystemExit(
+                    f"the web process exited: {process.stderr.read().decode()[-2000:]}"
+                ) from None
             time.sleep(0.2)
     raise SystemExit("the web process did not start within 60 s")
 
@@ -373,9 +520,11 @@ PAGE_STATE = """(charts) => ({
 def collect_static(root: Path) -> None:
     """collectstatic for a checkout that serves hashed static files (an older one
     serves them through Django's development handler: nothing to do)."""
-    script = ("import django; django.setup()\n"
-              "try:\n    from dashboard.staticfiles import collect_static_files\nexcept ImportError:\n    pass\n"
-              "else:\n    collect_static_files(log=print)")
+    script = (
+        "import django; django.setup()\n"
+        "try:\n    from dashboard.staticfiles import collect_static_files\nexcept ImportError:\n    pass\n"
+        "else:\n    collect_static_files(log=print)"
+    )
     subprocess.run([sys.executable, "-c", script], cwd=root, env={**os.environ, **ENV}, check=True)
 
 
@@ -391,11 +540,18 @@ def load_cold(browser, base: str, session: str, url: str) -> dict:
     cdp.send("Network.setCacheDisabled", {"cacheDisabled": False})
     urls: dict[str, str] = {}
     sizes: dict[str, int] = {}
-    cdp.on("Network.responseReceived", lambda e: urls.__setitem__(e["requestId"], e["response"]["url"]))
-    cdp.on("Network.loadingFinished", lambda e: sizes.__setitem__(e["requestId"], e["encodedDataLength"]))
+    cdp.on(
+        "Network.responseReceived", lambda e: urls.__setitem__(e["requestId"], e["response"]["url"])
+    )
+    cdp.on(
+        "Network.loadingFinished",
+        lambda e: sizes.__setitem__(e["requestId"], e["encodedDataLength"]),
+    )
     page.goto(url)
     deadline = time.monotonic() + 120
-    while True:  # polled through the debugging protocol: the CSP forbids page.wait_for_function's eval
+    while (
+        True
+    ):  # polled through the debugging protocol: the CSP forbids page.wait_for_function's eval
         state = page.evaluate(PAGE_STATE, RUN_PAGE_CHARTS)
         if state["live"] is not None and all(t is not None for t in state["drawn"]):
             break
@@ -407,16 +563,30 @@ def load_cold(browser, base: str, session: str, url: str) -> dict:
     by_kind: dict[str, int] = {}
     for request_id, size in sizes.items():
         address = urls.get(request_id, "")
-        kind = ("plotly" if "plotly" in address else "snapshot" if "snapshot.json" in address
-                else "static" if "/static/" in address else "page and other")
+        kind = (
+            "plotly"
+            if "plotly" in address
+            else "snapshot"
+            if "snapshot.json" in address
+            else "static"
+            if "/static/" in address
+            else "page and other"
+        )
         by_kind[kind] = by_kind.get(kind, 0) + size
     context.close()
     charts = dict(zip(RUN_PAGE_CHARTS, state["drawn"], strict=True))
-    return {"ms": max(state["live"], *state["drawn"]), "bytes": sum(sizes.values()), "by_kind": by_kind,
-            "marks": {**marks, **{f"drawn {k[6:]}": round(v) for k, v in charts.items()}}, "no_webgl": state["noWebGL"]}
+    return {
+        "ms": max(state["live"], *state["drawn"]),
+        "bytes": sum(sizes.values()),
+        "by_kind": by_kind,
+        "marks": {**marks, **{f"drawn {k[6:]}": round(v) for k, v in charts.items()}},
+        "no_webgl": state["noWebGL"],
+    }
 
 
-def measure_page_live(run_ids: list[int], session: str, repeat: int, roots: dict[str, Path]) -> dict[str, dict[int, list[dict]]]:
+def measure_page_live(
+    run_ids: list[int], session: str, repeat: int, roots: dict[str, Path]
+) -> dict[str, dict[int, list[dict]]]:
     """For each checkout in `roots` (label → path): its server, then per run one
     warm-up load and `repeat` cold ones."""
     global ROOT
@@ -425,7 +595,10 @@ def measure_page_live(run_ids: list[int], session: str, repeat: int, roots: dict
     out: dict[str, dict[int, list[dict]]] = {}
     ours = ROOT
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
         for label, root in roots.items():
             collect_static(root)
             ROOT = root  # start_daphne serves the checkout at ROOT (its `manage.py serve`)
@@ -436,7 +609,10 @@ def measure_page_live(run_ids: list[int], session: str, repeat: int, roots: dict
             try:
                 for run_id in run_ids:
                     load_cold(browser, base, session, f"{base}/runs/{run_id}/")  # warms the server
-                    out.setdefault(label, {})[run_id] = [load_cold(browser, base, session, f"{base}/runs/{run_id}/") for _ in range(repeat)]
+                    out.setdefault(label, {})[run_id] = [
+                        load_cold(browser, base, session, f"{base}/runs/{run_id}/")
+                        for _ in range(repeat)
+                    ]
             finally:
                 server.terminate()
                 server.wait(timeout=20)
@@ -448,16 +624,25 @@ def load_figures(loads: list[dict]) -> str:
     ms = [load["ms"] for load in loads]
     mb = [load["bytes"] / 1e6 for load in loads]
     kinds = sorted({k for load in loads for k in load["by_kind"]})
-    split = ", ".join(f"{k} {statistics.median(load['by_kind'].get(k, 0) for load in loads) / 1e6:.2f}" for k in kinds)
+    split = ", ".join(
+        f"{k} {statistics.median(load['by_kind'].get(k, 0) for load in loads) / 1e6:.2f}"
+        for k in kinds
+    )
     webgl = {c for load in loads for c in load["no_webgl"]}
-    return (f"{statistics.median(mb):.2f} MB over the wire (min {min(mb):.2f}, max {max(mb):.2f}; {split}), "
-            f"every chart drawn and live after {spread(ms)}" + (f"; NOT DRAWN (no WebGL): {sorted(webgl)}" if webgl else ""))
+    return (
+        f"{statistics.median(mb):.2f} MB over the wire (min {min(mb):.2f}, max {max(mb):.2f}; {split}), "
+        f"every chart drawn and live after {spread(ms)}"
+        + (f"; NOT DRAWN (no WebGL): {sorted(webgl)}" if webgl else "")
+    )
 
 
 def boot_steps(loads: list[dict]) -> str:
     """Each step of the page's boot (run-page.js bootMs: ms since navigation when
     it ended), the median over the loads, with the step's own share."""
-    names = sorted({k for marks in loads for k in marks}, key=lambda k: statistics.median(m.get(k, 0) for m in loads))
+    names = sorted(
+        {k for marks in loads for k in marks},
+        key=lambda k: statistics.median(m.get(k, 0) for m in loads),
+    )
     out, before = [], 0
     for name in names:
         at = statistics.median(m[name] for m in loads if name in m)
@@ -470,10 +655,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="2000x300", help="comma-separated CANDIDATESxTASKS")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--reuse", action="store_true", help="measure runs of these sizes built by an earlier invocation")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="measure runs of these sizes built by an earlier invocation",
+    )
     parser.add_argument("--drop", action="store_true", help="drop the bench database at the end")
     parser.add_argument("--no-browser", action="store_true")
-    parser.add_argument("--baseline", help="another checkout (e.g. a worktree of main) whose server is measured beside ours")
+    parser.add_argument(
+        "--baseline",
+        help="another checkout (e.g. a worktree of main) whose server is measured beside ours",
+    )
     args = parser.parse_args()
     sizes = [tuple(int(n) for n in size.lower().split("x")) for size in args.sizes.split(",")]
 
@@ -492,40 +684,77 @@ def main() -> None:
         from optimizer.models import Run
 
         call_command("migrate", verbosity=0)
-        user, _ = get_user_model().objects.get_or_create(username="bench-scale", defaults={"is_superuser": False})
+        user, _ = get_user_model().objects.get_or_create(
+            username="bench-scale", defaults={"is_superuser": False}
+        )
         client = Client()
         client.force_login(user)
         runs = []
         for candidates, tasks in sizes:
             name = f"scale {candidates}x{tasks}"
-            run = Run.objects.filter(owner=user, name=name).order_by("-pk").first() if args.reuse else None
+            run = (
+                Run.objects.filter(owner=user, name=name).order_by("-pk").first()
+                if args.reuse
+                else None
+            )
             if run is None:
                 started = time.perf_counter()
                 run = build_scale_run(owner=user, candidates=candidates, val_tasks=tasks)
-                print(f"[{name}] built run {run.pk} ({candidates * tasks:,} evaluations) in {time.perf_counter() - started:.0f} s", flush=True)
+                print(
+                    f"[{name}] built run {run.pk} ({candidates * tasks:,} evaluations) in {time.perf_counter() - started:.0f} s",
+                    flush=True,
+                )
             runs.append(run)
-            times, size, queries = measure_view(client, f"/runs/{run.pk}/snapshot.json", args.repeat)
+            times, size, queries = measure_view(
+                client, f"/runs/{run.pk}/snapshot.json", args.repeat
+            )
             snap = json.loads(client.get(f"/runs/{run.pk}/snapshot.json").content)
-            print(f"[{name}] snapshot.json: {size / 1e6:.2f} MB, {queries} queries, server time {spread(times)}; "
-                  f"heatmap rows {len(snap['rows'])} of {len(snap['candidates']['index'])}", flush=True)
+            print(
+                f"[{name}] snapshot.json: {size / 1e6:.2f} MB, {queries} queries, server time {spread(times)}; "
+                f"heatmap rows {len(snap['rows'])} of {len(snap['candidates']['index'])}",
+                flush=True,
+            )
             times, size, queries = measure_view(client, f"/runs/{run.pk}/scores.json", args.repeat)
-            print(f"[{name}] scores.json (500 more heatmap rows): {size / 1e6:.2f} MB, {queries} queries, server time {spread(times)}", flush=True)
+            print(
+                f"[{name}] scores.json (500 more heatmap rows): {size / 1e6:.2f} MB, {queries} queries, server time {spread(times)}",
+                flush=True,
+            )
             middle = candidates // 2
-            times, size, queries = measure_view(client, f"/runs/{run.pk}/candidates/{middle}/", args.repeat)
-            print(f"[{name}] candidate page (#{middle}, {tasks} evaluations): {queries} queries, server time {spread(times)}", flush=True)
-            picks = "&".join(f"c={i}" for i in (0, candidates // 4, candidates // 2, 3 * candidates // 4, candidates - 1))
-            times, size, queries = measure_view(client, f"/runs/{run.pk}/compare/?{picks}", args.repeat)
-            print(f"[{name}] compare view (5 candidates): {queries} queries, server time {spread(times)}", flush=True)
+            times, size, queries = measure_view(
+                client, f"/runs/{run.pk}/candidates/{middle}/", args.repeat
+            )
+            print(
+                f"[{name}] candidate page (#{middle}, {tasks} evaluations): {queries} queries, server time {spread(times)}",
+                flush=True,
+            )
+            picks = "&".join(
+                f"c={i}"
+                for i in (0, candidates // 4, candidates // 2, 3 * candidates // 4, candidates - 1)
+            )
+            times, size, queries = measure_view(
+                client, f"/runs/{run.pk}/compare/?{picks}", args.repeat
+            )
+            print(
+                f"[{name}] compare view (5 candidates): {queries} queries, server time {spread(times)}",
+                flush=True,
+            )
         if not args.no_browser:
             session = client.cookies["sessionid"].value
             connections.close_all()
-            roots = {"this checkout": ROOT} | ({"baseline": Path(args.baseline).resolve()} if args.baseline else {})
+            roots = {"this checkout": ROOT} | (
+                {"baseline": Path(args.baseline).resolve()} if args.baseline else {}
+            )
             loads = measure_page_live([run.pk for run in runs], session, args.repeat, roots)
             for run in runs:
                 for label in roots:
-                    print(f"[{run.name}] run page, cold cache, {label} ({roots[label]}): {load_figures(loads[label][run.pk])}", flush=True)
-                    print(f"[{run.name}]   its steps, ms since navigation (median): {boot_steps([load['marks'] for load in loads[label][run.pk]])}",
-                          flush=True)
+                    print(
+                        f"[{run.name}] run page, cold cache, {label} ({roots[label]}): {load_figures(loads[label][run.pk])}",
+                        flush=True,
+                    )
+                    print(
+                        f"[{run.name}]   its steps, ms since navigation (median): {boot_steps([load['marks'] for load in loads[label][run.pk]])}",
+                        flush=True,
+                    )
         connections.close_all()
     finally:
         if args.drop:

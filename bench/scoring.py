@@ -44,19 +44,27 @@ FACILITY_SPEC = {
     "checks": [
         {"id": "field-labels", "type": "task_expectations", "weight": 4, "params": {}},
         {"id": "valid-json", "type": "json_valid", "weight": 2, "params": {}},
-        {"id": "required-keys", "type": "json_keys", "weight": 1,
-         "params": {"requiredKeys": ["urgency", "sentiment", "categories"]}},
+        {
+            "id": "required-keys",
+            "type": "json_keys",
+            "weight": 1,
+            "params": {"requiredKeys": ["urgency", "sentiment", "categories"]},
+        },
     ],
 }
 FACILITY_TASK = {
     "task_id": "f1",
     "input": "The lift in block C has been stuck for two days and nobody answers the phone.",
-    "metadata": {"expectations": {"mustMention": [
-        {"anyOf": ["\"urgency\": \"high\""], "message": "urgency should be high"},
-        {"text": "negative", "message": "sentiment should be negative"},
-        {"anyOf": ["elevator", "lift"], "message": "categories should include elevator"},
-        {"text": "maintenance", "message": "categories should include maintenance"},
-    ]}},
+    "metadata": {
+        "expectations": {
+            "mustMention": [
+                {"anyOf": ['"urgency": "high"'], "message": "urgency should be high"},
+                {"text": "negative", "message": "sentiment should be negative"},
+                {"anyOf": ["elevator", "lift"], "message": "categories should include elevator"},
+                {"text": "maintenance", "message": "categories should include maintenance"},
+            ]
+        }
+    },
 }
 
 
@@ -67,7 +75,8 @@ def facility_outputs(n: int = 256) -> list[str]:
             "urgency": rng.choice(["high", "high", "medium"]),
             "sentiment": rng.choice(["negative", "negative", "neutral"]),
             "categories": rng.sample(["elevator", "maintenance", "security", "cleaning"], 2),
-            "summary": "Tenant reports the lift in block C stuck for two days; phone line unanswered. " * 2,
+            "summary": "Tenant reports the lift in block C stuck for two days; phone line unanswered. "
+            * 2,
         }
         if i % 10 == 0:
             del record["sentiment"]
@@ -101,7 +110,11 @@ def facility_by_hand(output: str, task: dict) -> tuple[float, list[str]]:
     except ValueError as exc:
         parsed, valid = None, 0.0
         reasons.append(f"not valid JSON ({exc})")
-    missing = [k for k in ("urgency", "sentiment", "categories") if not isinstance(parsed, dict) or k not in parsed]
+    missing = [
+        k
+        for k in ("urgency", "sentiment", "categories")
+        if not isinstance(parsed, dict) or k not in parsed
+    ]
     keys = 0.0 if missing else 1.0
     if missing:
         reasons.append(f"missing keys {missing}")
@@ -111,23 +124,33 @@ def facility_by_hand(output: str, task: dict) -> tuple[float, list[str]]:
 # --- (b) refund policy ---------------------------------------------------------------------
 
 REFUND_SPEC = {
-    "id": "refund-policy-quality", "name": "Refund policy quality", "kind": "native", "passThreshold": 1.0,
-    "checks": [{"id": "policy-expectations", "type": "task_expectations", "weight": 1, "params": {}}],
+    "id": "refund-policy-quality",
+    "name": "Refund policy quality",
+    "kind": "native",
+    "passThreshold": 1.0,
+    "checks": [
+        {"id": "policy-expectations", "type": "task_expectations", "weight": 1, "params": {}}
+    ],
 }
 REFUND_TASK = {
     "task_id": "r1",
     "input": "My blender arrived broken. What can you do?",
-    "metadata": {"expectations": {
-        "mustMention": [
-            {"anyOf": ["refund", "money back"], "message": "the answer should offer a refund"},
-            {"anyOf": ["30 days", "thirty days"], "message": "state the 30-day window"},
-            {"text": "receipt", "message": "ask for the receipt"},
-        ],
-        "mustNotMention": [
-            {"anyOf": ["gift card", "store credit"], "message": "do not push a gift card instead of a refund"},
-            {"text": "not our problem", "message": "never blame the customer"},
-        ],
-    }},
+    "metadata": {
+        "expectations": {
+            "mustMention": [
+                {"anyOf": ["refund", "money back"], "message": "the answer should offer a refund"},
+                {"anyOf": ["30 days", "thirty days"], "message": "state the 30-day window"},
+                {"text": "receipt", "message": "ask for the receipt"},
+            ],
+            "mustNotMention": [
+                {
+                    "anyOf": ["gift card", "store credit"],
+                    "message": "do not push a gift card instead of a refund",
+                },
+                {"text": "not our problem", "message": "never blame the customer"},
+            ],
+        }
+    },
 }
 REFUND_SENTENCES = [
     "Thank you for reaching out about your order, and I am sorry the blender arrived damaged.",
@@ -169,24 +192,43 @@ def refund_by_hand(output: str, task: dict) -> tuple[float, list[str]]:
 # --- (c) 12-check mixed ----------------------------------------------------------------------
 
 MIXED_SPEC = {
-    "id": "mixed", "name": "Mixed checks", "kind": "native",
+    "id": "mixed",
+    "name": "Mixed checks",
+    "kind": "native",
     "checks": [
         {"id": "expectations", "type": "task_expectations", "weight": 3},
         {"id": "says-elevator", "type": "contains", "params": {"value": "elevator"}},
-        {"id": "says-Block", "type": "must_contain", "params": {"value": "Block", "caseSensitive": True}},
+        {
+            "id": "says-Block",
+            "type": "must_contain",
+            "params": {"value": "Block", "caseSensitive": True},
+        },
         {"id": "no-sorry", "type": "not_contains", "params": {"value": "sorry"}},
         {"id": "no-lorem", "type": "must_not_contain", "params": {"text": "lorem ipsum"}},
-        {"id": "has-urgency", "type": "regex", "params": {"pattern": r'"urgency":\s*"(high|medium|low)"'}},
+        {
+            "id": "has-urgency",
+            "type": "regex",
+            "params": {"pattern": r'"urgency":\s*"(high|medium|low)"'},
+        },
         {"id": "no-todo", "type": "regex", "params": {"pattern": r"^(?!.*TODO)"}},
         {"id": "not-refused", "type": "equals", "params": {"value": "I cannot help with that."}},
         {"id": "long-enough", "type": "min_length", "params": {"value": 80}},
         {"id": "short-enough", "type": "max_length", "params": {"value": 400}},
         {"id": "valid-json", "type": "json_valid", "weight": 2},
-        {"id": "keys", "type": "json_keys", "params": {"keys": ["urgency", "sentiment", "categories"]}},
+        {
+            "id": "keys",
+            "type": "json_keys",
+            "params": {"keys": ["urgency", "sentiment", "categories"]},
+        },
     ],
 }
-MIXED_TASK = {**FACILITY_TASK, "metadata": {**FACILITY_TASK["metadata"],
-                                            "expectedOutputSchema": {"required": ["urgency", "summary"]}}}
+MIXED_TASK = {
+    **FACILITY_TASK,
+    "metadata": {
+        **FACILITY_TASK["metadata"],
+        "expectedOutputSchema": {"required": ["urgency", "summary"]},
+    },
+}
 _URGENCY = re.compile(r'"urgency":\s*"(high|medium|low)"')
 _NO_TODO = re.compile(r"^(?!.*TODO)")
 
@@ -195,10 +237,12 @@ def mixed_by_hand(output: str, task: dict) -> tuple[float, list[str]]:
     reasons = []
     lower = output.lower()
     scores = [3 * mentions_by_hand(lower, task, reasons)]
+
     def check(ok: bool, reason: str, weight: float = 1.0) -> None:
         scores.append(weight if ok else 0.0)
         if not ok:
             reasons.append(reason)
+
     check("elevator" in lower, "no elevator")
     check("Block" in output, "no Block")
     check("sorry" not in lower, "sorry")
@@ -214,7 +258,11 @@ def mixed_by_hand(output: str, task: dict) -> tuple[float, list[str]]:
     except ValueError as exc:
         parsed = None
         check(False, f"invalid JSON {exc}", 2.0)
-    check(isinstance(parsed, dict) and all(k in parsed for k in ("urgency", "sentiment", "categories")), "keys")
+    check(
+        isinstance(parsed, dict)
+        and all(k in parsed for k in ("urgency", "sentiment", "categories")),
+        "keys",
+    )
     return sum(scores) / 15, reasons
 
 
@@ -234,36 +282,68 @@ def rates(fns: list, outputs: list[str], count: int) -> tuple[list[float], list[
                 fn(outputs[i % n])
             per_fn[k].append(count / (time.perf_counter() - start))
     medians = [statistics.median(r) for r in per_fn]
-    ratios = [statistics.median(first / other for first, other in zip(per_fn[0], r)) for r in per_fn]
+    ratios = [
+        statistics.median(first / other for first, other in zip(per_fn[0], r)) for r in per_fn
+    ]
     return medians, ratios
 
 
 def main() -> int:
     count = OUTPUTS_PER_REPEAT // 10 if "--quick" in sys.argv else OUTPUTS_PER_REPEAT
     cases = [
-        ("(a) facility extraction, 3 checks, ~300 B JSON", FACILITY_SPEC, FACILITY_TASK, facility_outputs(), facility_by_hand),
-        ("(b) refund policy expectations, ~600 B prose", REFUND_SPEC, REFUND_TASK, refund_outputs(), refund_by_hand),
-        ("(c) 12-check mixed, ~300 B JSON", MIXED_SPEC, MIXED_TASK, facility_outputs(), mixed_by_hand),
+        (
+            "(a) facility extraction, 3 checks, ~300 B JSON",
+            FACILITY_SPEC,
+            FACILITY_TASK,
+            facility_outputs(),
+            facility_by_hand,
+        ),
+        (
+            "(b) refund policy expectations, ~600 B prose",
+            REFUND_SPEC,
+            REFUND_TASK,
+            refund_outputs(),
+            refund_by_hand,
+        ),
+        (
+            "(c) 12-check mixed, ~300 B JSON",
+            MIXED_SPEC,
+            MIXED_TASK,
+            facility_outputs(),
+            mixed_by_hand,
+        ),
     ]
     print(f"median of {REPEATS} repeats × {count:,} outputs, one core\n")
-    print(f"{'case':<48} {'engine/s':>11} {'by hand/s':>11} {'time ratio':>11} {'engine+feedback/s':>18}")
+    print(
+        f"{'case':<48} {'engine/s':>11} {'by hand/s':>11} {'time ratio':>11} {'engine+feedback/s':>18}"
+    )
     ok = True
     for label, spec, task, outputs, by_hand in cases:
         scorer = compile_specs(spec)
         scorer.score(outputs[0], task)  # compile the task row once, as in a run
         # The engine writes hits/misses/feedback lazily; the last column reads feedback too.
         (hand_rate, engine_rate, full_rate), (_, ratio, full_ratio) = rates(
-            [lambda o: by_hand(o, task), lambda o: scorer.score(o, task), lambda o: scorer.score(o, task).feedback],
+            [
+                lambda o: by_hand(o, task),
+                lambda o: scorer.score(o, task),
+                lambda o: scorer.score(o, task).feedback,
+            ],
             outputs,
             count,
         )
         ok &= ratio <= 3.0 and full_ratio <= 3.0
-        print(f"{label:<48} {engine_rate:>11,.0f} {hand_rate:>11,.0f} {ratio:>10.2f}× {full_rate:>18,.0f}")
+        print(
+            f"{label:<48} {engine_rate:>11,.0f} {hand_rate:>11,.0f} {ratio:>10.2f}× {full_rate:>18,.0f}"
+        )
         if label.startswith("(a)"):
             a_rate = engine_rate
     print()
-    print(f"target: time ratio ≤ 3× for every case (with and without feedback): {'met' if ok else 'NOT met'}")
-    print(f"target: ≥ 50,000 outputs/s for (a): {'met' if a_rate >= 50_000 else 'NOT met'} ({a_rate:,.0f}/s)")
+    print(
+        f"target: time ratio ≤ 3× for every case (with and without feedback): {'met' if ok else 'NOT met'}"
+    )
+    print(
+        f"target: ≥ 50,000 outputs/s for (a): {'met' if a_rate >= 50_000 else 'NOT met'} ({a_rate:,.0f}/s)"
+    )
     hostile()
     return 0
 
@@ -271,27 +351,46 @@ def main() -> int:
 def hostile() -> None:
     """Bounded time on hostile input (one scoring each, wall time)."""
     print("\nhostile input (one scoring each)")
-    catastrophic = compile_specs({"id": "h", "checks": [{"type": "regex", "params": {"pattern": "(a+)+$"}}]})
+    catastrophic = compile_specs(
+        {"id": "h", "checks": [{"type": "regex", "params": {"pattern": "(a+)+$"}}]}
+    )
     megabyte = "a" * 1_000_000 + "b"
     start = time.perf_counter()
     check = catastrophic.score(megabyte).verifiers[0].checks[0]
     elapsed = time.perf_counter() - start
-    print(f"  (a+)+$ against a 1 MB output: {elapsed:.2f} s, score {check.score}, reason: {check.reason}")
-    many = compile_specs({"id": "h8", "checks": [
-        {"id": f"r{i}", "type": "regex", "params": {"pattern": "(a|aa)+$"}} for i in range(8)]})
+    print(
+        f"  (a+)+$ against a 1 MB output: {elapsed:.2f} s, score {check.score}, reason: {check.reason}"
+    )
+    many = compile_specs(
+        {
+            "id": "h8",
+            "checks": [
+                {"id": f"r{i}", "type": "regex", "params": {"pattern": "(a|aa)+$"}}
+                for i in range(8)
+            ],
+        }
+    )
     start = time.perf_counter()
     checks = many.score("a" * 40 + "b").verifiers[0].checks
     many_elapsed = time.perf_counter() - start
     not_run = sum("not run" in (c.reason or "") for c in checks)
-    print(f"  8 exponential regex checks, one output: {many_elapsed:.2f} s "
-          f"({8 - not_run} timed out, {not_run} not run: the per-output regex budget)")
+    print(
+        f"  8 exponential regex checks, one output: {many_elapsed:.2f} s "
+        f"({8 - not_run} timed out, {not_run} not run: the per-output regex budget)"
+    )
     big = '{"urgency": "high", "blob": "' + "x" * 10_000_000 + '"}'
     scorer = compile_specs(MIXED_SPEC)
     start = time.perf_counter()
     result = scorer.score(big, MIXED_TASK)
-    print(f"  12-check mixed verifier on a 10 MB output: {time.perf_counter() - start:.2f} s, score {result.score:.3f}")
-    print(f"target: the catastrophic regex finishes within about a second: {'met' if elapsed < 1.5 else 'NOT met'}")
-    print(f"target: any number of them stays within about a second per output: {'met' if many_elapsed < 2.0 else 'NOT met'}")
+    print(
+        f"  12-check mixed verifier on a 10 MB output: {time.perf_counter() - start:.2f} s, score {result.score:.3f}"
+    )
+    print(
+        f"target: the catastrophic regex finishes within about a second: {'met' if elapsed < 1.5 else 'NOT met'}"
+    )
+    print(
+        f"target: any number of them stays within about a second per output: {'met' if many_elapsed < 2.0 else 'NOT met'}"
+    )
 
 
 if __name__ == "__main__":

@@ -65,23 +65,45 @@ def demo_and_adapter() -> None:
     lm = build_lm({"provider": "demo", "model": "demo"})
     huge = ("flood " + "x" * 994 + ". ") * 1000
     system = 'When the request mentions "flood", mention "pump".\n' * 50 + "z" * 500_000
-    show("demo model, a 1 MB input", timed(lambda: lm.complete([{"role": "system", "content": system},
-                                                               {"role": "user", "content": huge}])), "< 2 s")
-    rows = [{"task_id": key, "input": text, "expected": None, "params": {}, "metadata": {}} for key, text, _ in REQUESTS]
+    show(
+        "demo model, a 1 MB input",
+        timed(
+            lambda: lm.complete(
+                [{"role": "system", "content": system}, {"role": "user", "content": huge}]
+            )
+        ),
+        "< 2 s",
+    )
+    rows = [
+        {"task_id": key, "input": text, "expected": None, "params": {}, "metadata": {}}
+        for key, text, _ in REQUESTS
+    ]
     slow = build_lm({"provider": "demo", "model": "demo", "simulated_latency_ms": 100})
     adapter = FrontierAdapter(task_lm=slow, scorer=compile_specs([REFUND_SPEC]), concurrency=4)
-    show("adapter: 8 calls of 100 ms at concurrency 4", timed(lambda: adapter.evaluate(rows, {"i": "Be kind."})), "0.2 s")
+    show(
+        "adapter: 8 calls of 100 ms at concurrency 4",
+        timed(lambda: adapter.evaluate(rows, {"i": "Be kind."})),
+        "0.2 s",
+    )
 
 
 def openai_client() -> None:
     def config(server, **extra):
-        return {"provider": "openai", "model": "fake-model", "base_url": server.base_url, "api_key_env": KEY_ENV,
-                "max_retries": 0, "timeout": 5, **extra}
+        return {
+            "provider": "openai",
+            "model": "fake-model",
+            "base_url": server.base_url,
+            "api_key_env": KEY_ENV,
+            "max_retries": 0,
+            "timeout": 5,
+            **extra,
+        }
 
     def failing(lm):
         def call():
             with contextlib.suppress(LMError):
                 lm.complete([{"role": "user", "content": "hi"}])
+
         return call
 
     with FakeOpenAIServer() as server:
@@ -94,7 +116,12 @@ def openai_client() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    unreachable = {"provider": "openai", "model": "m", "base_url": f"http://127.0.0.1:{port}/v1", "api_key_env": KEY_ENV}
+    unreachable = {
+        "provider": "openai",
+        "model": "m",
+        "base_url": f"http://127.0.0.1:{port}/v1",
+        "api_key_env": KEY_ENV,
+    }
     show("check_endpoint on a closed port", timed(lambda: check_endpoint(unreachable)), "< 0.1 s")
 
 
@@ -102,8 +129,16 @@ def cancel_latency(owner) -> None:
     from optimizer.services import run_launch
 
     slow = {"provider": "demo", "model": "demo", "simulated_latency_ms": 2000}
-    run = run_launch(owner=owner, config={"task_set_id": refund_task_set(owner).pk, "verifier_ids": [REFUND_SPEC["id"]],
-                                          "task_lm": slow, "reflection_lm": slow, "budget": {"max_metric_calls": 2000}})
+    run = run_launch(
+        owner=owner,
+        config={
+            "task_set_id": refund_task_set(owner).pk,
+            "verifier_ids": [REFUND_SPEC["id"]],
+            "task_lm": slow,
+            "reflection_lm": slow,
+            "budget": {"max_metric_calls": 2000},
+        },
+    )
     worker = threading.Thread(target=runner.execute_run, args=(run.pk,))
     worker.start()
     while not Candidate.objects.filter(run=run).exists():
@@ -111,8 +146,11 @@ def cancel_latency(owner) -> None:
     started = time.perf_counter()
     Run.objects.filter(pk=run.pk).update(cancel_requested=True)
     worker.join()
-    show("cancel of a run with 2 s model calls (flag set → run ends)", time.perf_counter() - started,
-         "≤ 2 s heartbeat + ≤ 2 s call in flight")
+    show(
+        "cancel of a run with 2 s model calls (flag set → run ends)",
+        time.perf_counter() - started,
+        "≤ 2 s heartbeat + ≤ 2 s call in flight",
+    )
 
 
 def embedded_push(owner) -> None:
@@ -133,13 +171,19 @@ def embedded_push(owner) -> None:
         channel = await layer.new_channel()
         await layer.group_add(run_group(run.pk), channel)
         started = time.perf_counter()
-        await asyncio.get_running_loop().run_in_executor(None, lambda: worker_ping.delay(run.pk, "bench"))
+        await asyncio.get_running_loop().run_in_executor(
+            None, lambda: worker_ping.delay(run.pk, "bench")
+        )
         await asyncio.wait_for(layer.receive(channel), timeout=30)
         return time.perf_counter() - started
 
     ensure_worker(concurrency=1)
     try:
-        show("embedded worker task → event on the channel layer", async_to_sync(receive_one)(), "< 2 s, the bound the unit test used to assert")
+        show(
+            "embedded worker task → event on the channel layer",
+            async_to_sync(receive_one)(),
+            "< 2 s, the bound the unit test used to assert",
+        )
     finally:
         stop_worker()
 

@@ -40,9 +40,16 @@ def write_csv(path: Path, rows: int) -> None:
         writer = csv.writer(out)
         writer.writerow(["id", "question", "answer", "topic", "difficulty"])
         for i in range(rows):
-            writer.writerow([f"q{i:06d}", f"Customer {i} asks: can I return item #{i % 977}, bought {i % 60} days ago, "
-                             "without a receipt? They also mention the box is open.", f"answer {i % 13}",
-                             ("returns", "shipping", "billing")[i % 3], i % 5])
+            writer.writerow(
+                [
+                    f"q{i:06d}",
+                    f"Customer {i} asks: can I return item #{i % 977}, bought {i % 60} days ago, "
+                    "without a receipt? They also mention the box is open.",
+                    f"answer {i % 13}",
+                    ("returns", "shipping", "billing")[i % 3],
+                    i % 5,
+                ]
+            )
 
 
 def peak_rss_mb() -> float:
@@ -57,8 +64,10 @@ def measure(label: str, rows: int, size: int, work) -> None:
     work()
     _, heap_peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    print(f"{label:<34} {rows / seconds:>10,.0f} rows/s  {seconds:6.1f} s  "
-          f"peak heap {heap_peak / 2**20:6.1f} MB (file {size / 2**20:.1f} MB)  peak RSS so far {peak_rss_mb():6.1f} MB")
+    print(
+        f"{label:<34} {rows / seconds:>10,.0f} rows/s  {seconds:6.1f} s  "
+        f"peak heap {heap_peak / 2**20:6.1f} MB (file {size / 2**20:.1f} MB)  peak RSS so far {peak_rss_mb():6.1f} MB"
+    )
 
 
 def main() -> None:
@@ -74,7 +83,9 @@ def main() -> None:
 
     def preview():
         with path.open("rb") as handle:
-            report = taskset_import_preview(owner=owner, name="Big", filename=path.name, content=handle)
+            report = taskset_import_preview(
+                owner=owner, name="Big", filename=path.name, content=handle
+            )
         assert report.ok and report.report.total == rows, report.problems[:3]
 
     def import_fresh():

@@ -29,7 +29,9 @@ import gepa
 from frontier_tracker import FrontierTracker
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("example", ROOT / "examples" / "external" / "track_gepa_run.py")
+spec = importlib.util.spec_from_file_location(
+    "example", ROOT / "examples" / "external" / "track_gepa_run.py"
+)
 example = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(example)
 logging.getLogger("frontier_tracker").setLevel(logging.CRITICAL)
@@ -46,7 +48,9 @@ class Stub(BaseHTTPRequestHandler):
 
     def do_POST(self):
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        self._answer({"id": 1, "last_batch": 0} if self.path == "/api/external/runs" else {"stop": False})
+        self._answer(
+            {"id": 1, "last_batch": 0} if self.path == "/api/external/runs" else {"stop": False}
+        )
 
     def do_GET(self):
         self._answer({"stop": False, "status": "running"})
@@ -62,9 +66,17 @@ def optimize(callbacks) -> float:
 
     started = time.perf_counter()
     gepa.optimize(
-        seed_candidate={"instructions": "Answer the customer."}, trainset=example.TASKS, valset=example.TASKS,
-        adapter=example.PhraseAdapter(), reflection_lm=example.reflection_lm, max_metric_calls=2000,
-        reflection_minibatch_size=2, logger=Quiet(), seed=0, display_progress_bar=False, callbacks=callbacks,
+        seed_candidate={"instructions": "Answer the customer."},
+        trainset=example.TASKS,
+        valset=example.TASKS,
+        adapter=example.PhraseAdapter(),
+        reflection_lm=example.reflection_lm,
+        max_metric_calls=2000,
+        reflection_minibatch_size=2,
+        logger=Quiet(),
+        seed=0,
+        display_progress_bar=False,
+        callbacks=callbacks,
         stop_callbacks=[c.stopper for c in callbacks],
     )
     return time.perf_counter() - started
@@ -82,8 +94,12 @@ def main() -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     cases = {
         "no tracker": list,
-        "tracker, server unreachable": lambda: [FrontierTracker(f"http://127.0.0.1:{free_port()}", "ft_x", max_backoff=0.5)],
-        "tracker, server answering": lambda: [FrontierTracker(f"http://127.0.0.1:{server.server_port}", "ft_x")],
+        "tracker, server unreachable": lambda: [
+            FrontierTracker(f"http://127.0.0.1:{free_port()}", "ft_x", max_backoff=0.5)
+        ],
+        "tracker, server answering": lambda: [
+            FrontierTracker(f"http://127.0.0.1:{server.server_port}", "ft_x")
+        ],
     }
     for name, make in cases.items():
         times = []
@@ -92,8 +108,10 @@ def main() -> None:
             times.append(optimize(trackers))
             for tracker in trackers:
                 tracker.close(timeout=0 if "unreachable" in name else 10)
-        print(f"{name:30s} gepa.optimize median {statistics.median(times) * 1000:7.1f} ms  (min {min(times) * 1000:.1f}, "
-              f"max {max(times) * 1000:.1f}; {repeats} runs, 2,000 metric calls each)")
+        print(
+            f"{name:30s} gepa.optimize median {statistics.median(times) * 1000:7.1f} ms  (min {min(times) * 1000:.1f}, "
+            f"max {max(times) * 1000:.1f}; {repeats} runs, 2,000 metric calls each)"
+        )
     server.shutdown()
 
 

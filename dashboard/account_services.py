@@ -17,7 +17,9 @@ def api_token_create(*, user, name: str) -> tuple[ApiToken, str]:
     if "\x00" in name:  # PostgreSQL text cannot hold U+0000
         raise ValueError("name: contains a NUL character (U+0000), which cannot be stored")
     token = ApiToken.generate()
-    api_token = ApiToken.objects.create(user=user, name=name, prefix=token[:8], digest=ApiToken.hash(token))
+    api_token = ApiToken.objects.create(
+        user=user, name=name, prefix=token[:8], digest=ApiToken.hash(token)
+    )
     return api_token, token
 
 

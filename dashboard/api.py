@@ -73,7 +73,12 @@ def _docs_auth(view):
         except TokenThrottled:
             return _retry_later(JsonResponse(error_body(THROTTLED_DETAIL), status=429))
         if anonymous:
-            return JsonResponse(error_body("Authentication required: log in, or send Authorization: Bearer <token>"), status=401)
+            return JsonResponse(
+                error_body(
+                    "Authentication required: log in, or send Authorization: Bearer <token>"
+                ),
+                status=401,
+            )
         return view(request, *args, **kwargs)
 
     return wrapper
@@ -81,9 +86,15 @@ def _docs_auth(view):
 
 # Answered by every operation (shape mistakes, auth, limits), so the document
 # lists them once for all and a client may rely on their body: ErrorOut.
-COMMON_ERRORS = {400: "Bad request", 401: "Authentication required",
-                 403: "CSRF check failed (session requests without the X-CSRFToken header)", 404: "Not found",
-                 413: "Body too large", 415: "Body must be JSON", 429: "Too many requests"}
+COMMON_ERRORS = {
+    400: "Bad request",
+    401: "Authentication required",
+    403: "CSRF check failed (session requests without the X-CSRFToken header)",
+    404: "Not found",
+    413: "Body too large",
+    415: "Body must be JSON",
+    429: "Too many requests",
+}
 
 
 class FrontierAPI(NinjaAPI):
@@ -91,7 +102,9 @@ class FrontierAPI(NinjaAPI):
         schema = super().get_openapi_schema(*args, **kwargs)
         components = schema.setdefault("components", {}).setdefault("schemas", {})
         components.setdefault("ErrorOut", _error_schema(components))
-        error_ref = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}}
+        error_ref = {
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
+        }
         for operations in schema.get("paths", {}).values():
             for operation in operations.values():
                 responses = operation.setdefault("responses", {})
@@ -153,17 +166,23 @@ def _config_error(request, exc: RunConfigError):
 @api.exception_handler(ValidationError)
 def _validation_error(request, exc: ValidationError):
     problems = validation_problems(exc.errors, tags=LM_REF_TAGS)
-    return _error(request, 400, "; ".join(f"{field}: {message}" for field, message in problems), problems)
+    return _error(
+        request, 400, "; ".join(f"{field}: {message}" for field, message in problems), problems
+    )
 
 
 @api.exception_handler(AuthenticationError)
 def _unauthenticated(request, exc):
-    return _error(request, 401, "Authentication required: send Authorization: Bearer <token>, or log in")
+    return _error(
+        request, 401, "Authentication required: send Authorization: Bearer <token>, or log in"
+    )
 
 
 @api.exception_handler(HttpError)
 def _http_error(request, exc: HttpError):
-    if exc.status_code == 400 and isinstance(exc.__cause__, ValueError):  # ninja could not parse the body as JSON
+    if exc.status_code == 400 and isinstance(
+        exc.__cause__, ValueError
+    ):  # ninja could not parse the body as JSON
         message = f"not valid JSON ({exc.__cause__})"
         return _error(request, 400, f"body: {message}", [("body", message)])
     return _error(request, exc.status_code, str(exc))
@@ -182,7 +201,9 @@ def _token_throttled(request, exc):
 @api.exception_handler(RequestDataTooBig)
 def _too_big(request, exc):
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-    return _error(request, 413, f"body: larger than {limit} bytes", [("body", f"larger than {limit} bytes")])
+    return _error(
+        request, 413, f"body: larger than {limit} bytes", [("body", f"larger than {limit} bytes")]
+    )
 
 
 def _mount_routers() -> None:

@@ -123,10 +123,20 @@ class RequestBodyGuard:
         if size is not None and size > limit:
             return await _refuse(receive, send, 413, f"body: larger than {limit} bytes", api=True)
         if _bad_multipart(scope):
-            return await _refuse(receive, send, 400, "body: a multipart/form-data body needs a valid boundary", api=api)
-        anonymous = (size is None or size > ANONYMOUS_BODY_BYTES) and not await sync_to_async(_identified)(scope)
+            return await _refuse(
+                receive,
+                send,
+                400,
+                "body: a multipart/form-data body needs a valid boundary",
+                api=api,
+            )
+        anonymous = (size is None or size > ANONYMOUS_BODY_BYTES) and not await sync_to_async(
+            _identified
+        )(scope)
         if anonymous and size is not None:
-            return await _refuse(receive, send, 401 if api else 403, "Authentication required", api=api)
+            return await _refuse(
+                receive, send, 401 if api else 403, "Authentication required", api=api
+            )
         if size is None:  # chunked: counted as the application reads it
             receive, send = _CountedBody(receive, send, anonymous=anonymous, api=api).channels()
         return await self.app(scope, receive, send)
@@ -156,7 +166,9 @@ class _CountedBody:
             if self.received > limit:
                 await self._refuse(413, f"body: larger than {limit} bytes", api=True)
             elif self.anonymous and self.received > ANONYMOUS_BODY_BYTES:
-                await self._refuse(401 if self.api else 403, "Authentication required", api=self.api)
+                await self._refuse(
+                    401 if self.api else 403, "Authentication required", api=self.api
+                )
             if self.refused:
                 return {"type": "http.disconnect"}
         return message
@@ -203,7 +215,11 @@ def refusal(status: int, detail: str, *, api: bool) -> tuple[list[tuple[bytes, b
         content_type = b"application/json"
     else:
         body, content_type = f"{status}: {detail}\n".encode(), b"text/plain; charset=utf-8"
-    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode()), (b"connection", b"close")]
+    headers = [
+        (b"content-type", content_type),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+    ]
     if status == 401:
         headers.append((b"www-authenticate", b"Bearer"))
     return headers, body

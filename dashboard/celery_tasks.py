@@ -15,5 +15,7 @@ def worker_ping(run_id: int, note: str = "") -> int:
     Proves the whole path (broker → worker → database → channel layer →
     websocket) in one call; returns the event's seq.
     """
-    event = publish_run_event(run_id, ev.WORKER_PING, {"host": socket.gethostname(), "note": note[:200]})
+    event = publish_run_event(
+        run_id, ev.WORKER_PING, {"host": socket.gethostname(), "note": note[:200]}
+    )
     return event.seq

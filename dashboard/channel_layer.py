@@ -28,8 +28,12 @@ from channels.layers import BaseChannelLayer
 class ThreadSafeInMemoryChannelLayer(BaseChannelLayer):
     extensions = ["groups", "flush"]
 
-    def __init__(self, expiry=60, group_expiry=86400, capacity=100, channel_capacity=None, **kwargs):
-        super().__init__(expiry=expiry, capacity=capacity, channel_capacity=channel_capacity, **kwargs)
+    def __init__(
+        self, expiry=60, group_expiry=86400, capacity=100, channel_capacity=None, **kwargs
+    ):
+        super().__init__(
+            expiry=expiry, capacity=capacity, channel_capacity=channel_capacity, **kwargs
+        )
         self.group_expiry = group_expiry
         self._lock = threading.Lock()
         self._queues: dict[str, deque[tuple[float, dict]]] = {}

@@ -57,7 +57,10 @@ def compare_candidates(run: Run, raw_indices: list[str]) -> list[Candidate]:
 
 
 def seed_candidate(run: Run) -> Candidate | None:
-    return run.candidates.filter(origin=Origin.SEED).order_by("index").first() or run.candidates.order_by("index").first()
+    return (
+        run.candidates.filter(origin=Origin.SEED).order_by("index").first()
+        or run.candidates.order_by("index").first()
+    )
 
 
 def best_candidate(run: Run) -> Candidate | None:
@@ -78,7 +81,9 @@ class CandidateDiff:
     candidate: Candidate
     reference: Candidate | None
     components: list[ComponentDiff]
-    cost_label: str = ""  # what finding the candidate cost, as the page writes money (set by the view)
+    cost_label: str = (
+        ""  # what finding the candidate cost, as the page writes money (set by the view)
+    )
 
 
 def component_diffs(run: Run, candidates: list[Candidate], diff: str) -> list[CandidateDiff]:
@@ -89,14 +94,18 @@ def component_diffs(run: Run, candidates: list[Candidate], diff: str) -> list[Ca
         try:
             fixed = run.candidates.get(index=int(diff))
         except (ValueError, Candidate.DoesNotExist):
-            raise CompareError(f"diff: {diff!r} is not 'parent', 'seed' or a candidate index of this run.") from None
+            raise CompareError(
+                f"diff: {diff!r} is not 'parent', 'seed' or a candidate index of this run."
+            ) from None
     elif diff == "seed":
         fixed = seed_candidate(run)
     parent_indices = {c.parents[0] for c in candidates if c.parents}
     parents = {c.index: c for c in run.candidates.filter(index__in=parent_indices)}
     out = []
     for cand in candidates:
-        ref = (parents.get(cand.parents[0]) if cand.parents else None) if diff == "parent" else fixed
+        ref = (
+            (parents.get(cand.parents[0]) if cand.parents else None) if diff == "parent" else fixed
+        )
         if ref is not None and ref.pk == cand.pk:
             ref = None
         out.append(CandidateDiff(cand, ref, prompt_diff(ref, cand)))
@@ -108,8 +117,11 @@ def prompt_diff(old: Candidate | None, new: Candidate) -> list[ComponentDiff]:
     theirs = old.components if old else {}
     names = list(new.components) + [n for n in theirs if n not in new.components]
     return [
-        ComponentDiff(name, new.components.get(name, ""),
-                      word_diff(theirs.get(name, ""), new.components.get(name, "")) if old else None)
+        ComponentDiff(
+            name,
+            new.components.get(name, ""),
+            word_diff(theirs.get(name, ""), new.components.get(name, "")) if old else None,
+        )
         for name in names
     ]
 
@@ -163,8 +175,14 @@ class TaskFilters:
 
     @classmethod
     def from_query(cls, query, candidates: list[Candidate]) -> TaskFilters:
-        f = cls(split=query.get("split", "val"), only=query.get("only", ""), verdict=query.get("verdict", ""),
-                q=without_nul(query.get("q", "")).strip()[:200], sort=query.get("sort", ""), page=query.get("page", "1"))
+        f = cls(
+            split=query.get("split", "val"),
+            only=query.get("only", ""),
+            verdict=query.get("verdict", ""),
+            q=without_nul(query.get("q", "")).strip()[:200],
+            sort=query.get("sort", ""),
+            page=query.get("page", "1"),
+        )
         if f.split not in SPLITS:
             raise CompareError(f"split: must be one of {', '.join(SPLITS)}.")
         if f.only not in ("", "diff", "fail"):
@@ -183,7 +201,9 @@ class TaskFilters:
             except ValueError:
                 raise CompareError(f"baseline: {raw!r} is not a candidate index.") from None
             if f.baseline not in indices:
-                raise CompareError(f"baseline: candidate {f.baseline} is not one of the compared candidates.")
+                raise CompareError(
+                    f"baseline: candidate {f.baseline} is not one of the compared candidates."
+                )
         return f
 
 
@@ -211,8 +231,12 @@ def task_table(run: Run, candidates: list[Candidate], filters: TaskFilters) -> T
     position = {c.pk: i for i, c in enumerate(candidates)}
     evals = Evaluation.objects.filter(candidate__in=candidates, split=filters.split).order_by()
     by_task: dict[str, list[Cell | None]] = {}
-    for cand_id, key, score, verdict in evals.values_list("candidate_id", "task_key", "score", "verdict"):
-        by_task.setdefault(key, [None] * len(candidates))[position[cand_id]] = Cell(indices[position[cand_id]], score, verdict, None)
+    for cand_id, key, score, verdict in evals.values_list(
+        "candidate_id", "task_key", "score", "verdict"
+    ):
+        by_task.setdefault(key, [None] * len(candidates))[position[cand_id]] = Cell(
+            indices[position[cand_id]], score, verdict, None
+        )
     # No baseline chosen: the first candidate, as TaskFilters.from_query chooses.
     base = indices.index(filters.baseline if filters.baseline is not None else indices[0])
     summaries = [CandidateSummary(i, None) for i in indices]
@@ -259,18 +283,27 @@ def _tasks_matching(run: Run, candidates: list[Candidate], split: str, q: str) -
         .values_list("task_key", flat=True)
     )
     needle = q.casefold()
-    keys.update(str(row.get("task_id")) for row in run.tasks_snapshot if needle in str(row.get("input", "")).casefold())
+    keys.update(
+        str(row.get("task_id"))
+        for row in run.tasks_snapshot
+        if needle in str(row.get("input", "")).casefold()
+    )
     return keys
 
 
-def task_drilldown(run: Run, candidates: list[Candidate], task_key: str, split: str) -> tuple[dict | None, list]:
+def task_drilldown(
+    run: Run, candidates: list[Candidate], task_key: str, split: str
+) -> tuple[dict | None, list]:
     """The task row and, per candidate, its evaluation (output, checks, feedback)
     or None when that candidate was not scored on the task."""
     if split not in SPLITS:
         raise CompareError(f"split: must be one of {', '.join(SPLITS)}.")
     if "\x00" in task_key:  # PostgreSQL refuses NUL in a query parameter
         raise CompareError("task: contains a NUL character.")
-    evals = {e.candidate_id: e for e in Evaluation.objects.filter(candidate__in=candidates, split=split, task_key=task_key)}
+    evals = {
+        e.candidate_id: e
+        for e in Evaluation.objects.filter(candidate__in=candidates, split=split, task_key=task_key)
+    }
     if not evals:
         raise CompareError(f"task: no compared candidate was scored on {task_key!r} ({split}).")
     task = next((row for row in run.tasks_snapshot if str(row.get("task_id")) == task_key), None)
@@ -286,13 +319,30 @@ class SentenceOrigin:
     candidate: Candidate
 
 
-def prompt_history(run: Run, candidate: Candidate) -> tuple[list[Candidate], dict[str, list[SentenceOrigin]]]:
+def prompt_history(
+    run: Run, candidate: Candidate
+) -> tuple[list[Candidate], dict[str, list[SentenceOrigin]]]:
     """The candidate's ancestry (seed first) and, for each component, every
     sentence with the candidate (its iteration and reflection) that introduced it."""
-    everyone = {c.index: c for c in run.candidates.only("index", "parents", "components", "iteration", "origin", "reflection", "val_score", "run_id")}
+    everyone = {
+        c.index: c
+        for c in run.candidates.only(
+            "index",
+            "parents",
+            "components",
+            "iteration",
+            "origin",
+            "reflection",
+            "val_score",
+            "run_id",
+        )
+    }
     nodes = {i: LineageNode(i, tuple(c.parents), c.components) for i, c in everyone.items()}
     history = {
-        name: [SentenceOrigin(text, everyone[i]) for text, i in sentence_origins(nodes, candidate.index, name)]
+        name: [
+            SentenceOrigin(text, everyone[i])
+            for text, i in sentence_origins(nodes, candidate.index, name)
+        ]
         for name in candidate.components
     }
     ancestry: list[Candidate] = []
@@ -329,16 +379,25 @@ def lift_breakdown(run: Run) -> list[LiftTable]:
     tables = []
     for split in ("val", "holdout"):
         verdicts: dict[str, dict[int, str]] = {}
-        for cand_id, key, verdict in Evaluation.objects.filter(candidate__in=[seed, best], split=split).values_list("candidate_id", "task_key", "verdict"):
+        for cand_id, key, verdict in Evaluation.objects.filter(
+            candidate__in=[seed, best], split=split
+        ).values_list("candidate_id", "task_key", "verdict"):
             verdicts.setdefault(key, {})[cand_id] = verdict
         counts = [[0] * 3 for _ in VERDICTS]
         for pair in verdicts.values():
-            if seed.pk in pair and best.pk in pair and pair[seed.pk] in VERDICTS and pair[best.pk] in VERDICTS:
+            if (
+                seed.pk in pair
+                and best.pk in pair
+                and pair[seed.pk] in VERDICTS
+                and pair[best.pk] in VERDICTS
+            ):
                 counts[VERDICTS.index(pair[seed.pk])][VERDICTS.index(pair[best.pk])] += 1
         if any(map(any, counts)):
             up = sum(counts[i][j] for i in range(3) for j in range(3) if j > i)
             down = sum(counts[i][j] for i in range(3) for j in range(3) if j < i)
-            tables.append(LiftTable(split, seed, best, counts, up, down, sum(counts[i][i] for i in range(3))))
+            tables.append(
+                LiftTable(split, seed, best, counts, up, down, sum(counts[i][i] for i in range(3)))
+            )
     return tables
 
 
@@ -357,7 +416,9 @@ def _flatten(value, prefix: str = "") -> dict[str, str]:
 def config_diff(a: dict, b: dict) -> list[tuple[str, str | None, str | None]]:
     """(setting, value in a, value in b) for every setting that differs."""
     fa, fb = _flatten(a), _flatten(b)
-    return [(k, fa.get(k), fb.get(k)) for k in sorted(fa.keys() | fb.keys()) if fa.get(k) != fb.get(k)]
+    return [
+        (k, fa.get(k), fb.get(k)) for k in sorted(fa.keys() | fb.keys()) if fa.get(k) != fb.get(k)
+    ]
 
 
 def _task_keys(run: Run) -> set[str]:
@@ -378,7 +439,11 @@ def score_curves(runs: list[Run]) -> dict:
     every candidate as a marker; a Plotly figure as a JSON-ready dict."""
     fig = go.Figure()
     for run in runs:
-        points = list(run.candidates.exclude(val_score=None).order_by("metric_calls", "index").values_list("metric_calls", "val_score", "index"))
+        points = list(
+            run.candidates.exclude(val_score=None)
+            .order_by("metric_calls", "index")
+            .values_list("metric_calls", "val_score", "index")
+        )
         best, xs, ys = -1.0, [], []
         for calls, score, _ in points:
             if score is None:  # excluded by the query above
@@ -388,13 +453,29 @@ def score_curves(runs: list[Run]) -> dict:
             ys.append(best)
         # Plotly renders trace names as HTML; it shows &quot; literally, so escape only <, > and &.
         name = html.escape(f"#{run.pk} {run}", quote=False)
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"shape": "hv"}, name=f"{name} best so far"))
-        fig.add_trace(go.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], mode="markers", name=f"{name} candidates", cliponaxis=False,
-                                 text=[f"candidate {p[2]}" for p in points], hovertemplate="%{text}: %{y:.3f} at %{x} calls<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(x=xs, y=ys, mode="lines", line={"shape": "hv"}, name=f"{name} best so far")
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=[p[0] for p in points],
+                y=[p[1] for p in points],
+                mode="markers",
+                name=f"{name} candidates",
+                cliponaxis=False,
+                text=[f"candidate {p[2]}" for p in points],
+                hovertemplate="%{text}: %{y:.3f} at %{x} calls<extra></extra>",
+            )
+        )
     # The page's charts.js gives it the style of every other chart (and drops plotly.py's template).
-    fig.update_layout(xaxis_title="metric calls", yaxis_title="validation score", yaxis_range=[0, 1],
-                      margin={"l": 50, "r": 10, "t": 40, "b": 40}, height=340,
-                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.02})
+    fig.update_layout(
+        xaxis_title="metric calls",
+        yaxis_title="validation score",
+        yaxis_range=[0, 1],
+        margin={"l": 50, "r": 10, "t": 40, "b": 40},
+        height=340,
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02},
+    )
     return json.loads(fig.to_json())
 
 
@@ -403,7 +484,11 @@ def best_vs_best(a: Run, b: Run, page: str) -> tuple[Candidate | None, Candidate
     best_a, best_b = best_candidate(a), best_candidate(b)
     pair = [c for c in (best_a, best_b) if c is not None]
     by_task: dict[str, list[Cell | None]] = {}
-    for cand_id, key, score, verdict in Evaluation.objects.filter(candidate__in=pair, split="val").order_by().values_list("candidate_id", "task_key", "score", "verdict"):
+    for cand_id, key, score, verdict in (
+        Evaluation.objects.filter(candidate__in=pair, split="val")
+        .order_by()
+        .values_list("candidate_id", "task_key", "score", "verdict")
+    ):
         slot = 0 if best_a and cand_id == best_a.pk else 1
         row = by_task.setdefault(key, [None, None])
         row[slot] = Cell(slot, score, verdict, None)

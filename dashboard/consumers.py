@@ -181,7 +181,9 @@ class RunConsumer(JsonFramesOnly, GroupMessagesOnTheLoop, AsyncJsonWebsocketCons
 
     async def _catch_up(self):
         while True:
-            events = await database_sync_to_async(_events_after)(self.run_id, self.last_seq, REPLAY_BATCH)
+            events = await database_sync_to_async(_events_after)(
+                self.run_id, self.last_seq, REPLAY_BATCH
+            )
             for event in events:
                 await self.send_json(event)
                 self.last_seq = event["seq"]
@@ -250,7 +252,9 @@ class RunListConsumer(JsonFramesOnly, GroupMessagesOnTheLoop, AsyncJsonWebsocket
         who lost it (and may no longer see it some other way) to drop its row."""
         run_id = message["run_id"]
         self.checked.pop(run_id, None)
-        if self.user.pk in message.get("lost_by", ()) and not await self._may_see(run_id, owner_id=None):
+        if self.user.pk in message.get("lost_by", ()) and not await self._may_see(
+            run_id, owner_id=None
+        ):
             await self.send_json({"type": "run.hidden", "data": {"id": run_id}})
 
     async def _may_see(self, run_id: int, owner_id: int | None) -> bool:
@@ -258,7 +262,9 @@ class RunListConsumer(JsonFramesOnly, GroupMessagesOnTheLoop, AsyncJsonWebsocket
             return True
         now = time.monotonic()
         visible, when = self.checked.get(run_id, (False, None))
-        if when is not None and now - when < (VISIBLE_RECHECK_SECONDS if visible else HIDDEN_RECHECK_SECONDS):
+        if when is not None and now - when < (
+            VISIBLE_RECHECK_SECONDS if visible else HIDDEN_RECHECK_SECONDS
+        ):
             return visible
         visible = await database_sync_to_async(_user_can_view_run)(self.user, run_id)
         self.checked[run_id] = (visible, now)

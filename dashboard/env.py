@@ -42,7 +42,9 @@ def env_bool(name: str, default: bool) -> bool:
         return True
     if lowered in _FALSE:
         return False
-    raise ImproperlyConfigured(f"{name} must be one of 1/0, true/false, yes/no, on/off; got {value!r}")
+    raise ImproperlyConfigured(
+        f"{name} must be one of 1/0, true/false, yes/no, on/off; got {value!r}"
+    )
 
 
 def env_int(name: str, default: int) -> int:
@@ -66,10 +68,14 @@ def database_from_url(name: str, url: str) -> dict:
     """A Django DATABASES entry for a postgres:// URL (the only server database we support)."""
     parsed = urlparse(url)
     if parsed.scheme not in {"postgres", "postgresql"}:
-        raise ImproperlyConfigured(f"{name} must be a postgres:// URL; got scheme {parsed.scheme!r}")
+        raise ImproperlyConfigured(
+            f"{name} must be a postgres:// URL; got scheme {parsed.scheme!r}"
+        )
     db_name = unquote(parsed.path.lstrip("/"))
     if not db_name:
-        raise ImproperlyConfigured(f"{name} must name a database, as in postgres://user@host:5432/frontier")
+        raise ImproperlyConfigured(
+            f"{name} must name a database, as in postgres://user@host:5432/frontier"
+        )
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": db_name,
@@ -85,7 +91,9 @@ def database_from_url(name: str, url: str) -> dict:
 def redis_url(name: str, url: str) -> str:
     parsed = urlparse(url)
     if parsed.scheme not in {"redis", "rediss"} or not parsed.hostname:
-        raise ImproperlyConfigured(f"{name} must be a redis:// URL, as in redis://127.0.0.1:6379/0; got {url!r}")
+        raise ImproperlyConfigured(
+            f"{name} must be a redis:// URL, as in redis://127.0.0.1:6379/0; got {url!r}"
+        )
     return url
 
 
@@ -95,5 +103,7 @@ def proxy_ssl_header(name: str, value: str | None) -> tuple[str, str] | None:
         return None
     header, sep, expected = value.partition(":")
     if not sep or not header.strip() or not expected.strip():
-        raise ImproperlyConfigured(f"{name} must look like 'X-Forwarded-Proto: https'; got {value!r}")
+        raise ImproperlyConfigured(
+            f"{name} must look like 'X-Forwarded-Proto: https'; got {value!r}"
+        )
     return "HTTP_" + header.strip().upper().replace("-", "_"), expected.strip()

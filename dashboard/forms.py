@@ -30,17 +30,26 @@ def Text(*, allow_nul: bool = False, **kwargs) -> forms.CharField:  # noqa: N802
     """A text field whose NUL refusal reads like every other one of ours.
     `allow_nul` leaves it to the JSON reader behind it, which names the field inside."""
     messages = {"null_characters_not_allowed": NUL_MESSAGE, **kwargs.pop("error_messages", {})}
-    field = forms.CharField(required=kwargs.pop("required", False), error_messages=messages, **kwargs)
+    field = forms.CharField(
+        required=kwargs.pop("required", False), error_messages=messages, **kwargs
+    )
     if allow_nul:
-        field.validators = [v for v in field.validators if not isinstance(v, validators.ProhibitNullCharactersValidator)]
+        field.validators = [
+            v
+            for v in field.validators
+            if not isinstance(v, validators.ProhibitNullCharactersValidator)
+        ]
     return field
 
 
 class ProblemsForm(forms.Form):
     def problems(self) -> list[str]:
         """Every error as "field: message" (a form-wide error without a field)."""
-        return [str(message) if field == "__all__" else f"{field}: {message}"
-                for field, messages in self.errors.items() for message in messages]
+        return [
+            str(message) if field == "__all__" else f"{field}: {message}"
+            for field, messages in self.errors.items()
+            for message in messages
+        ]
 
 
 class RunControlForm(ProblemsForm):
@@ -68,7 +77,9 @@ class RunArchiveForm(ProblemsForm):
 
 
 class PromotionForm(ProblemsForm):
-    candidate = forms.IntegerField(min_value=0, error_messages={**WHOLE, "required": "choose a candidate"})
+    candidate = forms.IntegerField(
+        min_value=0, error_messages={**WHOLE, "required": "choose a candidate"}
+    )
 
 
 class RunImportForm(ProblemsForm):
@@ -76,8 +87,13 @@ class RunImportForm(ProblemsForm):
     gepa_state.bin), at most `max_bytes` long; what is inside is read by the
     import services, which name the field inside the file."""
 
-    file = forms.FileField(allow_empty_file=True, error_messages={
-        "required": "choose an exported run JSON file.", "invalid": "choose an exported run JSON file."})
+    file = forms.FileField(
+        allow_empty_file=True,
+        error_messages={
+            "required": "choose an exported run JSON file.",
+            "invalid": "choose an exported run JSON file.",
+        },
+    )
 
     def __init__(self, data=None, files=None, *, max_bytes: int, **kwargs):
         super().__init__(data, files, **kwargs)
@@ -86,15 +102,21 @@ class RunImportForm(ProblemsForm):
     def clean_file(self):
         upload = self.cleaned_data["file"]
         if upload.size > self.max_bytes:
-            raise forms.ValidationError(f"{upload.size} bytes is more than the {self.max_bytes // (1024 * 1024)} MB limit.")
+            raise forms.ValidationError(
+                f"{upload.size} bytes is more than the {self.max_bytes // (1024 * 1024)} MB limit."
+            )
         return upload
 
 
 class ApiTokenForm(ProblemsForm):
-    name = Text(required=True, max_length=100, error_messages={
-        "required": "give the token a name, e.g. the script that will use it",
-        "max_length": "at most 100 characters",
-    })
+    name = Text(
+        required=True,
+        max_length=100,
+        error_messages={
+            "required": "give the token a name, e.g. the script that will use it",
+            "max_length": "at most 100 characters",
+        },
+    )
 
 
 class SplitForm(ProblemsForm):
@@ -110,13 +132,22 @@ class SplitForm(ProblemsForm):
 
 
 class AssignSplitForm(ProblemsForm):
-    task_ids = forms.MultipleChoiceField(required=False)  # any ids: taskset_assign_split checks them
-    split = forms.ChoiceField(choices=Split.choices, error_messages={
-        "required": "choose a split", "invalid_choice": f"use one of {', '.join(Split.values)}"})
+    task_ids = forms.MultipleChoiceField(
+        required=False
+    )  # any ids: taskset_assign_split checks them
+    split = forms.ChoiceField(
+        choices=Split.choices,
+        error_messages={
+            "required": "choose a split",
+            "invalid_choice": f"use one of {', '.join(Split.values)}",
+        },
+    )
 
     def __init__(self, data, **kwargs):
         super().__init__(data, **kwargs)
-        cast(forms.MultipleChoiceField, self.fields["task_ids"]).choices = [(value, value) for value in data.getlist("task_ids")]
+        cast(forms.MultipleChoiceField, self.fields["task_ids"]).choices = [
+            (value, value) for value in data.getlist("task_ids")
+        ]
 
 
 class VerifierForm(ProblemsForm):
@@ -134,24 +165,37 @@ class TaskImportForm(ProblemsForm):
     fills each task field), the default split of rows without one, sharing."""
 
     name = Text(allow_nul=True)  # taskset_import checks the name (and says so on the preview)
-    format = forms.ChoiceField(required=False, choices=[("", "detect"), *((f, f) for f in FORMATS)],
-                               error_messages={"invalid_choice": f"use one of {', '.join(FORMATS)}"})
+    format = forms.ChoiceField(
+        required=False,
+        choices=[("", "detect"), *((f, f) for f in FORMATS)],
+        error_messages={"invalid_choice": f"use one of {', '.join(FORMATS)}"},
+    )
     split_seed = forms.IntegerField(required=False, error_messages=WHOLE)
     shared = forms.BooleanField(required=False)
 
     def __init__(self, data, **kwargs):
         super().__init__(data, **kwargs)
         for name in FieldMapping.names():
-            self.fields[f"{name}_field"] = Text(allow_nul=True)  # a key name: NULs dropped, cut at 200 (options)
+            self.fields[f"{name}_field"] = Text(
+                allow_nul=True
+            )  # a key name: NULs dropped, cut at 200 (options)
         for split in DEFAULT_SPLIT_RATIOS:
-            self.fields[f"default_{split}"] = forms.FloatField(required=False, min_value=0, error_messages=NUMBER)
+            self.fields[f"default_{split}"] = forms.FloatField(
+                required=False, min_value=0, error_messages=NUMBER
+            )
 
     def clean(self) -> dict[str, Any]:
         super().clean()
         data = self.cleaned_data
         # A ratio the form did not send keeps its default; one sent empty is 0.
-        ratios = {split: (DEFAULT_SPLIT_RATIOS[split] if f"default_{split}" not in self.data else data.get(f"default_{split}") or 0.0)
-                  for split in DEFAULT_SPLIT_RATIOS}
+        ratios = {
+            split: (
+                DEFAULT_SPLIT_RATIOS[split]
+                if f"default_{split}" not in self.data
+                else data.get(f"default_{split}") or 0.0
+            )
+            for split in DEFAULT_SPLIT_RATIOS
+        }
         try:
             data["default_split"] = DefaultSplit(ratios=ratios, seed=data.get("split_seed") or 0)
         except SpecError as exc:
@@ -165,9 +209,18 @@ class TaskImportForm(ProblemsForm):
     def options(self) -> dict:
         """What taskset_import and its preview take (call after is_valid)."""
         data = self.cleaned_data
-        mapping = FieldMapping(**{name: without_nul(data.get(f"{name}_field", "")).strip()[:200] for name in FieldMapping.names()})
-        return {"name": data.get("name", ""), "fmt": data.get("format", ""), "mapping": mapping,
-                "default_split": data.get("default_split") or DefaultSplit()}
+        mapping = FieldMapping(
+            **{
+                name: without_nul(data.get(f"{name}_field", "")).strip()[:200]
+                for name in FieldMapping.names()
+            }
+        )
+        return {
+            "name": data.get("name", ""),
+            "fmt": data.get("format", ""),
+            "mapping": mapping,
+            "default_split": data.get("default_split") or DefaultSplit(),
+        }
 
 
 class TaskForm(ProblemsForm):
@@ -194,9 +247,13 @@ class TaskImportUploadForm(TaskImportForm):
     def __init__(self, data=None, files=None, *, max_bytes: int, **kwargs):
         super().__init__(data, files=files, **kwargs)
         self.max_bytes = max_bytes
-        self.fields["file"] = forms.FileField(allow_empty_file=True, error_messages={
-            "required": "choose a .jsonl, .json, .yaml, .csv or .tsv file",
-            "invalid": "choose a .jsonl, .json, .yaml, .csv or .tsv file"})
+        self.fields["file"] = forms.FileField(
+            allow_empty_file=True,
+            error_messages={
+                "required": "choose a .jsonl, .json, .yaml, .csv or .tsv file",
+                "invalid": "choose a .jsonl, .json, .yaml, .csv or .tsv file",
+            },
+        )
 
     def clean_file(self):
         upload = self.cleaned_data["file"]

@@ -56,7 +56,9 @@ class ApiShapeMiddleware:
             refusal = self._refuse_body(request)
         except RequestDataTooBig:
             limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-            refusal = _json_error(413, f"body: larger than {limit} bytes", "body", f"larger than {limit} bytes")
+            refusal = _json_error(
+                413, f"body: larger than {limit} bytes", "body", f"larger than {limit} bytes"
+            )
         response = refusal or self.get_response(request)
         return self._as_json(request, response)
 
@@ -84,7 +86,9 @@ class ApiShapeMiddleware:
             return None
         if content_type.startswith("multipart/"):
             # An empty form (what some clients send for a POST with no data) is no body at all.
-            empty_form = "boundary=" in header and b"content-disposition" not in request.body[:65536].lower()
+            empty_form = (
+                "boundary=" in header and b"content-disposition" not in request.body[:65536].lower()
+            )
             return None if empty_form else _unsupported(content_type)
         try:
             json.loads(request.body)
@@ -100,13 +104,17 @@ class ApiShapeMiddleware:
             return response
         if response.status_code == 405:
             allowed = response.get("Allow", "")
-            detail = f"method: {request.method} is not allowed here; use {allowed or 'another method'}"
+            detail = (
+                f"method: {request.method} is not allowed here; use {allowed or 'another method'}"
+            )
             json_response = _json_error(405, detail, "method", detail.removeprefix("method: "))
             if allowed:
                 json_response["Allow"] = allowed
             return json_response
         if response.status_code == 404:
-            return _json_error(404, f"No API operation at {request.path}", "path", "no such operation")
+            return _json_error(
+                404, f"No API operation at {request.path}", "path", "no such operation"
+            )
         reason = response.reason_phrase or "Error"
         return _json_error(response.status_code, reason)
 
@@ -176,9 +184,14 @@ class FriendlyErrorPagesMiddleware:
         if isinstance(exception, PermissionDenied):
             return error_page(request, 403, _message(exception))
         if isinstance(exception, BadRequest | SuspiciousOperation):
-            return error_page(request, 400, _message(exception) if isinstance(exception, BadRequest) else "")
+            return error_page(
+                request, 400, _message(exception) if isinstance(exception, BadRequest) else ""
+            )
         logging.getLogger("django.request").error(
-            "Internal Server Error: %s", request.path, exc_info=exception, extra={"status_code": 500, "request": request}
+            "Internal Server Error: %s",
+            request.path,
+            exc_info=exception,
+            extra={"status_code": 500, "request": request},
         )
         # The test client re-raises on this signal, so tests still see the exception.
         got_request_exception.send(sender=type(self), request=request)
@@ -199,18 +212,29 @@ ERROR_TITLES = {
 
 
 def error_page(request, status: int, message: str):
-    if request.path_info.startswith("/api/") or request.headers.get("Accept", "").startswith("application/json"):
+    if request.path_info.startswith("/api/") or request.headers.get("Accept", "").startswith(
+        "application/json"
+    ):
         return JsonResponse(error_body(message or ERROR_TITLES[status], []), status=status)
     try:
-        return render(request, f"{status}.html", {"message": message, "title": ERROR_TITLES[status]}, status=status)
+        return render(
+            request,
+            f"{status}.html",
+            {"message": message, "title": ERROR_TITLES[status]},
+            status=status,
+        )
     except Exception:  # a broken base template must not turn an error page into a traceback
         logging.getLogger("django.request").exception("Could not render %s.html", status)
-        return HttpResponse(ERROR_TITLES[status], status=status, content_type="text/plain; charset=utf-8")
+        return HttpResponse(
+            ERROR_TITLES[status], status=status, content_type="text/plain; charset=utf-8"
+        )
 
 
 def csrf_failure(request, reason: str = ""):
     """CSRF_FAILURE_VIEW: our 403 page, with one sentence of what to do."""
-    return error_page(request, 403, "The form expired or came from another site. Reload the page and try again.")
+    return error_page(
+        request, 403, "The form expired or came from another site. Reload the page and try again."
+    )
 
 
 # Every page's scripts and styles are files under /static/ (no inline <script>,
@@ -219,18 +243,20 @@ def csrf_failure(request, reason: str = ""):
 # go through the CSSOM (static/js/csp-style-attributes.js, loaded by base.html
 # before any chart). tests/e2e/test_csp.py loads every page, hovers and clicks
 # the charts, and fails on any violation.
-CONTENT_SECURITY_POLICY = "; ".join([
-    "default-src 'self'",
-    "script-src 'self'",
-    "style-src 'self'",
-    "img-src 'self' data:",
-    "font-src 'self'",
-    "connect-src 'self'",
-    "object-src 'none'",
-    "base-uri 'none'",
-    "form-action 'self'",
-    "frame-ancestors 'none'",
-])
+CONTENT_SECURITY_POLICY = "; ".join(
+    [
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self' data:",
+        "font-src 'self'",
+        "connect-src 'self'",
+        "object-src 'none'",
+        "base-uri 'none'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    ]
+)
 
 
 class ContentSecurityPolicyMiddleware:

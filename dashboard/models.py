@@ -22,9 +22,13 @@ class ApiToken(models.Model):
     """A per-user API token for scripts. Only a SHA-256 of the token is stored;
     the token itself is shown once, when created."""
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
     name = models.CharField(max_length=100)
-    prefix = models.CharField(max_length=12, help_text="First characters of the token, to recognise it")
+    prefix = models.CharField(
+        max_length=12, help_text="First characters of the token, to recognise it"
+    )
     digest = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
@@ -46,7 +50,9 @@ class ApiToken(models.Model):
     def user_for(cls, token: str) -> User | None:
         """The active user a token belongs to, or None. Marks the token used (at
         most once a minute: it is shown in the UI, not audited)."""
-        api_token = cls.objects.active().select_related("user").filter(digest=cls.hash(token)).first()
+        api_token = (
+            cls.objects.active().select_related("user").filter(digest=cls.hash(token)).first()
+        )
         if api_token is None or not api_token.user.is_active:
             return None
         now = timezone.now()

@@ -42,6 +42,7 @@ def begin_marker(name: str) -> str:
 
 # -- openapi: the JSON API ----------------------------------------------------------
 
+
 def _schema_name(schema: dict) -> str:
     if "$ref" in schema:
         return schema["$ref"].rsplit("/", 1)[-1]
@@ -54,8 +55,14 @@ def _schema_name(schema: dict) -> str:
     if schema.get("type") == "object" and "additionalProperties" in schema:
         extra = schema["additionalProperties"]
         return "{string: " + (_schema_name(extra) if isinstance(extra, dict) else "any") + "}"
-    return {"integer": "int", "number": "number", "string": "string", "boolean": "bool", "null": "null",
-            "object": "object"}.get(schema.get("type", ""), "any")
+    return {
+        "integer": "int",
+        "number": "number",
+        "string": "string",
+        "boolean": "bool",
+        "null": "null",
+        "object": "object",
+    }.get(schema.get("type", ""), "any")
 
 
 def _json_body(part: dict) -> str | None:
@@ -68,11 +75,17 @@ def _operation_line(method: str, path: str, operation: dict) -> str:
     target = path + (f"?{'&'.join(query)}" if query else "")
     body = _json_body(operation.get("requestBody", {}))
     answers = []
-    for status, response in sorted(operation.get("responses", {}).items(), key=lambda item: str(item[0])):
+    for status, response in sorted(
+        operation.get("responses", {}).items(), key=lambda item: str(item[0])
+    ):
         if str(status).startswith("2"):
-            answers.append(f"{status} {_json_body(response) or response.get('description', '')}".strip())
+            answers.append(
+                f"{status} {_json_body(response) or response.get('description', '')}".strip()
+            )
     words = " ".join((operation.get("description") or operation.get("summary") or "").split())
-    signature = f"`{method.upper()} {target}`" + (f" {body}" if body else "") + f" → {', '.join(answers)}"
+    signature = (
+        f"`{method.upper()} {target}`" + (f" {body}" if body else "") + f" → {', '.join(answers)}"
+    )
     return f"- {signature}: {words}" if words else f"- {signature}"
 
 
@@ -80,7 +93,9 @@ def _schema_line(name: str, schema: dict) -> str:
     if "enum" in schema:
         return f"- **{name}**: {_schema_name(schema)}"
     required = set(schema.get("required", []))
-    fields = [f"`{field}`" + ("" if field in required else "?") for field in schema.get("properties", {})]
+    fields = [
+        f"`{field}`" + ("" if field in required else "?") for field in schema.get("properties", {})
+    ]
     return f"- **{name}**: {', '.join(fields)}" if fields else f"- **{name}**"
 
 
@@ -97,11 +112,15 @@ def openapi_markdown() -> str:
     for tag, operation_lines in by_tag.items():
         lines += [f"### {tag}", "", *operation_lines, ""]
     lines += ["### Schemas", "", "Fields in order; `?` marks one that may be left out.", ""]
-    lines += [_schema_line(name, schema) for name, schema in sorted(document["components"]["schemas"].items())]
+    lines += [
+        _schema_line(name, schema)
+        for name, schema in sorted(document["components"]["schemas"].items())
+    ]
     return "\n".join(lines) + "\n"
 
 
 # -- events: the run event catalogue ------------------------------------------------
+
 
 def _type_name(annotation: Any) -> str:
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
@@ -119,7 +138,9 @@ def _type_name(annotation: Any) -> str:
         return "null"
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return "{" + ", ".join(annotation.model_fields) + "}"
-    return {str: "string", int: "int", float: "number", bool: "bool"}.get(annotation, str(annotation))
+    return {str: "string", int: "int", float: "number", bool: "bool"}.get(
+        annotation, str(annotation)
+    )
 
 
 def _nested_model(annotation: Any) -> type[BaseModel] | None:
@@ -139,7 +160,9 @@ def _field_lines(model: type[BaseModel], indent: str) -> list[str]:
         note = field.description or ""
         if not field.is_required():
             note = f"{note}; may be absent" if note else "may be absent"
-        lines.append(f"{indent}- `{name}`: {_type_name(field.annotation)}" + (f" — {note}" if note else ""))
+        lines.append(
+            f"{indent}- `{name}`: {_type_name(field.annotation)}" + (f" — {note}" if note else "")
+        )
         nested = _nested_model(field.annotation)
         if nested is not None:
             lines += _field_lines(nested, indent + "  ")
@@ -191,26 +214,37 @@ def _option_line(action: argparse.Action) -> str:
     if action.choices and not isinstance(action.choices, dict):
         notes.append("one of " + ", ".join(f"`{c}`" for c in action.choices if c != ""))
     text = " ".join((action.help or "").split())
-    shown = action.default is not None and action.default is not False and action.default not in ("", argparse.SUPPRESS)
+    shown = (
+        action.default is not None
+        and action.default is not False
+        and action.default not in ("", argparse.SUPPRESS)
+    )
     if shown and action.nargs != 0 and "default" not in text:
         notes.append(f"default `{action.default}`")
     suffix = f" ({'; '.join(notes)})" if notes else ""
     return f"- `{name}`{suffix}" + (f": {text}" if text else "")
 
 
-def _parser_lines(parser: argparse.ArgumentParser, title: str, about: str, skip: set[str],
-                  level: int = 3) -> list[str]:
+def _parser_lines(
+    parser: argparse.ArgumentParser, title: str, about: str, skip: set[str], level: int = 3
+) -> list[str]:
     lines = [f"{'#' * level} {title}", ""]
     if about:
         lines += [" ".join(about.split()), ""]
-    own = [a for a in parser._actions if a.dest not in skip and not isinstance(a, argparse._SubParsersAction)]
+    own = [
+        a
+        for a in parser._actions
+        if a.dest not in skip and not isinstance(a, argparse._SubParsersAction)
+    ]
     if own:
         lines += [_option_line(action) for action in own] + [""]
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
             for name, subparser in action.choices.items():
-                lines += _parser_lines(subparser, f"{title} {name}", helps.get(name, ""), {"help"}, level + 1)
+                lines += _parser_lines(
+                    subparser, f"{title} {name}", helps.get(name, ""), {"help"}, level + 1
+                )
     return lines
 
 
@@ -260,7 +294,9 @@ def regenerate() -> dict[str, tuple[str, str]]:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="only say which pages are stale (exit 1 if any)")
+    parser.add_argument(
+        "--check", action="store_true", help="only say which pages are stale (exit 1 if any)"
+    )
     options = parser.parse_args(argv)
     stale = {page: new for page, (current, new) in regenerate().items() if current != new}
     for page, new in stale.items():

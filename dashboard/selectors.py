@@ -54,12 +54,28 @@ SCORES_PAGE = 500
 # The candidates table of a bigger run starts with its first TABLE_ROWS rows ("Show more" adds as many).
 TABLE_ROWS = 500
 SUMMARY_PATHS = (
-    ("prompt_tokens", IntegerField), ("mean_output_tokens", FloatField), ("mean_latency_ms", FloatField),
-    ("verdicts__pass", IntegerField), ("verdicts__borderline", IntegerField), ("verdicts__fail", IntegerField),
+    ("prompt_tokens", IntegerField),
+    ("mean_output_tokens", FloatField),
+    ("mean_latency_ms", FloatField),
+    ("verdicts__pass", IntegerField),
+    ("verdicts__borderline", IntegerField),
+    ("verdicts__fail", IntegerField),
 )
 CANDIDATE_COLUMNS = (
-    "index", "parents", "origin", "iteration", "metric_calls", "val_score", "objective_scores", "on_front", "prompt_tokens",
-    "mean_output_tokens", "mean_latency_ms", "verdict_counts", "preview", "cost",
+    "index",
+    "parents",
+    "origin",
+    "iteration",
+    "metric_calls",
+    "val_score",
+    "objective_scores",
+    "on_front",
+    "prompt_tokens",
+    "mean_output_tokens",
+    "mean_latency_ms",
+    "verdict_counts",
+    "preview",
+    "cost",
 )
 
 
@@ -99,9 +115,13 @@ def _stream_tails(run: Run) -> dict:
     # Only events up to the summary's last_seq: the page's socket asks for the rest.
     events = RunEvent.objects.filter(run=run, seq__lte=run.last_seq)
     proposals = list(
-        events.filter(type=ev.PROPOSAL).order_by("-seq").values_list("seq", "payload")[:PROPOSALS_TAIL]
+        events.filter(type=ev.PROPOSAL)
+        .order_by("-seq")
+        .values_list("seq", "payload")[:PROPOSALS_TAIL]
     )
-    errors = list(events.filter(type=ev.ERROR).order_by("-seq").values_list("seq", "payload")[:ERRORS_TAIL])
+    errors = list(
+        events.filter(type=ev.ERROR).order_by("-seq").values_list("seq", "payload")[:ERRORS_TAIL]
+    )
     trials: list[dict] = []
     # A page of the newest trials events: each holds an item or more, so one page is
     # enough unless some are empty (then the next older page), never the whole log.
@@ -110,7 +130,14 @@ def _stream_tails(run: Run) -> dict:
         page = list(older.values_list("seq", "payload")[:TRIAL_ITEMS_TAIL])
         for seq, payload in page:
             for item in reversed(payload.get("items", [])):
-                trials.append(dict(_clip_trial_item(item), candidate=payload.get("candidate"), split=payload.get("split"), seq=seq))
+                trials.append(
+                    dict(
+                        _clip_trial_item(item),
+                        candidate=payload.get("candidate"),
+                        split=payload.get("split"),
+                        seq=seq,
+                    )
+                )
             if len(trials) >= TRIAL_ITEMS_TAIL:
                 break
         if len(trials) >= TRIAL_ITEMS_TAIL or len(page) < TRIAL_ITEMS_TAIL:
@@ -120,8 +147,14 @@ def _stream_tails(run: Run) -> dict:
     # the tail: a reload must draw what the live page drew. Their numbers were stored
     # apart when the proposals were written: narrow rows, no payload to unpack.
     names = ("metric_calls", "parent", "before", "after", "minibatch_size")
-    rejected = RejectedProposal.objects.filter(run=run, seq__lte=run.last_seq).order_by("seq").values_list(*names)
-    columns = dict(zip(names, (list(values) for values in zip(*rejected))))  # rows → columns in one pass
+    rejected = (
+        RejectedProposal.objects.filter(run=run, seq__lte=run.last_seq)
+        .order_by("seq")
+        .values_list(*names)
+    )
+    columns = dict(
+        zip(names, (list(values) for values in zip(*rejected)))
+    )  # rows → columns in one pass
     columns = {name: columns.get(name, []) for name in names}
     return {
         "rejected": columns,
@@ -150,7 +183,9 @@ class JsonText(Func):
     def __init__(self, field: str):
         super().__init__(F(field))
 
-    def as_sql(self, compiler, connection, function=None, template=None, arg_joiner=None, **extra):  # SQLite keeps JSON as text
+    def as_sql(
+        self, compiler, connection, function=None, template=None, arg_joiner=None, **extra
+    ):  # SQLite keeps JSON as text
         return compiler.compile(self.source_expressions[0])
 
     def as_postgresql(self, compiler, connection, **extra):
@@ -167,13 +202,20 @@ def _json_column(texts: list[str | None]) -> list:
 def _clip_proposal(payload: dict) -> dict:
     return dict(
         payload,
-        texts={name: _clip(text, STREAM_TEXT_CHARS) for name, text in (payload.get("texts") or {}).items()},
+        texts={
+            name: _clip(text, STREAM_TEXT_CHARS)
+            for name, text in (payload.get("texts") or {}).items()
+        },
         reasoning=_clip(payload.get("reasoning", ""), STREAM_TEXT_CHARS),
     )
 
 
 def _clip_trial_item(item: dict) -> dict:
-    return dict(item, output=_clip(item.get("output", ""), STREAM_TEXT_CHARS), reasons=list(item.get("reasons") or [])[:REASONS_SHOWN])
+    return dict(
+        item,
+        output=_clip(item.get("output", ""), STREAM_TEXT_CHARS),
+        reasons=list(item.get("reasons") or [])[:REASONS_SHOWN],
+    )
 
 
 def run_snapshot(run: Run) -> dict:
@@ -202,45 +244,105 @@ def run_snapshot(run: Run) -> dict:
     """
     # Read as columns, the JSON ones as text decoded in one json.loads per column and the
     # summary's numbers cast in SQL: 10,000 candidates, no per-value JSON decoding here.
-    values = Candidate.objects.filter(run=run).order_by("index").values_list(
-        "pk", "index", JsonText("parents"), "origin", "iteration", "metric_calls", "val_score", JsonText("objective_scores"),
-        "on_front", "cost", *(SqlCast(KT(f"val_summary__{path}"), field()) for path, field in SUMMARY_PATHS),
+    values = (
+        Candidate.objects.filter(run=run)
+        .order_by("index")
+        .values_list(
+            "pk",
+            "index",
+            JsonText("parents"),
+            "origin",
+            "iteration",
+            "metric_calls",
+            "val_score",
+            JsonText("objective_scores"),
+            "on_front",
+            "cost",
+            *(SqlCast(KT(f"val_summary__{path}"), field()) for path, field in SUMMARY_PATHS),
+        )
     )
-    columns = [list(column) for column in zip(*values)] or [[] for _ in range(10 + len(SUMMARY_PATHS))]
-    pks, indices, parents, origins, iterations, metric_calls, val_scores, objectives, on_front, costs = columns[:10]
-    summaries = columns[10:]  # prompt_tokens, mean_output_tokens, mean_latency_ms, pass, borderline, fail
+    columns = [list(column) for column in zip(*values)] or [
+        [] for _ in range(10 + len(SUMMARY_PATHS))
+    ]
+    (
+        pks,
+        indices,
+        parents,
+        origins,
+        iterations,
+        metric_calls,
+        val_scores,
+        objectives,
+        on_front,
+        costs,
+    ) = columns[:10]
+    summaries = columns[
+        10:
+    ]  # prompt_tokens, mean_output_tokens, mean_latency_ms, pass, borderline, fail
     unsummarised = [pk for pk, tokens in zip(pks, summaries[0]) if tokens is None]
-    if unsummarised:  # recorded by a writer that stores no summary (an old import): once, then stored
+    if (
+        unsummarised
+    ):  # recorded by a writer that stores no summary (an old import): once, then stored
         filled = fill_val_summaries(unsummarised)
         for position, pk in enumerate(pks):
             if pk in filled:
                 summary = filled[pk]
-                for column, value in zip(summaries, (
-                    summary["prompt_tokens"], summary["mean_output_tokens"], summary["mean_latency_ms"],
-                    *(summary["verdicts"].get(v, 0) for v in VERDICT_ORDER),
-                )):
+                for column, value in zip(
+                    summaries,
+                    (
+                        summary["prompt_tokens"],
+                        summary["mean_output_tokens"],
+                        summary["mean_latency_ms"],
+                        *(summary["verdicts"].get(v, 0) for v in VERDICT_ORDER),
+                    ),
+                ):
                     column[position] = value
     rows = _heatmap_rows(run, pks, indices, val_scores, on_front)
     detail = Candidate.objects.filter(run=run)
     if len(rows) < len(indices):
         detail = detail.filter(index__in=rows)
-    vectors = {index: (scores or {}, components) for index, scores, components in
-               detail.values_list("index", "val_task_scores", "components")}
+    vectors = {
+        index: (scores or {}, components)
+        for index, scores, components in detail.values_list(
+            "index", "val_task_scores", "components"
+        )
+    }
     tasks = _val_task_keys(run, {key for scores, _ in vectors.values() for key in scores})
     verifier_ids = [spec.get("id", "") for spec in run.verifier_specs or []]
 
-    previews = [""] * len(indices)  # the heatmap rows' hover previews; the page fetches the others' with their scores
+    previews = [""] * len(
+        indices
+    )  # the heatmap rows' hover previews; the page fetches the others' with their scores
     for position, index in enumerate(indices):
         if index in vectors:
             components = vectors[index][1] or {}
-            previews[position] = _clip("\n\n".join(f"[{name}]\n{text}" for name, text in components.items()), HOVER_PREVIEW_CHARS)
-    out = dict(zip(CANDIDATE_COLUMNS, (
-        indices, [p or [] for p in _json_column(parents)], origins, iterations, metric_calls, val_scores,
-        [o or {} for o in _json_column(objectives)], on_front,
-        # As the recorder's candidate.new: means over the tasks the model answered.
-        summaries[0], summaries[1], summaries[2], [list(counts) for counts in zip(*summaries[3:])],
-        previews, costs,
-    ), strict=True))
+            previews[position] = _clip(
+                "\n\n".join(f"[{name}]\n{text}" for name, text in components.items()),
+                HOVER_PREVIEW_CHARS,
+            )
+    out = dict(
+        zip(
+            CANDIDATE_COLUMNS,
+            (
+                indices,
+                [p or [] for p in _json_column(parents)],
+                origins,
+                iterations,
+                metric_calls,
+                val_scores,
+                [o or {} for o in _json_column(objectives)],
+                on_front,
+                # As the recorder's candidate.new: means over the tasks the model answered.
+                summaries[0],
+                summaries[1],
+                summaries[2],
+                [list(counts) for counts in zip(*summaries[3:])],
+                previews,
+                costs,
+            ),
+            strict=True,
+        )
+    )
     matrix = [[_round_score(vectors[index][0].get(key)) for key in tasks] for index in rows]
     leaders = {}
     for key, task_scores in zip(tasks, zip(*matrix)):  # one column per task, in one transposition
@@ -255,12 +357,20 @@ def run_snapshot(run: Run) -> dict:
         "candidates": out,
         "rows": rows,
         "scores": matrix,
-        "front": {"members": [index for index, member in zip(indices, on_front) if member], "leaders": leaders},
+        "front": {
+            "members": [index for index, member in zip(indices, on_front) if member],
+            "leaders": leaders,
+        },
         "limits": {
-            "text": STREAM_TEXT_CHARS, "reasons": REASONS_SHOWN, "preview": HOVER_PREVIEW_CHARS,
+            "text": STREAM_TEXT_CHARS,
+            "reasons": REASONS_SHOWN,
+            "preview": HOVER_PREVIEW_CHARS,
             # how many items each stream keeps, live as after a reload
-            "proposals": PROPOSALS_TAIL, "trials": TRIAL_ITEMS_TAIL, "errors": ERRORS_TAIL,
-            "scores_page": SCORES_PAGE, "table_rows": TABLE_ROWS,
+            "proposals": PROPOSALS_TAIL,
+            "trials": TRIAL_ITEMS_TAIL,
+            "errors": ERRORS_TAIL,
+            "scores_page": SCORES_PAGE,
+            "table_rows": TABLE_ROWS,
         },
         **_stream_tails(run),
     }
@@ -278,7 +388,9 @@ def _round_score(score: float | None) -> float | None:
     return None if score is None else round(score, 3)
 
 
-def _heatmap_rows(run: Run, pks: list[int], indices: list[int], val_scores: list, on_front: list[bool]) -> list[int]:
+def _heatmap_rows(
+    run: Run, pks: list[int], indices: list[int], val_scores: list, on_front: list[bool]
+) -> list[int]:
     """The candidates whose per-task scores the snapshot carries, ascending:
     all of a run of up to HEATMAP_ROWS, else the front, the seed, the best and
     the top HEATMAP_TOP by val score (ties: the earlier candidate)."""
@@ -288,8 +400,10 @@ def _heatmap_rows(run: Run, pks: list[int], indices: list[int], val_scores: list
     chosen.add(indices[0])
     if run.best_candidate_id:
         chosen.update(index for pk, index in zip(pks, indices) if pk == run.best_candidate_id)
-    ranked = sorted(((score, index) for score, index in zip(val_scores, indices) if score is not None),
-                    key=lambda pair: (-pair[0], pair[1]))
+    ranked = sorted(
+        ((score, index) for score, index in zip(val_scores, indices) if score is not None),
+        key=lambda pair: (-pair[0], pair[1]),
+    )
     chosen.update(index for _, index in ranked[:HEATMAP_TOP])
     return sorted(chosen)
 
@@ -298,19 +412,26 @@ def run_scores_page(run: Run, *, after: int, limit: int) -> dict:
     """The per-task scores of the next `limit` candidates after index `after`
     (the run page's "more rows" of the heatmap), with their hover previews."""
     detail = list(
-        Candidate.objects.filter(run=run, index__gt=after).order_by("index")
+        Candidate.objects.filter(run=run, index__gt=after)
+        .order_by("index")
         .values_list("index", "val_task_scores", "components")[:limit]
     )
     tasks = _val_task_keys(run, {key for _, scores, _ in detail for key in scores or {}})
     return {
         "tasks": tasks,
         "rows": [index for index, _, _ in detail],
-        "scores": [[_round_score((scores or {}).get(key)) for key in tasks] for _, scores, _ in detail],
+        "scores": [
+            [_round_score((scores or {}).get(key)) for key in tasks] for _, scores, _ in detail
+        ],
         "previews": [
-            _clip("\n\n".join(f"[{name}]\n{text}" for name, text in (components or {}).items()), HOVER_PREVIEW_CHARS)
+            _clip(
+                "\n\n".join(f"[{name}]\n{text}" for name, text in (components or {}).items()),
+                HOVER_PREVIEW_CHARS,
+            )
             for _, _, components in detail
         ],
-        "more": len(detail) == limit and Candidate.objects.filter(run=run, index__gt=detail[-1][0]).exists(),
+        "more": len(detail) == limit
+        and Candidate.objects.filter(run=run, index__gt=detail[-1][0]).exists(),
     }
 
 
@@ -324,12 +445,15 @@ def candidate_detail(run: Run, index: int) -> dict | None:
         return None
     evaluations = list(candidate.evaluations.order_by("split", "task_key"))
     children = list(
-        Candidate.objects.filter(run=run, index__gt=index).order_by("index").values_list("index", "parents")
+        Candidate.objects.filter(run=run, index__gt=index)
+        .order_by("index")
+        .values_list("index", "parents")
     )
     tops = _task_tops(run)
     # Compared at the precision the run page's heatmap shows (its ○ leaders).
     leads = [
-        e.task_key for e in evaluations
+        e.task_key
+        for e in evaluations
         if e.split == Split.VAL and e.task_key in tops and _round_score(e.score) >= tops[e.task_key]
     ]
     lead_keys = set(leads)
@@ -337,33 +461,55 @@ def candidate_detail(run: Run, index: int) -> dict | None:
         "candidate": candidate,
         "evaluations": evaluations,
         # The table's cells, formatted here: 300 rows through the template's filters took most of the page's time.
-        "rows": [_evaluation_row(e, e.split == Split.VAL and e.task_key in lead_keys) for e in evaluations],
+        "rows": [
+            _evaluation_row(e, e.split == Split.VAL and e.task_key in lead_keys)
+            for e in evaluations
+        ],
         "children": [i for i, parents in children if index in (parents or [])],
         "leads": leads,
         "val_count": sum(1 for e in evaluations if e.split == Split.VAL),
         "cost_label": format_cost(candidate.cost, run_pricing(run.config)),
-        "usage_roles": [(role, u) for role, u in (candidate.usage or {}).items() if role != "total" and u.get("calls")],
+        "usage_roles": [
+            (role, u)
+            for role, u in (candidate.usage or {}).items()
+            if role != "total" and u.get("calls")
+        ],
     }
 
 
 def _evaluation_row(e: Evaluation, leads: bool) -> dict:
     checks = [
         {
-            "css": "skipped" if c.get("skipped") else "hit" if (c.get("score") or 0) >= 1 else "miss",
+            "css": "skipped"
+            if c.get("skipped")
+            else "hit"
+            if (c.get("score") or 0) >= 1
+            else "miss",
             "name": f"{v.get('id', '')}/{c.get('id', '')}",
             "score": _fixed(c.get("score"), 2),
             "reason": c.get("reason") or "",
         }
-        for v in (e.result or {}).get("verifiers") or [] if isinstance(v, dict)
-        for c in v.get("checks") or [] if isinstance(c, dict)
+        for v in (e.result or {}).get("verifiers") or []
+        if isinstance(v, dict)
+        for c in v.get("checks") or []
+        if isinstance(c, dict)
     ]
     output = e.output or ""
     return {
-        "task_key": e.task_key, "split": e.split, "score": _fixed(e.score, 3), "verdict": e.verdict, "leads": leads,
-        "checks": checks, "has_verifiers": bool((e.result or {}).get("verifiers")), "feedback": e.feedback,
+        "task_key": e.task_key,
+        "split": e.split,
+        "score": _fixed(e.score, 3),
+        "verdict": e.verdict,
+        "leads": leads,
+        "checks": checks,
+        "has_verifiers": bool((e.result or {}).get("verifiers")),
+        "feedback": e.feedback,
         "tokens": f"{e.tokens_in} / {e.tokens_out}",
-        "judge": f"judge {e.judge_tokens_in} / {e.judge_tokens_out}" if e.judge_tokens_in or e.judge_tokens_out else "",
-        "output": output, "output_short": _clip(output, 80),
+        "judge": f"judge {e.judge_tokens_in} / {e.judge_tokens_out}"
+        if e.judge_tokens_in or e.judge_tokens_out
+        else "",
+        "output": output,
+        "output_short": _clip(output, 80),
     }
 
 
@@ -378,7 +524,9 @@ def _task_tops(run: Run) -> dict[str, float]:
     """Each val task's top score (rounded as the heatmap shows it). A front member
     holds every task's top (see run_snapshot), so the members' stored scores suffice."""
     tops: dict[str, float] = {}
-    for scores in Candidate.objects.filter(run=run, on_front=True).values_list("val_task_scores", flat=True):
+    for scores in Candidate.objects.filter(run=run, on_front=True).values_list(
+        "val_task_scores", flat=True
+    ):
         for key, score in (scores or {}).items():
             rounded = _round_score(score)
             if rounded > tops.get(key, -1.0):
@@ -389,7 +537,9 @@ def _task_tops(run: Run) -> dict[str, float]:
 def launch_form_choices(*, user) -> dict:
     """What the launch form offers: usable task sets (with sizes), verifiers and endpoints."""
     return {
-        "task_sets": TaskSet.objects.visible_to(user).select_related("owner").annotate(task_count=Count("tasks")),
+        "task_sets": TaskSet.objects.visible_to(user)
+        .select_related("owner")
+        .annotate(task_count=Count("tasks")),
         "verifiers": Verifier.objects.visible_to(user).only("slug", "name"),
         "endpoints": ModelEndpoint.objects.all(),
     }
@@ -400,7 +550,10 @@ def _lm_label(lm: dict | str) -> dict:
         return {"label": DEMO_MODEL_LABEL, "is_simulator": True}
     if isinstance(lm, str):  # a model name never resolved (an imported run's config)
         return {"label": lm, "is_simulator": False}
-    return {"label": (lm or {}).get("model") or (lm or {}).get("endpoint") or "–", "is_simulator": False}
+    return {
+        "label": (lm or {}).get("model") or (lm or {}).get("endpoint") or "–",
+        "is_simulator": False,
+    }
 
 
 def run_explainer(run: Run) -> dict:
@@ -414,14 +567,25 @@ def run_explainer(run: Run) -> dict:
     aggregator = config.get("aggregator", "weighted_average")
     return {
         "seed_components": seed if seed is not None else (config.get("seed_components") or {}),
-        "best": {"index": best.index, "components": best.components, "val_score": best.val_score} if best else None,
+        "best": {"index": best.index, "components": best.components, "val_score": best.val_score}
+        if best
+        else None,
         "verifiers": [
-            {"id": spec.get("id", ""), "name": spec.get("name") or spec.get("id", ""), "weight": spec.get("weight", 1),
-             "required": bool(spec.get("required"))}
+            {
+                "id": spec.get("id", ""),
+                "name": spec.get("name") or spec.get("id", ""),
+                "weight": spec.get("weight", 1),
+                "required": bool(spec.get("required")),
+            }
             for spec in run.verifier_specs or []
         ],
-        "aggregator": aggregator if isinstance(aggregator, str) else aggregator.get("type", "custom"),
-        "thresholds": {"pass": thresholds.get("pass", 0.8), "borderline": thresholds.get("borderline", 0.6)},
+        "aggregator": aggregator
+        if isinstance(aggregator, str)
+        else aggregator.get("type", "custom"),
+        "thresholds": {
+            "pass": thresholds.get("pass", 0.8),
+            "borderline": thresholds.get("borderline", 0.6),
+        },
         "task_lm": _lm_label(config.get("task_lm") or {}),
         "reflection_lm": _lm_label(config.get("reflection_lm") or {}),
     }
@@ -435,5 +599,9 @@ def run_family(run: Run, *, user) -> dict:
     return {
         "parent": parent,
         "parent_candidate": run.forked_from_candidate,
-        "forks": list(visible.filter(forked_from=run).order_by("created_at").values("pk", "name", "forked_from_candidate")),
+        "forks": list(
+            visible.filter(forked_from=run)
+            .order_by("created_at")
+            .values("pk", "name", "forked_from_candidate")
+        ),
     }

@@ -49,7 +49,9 @@ class FrontierHttpProtocol(HttpToolsProtocol):
         self._arm_header_timer()
 
     def on_message_begin(self) -> None:  # httptools callback: a request's first byte
-        if self._header_timer is None:  # the first request keeps the deadline of the connection's start
+        if (
+            self._header_timer is None
+        ):  # the first request keeps the deadline of the connection's start
             self._arm_header_timer()
         super().on_message_begin()
 
@@ -60,7 +62,9 @@ class FrontierHttpProtocol(HttpToolsProtocol):
     def pause_writing(self) -> None:  # asyncio.Protocol: the client is behind
         super().pause_writing()
         if self._stall_timer is None:
-            self._stall_timer = self.loop.call_later(settings.FRONTIER_STALLED_CLIENT_SECONDS, self._stalled)
+            self._stall_timer = self.loop.call_later(
+                settings.FRONTIER_STALLED_CLIENT_SECONDS, self._stalled
+            )
 
     def resume_writing(self) -> None:  # asyncio.Protocol: the client read
         self._cancel("_stall_timer")
@@ -73,7 +77,9 @@ class FrontierHttpProtocol(HttpToolsProtocol):
 
     def _arm_header_timer(self) -> None:
         self._cancel("_header_timer")
-        self._header_timer = self.loop.call_later(settings.FRONTIER_HTTP_HEADER_SECONDS, self._headers_too_slow)
+        self._header_timer = self.loop.call_later(
+            settings.FRONTIER_HTTP_HEADER_SECONDS, self._headers_too_slow
+        )
 
     def _cancel(self, name: str) -> None:
         timer = getattr(self, name)
@@ -83,14 +89,20 @@ class FrontierHttpProtocol(HttpToolsProtocol):
 
     def _headers_too_slow(self) -> None:
         self._header_timer = None
-        log.info("%s sent no complete request headers within %s s: closing the connection",
-                 _peer(self.transport), settings.FRONTIER_HTTP_HEADER_SECONDS)
+        log.info(
+            "%s sent no complete request headers within %s s: closing the connection",
+            _peer(self.transport),
+            settings.FRONTIER_HTTP_HEADER_SECONDS,
+        )
         self.transport.abort()
 
     def _stalled(self) -> None:
         self._stall_timer = None
-        log.warning("%s read nothing of a response for %s s: disconnecting it",
-                    _peer(self.transport), settings.FRONTIER_STALLED_CLIENT_SECONDS)
+        log.warning(
+            "%s read nothing of a response for %s s: disconnecting it",
+            _peer(self.transport),
+            settings.FRONTIER_STALLED_CLIENT_SECONDS,
+        )
         self.transport.abort()
 
 
@@ -99,8 +111,14 @@ def _peer(transport) -> str:
     return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else "a client"
 
 
-def server_config(*, host: str, port: int, proxy_headers: bool = False,
-                  forwarded_allow_ips: str | None = None, access_log: bool = False) -> uvicorn.Config:
+def server_config(
+    *,
+    host: str,
+    port: int,
+    proxy_headers: bool = False,
+    forwarded_allow_ips: str | None = None,
+    access_log: bool = False,
+) -> uvicorn.Config:
     """The uvicorn configuration every Frontier web process uses."""
     return uvicorn.Config(
         APPLICATION,

@@ -36,7 +36,9 @@ DEBUG = env_bool("DEBUG", not (DATABASE_URL or REDIS_URL))
 SECRET_KEY = env_str("SECRET_KEY")
 if not SECRET_KEY:
     if not DEBUG:
-        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off (or set DEBUG=1 for local development)")
+        raise ImproperlyConfigured(
+            "SECRET_KEY must be set when DEBUG is off (or set DEBUG=1 for local development)"
+        )
     SECRET_KEY = "insecure-dev-key-only-for-debug"  # noqa: S105 - DEBUG only
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if DEBUG else [])
@@ -148,11 +150,20 @@ if REDIS_URL:
     }
     CELERY_BROKER_URL = REDIS_URL
     # Shared by every web process: the login throttle's counts (dashboard.throttle).
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
-                          "KEY_PREFIX": CHANNEL_PREFIX}}
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": CHANNEL_PREFIX,
+        }
+    }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "dashboard.channel_layer.ThreadSafeInMemoryChannelLayer"}}
-    CELERY_BROKER_URL = "memory://localhost/"  # a host name keeps kombu from warning on every connection
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "dashboard.channel_layer.ThreadSafeInMemoryChannelLayer"}
+    }
+    CELERY_BROKER_URL = (
+        "memory://localhost/"  # a host name keeps kombu from warning on every connection
+    )
 
 CELERY_TASK_DEFAULT_QUEUE = env_str("FRONTIER_QUEUE", "frontier")
 CELERY_RESULT_BACKEND = None
@@ -263,7 +274,9 @@ SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
 CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
 # "Header-Name: value" the TLS-terminating proxy sets, e.g. "X-Forwarded-Proto: https".
-SECURE_PROXY_SSL_HEADER = proxy_ssl_header("SECURE_PROXY_SSL_HEADER", env_str("SECURE_PROXY_SSL_HEADER"))
+SECURE_PROXY_SSL_HEADER = proxy_ssl_header(
+    "SECURE_PROXY_SSL_HEADER", env_str("SECURE_PROXY_SSL_HEADER")
+)
 # Where users reach this site: links printed by the CLI and returned by the API.
 BASE_URL = env_str("FRONTIER_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 
@@ -274,7 +287,10 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # HTTP client libraries log every request at INFO: that would interleave with
     # `optimize run --wait`'s progress bar and flood worker logs.
-    "loggers": {name: {"level": "WARNING"} for name in ("uvicorn.error", "celery", "httpx", "httpx2", "httpcore", "openai")},
+    "loggers": {
+        name: {"level": "WARNING"}
+        for name in ("uvicorn.error", "celery", "httpx", "httpx2", "httpcore", "openai")
+    },
 }
 
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False

@@ -45,7 +45,11 @@ class FrontierStaticFilesStorage(CompressedManifestStaticFilesStorage):
         existing .gz or .br of it is current; the plain copies (no page links
         one) are served as they are."""
         hashed = set(self.hashed_files.values())
-        fresh = {path for path in paths if path in hashed and not (self.exists(f"{path}.gz") or self.exists(f"{path}.br"))}
+        fresh = {
+            path
+            for path in paths
+            if path in hashed and not (self.exists(f"{path}.gz") or self.exists(f"{path}.br"))
+        }
         return super().compress_files(fresh)
 
     def url(self, name: str | None, force: bool = False) -> str:
@@ -54,8 +58,10 @@ class FrontierStaticFilesStorage(CompressedManifestStaticFilesStorage):
         except ValueError as error:
             if self.hashed_files:
                 raise
-            raise ValueError(f"{error}: the static files are not collected in {self.location}; run "
-                             "`python manage.py collectstatic --noinput` (`manage.py serve` runs it)") from error
+            raise ValueError(
+                f"{error}: the static files are not collected in {self.location}; run "
+                "`python manage.py collectstatic --noinput` (`manage.py serve` runs it)"
+            ) from error
 
 
 def serve_static_files(application: Any) -> ServeStaticASGI:
@@ -103,7 +109,9 @@ def collect_static_files(log: Callable[[str], object] | None = None) -> bool:
     if (root / "staticfiles.json").exists() and stamp.exists() and stamp.read_text() == sources:
         return False
     if log:
-        log(f"Collecting static files into {root} (hashed names, gzip and brotli; the first time takes ~20 s)")
+        log(
+            f"Collecting static files into {root} (hashed names, gzip and brotli; the first time takes ~20 s)"
+        )
     call_command("collectstatic", "--noinput", verbosity=0)
     stamp.write_text(sources)
     return True
@@ -125,9 +133,17 @@ def _sources_fingerprint() -> str:
     for finder in finders.get_finders():
         for path, storage in finder.list(ignore):
             stat = Path(storage.path(path)).stat()
-            listed.append((getattr(storage, "prefix", None) or "", path, stat.st_size, stat.st_mtime_ns))
-    recipe = [settings.STORAGES["staticfiles"], settings.STATIC_URL, version("django"), version("servestatic"),
-              hashlib.sha256(Path(__file__).read_bytes()).hexdigest(), sorted(listed)]
+            listed.append(
+                (getattr(storage, "prefix", None) or "", path, stat.st_size, stat.st_mtime_ns)
+            )
+    recipe = [
+        settings.STORAGES["staticfiles"],
+        settings.STATIC_URL,
+        version("django"),
+        version("servestatic"),
+        hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
+        sorted(listed),
+    ]
     return hashlib.sha256(json.dumps(recipe, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -145,9 +161,15 @@ def plotly_css(bundle: str | None = None) -> str:
     version = re.search(r"plotly\.js(?: \([^)]*\))? v([\d.]+)", bundle)
     start = bundle.index('{"X,X div"')
     end = bundle.index("}", bundle.index(";for(", start) - 1)
-    lines = [f"/* plotly.js {version.group(1) if version else '?'}: its injected CSS as a file (dashboard/staticfiles.plotly_css). */"]
-    for selector, body in _PLOTLY_RULES.findall(bundle[start:end + 1]):
-        selector = re.sub(r"^,", " ,", selector).replace("X", ".js-plotly-plot .plotly").replace("Y", ".plotly-notifier")
+    lines = [
+        f"/* plotly.js {version.group(1) if version else '?'}: its injected CSS as a file (dashboard/staticfiles.plotly_css). */"
+    ]
+    for selector, body in _PLOTLY_RULES.findall(bundle[start : end + 1]):
+        selector = (
+            re.sub(r"^,", " ,", selector)
+            .replace("X", ".js-plotly-plot .plotly")
+            .replace("Y", ".plotly-notifier")
+        )
         lines.append(f"{selector}{{{body[1:-1]}}}")
     return "\n".join(lines) + "\n"
 
@@ -156,7 +178,10 @@ def plotly_injected_style_ids(bundle: str | None = None) -> list[str]:
     """Ids of the other <style> elements the bundle injects unless an element with
     that id exists (its map library's CSS): base.html holds a placeholder for each."""
     bundle = bundle if bundle is not None else PLOTLY_BUNDLE.read_text(encoding="utf-8")
-    return re.findall(r'if\(!document\.getElementById\("([0-9a-f]{16,})"\)\)\{var \w+=document\.createElement\("style"\)', bundle)
+    return re.findall(
+        r'if\(!document\.getElementById\("([0-9a-f]{16,})"\)\)\{var \w+=document\.createElement\("style"\)',
+        bundle,
+    )
 
 
 if __name__ == "__main__":  # python -m dashboard.staticfiles > static/css/plotly.css

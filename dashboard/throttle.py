@@ -36,7 +36,9 @@ REFUSED_MESSAGE = "Too many failed attempts for this account or from this addres
 
 def _key(kind: str, value: str) -> str:
     # Hashed: an account name or header value may hold anything a cache key cannot.
-    return "throttle:" + kind + ":" + hashlib.sha256(value.encode("utf-8", "replace")).hexdigest()[:32]
+    return (
+        "throttle:" + kind + ":" + hashlib.sha256(value.encode("utf-8", "replace")).hexdigest()[:32]
+    )
 
 
 def client_ip(request) -> str:
@@ -72,7 +74,9 @@ class Throttle:
 def login_throttle(ip: str, username: str | None) -> Throttle:
     keys = [(_key("ip", ip), settings.LOGIN_FAILURES_PER_IP)]
     if username:
-        keys.append((_key("account", username.strip().lower()), settings.LOGIN_FAILURES_PER_ACCOUNT))
+        keys.append(
+            (_key("account", username.strip().lower()), settings.LOGIN_FAILURES_PER_ACCOUNT)
+        )
     return Throttle(tuple(keys))
 
 

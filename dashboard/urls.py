@@ -22,7 +22,9 @@ run_patterns = [
     path("<int:run_id>/client.json", runs.run_client_json, name="client"),
     path("<int:run_id>/candidates/<int:index>/", runs.candidate_detail, name="candidate"),
     # Spelled out so /runs/<id>/compare/ (the compare namespace) is never shadowed.
-    re_path(r"^(?P<run_id>\d+)/(?P<action>stop|cancel|resume|fork)/$", runs.run_control, name="control"),
+    re_path(
+        r"^(?P<run_id>\d+)/(?P<action>stop|cancel|resume|fork)/$", runs.run_control, name="control"
+    ),
     path("<int:run_id>/annotate/", runs.run_annotate, name="annotate"),
     path("<int:run_id>/archive/", runs.run_archive, name="archive"),
     path("<int:run_id>/delete/", runs.run_delete, name="delete"),
@@ -34,11 +36,31 @@ compare_patterns = [
     path("<int:run_id>/compare/", compare.compare, name="compare"),
     path("<int:run_id>/compare/task/", compare.compare_task, name="task"),
     path("<int:run_id>/candidates/<int:index>/history/", compare.history, name="history"),
-    path("<int:run_id>/candidates/<int:index>/download.txt", compare.download_candidate, {"fmt": "txt"}, name="download_txt"),
-    path("<int:run_id>/candidates/<int:index>/download.json", compare.download_candidate, {"fmt": "json"}, name="download_json"),
+    path(
+        "<int:run_id>/candidates/<int:index>/download.txt",
+        compare.download_candidate,
+        {"fmt": "txt"},
+        name="download_txt",
+    ),
+    path(
+        "<int:run_id>/candidates/<int:index>/download.json",
+        compare.download_candidate,
+        {"fmt": "json"},
+        name="download_json",
+    ),
     # The best candidate at the time of the click (it changes while a run goes).
-    path("<int:run_id>/best/download.txt", compare.download_candidate, {"fmt": "txt", "index": None}, name="download_best_txt"),
-    path("<int:run_id>/best/download.json", compare.download_candidate, {"fmt": "json", "index": None}, name="download_best_json"),
+    path(
+        "<int:run_id>/best/download.txt",
+        compare.download_candidate,
+        {"fmt": "txt", "index": None},
+        name="download_best_txt",
+    ),
+    path(
+        "<int:run_id>/best/download.json",
+        compare.download_candidate,
+        {"fmt": "json", "index": None},
+        name="download_best_json",
+    ),
     path("<int:run_id>/export.json", compare.export_json, name="export_json"),
     path("<int:run_id>/export.csv", compare.export_csv, name="export_csv"),
     path("<int:run_id>/promotion/", compare.promotion, name="promotion"),

@@ -21,12 +21,29 @@ class UserRunLimitsAdmin(admin.ModelAdmin):
 
 @admin.register(ModelEndpoint)
 class ModelEndpointAdmin(admin.ModelAdmin):
-    list_display = ["name", "provider", "model", "base_url", "api_key_env", "price_in_per_million", "price_out_per_million"]
+    list_display = [
+        "name",
+        "provider",
+        "model",
+        "base_url",
+        "api_key_env",
+        "price_in_per_million",
+        "price_out_per_million",
+    ]
 
 
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
-    list_display = ["id", "name", "owner", "status", "best_score", "budget_used", "budget_total", "created_at"]
+    list_display = [
+        "id",
+        "name",
+        "owner",
+        "status",
+        "best_score",
+        "budget_used",
+        "budget_total",
+        "created_at",
+    ]
     list_filter = ["status"]
     list_select_related = ["owner", "progress"]
 

@@ -28,15 +28,24 @@ router = Router()
 
 
 class ConfigIn(Schema):
-    config: RunConfig = Field(..., description="What to optimize and how; unset fields take their defaults.")
+    config: RunConfig = Field(
+        ..., description="What to optimize and how; unset fields take their defaults."
+    )
 
 
 class RoleUsageOut(Schema):
     calls: int = 0
     # default= by keyword: type checkers read only that as a field's default (PEP 681).
-    tokens_in: int = Field(default=0, description="Input (prompt) tokens, from the provider's usage")
-    tokens_out: int = Field(default=0, description="Output (completion) tokens, from the provider's usage")
-    cost: float = Field(default=0.0, description="At the endpoint's prices per 1M tokens (the demo simulator is free)")
+    tokens_in: int = Field(
+        default=0, description="Input (prompt) tokens, from the provider's usage"
+    )
+    tokens_out: int = Field(
+        default=0, description="Output (completion) tokens, from the provider's usage"
+    )
+    cost: float = Field(
+        default=0.0,
+        description="At the endpoint's prices per 1M tokens (the demo simulator is free)",
+    )
 
 
 class UsageOut(Schema):
@@ -56,7 +65,9 @@ class PresetOut(Schema):
 class PlanBudgetOut(Schema):
     metric_calls: int
     max_cost: float | None
-    iteration_cost: int = Field(description="The most metric calls one iteration can spend; the run stops when less is left")
+    iteration_cost: int = Field(
+        description="The most metric calls one iteration can spend; the run stops when less is left"
+    )
 
 
 class PlanCallOut(Schema):
@@ -75,11 +86,15 @@ class PlanOut(Schema):
     budget: PlanBudgetOut
     iterations: list[int]
     metric_calls: list[int]
-    calls: dict[str, list[int]] = Field(description="task, reflection and judge model calls, each [low, high]")
+    calls: dict[str, list[int]] = Field(
+        description="task, reflection and judge model calls, each [low, high]"
+    )
     tokens: list[int]
     cost: list[float]
     free: bool = Field(description="Every model is the demo simulator")
-    seconds: list[float] = Field(description="Wall time from the endpoint's observed latency and the run's concurrency")
+    seconds: list[float] = Field(
+        description="Wall time from the endpoint's observed latency and the run's concurrency"
+    )
     per_task_call: PlanCallOut
     warnings: list[str]
 
@@ -87,12 +102,21 @@ class PlanOut(Schema):
 class DryRunOut(Schema):
     ok: bool
     problems: list[Problem]
-    warnings: list[str] = []  # launchable, but worth knowing (low budget, task data no verifier reads)
-    plan: PlanOut | None = Field(None, description="What the run will do (null while the config cannot be resolved)")
+    warnings: list[
+        str
+    ] = []  # launchable, but worth knowing (low budget, task data no verifier reads)
+    plan: PlanOut | None = Field(
+        None, description="What the run will do (null while the config cannot be resolved)"
+    )
 
 
 class ResumeIn(Schema):
-    extra_budget: int = Field(0, ge=0, le=MAX_METRIC_CALLS, description="More metric calls (required to continue a completed run)")
+    extra_budget: int = Field(
+        0,
+        ge=0,
+        le=MAX_METRIC_CALLS,
+        description="More metric calls (required to continue a completed run)",
+    )
 
 
 class ForkIn(Schema):
@@ -100,9 +124,13 @@ class ForkIn(Schema):
 
 
 class RunPatchIn(Schema):
-    tags: list[str] | None = Field(None, description="Replace the run's tags (each 1-40 characters, at most 20)")
+    tags: list[str] | None = Field(
+        None, description="Replace the run's tags (each 1-40 characters, at most 20)"
+    )
     notes: str | None = Field(None, description="Replace the run's notes")
-    archived: bool | None = Field(None, description="Archive (refused while the run is active) or unarchive")
+    archived: bool | None = Field(
+        None, description="Archive (refused while the run is active) or unarchive"
+    )
 
 
 class CandidateOut(Schema):
@@ -115,7 +143,9 @@ class CandidateOut(Schema):
     objective_scores: dict[str, float]
     on_front: bool
     components: dict[str, str]
-    cost: float = Field(0.0, description="What the iteration that found it spent (its valset scoring included)")
+    cost: float = Field(
+        0.0, description="What the iteration that found it spent (its valset scoring included)"
+    )
     usage: UsageOut = Field(default_factory=UsageOut, description="That spend by role")
 
 
@@ -131,41 +161,64 @@ class RunOut(Schema):
     seed_score: float | None
     best_score: float | None
     best_candidate: int | None
-    chosen_candidate: int | None = Field(description="The candidate promoted as the run's chosen prompt, if any")
+    chosen_candidate: int | None = Field(
+        description="The candidate promoted as the run's chosen prompt, if any"
+    )
     error: str
     last_seq: int
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
-    simulator: bool = Field(description="True when the task or reflection model is the offline demo simulator, not a real model")
+    simulator: bool = Field(
+        description="True when the task or reflection model is the offline demo simulator, not a real model"
+    )
     url: str = Field(description="The run's page")
     tags: list[str] = Field(default_factory=list, description="The user's labels for this run")
     notes: str = Field("", description="The user's notes on this run")
     archived: bool = Field(False, description="Hidden from the runs list unless asked for")
     forked_from: int | None = Field(None, description="The run this one was forked from")
-    forked_from_candidate: int | None = Field(None, description="The parent run's candidate it was seeded from")
-    kind: str = Field(description='"native" (executed by our workers) or "external" (reported by frontier_tracker from its owner\'s process)')
-    external: dict[str, Any] = Field(description="For an external run: source, host, gepa_version, client_version")
-    cost: float = Field(0.0, description="Money spent on model calls so far, at the endpoints' prices per 1M tokens")
-    pricing: str = Field("priced", description='"simulator" (free), "unpriced" (no endpoint price set) or "priced"')
+    forked_from_candidate: int | None = Field(
+        None, description="The parent run's candidate it was seeded from"
+    )
+    kind: str = Field(
+        description='"native" (executed by our workers) or "external" (reported by frontier_tracker from its owner\'s process)'
+    )
+    external: dict[str, Any] = Field(
+        description="For an external run: source, host, gepa_version, client_version"
+    )
+    cost: float = Field(
+        0.0, description="Money spent on model calls so far, at the endpoints' prices per 1M tokens"
+    )
+    pricing: str = Field(
+        "priced", description='"simulator" (free), "unpriced" (no endpoint price set) or "priced"'
+    )
     max_cost: float | None = Field(None, description="The run's cost cap, if any")
-    usage: UsageOut = Field(default_factory=UsageOut, description="Model calls, tokens and cost by role so far")
-    stop_reason: str = Field("", description='Why the run ended: "budget reached", "cost cap reached", …')
+    usage: UsageOut = Field(
+        default_factory=UsageOut, description="Model calls, tokens and cost by role so far"
+    )
+    stop_reason: str = Field(
+        "", description='Why the run ended: "budget reached", "cost cap reached", …'
+    )
 
     @staticmethod
     def of(run: Run) -> dict:
         """The run read model (optimizer.runs.summary.run_summary) in the API's names."""
         summary = run_summary(run)
         return {
-            **summary, "name": run.name, "best_candidate": summary["best_index"],
+            **summary,
+            "name": run.name,
+            "best_candidate": summary["best_index"],
             "chosen_candidate": summary["chosen_index"],
-            "created_at": run.created_at, "started_at": run.started_at, "finished_at": run.finished_at,
+            "created_at": run.created_at,
+            "started_at": run.started_at,
+            "finished_at": run.finished_at,
         }
 
 
 class RunDetailOut(RunOut):
     config: RunConfig | dict[str, Any] = Field(
-        description="The config frozen at launch (model names resolved into LM configs); an imported run's may be partial")
+        description="The config frozen at launch (model names resolved into LM configs); an imported run's may be partial"
+    )
     verifier_ids: list[str]
     candidates: list[CandidateOut]
 
@@ -178,14 +231,19 @@ class EvaluationOut(Schema):
     verdict: str
     passed: bool
     feedback: str
-    result: dict[str, Any] = Field(description="The verifiers' result: score, verdict, verifiers[].checks[], hits, misses")
+    result: dict[str, Any] = Field(
+        description="The verifiers' result: score, verdict, verifiers[].checks[], hits, misses"
+    )
     attempts: list[Any] = Field(description="Attempts of the verify loop, when it ran")
     latency_ms: float
     tokens_in: int
     tokens_out: int
     judge_tokens_in: int = 0
     judge_tokens_out: int = 0
-    cost: float = Field(0.0, description="Task model and verify-judge calls of this evaluation, at the endpoints' prices")
+    cost: float = Field(
+        0.0,
+        description="Task model and verify-judge calls of this evaluation, at the endpoints' prices",
+    )
 
 
 class CandidateDetailOut(CandidateOut):
@@ -201,17 +259,33 @@ class EventOut(Schema):
 
 def _candidate(c: Candidate) -> dict:
     return {
-        "index": c.index, "parents": c.parents, "origin": c.origin, "iteration": c.iteration,
-        "metric_calls": c.metric_calls, "val_score": c.val_score, "objective_scores": c.objective_scores,
-        "on_front": c.on_front, "components": c.components, "cost": c.cost, "usage": c.usage or {},
+        "index": c.index,
+        "parents": c.parents,
+        "origin": c.origin,
+        "iteration": c.iteration,
+        "metric_calls": c.metric_calls,
+        "val_score": c.val_score,
+        "objective_scores": c.objective_scores,
+        "on_front": c.on_front,
+        "components": c.components,
+        "cost": c.cost,
+        "usage": c.usage or {},
     }
 
 
 def _detail(run: Run) -> dict:
     # The stored per-task scores are the run page's (thousands of numbers per candidate), not the API's.
-    candidates = [_candidate(c) for c in run.candidates.order_by("index").defer("val_task_scores", "val_summary")]
+    candidates = [
+        _candidate(c)
+        for c in run.candidates.order_by("index").defer("val_task_scores", "val_summary")
+    ]
     verifier_ids = [spec.get("id", "") for spec in run.verifier_specs]
-    return {**RunOut.of(run), "config": run.config, "verifier_ids": verifier_ids, "candidates": candidates}
+    return {
+        **RunOut.of(run),
+        "config": run.config,
+        "verifier_ids": verifier_ids,
+        "candidates": candidates,
+    }
 
 
 def _visible(request, run_id: int) -> Run:
@@ -223,8 +297,10 @@ def _controllable(request, run_id: int) -> Run:
 
 
 class LaunchedOut(RunOut):
-    warnings: list[str] = Field(description="What a dry run warns about: launched anyway, worth knowing "
-                                            "(low budget, task data no verifier reads, a verifier's lint warnings)")
+    warnings: list[str] = Field(
+        description="What a dry run warns about: launched anyway, worth knowing "
+        "(low budget, task data no verifier reads, a verifier's lint warnings)"
+    )
 
 
 @router.post("/", response={201: LaunchedOut})
@@ -232,7 +308,13 @@ def launch_run(request, body: ConfigIn):
     """Launch a run; it is queued for a worker once the request commits. A config
     that cannot run is a 400 naming each field."""
     run = services.run_launch(owner=request.user, config=body.config)
-    return Status(201, {**RunOut.of(run), "warnings": selectors.launch_warnings(user=request.user, config=body.config)})
+    return Status(
+        201,
+        {
+            **RunOut.of(run),
+            "warnings": selectors.launch_warnings(user=request.user, config=body.config),
+        },
+    )
 
 
 @router.post("/dry-run", response={200: DryRunOut})
@@ -242,14 +324,21 @@ def dry_run(request, body: ConfigIn):
     money and time. A body that is not a RunConfig at all is a 400."""
     problems = services.run_dry_run(owner=request.user, config=body.config)
     plan = services.run_plan_for(owner=request.user, config=body.config, probe=not problems)
-    return {"ok": not problems, "problems": [{"field": f, "message": m} for f, m in problems],
-            "warnings": selectors.launch_warnings(user=request.user, config=body.config), "plan": plan}
+    return {
+        "ok": not problems,
+        "problems": [{"field": f, "message": m} for f, m in problems],
+        "warnings": selectors.launch_warnings(user=request.user, config=body.config),
+        "plan": plan,
+    }
 
 
 @router.get("/", response=list[RunOut])
 def list_runs(request, status: RunStatus | None = None):
     """Runs you can see (yours and those shared with you), newest first."""
-    return [RunOut.of(run) for run in selectors.run_list(user=request.user, status=status or "", archived=None)]
+    return [
+        RunOut.of(run)
+        for run in selectors.run_list(user=request.user, status=status or "", archived=None)
+    ]
 
 
 @router.get("/{run_id}", response=RunDetailOut)
@@ -265,17 +354,35 @@ def get_candidate(request, run_id: int, index: int):
     if candidate is None:
         raise Http404(f"Run {run.pk} has no candidate {index}")
     evaluations = [
-        {"task_key": e.task_key, "split": e.split, "output": e.output, "score": e.score, "verdict": e.verdict,
-         "passed": e.passed, "feedback": e.feedback, "result": e.result, "attempts": e.attempts,
-         "latency_ms": e.latency_ms, "tokens_in": e.tokens_in, "tokens_out": e.tokens_out,
-         "judge_tokens_in": e.judge_tokens_in, "judge_tokens_out": e.judge_tokens_out, "cost": e.cost}
+        {
+            "task_key": e.task_key,
+            "split": e.split,
+            "output": e.output,
+            "score": e.score,
+            "verdict": e.verdict,
+            "passed": e.passed,
+            "feedback": e.feedback,
+            "result": e.result,
+            "attempts": e.attempts,
+            "latency_ms": e.latency_ms,
+            "tokens_in": e.tokens_in,
+            "tokens_out": e.tokens_out,
+            "judge_tokens_in": e.judge_tokens_in,
+            "judge_tokens_out": e.judge_tokens_out,
+            "cost": e.cost,
+        }
         for e in candidate.evaluations.order_by("split", "task_key")
     ]
     return {**_candidate(candidate), "reflection": candidate.reflection, "evaluations": evaluations}
 
 
 @router.get("/{run_id}/events", response=list[EventOut])
-def list_events(request, run_id: int, after: int = Query(0, ge=0, le=2**31), limit: int = Query(500, ge=1, le=5000)):
+def list_events(
+    request,
+    run_id: int,
+    after: int = Query(0, ge=0, le=2**31),
+    limit: int = Query(500, ge=1, le=5000),
+):
     """The run's event log after seq `after` (the websocket's messages, for polling clients)."""
     run = _visible(request, run_id)
     return [e.as_message() for e in run.events.filter(seq__gt=after).order_by("seq")[:limit]]
@@ -287,7 +394,9 @@ def export_run(request, run_id: int):
     the run import reads it back. A run with no candidate yet has nothing to export (409)."""
     run = _visible(request, run_id)
     if not run.candidates.exists():  # a document holds at least one candidate (RunDocument)
-        return Status(409, {"detail": f"run {run.pk} has no candidate yet: nothing to export", "problems": []})
+        return Status(
+            409, {"detail": f"run {run.pk} has no candidate yet: nothing to export", "problems": []}
+        )
     response = run_export_download(request, run, "json")
     del response["Content-Disposition"]  # the API answers with the document itself
     return response
@@ -338,7 +447,9 @@ def update_run(request, run_id: int, body: RunPatchIn):
         with transaction.atomic():
             if body.archived is not None:
                 run = services.run_archive(run=run, archived=body.archived)
-            services.run_annotate(run=run, tags=body.tags, notes=body.notes)  # RunConfigError: the API's 400
+            services.run_annotate(
+                run=run, tags=body.tags, notes=body.notes
+            )  # RunConfigError: the API's 400
     except services.RunStateError as error:
         return Status(409, {"detail": str(error), "problems": []})
     return Status(200, RunOut.of(Run.objects.select_related(*RUN_JOINS).get(pk=run.pk)))

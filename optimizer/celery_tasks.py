@@ -22,7 +22,12 @@ _watchdog_lock = threading.Lock()
 _watchdog_stop: threading.Event | None = None  # set while a watchdog runs in this process
 
 
-@shared_task(name="optimizer.run_optimization", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+@shared_task(
+    name="optimizer.run_optimization",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    ignore_result=True,
+)
 def run_optimization(run_id: int) -> str | None:
     """Run or resume one optimization. Delivered twice, it does nothing harmful:
     a finished run, or one whose worker is alive, is skipped (runner.claim)."""
@@ -44,10 +49,16 @@ def enqueue_run(run_id: int) -> bool:
         run_optimization.delay(run_id)
         return True
     except Exception as error:
-        log.warning("run %s stays queued: the broker is unreachable (%s); a worker sends it again later", run_id, error)
+        log.warning(
+            "run %s stays queued: the broker is unreachable (%s); a worker sends it again later",
+            run_id,
+            error,
+        )
         try:
             due = timezone.now() - QUEUED_RESEND_AFTER
-            Run.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(enqueued_at=due, phase=WAITING_FOR_BROKER)
+            Run.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(
+                enqueued_at=due, phase=WAITING_FOR_BROKER
+            )
         except Exception:  # the watchdog also resends runs whose sending is old
             log.exception("could not mark run %s as not sent", run_id)
         return False
@@ -72,7 +83,9 @@ def requeue_orphaned_runs(*, include_queued: bool = False) -> list[int]:
         unsent &= Q(enqueued_at__lte=now - QUEUED_RESEND_AFTER)
     run_ids = []
     # External runs are driven by their owners' own processes: nothing here resumes them.
-    for run_id in Run.objects.filter(stale | unsent, imported=False, kind=RunKind.NATIVE).values_list("pk", flat=True):
+    for run_id in Run.objects.filter(
+        stale | unsent, imported=False, kind=RunKind.NATIVE
+    ).values_list("pk", flat=True):
         # Several workers each run a watchdog: the one whose UPDATE matched sends it.
         if Run.objects.filter(stale | unsent, pk=run_id).update(enqueued_at=now):
             log.info("re-queueing run %s", run_id)
@@ -105,7 +118,9 @@ def start_watchdog(**_kwargs) -> None:
     with _watchdog_lock:
         if _watchdog_stop is None:
             _watchdog_stop = threading.Event()
-            threading.Thread(target=_watch, args=(_watchdog_stop,), name="orphaned-runs-watchdog", daemon=True).start()
+            threading.Thread(
+                target=_watch, args=(_watchdog_stop,), name="orphaned-runs-watchdog", daemon=True
+            ).start()
 
 
 @worker_shutdown.connect

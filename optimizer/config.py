@@ -57,7 +57,10 @@ def lm_is_simulator(lm) -> bool:
         return lm == DEMO_MODEL_NAME
     return isinstance(lm, dict) and lm.get("provider") == "demo"
 
-DEFAULT_SEED_COMPONENTS = {"instructions": "You are a helpful assistant. Answer the user's request."}
+
+DEFAULT_SEED_COMPONENTS = {
+    "instructions": "You are a helpful assistant. Answer the user's request."
+}
 
 # An LM is a full config or the name of a ModelEndpoint (resolved at launch). The
 # discriminator keeps errors about a config dict from also saying "not a string".
@@ -73,9 +76,15 @@ class _Strict(BaseModel):
 
 
 class Splits(_Strict):
-    train: str = Field(default="train", min_length=1, description="Split GEPA draws reflection minibatches from.")
-    val: str = Field(default="val", min_length=1, description="Split every accepted candidate is scored on.")
-    holdout: str | None = Field(default=None, description="Optional split scored at the end for the seed and the best.")
+    train: str = Field(
+        default="train", min_length=1, description="Split GEPA draws reflection minibatches from."
+    )
+    val: str = Field(
+        default="val", min_length=1, description="Split every accepted candidate is scored on."
+    )
+    holdout: str | None = Field(
+        default=None, description="Optional split scored at the end for the seed and the best."
+    )
 
     @model_validator(mode="after")
     def _holdout_is_separate(self) -> Splits:
@@ -106,21 +115,30 @@ class Budget(_Strict):
     preset: Literal["light", "medium", "heavy"] | None = None
     max_metric_calls: int | None = Field(default=None, ge=1, le=MAX_METRIC_CALLS)
     max_cost: float | None = Field(
-        default=None, gt=0, le=1_000_000, description="Stop before spending more than this on model calls (endpoint price units)."
+        default=None,
+        gt=0,
+        le=1_000_000,
+        description="Stop before spending more than this on model calls (endpoint price units).",
     )
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Budget:
         if (self.preset is None) == (self.max_metric_calls is None):
-            raise ValueError("give exactly one of preset (light, medium, heavy) or max_metric_calls")
+            raise ValueError(
+                "give exactly one of preset (light, medium, heavy) or max_metric_calls"
+            )
         return self
 
     def metric_calls(self, *, valset_size: int, minibatch_size: int) -> int:
         if self.max_metric_calls is not None:
             return self.max_metric_calls
         if self.preset is None:  # _exactly_one refuses a budget with neither
-            raise ValueError("give exactly one of preset (light, medium, heavy) or max_metric_calls")
-        return valset_size + PRESET_PROPOSALS[self.preset] * proposal_cost(valset_size, minibatch_size)
+            raise ValueError(
+                "give exactly one of preset (light, medium, heavy) or max_metric_calls"
+            )
+        return valset_size + PRESET_PROPOSALS[self.preset] * proposal_cost(
+            valset_size, minibatch_size
+        )
 
 
 def proposal_cost(valset_size: int, minibatch_size: int) -> int:
@@ -141,9 +159,14 @@ def iteration_cost(valset_size: int, minibatch_size: int, *, use_merge: bool = F
 class EarlyStop(_Strict):
     """Stop when there is nothing left to win (both off by default)."""
 
-    at_perfect_score: bool = Field(default=False, description="Stop once a candidate scores 1.0 on the valset.")
+    at_perfect_score: bool = Field(
+        default=False, description="Stop once a candidate scores 1.0 on the valset."
+    )
     after_iterations_without_improvement: int | None = Field(
-        default=None, ge=1, le=10_000, description="Stop after this many iterations without a better val score."
+        default=None,
+        ge=1,
+        le=10_000,
+        description="Stop after this many iterations without a better val score.",
     )
 
 
@@ -180,7 +203,9 @@ class RunConfig(_Strict):
     name: str = Field(default="", max_length=200)
     task_set_id: int = Field(ge=1)
     splits: Splits = Field(default_factory=Splits)
-    verifier_ids: list[str] = Field(default_factory=list, max_length=50, description="Verifier slugs.")
+    verifier_ids: list[str] = Field(
+        default_factory=list, max_length=50, description="Verifier slugs."
+    )
     aggregator: str | dict[str, Any] = "weighted_average"
     thresholds: Thresholds = Field(default_factory=Thresholds)
     task_lm: LMRef = Field(
@@ -193,8 +218,12 @@ class RunConfig(_Strict):
         description='The model GEPA reflects with to propose new prompts: "demo", an endpoint name or an LM config.',
     )
     seed_components: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_SEED_COMPONENTS))
-    budget: Budget = Field(default_factory=lambda: Budget(preset="light"), description='Default: the "light" preset.')
-    candidate_selection: Literal["pareto", "current_best", "epsilon_greedy", "top_k_pareto"] = "pareto"
+    budget: Budget = Field(
+        default_factory=lambda: Budget(preset="light"), description='Default: the "light" preset.'
+    )
+    candidate_selection: Literal["pareto", "current_best", "epsilon_greedy", "top_k_pareto"] = (
+        "pareto"
+    )
     frontier_type: Literal["instance", "objective", "hybrid", "cartesian"] = "instance"
     minibatch_size: int = Field(default=3, ge=1, le=100)
     use_merge: bool = False
@@ -202,7 +231,9 @@ class RunConfig(_Strict):
     module_selector: Literal["round_robin", "all"] = "round_robin"
     concurrency: int = Field(default=4, ge=1, le=64)
     parallel_proposals: int = Field(
-        default=1, ge=1, le=MAX_PARALLEL_PROPOSALS,
+        default=1,
+        ge=1,
+        le=MAX_PARALLEL_PROPOSALS,
         description="Proposals per iteration, each from its own parent and minibatch, evaluated together "
         "(gepa's IndependentSampling); 1 is classic GEPA.",
     )
@@ -239,7 +270,9 @@ class RunConfig(_Strict):
             if not text.strip():
                 raise ValueError(f"component {name!r} is empty")
             if len(text) > MAX_COMPONENT_CHARS:
-                raise ValueError(f"component {name!r} is longer than {MAX_COMPONENT_CHARS} characters")
+                raise ValueError(
+                    f"component {name!r} is longer than {MAX_COMPONENT_CHARS} characters"
+                )
         return value
 
     def max_metric_calls(self, valset_size: int) -> int:
@@ -247,7 +280,9 @@ class RunConfig(_Strict):
 
     def iteration_cost(self, valset_size: int) -> int:
         """The worst case of one iteration: each of its parallel proposals accepted."""
-        return self.parallel_proposals * iteration_cost(valset_size, self.minibatch_size, use_merge=self.use_merge)
+        return self.parallel_proposals * iteration_cost(
+            valset_size, self.minibatch_size, use_merge=self.use_merge
+        )
 
     def budget_warning(self, valset_size: int) -> str | None:
         """A sentence when the budget buys fewer than MIN_PROPOSALS proposals, else None."""

@@ -20,9 +20,15 @@ def demo_config(task_set: TaskSet) -> dict:
         "task_set_id": task_set.pk,
         "splits": {"train": "train", "val": "val", "holdout": "holdout"},
         "verifier_ids": [DEMO_VERIFIER],
-        "seed_components": {"instructions": "You are a customer support agent for an electronics shop. Reply to the customer."},
+        "seed_components": {
+            "instructions": "You are a customer support agent for an electronics shop. Reply to the customer."
+        },
         "task_lm": {"provider": "demo", "model": "demo-task", "simulated_latency_ms": 1200},
-        "reflection_lm": {"provider": "demo", "model": "demo-reflection", "simulated_latency_ms": 2500},
+        "reflection_lm": {
+            "provider": "demo",
+            "model": "demo-reflection",
+            "simulated_latency_ms": 2500,
+        },
         "budget": {"preset": "heavy"},
         "minibatch_size": 3,
         "concurrency": 4,
@@ -38,7 +44,11 @@ def launch_demo_run(*, user, launch_run: bool = True, stdout=None) -> Run | None
         if stdout is not None:
             stdout.write(f"No demo run: the example task set {DEMO_TASK_SET!r} is not loaded")
         return None
-    existing = Run.objects.filter(task_set=task_set, name=DEMO_RUN_NAME).exclude(status=RunStatus.FAILED).first()
+    existing = (
+        Run.objects.filter(task_set=task_set, name=DEMO_RUN_NAME)
+        .exclude(status=RunStatus.FAILED)
+        .first()
+    )
     if existing is not None:
         if stdout is not None:
             stdout.write(f"Demo run {existing.pk} is already {existing.status}")

@@ -44,7 +44,11 @@ async def _one_piece_at_a_time(pieces: Iterator[bytes | str]) -> AsyncIterator[b
 
 
 def streaming_download(
-    request, pieces: Iterator[bytes] | Iterator[str], *, content_type: str, filename: str,
+    request,
+    pieces: Iterator[bytes] | Iterator[str],
+    *,
+    content_type: str,
+    filename: str,
 ) -> StreamingHttpResponse:
     """An attachment response that writes `pieces` (a generator of bytes, or of text,
     which the response encodes) as it reads them."""
@@ -58,4 +62,6 @@ def run_export_download(request, run, fmt: str) -> StreamingHttpResponse:
     """`run`'s export as JSON (`run_export_stream`) or CSV (`run_export_csv_stream`),
     an attachment named run-<id>.<fmt>."""
     pieces = run_export_stream(run) if fmt == "json" else run_export_csv_stream(run)
-    return streaming_download(request, pieces, content_type=_CONTENT_TYPES[fmt], filename=f"run-{run.pk}.{fmt}")
+    return streaming_download(
+        request, pieces, content_type=_CONTENT_TYPES[fmt], filename=f"run-{run.pk}.{fmt}"
+    )

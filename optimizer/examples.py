@@ -29,7 +29,9 @@ def load_examples(*, user, stdout=None) -> None:
     """Create or update the example verifiers and task sets, owned by `user` and shared."""
     for relative in VERIFIERS:
         path = EXAMPLES_DIR / relative
-        verifier, outcome = verifier_upsert(owner=user, spec=spec_from_json(path.read_bytes(), source=relative))
+        verifier, outcome = verifier_upsert(
+            owner=user, spec=spec_from_json(path.read_bytes(), source=relative)
+        )
         if not verifier.shared:
             verifier.shared = True
             verifier.save(update_fields=["shared"])
@@ -37,7 +39,11 @@ def load_examples(*, user, stdout=None) -> None:
             stdout.write(f"{outcome} example verifier {verifier.slug}")
     for name, relative in TASK_SETS.items():
         path = EXAMPLES_DIR / relative
-        task_set, counts = taskset_import(owner=user, name=name, filename=path.name, content=path.read_bytes(), shared=True)
+        task_set, counts = taskset_import(
+            owner=user, name=name, filename=path.name, content=path.read_bytes(), shared=True
+        )
         if stdout is not None:
-            stdout.write(f"Example task set {task_set.name!r}: {counts['created']} created, "
-                         f"{counts['updated']} updated, {counts['unchanged']} unchanged")
+            stdout.write(
+                f"Example task set {task_set.name!r}: {counts['created']} created, "
+                f"{counts['updated']} updated, {counts['unchanged']} unchanged"
+            )

@@ -264,22 +264,54 @@ def _iso(value: datetime | None) -> str | None:
 # is written piece by piece: a run of a million evaluations exports in the
 # memory of a few hundred of them.
 CHUNK_ROWS = 500
-_EVALUATION_FIELDS = ("task_key", "split", "output", "score", "verdict", "passed", "result", "feedback", "attempts",
-                      "latency_ms", "tokens_in", "tokens_out", "judge_tokens_in", "judge_tokens_out", "cost")
+_EVALUATION_FIELDS = (
+    "task_key",
+    "split",
+    "output",
+    "score",
+    "verdict",
+    "passed",
+    "result",
+    "feedback",
+    "attempts",
+    "latency_ms",
+    "tokens_in",
+    "tokens_out",
+    "judge_tokens_in",
+    "judge_tokens_out",
+    "cost",
+)
 
 
 def _run_meta(run: Run) -> dict:
-    index_of = dict(run.candidates.filter(pk__in=[pk for pk in (run.best_candidate_id, run.chosen_candidate_id) if pk])
-                    .values_list("pk", "index"))
+    index_of = dict(
+        run.candidates.filter(
+            pk__in=[pk for pk in (run.best_candidate_id, run.chosen_candidate_id) if pk]
+        ).values_list("pk", "index")
+    )
     return {
-        "name": run.name, "status": run.status, "config": run.config, "verifier_specs": run.verifier_specs,
-        "tasks_snapshot": run.tasks_snapshot, "task_set": run.task_set.name if run.task_set is not None else None,
-        "budget_total": run.budget_total, "budget_used": run.budget_used,
-        "seed_score": run.seed_score, "best_score": run.best_score,
-        "best_index": index_of.get(run.best_candidate_id) if run.best_candidate_id is not None else None,
-        "chosen_index": index_of.get(run.chosen_candidate_id) if run.chosen_candidate_id is not None else None,
-        "error": run.error, "cost": run.cost, "usage": run.usage, "stop_reason": run.stop_reason,
-        "created_at": _iso(run.created_at), "started_at": _iso(run.started_at),
+        "name": run.name,
+        "status": run.status,
+        "config": run.config,
+        "verifier_specs": run.verifier_specs,
+        "tasks_snapshot": run.tasks_snapshot,
+        "task_set": run.task_set.name if run.task_set is not None else None,
+        "budget_total": run.budget_total,
+        "budget_used": run.budget_used,
+        "seed_score": run.seed_score,
+        "best_score": run.best_score,
+        "best_index": index_of.get(run.best_candidate_id)
+        if run.best_candidate_id is not None
+        else None,
+        "chosen_index": index_of.get(run.chosen_candidate_id)
+        if run.chosen_candidate_id is not None
+        else None,
+        "error": run.error,
+        "cost": run.cost,
+        "usage": run.usage,
+        "stop_reason": run.stop_reason,
+        "created_at": _iso(run.created_at),
+        "started_at": _iso(run.started_at),
         "finished_at": _iso(run.finished_at),
     }
 
@@ -287,15 +319,52 @@ def _run_meta(run: Run) -> dict:
 def _candidates(run: Run):
     """(candidate dict without its evaluations, candidate pk), by index."""
     rows = run.candidates.order_by("index").values_list(
-        "pk", "index", "components", "parents", "origin", "iteration", "metric_calls", "val_score", "objective_scores",
-        "on_front", "reflection", "cost", "usage")
+        "pk",
+        "index",
+        "components",
+        "parents",
+        "origin",
+        "iteration",
+        "metric_calls",
+        "val_score",
+        "objective_scores",
+        "on_front",
+        "reflection",
+        "cost",
+        "usage",
+    )
     for pk, *values in rows.iterator(chunk_size=CHUNK_ROWS):
-        yield dict(zip(("index", "components", "parents", "origin", "iteration", "metric_calls", "val_score",
-                        "objective_scores", "on_front", "reflection", "cost", "usage"), values, strict=True)), pk
+        yield (
+            dict(
+                zip(
+                    (
+                        "index",
+                        "components",
+                        "parents",
+                        "origin",
+                        "iteration",
+                        "metric_calls",
+                        "val_score",
+                        "objective_scores",
+                        "on_front",
+                        "reflection",
+                        "cost",
+                        "usage",
+                    ),
+                    values,
+                    strict=True,
+                )
+            ),
+            pk,
+        )
 
 
 def _evaluations(candidate_pk: int):
-    rows = Evaluation.objects.filter(candidate_id=candidate_pk).order_by("split", "task_key").values_list(*_EVALUATION_FIELDS)
+    rows = (
+        Evaluation.objects.filter(candidate_id=candidate_pk)
+        .order_by("split", "task_key")
+        .values_list(*_EVALUATION_FIELDS)
+    )
     for values in rows.iterator(chunk_size=CHUNK_ROWS):
         yield dict(zip(_EVALUATION_FIELDS, values, strict=True))
 
@@ -313,8 +382,13 @@ def run_export(run: Run) -> dict:
     for candidate, pk in _candidates(run):
         candidate["evaluations"] = list(_evaluations(pk))
         candidates.append(candidate)
-    return {"format": FORMAT, "version": VERSION, "run": _run_meta(run), "candidates": candidates,
-            "events": list(_events(run))}
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "run": _run_meta(run),
+        "candidates": candidates,
+        "events": list(_events(run)),
+    }
 
 
 def run_export_stream(run: Run, *, piece_bytes: int = 256 * 1024):
@@ -342,10 +416,14 @@ def run_export_stream(run: Run, *, piece_bytes: int = 256 * 1024):
         return piece
 
     with transaction.atomic():
-        put(f'{{"format": {dumps(FORMAT)}, "version": {VERSION}, "run": {dumps(_run_meta(run))}, "candidates": [')
+        put(
+            f'{{"format": {dumps(FORMAT)}, "version": {VERSION}, "run": {dumps(_run_meta(run))}, "candidates": ['
+        )
         for n, (candidate, pk) in enumerate(_candidates(run)):
             head = dumps({**candidate, "evaluations": []})
-            put((", " if n else "") + head[:-2])  # the candidate without the closing `[]}`: its evaluations follow
+            put(
+                (", " if n else "") + head[:-2]
+            )  # the candidate without the closing `[]}`: its evaluations follow
             for k, evaluation in enumerate(_evaluations(pk)):
                 if put((", " if k else "") + dumps(evaluation)):
                     yield flush()
@@ -378,13 +456,20 @@ def run_export_csv_stream(run: Run):
     with transaction.atomic():
         candidates = list(run.candidates.order_by("index").values_list("pk", "index"))
         column = {pk: i for i, (pk, _) in enumerate(candidates)}
-        yield writer.writerow(["task_key", "split", *(f"candidate_{index}" for _, index in candidates)]).encode()
-        split_order = Case(*(When(split=value, then=Value(n)) for n, value in enumerate(Split.values)), default=Value(len(Split.values)))
+        yield writer.writerow(
+            ["task_key", "split", *(f"candidate_{index}" for _, index in candidates)]
+        ).encode()
+        split_order = Case(
+            *(When(split=value, then=Value(n)) for n, value in enumerate(Split.values)),
+            default=Value(len(Split.values)),
+        )
         # Code point order, as Python sorts strings (PostgreSQL's default collation may not be).
         binary = "C" if connection.vendor == "postgresql" else "BINARY"
-        evals = (Evaluation.objects.filter(candidate__run=run)
-                 .order_by(split_order, Collate("task_key", binary), "candidate_id")
-                 .values_list("candidate_id", "task_key", "split", "score"))
+        evals = (
+            Evaluation.objects.filter(candidate__run=run)
+            .order_by(split_order, Collate("task_key", binary), "candidate_id")
+            .values_list("candidate_id", "task_key", "split", "score")
+        )
         current: tuple[str, str] | None = None
         scores: list[str] = []
         for cand_id, key, split, score in evals.iterator(chunk_size=CHUNK_ROWS * 4):
@@ -406,7 +491,9 @@ def run_import(*, owner, data) -> Run:
     """`run_import_stream` for a document already in memory (a parsed dict)."""
     if not isinstance(data, dict):
         raise RunImportError("The file must hold a JSON object exported from Frontier.")
-    return run_import_stream(owner=owner, raw=io.BytesIO(json.dumps(data, ensure_ascii=False).encode()))
+    return run_import_stream(
+        owner=owner, raw=io.BytesIO(json.dumps(data, ensure_ascii=False).encode())
+    )
 
 
 # -- streaming import ------------------------------------------------------------
@@ -427,7 +514,9 @@ class _JsonStream:
     def __init__(self, raw, *, chunk: int = 1024 * 1024):
         self.raw = raw
         self.chunk = chunk
-        self.decoder = codecs.getincrementaldecoder("utf-8-sig")()  # a BOM from a Windows editor is fine
+        self.decoder = codecs.getincrementaldecoder(
+            "utf-8-sig"
+        )()  # a BOM from a Windows editor is fine
         self.json = json.JSONDecoder()
         self.buf = ""
         self.pos = 0
@@ -444,7 +533,7 @@ class _JsonStream:
         else:
             self.column += len(consumed)
         data = self.raw.read(self.chunk)
-        self.buf = self.buf[self.pos:] + self.decoder.decode(data, final=not data)
+        self.buf = self.buf[self.pos :] + self.decoder.decode(data, final=not data)
         self.pos = 0
         self.eof = not data
 
@@ -462,7 +551,7 @@ class _JsonStream:
             blank = _WHITESPACE.match(self.buf, self.pos)  # always matches (maybe nothing)
             self.pos = blank.end() if blank else self.pos
             if self.pos < len(self.buf) or self.eof:
-                return self.buf[self.pos: self.pos + 1]
+                return self.buf[self.pos : self.pos + 1]
             self._more()
 
     def expect(self, chars: str, what: str) -> str:
@@ -485,12 +574,16 @@ class _JsonStream:
                 if self.eof or len(self.buf) - self.pos > MAX_IMPORT_VALUE_CHARS:
                     raise self.invalid(exc.pos, exc.msg) from None
             except RecursionError:
-                raise RunImportError(f"file: {where}: nested more than {MAX_JSON_DEPTH} levels deep; "
-                                     "an exported run is never that deep") from None
+                raise RunImportError(
+                    f"file: {where}: nested more than {MAX_JSON_DEPTH} levels deep; "
+                    "an exported run is never that deep"
+                ) from None
             except ValueError as exc:  # e.g. an integer literal of thousands of digits
                 raise RunImportError(f"file: not valid JSON ({exc}).") from None
             else:
-                if end < len(self.buf) or self.eof:  # a number at the very end may go on in the next chunk
+                if (
+                    end < len(self.buf) or self.eof
+                ):  # a number at the very end may go on in the next chunk
                     self.pos = end
                     problem = depth_problem(value, where)
                     if problem:
@@ -507,7 +600,9 @@ class _JsonStream:
 
 def _located(exc: ValidationError, prefix: str) -> str:
     where, message = validation_problems(exc.errors()[:1], prefix=prefix, dotted=True)[0]
-    if where == prefix and _LEADING_PATH.match(message):  # "evaluations.3: …" from a model validator
+    if where == prefix and _LEADING_PATH.match(
+        message
+    ):  # "evaluations.3: …" from a model validator
         return f"{prefix}.{message}"
     return f"{where}: {message}" if where else message
 
@@ -524,7 +619,11 @@ def _checked(value, model: TypeAdapter, prefix: str):
 
 
 # RunDocument, read a part at a time.
-_HEADER: dict[str, TypeAdapter[Any]] = {"format": TypeAdapter(Literal["frontier.run"]), "version": TypeAdapter(Literal[1]), "run": TypeAdapter(RunIn)}
+_HEADER: dict[str, TypeAdapter[Any]] = {
+    "format": TypeAdapter(Literal["frontier.run"]),
+    "version": TypeAdapter(Literal[1]),
+    "run": TypeAdapter(RunIn),
+}
 _CANDIDATE, _EVENT = TypeAdapter(CandidateIn), TypeAdapter(EventIn)
 
 
@@ -587,7 +686,9 @@ def _import_document(stream: _JsonStream, owner) -> Run:
     def the_run() -> Run:
         nonlocal run
         if run is None:  # its fields are filled in once the whole header is known
-            run = Run.objects.create(owner=owner, name="Imported run", status=RunStatus.STOPPED, imported=True)
+            run = Run.objects.create(
+                owner=owner, name="Imported run", status=RunStatus.STOPPED, imported=True
+            )
         return run
 
     def flush_events() -> None:
@@ -615,16 +716,30 @@ def _import_document(stream: _JsonStream, owner) -> Run:
                 if key == "candidates":
                     c = _checked(element, _CANDIDATE, f"candidates.{n}")
                     if c.index in parents:
-                        raise RunImportError(f"candidates.{n}.index: candidate {c.index} appears twice")
+                        raise RunImportError(
+                            f"candidates.{n}.index: candidate {c.index} appears twice"
+                        )
                     parents[c.index] = (n, c.parents)
                     made = Candidate.objects.create(
-                        run=the_run(), index=c.index, components=c.components, parents=c.parents, origin=c.origin,
-                        iteration=c.iteration, metric_calls=c.metric_calls, val_score=c.val_score,
-                        objective_scores=c.objective_scores, on_front=c.on_front, reflection=c.reflection,
-                        cost=c.cost, usage=c.usage)
+                        run=the_run(),
+                        index=c.index,
+                        components=c.components,
+                        parents=c.parents,
+                        origin=c.origin,
+                        iteration=c.iteration,
+                        metric_calls=c.metric_calls,
+                        val_score=c.val_score,
+                        objective_scores=c.objective_scores,
+                        on_front=c.on_front,
+                        reflection=c.reflection,
+                        cost=c.cost,
+                        usage=c.usage,
+                    )
                     pks[c.index] = made.pk
-                    Evaluation.objects.bulk_create([Evaluation(candidate=made, **e.model_dump()) for e in c.evaluations],
-                                                   batch_size=500)
+                    Evaluation.objects.bulk_create(
+                        [Evaluation(candidate=made, **e.model_dump()) for e in c.evaluations],
+                        batch_size=500,
+                    )
                 else:
                     e = _checked(element, _EVENT, f"events.{n}")
                     if e.seq in seqs:
@@ -637,7 +752,9 @@ def _import_document(stream: _JsonStream, owner) -> Run:
                 n += 1
             stream.expect("]", "']'")
             if key == "candidates" and n == 0:
-                raise RunImportError("candidates: List should have at least 1 item after validation, not 0")
+                raise RunImportError(
+                    "candidates: List should have at least 1 item after validation, not 0"
+                )
         else:
             value = stream.value(key)
             if key not in _HEADER:
@@ -669,12 +786,25 @@ def _import_document(stream: _JsonStream, owner) -> Run:
     fill_val_summaries(pks.values())  # what the run page reads, as the recorder stores it
     Run.objects.filter(pk=run.pk).update(
         name=meta.name or (f"Imported {meta.task_set}"[:200] if meta.task_set else "Imported run"),
-        status=status, config=meta.config, verifier_specs=meta.verifier_specs,
-        tasks_snapshot=meta.tasks_snapshot, budget_total=meta.budget_total,
-        seed_score=meta.seed_score, best_score=meta.best_score, error=meta.error, stop_reason=meta.stop_reason,
-        started_at=meta.started_at, finished_at=meta.finished_at,
-        best_candidate_id=pks.get(meta.best_index), chosen_candidate_id=pks.get(meta.chosen_index),
+        status=status,
+        config=meta.config,
+        verifier_specs=meta.verifier_specs,
+        tasks_snapshot=meta.tasks_snapshot,
+        budget_total=meta.budget_total,
+        seed_score=meta.seed_score,
+        best_score=meta.best_score,
+        error=meta.error,
+        stop_reason=meta.stop_reason,
+        started_at=meta.started_at,
+        finished_at=meta.finished_at,
+        best_candidate_id=pks.get(meta.best_index),
+        chosen_candidate_id=pks.get(meta.chosen_index),
     )
-    run_progress(run.pk).update(budget_used=meta.budget_used, cost=meta.cost, usage=meta.usage, last_seq=max(seqs, default=0))
+    run_progress(run.pk).update(
+        budget_used=meta.budget_used,
+        cost=meta.cost,
+        usage=meta.usage,
+        last_seq=max(seqs, default=0),
+    )
     run.refresh_from_db()
     return run

@@ -30,7 +30,12 @@ def front_members(scores: Mapping[int, Mapping[str, float | None]]) -> list[int]
         return []
     low = float("-inf")
     vectors = {
-        index: tuple(low if (score := per_task.get(k)) is None else math.floor(score * PRECISION + 0.5) / PRECISION for k in keys)
+        index: tuple(
+            low
+            if (score := per_task.get(k)) is None
+            else math.floor(score * PRECISION + 0.5) / PRECISION
+            for k in keys
+        )
         for index, per_task in scores.items()
     }
     tops = [max(vector[k] for vector in vectors.values()) for k in range(len(keys))]
@@ -50,4 +55,6 @@ def front_members(scores: Mapping[int, Mapping[str, float | None]]) -> list[int]
 
 
 def _dominates(a: tuple, b: tuple) -> bool:
-    return all(x >= y for x, y in zip(a, b, strict=True)) and any(x > y for x, y in zip(a, b, strict=True))
+    return all(x >= y for x, y in zip(a, b, strict=True)) and any(
+        x > y for x, y in zip(a, b, strict=True)
+    )

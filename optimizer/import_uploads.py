@@ -25,7 +25,10 @@ _SALT = "frontier.taskset-import"
 
 
 def _directory() -> Path:
-    base = getattr(settings, "FRONTIER_IMPORT_DIR", "") or Path(tempfile.gettempdir()) / "frontier-imports"
+    base = (
+        getattr(settings, "FRONTIER_IMPORT_DIR", "")
+        or Path(tempfile.gettempdir()) / "frontier-imports"
+    )
     path = Path(base)
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     return path
@@ -58,10 +61,14 @@ def upload_path(*, user, token: str) -> tuple[str, Path]:
     try:
         data = signing.loads(token, salt=_SALT, max_age=MAX_AGE_SECONDS)
     except signing.BadSignature:
-        raise SpecError("file: this preview has expired or is not valid; choose the file again") from None
+        raise SpecError(
+            "file: this preview has expired or is not valid; choose the file again"
+        ) from None
     path = _directory() / f"{data['k']}.upload"
     if data.get("u") != user.pk or not path.is_file():
-        raise SpecError("file: this preview has expired or was already imported; choose the file again")
+        raise SpecError(
+            "file: this preview has expired or was already imported; choose the file again"
+        )
     return data["f"], path
 
 

@@ -33,13 +33,21 @@ class ModelEndpoint(models.Model):
     provider = models.CharField(max_length=20, choices=Provider.choices, default=Provider.OPENAI)
     base_url = models.URLField(blank=True)
     model = models.CharField(max_length=200)
-    api_key_env = models.CharField(max_length=100, blank=True, help_text="Name of the environment variable holding the key")
-    options = models.JSONField(default=dict, blank=True, help_text="temperature, max_tokens, timeout, max_retries …")
+    api_key_env = models.CharField(
+        max_length=100, blank=True, help_text="Name of the environment variable holding the key"
+    )
+    options = models.JSONField(
+        default=dict, blank=True, help_text="temperature, max_tokens, timeout, max_retries …"
+    )
     price_in_per_million = models.FloatField(
-        default=0, validators=[MinValueValidator(0)], help_text="Price of 1M input (prompt) tokens; 0 = free (the demo simulator is always free)"
+        default=0,
+        validators=[MinValueValidator(0)],
+        help_text="Price of 1M input (prompt) tokens; 0 = free (the demo simulator is always free)",
     )
     price_out_per_million = models.FloatField(
-        default=0, validators=[MinValueValidator(0)], help_text="Price of 1M output (completion) tokens"
+        default=0,
+        validators=[MinValueValidator(0)],
+        help_text="Price of 1M output (completion) tokens",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -53,20 +61,31 @@ class ModelEndpoint(models.Model):
         from optimizer.config import DEMO_MODEL_NAME
 
         if self.name == DEMO_MODEL_NAME:
-            raise ValidationError({"name": f'"{DEMO_MODEL_NAME}" names the offline simulator; choose another name'})
+            raise ValidationError(
+                {"name": f'"{DEMO_MODEL_NAME}" names the offline simulator; choose another name'}
+            )
 
 
 class UserRunLimits(models.Model):
     """An administrator's limits for one user's runs; an empty field means the
     site default from settings (optimizer/runs/limits.py, docs/configuration.md "Limits")."""
 
-    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="run_limits")
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="run_limits"
+    )
     max_metric_calls = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Largest budget of one run, continuations included (empty: site default)")
+        null=True,
+        blank=True,
+        help_text="Largest budget of one run, continuations included (empty: site default)",
+    )
     max_concurrency = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Largest `concurrency` of one run (empty: site default)")
+        null=True, blank=True, help_text="Largest `concurrency` of one run (empty: site default)"
+    )
     max_active_runs = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Runs queued, running or stopping at once (empty: site default)")
+        null=True,
+        blank=True,
+        help_text="Runs queued, running or stopping at once (empty: site default)",
+    )
 
     class Meta:
         verbose_name = "user run limits"
@@ -113,49 +132,87 @@ class Run(models.Model):
     """One optimization run. `config` and `verifier_specs` are frozen at launch, so
     a later edit of a verifier or a task never changes a past run."""
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
-    shared_with = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="runs_shared_with_me")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs"
+    )
+    shared_with = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="runs_shared_with_me"
+    )
     name = models.CharField(max_length=200, blank=True)
-    task_set = models.ForeignKey(TaskSet, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs")
+    task_set = models.ForeignKey(
+        TaskSet, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs"
+    )
     verifiers = models.ManyToManyField("verifiers_app.Verifier", blank=True, related_name="runs")
     config = models.JSONField(default=dict)
     verifier_specs = models.JSONField(default=list)
-    tasks_snapshot = models.JSONField(default=list, blank=True, help_text="Frozen task rows used by the run")
+    tasks_snapshot = models.JSONField(
+        default=list, blank=True, help_text="Frozen task rows used by the run"
+    )
     status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.QUEUED)
     phase = models.CharField(max_length=100, blank=True)
     stop_requested = models.BooleanField(default=False)
-    cancel_requested = models.BooleanField(default=False, help_text="Abort now, without finishing the iteration")
+    cancel_requested = models.BooleanField(
+        default=False, help_text="Abort now, without finishing the iteration"
+    )
     claim = models.CharField(
         max_length=32,
         blank=True,
         help_text="Token of the worker that holds the run: every write of the runner is conditional on it (one run, one runner)",
     )
     enqueued_at = models.DateTimeField(
-        null=True, blank=True, help_text="When the run was last handed to the broker; set back when that failed, so a watchdog sends it again soon"
+        null=True,
+        blank=True,
+        help_text="When the run was last handed to the broker; set back when that failed, so a watchdog sends it again soon",
     )
     budget_total = models.PositiveIntegerField(default=0)
     seed_score = models.FloatField(null=True, blank=True)
     best_score = models.FloatField(null=True, blank=True)
-    stop_reason = models.CharField(max_length=100, blank=True, help_text="Why the run ended (budget reached, …)")
-    best_candidate = models.ForeignKey("Candidate", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
-    chosen_candidate = models.ForeignKey("Candidate", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    stop_reason = models.CharField(
+        max_length=100, blank=True, help_text="Why the run ended (budget reached, …)"
+    )
+    best_candidate = models.ForeignKey(
+        "Candidate", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    chosen_candidate = models.ForeignKey(
+        "Candidate", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     error = models.TextField(blank=True)
-    imported = models.BooleanField(default=False, help_text="Created from an exported run, not executed here")
+    imported = models.BooleanField(
+        default=False, help_text="Created from an exported run, not executed here"
+    )
     # The user's own bookkeeping (runs list chores): never read by the optimizer.
-    tags = models.JSONField(default=list, blank=True, help_text="Short labels, e.g. ['baseline', 'gpt-4o']")
+    tags = models.JSONField(
+        default=list, blank=True, help_text="Short labels, e.g. ['baseline', 'gpt-4o']"
+    )
     notes = models.TextField(blank=True)
-    archived = models.BooleanField(default=False, help_text="Hidden from the runs list unless asked for")
-    forked_from = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="forks")
-    forked_from_candidate = models.PositiveIntegerField(null=True, blank=True, help_text="The parent run's candidate it was seeded from")
+    archived = models.BooleanField(
+        default=False, help_text="Hidden from the runs list unless asked for"
+    )
+    forked_from = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="forks"
+    )
+    forked_from_candidate = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The parent run's candidate it was seeded from"
+    )
     # An external run is driven by the user's own process (the frontier_tracker
     # client) and reaches us through /api/external/; nothing here executes it.
     kind = models.CharField(max_length=10, choices=RunKind.choices, default=RunKind.NATIVE)
-    external = models.JSONField(default=dict, blank=True, help_text="Where an external run runs: host, gepa and client versions")
+    external = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Where an external run runs: host, gepa and client versions",
+    )
     # Not stored: set on the run an import returns when the same file was imported
     # before (optimizer.export.run_import_stream), for the page to say so.
     imported_before = False
-    external_key = models.CharField(max_length=64, blank=True, help_text="The tracker's own id of the run (opening twice gives one run)")
-    external_batch = models.PositiveIntegerField(default=0, help_text="Last event batch applied (resent batches are ignored)")
+    external_key = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="The tracker's own id of the run (opening twice gives one run)",
+    )
+    external_batch = models.PositiveIntegerField(
+        default=0, help_text="Last event batch applied (resent batches are ignored)"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -166,7 +223,9 @@ class Run(models.Model):
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(
-                fields=["owner", "external_key"], condition=~Q(external_key=""), name="run_unique_external_key_per_owner"
+                fields=["owner", "external_key"],
+                condition=~Q(external_key=""),
+                name="run_unique_external_key_per_owner",
             ),
         ]
 
@@ -176,7 +235,9 @@ class Run(models.Model):
     def save(self, *args: Any, **kwargs: Any) -> None:
         if not self._state.adding:
             return super().save(*args, **kwargs)
-        with transaction.atomic(savepoint=False):  # every run has its progress row from its first moment
+        with transaction.atomic(
+            savepoint=False
+        ):  # every run has its progress row from its first moment
             super().save(*args, **kwargs)
             RunProgress.objects.create(run=self)
 
@@ -225,19 +286,31 @@ class RunProgress(models.Model):
     made the runs table grow by megabytes per thousand metric calls. The claim
     token stays on the run (optimizer/runs/claims.py: one source of truth)."""
 
-    run = models.OneToOneField(Run, on_delete=models.CASCADE, primary_key=True, related_name="progress")
+    run = models.OneToOneField(
+        Run, on_delete=models.CASCADE, primary_key=True, related_name="progress"
+    )
     heartbeat_at = models.DateTimeField(
-        null=True, blank=True, help_text="Last sign of life of the worker executing the run (stale = the worker died)"
+        null=True,
+        blank=True,
+        help_text="Last sign of life of the worker executing the run (stale = the worker died)",
     )
     budget_used = models.PositiveIntegerField(default=0)
     usage = models.JSONField(
-        default=dict, blank=True, help_text="Model calls, tokens and cost per role (task, reflection, judge) and in total"
+        default=dict,
+        blank=True,
+        help_text="Model calls, tokens and cost per role (task, reflection, judge) and in total",
     )
-    cost = models.FloatField(default=0, help_text="Money spent on model calls, at the endpoints' prices")
+    cost = models.FloatField(
+        default=0, help_text="Money spent on model calls, at the endpoints' prices"
+    )
     last_seq = models.PositiveIntegerField(default=0, help_text="Highest RunEvent.seq written")
 
     class Meta:
-        constraints = [models.CheckConstraint(condition=Q(budget_used__gte=0), name="run_progress_budget_used_non_negative")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(budget_used__gte=0), name="run_progress_budget_used_non_negative"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"progress of run {self.run_id}"
@@ -262,26 +335,36 @@ class Candidate(models.Model):
     parents = models.JSONField(default=list, help_text="Indices of parent candidates")
     origin = models.CharField(max_length=12, choices=Origin.choices, default=Origin.REFLECTION)
     iteration = models.IntegerField(default=0)
-    metric_calls = models.PositiveIntegerField(default=0, help_text="Metric calls used when it was born")
+    metric_calls = models.PositiveIntegerField(
+        default=0, help_text="Metric calls used when it was born"
+    )
     val_score = models.FloatField(null=True, blank=True)
     objective_scores = models.JSONField(default=dict, blank=True)
     on_front = models.BooleanField(default=False)
-    reflection = models.TextField(blank=True, help_text="The reflection's reasoning, when available")
+    reflection = models.TextField(
+        blank=True, help_text="The reflection's reasoning, when available"
+    )
     usage = models.JSONField(
-        default=dict, blank=True, help_text="What finding it cost: the iteration that proposed and scored it, per role"
+        default=dict,
+        blank=True,
+        help_text="What finding it cost: the iteration that proposed and scored it, per role",
     )
     cost = models.FloatField(default=0)
     # What the run page draws, stored when the val evaluation is recorded
     # (optimizer/val_summary.py); null for a candidate not summarised yet.
     val_task_scores = models.JSONField(null=True, blank=True, help_text="Val task key → score")
     val_summary = models.JSONField(
-        null=True, blank=True, help_text="Means of the answered val tasks (prompt/output tokens, latency) and verdict counts"
+        null=True,
+        blank=True,
+        help_text="Means of the answered val tasks (prompt/output tokens, latency) and verdict counts",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["run", "index"]
-        constraints = [models.UniqueConstraint(fields=["run", "index"], name="candidate_unique_index_in_run")]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "index"], name="candidate_unique_index_in_run")
+        ]
 
     def __str__(self) -> str:
         return f"candidate {self.index} of run {self.run_id}"
@@ -291,8 +374,12 @@ class Evaluation(models.Model):
     """One candidate on one task: output, score, verdict and the check breakdown."""
 
     candidate = models.ForeignKey(Candidate, on_delete=models.CASCADE, related_name="evaluations")
-    task = models.ForeignKey(Task, on_delete=models.SET_NULL, null=True, blank=True, related_name="evaluations")
-    task_key = models.CharField(max_length=200, help_text="The task's task_id (kept if the task is deleted)")
+    task = models.ForeignKey(
+        Task, on_delete=models.SET_NULL, null=True, blank=True, related_name="evaluations"
+    )
+    task_key = models.CharField(
+        max_length=200, help_text="The task's task_id (kept if the task is deleted)"
+    )
     split = models.CharField(max_length=10, choices=Split.choices, default=Split.VAL)
     output = models.TextField(blank=True)
     score = models.FloatField()
@@ -312,8 +399,12 @@ class Evaluation(models.Model):
     class Meta:
         ordering = ["candidate", "task_key"]
         constraints = [
-            models.UniqueConstraint(fields=["candidate", "task_key", "split"], name="evaluation_unique_per_task"),
-            models.CheckConstraint(condition=Q(score__gte=0) & Q(score__lte=1), name="evaluation_score_in_unit_range"),
+            models.UniqueConstraint(
+                fields=["candidate", "task_key", "split"], name="evaluation_unique_per_task"
+            ),
+            models.CheckConstraint(
+                condition=Q(score__gte=0) & Q(score__lte=1), name="evaluation_score_in_unit_range"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -366,7 +457,9 @@ class RejectedProposal(models.Model):
     minibatch_size = models.PositiveIntegerField(default=0)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="rejected_proposal_unique_seq")]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "seq"], name="rejected_proposal_unique_seq")
+        ]
 
     def __str__(self) -> str:
         return f"run {self.run_id} #{self.seq} rejected proposal"
@@ -383,8 +476,10 @@ def rejected_mark_fields(type: str, payload: Any) -> JSONObject | None:
         return None
     minibatch = payload.get("minibatch")
     return {
-        "metric_calls": _number(payload.get("metric_calls"), int), "parent": _number(payload.get("parent"), int),
-        "before": _number(payload.get("before"), float), "after": _number(payload.get("after"), float),
+        "metric_calls": _number(payload.get("metric_calls"), int),
+        "parent": _number(payload.get("parent"), int),
+        "before": _number(payload.get("before"), float),
+        "after": _number(payload.get("after"), float),
         "minibatch_size": len(minibatch) if isinstance(minibatch, list) else 0,
     }
 
@@ -404,7 +499,10 @@ def _number(value: object, kind: type[int] | type[float]) -> int | float | None:
 
 def store_rejected_marks(events: Iterable[RunEvent]) -> None:
     """Write the RejectedProposal rows of these just-written RunEvents (one INSERT, none without a rejected proposal)."""
-    marks = [RejectedProposal(run_id=e.run_id, seq=e.seq, **fields)
-             for e in events if (fields := rejected_mark_fields(e.type, e.payload)) is not None]
+    marks = [
+        RejectedProposal(run_id=e.run_id, seq=e.seq, **fields)
+        for e in events
+        if (fields := rejected_mark_fields(e.type, e.payload)) is not None
+    ]
     if marks:
         RejectedProposal.objects.bulk_create(marks, batch_size=500)

@@ -73,11 +73,15 @@ class PromotionReport:
         return self.beats_margin and self.few_regressions
 
 
-def promotion_report(*, seed: Candidate, candidate: Candidate, margin: float = DEFAULT_MIN_IMPROVEMENT) -> PromotionReport | None:
+def promotion_report(
+    *, seed: Candidate, candidate: Candidate, margin: float = DEFAULT_MIN_IMPROVEMENT
+) -> PromotionReport | None:
     """Seed vs candidate on every holdout task both were scored on, or None."""
     scores: dict[str, dict[int, tuple[float, str]]] = {}
     evals = Evaluation.objects.filter(candidate__in=[seed, candidate], split="holdout").order_by()
-    for cand_id, key, score, verdict in evals.values_list("candidate_id", "task_key", "score", "verdict"):
+    for cand_id, key, score, verdict in evals.values_list(
+        "candidate_id", "task_key", "score", "verdict"
+    ):
         scores.setdefault(key, {})[cand_id] = (score, verdict)
     rows = [
         HoldoutRow(key, *pair[seed.pk], *pair[candidate.pk])

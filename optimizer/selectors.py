@@ -39,7 +39,12 @@ if TYPE_CHECKING:
 def taskset_list(*, user: User) -> QuerySet[CountedTaskSet]:
     """Task sets the user may see, by name, each with its `task_count`."""
     # An aggregate drops Meta.ordering, so order explicitly (stable pagination).
-    return TaskSet.objects.visible_to(user).select_related("owner").annotate(task_count=Count("tasks")).order_by("name", "pk")
+    return (
+        TaskSet.objects.visible_to(user)
+        .select_related("owner")
+        .annotate(task_count=Count("tasks"))
+        .order_by("name", "pk")
+    )
 
 
 def taskset_for_user(user: User, pk: int, *, edit: bool = False) -> CountedTaskSet:
@@ -47,7 +52,9 @@ def taskset_for_user(user: User, pk: int, *, edit: bool = False) -> CountedTaskS
     change or delete it (own, admin) — else Http404. Pages and the API use this
     one rule. Carries `task_count`, as taskset_list's rows do."""
     sets = TaskSet.objects.editable_by(user) if edit else TaskSet.objects.visible_to(user)
-    task_set = sets.select_related("owner").annotate(task_count=Count("tasks")).filter(pk=pk).first()
+    task_set = (
+        sets.select_related("owner").annotate(task_count=Count("tasks")).filter(pk=pk).first()
+    )
     if task_set is None:
         raise Http404("No such task set")
     return task_set
@@ -94,20 +101,37 @@ def launch_warnings(*, user: User, config: dict[str, Any] | RunConfig) -> list[s
     valset_size = task_set.tasks.filter(split=parsed.splits.val).count()
     if valset_size:
         warnings.append(parsed.budget_warning(valset_size))
-    verifiers = list(Verifier.objects.visible_to(user).filter(slug__in=parsed.verifier_ids).values_list("slug", "spec"))
+    verifiers = list(
+        Verifier.objects.visible_to(user)
+        .filter(slug__in=parsed.verifier_ids)
+        .values_list("slug", "spec")
+    )
     specs = [spec for _, spec in verifiers]
-    warnings += [f"verifier {slug}: {warning}" for slug, spec in verifiers for warning in spec_warnings(spec)]
+    warnings += [
+        f"verifier {slug}: {warning}" for slug, spec in verifiers for warning in spec_warnings(spec)
+    ]
     tasks = task_set.tasks
-    warnings += run_data_warnings(tasks=tasks.count(), expecting=tasks.filter(metadata__has_key="expectations").count(),
-                                  schemas=tasks.filter(metadata__has_key="expectedOutputSchema").count(), specs=specs)
+    warnings += run_data_warnings(
+        tasks=tasks.count(),
+        expecting=tasks.filter(metadata__has_key="expectations").count(),
+        schemas=tasks.filter(metadata__has_key="expectedOutputSchema").count(),
+        specs=specs,
+    )
     return [w for w in warnings if w]
 
 
 # The runs list's sortable columns: URL key → what the database orders by.
 RUN_SORTS = {
-    "name": "name", "status": "status", "best_score": "best_score", "budget": "progress__budget_used", "cost": "progress__cost",
+    "name": "name",
+    "status": "status",
+    "best_score": "best_score",
+    "budget": "progress__budget_used",
+    "cost": "progress__cost",
     "model": "task_model",
-    "task_set": "task_set__name", "owner": "owner__username", "started": "started_at", "finished": "finished_at",
+    "task_set": "task_set__name",
+    "owner": "owner__username",
+    "started": "started_at",
+    "finished": "finished_at",
     "created": "created_at",
 }
 DEFAULT_RUN_SORT = "-created"
@@ -125,8 +149,15 @@ def _with_task_model(runs: QuerySet[Run]) -> QuerySet[RunWithTaskModel]:
 
 
 def run_list(
-    *, user, status: str = "", search: str = "", task_set: int | None = None, verifier: str = "", model: str = "",
-    archived: bool | None = False, sort: str = DEFAULT_RUN_SORT,
+    *,
+    user,
+    status: str = "",
+    search: str = "",
+    task_set: int | None = None,
+    verifier: str = "",
+    model: str = "",
+    archived: bool | None = False,
+    sort: str = DEFAULT_RUN_SORT,
 ) -> QuerySet[RunWithTaskModel]:
     """Runs the user may see, filtered by status, task set, verifier (slug), task
     model (as the list labels it), archived or not (None: both), and a search over run name,
@@ -145,7 +176,9 @@ def run_list(
         runs = runs.filter(task_model=model)
     if search:
         runs = runs.filter(
-            Q(name__icontains=search) | Q(task_set__name__icontains=search) | Q(owner__username__icontains=search)
+            Q(name__icontains=search)
+            | Q(task_set__name__icontains=search)
+            | Q(owner__username__icontains=search)
         )
     key = sort.removeprefix("-")
     field = F(RUN_SORTS.get(key, "created_at"))
@@ -158,7 +191,14 @@ def run_list_filter_choices(*, user) -> dict:
     """What the runs list's filters offer: task sets, verifiers and task models of the user's runs."""
     runs = Run.objects.visible_to(user)
     return {
-        "task_sets": TaskSet.objects.filter(pk__in=runs.values("task_set_id")).order_by("name").values_list("pk", "name"),
-        "verifiers": Verifier.objects.filter(runs__in=runs.values("pk")).order_by("slug").values_list("slug", flat=True).distinct(),
-        "models": sorted({m for m in _with_task_model(runs).values_list("task_model", flat=True) if m}),
+        "task_sets": TaskSet.objects.filter(pk__in=runs.values("task_set_id"))
+        .order_by("name")
+        .values_list("pk", "name"),
+        "verifiers": Verifier.objects.filter(runs__in=runs.values("pk"))
+        .order_by("slug")
+        .values_list("slug", flat=True)
+        .distinct(),
+        "models": sorted(
+            {m for m in _with_task_model(runs).values_list("task_model", flat=True) if m}
+        ),
     }

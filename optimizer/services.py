@@ -69,7 +69,9 @@ INLINE_ENDPOINT_PROBLEM = (
 )
 
 
-def _resolve_lm(ref: LMConfig | str, field: str, problems: list, *, inline_endpoints: bool) -> LMConfig | str:
+def _resolve_lm(
+    ref: LMConfig | str, field: str, problems: list, *, inline_endpoints: bool
+) -> LMConfig | str:
     if isinstance(ref, LMConfig):
         # An inline config names a URL and an environment variable: from anyone but an
         # administrator it could send a server secret (SECRET_KEY, a cloud key) as the
@@ -116,26 +118,42 @@ def _prepare(*, owner, config: dict | RunConfig, trusted_lms: bool = False) -> _
         for field in ("train", "val", "holdout"):
             split = getattr(config.splits, field)
             if split and not any(row["split"] == split for row in rows):
-                problems.append((f"splits.{field}", f'task set "{task_set.name}" has no tasks in split "{split}"'))
+                problems.append(
+                    (
+                        f"splits.{field}",
+                        f'task set "{task_set.name}" has no tasks in split "{split}"',
+                    )
+                )
 
     valset_size = sum(1 for row in rows if row["split"] == config.splits.val)
     exact = config.budget.max_metric_calls
     if valset_size and exact is not None and exact < valset_size:
         # gepa scores the seed on the whole valset before anything can stop it.
         problems.append(
-            ("budget.max_metric_calls", f"must be at least {valset_size}: scoring the seed on the valset takes {valset_size} metric calls")
+            (
+                "budget.max_metric_calls",
+                f"must be at least {valset_size}: scoring the seed on the valset takes {valset_size} metric calls",
+            )
         )
 
     visible = Verifier.objects.visible_to(owner)
-    found = {slug: v for slug in config.verifier_ids if (v := visible.lookup(owner, slug)) is not None}
+    found = {
+        slug: v for slug in config.verifier_ids if (v := visible.lookup(owner, slug)) is not None
+    }
     verifiers = [found[slug] for slug in config.verifier_ids if slug in found]
     for slug in config.verifier_ids:
         if slug not in found:
             problems.append(("verifier_ids", f'no verifier with id "{slug}" that you can use'))
     if not config.verifier_ids and rows and not any(row.get("verifier") for row in rows):
-        problems.append(("verifier_ids", "choose at least one verifier (no task in the set has its own)"))
+        problems.append(
+            ("verifier_ids", "choose at least one verifier (no task in the set has its own)")
+        )
     try:
-        compile_specs([v.spec for v in verifiers], aggregator=config.aggregator, thresholds=config.thresholds.as_engine())
+        compile_specs(
+            [v.spec for v in verifiers],
+            aggregator=config.aggregator,
+            thresholds=config.thresholds.as_engine(),
+        )
     except SpecError as error:
         problems.append(("verifier_ids", str(error)))
     for row in rows:  # row verifiers resolve, expectations are well-formed
@@ -146,10 +164,14 @@ def _prepare(*, owner, config: dict | RunConfig, trusted_lms: bool = False) -> _
 
     updates: dict[str, Any] = {
         "task_lm": _resolve_lm(config.task_lm, "task_lm", problems, inline_endpoints=inline),
-        "reflection_lm": _resolve_lm(config.reflection_lm, "reflection_lm", problems, inline_endpoints=inline),
+        "reflection_lm": _resolve_lm(
+            config.reflection_lm, "reflection_lm", problems, inline_endpoints=inline
+        ),
     }
     judge_ref = config.verify.judge_lm
-    if config.verify.enabled and config.verify.judge == "llm" and judge_ref is not None:  # VerifyLoop requires it
+    if (
+        config.verify.enabled and config.verify.judge == "llm" and judge_ref is not None
+    ):  # VerifyLoop requires it
         judge_lm = _resolve_lm(judge_ref, "verify.judge_lm", problems, inline_endpoints=inline)
         if isinstance(judge_lm, LMConfig) and judge_lm.provider == "demo":
             # The simulator cannot read a judge prompt: it would reject every answer and
@@ -158,9 +180,15 @@ def _prepare(*, owner, config: dict | RunConfig, trusted_lms: bool = False) -> _
         updates["verify"] = config.verify.model_copy(update={"judge_lm": judge_lm})
     prepared = _Prepared(config.model_copy(update=updates), task_set, verifiers, rows, problems)
     if task_set is not None:  # the owner's run limits (admin-set, optimizer/runs/limits.py)
-        budget_field = "budget.max_metric_calls" if config.budget.max_metric_calls is not None else "budget"
-        problems += launch_problems(owner, metric_calls=config.max_metric_calls(prepared.valset_size),
-                                    concurrency=config.concurrency, budget_field=budget_field)
+        budget_field = (
+            "budget.max_metric_calls" if config.budget.max_metric_calls is not None else "budget"
+        )
+        problems += launch_problems(
+            owner,
+            metric_calls=config.max_metric_calls(prepared.valset_size),
+            concurrency=config.concurrency,
+            budget_field=budget_field,
+        )
     return prepared
 
 
@@ -173,7 +201,10 @@ def run_dry_run(*, owner, config: dict | RunConfig) -> list[tuple[str, str]]:
         return error.problems
     problems = list(prepared.problems)
     config = prepared.config
-    models: dict[str, LMRef | None] = {"task_lm": config.task_lm, "reflection_lm": config.reflection_lm}
+    models: dict[str, LMRef | None] = {
+        "task_lm": config.task_lm,
+        "reflection_lm": config.reflection_lm,
+    }
     if config.verify.enabled and config.verify.judge == "llm":
         models["verify.judge_lm"] = config.verify.judge_lm
     refused = {field for field, _ in problems}
@@ -205,8 +236,14 @@ def run_plan_for(*, owner, config: dict | RunConfig, probe: bool = False) -> dic
     return run_plan(prepared.config, prepared.rows, probe=probe and "task_lm" not in refused)
 
 
-def run_launch(*, owner, config: dict | RunConfig, trusted_lms: bool = False,
-               forked_from: Run | None = None, forked_from_candidate: int | None = None) -> Run:
+def run_launch(
+    *,
+    owner,
+    config: dict | RunConfig,
+    trusted_lms: bool = False,
+    forked_from: Run | None = None,
+    forked_from_candidate: int | None = None,
+) -> Run:
     """Freeze the config, verifiers and tasks into a queued Run and queue it after commit.
     Raises RunConfigError (problems naming each field) and saves nothing when invalid."""
     prepared = _prepare(owner=owner, config=config, trusted_lms=trusted_lms)
@@ -234,7 +271,9 @@ def run_launch(*, owner, config: dict | RunConfig, trusted_lms: bool = False,
             enqueued_at=timezone.now(),
         )
         run.verifiers.set(prepared.verifiers)
-        Verifier.objects.filter(pk__in=[v.pk for v in prepared.verifiers]).update(last_used_at=timezone.now())
+        Verifier.objects.filter(pk__in=[v.pk for v in prepared.verifiers]).update(
+            last_used_at=timezone.now()
+        )
         publish_run_event(run.pk, ev.RUN_STATUS, {"status": RunStatus.QUEUED, "phase": "queued"})
         _enqueue(run)
     return run
@@ -245,27 +284,48 @@ def run_data_warnings(*, tasks: int, expecting: int, schemas: int, specs: list[d
     `expecting` of the `tasks`) with no task_expectations check, schemas with no
     expected_output_schema check, and a schema check with no schema in any task
     (it would pass every output)."""
-    types = {check.get("type") for spec in specs if isinstance(spec, dict)
-             for check in (spec.get("checks") or []) if isinstance(check, dict)}
+    types = {
+        check.get("type")
+        for spec in specs
+        if isinstance(spec, dict)
+        for check in (spec.get("checks") or [])
+        if isinstance(check, dict)
+    }
     warnings = []
     if expecting and "task_expectations" not in types:
-        warnings.append(f"tasks: {expecting} task(s) carry expectations (metadata.expectations) but no chosen verifier "
-                        "has a task_expectations check, so they are ignored; choose a verifier with one")
+        warnings.append(
+            f"tasks: {expecting} task(s) carry expectations (metadata.expectations) but no chosen verifier "
+            "has a task_expectations check, so they are ignored; choose a verifier with one"
+        )
     if schemas and "expected_output_schema" not in types:
-        warnings.append(f"tasks: {schemas} task(s) carry a schema (metadata.expectedOutputSchema) but no chosen verifier "
-                        "has an expected_output_schema check, so it is ignored")
+        warnings.append(
+            f"tasks: {schemas} task(s) carry a schema (metadata.expectedOutputSchema) but no chosen verifier "
+            "has an expected_output_schema check, so it is ignored"
+        )
     if "expected_output_schema" in types and tasks and not schemas:
-        warnings.append("verifiers: an expected_output_schema check is chosen but no task has a schema "
-                        "(metadata.expectedOutputSchema), so that check passes every output")
+        warnings.append(
+            "verifiers: an expected_output_schema check is chosen but no task has a schema "
+            "(metadata.expectedOutputSchema), so that check passes every output"
+        )
     return warnings
 
 
 def run_snapshot_warnings(run: Run) -> list[str]:
     """The launch warnings of a run, from what it froze (budget, ignored task data)."""
     metadata = [row.get("metadata") or {} for row in run.tasks_snapshot]
-    return [w for w in [run_budget_warning(run), *run_data_warnings(
-        tasks=len(metadata), expecting=sum(1 for m in metadata if "expectations" in m),
-        schemas=sum(1 for m in metadata if "expectedOutputSchema" in m), specs=run.verifier_specs)] if w]
+    return [
+        w
+        for w in [
+            run_budget_warning(run),
+            *run_data_warnings(
+                tasks=len(metadata),
+                expecting=sum(1 for m in metadata if "expectations" in m),
+                schemas=sum(1 for m in metadata if "expectedOutputSchema" in m),
+                specs=run.verifier_specs,
+            ),
+        ]
+        if w
+    ]
 
 
 def run_budget_warning(run: Run) -> str | None:
@@ -288,11 +348,21 @@ def run_stop(*, run: Run) -> Run:
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run.pk)
         if run.status == RunStatus.QUEUED:
-            run_set_status(run, RunStatus.STOPPED, "stopped before it started", stop_requested=True, finished_at=timezone.now())
+            run_set_status(
+                run,
+                RunStatus.STOPPED,
+                "stopped before it started",
+                stop_requested=True,
+                finished_at=timezone.now(),
+            )
         elif run.status in (RunStatus.RUNNING, RunStatus.STOPPING):
-            run_set_status(run, RunStatus.STOPPING, "stopping after this iteration", stop_requested=True)
+            run_set_status(
+                run, RunStatus.STOPPING, "stopping after this iteration", stop_requested=True
+            )
         else:
-            raise RunStateError(f"run {run.pk} is {run.status}; only a queued or running run can be stopped")
+            raise RunStateError(
+                f"run {run.pk} is {run.status}; only a queued or running run can be stopped"
+            )
     return run
 
 
@@ -301,11 +371,22 @@ def run_cancel(*, run: Run) -> Run:
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run.pk)
         if run.status == RunStatus.QUEUED:
-            run_set_status(run, RunStatus.STOPPED, "cancelled", stop_requested=True, cancel_requested=True, finished_at=timezone.now())
+            run_set_status(
+                run,
+                RunStatus.STOPPED,
+                "cancelled",
+                stop_requested=True,
+                cancel_requested=True,
+                finished_at=timezone.now(),
+            )
         elif run.status in (RunStatus.RUNNING, RunStatus.STOPPING):
-            run_set_status(run, RunStatus.STOPPING, "cancelling", stop_requested=True, cancel_requested=True)
+            run_set_status(
+                run, RunStatus.STOPPING, "cancelling", stop_requested=True, cancel_requested=True
+            )
         else:
-            raise RunStateError(f"run {run.pk} is {run.status}; only a queued or running run can be cancelled")
+            raise RunStateError(
+                f"run {run.pk} is {run.status}; only a queued or running run can be cancelled"
+            )
     return run
 
 
@@ -317,7 +398,9 @@ def run_resume(*, run: Run, extra_budget: int = 0) -> Run:
     if extra_budget < 0:
         raise RunStateError("extra_budget: must not be negative")
     if run.budget_total + extra_budget > MAX_METRIC_CALLS:
-        raise RunStateError(f"extra_budget: a run's budget may not exceed {MAX_METRIC_CALLS:,} metric calls")
+        raise RunStateError(
+            f"extra_budget: a run's budget may not exceed {MAX_METRIC_CALLS:,} metric calls"
+        )
     limits = run_limits_for(run.owner)
     if extra_budget:
         too_large = budget_problem(limits, run.budget_total + extra_budget, "extra_budget")
@@ -335,11 +418,18 @@ def run_resume(*, run: Run, extra_budget: int = 0) -> Run:
         if run.imported:
             raise RunStateError(f"run {run.pk} was imported, not executed here; fork it instead")
         if run.is_external:
-            raise RunStateError(f"run {run.pk} runs in its owner's own process; start it again there")
+            raise RunStateError(
+                f"run {run.pk} runs in its owner's own process; start it again there"
+            )
         if run.status == RunStatus.COMPLETED and extra_budget == 0:
             raise RunStateError("extra_budget: a completed run continues only with more budget")
-        if run.status not in (RunStatus.STOPPED, RunStatus.FAILED, RunStatus.COMPLETED) and not crashed:
-            raise RunStateError(f"run {run.pk} is {run.status}; only a stopped, failed, completed or crashed run resumes")
+        if (
+            run.status not in (RunStatus.STOPPED, RunStatus.FAILED, RunStatus.COMPLETED)
+            and not crashed
+        ):
+            raise RunStateError(
+                f"run {run.pk} is {run.status}; only a stopped, failed, completed or crashed run resumes"
+            )
         run_set_status(
             run,
             RunStatus.QUEUED,
@@ -363,11 +453,22 @@ def run_fork(*, run: Run, candidate_index: int, owner) -> Run:
         raise PermissionDenied(f"only the owner of run {run.pk} can fork it")
     candidate = Candidate.objects.filter(run=run, index=candidate_index).first()
     if candidate is None:
-        raise RunConfigError([("candidate_index", f"run {run.pk} has no candidate {candidate_index}")])
+        raise RunConfigError(
+            [("candidate_index", f"run {run.pk} has no candidate {candidate_index}")]
+        )
     config = dict(run.config)
-    config.update(name=f"{run.name} · fork of candidate {candidate_index}", seed_components=candidate.components)
+    config.update(
+        name=f"{run.name} · fork of candidate {candidate_index}",
+        seed_components=candidate.components,
+    )
     # An imported run's config came from a file, not from a launch here: check its models again.
-    return run_launch(owner=owner, config=config, trusted_lms=not run.imported, forked_from=run, forked_from_candidate=candidate_index)
+    return run_launch(
+        owner=owner,
+        config=config,
+        trusted_lms=not run.imported,
+        forked_from=run,
+        forked_from_candidate=candidate_index,
+    )
 
 
 def run_fork_config(*, run: Run, candidate_index: int) -> dict:
@@ -375,8 +476,14 @@ def run_fork_config(*, run: Run, candidate_index: int) -> dict:
     user changes budget, models … before launching), or RunConfigError."""
     candidate = Candidate.objects.filter(run=run, index=candidate_index).first()
     if candidate is None:
-        raise RunConfigError([("candidate_index", f"run {run.pk} has no candidate {candidate_index}")])
-    return dict(run.config, name=f"{run.name} · fork of candidate {candidate_index}", seed_components=candidate.components)
+        raise RunConfigError(
+            [("candidate_index", f"run {run.pk} has no candidate {candidate_index}")]
+        )
+    return dict(
+        run.config,
+        name=f"{run.name} · fork of candidate {candidate_index}",
+        seed_components=candidate.components,
+    )
 
 
 MAX_TAGS = 20
@@ -398,11 +505,20 @@ def run_annotate(*, run: Run, tags: list[str] | None = None, notes: str | None =
                 problems.append(("tags", f"at most {MAX_TAGS} tags, got {len(cleaned)}"))
             for tag in cleaned:
                 if len(tag) > MAX_TAG_CHARS or "\x00" in tag:
-                    problems.append(("tags", f"each tag is at most {MAX_TAG_CHARS} characters with no NUL: {tag[:40]!r}"))
+                    problems.append(
+                        (
+                            "tags",
+                            f"each tag is at most {MAX_TAG_CHARS} characters with no NUL: {tag[:40]!r}",
+                        )
+                    )
                     break
             tags = cleaned
-    if notes is not None and (not isinstance(notes, str) or len(notes) > MAX_NOTES_CHARS or "\x00" in notes):
-        problems.append(("notes", f"must be text of at most {MAX_NOTES_CHARS} characters with no NUL"))
+    if notes is not None and (
+        not isinstance(notes, str) or len(notes) > MAX_NOTES_CHARS or "\x00" in notes
+    ):
+        problems.append(
+            ("notes", f"must be text of at most {MAX_NOTES_CHARS} characters with no NUL")
+        )
     if problems:
         raise RunConfigError(problems)
     fields: dict[str, Any] = {}
@@ -441,7 +557,9 @@ def run_delete(*, run: Run) -> None:
         if locked is None:
             return
         if locked.status in RunStatus.active():
-            raise RunStateError(f"run {run.pk} is {locked.status}; stop or cancel it before deleting it")
+            raise RunStateError(
+                f"run {run.pk} is {locked.status}; stop or cancel it before deleting it"
+            )
         directory = run_dir(locked.pk)
         locked.delete()
         transaction.on_commit(lambda: shutil.rmtree(directory, ignore_errors=True))

@@ -23,7 +23,9 @@ def run_sharing_changed(sender, instance, action, reverse, pk_set, **kwargs):
         # user.runs_shared_with_me.remove(run): the runs are in pk_set (None after
         # a reverse clear, which the sockets' periodic re-check covers).
         for run_id in pk_set or []:
-            publish_run_access_changed(run_id, lost_by=[] if action == "post_add" else [instance.pk])
+            publish_run_access_changed(
+                run_id, lost_by=[] if action == "post_add" else [instance.pk]
+            )
         return
     if action == "post_add":
         lost_by = []

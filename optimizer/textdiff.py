@@ -51,10 +51,14 @@ def word_diff(old: str, new: str) -> list[tuple[str, str]]:
         ops = _bounded_diff(a, b, MAX_MATCH_WORK)
         if ops is not None:
             return ops
-        ops = _bounded_diff(_SENTENCE_TOKEN.findall(old), _SENTENCE_TOKEN.findall(new), MAX_MATCH_WORK // 2)
+        ops = _bounded_diff(
+            _SENTENCE_TOKEN.findall(old), _SENTENCE_TOKEN.findall(new), MAX_MATCH_WORK // 2
+        )
         if ops is not None:
             return ops
-    ops = _bounded_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), MAX_MATCH_WORK // 2)
+    ops = _bounded_diff(
+        old.splitlines(keepends=True), new.splitlines(keepends=True), MAX_MATCH_WORK // 2
+    )
     if ops is not None:
         return ops
     return [(op, text) for op, text in ((REMOVED, old), (ADDED, new)) if text]
@@ -69,7 +73,7 @@ def _bounded_diff(a: list[str], b: list[str], work: int) -> list[tuple[str, str]
     tail = 0
     while tail < len(a) - head and tail < len(b) - head and a[-1 - tail] == b[-1 - tail]:
         tail += 1
-    middle_a, middle_b = a[head:len(a) - tail], b[head:len(b) - tail]
+    middle_a, middle_b = a[head : len(a) - tail], b[head : len(b) - tail]
     blocks = _matching_blocks(middle_a, middle_b, work)
     if blocks is None:
         return None
@@ -88,11 +92,11 @@ def _bounded_diff(a: list[str], b: list[str], work: int) -> list[tuple[str, str]
     for bi, bj, size in blocks:
         add(REMOVED, "".join(middle_a[i:bi]))
         add(ADDED, "".join(middle_b[j:bj]))
-        add(SAME, "".join(middle_a[bi:bi + size]))
+        add(SAME, "".join(middle_a[bi : bi + size]))
         i, j = bi + size, bj + size
     add(REMOVED, "".join(middle_a[i:]))
     add(ADDED, "".join(middle_b[j:]))
-    add(SAME, "".join(a[len(a) - tail:]))
+    add(SAME, "".join(a[len(a) - tail :]))
     return ops
 
 
@@ -138,7 +142,9 @@ class LineageNode:
     components: Mapping[str, str]
 
 
-def sentence_origins(nodes: Mapping[int, LineageNode], index: int, component: str) -> list[tuple[str, int]]:
+def sentence_origins(
+    nodes: Mapping[int, LineageNode], index: int, component: str
+) -> list[tuple[str, int]]:
     """For each sentence of `component` in candidate `index`, the candidate that
     introduced it: a sentence found in a parent's text is inherited from wherever
     the parent got it (the first parent that has it, for merges); otherwise this
@@ -164,4 +170,6 @@ def sentence_origins(nodes: Mapping[int, LineageNode], index: int, component: st
     for i in sorted(nodes):  # bottom-up keeps the recursion shallow on long chains
         if i <= index:
             origins(i)
-    return [(s, memo[index][s]) for s in split_sentences(nodes[index].components.get(component, ""))]
+    return [
+        (s, memo[index][s]) for s in split_sentences(nodes[index].components.get(component, ""))
+    ]

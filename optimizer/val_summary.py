@@ -20,7 +20,9 @@ from statistics import fmean
 VERDICTS = ("pass", "borderline", "fail")
 
 
-def val_summary(rows: Iterable[tuple[str, float, str, int, int, float]]) -> tuple[dict[str, float], dict]:
+def val_summary(
+    rows: Iterable[tuple[str, float, str, int, int, float]],
+) -> tuple[dict[str, float], dict]:
     """(task scores, summary) of val evaluation rows
     `(task_key, score, verdict, tokens_in, tokens_out, latency_ms)`."""
     scores: dict[str, float] = {}
@@ -40,10 +42,20 @@ def val_summary(rows: Iterable[tuple[str, float, str, int, int, float]]) -> tupl
     }
 
 
-VAL_ROW_FIELDS = ("candidate_id", "task_key", "score", "verdict", "tokens_in", "tokens_out", "latency_ms")
+VAL_ROW_FIELDS = (
+    "candidate_id",
+    "task_key",
+    "score",
+    "verdict",
+    "tokens_in",
+    "tokens_out",
+    "latency_ms",
+)
 
 
-def fill_val_summaries(candidate_ids: Iterable[int], *, candidate_model=None, evaluation_model=None) -> dict[int, dict]:
+def fill_val_summaries(
+    candidate_ids: Iterable[int], *, candidate_model=None, evaluation_model=None
+) -> dict[int, dict]:
     """Compute and store both fields for these candidates from their val
     Evaluation rows; returns each one's summary by primary key. The models
     default to the current ones (a migration passes its historical models)."""
@@ -54,15 +66,23 @@ def fill_val_summaries(candidate_ids: Iterable[int], *, candidate_model=None, ev
     ids = list(candidate_ids)
     written: dict[int, dict] = {}
     for start in range(0, len(ids), 200):  # bounded memory on a big run
-        chunk = ids[start:start + 200]
+        chunk = ids[start : start + 200]
         rows = defaultdict(list)
-        evaluations = evaluation_model.objects.filter(candidate_id__in=chunk, split="val").order_by().values_list(*VAL_ROW_FIELDS)
+        evaluations = (
+            evaluation_model.objects.filter(candidate_id__in=chunk, split="val")
+            .order_by()
+            .values_list(*VAL_ROW_FIELDS)
+        )
         for candidate_id, *row in evaluations.iterator(chunk_size=5000):
             rows[candidate_id].append(row)
         updates = []
         for candidate_id in chunk:
             scores, summary = val_summary(rows.get(candidate_id, []))
-            updates.append(candidate_model(pk=candidate_id, val_task_scores=scores, val_summary=summary))
+            updates.append(
+                candidate_model(pk=candidate_id, val_task_scores=scores, val_summary=summary)
+            )
             written[candidate_id] = summary
-        candidate_model.objects.bulk_update(updates, ["val_task_scores", "val_summary"], batch_size=200)
+        candidate_model.objects.bulk_update(
+            updates, ["val_task_scores", "val_summary"], batch_size=200
+        )
     return written

@@ -41,18 +41,36 @@ CONTROL_ACTIONS = ["stop", "cancel", "resume", "fork"]
 @pytest.fixture
 def owned(user):
     """Everything the owner (alice) keeps private, each named with MARKER."""
-    run = recorded_run(owner=user, candidates=3, val_tasks=2, name=f"{MARKER} run",
-                    component_text=f"{MARKER} prompt: answer the refund question.")
+    run = recorded_run(
+        owner=user,
+        candidates=3,
+        val_tasks=2,
+        name=f"{MARKER} run",
+        component_text=f"{MARKER} prompt: answer the refund question.",
+    )
     task_set = run.task_set
     task_set.name = f"{MARKER} tasks"
     task_set.save(update_fields=["name"])
-    verifier = verifier_create(owner=user, spec={
-        "id": f"{MARKER}-verifier", "name": f"{MARKER} verifier", "kind": "native",
-        "checks": [{"id": "c", "type": "contains", "params": {"value": MARKER}}],
-    })
-    verifier_update(verifier=verifier, spec={**verifier.spec, "passThreshold": 0.5}, user=user)  # a diff to show
+    verifier = verifier_create(
+        owner=user,
+        spec={
+            "id": f"{MARKER}-verifier",
+            "name": f"{MARKER} verifier",
+            "kind": "native",
+            "checks": [{"id": "c", "type": "contains", "params": {"value": MARKER}}],
+        },
+    )
+    verifier_update(
+        verifier=verifier, spec={**verifier.spec, "passThreshold": 0.5}, user=user
+    )  # a diff to show
     token, _ = api_token_create(user=user, name=f"{MARKER} token")
-    return {"run": run, "task_set": task_set, "task": task_set.tasks.first(), "verifier": verifier, "token": token}
+    return {
+        "run": run,
+        "task_set": task_set,
+        "task": task_set.tasks.first(),
+        "verifier": verifier,
+        "token": token,
+    }
 
 
 def fill(name: str, arguments: list[str], owned) -> list[dict]:
@@ -90,13 +108,40 @@ def fingerprint() -> dict:
     from optimizer.tasksets.models import Task, TaskSet
 
     return {
-        "runs": list(Run.objects.filter(owner__username="alice").order_by("pk").values_list("pk", "name", "status", "stop_requested", "cancel_requested",
-                                                             "budget_total", "chosen_candidate_id")),
-        "verifiers": list(Verifier.objects.filter(owner__username="alice").order_by("pk").values_list("pk", "slug", "name", "spec", "shared")),
-        "task_sets": list(TaskSet.objects.filter(owner__username="alice").order_by("pk").values_list("pk", "name", "shared")),
-        "tasks": list(Task.objects.filter(task_set__owner__username="alice").order_by("pk").values_list("pk", "split", "task_id")),
+        "runs": list(
+            Run.objects.filter(owner__username="alice")
+            .order_by("pk")
+            .values_list(
+                "pk",
+                "name",
+                "status",
+                "stop_requested",
+                "cancel_requested",
+                "budget_total",
+                "chosen_candidate_id",
+            )
+        ),
+        "verifiers": list(
+            Verifier.objects.filter(owner__username="alice")
+            .order_by("pk")
+            .values_list("pk", "slug", "name", "spec", "shared")
+        ),
+        "task_sets": list(
+            TaskSet.objects.filter(owner__username="alice")
+            .order_by("pk")
+            .values_list("pk", "name", "shared")
+        ),
+        "tasks": list(
+            Task.objects.filter(task_set__owner__username="alice")
+            .order_by("pk")
+            .values_list("pk", "split", "task_id")
+        ),
         "candidates": Candidate.objects.filter(run__owner__username="alice").count(),
-        "tokens": list(ApiToken.objects.filter(user__username="alice").order_by("pk").values_list("pk", "revoked_at")),
+        "tokens": list(
+            ApiToken.objects.filter(user__username="alice")
+            .order_by("pk")
+            .values_list("pk", "revoked_at")
+        ),
     }
 
 
@@ -108,7 +153,14 @@ def leaked(response) -> bool:
 def test_the_sweep_covers_every_page_of_the_urlconf(owned):
     names = {name for name, _, _ in app_urls(owned)}
     # A sample that must be there: if URL discovery broke, the sweep would pass vacuously.
-    assert {"runs:detail", "runs:control", "compare:export_json", "verifiers:edit", "tasksets:task", "account:revoke"} <= names
+    assert {
+        "runs:detail",
+        "runs:control",
+        "compare:export_json",
+        "verifiers:edit",
+        "tasksets:task",
+        "account:revoke",
+    } <= names
     assert len(names) >= 35
 
 
@@ -119,7 +171,9 @@ def test_an_anonymous_visitor_gets_only_the_login_page_from_every_url(owned):
     for name, url, _ in app_urls(owned):
         for method in (anonymous.get, anonymous.post):
             response = method(url)
-            assert response.status_code == 302 and response["Location"].startswith(reverse("login")), (name, url, response.status_code)
+            assert response.status_code == 302 and response["Location"].startswith(
+                reverse("login")
+            ), (name, url, response.status_code)
     assert fingerprint() == before
 
 
@@ -130,12 +184,18 @@ def test_the_owner_reaches_every_page_so_the_refusals_below_mean_something(owned
         # 405: a POST-only action; 302: a page that redirects (e.g. the home page);
         # 400: a page that also needs a query parameter (the object itself was found).
         assert response.status_code in (200, 302, 400, 405), (name, url, response.status_code)
-        if response.status_code == 200 and name in {"runs:detail", "verifiers:detail", "tasksets:detail"}:
+        if response.status_code == 200 and name in {
+            "runs:detail",
+            "verifiers:detail",
+            "tasksets:detail",
+        }:
             assert leaked(response), (name, "the owner's page should show the owner's object")
 
 
 @pytest.mark.django_db
-def test_another_user_gets_a_404_for_every_url_of_the_owners_objects_and_sees_them_nowhere(owned, other_client):
+def test_another_user_gets_a_404_for_every_url_of_the_owners_objects_and_sees_them_nowhere(
+    owned, other_client
+):
     before = fingerprint()
     for name, url, points_at_owner in app_urls(owned):
         for method in ("get", "post"):
@@ -143,20 +203,34 @@ def test_another_user_gets_a_404_for_every_url_of_the_owners_objects_and_sees_th
             assert response.status_code < 500, (method, name, url)
             assert not leaked(response), (method, name, url, response.status_code)
             if points_at_owner:
-                assert response.status_code in (403, 404, 405), (method, name, url, response.status_code)
+                assert response.status_code in (403, 404, 405), (
+                    method,
+                    name,
+                    url,
+                    response.status_code,
+                )
     assert fingerprint() == before
 
 
 @pytest.mark.django_db
-def test_a_read_only_sharer_sees_the_run_but_no_page_changes_it_or_forks_it(owned, other_user, other_client):
+def test_a_read_only_sharer_sees_the_run_but_no_page_changes_it_or_forks_it(
+    owned, other_user, other_client
+):
     """Sharing lets a user see a run, not spend on it: every control (stop,
     cancel, resume, fork; a fork from the launch form too) is refused."""
     run = owned["run"]
     run.shared_with.add(other_user)
     assert other_client.get(reverse("runs:detail", args=[run.pk])).status_code == 200
     before = fingerprint()
-    config = {"task_set_id": owned["task_set"].pk, "verifier_ids": [owned["verifier"].slug], "budget": {"max_metric_calls": 20}}
-    controls = [reverse("runs:control", kwargs={"run_id": run.pk, "action": action}) for action in CONTROL_ACTIONS]
+    config = {
+        "task_set_id": owned["task_set"].pk,
+        "verifier_ids": [owned["verifier"].slug],
+        "budget": {"max_metric_calls": 20},
+    }
+    controls = [
+        reverse("runs:control", kwargs={"run_id": run.pk, "action": action})
+        for action in CONTROL_ACTIONS
+    ]
     for url in controls:
         response = other_client.post(url, {"candidate_index": 0, "extra_budget": 10})
         assert response.status_code in (403, 404), (url, response.status_code)
@@ -174,31 +248,48 @@ def test_a_read_only_sharer_sees_the_run_but_no_page_changes_it_or_forks_it(owne
 
 # -- the API: every operation of the OpenAPI document -------------------------------
 
+
 def api_operations() -> list[tuple[str, str]]:
     schema = api.get_openapi_schema()
-    return [(method.upper(), path) for path, operations in schema["paths"].items() for method in operations]
+    return [
+        (method.upper(), path)
+        for path, operations in schema["paths"].items()
+        for method in operations
+    ]
 
 
 def api_url(path: str, owned) -> str:
-    return (path.replace("{run_id}", str(owned["run"].pk))
-                .replace("{slug}", owned["verifier"].slug)
-                .replace("{taskset_id}", str(owned["task_set"].pk))
-                .replace("{index}", "0"))
+    return (
+        path.replace("{run_id}", str(owned["run"].pk))
+        .replace("{slug}", owned["verifier"].slug)
+        .replace("{taskset_id}", str(owned["task_set"].pk))
+        .replace("{index}", "0")
+    )
 
 
 def api_body(path: str, owned) -> dict:
     """A body that points at the owner's objects by number, as an attacker would
     (never by MARKER: an error echoing the caller's own input is no leak)."""
     if path.startswith("/api/runs"):
-        return {"config": {"task_set_id": owned["task_set"].pk, "budget": {"max_metric_calls": 20}},
-                "candidate_index": 0, "extra_budget": 10}
+        return {
+            "config": {"task_set_id": owned["task_set"].pk, "budget": {"max_metric_calls": 20}},
+            "candidate_index": 0,
+            "extra_budget": 10,
+        }
     if path.endswith("/events"):  # a well-formed batch aimed at the owner's run
         return {"seq": 1, "events": [{"type": "budget", "used": 1}]}
     if path.startswith("/api/external"):  # open a tracked run on the owner's task set
         return {"key": "probe-key-0001", "task_set_id": owned["task_set"].pk}
     if path.startswith("/api/verifiers"):
-        return {"spec": {"id": "probe", "name": "probe", "kind": "native",
-                         "checks": [{"id": "c", "type": "min_length", "params": {"value": 1}}]}, "output": "x"}
+        return {
+            "spec": {
+                "id": "probe",
+                "name": "probe",
+                "kind": "native",
+                "checks": [{"id": "c", "type": "min_length", "params": {"value": 1}}],
+            },
+            "output": "x",
+        }
     return {"name": "x", "content": "{}", "format": "jsonl", "task_set_id": owned["task_set"].pk}
 
 
@@ -211,7 +302,10 @@ def api_call(client, method: str, url: str, body: dict, **headers):
 @pytest.mark.django_db
 def test_the_api_sweep_covers_every_documented_operation():
     operations = api_operations()
-    assert ("POST", "/api/runs/{run_id}/fork") in operations and ("DELETE", "/api/verifiers/{slug}") in operations
+    assert ("POST", "/api/runs/{run_id}/fork") in operations and (
+        "DELETE",
+        "/api/verifiers/{slug}",
+    ) in operations
     assert len(operations) >= 15
 
 
@@ -226,15 +320,29 @@ def test_an_anonymous_caller_gets_401_from_every_api_operation(owned):
 
 
 @pytest.mark.django_db
-def test_another_users_token_and_session_reach_nothing_of_the_owner_through_the_api(owned, other_user, other_client):
+def test_another_users_token_and_session_reach_nothing_of_the_owner_through_the_api(
+    owned, other_user, other_client
+):
     _, token = api_token_create(user=other_user, name="bob's script")
     callers = [(Client(), {"HTTP_AUTHORIZATION": f"Bearer {token}"}), (other_client, {})]
     before = fingerprint()
     for client, headers in callers:
         for method, path in api_operations():
-            response = api_call(client, method, api_url(path, owned), api_body(path, owned), **headers)
-            assert response.status_code < 500, (method, path, response.status_code, response.content[:300])
-            assert not leaked(response), (method, path, response.status_code, response.content[:300])
+            response = api_call(
+                client, method, api_url(path, owned), api_body(path, owned), **headers
+            )
+            assert response.status_code < 500, (
+                method,
+                path,
+                response.status_code,
+                response.content[:300],
+            )
+            assert not leaked(response), (
+                method,
+                path,
+                response.status_code,
+                response.content[:300],
+            )
             if re.search(r"\{(run_id|slug|taskset_id|index)\}", path):
                 assert response.status_code in (403, 404), (method, path, response.status_code)
     assert fingerprint() == before
@@ -242,16 +350,21 @@ def test_another_users_token_and_session_reach_nothing_of_the_owner_through_the_
 
 
 @pytest.mark.django_db
-def test_another_user_can_take_an_id_the_owner_uses_so_its_existence_does_not_leak(owned, other_client):
+def test_another_user_can_take_an_id_the_owner_uses_so_its_existence_does_not_leak(
+    owned, other_client
+):
     spec = {**owned["verifier"].spec, "name": "bob's own"}
     response = other_client.post("/api/verifiers/", {"spec": spec}, content_type="application/json")
     assert response.status_code == 201 and response.json()["owner"] == "bob"
-    assert other_client.get(f"/api/verifiers/{owned['verifier'].slug}").json()["name"] == "bob's own"
+    assert (
+        other_client.get(f"/api/verifiers/{owned['verifier'].slug}").json()["name"] == "bob's own"
+    )
     owned["verifier"].refresh_from_db()
     assert owned["verifier"].name == f"{MARKER} verifier"
 
 
 # -- the sockets ------------------------------------------------------------------------
+
 
 async def socket_for(user, path):
     headers = [] if user is None else await sync_to_async(session_headers)(user)
@@ -263,8 +376,12 @@ async def socket_for(user, path):
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_both_sockets_refuse_the_anonymous_and_the_run_socket_refuses_another_user(user, other_user):
-    run = await database_sync_to_async(Run.objects.create)(owner=user, name=f"{MARKER} run", status=RunStatus.RUNNING)
+async def test_both_sockets_refuse_the_anonymous_and_the_run_socket_refuses_another_user(
+    user, other_user
+):
+    run = await database_sync_to_async(Run.objects.create)(
+        owner=user, name=f"{MARKER} run", status=RunStatus.RUNNING
+    )
     for path in (f"/ws/runs/{run.pk}/", "/ws/runs/"):
         communicator, connected, code = await socket_for(None, path)
         assert not connected and code == 4401, path

@@ -35,10 +35,23 @@ def history() -> str:
         if os.environ.get("CI"):
             pytest.fail("CI runs in a git clone: no .git found")
         pytest.skip("not a git checkout (an unpacked source tree)")
-    if subprocess.run(["git", "cat-file", "-e", FIRST_UNDER_THE_RULE], cwd=ROOT, capture_output=True).returncode:
+    if subprocess.run(
+        ["git", "cat-file", "-e", FIRST_UNDER_THE_RULE], cwd=ROOT, capture_output=True
+    ).returncode:
         pytest.skip("a shallow clone without the first commit under the rule")
-    return subprocess.run(["git", "log", "--no-merges", "--format=%h%x00%s%x00%b%x1e", f"{FIRST_UNDER_THE_RULE}^..HEAD"],
-                          cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        [
+            "git",
+            "log",
+            "--no-merges",
+            "--format=%h%x00%s%x00%b%x1e",
+            f"{FIRST_UNDER_THE_RULE}^..HEAD",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
 
 
 def test_every_commit_since_the_rule_reads_area_summary_with_a_body():
@@ -49,5 +62,7 @@ def test_a_long_subject_without_an_area_and_without_a_body_is_reported_three_tim
     log = "abc1234\x00Fix the thing that broke when the worker died and the run was left hanging forever ok\x00\x1e"
     found = problems(log)
     assert len(found) == 3 and all(p.startswith("abc1234: ") for p in found)
-    assert "not `area: summary`" in found[0] and "85 characters" in found[1] and "no body" in found[2]
+    assert (
+        "not `area: summary`" in found[0] and "85 characters" in found[1] and "no body" in found[2]
+    )
     assert problems("def5678\x00web: serve with uvicorn\x00Why: flow control.\n\x1e") == []

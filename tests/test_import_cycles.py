@@ -65,6 +65,8 @@ def test_a_cycle_closed_by_an_import_inside_a_function_is_reported(tmp_path, mon
     (package / "a.py").write_text("from circular import b\n")
     (package / "b.py").write_text("def later():\n    from circular.c import x\n")
     (package / "c.py").write_text("import circular.a\nx = 1\n")
-    (package / "d.py").write_text("from circular import a\n")  # imports into the cycle, not part of it
+    (package / "d.py").write_text(
+        "from circular import a\n"
+    )  # imports into the cycle, not part of it
     monkeypatch.syspath_prepend(str(tmp_path))
     assert import_cycles("circular") == [["circular.a", "circular.b", "circular.c"]]

@@ -11,9 +11,26 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCE_DIRS = ("dashboard", "optimizer", "verifiers_app", "templates", "static", "tests", "bench", "examples",
-               "clients", "docs")
-TOP_FILES = ("README.md", "pyproject.toml", "Makefile", "Dockerfile", "docker-compose.yml", ".ci/run")
+SOURCE_DIRS = (
+    "dashboard",
+    "optimizer",
+    "verifiers_app",
+    "templates",
+    "static",
+    "tests",
+    "bench",
+    "examples",
+    "clients",
+    "docs",
+)
+TOP_FILES = (
+    "README.md",
+    "pyproject.toml",
+    "Makefile",
+    "Dockerfile",
+    "docker-compose.yml",
+    ".ci/run",
+)
 SUFFIXES = {".py", ".js", ".html", ".css", ".md", ".toml", ".yaml", ".yml", ".txt", ".cfg"}
 
 OUTSIDE = re.compile(r"GEPA_NOTES|ARCHITECTURE(?:\.md)?\b|(?i:\bseeds? 00\d|\bissues? #?\d+)")
@@ -32,7 +49,9 @@ def sources() -> list[Path]:
 
 
 def headings(doc: Path) -> list[str]:
-    return [line.lstrip("#").strip() for line in doc.read_text().splitlines() if line.startswith("#")]
+    return [
+        line.lstrip("#").strip() for line in doc.read_text().splitlines() if line.startswith("#")
+    ]
 
 
 def where(path: Path, text: str, index: int) -> str:
@@ -58,16 +77,22 @@ def test_every_docs_citation_names_a_page_section_or_fact_that_exists():
             elif number and f"**§{number}.**" not in doc.read_text():
                 broken.append(f"{where(path, text, m.start())}: {m.group(1)} has no §{number}")
             elif section and not any(h.startswith(section) for h in headings(doc)):
-                broken.append(f"{where(path, text, m.start())}: {m.group(1)} has no section {section!r}")
+                broken.append(
+                    f"{where(path, text, m.start())}: {m.group(1)} has no section {section!r}"
+                )
         for m in README_CITATION.finditer(text):
             if not any(h.startswith(m.group(1)) for h in headings(ROOT / "README.md")):
-                broken.append(f"{where(path, text, m.start())}: README has no section {m.group(1)!r}")
+                broken.append(
+                    f"{where(path, text, m.start())}: README has no section {m.group(1)!r}"
+                )
     assert not broken, "\n".join(broken)
 
 
 def test_the_checks_catch_what_they_are_meant_to():
     assert OUTSIDE.search("resume (GEPA_NOTES 6)") and OUTSIDE.search("rows as in Seed 001")
-    assert OUTSIDE.search("the plan (issue 14, point 4)") and OUTSIDE.search('ARCHITECTURE "Data model"')
+    assert OUTSIDE.search("the plan (issue 14, point 4)") and OUTSIDE.search(
+        'ARCHITECTURE "Data model"'
+    )
     assert not OUTSIDE.search("docs/gepa-notes.md §6, random seed 0, an issue of the API")
     m = DOC_CITATION.search('see docs/verifier-semantics.md "Row verifiers".')
     assert m.group(1) == "docs/verifier-semantics.md" and m.group(3) == "Row verifiers"

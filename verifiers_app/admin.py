@@ -11,7 +11,16 @@ class VerifierVersionInline(admin.TabularInline):
 
 @admin.register(Verifier)
 class VerifierAdmin(admin.ModelAdmin):
-    list_display = ["slug", "name", "kind", "owner", "shared", "version", "updated_at", "last_used_at"]
+    list_display = [
+        "slug",
+        "name",
+        "kind",
+        "owner",
+        "shared",
+        "version",
+        "updated_at",
+        "last_used_at",
+    ]
     list_filter = ["kind", "shared"]
     search_fields = ["slug", "name"]
     inlines = [VerifierVersionInline]

@@ -58,7 +58,10 @@ class TaskIn(Schema):
 
 
 class VerifierIn(Schema):
-    spec: SpecJSON = Field(..., description="The verifier spec (docs/verifier-semantics.md); its id is the verifier's id")
+    spec: SpecJSON = Field(
+        ...,
+        description="The verifier spec (docs/verifier-semantics.md); its id is the verifier's id",
+    )
     shared: bool = False
 
 
@@ -77,35 +80,59 @@ class VerifierOut(Schema):
     updated_at: datetime
     last_used_at: datetime | None
     spec: SpecJSON
-    warnings: list[str] = Field(..., description='Valid but probably unintended, as lint says them: an unknown check '
-                                                 'type (scoring skips it), "field.path: message (did you mean …?)"')
+    warnings: list[str] = Field(
+        ...,
+        description="Valid but probably unintended, as lint says them: an unknown check "
+        'type (scoring skips it), "field.path: message (did you mean …?)"',
+    )
 
     @staticmethod
     def from_verifier(v: Verifier) -> dict:
-        return {"id": v.slug, "name": v.name, "kind": v.kind, "owner": v.owner.get_username(), "shared": v.shared,
-                "version": v.version, "updated_at": v.updated_at, "last_used_at": v.last_used_at, "spec": v.spec,
-                "warnings": spec_warnings(v.spec)}
+        return {
+            "id": v.slug,
+            "name": v.name,
+            "kind": v.kind,
+            "owner": v.owner.get_username(),
+            "shared": v.shared,
+            "version": v.version,
+            "updated_at": v.updated_at,
+            "last_used_at": v.last_used_at,
+            "spec": v.spec,
+            "warnings": spec_warnings(v.spec),
+        }
 
 
 class LintIn(Schema):
-    spec: Any = Field(..., description="A verifier spec to check (anything: lint says what is wrong with it)")
+    spec: Any = Field(
+        ..., description="A verifier spec to check (anything: lint says what is wrong with it)"
+    )
 
 
 class LintOut(Schema):
     valid: bool
-    problems: list[str] = Field(..., description='Each "field.path: message", as SpecError names them')
-    warnings: list[str] = Field(..., description='Valid but probably unintended, e.g. an unknown check type '
-                                                 '(scoring skips it); "field.path: message"')
+    problems: list[str] = Field(
+        ..., description='Each "field.path: message", as SpecError names them'
+    )
+    warnings: list[str] = Field(
+        ...,
+        description="Valid but probably unintended, e.g. an unknown check type "
+        '(scoring skips it); "field.path: message"',
+    )
 
 
 class ScoreIn(Schema):
     spec: SpecJSON | list[SpecJSON] = Field(..., description="A spec, or a list of specs")
     output: str = Field(..., max_length=MAX_OUTPUT_CHARS)
     task: Annotated[dict[str, Any] | None, WithJsonSchema(inline_json_schema(TaskIn))] = Field(
-        None, description="A task row: metadata.expectations, expected, params, verifier")
+        None, description="A task row: metadata.expectations, expected, params, verifier"
+    )
     aggregator: str | dict[str, Any] = Field(
-        "weighted_average", description="One of " + ", ".join(AGGREGATORS) + ', or {"name": …, "params": …}')
-    thresholds: dict[str, Any] | None = Field(None, description='Verdict thresholds, e.g. {"pass": 0.8, "borderline": 0.6}')
+        "weighted_average",
+        description="One of " + ", ".join(AGGREGATORS) + ', or {"name": …, "params": …}',
+    )
+    thresholds: dict[str, Any] | None = Field(
+        None, description='Verdict thresholds, e.g. {"pass": 0.8, "borderline": 0.6}'
+    )
 
 
 class ScoreOut(Schema):
@@ -123,7 +150,10 @@ class ScoreOut(Schema):
 @router.get("/", response=list[VerifierOut])
 def list_verifiers(request, q: str = "", kind: str = ""):
     """Verifiers you can see: yours, shared ones (admins: all)."""
-    return [VerifierOut.from_verifier(v) for v in selectors.verifier_list(user=request.user, query=q, kind=kind)]
+    return [
+        VerifierOut.from_verifier(v)
+        for v in selectors.verifier_list(user=request.user, query=q, kind=kind)
+    ]
 
 
 @router.post("/", response={201: VerifierOut})
@@ -148,7 +178,9 @@ def score_output(request, body: ScoreIn):
             validate_task(body.task, require_task_id=False)
         except SpecError as exc:
             raise exc.prefixed("task.") from None
-    return score(body.spec, body.output, body.task, aggregator=body.aggregator, thresholds=body.thresholds).as_dict()
+    return score(
+        body.spec, body.output, body.task, aggregator=body.aggregator, thresholds=body.thresholds
+    ).as_dict()
 
 
 @router.get("/{slug}", response=VerifierOut)
@@ -160,7 +192,9 @@ def get_verifier(request, slug: str):
 @router.put("/{slug}", response=VerifierOut)
 def update_verifier(request, slug: str, body: VerifierUpdate):
     verifier = selectors.verifier_for_user(request.user, slug, edit=True)
-    services.verifier_update(verifier=verifier, spec=body.spec, user=request.user, shared=body.shared)
+    services.verifier_update(
+        verifier=verifier, spec=body.spec, user=request.user, shared=body.shared
+    )
     return VerifierOut.from_verifier(verifier)
 
 

@@ -12,7 +12,9 @@ class VerifierQuerySet(SharedQuerySet["Verifier"]):
         """The verifier `user` means by an id, among these rows: their own, else
         the oldest other one (a shared verifier; for an admin, anyone's). Ids are
         unique per owner, so one id may name verifiers of several users."""
-        mine = Case(When(owner_id=user.pk, then=Value(0)), default=Value(1), output_field=IntegerField())
+        mine = Case(
+            When(owner_id=user.pk, then=Value(0)), default=Value(1), output_field=IntegerField()
+        )
         return self.filter(slug=slug).order_by(mine, "pk").first()
 
 
@@ -20,7 +22,9 @@ class Verifier(models.Model):
     """A verifier spec (docs/verifier-semantics.md). `spec` is validated by the engine on every
     write through `verifiers_app.services`; `slug` is the spec's `id`."""
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="verifiers")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="verifiers"
+    )
     # Unique per owner, not globally: whether another user has some id must not
     # be observable (a global "already exists" told it).
     slug = models.SlugField(max_length=100)
@@ -54,13 +58,17 @@ class VerifierVersion(models.Model):
     verifier = models.ForeignKey(Verifier, on_delete=models.CASCADE, related_name="versions")
     number = models.PositiveIntegerField()
     spec = models.JSONField()
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["verifier", "-number"]
         constraints = [
-            models.UniqueConstraint(fields=["verifier", "number"], name="verifier_version_unique_number"),
+            models.UniqueConstraint(
+                fields=["verifier", "number"], name="verifier_version_unique_number"
+            ),
         ]
 
     def __str__(self) -> str:

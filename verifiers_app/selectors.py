@@ -47,9 +47,15 @@ def verifier_version_diff(*, verifier: Verifier, old: int, new: int) -> list[tup
     `VerifierVersion.DoesNotExist` when either number is not a version."""
     versions = {v.number: v for v in verifier.versions.filter(number__in=[old, new])}
     if old not in versions or new not in versions:
-        raise VerifierVersion.DoesNotExist(f"verifier {verifier.slug} has no version {old if old not in versions else new}")
+        raise VerifierVersion.DoesNotExist(
+            f"verifier {verifier.slug} has no version {old if old not in versions else new}"
+        )
     lines = difflib.unified_diff(
-        _pretty(versions[old].spec), _pretty(versions[new].spec), f"version {old}", f"version {new}", lineterm=""
+        _pretty(versions[old].spec),
+        _pretty(versions[new].spec),
+        f"version {old}",
+        f"version {new}",
+        lineterm="",
     )
     return [(_line_class(line), line) for line in lines]
 
@@ -65,7 +71,11 @@ def check_type_fields() -> dict[str, list[dict]]:
         schema = check_type.params.model_json_schema()
         required = set(schema.get("required", ()))
         types[name] = [
-            {"name": param, "required": param in required, **{k: v for k, v in prop.items() if k != "title"}}
+            {
+                "name": param,
+                "required": param in required,
+                **{k: v for k, v in prop.items() if k != "title"},
+            }
             for param, prop in schema.get("properties", {}).items()
         ]
     return types

@@ -40,7 +40,9 @@ def spec_from_json(text: str | bytes, *, source: str = "spec") -> object:
     except UnicodeDecodeError:
         raise SpecError(f"{source}: not UTF-8 text") from None
     except json.JSONDecodeError as exc:
-        raise SpecError(f"{source}: invalid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") from None
+        raise SpecError(
+            f"{source}: invalid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})"
+        ) from None
 
 
 def _validated(spec: object) -> dict:
@@ -81,16 +83,30 @@ def validate_test_cases(cases: object) -> list[dict]:
         where = f"test_cases[{i}]"
         if not isinstance(case, dict):
             raise SpecError(f"{where}: must be an object")
-        name, output, task, expect = case.get("name", ""), case.get("output"), case.get("task"), case.get("expect")
+        name, output, task, expect = (
+            case.get("name", ""),
+            case.get("output"),
+            case.get("task"),
+            case.get("expect"),
+        )
         if not isinstance(name, str) or len(name) > 200:
             raise SpecError(f"{where}.name: must be text of at most 200 characters")
         if not isinstance(output, str) or len(output) > MAX_TEST_OUTPUT_CHARS:
-            raise SpecError(f"{where}.output: must be text of at most {MAX_TEST_OUTPUT_CHARS} characters")
+            raise SpecError(
+                f"{where}.output: must be text of at most {MAX_TEST_OUTPUT_CHARS} characters"
+            )
         if task is not None and not isinstance(task, dict):
             raise SpecError(f"{where}.task: must be a task object or null")
         if expect not in TEST_CASE_EXPECTATIONS:
             raise SpecError(f"{where}.expect: must be one of {', '.join(TEST_CASE_EXPECTATIONS)}")
-        cleaned.append({"name": name.strip() or f"case {i + 1}", "output": output, "task": task, "expect": expect})
+        cleaned.append(
+            {
+                "name": name.strip() or f"case {i + 1}",
+                "output": output,
+                "task": task,
+                "expect": expect,
+            }
+        )
     problems = storage_problems(cleaned, "test_cases")
     if problems:
         raise SpecError(problems)
@@ -98,17 +114,23 @@ def validate_test_cases(cases: object) -> list[dict]:
 
 
 @transaction.atomic
-def verifier_create(*, owner, spec: object, shared: bool = False, test_cases: object = None) -> Verifier:
+def verifier_create(
+    *, owner, spec: object, shared: bool = False, test_cases: object = None
+) -> Verifier:
     """Create a verifier from a spec (its `id` becomes the verifier's id) with version 1."""
     normalized = _validated(spec)
     cases = validate_test_cases(test_cases) if test_cases is not None else []
-    taken = SpecError(f'id: a verifier with id "{normalized["id"]}" already exists; edit it or choose another id')
+    taken = SpecError(
+        f'id: a verifier with id "{normalized["id"]}" already exists; edit it or choose another id'
+    )
     if Verifier.objects.filter(owner=owner, slug=normalized["id"]).exists():
         raise taken
     verifier = Verifier(owner=owner, shared=shared, version=1, test_cases=cases)
     _apply(verifier, spec, normalized)
     try:
-        with transaction.atomic():  # a savepoint: two creates of one id can both pass the check above
+        with (
+            transaction.atomic()
+        ):  # a savepoint: two creates of one id can both pass the check above
             verifier.save()
     except IntegrityError:
         raise taken from None
@@ -117,17 +139,25 @@ def verifier_create(*, owner, spec: object, shared: bool = False, test_cases: ob
 
 
 @transaction.atomic
-def verifier_update(*, verifier: Verifier, spec: object, user, shared: bool | None = None, test_cases: object = None) -> bool:
+def verifier_update(
+    *, verifier: Verifier, spec: object, user, shared: bool | None = None, test_cases: object = None
+) -> bool:
     """Save an edited spec as a new version; return False (and write nothing) when
     the spec means the same as the stored one and `shared` and the test cases are
     unchanged. Test cases are stored with the verifier, not versioned."""
     normalized = _validated(spec)
     if normalized["id"] != verifier.slug:
-        raise SpecError(f'id: a verifier\'s id cannot change (it is "{verifier.slug}"); duplicate it to use a new id')
+        raise SpecError(
+            f'id: a verifier\'s id cannot change (it is "{verifier.slug}"); duplicate it to use a new id'
+        )
     cases = validate_test_cases(test_cases) if test_cases is not None else None
     # Compare with and number after the stored row, locked: `verifier` may have been read
     # before another save (two tabs, a double submit), and version numbers must not collide.
-    stored = Verifier.objects.select_for_update().only("version", "spec", "shared", "test_cases").get(pk=verifier.pk)
+    stored = (
+        Verifier.objects.select_for_update()
+        .only("version", "spec", "shared", "test_cases")
+        .get(pk=verifier.pk)
+    )
     verifier.version, verifier.spec, verifier.shared = stored.version, stored.spec, stored.shared
     verifier.test_cases = stored.test_cases
     spec_changed = normalized != validate_spec(verifier.spec)
@@ -143,7 +173,9 @@ def verifier_update(*, verifier: Verifier, spec: object, user, shared: bool | No
     if spec_changed:
         verifier.version += 1
         _apply(verifier, spec, normalized)
-        VerifierVersion.objects.create(verifier=verifier, number=verifier.version, spec=spec, created_by=user)
+        VerifierVersion.objects.create(
+            verifier=verifier, number=verifier.version, spec=spec, created_by=user
+        )
     verifier.save()
     return True
 
@@ -165,9 +197,10 @@ def verifier_upsert(*, owner, spec: object) -> tuple[Verifier, str]:
 
 def verifier_duplicate(*, verifier: Verifier, owner) -> Verifier:
     """A copy owned by `owner` under a fresh id (`<id>-copy`, `<id>-copy-2`, …)."""
+
     def copy_id(n: int) -> str:  # the suffix always fits in the 100-character id
         suffix = "-copy" if n == 1 else f"-copy-{n}"
-        return f"{verifier.slug[:100 - len(suffix)]}{suffix}"
+        return f"{verifier.slug[: 100 - len(suffix)]}{suffix}"
 
     n = 1
     while Verifier.objects.filter(owner=owner, slug=copy_id(n)).exists():
@@ -184,7 +217,9 @@ def verifier_delete(*, verifier: Verifier) -> None:
     # that relation keeps this layer free of imports from optimizer, above it.
     active = verifier.runs.active().first()
     if active is not None:
-        raise VerifierInUse(f'verifier "{verifier.slug}" is used by {active} ({active.status}); stop the run first')
+        raise VerifierInUse(
+            f'verifier "{verifier.slug}" is used by {active} ({active.status}); stop the run first'
+        )
     verifier.delete()
 
 
@@ -198,7 +233,13 @@ def verifier_resolve(ref: str, *, owner) -> Verifier:
         except OSError as exc:
             raise VerifierNotFound(f"verifier: cannot read {ref}: {exc.strerror}") from None
         return verifier_upsert(owner=owner, spec=spec_from_json(text, source=ref))[0]
-    verifier = Verifier.objects.visible_to(owner).lookup(owner, ref) if _ID_PATTERN.fullmatch(ref) else None
+    verifier = (
+        Verifier.objects.visible_to(owner).lookup(owner, ref)
+        if _ID_PATTERN.fullmatch(ref)
+        else None
+    )
     if verifier is None:
-        raise VerifierNotFound(f'verifier: no verifier with id "{ref}" and no spec file at that path')
+        raise VerifierNotFound(
+            f'verifier: no verifier with id "{ref}" and no spec file at that path'
+        )
     return verifier

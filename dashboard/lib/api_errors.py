@@ -35,13 +35,18 @@ def split_problem(problem: str) -> tuple[str, str]:
 
 
 def error_body(detail: str, problems: Iterable[tuple[str, str]] = ()) -> JSONObject:
-    return {"detail": detail, "problems": [{"field": field, "message": message} for field, message in problems]}
+    return {
+        "detail": detail,
+        "problems": [{"field": field, "message": message} for field, message in problems],
+    }
 
 
 SOURCES = ("body", "query", "path", "header", "cookie", "form", "file")
 
 
-def validation_problems(errors: Iterable[Mapping[str, Any]], *, tags: Iterable[str] = ()) -> list[tuple[str, str]]:
+def validation_problems(
+    errors: Iterable[Mapping[str, Any]], *, tags: Iterable[str] = ()
+) -> list[tuple[str, str]]:
     """ninja/pydantic error dicts → (field path, message), worded by the engine's
     one formatter. Where ninja read the value (body + the view's argument name,
     query, path) is not part of the path."""

@@ -83,7 +83,9 @@ def parse_json(text: str | bytes, *, source: str = "") -> Any:
     try:
         value = json.loads(text)
     except RecursionError:
-        raise JsonTooDeep(f"{source or 'value'}: nested more than {MAX_JSON_DEPTH} levels deep") from None
+        raise JsonTooDeep(
+            f"{source or 'value'}: nested more than {MAX_JSON_DEPTH} levels deep"
+        ) from None
     problem = depth_problem(value, source)
     if problem:
         raise JsonTooDeep(problem)
@@ -118,14 +120,18 @@ def storage_problems(value: Any, path: str, *, dotted: bool = False) -> list[str
                 problems.append(f"{where}: {item} is not a JSON number; use a finite number")
         elif isinstance(item, str):
             if "\x00" in item:
-                problems.append(f"{where}: contains a NUL character (U+0000), which cannot be stored")
+                problems.append(
+                    f"{where}: contains a NUL character (U+0000), which cannot be stored"
+                )
         elif isinstance(item, dict):
             for key, child in reversed(list(item.items())):
                 if not isinstance(key, str):
                     problems.append(f"{where or 'spec'}: key {key!r} must be text (quote it)")
                     continue
                 if "\x00" in key:  # named by its object: a NUL in an error message helps nobody
-                    problems.append(f"{where or 'value'}: contains a NUL character (U+0000) in a key, which cannot be stored")
+                    problems.append(
+                        f"{where or 'value'}: contains a NUL character (U+0000) in a key, which cannot be stored"
+                    )
                     continue
                 stack.append((child, f"{where}.{key}" if where else key))
         elif isinstance(item, (list, tuple)):

@@ -19,8 +19,12 @@ def token_list(request):
         except ValueError as exc:
             error = str(exc)
     tokens = ApiToken.objects.filter(user=request.user)
-    return render(request, "accounts/tokens.html", {"tokens": tokens, "new_token": new_token, "error": error},
-                  status=400 if error else 200)
+    return render(
+        request,
+        "accounts/tokens.html",
+        {"tokens": tokens, "new_token": new_token, "error": error},
+        status=400 if error else 200,
+    )
 
 
 @require_POST

@@ -46,9 +46,17 @@ def compare(request, run_id: int):
     chosen = request.GET.getlist("c")
     if len(chosen) < 2:
         # No selection yet (or one candidate): let the user pick here too.
-        return render(request, "compare/pick.html", {
-            "run": run, "candidates": run.candidates.order_by("index").values("index", "origin", "parents", "val_score"), "chosen": chosen,
-        })
+        return render(
+            request,
+            "compare/pick.html",
+            {
+                "run": run,
+                "candidates": run.candidates.order_by("index").values(
+                    "index", "origin", "parents", "val_score"
+                ),
+                "chosen": chosen,
+            },
+        )
     try:
         candidates = sel.compare_candidates(run, chosen)
         filters = sel.TaskFilters.from_query(request.GET, candidates)
@@ -61,12 +69,22 @@ def compare(request, run_id: int):
     pricing = run_pricing(run.config or {})
     for candidate_diff in diffs:
         candidate_diff.cost_label = format_cost(candidate_diff.candidate.cost, pricing)
-    return render(request, "compare/compare.html", {
-        "run": run, "candidates": candidates, "diffs": diffs, "diff": request.GET.get("diff", "parent"),
-        "table": table, "filters": filters, "base_query": query.urlencode(),
-        "c_query": urlencode([("c", c.index) for c in candidates]),
-        "lift": sel.lift_breakdown(run), "diff_choices": _diff_choices(run, candidates, request.GET.get("diff", "")),
-    })
+    return render(
+        request,
+        "compare/compare.html",
+        {
+            "run": run,
+            "candidates": candidates,
+            "diffs": diffs,
+            "diff": request.GET.get("diff", "parent"),
+            "table": table,
+            "filters": filters,
+            "base_query": query.urlencode(),
+            "c_query": urlencode([("c", c.index) for c in candidates]),
+            "lift": sel.lift_breakdown(run),
+            "diff_choices": _diff_choices(run, candidates, request.GET.get("diff", "")),
+        },
+    )
 
 
 def _diff_choices(run: Run, candidates, diff: str) -> list[int]:
@@ -90,11 +108,23 @@ def compare_task(request, run_id: int):
         task, evaluations = sel.task_drilldown(run, candidates, request.GET.get("task", ""), split)
     except sel.CompareError as exc:
         return _bad_request(request, str(exc), run=run)
-    return render(request, "compare/task.html", {
-        "run": run, "task_key": request.GET.get("task"), "split": split, "task": task, "evaluations": evaluations,
-        "expected": json.dumps(task["expected"], indent=2, ensure_ascii=False) if task and task.get("expected") is not None else "",
-        "back": reverse("compare:compare", args=[run.pk]) + "?" + urlencode([("c", c.index) for c in candidates] + [("split", split)]),
-    })
+    return render(
+        request,
+        "compare/task.html",
+        {
+            "run": run,
+            "task_key": request.GET.get("task"),
+            "split": split,
+            "task": task,
+            "evaluations": evaluations,
+            "expected": json.dumps(task["expected"], indent=2, ensure_ascii=False)
+            if task and task.get("expected") is not None
+            else "",
+            "back": reverse("compare:compare", args=[run.pk])
+            + "?"
+            + urlencode([("c", c.index) for c in candidates] + [("split", split)]),
+        },
+    )
 
 
 @require_safe
@@ -102,9 +132,16 @@ def history(request, run_id: int, index: int):
     run = run_for_user(request.user, run_id)
     candidate = _candidate_for(run, index)
     ancestry, components = sel.prompt_history(run, candidate)
-    return render(request, "compare/history.html", {
-        "run": run, "candidate": candidate, "ancestry": ancestry, "components": components,
-    })
+    return render(
+        request,
+        "compare/history.html",
+        {
+            "run": run,
+            "candidate": candidate,
+            "ancestry": ancestry,
+            "components": components,
+        },
+    )
 
 
 def _attachment(response: HttpResponse, filename: str) -> HttpResponse:
@@ -123,10 +160,20 @@ def download_candidate(request, run_id: int, index: int | None, fmt: str):
         candidate = _candidate_for(run, index)
     name = f"run-{run.pk}-candidate-{candidate.index}.{fmt}"
     if fmt == "json":
-        return _attachment(JsonResponse({
-            "run": run.pk, "index": candidate.index, "components": candidate.components,
-            "parents": candidate.parents, "origin": candidate.origin, "val_score": candidate.val_score,
-        }, json_dumps_params={"indent": 2, "ensure_ascii": False}), name)
+        return _attachment(
+            JsonResponse(
+                {
+                    "run": run.pk,
+                    "index": candidate.index,
+                    "components": candidate.components,
+                    "parents": candidate.parents,
+                    "origin": candidate.origin,
+                    "val_score": candidate.val_score,
+                },
+                json_dumps_params={"indent": 2, "ensure_ascii": False},
+            ),
+            name,
+        )
     if len(candidate.components) == 1:
         text = next(iter(candidate.components.values()))
     else:
@@ -161,7 +208,9 @@ def import_run(request):
             except ExternalRunError as exc:
                 error = str(exc)
             else:
-                messages.success(request, f"Replayed {run} with {run.candidates.count()} candidates.")
+                messages.success(
+                    request, f"Replayed {run} with {run.candidates.count()} candidates."
+                )
                 return redirect(reverse("runs:detail", args=[run.pk]))
         else:
             upload.seek(0)
@@ -171,24 +220,41 @@ def import_run(request):
                 if streamed:  # an exported run: read one candidate at a time
                     run = run_import_stream(owner=request.user, raw=upload)
                 else:  # not an object, so not an export: parsed whole to say what it is
-                    run = run_import(owner=request.user, data=parse_json(upload.read().decode("utf-8-sig")))
+                    run = run_import(
+                        owner=request.user, data=parse_json(upload.read().decode("utf-8-sig"))
+                    )
             except UnicodeDecodeError:
                 error = "file: not UTF-8 text."
             except json.JSONDecodeError as exc:
-                error = f"file: not valid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg})."
+                error = (
+                    f"file: not valid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg})."
+                )
             except JsonTooDeep as exc:
-                error = f"file: {str(exc).removeprefix('value: ')}; an exported run is never that deep."
+                error = (
+                    f"file: {str(exc).removeprefix('value: ')}; an exported run is never that deep."
+                )
             except RunImportError as exc:  # a ValueError too: before the catch-all below
                 error = str(exc)
             except ValueError as exc:  # e.g. an integer literal of thousands of digits
                 error = f"file: not valid JSON ({exc})."
             else:
                 if run.imported_before:
-                    messages.info(request, f"This file was imported before, as {run}: here it is (nothing new was saved).")
+                    messages.info(
+                        request,
+                        f"This file was imported before, as {run}: here it is (nothing new was saved).",
+                    )
                 else:
-                    messages.success(request, f"Imported {run} with {run.candidates.count()} candidates.")
-                picks = dict.fromkeys(c.index for c in (sel.seed_candidate(run), sel.best_candidate(run)) if c)
-                return redirect(reverse("compare:compare", args=[run.pk]) + "?" + urlencode([("c", i) for i in picks]))
+                    messages.success(
+                        request, f"Imported {run} with {run.candidates.count()} candidates."
+                    )
+                picks = dict.fromkeys(
+                    c.index for c in (sel.seed_candidate(run), sel.best_candidate(run)) if c
+                )
+                return redirect(
+                    reverse("compare:compare", args=[run.pk])
+                    + "?"
+                    + urlencode([("c", i) for i in picks])
+                )
     return render(request, "compare/import.html", {"error": error}, status=400 if error else 200)
 
 
@@ -203,11 +269,15 @@ def promotion(request, run_id: int):
         else:
             candidate = _candidate_for(run, form.cleaned_data["candidate"])
             try:
-                run_promote(run=run, candidate=candidate, user=request.user)  # PermissionDenied → 403
+                run_promote(
+                    run=run, candidate=candidate, user=request.user
+                )  # PermissionDenied → 403
             except ValueError as exc:
                 messages.error(request, str(exc))
             else:
-                messages.success(request, f"Candidate {candidate.index} is now the run's chosen prompt.")
+                messages.success(
+                    request, f"Candidate {candidate.index} is now the run's chosen prompt."
+                )
         return redirect("compare:promotion", run_id=run.pk)
     raw = request.GET.get("margin", "")
     try:
@@ -222,10 +292,18 @@ def promotion(request, run_id: int):
         except ValueError:
             return _bad_request(request, "c: not a candidate index.", run=run)
     report = promotion_report(seed=seed, candidate=best, margin=margin) if seed and best else None
-    return render(request, "compare/promotion.html", {
-        "run": run, "seed": seed, "best": best, "report": report, "margin": margin,
-        "can_promote": run.controllable_by(request.user),
-    })
+    return render(
+        request,
+        "compare/promotion.html",
+        {
+            "run": run,
+            "seed": seed,
+            "best": best,
+            "report": report,
+            "margin": margin,
+            "can_promote": run.controllable_by(request.user),
+        },
+    )
 
 
 @require_safe
@@ -233,9 +311,13 @@ def compare_runs(request):
     visible = Run.objects.visible_to(request.user)
     a_id, b_id = request.GET.get("a"), request.GET.get("b")
     if not (a_id and b_id):
-        return render(request, "compare/runs_pick.html", {"runs": visible.select_related("task_set")[:200]})
+        return render(
+            request, "compare/runs_pick.html", {"runs": visible.select_related("task_set")[:200]}
+        )
     try:
-        a, b = (get_object_or_404(visible.select_related(*RUN_JOINS), pk=int(x)) for x in (a_id, b_id))
+        a, b = (
+            get_object_or_404(visible.select_related(*RUN_JOINS), pk=int(x)) for x in (a_id, b_id)
+        )
     except ValueError:
         return _bad_request(request, "a, b: run ids must be numbers.")
     try:
@@ -243,11 +325,19 @@ def compare_runs(request):
     except sel.CompareError as exc:
         return _bad_request(request, str(exc))
     best_a, best_b, page = sel.best_vs_best(a, b, request.GET.get("page", "1"))
-    return render(request, "compare/runs.html", {
-        "a": a, "b": b, "best_a": best_a, "best_b": best_b, "page": page,
-        "config_diff": sel.config_diff(a.config, b.config),
-        "figure": sel.score_curves([a, b]),
-        "prompt_diff": sel.prompt_diff(best_a, best_b) if best_a and best_b else [],
-        "base_query": urlencode({"a": a.pk, "b": b.pk}),
-        "spend": [run_summary(a), run_summary(b)],
-    })
+    return render(
+        request,
+        "compare/runs.html",
+        {
+            "a": a,
+            "b": b,
+            "best_a": best_a,
+            "best_b": best_b,
+            "page": page,
+            "config_diff": sel.config_diff(a.config, b.config),
+            "figure": sel.score_curves([a, b]),
+            "prompt_diff": sel.prompt_diff(best_a, best_b) if best_a and best_b else [],
+            "base_query": urlencode({"a": a.pk, "b": b.pk}),
+            "spend": [run_summary(a), run_summary(b)],
+        },
+    )

@@ -40,14 +40,23 @@ def _list_filters(request) -> dict:
         "verifier": without_nul(get.get("verifier", "")).strip()[:200],
         "model": without_nul(get.get("model", "")).strip()[:200],
         "archived": get.get("archived") == "1",
-        "sort": sort if sort.removeprefix("-") in run_selectors.RUN_SORTS else run_selectors.DEFAULT_RUN_SORT,
+        "sort": sort
+        if sort.removeprefix("-") in run_selectors.RUN_SORTS
+        else run_selectors.DEFAULT_RUN_SORT,
     }
 
 
 # Column headings of the runs list, each sortable (key of run_selectors.RUN_SORTS).
 LIST_COLUMNS = [
-    ("name", "Run", ""), ("status", "Status", ""), ("best_score", "Best score", "num"), ("budget", "Budget", ""),
-    ("cost", "Cost", "num"), ("model", "Model", ""), ("task_set", "Task set", ""), ("owner", "Owner", ""), ("started", "Started", ""),
+    ("name", "Run", ""),
+    ("status", "Status", ""),
+    ("best_score", "Best score", "num"),
+    ("budget", "Budget", ""),
+    ("cost", "Cost", "num"),
+    ("model", "Model", ""),
+    ("task_set", "Task set", ""),
+    ("owner", "Owner", ""),
+    ("started", "Started", ""),
     ("finished", "Finished", ""),
 ]
 
@@ -64,10 +73,17 @@ def _sort_headers(request, current: str) -> list[dict]:
             target = f"-{key}" if descending_first else key
         query = request.GET.copy()
         query["sort"] = target
-        headers.append({
-            "key": key, "label": label, "css": css, "href": f"?{query.urlencode()}",
-            "aria_sort": ("descending" if current.startswith("-") else "ascending") if active else "none",
-        })
+        headers.append(
+            {
+                "key": key,
+                "label": label,
+                "css": css,
+                "href": f"?{query.urlencode()}",
+                "aria_sort": ("descending" if current.startswith("-") else "ascending")
+                if active
+                else "none",
+            }
+        )
     return headers
 
 
@@ -121,7 +137,9 @@ def run_detail(request, run_id: int):
 def run_snapshot(request, run_id: int):
     run = run_selectors.run_for_user(request.user, run_id)
     with selectors.collector_paused():  # built and encoded without the collector's passes
-        return JsonResponse(selectors.run_snapshot(run), json_dumps_params={"separators": (",", ":")})
+        return JsonResponse(
+            selectors.run_snapshot(run), json_dumps_params={"separators": (",", ":")}
+        )
 
 
 @gzip_page
@@ -150,16 +168,26 @@ def candidate_detail(request, run_id: int, index: int):
     detail = selectors.candidate_detail(run, index)
     if detail is None:
         raise Http404("No such candidate in this run.")
-    return render(request, "runs/candidate.html", {"run": run, **detail, "rows_html": _evaluation_rows_html(detail["rows"])})
+    return render(
+        request,
+        "runs/candidate.html",
+        {"run": run, **detail, "rows_html": _evaluation_rows_html(detail["rows"])},
+    )
 
 
 def _evaluation_row_html(e: dict) -> str:
-    esc = html.escape  # what django.utils.html.escape does, without its lazy-string wrapper (7,000 calls a page)
+    esc = (
+        html.escape
+    )  # what django.utils.html.escape does, without its lazy-string wrapper (7,000 calls a page)
     checks = "".join(
         f'<li class="{esc(c["css"])}"><code>{esc(c["name"])}</code> {esc(c["score"])}{" — " + esc(c["reason"]) if c["reason"] else ""}</li>'
         for c in e["checks"]
     )
-    no_checks = "" if e["has_verifiers"] else f'<span class="muted">{esc(e["feedback"] or "no feedback")}</span>'
+    no_checks = (
+        ""
+        if e["has_verifiers"]
+        else f'<span class="muted">{esc(e["feedback"] or "no feedback")}</span>'
+    )
     lead = ' <span class="lead-mark" title="leads this task">★</span>' if e["leads"] else ""
     judge = f'<br><span class="muted">{esc(e["judge"])}</span>' if e["judge"] else ""
     return (
@@ -199,7 +227,9 @@ def run_control(request, run_id: int, action: str):
                 index = run.best_candidate.index if run.best_candidate is not None else 0
             target = services.run_fork(run=run, candidate_index=index, owner=request.user)
     except RunConfigError as error:
-        messages.error(request, "; ".join(f"{field}: {problem}" for field, problem in error.problems))
+        messages.error(
+            request, "; ".join(f"{field}: {problem}" for field, problem in error.problems)
+        )
     except ValueError as error:  # RunStateError
         messages.error(request, str(error))
     return redirect(reverse("runs:detail", args=[target.pk]))
@@ -217,7 +247,9 @@ def run_annotate(request, run_id: int):
         services.run_annotate(run=run, tags=form.tag_list(), notes=form.cleaned_data["notes"])
         messages.success(request, "Tags and notes saved.")
     except RunConfigError as error:
-        messages.error(request, "; ".join(f"{field}: {problem}" for field, problem in error.problems))
+        messages.error(
+            request, "; ".join(f"{field}: {problem}" for field, problem in error.problems)
+        )
     return redirect(reverse("runs:detail", args=[run.pk]))
 
 
@@ -259,7 +291,9 @@ def _config_from_body(request) -> tuple[dict | None, list[tuple[str, str]]]:
         return None, [("config", f"is larger than {MAX_CONFIG_BYTES} bytes")]
     try:
         data = parse_json(request.body or b"{}")
-    except JsonTooDeep as error:  # names the field: "task_lm.options: nested more than 100 levels deep"
+    except (
+        JsonTooDeep
+    ) as error:  # names the field: "task_lm.options: nested more than 100 levels deep"
         field, _, message = str(error).partition(": ")
         return None, [(field if field != "value" else "config", message)]
     except ValueError as error:
@@ -271,7 +305,11 @@ def _config_from_body(request) -> tuple[dict | None, list[tuple[str, str]]]:
 
 def _problems_response(problems, warnings=(), status=200, **extra) -> JsonResponse:
     return JsonResponse(
-        {"problems": [{"field": f, "message": m} for f, m in problems], "warnings": [w for w in warnings if w], **extra},
+        {
+            "problems": [{"field": f, "message": m} for f, m in problems],
+            "warnings": [w for w in warnings if w],
+            **extra,
+        },
         status=status,
     )
 
@@ -281,12 +319,19 @@ def run_new(request):
     """GET: the launch form. POST (JSON RunConfig): launch, or list the problems."""
     fork_of, fork_candidate = _fork_source(request)
     if request.method == "GET":
-        context = selectors.launch_form_choices(user=request.user) | {"lm_fields": LM_FIELDS, "demo_choice": DEMO_CHOICE}
+        context = selectors.launch_form_choices(user=request.user) | {
+            "lm_fields": LM_FIELDS,
+            "demo_choice": DEMO_CHOICE,
+        }
         if fork_of is not None:
             try:
-                context["prefill"] = services.run_fork_config(run=fork_of, candidate_index=fork_candidate)
+                context["prefill"] = services.run_fork_config(
+                    run=fork_of, candidate_index=fork_candidate
+                )
             except RunConfigError as error:
-                messages.error(request, "; ".join(f"{field}: {problem}" for field, problem in error.problems))
+                messages.error(
+                    request, "; ".join(f"{field}: {problem}" for field, problem in error.problems)
+                )
             context["fork_of"], context["fork_candidate"] = fork_of, fork_candidate
         return render(request, "runs/new.html", context)
     config, problems = _config_from_body(request)
@@ -294,14 +339,22 @@ def run_new(request):
         return _problems_response(problems, status=400)
     try:
         run = services.run_launch(
-            owner=request.user, config=config, forked_from=fork_of,
+            owner=request.user,
+            config=config,
+            forked_from=fork_of,
             forked_from_candidate=fork_candidate if fork_of is not None else None,
         )
     except RunConfigError as error:
-        return _problems_response(error.problems, run_selectors.launch_warnings(user=request.user, config=config), status=400)
+        return _problems_response(
+            error.problems,
+            run_selectors.launch_warnings(user=request.user, config=config),
+            status=400,
+        )
     for warning in services.run_snapshot_warnings(run):  # shown on the run page the form goes to
         messages.warning(request, f"Launched with a warning: {warning}")
-    return JsonResponse({"run_id": run.pk, "redirect": reverse("runs:detail", args=[run.pk])}, status=201)
+    return JsonResponse(
+        {"run_id": run.pk, "redirect": reverse("runs:detail", args=[run.pk])}, status=201
+    )
 
 
 def _fork_source(request) -> tuple[Run | None, int]:
@@ -325,9 +378,15 @@ def run_dry_run(request):
     config, problems = _config_from_body(request)
     if not problems and config is not None:  # no config comes with its problem
         problems = services.run_dry_run(owner=request.user, config=config)
-    plan = services.run_plan_for(owner=request.user, config=config, probe=not problems) if config else None
+    plan = (
+        services.run_plan_for(owner=request.user, config=config, probe=not problems)
+        if config
+        else None
+    )
     return _problems_response(
-        problems, run_selectors.launch_warnings(user=request.user, config=config) if config else [], plan=plan
+        problems,
+        run_selectors.launch_warnings(user=request.user, config=config) if config else [],
+        plan=plan,
     )
 
 

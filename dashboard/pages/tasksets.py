@@ -79,9 +79,16 @@ def _form_context(data) -> dict:
     """What the import options fieldset shows (the same on the upload and the preview page)."""
     hints = {name: " / ".join(DEFAULT_SOURCES[name]) for name in FieldMapping.names()}
     return {
-        "form": data, "formats": FORMATS,
-        "mapping_inputs": [(name, f"{name}_field", data.get(f"{name}_field", ""), hints[name]) for name in FieldMapping.names()],
-        "ratio_inputs": [(s, f"default_{s}", data.get(f"default_{s}", f"{r:g}")) for s, r in DEFAULT_SPLIT_RATIOS.items()],
+        "form": data,
+        "formats": FORMATS,
+        "mapping_inputs": [
+            (name, f"{name}_field", data.get(f"{name}_field", ""), hints[name])
+            for name in FieldMapping.names()
+        ],
+        "ratio_inputs": [
+            (s, f"default_{s}", data.get(f"default_{s}", f"{r:g}"))
+            for s, r in DEFAULT_SPLIT_RATIOS.items()
+        ],
     }
 
 
@@ -101,11 +108,19 @@ def taskset_import_view(request):
         problems = [] if form.is_valid() else form.problems()
         if not problems:
             token = upload_keep(user=request.user, upload=form.cleaned_data["file"])
-            query = {k: v for k, v in request.POST.items() if k not in ("csrfmiddlewaretoken", "file")}
-            return redirect(f"{reverse('tasksets:import_preview')}?{urlencode({**query, 'token': token})}")
+            query = {
+                k: v for k, v in request.POST.items() if k not in ("csrfmiddlewaretoken", "file")
+            }
+            return redirect(
+                f"{reverse('tasksets:import_preview')}?{urlencode({**query, 'token': token})}"
+            )
     form = request.POST if request.method == "POST" else request.GET
-    return render(request, "tasksets/import.html", {"problems": problems, **_form_context(form)},
-                  status=400 if problems else 200)
+    return render(
+        request,
+        "tasksets/import.html",
+        {"problems": problems, **_form_context(form)},
+        status=400 if problems else 200,
+    )
 
 
 def taskset_import_preview(request):
@@ -120,18 +135,40 @@ def taskset_import_preview(request):
         filename, path = upload_path(user=request.user, token=token)
         if not problems:
             with open(path, "rb") as handle:
-                preview = services_import_preview(owner=request.user, filename=filename, content=handle,
-                                                  page=_page_number(data), page_size=PREVIEW_PAGE_SIZE, **options)
+                preview = services_import_preview(
+                    owner=request.user,
+                    filename=filename,
+                    content=handle,
+                    page=_page_number(data),
+                    page_size=PREVIEW_PAGE_SIZE,
+                    **options,
+                )
             problems = preview.problems
     except SpecError as exc:
         problems = problems + exc.problems
     query = {k: v for k, v in data.items() if k not in ("page", "csrfmiddlewaretoken")}
-    return render(request, "tasksets/import_preview.html", {
-        "preview": preview, "problems": problems, "token": token, "query": urlencode(query), **_form_context(data),
-        "rows": [{**row, "expected_json": _json_text(row["expected"]), "params_json": _json_text(row["params"] or None),
-                  "metadata_json": _json_text(row["metadata"] or None), "verifier_json": _json_text(row["verifier"])}
-                 for row in (preview.rows if preview else [])],
-    }, status=400 if problems and preview is None else 200)
+    return render(
+        request,
+        "tasksets/import_preview.html",
+        {
+            "preview": preview,
+            "problems": problems,
+            "token": token,
+            "query": urlencode(query),
+            **_form_context(data),
+            "rows": [
+                {
+                    **row,
+                    "expected_json": _json_text(row["expected"]),
+                    "params_json": _json_text(row["params"] or None),
+                    "metadata_json": _json_text(row["metadata"] or None),
+                    "verifier_json": _json_text(row["verifier"]),
+                }
+                for row in (preview.rows if preview else [])
+            ],
+        },
+        status=400 if problems and preview is None else 200,
+    )
 
 
 @require_POST
@@ -140,7 +177,8 @@ def taskset_import_confirm(request):
     form = TaskImportConfirmForm(request.POST)
     problems = [] if form.is_valid() else form.problems()
     back = f"{reverse('tasksets:import_preview')}?" + urlencode(
-        {k: v for k, v in request.POST.items() if k != "csrfmiddlewaretoken"})
+        {k: v for k, v in request.POST.items() if k != "csrfmiddlewaretoken"}
+    )
     if problems:
         messages.error(request, "Nothing was imported: " + "; ".join(problems))
         return redirect(back)
@@ -148,22 +186,34 @@ def taskset_import_confirm(request):
     try:
         filename, path = upload_path(user=request.user, token=token)
         with open(path, "rb") as handle:
-            task_set, counts = taskset_import(owner=request.user, filename=filename, content=handle,
-                                              shared=form.cleaned_data["shared"], **form.options())
+            task_set, counts = taskset_import(
+                owner=request.user,
+                filename=filename,
+                content=handle,
+                shared=form.cleaned_data["shared"],
+                **form.options(),
+            )
     except SpecError as exc:
         messages.error(request, "Nothing was imported: " + "; ".join(exc.problems[:3]))
         return redirect(back)
     upload_discard(user=request.user, token=token)
-    messages.success(request, f"Imported {filename} into {task_set.name}: {counts['created']} new, "
-                              f"{counts['updated']} updated, {counts['unchanged']} unchanged.")
+    messages.success(
+        request,
+        f"Imported {filename} into {task_set.name}: {counts['created']} new, "
+        f"{counts['updated']} updated, {counts['unchanged']} unchanged.",
+    )
     return redirect("tasksets:detail", pk=task_set.pk)
 
 
 def taskset_export(request, pk):
     task_set = selectors.taskset_for_user(request.user, pk)
     safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in task_set.name)[:80] or "tasks"
-    return streaming_download(request, taskset_export_lines(task_set=task_set), content_type="application/x-ndjson",
-                              filename=f"{safe}.jsonl")
+    return streaming_download(
+        request,
+        taskset_export_lines(task_set=task_set),
+        content_type="application/x-ndjson",
+        filename=f"{safe}.jsonl",
+    )
 
 
 @require_POST
@@ -200,11 +250,19 @@ def taskset_detail(request, pk):
     if split in SPLITS:
         tasks = tasks.filter(split=split)
     counts = dict(task_set.tasks.values_list("split").annotate(n=Count("id")))
-    return render(request, "tasksets/detail.html", {
-        "task_set": task_set, "page": Paginator(tasks, 50).get_page(request.GET.get("page")),
-        "query": query, "split": split, "splits": SPLITS,
-        "split_counts": [(s, counts.get(s, 0)) for s in SPLITS], "can_edit": _can_edit(request, task_set),
-    })
+    return render(
+        request,
+        "tasksets/detail.html",
+        {
+            "task_set": task_set,
+            "page": Paginator(tasks, 50).get_page(request.GET.get("page")),
+            "query": query,
+            "split": split,
+            "splits": SPLITS,
+            "split_counts": [(s, counts.get(s, 0)) for s in SPLITS],
+            "can_edit": _can_edit(request, task_set),
+        },
+    )
 
 
 @require_POST
@@ -219,7 +277,12 @@ def taskset_split_view(request, pk):
     except SpecError as exc:
         messages.error(request, f"Not split: {exc}.")
     else:
-        messages.success(request, "Split with seed {}: {}.".format(seed, ", ".join(f"{n} {s}" for s, n in counts.items())))
+        messages.success(
+            request,
+            "Split with seed {}: {}.".format(
+                seed, ", ".join(f"{n} {s}" for s, n in counts.items())
+            ),
+        )
     return redirect("tasksets:detail", pk=pk)
 
 
@@ -230,11 +293,18 @@ def taskset_assign_view(request, pk):
     try:
         if not form.is_valid():
             raise SpecError(form.problems())
-        changed = taskset_assign_split(task_set=task_set, task_ids=form.cleaned_data["task_ids"], split=form.cleaned_data["split"])
+        changed = taskset_assign_split(
+            task_set=task_set,
+            task_ids=form.cleaned_data["task_ids"],
+            split=form.cleaned_data["split"],
+        )
     except SpecError as exc:
         messages.error(request, f"Not changed: {exc}.")
     else:
-        messages.success(request, f"Moved {changed} task{'s' if changed != 1 else ''} to {form.cleaned_data['split']}.")
+        messages.success(
+            request,
+            f"Moved {changed} task{'s' if changed != 1 else ''} to {form.cleaned_data['split']}.",
+        )
     return redirect("tasksets:detail", pk=pk)
 
 
@@ -253,17 +323,38 @@ def task_detail(request, pk, task_pk):
         try:
             if not task_form.is_valid():
                 raise SpecError(task_form.problems())
-            task_update(task=task, input=task_form.cleaned_data["input"], expected=task_form.json_field("expected", None),
-                        params=task_form.json_field("params", {}), metadata=task_form.json_field("metadata", {}),
-                        verifier=task_form.json_field("verifier", None), split=task_form.cleaned_data["split"])
+            task_update(
+                task=task,
+                input=task_form.cleaned_data["input"],
+                expected=task_form.json_field("expected", None),
+                params=task_form.json_field("params", {}),
+                metadata=task_form.json_field("metadata", {}),
+                verifier=task_form.json_field("verifier", None),
+                split=task_form.cleaned_data["split"],
+            )
         except SpecError as exc:
             problems = exc.problems
         else:
             messages.success(request, f"Saved task {task.task_id}.")
             return redirect("tasksets:task", pk=pk, task_pk=task_pk)
-    fields = form or {"input": task.input, "expected": _json_text(task.expected), "params": _json_text(task.params),
-                      "metadata": _json_text(task.metadata), "verifier": _json_text(task.verifier), "split": task.split}
-    return render(request, "tasksets/task.html", {
-        "task_set": task_set, "task": task, "fields": fields, "problems": problems,
-        "splits": SPLITS, "can_edit": can_edit,
-    }, status=400 if problems else 200)
+    fields = form or {
+        "input": task.input,
+        "expected": _json_text(task.expected),
+        "params": _json_text(task.params),
+        "metadata": _json_text(task.metadata),
+        "verifier": _json_text(task.verifier),
+        "split": task.split,
+    }
+    return render(
+        request,
+        "tasksets/task.html",
+        {
+            "task_set": task_set,
+            "task": task,
+            "fields": fields,
+            "problems": problems,
+            "splits": SPLITS,
+            "can_edit": can_edit,
+        },
+        status=400 if problems else 200,
+    )

@@ -17,26 +17,44 @@ from verifiers_app import selectors, services
 from verifiers_app.engine import SpecError, spec_warnings
 from verifiers_app.models import Verifier, VerifierVersion
 
-NEW_SPEC = {"id": "", "name": "", "kind": "native", "passThreshold": 1.0,
-            "checks": [{"id": "expectations", "type": "task_expectations", "weight": 1, "params": {}}]}
+NEW_SPEC = {
+    "id": "",
+    "name": "",
+    "kind": "native",
+    "passThreshold": 1.0,
+    "checks": [{"id": "expectations", "type": "task_expectations", "weight": 1, "params": {}}],
+}
 
 
 def verifier_list(request):
     query, kind = request.GET.get("q", "").strip(), request.GET.get("kind", "")
-    page = Paginator(selectors.verifier_list(user=request.user, query=query, kind=kind), 25).get_page(request.GET.get("page"))
-    return render(request, "verifiers/list.html", {
-        "page": page, "query": query, "kind": kind, "kinds": selectors.verifier_kinds(user=request.user),
-    })
+    page = Paginator(
+        selectors.verifier_list(user=request.user, query=query, kind=kind), 25
+    ).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "verifiers/list.html",
+        {
+            "page": page,
+            "query": query,
+            "kind": kind,
+            "kinds": selectors.verifier_kinds(user=request.user),
+        },
+    )
 
 
 def verifier_detail(request, slug):
     verifier = selectors.verifier_for_user(request.user, slug)
-    return render(request, "verifiers/detail.html", {
-        "verifier": verifier,
-        "spec_json": json.dumps(verifier.spec, indent=2, ensure_ascii=False),
-        "versions": verifier.versions.select_related("created_by"),
-        "can_edit": Verifier.objects.editable_by(request.user).filter(pk=verifier.pk).exists(),
-    })
+    return render(
+        request,
+        "verifiers/detail.html",
+        {
+            "verifier": verifier,
+            "spec_json": json.dumps(verifier.spec, indent=2, ensure_ascii=False),
+            "versions": verifier.versions.select_related("created_by"),
+            "can_edit": Verifier.objects.editable_by(request.user).filter(pk=verifier.pk).exists(),
+        },
+    )
 
 
 def _posted(request) -> dict:
@@ -67,11 +85,19 @@ def _editor(request, *, verifier: Verifier | None, spec_text: str, problems=(), 
         cases_text = request.POST.get("test_cases") or "[]"
     else:
         cases_text = json.dumps(verifier.test_cases if verifier else [], ensure_ascii=False)
-    return render(request, "verifiers/editor.html", {
-        "verifier": verifier, "spec_text": spec_text, "problems": problems, "test_cases_text": cases_text,
-        "check_types": selectors.check_type_fields(),
-        "shared": verifier.shared if verifier else request.POST.get("shared") == "on",
-    }, status=status)
+    return render(
+        request,
+        "verifiers/editor.html",
+        {
+            "verifier": verifier,
+            "spec_text": spec_text,
+            "problems": problems,
+            "test_cases_text": cases_text,
+            "check_types": selectors.check_type_fields(),
+            "shared": verifier.shared if verifier else request.POST.get("shared") == "on",
+        },
+        status=status,
+    )
 
 
 def verifier_create(request):
@@ -79,7 +105,13 @@ def verifier_create(request):
         try:
             verifier = services.verifier_create(owner=request.user, **_posted(request))
         except SpecError as exc:
-            return _editor(request, verifier=None, spec_text=request.POST.get("spec", ""), problems=exc.problems, status=400)
+            return _editor(
+                request,
+                verifier=None,
+                spec_text=request.POST.get("spec", ""),
+                problems=exc.problems,
+                status=400,
+            )
         messages.success(request, f"Created verifier {verifier.slug} (version 1).")
         _warn_about(request, verifier)
         return redirect("verifiers:detail", slug=verifier.slug)
@@ -90,16 +122,28 @@ def verifier_edit(request, slug):
     verifier = selectors.verifier_for_user(request.user, slug, edit=True)
     if request.method == "POST":
         try:
-            changed = services.verifier_update(verifier=verifier, user=request.user, **_posted(request))
+            changed = services.verifier_update(
+                verifier=verifier, user=request.user, **_posted(request)
+            )
         except SpecError as exc:
-            return _editor(request, verifier=verifier, spec_text=request.POST.get("spec", ""), problems=exc.problems, status=400)
+            return _editor(
+                request,
+                verifier=verifier,
+                spec_text=request.POST.get("spec", ""),
+                problems=exc.problems,
+                status=400,
+            )
         if changed:
             messages.success(request, f"Saved {verifier.slug} as version {verifier.version}.")
             _warn_about(request, verifier)
         else:
             messages.info(request, "No changes: nothing new was saved.")
         return redirect("verifiers:detail", slug=verifier.slug)
-    return _editor(request, verifier=verifier, spec_text=json.dumps(verifier.spec, indent=2, ensure_ascii=False))
+    return _editor(
+        request,
+        verifier=verifier,
+        spec_text=json.dumps(verifier.spec, indent=2, ensure_ascii=False),
+    )
 
 
 def _warn_about(request, verifier: Verifier) -> None:
@@ -111,7 +155,9 @@ def _warn_about(request, verifier: Verifier) -> None:
 @require_POST
 def verifier_duplicate(request, slug):
     try:
-        copy = services.verifier_duplicate(verifier=selectors.verifier_for_user(request.user, slug), owner=request.user)
+        copy = services.verifier_duplicate(
+            verifier=selectors.verifier_for_user(request.user, slug), owner=request.user
+        )
     except SpecError as exc:  # e.g. the spec names a fn that is no longer registered
         messages.error(request, f"Not duplicated: {exc}.")
         return redirect("verifiers:detail", slug=slug)
@@ -146,4 +192,8 @@ def verifier_diff(request, slug):
         lines = selectors.verifier_version_diff(verifier=verifier, old=old, new=new)
     except (ValueError, VerifierVersion.DoesNotExist) as exc:
         raise Http404(str(exc)) from None
-    return render(request, "verifiers/diff.html", {"verifier": verifier, "old": old, "new": new, "lines": lines})
+    return render(
+        request,
+        "verifiers/diff.html",
+        {"verifier": verifier, "old": old, "new": new, "lines": lines},
+    )

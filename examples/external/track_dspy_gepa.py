@@ -58,11 +58,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 
-    examples = [dspy.Example(question=q, answer=a).with_inputs("question") for q, a in QUESTIONS.items()]
+    examples = [
+        dspy.Example(question=q, answer=a).with_inputs("question") for q, a in QUESTIONS.items()
+    ]
     dspy.configure(lm=DummyLM(ANSWERS))
-    reflection = DummyLM({"": {"new_instruction": "Answer with one word or number, and check it."}}, adapter=dspy.JSONAdapter())
+    reflection = DummyLM(
+        {"": {"new_instruction": "Answer with one word or number, and check it."}},
+        adapter=dspy.JSONAdapter(),
+    )
     # DSPy examples are objects, not dicts: name each task by its question.
-    tracker = FrontierTracker(args.url, args.token, name=args.name, valset=examples, task_key=lambda ex: ex.question)
+    tracker = FrontierTracker(
+        args.url, args.token, name=args.name, valset=examples, task_key=lambda ex: ex.question
+    )
 
     optimizer = dspy.GEPA(
         metric=metric,
@@ -72,10 +79,20 @@ def main(argv: list[str] | None = None) -> int:
         num_threads=1,
         gepa_kwargs={"callbacks": [tracker], "stop_callbacks": [tracker.stopper]},
     )
-    program = optimizer.compile(dspy.Predict("question -> answer"), trainset=examples, valset=examples)
+    program = optimizer.compile(
+        dspy.Predict("question -> answer"), trainset=examples, valset=examples
+    )
     delivered = tracker.close()
-    print(json.dumps({"run_id": tracker.run_id, "delivered": delivered, "dropped": tracker.dropped,
-                      "instructions": program.signature.instructions}))
+    print(
+        json.dumps(
+            {
+                "run_id": tracker.run_id,
+                "delivered": delivered,
+                "dropped": tracker.dropped,
+                "instructions": program.signature.instructions,
+            }
+        )
+    )
     return 0
 
 

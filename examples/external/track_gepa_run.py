@@ -25,7 +25,16 @@ from gepa import EvaluationBatch
 
 from frontier_tracker import FrontierTracker
 
-PHRASES = ["refund", "receipt", "30 days", "store credit", "manager", "apology", "tracking number", "warranty"]
+PHRASES = [
+    "refund",
+    "receipt",
+    "30 days",
+    "store credit",
+    "manager",
+    "apology",
+    "tracking number",
+    "warranty",
+]
 TASKS = [
     {"task_id": f"t{n}", "input": f"Customer question number {n}", "must_mention": phrase}
     for n, phrase in enumerate(PHRASES)
@@ -50,8 +59,12 @@ class PhraseAdapter:
             ok = task["must_mention"] in answer
             outputs.append(answer)
             scores.append(1.0 if ok else 0.0)
-            trajectories.append({"feedback": "" if ok else f'The answer must mention "{task["must_mention"]}".'})
-        return EvaluationBatch(outputs=outputs, scores=scores, trajectories=trajectories if capture_traces else None)
+            trajectories.append(
+                {"feedback": "" if ok else f'The answer must mention "{task["must_mention"]}".'}
+            )
+        return EvaluationBatch(
+            outputs=outputs, scores=scores, trajectories=trajectories if capture_traces else None
+        )
 
     def make_reflective_dataset(self, candidate, eval_batch, components_to_update):
         records = [
@@ -84,14 +97,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--token", required=True)
     parser.add_argument("--name", default="PhraseAdapter example")
     parser.add_argument("--budget", type=int, default=120, help="max metric calls")
-    parser.add_argument("--delay", type=float, default=0.0, help="seconds per evaluate() call (to watch it move)")
-    parser.add_argument("--run-dir", default=None, help="gepa's run_dir (checkpoint; `optimize import-gepa` replays it)")
+    parser.add_argument(
+        "--delay", type=float, default=0.0, help="seconds per evaluate() call (to watch it move)"
+    )
+    parser.add_argument(
+        "--run-dir",
+        default=None,
+        help="gepa's run_dir (checkpoint; `optimize import-gepa` replays it)",
+    )
     parser.add_argument("--task-set-id", type=int, default=None)
-    parser.add_argument("--done-file", default=None, help="written when gepa.optimize returns (before the tracker flushes)")
+    parser.add_argument(
+        "--done-file",
+        default=None,
+        help="written when gepa.optimize returns (before the tracker flushes)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 
-    tracker = FrontierTracker(args.url, args.token, name=args.name, valset=TASKS, task_set_id=args.task_set_id)
+    tracker = FrontierTracker(
+        args.url, args.token, name=args.name, valset=TASKS, task_set_id=args.task_set_id
+    )
 
     class QuietLogger:
         def log(self, message: str) -> None:
@@ -119,10 +144,21 @@ def main(argv: list[str] | None = None) -> int:
             done.write("gepa.optimize returned")
     delivered = tracker.close()
     best = result.val_aggregate_scores[result.best_idx]
-    print(json.dumps({"run_id": tracker.run_id, "best_score": best, "candidates": len(result.candidates),
-                      "optimize_seconds": round(optimize_seconds, 2), "metric_calls": result.total_metric_calls,
-                      "stopped": tracker.stop_requested, "delivered": delivered, "dropped": tracker.dropped,
-                      "batches": tracker.sent_batches}))
+    print(
+        json.dumps(
+            {
+                "run_id": tracker.run_id,
+                "best_score": best,
+                "candidates": len(result.candidates),
+                "optimize_seconds": round(optimize_seconds, 2),
+                "metric_calls": result.total_metric_calls,
+                "stopped": tracker.stop_requested,
+                "delivered": delivered,
+                "dropped": tracker.dropped,
+                "batches": tracker.sent_batches,
+            }
+        )
+    )
     return 0
 
 

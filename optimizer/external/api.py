@@ -65,7 +65,9 @@ def open_run(request: AuthenticatedHttpRequest, body: ExternalRunOpen) -> Status
 
 
 @router.post("/runs/{run_id}/events", response={200: BatchOut, 400: ErrorOut, 409: ErrorOut})
-def post_events(request: AuthenticatedHttpRequest, run_id: int, body: EventBatch) -> Status[JSONObject]:
+def post_events(
+    request: AuthenticatedHttpRequest, run_id: int, body: EventBatch
+) -> Status[JSONObject]:
     """Apply batch `seq` (1, 2, …) of events; a batch already applied is acknowledged and ignored."""
     run = _run(request, run_id)
     try:

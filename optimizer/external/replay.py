@@ -38,7 +38,20 @@ MAX_STATE_BYTES = 50 * 1024 * 1024
 OUTPUT_CHARS = 4_000
 _PLAIN = {
     ("builtins", name)
-    for name in ("dict", "list", "set", "frozenset", "tuple", "int", "float", "str", "bytes", "bytearray", "bool", "complex")
+    for name in (
+        "dict",
+        "list",
+        "set",
+        "frozenset",
+        "tuple",
+        "int",
+        "float",
+        "str",
+        "bytes",
+        "bytearray",
+        "bool",
+        "complex",
+    )
 } | {("collections", "OrderedDict"), ("collections", "defaultdict")}
 
 
@@ -82,11 +95,20 @@ class _PlainUnpickler(pickle.Unpickler):
 def load_gepa_state(raw: bytes) -> JSONObject:
     """The checkpoint's fields as plain data, or ExternalRunError naming the problem."""
     if len(raw) > MAX_STATE_BYTES:
-        raise ExternalRunError([("file", f"{len(raw)} bytes is more than the {MAX_STATE_BYTES // (1024 * 1024)} MB limit")])
+        raise ExternalRunError(
+            [
+                (
+                    "file",
+                    f"{len(raw)} bytes is more than the {MAX_STATE_BYTES // (1024 * 1024)} MB limit",
+                )
+            ]
+        )
     try:
         data = _PlainUnpickler(io.BytesIO(raw)).load()
     except Exception as error:
-        raise ExternalRunError([("file", f"not a readable gepa_state.bin ({type(error).__name__}: {error})")]) from None
+        raise ExternalRunError(
+            [("file", f"not a readable gepa_state.bin ({type(error).__name__}: {error})")]
+        ) from None
     if not isinstance(data, dict) or not isinstance(data.get("program_candidates"), list):
         raise ExternalRunError([("file", "not a gepa checkpoint: no program_candidates in it")])
     return data
@@ -127,36 +149,68 @@ def gepa_state_events(data: JSONObject) -> list[JSONObject]:
         before, after = entry.get("subsample_scores"), entry.get("new_subsample_scores")
         if "selected_program_candidate" not in entry or before is None or after is None:
             continue  # a merge, or an iteration that proposed nothing
-        proposals.append({
-            "type": "proposal", "iteration": iteration, "parent": entry["selected_program_candidate"],
-            "accepted": isinstance(new, int), "candidate": new if isinstance(new, int) else None,
-            "before": sum(_score(s, f"full_program_trace.{entry['i']}.subsample_scores") for s in before),
-            "after": sum(_score(s, f"full_program_trace.{entry['i']}.new_subsample_scores") for s in after),
-            "minibatch": [str(i) for i in entry.get("subsample_ids") or []],
-            "texts": dict(candidates[new].items()) if isinstance(new, int) and new < len(candidates) else {},
-            "reasoning": "" if isinstance(new, int) else "(gepa's checkpoint keeps no text of a rejected proposal)",
-        })
+        proposals.append(
+            {
+                "type": "proposal",
+                "iteration": iteration,
+                "parent": entry["selected_program_candidate"],
+                "accepted": isinstance(new, int),
+                "candidate": new if isinstance(new, int) else None,
+                "before": sum(
+                    _score(s, f"full_program_trace.{entry['i']}.subsample_scores") for s in before
+                ),
+                "after": sum(
+                    _score(s, f"full_program_trace.{entry['i']}.new_subsample_scores")
+                    for s in after
+                ),
+                "minibatch": [str(i) for i in entry.get("subsample_ids") or []],
+                "texts": dict(candidates[new].items())
+                if isinstance(new, int) and new < len(candidates)
+                else {},
+                "reasoning": ""
+                if isinstance(new, int)
+                else "(gepa's checkpoint keeps no text of a rejected proposal)",
+            }
+        )
 
     events: list[JSONObject] = [{"type": "status", "phase": "replaying gepa_state.bin"}]
     valset_size = len(subscores[0]) if subscores and isinstance(subscores[0], (dict, list)) else 0
     for index, components in enumerate(candidates):
         if not isinstance(components, dict):
-            raise ExternalRunError([(f"program_candidates.{index}", "must be a dict of component name → text")])
+            raise ExternalRunError(
+                [(f"program_candidates.{index}", "must be a dict of component name → text")]
+            )
         scores = subscores[index] if index < len(subscores) else {}
         scores = dict(enumerate(scores)) if isinstance(scores, list) else scores
         tasks: list[JSONObject] = [
-            {"task_key": str(val_id), "score": _score(score, f"prog_candidate_val_subscores.{index}.{val_id}"),
-             "output": outputs.get((index, val_id), "")}
+            {
+                "task_key": str(val_id),
+                "score": _score(score, f"prog_candidate_val_subscores.{index}.{val_id}"),
+                "output": outputs.get((index, val_id), ""),
+            }
             for val_id, score in scores.items()
         ]
-        lineage = [p for p in (parents[index] if index < len(parents) else []) if isinstance(p, int)]
-        calls = discovered[index] if index < len(discovered) and isinstance(discovered[index], int) else 0
-        events.append({
-            "type": "candidate", "index": index, "components": {str(k): str(v) for k, v in components.items()},
-            "parents": lineage, "origin": "seed" if not lineage else "merge" if len(lineage) > 1 else "reflection",
-            "iteration": born.get(index, 0), "metric_calls": valset_size if index == 0 else calls,
-            "val_score": sum(t["score"] for t in tasks) / len(tasks) if tasks else 0.0, "tasks": tasks,
-        })
+        lineage = [
+            p for p in (parents[index] if index < len(parents) else []) if isinstance(p, int)
+        ]
+        calls = (
+            discovered[index]
+            if index < len(discovered) and isinstance(discovered[index], int)
+            else 0
+        )
+        events.append(
+            {
+                "type": "candidate",
+                "index": index,
+                "components": {str(k): str(v) for k, v in components.items()},
+                "parents": lineage,
+                "origin": "seed" if not lineage else "merge" if len(lineage) > 1 else "reflection",
+                "iteration": born.get(index, 0),
+                "metric_calls": valset_size if index == 0 else calls,
+                "val_score": sum(t["score"] for t in tasks) / len(tasks) if tasks else 0.0,
+                "tasks": tasks,
+            }
+        )
     # Candidates first, then the proposals log: a proposal points at candidates by index.
     events.extend(proposals)
     total = data.get("total_num_evals")
@@ -175,11 +229,20 @@ def run_replay_gepa_state(*, owner: User, raw: bytes, name: str = "") -> Run:
     events = gepa_state_events(data)
     key = "replay-" + hashlib.sha256(raw).hexdigest()[:40]
     with transaction.atomic():
-        run, created = external_run_open(owner=owner, data={
-            "key": key, "name": name or f"Replay of gepa_state.bin ({len(data['program_candidates'])} candidates)",
-            "source": "replay", "host": "", "gepa_version": "",
-        })
+        run, created = external_run_open(
+            owner=owner,
+            data={
+                "key": key,
+                "name": name
+                or f"Replay of gepa_state.bin ({len(data['program_candidates'])} candidates)",
+                "source": "replay",
+                "host": "",
+                "gepa_version": "",
+            },
+        )
         if created:
             for n, start in enumerate(range(0, len(events), MAX_BATCH_EVENTS), start=1):
-                external_events_apply(run=run, data={"seq": n, "events": events[start:start + MAX_BATCH_EVENTS]})
+                external_events_apply(
+                    run=run, data={"seq": n, "events": events[start : start + MAX_BATCH_EVENTS]}
+                )
     return Run.objects.get(pk=run.pk)

@@ -85,8 +85,12 @@ class ExternalRunOpen(_Strict):
     python_version: Version = ""
     source: Literal["tracker", "replay"] = "tracker"
     budget_total: Annotated[int, Field(ge=0, le=MAX_METRIC_CALLS)] = 0
-    task_set_id: int | None = Field(default=None, ge=1, le=2**31 - 1,
-                                    description="A task set of yours whose task_ids the run's task keys are")
+    task_set_id: int | None = Field(
+        default=None,
+        ge=1,
+        le=2**31 - 1,
+        description="A task set of yours whose task_ids the run's task keys are",
+    )
 
 
 class TaskResult(_Strict):
@@ -156,7 +160,13 @@ class FinishedEvent(_Strict):
 
 
 Event = Annotated[
-    BudgetEvent | StatusEvent | CandidateEvent | ProposalEvent | TrialsEvent | ErrorEvent | FinishedEvent,
+    BudgetEvent
+    | StatusEvent
+    | CandidateEvent
+    | ProposalEvent
+    | TrialsEvent
+    | ErrorEvent
+    | FinishedEvent,
     Field(discriminator="type"),
 ]
 
@@ -186,7 +196,9 @@ def external_run_open(*, owner: User, data: JSONObject | ExternalRunOpen) -> tup
     if spec.task_set_id is not None:
         task_set = TaskSet.objects.visible_to(owner).filter(pk=spec.task_set_id).first()
         if task_set is None:
-            raise ExternalRunError([("task_set_id", f"no task set {spec.task_set_id} that you can use")])
+            raise ExternalRunError(
+                [("task_set_id", f"no task set {spec.task_set_id} that you can use")]
+            )
     existing = Run.objects.filter(owner=owner, external_key=spec.key).first()
     if existing is not None:
         return existing, False
@@ -199,12 +211,17 @@ def external_run_open(*, owner: User, data: JSONObject | ExternalRunOpen) -> tup
                 kind=RunKind.EXTERNAL,
                 external_key=spec.key,
                 external={
-                    "source": spec.source, "host": spec.host, "gepa_version": spec.gepa_version,
-                    "client_version": spec.client_version, "python_version": spec.python_version,
+                    "source": spec.source,
+                    "host": spec.host,
+                    "gepa_version": spec.gepa_version,
+                    "client_version": spec.client_version,
+                    "python_version": spec.python_version,
                 },
                 name=spec.name or f"GEPA on {where}"[:200],
                 task_set=task_set,
-                tasks_snapshot=[dict(t.as_row(), split=t.split) for t in task_set.tasks.all()] if task_set else [],
+                tasks_snapshot=[dict(t.as_row(), split=t.split) for t in task_set.tasks.all()]
+                if task_set
+                else [],
                 status=RunStatus.RUNNING,
                 phase="started",
                 claim=RunClaim.new_token(),  # no worker ever claims an external run (runner.claim)
@@ -212,7 +229,9 @@ def external_run_open(*, owner: User, data: JSONObject | ExternalRunOpen) -> tup
                 started_at=now,
             )
             run_progress(run.pk).update(heartbeat_at=now)
-            publish_run_event(run.pk, ev.RUN_STATUS, {"status": RunStatus.RUNNING, "phase": "started"})
+            publish_run_event(
+                run.pk, ev.RUN_STATUS, {"status": RunStatus.RUNNING, "phase": "started"}
+            )
     except IntegrityError:  # the same key opened concurrently: one of the two won
         return Run.objects.get(owner=owner, external_key=spec.key), False
     return run, True
@@ -236,14 +255,26 @@ def external_events_apply(*, run: Run, data: JSONObject | EventBatch) -> JSONObj
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run.pk)
         if batch.seq <= run.external_batch:
-            return {"applied": False, "duplicate": True, "last_batch": run.external_batch, "stop": run.stop_requested}
+            return {
+                "applied": False,
+                "duplicate": True,
+                "last_batch": run.external_batch,
+                "stop": run.stop_requested,
+            }
         if batch.seq != run.external_batch + 1:
             raise ExternalRunError(
-                [("seq", f"expected batch {run.external_batch + 1}, got {batch.seq}: batches are applied in order")],
+                [
+                    (
+                        "seq",
+                        f"expected batch {run.external_batch + 1}, got {batch.seq}: batches are applied in order",
+                    )
+                ],
                 conflict=True,
             )
         if run.status in RunStatus.finished():
-            raise ExternalRunError([("run", f"run {run.pk} is {run.status}; it takes no more events")], conflict=True)
+            raise ExternalRunError(
+                [("run", f"run {run.pk} is {run.status}; it takes no more events")], conflict=True
+            )
         applier = _BatchApplier(run)
         for event in batch.events:
             applier.apply(event)
@@ -256,7 +287,13 @@ def external_events_apply(*, run: Run, data: JSONObject | EventBatch) -> JSONObj
             done = applier.finished
             failure = (done.error or "the optimization failed") if done.status == "failed" else ""
             stopped = done.status == "stopped"
-            phase = "stopped by the user" if run.stop_requested else "stopped by its own stopper" if stopped else "finished"
+            phase = (
+                "stopped by the user"
+                if run.stop_requested
+                else "stopped by its own stopper"
+                if stopped
+                else "finished"
+            )
             # The tracker holds its run as a worker holds a native one (the claim set at open).
             run_finish(RunClaim(run.pk, run.claim), phase=phase, failure=failure, stopped=stopped)
         stop = Run.objects.values_list("stop_requested", flat=True).get(pk=run.pk)
@@ -269,8 +306,14 @@ def _record(result: TaskResult) -> EvalRecord:
     the verdict follows the default thresholds."""
     verdict = Thresholds().verdict(min(1.0, max(0.0, result.score)))
     return EvalRecord(
-        task_key=result.task_key, output=result.output, score=result.score, verdict=verdict, passed=verdict == "pass",
-        result={}, feedback=result.feedback, objective_scores=dict(result.objectives),
+        task_key=result.task_key,
+        output=result.output,
+        score=result.score,
+        verdict=verdict,
+        passed=verdict == "pass",
+        result={},
+        feedback=result.feedback,
+        objective_scores=dict(result.objectives),
     )
 
 
@@ -285,9 +328,18 @@ class _BatchApplier:
     @property
     def recorder(self) -> RunRecorder:
         if self._recorder is None:  # reads the run's candidates and front back: only when needed
-            task_pks = dict(self.run.task_set.tasks.values_list("task_id", "pk")) if self.run.task_set is not None else {}
-            self._recorder = RunRecorder(run=self.run, adapter=None, valset=[], task_pks=task_pks,
-                                         budget_total=self.run.budget_total)
+            task_pks = (
+                dict(self.run.task_set.tasks.values_list("task_id", "pk"))
+                if self.run.task_set is not None
+                else {}
+            )
+            self._recorder = RunRecorder(
+                run=self.run,
+                adapter=None,
+                valset=[],
+                task_pks=task_pks,
+                budget_total=self.run.budget_total,
+            )
         return self._recorder
 
     def apply(self, event: Event) -> None:
@@ -302,8 +354,12 @@ class _BatchApplier:
             if self._recorder is not None:
                 self._recorder.budget_total = event.total
             Run.objects.filter(pk=self.run.pk).update(budget_total=event.total)
-        run_progress(self.run.pk).update(budget_used=event.used)  # the narrow row: written with nearly every batch
-        publish_run_event(self.run.pk, ev.RUN_BUDGET, {"used": event.used, "total": self.run.budget_total})
+        run_progress(self.run.pk).update(
+            budget_used=event.used
+        )  # the narrow row: written with nearly every batch
+        publish_run_event(
+            self.run.pk, ev.RUN_BUDGET, {"used": event.used, "total": self.run.budget_total}
+        )
 
     def _status(self, event: StatusEvent) -> None:
         Run.objects.filter(pk=self.run.pk).update(phase=event.phase)
@@ -314,31 +370,60 @@ class _BatchApplier:
         if event.index in self.recorder.components:
             return  # already recorded (a tracker restarted on a resumed gepa run sends the seed again)
         self.recorder._record_candidate(
-            index=event.index, components=dict(event.components), parents=list(event.parents),
-            origin=Origin(event.origin), iteration=event.iteration, metric_calls=event.metric_calls,
-            val_score=event.val_score, records={t.task_key: _record(t) for t in event.tasks},
+            index=event.index,
+            components=dict(event.components),
+            parents=list(event.parents),
+            origin=Origin(event.origin),
+            iteration=event.iteration,
+            metric_calls=event.metric_calls,
+            val_score=event.val_score,
+            records={t.task_key: _record(t) for t in event.tasks},
             reflection=preview(event.reflection, MAX_REASONING_CHARS),
-            usage={}, cost=0.0,  # the tracker reports no model usage: an external run's spend is unknown here
+            usage={},
+            cost=0.0,  # the tracker reports no model usage: an external run's spend is unknown here
         )
 
     def _proposal(self, event: ProposalEvent) -> None:
-        publish_run_event(self.run.pk, ev.PROPOSAL, {
-            "iteration": event.iteration, "parent": event.parent, "components": sorted(event.texts),
-            "accepted": event.accepted, "candidate": event.candidate, "before": event.before, "after": event.after,
-            "minibatch": list(event.minibatch), "texts": {name: preview(text) for name, text in event.texts.items()},
-            "reasoning": preview(event.reasoning, MAX_REASONING_CHARS), "metric_calls": event.metric_calls,
-        })
+        publish_run_event(
+            self.run.pk,
+            ev.PROPOSAL,
+            {
+                "iteration": event.iteration,
+                "parent": event.parent,
+                "components": sorted(event.texts),
+                "accepted": event.accepted,
+                "candidate": event.candidate,
+                "before": event.before,
+                "after": event.after,
+                "minibatch": list(event.minibatch),
+                "texts": {name: preview(text) for name, text in event.texts.items()},
+                "reasoning": preview(event.reasoning, MAX_REASONING_CHARS),
+                "metric_calls": event.metric_calls,
+            },
+        )
 
     def _trials(self, event: TrialsEvent) -> None:
         split = Split.VAL if event.split == "val" else Split.TRAIN
-        publish_run_event(self.run.pk, ev.TRIALS, {
-            "candidate": event.candidate, "split": split, "items": [item_payload(_record(t)) for t in event.items],
-        })
+        publish_run_event(
+            self.run.pk,
+            ev.TRIALS,
+            {
+                "candidate": event.candidate,
+                "split": split,
+                "items": [item_payload(_record(t)) for t in event.items],
+            },
+        )
 
     def _error(self, event: ErrorEvent) -> None:
-        publish_run_event(self.run.pk, ev.ERROR, {
-            "where": event.where, "message": preview(event.message, 1000), "iteration": event.iteration,
-        })
+        publish_run_event(
+            self.run.pk,
+            ev.ERROR,
+            {
+                "where": event.where,
+                "message": preview(event.message, 1000),
+                "iteration": event.iteration,
+            },
+        )
 
     def _finished(self, event: FinishedEvent) -> None:
         self.finished = event

@@ -71,7 +71,9 @@ class ReflectionCallable:
         return f"ReflectionCallable({self.lm!r})"
 
     def __call__(self, prompt: str | list[dict[str, Any]]) -> str:
-        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+        messages = (
+            [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+        )
         self.last_response = self.lm.complete(messages)
         return self.last_response.text
 

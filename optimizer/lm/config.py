@@ -52,11 +52,19 @@ class LMConfig(BaseModel):
     )
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
     price_in_per_million: float = Field(
-        default=0.0, ge=0.0, le=100_000.0, description="Price of 1M input tokens (0 = free; the demo simulator is always free)."
+        default=0.0,
+        ge=0.0,
+        le=100_000.0,
+        description="Price of 1M input tokens (0 = free; the demo simulator is always free).",
     )
-    price_out_per_million: float = Field(default=0.0, ge=0.0, le=100_000.0, description="Price of 1M output tokens.")
+    price_out_per_million: float = Field(
+        default=0.0, ge=0.0, le=100_000.0, description="Price of 1M output tokens."
+    )
     simulated_latency_ms: float = Field(
-        default=0.0, ge=0.0, le=10_000.0, description="demo only: sleep this long per call so live charts move."
+        default=0.0,
+        ge=0.0,
+        le=10_000.0,
+        description="demo only: sleep this long per call so live charts move.",
     )
 
     @field_validator("base_url")
@@ -69,7 +77,9 @@ class LMConfig(BaseModel):
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError("must be an http:// or https:// URL such as http://localhost:11434/v1")
         if parts.username or parts.password:
-            raise ValueError("must not contain credentials; put the key in the variable named by api_key_env")
+            raise ValueError(
+                "must not contain credentials; put the key in the variable named by api_key_env"
+            )
         return value.rstrip("/")
 
     @field_validator("api_key_env")

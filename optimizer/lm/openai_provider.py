@@ -84,7 +84,9 @@ class RetryPolicy:
     max_retries: int
     initial_delay: float
 
-    def wait(self, retries_done: int, error: BaseException, *, jitter: float | None = None) -> float | None:
+    def wait(
+        self, retries_done: int, error: BaseException, *, jitter: float | None = None
+    ) -> float | None:
         """Seconds to wait before trying again after `error`, having retried
         `retries_done` times already; None when the call must not be retried.
         `jitter` in [0, 1) (random when None) takes up to 25 % off a backoff."""
@@ -99,7 +101,11 @@ class RetryPolicy:
             should_retry = headers.get("x-should-retry")
             if should_retry == "false":
                 return None
-            if should_retry != "true" and error.status_code not in RETRIED_STATUSES and error.status_code < 500:
+            if (
+                should_retry != "true"
+                and error.status_code not in RETRIED_STATUSES
+                and error.status_code < 500
+            ):
                 return None
         elif not isinstance(error, openai.APIConnectionError):  # timeouts are connection errors too
             return None
@@ -195,7 +201,9 @@ class OpenAIChatModel:
 
     def __init__(self, config: LMConfig) -> None:
         if config.provider != "openai":
-            raise LMConfigError(f"OpenAIChatModel needs provider 'openai', not {config.provider!r}.")
+            raise LMConfigError(
+                f"OpenAIChatModel needs provider 'openai', not {config.provider!r}."
+            )
         self.config = config
         self.label = config.label
         self._api_key = resolve_api_key(config)
@@ -208,7 +216,9 @@ class OpenAIChatModel:
             max_retries=0,
             http_client=shared_http_client(),
         )
-        self._retry = RetryPolicy(max_retries=config.max_retries, initial_delay=config.retry_initial_delay)
+        self._retry = RetryPolicy(
+            max_retries=config.max_retries, initial_delay=config.retry_initial_delay
+        )
         self._lock = threading.Lock()
         self._totals = UsageTotals()
 
@@ -222,7 +232,11 @@ class OpenAIChatModel:
 
     def complete(self, messages: list[dict[str, str]]) -> LMResponse:
         config = self.config
-        kwargs: dict[str, Any] = {"model": config.model, "messages": messages, "temperature": config.temperature}
+        kwargs: dict[str, Any] = {
+            "model": config.model,
+            "messages": messages,
+            "temperature": config.temperature,
+        }
         if config.max_tokens is not None:
             kwargs["max_tokens"] = config.max_tokens
         started = time.perf_counter()
@@ -237,10 +251,18 @@ class OpenAIChatModel:
                 # request, headers and errors, without the typed transform of the body and the
                 # typed model of the answer, ~1.5 ms of CPU a call that the run's other calls
                 # wait for (one interpreter lock; bench/run_throughput.py).
-                answer = self._client.post("/chat/completions", body=kwargs, cast_to=httpx2.Response,
-                                           options={"security": {"bearer_auth": True}})
+                answer = self._client.post(
+                    "/chat/completions",
+                    body=kwargs,
+                    cast_to=httpx2.Response,
+                    options={"security": {"bearer_auth": True}},
+                )
                 read = _read_completion(answer.json())
-            except (openai.OpenAIError, ValueError, TypeError) as raised:  # ValueError/TypeError: an unreadable 200
+            except (
+                openai.OpenAIError,
+                ValueError,
+                TypeError,
+            ) as raised:  # ValueError/TypeError: an unreadable 200
                 error = raised
             if error is None:
                 break
@@ -267,7 +289,9 @@ class OpenAIChatModel:
                 attempts=attempts,
             )
         if failure is None:
-            failure = LMError(f"{self.label} returned a malformed chat completion (no choices or message).")
+            failure = LMError(
+                f"{self.label} returned a malformed chat completion (no choices or message)."
+            )
         with self._lock:
             self._totals.calls += 1
             self._totals.failures += 1
@@ -302,7 +326,9 @@ class OpenAIChatModel:
             detail = _server_message(error, self._api_key)
             retried = f", {tried}" if attempts > 1 else ""
             return LMError(
-                f"{self.label} answered HTTP {error.status_code}{retried}" + (f": {detail}" if detail else "") + "."
+                f"{self.label} answered HTTP {error.status_code}{retried}"
+                + (f": {detail}" if detail else "")
+                + "."
             )
         if isinstance(error, openai.APIResponseValidationError):
             return LMError(f"{self.label} returned a response that is not a valid chat completion.")
@@ -326,7 +352,12 @@ def _read_completion(body: Any) -> tuple[str | None, int, int, str | None]:
         text = message.get("refusal") or ""
     usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
     model = body.get("model") if isinstance(body.get("model"), str) else None
-    return str(text), int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0), model
+    return (
+        str(text),
+        int(usage.get("prompt_tokens") or 0),
+        int(usage.get("completion_tokens") or 0),
+        model,
+    )
 
 
 def check_openai_endpoint(config: LMConfig, *, timeout: float = 5.0) -> str | None:
@@ -348,7 +379,9 @@ def check_openai_endpoint(config: LMConfig, *, timeout: float = 5.0) -> str | No
         served = [getattr(model, "id", "") for model in getattr(page, "data", []) or []]
         if served and config.model not in served:
             shown = ", ".join(sorted(served)[:10]) + (" …" if len(served) > 10 else "")
-            problem = f"Model {config.model!r} is not served by {_endpoint(config)} (available: {shown})."
+            problem = (
+                f"Model {config.model!r} is not served by {_endpoint(config)} (available: {shown})."
+            )
     except openai.APITimeoutError:
         problem = f"{_endpoint(config)} did not answer within {min(timeout, config.timeout):g} s."
     except openai.APIConnectionError:
@@ -360,7 +393,9 @@ def check_openai_endpoint(config: LMConfig, *, timeout: float = 5.0) -> str | No
     except openai.APIStatusError as error:
         problem = f"{_endpoint(config)} answered HTTP {error.status_code} to a model listing."
     except (openai.OpenAIError, ValueError, TypeError) as error:
-        problem = f"{_endpoint(config)} returned an unexpected model listing ({type(error).__name__})."
+        problem = (
+            f"{_endpoint(config)} returned an unexpected model listing ({type(error).__name__})."
+        )
     finally:
         client.close()
     return problem

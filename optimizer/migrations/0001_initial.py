@@ -6,201 +6,441 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('verifiers_app', '0001_initial'),
+        ("verifiers_app", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Candidate',
+            name="Candidate",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('index', models.PositiveIntegerField(help_text="GEPA's candidate index")),
-                ('components', models.JSONField(default=dict)),
-                ('parents', models.JSONField(default=list, help_text='Indices of parent candidates')),
-                ('origin', models.CharField(choices=[('seed', 'seed'), ('reflection', 'reflection'), ('merge', 'merge'), ('imported', 'imported')], default='reflection', max_length=12)),
-                ('iteration', models.IntegerField(default=0)),
-                ('metric_calls', models.PositiveIntegerField(default=0, help_text='Metric calls used when it was born')),
-                ('val_score', models.FloatField(blank=True, null=True)),
-                ('objective_scores', models.JSONField(blank=True, default=dict)),
-                ('on_front', models.BooleanField(default=False)),
-                ('reflection', models.TextField(blank=True, help_text="The reflection's reasoning, when available")),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("index", models.PositiveIntegerField(help_text="GEPA's candidate index")),
+                ("components", models.JSONField(default=dict)),
+                (
+                    "parents",
+                    models.JSONField(default=list, help_text="Indices of parent candidates"),
+                ),
+                (
+                    "origin",
+                    models.CharField(
+                        choices=[
+                            ("seed", "seed"),
+                            ("reflection", "reflection"),
+                            ("merge", "merge"),
+                            ("imported", "imported"),
+                        ],
+                        default="reflection",
+                        max_length=12,
+                    ),
+                ),
+                ("iteration", models.IntegerField(default=0)),
+                (
+                    "metric_calls",
+                    models.PositiveIntegerField(
+                        default=0, help_text="Metric calls used when it was born"
+                    ),
+                ),
+                ("val_score", models.FloatField(blank=True, null=True)),
+                ("objective_scores", models.JSONField(blank=True, default=dict)),
+                ("on_front", models.BooleanField(default=False)),
+                (
+                    "reflection",
+                    models.TextField(
+                        blank=True, help_text="The reflection's reasoning, when available"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'ordering': ['run', 'index'],
+                "ordering": ["run", "index"],
             },
         ),
         migrations.CreateModel(
-            name='ModelEndpoint',
+            name="ModelEndpoint",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.SlugField(max_length=100, unique=True)),
-                ('provider', models.CharField(choices=[('openai', 'OpenAI-compatible'), ('demo', 'Demo simulator (offline)')], default='openai', max_length=20)),
-                ('base_url', models.URLField(blank=True)),
-                ('model', models.CharField(max_length=200)),
-                ('api_key_env', models.CharField(blank=True, help_text='Name of the environment variable holding the key', max_length=100)),
-                ('options', models.JSONField(blank=True, default=dict, help_text='temperature, max_tokens, timeout, max_retries …')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.SlugField(max_length=100, unique=True)),
+                (
+                    "provider",
+                    models.CharField(
+                        choices=[
+                            ("openai", "OpenAI-compatible"),
+                            ("demo", "Demo simulator (offline)"),
+                        ],
+                        default="openai",
+                        max_length=20,
+                    ),
+                ),
+                ("base_url", models.URLField(blank=True)),
+                ("model", models.CharField(max_length=200)),
+                (
+                    "api_key_env",
+                    models.CharField(
+                        blank=True,
+                        help_text="Name of the environment variable holding the key",
+                        max_length=100,
+                    ),
+                ),
+                (
+                    "options",
+                    models.JSONField(
+                        blank=True,
+                        default=dict,
+                        help_text="temperature, max_tokens, timeout, max_retries …",
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Task',
+            name="Task",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('task_id', models.CharField(max_length=200)),
-                ('position', models.PositiveIntegerField(default=0)),
-                ('input', models.TextField()),
-                ('expected', models.JSONField(blank=True, null=True)),
-                ('params', models.JSONField(blank=True, default=dict)),
-                ('metadata', models.JSONField(blank=True, default=dict)),
-                ('verifier', models.JSONField(blank=True, help_text='Row verifier {kind: in_process, fn_name, expected, params}', null=True)),
-                ('split', models.CharField(choices=[('train', 'train'), ('val', 'val'), ('holdout', 'holdout')], default='train', max_length=10)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("task_id", models.CharField(max_length=200)),
+                ("position", models.PositiveIntegerField(default=0)),
+                ("input", models.TextField()),
+                ("expected", models.JSONField(blank=True, null=True)),
+                ("params", models.JSONField(blank=True, default=dict)),
+                ("metadata", models.JSONField(blank=True, default=dict)),
+                (
+                    "verifier",
+                    models.JSONField(
+                        blank=True,
+                        help_text="Row verifier {kind: in_process, fn_name, expected, params}",
+                        null=True,
+                    ),
+                ),
+                (
+                    "split",
+                    models.CharField(
+                        choices=[("train", "train"), ("val", "val"), ("holdout", "holdout")],
+                        default="train",
+                        max_length=10,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['task_set', 'position', 'id'],
+                "ordering": ["task_set", "position", "id"],
             },
         ),
         migrations.CreateModel(
-            name='Run',
+            name="Run",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(blank=True, max_length=200)),
-                ('config', models.JSONField(default=dict)),
-                ('verifier_specs', models.JSONField(default=list)),
-                ('tasks_snapshot', models.JSONField(blank=True, default=list, help_text='Frozen task rows used by the run')),
-                ('status', models.CharField(choices=[('queued', 'queued'), ('running', 'running'), ('stopping', 'stopping'), ('stopped', 'stopped'), ('completed', 'completed'), ('failed', 'failed')], default='queued', max_length=10)),
-                ('phase', models.CharField(blank=True, max_length=100)),
-                ('stop_requested', models.BooleanField(default=False)),
-                ('budget_total', models.PositiveIntegerField(default=0)),
-                ('budget_used', models.PositiveIntegerField(default=0)),
-                ('seed_score', models.FloatField(blank=True, null=True)),
-                ('best_score', models.FloatField(blank=True, null=True)),
-                ('error', models.TextField(blank=True)),
-                ('last_seq', models.PositiveIntegerField(default=0, help_text='Highest RunEvent.seq written')),
-                ('imported', models.BooleanField(default=False, help_text='Created from an exported run, not executed here')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('best_candidate', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='optimizer.candidate')),
-                ('chosen_candidate', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='optimizer.candidate')),
-                ('owner', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='runs', to=settings.AUTH_USER_MODEL)),
-                ('shared_with', models.ManyToManyField(blank=True, related_name='runs_shared_with_me', to=settings.AUTH_USER_MODEL)),
-                ('verifiers', models.ManyToManyField(blank=True, related_name='runs', to='verifiers_app.verifier')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(blank=True, max_length=200)),
+                ("config", models.JSONField(default=dict)),
+                ("verifier_specs", models.JSONField(default=list)),
+                (
+                    "tasks_snapshot",
+                    models.JSONField(
+                        blank=True, default=list, help_text="Frozen task rows used by the run"
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "queued"),
+                            ("running", "running"),
+                            ("stopping", "stopping"),
+                            ("stopped", "stopped"),
+                            ("completed", "completed"),
+                            ("failed", "failed"),
+                        ],
+                        default="queued",
+                        max_length=10,
+                    ),
+                ),
+                ("phase", models.CharField(blank=True, max_length=100)),
+                ("stop_requested", models.BooleanField(default=False)),
+                ("budget_total", models.PositiveIntegerField(default=0)),
+                ("budget_used", models.PositiveIntegerField(default=0)),
+                ("seed_score", models.FloatField(blank=True, null=True)),
+                ("best_score", models.FloatField(blank=True, null=True)),
+                ("error", models.TextField(blank=True)),
+                (
+                    "last_seq",
+                    models.PositiveIntegerField(
+                        default=0, help_text="Highest RunEvent.seq written"
+                    ),
+                ),
+                (
+                    "imported",
+                    models.BooleanField(
+                        default=False, help_text="Created from an exported run, not executed here"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "best_candidate",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="optimizer.candidate",
+                    ),
+                ),
+                (
+                    "chosen_candidate",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="optimizer.candidate",
+                    ),
+                ),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="runs",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "shared_with",
+                    models.ManyToManyField(
+                        blank=True, related_name="runs_shared_with_me", to=settings.AUTH_USER_MODEL
+                    ),
+                ),
+                (
+                    "verifiers",
+                    models.ManyToManyField(
+                        blank=True, related_name="runs", to="verifiers_app.verifier"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.AddField(
-            model_name='candidate',
-            name='run',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='candidates', to='optimizer.run'),
+            model_name="candidate",
+            name="run",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="candidates",
+                to="optimizer.run",
+            ),
         ),
         migrations.CreateModel(
-            name='RunEvent',
+            name="RunEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('seq', models.PositiveIntegerField()),
-                ('type', models.CharField(max_length=50)),
-                ('payload', models.JSONField(default=dict)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='optimizer.run')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("seq", models.PositiveIntegerField()),
+                ("type", models.CharField(max_length=50)),
+                ("payload", models.JSONField(default=dict)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="events",
+                        to="optimizer.run",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['run', 'seq'],
+                "ordering": ["run", "seq"],
             },
         ),
         migrations.CreateModel(
-            name='Evaluation',
+            name="Evaluation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('task_key', models.CharField(help_text="The task's task_id (kept if the task is deleted)", max_length=200)),
-                ('split', models.CharField(choices=[('train', 'train'), ('val', 'val'), ('holdout', 'holdout')], default='val', max_length=10)),
-                ('output', models.TextField(blank=True)),
-                ('score', models.FloatField()),
-                ('verdict', models.CharField(max_length=12)),
-                ('passed', models.BooleanField(default=False)),
-                ('result', models.JSONField(default=dict, help_text="The engine's result (verifiers and checks)")),
-                ('feedback', models.TextField(blank=True)),
-                ('attempts', models.JSONField(blank=True, default=list, help_text='verify= loop attempts')),
-                ('latency_ms', models.FloatField(default=0)),
-                ('tokens_in', models.PositiveIntegerField(default=0)),
-                ('tokens_out', models.PositiveIntegerField(default=0)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('candidate', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='evaluations', to='optimizer.candidate')),
-                ('task', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='evaluations', to='optimizer.task')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "task_key",
+                    models.CharField(
+                        help_text="The task's task_id (kept if the task is deleted)", max_length=200
+                    ),
+                ),
+                (
+                    "split",
+                    models.CharField(
+                        choices=[("train", "train"), ("val", "val"), ("holdout", "holdout")],
+                        default="val",
+                        max_length=10,
+                    ),
+                ),
+                ("output", models.TextField(blank=True)),
+                ("score", models.FloatField()),
+                ("verdict", models.CharField(max_length=12)),
+                ("passed", models.BooleanField(default=False)),
+                (
+                    "result",
+                    models.JSONField(
+                        default=dict, help_text="The engine's result (verifiers and checks)"
+                    ),
+                ),
+                ("feedback", models.TextField(blank=True)),
+                (
+                    "attempts",
+                    models.JSONField(blank=True, default=list, help_text="verify= loop attempts"),
+                ),
+                ("latency_ms", models.FloatField(default=0)),
+                ("tokens_in", models.PositiveIntegerField(default=0)),
+                ("tokens_out", models.PositiveIntegerField(default=0)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "candidate",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="evaluations",
+                        to="optimizer.candidate",
+                    ),
+                ),
+                (
+                    "task",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="evaluations",
+                        to="optimizer.task",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['candidate', 'task_key'],
+                "ordering": ["candidate", "task_key"],
             },
         ),
         migrations.CreateModel(
-            name='TaskSet',
+            name="TaskSet",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200)),
-                ('description', models.TextField(blank=True)),
-                ('shared', models.BooleanField(default=False)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('owner', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='task_sets', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=200)),
+                ("description", models.TextField(blank=True)),
+                ("shared", models.BooleanField(default=False)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="task_sets",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.AddField(
-            model_name='task',
-            name='task_set',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='tasks', to='optimizer.taskset'),
+            model_name="task",
+            name="task_set",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="tasks",
+                to="optimizer.taskset",
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='task_set',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='runs', to='optimizer.taskset'),
+            model_name="run",
+            name="task_set",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="runs",
+                to="optimizer.taskset",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='candidate',
-            constraint=models.UniqueConstraint(fields=('run', 'index'), name='candidate_unique_index_in_run'),
+            model_name="candidate",
+            constraint=models.UniqueConstraint(
+                fields=("run", "index"), name="candidate_unique_index_in_run"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='runevent',
-            constraint=models.UniqueConstraint(fields=('run', 'seq'), name='run_event_unique_seq'),
+            model_name="runevent",
+            constraint=models.UniqueConstraint(fields=("run", "seq"), name="run_event_unique_seq"),
         ),
         migrations.AddConstraint(
-            model_name='runevent',
-            constraint=models.CheckConstraint(condition=models.Q(('seq__gte', 1)), name='run_event_seq_positive'),
+            model_name="runevent",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("seq__gte", 1)), name="run_event_seq_positive"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='evaluation',
-            constraint=models.UniqueConstraint(fields=('candidate', 'task_key', 'split'), name='evaluation_unique_per_task'),
+            model_name="evaluation",
+            constraint=models.UniqueConstraint(
+                fields=("candidate", "task_key", "split"), name="evaluation_unique_per_task"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='evaluation',
-            constraint=models.CheckConstraint(condition=models.Q(('score__gte', 0), ('score__lte', 1)), name='evaluation_score_in_unit_range'),
+            model_name="evaluation",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("score__gte", 0), ("score__lte", 1)),
+                name="evaluation_score_in_unit_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='taskset',
-            constraint=models.UniqueConstraint(fields=('owner', 'name'), name='taskset_unique_name_per_owner'),
+            model_name="taskset",
+            constraint=models.UniqueConstraint(
+                fields=("owner", "name"), name="taskset_unique_name_per_owner"
+            ),
         ),
         migrations.AddIndex(
-            model_name='task',
-            index=models.Index(fields=['task_set', 'split'], name='optimizer_t_task_se_78cedc_idx'),
+            model_name="task",
+            index=models.Index(fields=["task_set", "split"], name="optimizer_t_task_se_78cedc_idx"),
         ),
         migrations.AddConstraint(
-            model_name='task',
-            constraint=models.UniqueConstraint(fields=('task_set', 'task_id'), name='task_unique_id_in_set'),
+            model_name="task",
+            constraint=models.UniqueConstraint(
+                fields=("task_set", "task_id"), name="task_unique_id_in_set"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='run',
-            constraint=models.CheckConstraint(condition=models.Q(('budget_used__gte', 0)), name='run_budget_used_non_negative'),
+            model_name="run",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("budget_used__gte", 0)), name="run_budget_used_non_negative"
+            ),
         ),
     ]

@@ -4,20 +4,25 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('optimizer', '0001_initial'),
+        ("optimizer", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='run',
-            name='cancel_requested',
-            field=models.BooleanField(default=False, help_text='Abort now, without finishing the iteration'),
+            model_name="run",
+            name="cancel_requested",
+            field=models.BooleanField(
+                default=False, help_text="Abort now, without finishing the iteration"
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='heartbeat_at',
-            field=models.DateTimeField(blank=True, help_text='Last sign of life of the worker executing the run (stale = the worker died)', null=True),
+            model_name="run",
+            name="heartbeat_at",
+            field=models.DateTimeField(
+                blank=True,
+                help_text="Last sign of life of the worker executing the run (stale = the worker died)",
+                null=True,
+            ),
         ),
     ]

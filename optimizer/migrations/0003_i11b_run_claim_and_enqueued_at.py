@@ -2,7 +2,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("optimizer", "0002_run_heartbeat_and_cancel"),
     ]
@@ -21,7 +20,9 @@ class Migration(migrations.Migration):
             model_name="run",
             name="enqueued_at",
             field=models.DateTimeField(
-                blank=True, help_text="When the run was last handed to the broker; set back when that failed, so a watchdog sends it again soon", null=True
+                blank=True,
+                help_text="When the run was last handed to the broker; set back when that failed, so a watchdog sends it again soon",
+                null=True,
             ),
         ),
     ]

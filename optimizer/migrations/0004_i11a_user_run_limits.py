@@ -6,25 +6,57 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('optimizer', '0003_i11b_run_claim_and_enqueued_at'),
+        ("optimizer", "0003_i11b_run_claim_and_enqueued_at"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='UserRunLimits',
+            name="UserRunLimits",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('max_metric_calls', models.PositiveIntegerField(blank=True, help_text='Largest budget of one run, continuations included (empty: site default)', null=True)),
-                ('max_concurrency', models.PositiveIntegerField(blank=True, help_text='Largest `concurrency` of one run (empty: site default)', null=True)),
-                ('max_active_runs', models.PositiveIntegerField(blank=True, help_text='Runs queued, running or stopping at once (empty: site default)', null=True)),
-                ('user', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='run_limits', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "max_metric_calls",
+                    models.PositiveIntegerField(
+                        blank=True,
+                        help_text="Largest budget of one run, continuations included (empty: site default)",
+                        null=True,
+                    ),
+                ),
+                (
+                    "max_concurrency",
+                    models.PositiveIntegerField(
+                        blank=True,
+                        help_text="Largest `concurrency` of one run (empty: site default)",
+                        null=True,
+                    ),
+                ),
+                (
+                    "max_active_runs",
+                    models.PositiveIntegerField(
+                        blank=True,
+                        help_text="Runs queued, running or stopping at once (empty: site default)",
+                        null=True,
+                    ),
+                ),
+                (
+                    "user",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="run_limits",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'user run limits',
-                'verbose_name_plural': 'user run limits',
+                "verbose_name": "user run limits",
+                "verbose_name_plural": "user run limits",
             },
         ),
     ]

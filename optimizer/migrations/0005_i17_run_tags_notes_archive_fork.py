@@ -5,35 +5,46 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('optimizer', '0004_i11a_user_run_limits'),
+        ("optimizer", "0004_i11a_user_run_limits"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='run',
-            name='archived',
-            field=models.BooleanField(default=False, help_text='Hidden from the runs list unless asked for'),
+            model_name="run",
+            name="archived",
+            field=models.BooleanField(
+                default=False, help_text="Hidden from the runs list unless asked for"
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='forked_from',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='forks', to='optimizer.run'),
+            model_name="run",
+            name="forked_from",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="forks",
+                to="optimizer.run",
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='forked_from_candidate',
-            field=models.PositiveIntegerField(blank=True, help_text="The parent run's candidate it was seeded from", null=True),
+            model_name="run",
+            name="forked_from_candidate",
+            field=models.PositiveIntegerField(
+                blank=True, help_text="The parent run's candidate it was seeded from", null=True
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='notes',
+            model_name="run",
+            name="notes",
             field=models.TextField(blank=True),
         ),
         migrations.AddField(
-            model_name='run',
-            name='tags',
-            field=models.JSONField(blank=True, default=list, help_text="Short labels, e.g. ['baseline', 'gpt-4o']"),
+            model_name="run",
+            name="tags",
+            field=models.JSONField(
+                blank=True, default=list, help_text="Short labels, e.g. ['baseline', 'gpt-4o']"
+            ),
         ),
     ]

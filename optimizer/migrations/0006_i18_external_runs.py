@@ -5,36 +5,53 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('optimizer', '0005_i17_run_tags_notes_archive_fork'),
-        ('verifiers_app', '0001_initial'),
+        ("optimizer", "0005_i17_run_tags_notes_archive_fork"),
+        ("verifiers_app", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='run',
-            name='external',
-            field=models.JSONField(blank=True, default=dict, help_text='Where an external run runs: host, gepa and client versions'),
+            model_name="run",
+            name="external",
+            field=models.JSONField(
+                blank=True,
+                default=dict,
+                help_text="Where an external run runs: host, gepa and client versions",
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='external_batch',
-            field=models.PositiveIntegerField(default=0, help_text='Last event batch applied (resent batches are ignored)'),
+            model_name="run",
+            name="external_batch",
+            field=models.PositiveIntegerField(
+                default=0, help_text="Last event batch applied (resent batches are ignored)"
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='external_key',
-            field=models.CharField(blank=True, help_text="The tracker's own id of the run (opening twice gives one run)", max_length=64),
+            model_name="run",
+            name="external_key",
+            field=models.CharField(
+                blank=True,
+                help_text="The tracker's own id of the run (opening twice gives one run)",
+                max_length=64,
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='kind',
-            field=models.CharField(choices=[('native', 'native'), ('external', 'external')], default='native', max_length=10),
+            model_name="run",
+            name="kind",
+            field=models.CharField(
+                choices=[("native", "native"), ("external", "external")],
+                default="native",
+                max_length=10,
+            ),
         ),
         migrations.AddConstraint(
-            model_name='run',
-            constraint=models.UniqueConstraint(condition=models.Q(('external_key', ''), _negated=True), fields=('owner', 'external_key'), name='run_unique_external_key_per_owner'),
+            model_name="run",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("external_key", ""), _negated=True),
+                fields=("owner", "external_key"),
+                name="run_unique_external_key_per_owner",
+            ),
         ),
     ]

@@ -5,60 +5,81 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('optimizer', '0006_i18_external_runs'),
+        ("optimizer", "0006_i18_external_runs"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='candidate',
-            name='cost',
+            model_name="candidate",
+            name="cost",
             field=models.FloatField(default=0),
         ),
         migrations.AddField(
-            model_name='candidate',
-            name='usage',
-            field=models.JSONField(blank=True, default=dict, help_text='What finding it cost: the iteration that proposed and scored it, per role'),
+            model_name="candidate",
+            name="usage",
+            field=models.JSONField(
+                blank=True,
+                default=dict,
+                help_text="What finding it cost: the iteration that proposed and scored it, per role",
+            ),
         ),
         migrations.AddField(
-            model_name='evaluation',
-            name='cost',
-            field=models.FloatField(default=0, help_text='Task model and judge calls of this evaluation'),
+            model_name="evaluation",
+            name="cost",
+            field=models.FloatField(
+                default=0, help_text="Task model and judge calls of this evaluation"
+            ),
         ),
         migrations.AddField(
-            model_name='evaluation',
-            name='judge_tokens_in',
+            model_name="evaluation",
+            name="judge_tokens_in",
             field=models.PositiveIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='evaluation',
-            name='judge_tokens_out',
+            model_name="evaluation",
+            name="judge_tokens_out",
             field=models.PositiveIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='modelendpoint',
-            name='price_in_per_million',
-            field=models.FloatField(default=0, help_text='Price of 1M input (prompt) tokens; 0 = free (the demo simulator is always free)', validators=[django.core.validators.MinValueValidator(0)]),
+            model_name="modelendpoint",
+            name="price_in_per_million",
+            field=models.FloatField(
+                default=0,
+                help_text="Price of 1M input (prompt) tokens; 0 = free (the demo simulator is always free)",
+                validators=[django.core.validators.MinValueValidator(0)],
+            ),
         ),
         migrations.AddField(
-            model_name='modelendpoint',
-            name='price_out_per_million',
-            field=models.FloatField(default=0, help_text='Price of 1M output (completion) tokens', validators=[django.core.validators.MinValueValidator(0)]),
+            model_name="modelendpoint",
+            name="price_out_per_million",
+            field=models.FloatField(
+                default=0,
+                help_text="Price of 1M output (completion) tokens",
+                validators=[django.core.validators.MinValueValidator(0)],
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='cost',
-            field=models.FloatField(default=0, help_text="Money spent on model calls, at the endpoints' prices"),
+            model_name="run",
+            name="cost",
+            field=models.FloatField(
+                default=0, help_text="Money spent on model calls, at the endpoints' prices"
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='stop_reason',
-            field=models.CharField(blank=True, help_text='Why the run ended (budget reached, …)', max_length=100),
+            model_name="run",
+            name="stop_reason",
+            field=models.CharField(
+                blank=True, help_text="Why the run ended (budget reached, …)", max_length=100
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='usage',
-            field=models.JSONField(blank=True, default=dict, help_text='Model calls, tokens and cost per role (task, reflection, judge) and in total'),
+            model_name="run",
+            name="usage",
+            field=models.JSONField(
+                blank=True,
+                default=dict,
+                help_text="Model calls, tokens and cost per role (task, reflection, judge) and in total",
+            ),
         ),
     ]

@@ -4,20 +4,23 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('optimizer', '0007_i14_usage_cost_and_prices'),
+        ("optimizer", "0007_i14_usage_cost_and_prices"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='candidate',
-            name='val_summary',
-            field=models.JSONField(blank=True, help_text='Means of the answered val tasks (prompt/output tokens, latency) and verdict counts', null=True),
+            model_name="candidate",
+            name="val_summary",
+            field=models.JSONField(
+                blank=True,
+                help_text="Means of the answered val tasks (prompt/output tokens, latency) and verdict counts",
+                null=True,
+            ),
         ),
         migrations.AddField(
-            model_name='candidate',
-            name='val_task_scores',
-            field=models.JSONField(blank=True, help_text='Val task key → score', null=True),
+            model_name="candidate",
+            name="val_task_scores",
+            field=models.JSONField(blank=True, help_text="Val task key → score", null=True),
         ),
     ]

@@ -9,12 +9,17 @@ def backfill(apps, schema_editor):
 
     Candidate = apps.get_model("optimizer", "Candidate")
     Evaluation = apps.get_model("optimizer", "Evaluation")
-    missing = Candidate.objects.filter(val_summary__isnull=True).order_by("pk").values_list("pk", flat=True)
-    fill_val_summaries(missing.iterator(chunk_size=2000), candidate_model=Candidate, evaluation_model=Evaluation)
+    missing = (
+        Candidate.objects.filter(val_summary__isnull=True)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    fill_val_summaries(
+        missing.iterator(chunk_size=2000), candidate_model=Candidate, evaluation_model=Evaluation
+    )
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("optimizer", "0008_i16a_candidate_val_summary"),
     ]

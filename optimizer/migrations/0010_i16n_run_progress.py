@@ -21,7 +21,6 @@ UPDATE optimizer_run SET
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("optimizer", "0009_i16a_backfill_val_summary"),
     ]
@@ -30,12 +29,45 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name="RunProgress",
             fields=[
-                ("run", models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name="progress", serialize=False, to="optimizer.run")),
-                ("heartbeat_at", models.DateTimeField(blank=True, help_text="Last sign of life of the worker executing the run (stale = the worker died)", null=True)),
+                (
+                    "run",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="progress",
+                        serialize=False,
+                        to="optimizer.run",
+                    ),
+                ),
+                (
+                    "heartbeat_at",
+                    models.DateTimeField(
+                        blank=True,
+                        help_text="Last sign of life of the worker executing the run (stale = the worker died)",
+                        null=True,
+                    ),
+                ),
                 ("budget_used", models.PositiveIntegerField(default=0)),
-                ("usage", models.JSONField(blank=True, default=dict, help_text="Model calls, tokens and cost per role (task, reflection, judge) and in total")),
-                ("cost", models.FloatField(default=0, help_text="Money spent on model calls, at the endpoints' prices")),
-                ("last_seq", models.PositiveIntegerField(default=0, help_text="Highest RunEvent.seq written")),
+                (
+                    "usage",
+                    models.JSONField(
+                        blank=True,
+                        default=dict,
+                        help_text="Model calls, tokens and cost per role (task, reflection, judge) and in total",
+                    ),
+                ),
+                (
+                    "cost",
+                    models.FloatField(
+                        default=0, help_text="Money spent on model calls, at the endpoints' prices"
+                    ),
+                ),
+                (
+                    "last_seq",
+                    models.PositiveIntegerField(
+                        default=0, help_text="Highest RunEvent.seq written"
+                    ),
+                ),
             ],
         ),
         migrations.RunSQL(COPY, COPY_BACK),
@@ -50,6 +82,9 @@ class Migration(migrations.Migration):
         migrations.RemoveField(model_name="run", name="usage"),
         migrations.AddConstraint(
             model_name="runprogress",
-            constraint=models.CheckConstraint(condition=models.Q(("budget_used__gte", 0)), name="run_progress_budget_used_non_negative"),
+            constraint=models.CheckConstraint(
+                condition=models.Q(("budget_used__gte", 0)),
+                name="run_progress_budget_used_non_negative",
+            ),
         ),
     ]

@@ -5,14 +5,13 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('optimizer', '0011_i16s_rejected_proposal'),
+        ("optimizer", "0011_i16s_rejected_proposal"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='runevent',
-            index=models.Index(fields=['run', 'type', 'seq'], name='run_event_run_type_seq'),
+            model_name="runevent",
+            index=models.Index(fields=["run", "type", "seq"], name="run_event_run_type_seq"),
         ),
     ]

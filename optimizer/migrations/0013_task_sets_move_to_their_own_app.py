@@ -11,7 +11,9 @@ def content_types_to(app_label):
         source = "tasksets" if app_label == "optimizer" else "optimizer"
         for model in ("taskset", "task"):
             if not ContentType.objects.filter(app_label=app_label, model=model).exists():
-                ContentType.objects.filter(app_label=source, model=model).update(app_label=app_label)
+                ContentType.objects.filter(app_label=source, model=model).update(
+                    app_label=app_label
+                )
 
     return move
 
@@ -34,14 +36,24 @@ class Migration(migrations.Migration):
                 migrations.AlterField(
                     model_name="evaluation",
                     name="task",
-                    field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL,
-                                            related_name="evaluations", to="tasksets.task"),
+                    field=models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="evaluations",
+                        to="tasksets.task",
+                    ),
                 ),
                 migrations.AlterField(
                     model_name="run",
                     name="task_set",
-                    field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL,
-                                            related_name="runs", to="tasksets.taskset"),
+                    field=models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="runs",
+                        to="tasksets.taskset",
+                    ),
                 ),
                 migrations.DeleteModel(name="Task"),
                 migrations.DeleteModel(name="TaskSet"),

@@ -136,17 +136,23 @@ class FrontierAdapter:
         self.records: dict[tuple[str, str], EvalRecord] = {}
         # One pool for the adapter's life: starting `concurrency` threads for every
         # evaluation cost ~2 ms a thread on the engine's critical path (bench/run_throughput.py).
-        self._pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="frontier-eval")
+        self._pool = ThreadPoolExecutor(
+            max_workers=max(1, concurrency), thread_name_prefix="frontier-eval"
+        )
         weakref.finalize(self, self._pool.shutdown, wait=False)
         self._lock = threading.Lock()
         self._consecutive_failures = 0
         self._last_error = ""
         self.dead_endpoint_seconds = dead_endpoint_seconds
-        self._last_answer_at: float | None = None  # monotonic: the task model's last answer (or our first call)
+        self._last_answer_at: float | None = (
+            None  # monotonic: the task model's last answer (or our first call)
+        )
 
     # -- gepa contract --------------------------------------------------------
 
-    def evaluate(self, batch: list[JSONObject], candidate: dict[str, str], capture_traces: bool = False) -> Batch:
+    def evaluate(
+        self, batch: list[JSONObject], candidate: dict[str, str], capture_traces: bool = False
+    ) -> Batch:
         return self.batch_evaluate([(candidate, batch)], capture_traces=capture_traces)[0]
 
     def batch_evaluate(
@@ -160,12 +166,18 @@ class FrontierAdapter:
         if self.should_abort():
             raise SystemicFailure("the run was cancelled")
         if self.limits is not None:
-            self.limits.check_batch(sum(len(batch) for _, batch in items))  # nothing beyond the budget is run
+            self.limits.check_batch(
+                sum(len(batch) for _, batch in items)
+            )  # nothing beyond the budget is run
         with self._lock:
             if self._last_answer_at is None:
                 self._last_answer_at = time.monotonic()
         prompts = [system_prompt(candidate) for candidate, _ in items]
-        calls = [(prompt, row) for prompt, (_, batch) in zip(prompts, items, strict=True) for row in batch]
+        calls = [
+            (prompt, row)
+            for prompt, (_, batch) in zip(prompts, items, strict=True)
+            for row in batch
+        ]
         flat = iter(list(self._pool.map(lambda call: self._run_one(call[1], call[0]), calls)))
         results: list[Batch] = []
         for candidate, batch in items:
@@ -174,7 +186,11 @@ class FrontierAdapter:
         return results
 
     def _batch_result(
-        self, candidate: dict[str, str], batch: list[JSONObject], records: list[EvalRecord], capture_traces: bool
+        self,
+        candidate: dict[str, str],
+        batch: list[JSONObject],
+        records: list[EvalRecord],
+        capture_traces: bool,
     ) -> Batch:
         digest = candidate_digest(candidate)
         with self._lock:
@@ -183,7 +199,13 @@ class FrontierAdapter:
         trajectories: list[Trace] | None = None
         if capture_traces:
             trajectories = [
-                {"input": row["input"], "output": r.output, "score": r.score, "verdict": r.verdict, "feedback": r.feedback}
+                {
+                    "input": row["input"],
+                    "output": r.output,
+                    "score": r.score,
+                    "verdict": r.verdict,
+                    "feedback": r.feedback,
+                }
                 for row, r in zip(batch, records, strict=True)
             ]
         return EvaluationBatch(
@@ -232,7 +254,11 @@ class FrontierAdapter:
             raise SystemicFailure("the run was cancelled")
         # What this thread's calls cost (the task answer and any judge verdicts). Without a
         # judge there is one call, priced from its own tokens below: no tally to keep.
-        usage = self.meter.open_tally() if self.meter is not None and self.judge_factory is not None else None
+        usage = (
+            self.meter.open_tally()
+            if self.meter is not None and self.judge_factory is not None
+            else None
+        )
         try:
             response, attempts = self._answer(row, prompt)
         except BudgetReached:
@@ -240,9 +266,18 @@ class FrontierAdapter:
         except LMConfigError as error:
             raise SystemicFailure(str(error)) from error
         except LMUnavailable as error:
-            return self._failed(row, f"{type(error).__name__}: {error}", latency_ms=error.latency_ms, unavailable=True)
+            return self._failed(
+                row,
+                f"{type(error).__name__}: {error}",
+                latency_ms=error.latency_ms,
+                unavailable=True,
+            )
         except Exception as error:  # one example failed: score 0, the error is its feedback
-            return self._failed(row, f"{type(error).__name__}: {error}", latency_ms=getattr(error, "latency_ms", 0.0))
+            return self._failed(
+                row,
+                f"{type(error).__name__}: {error}",
+                latency_ms=getattr(error, "latency_ms", 0.0),
+            )
         finally:
             if usage is not None and self.meter is not None:
                 self.meter.close_tally(usage)
@@ -285,25 +320,45 @@ class FrontierAdapter:
 
     def _answer(self, row: JSONObject, prompt: str) -> tuple[LMResponse, list[Attempt]]:
         def ask(user_text: str) -> LMResponse:
-            return self.task_lm.complete([{"role": "system", "content": prompt}, {"role": "user", "content": user_text}])
+            return self.task_lm.complete(
+                [{"role": "system", "content": prompt}, {"role": "user", "content": user_text}]
+            )
 
         if self.judge_factory is None:
             return ask(row["input"]), []
         return answer_with_verify(
-            ask=ask, task=row["input"], judge=self.judge_factory(row, prompt), max_verify=self.max_verify
+            ask=ask,
+            task=row["input"],
+            judge=self.judge_factory(row, prompt),
+            max_verify=self.max_verify,
         )
 
-    def _failed(self, row: JSONObject, message: str, *, unavailable: bool = False, attempts: list[JSONObject] | None = None,
-                latency_ms: float = 0.0, tokens_in: int = 0, tokens_out: int = 0, judge_tokens_in: int = 0,
-                judge_tokens_out: int = 0, cost: float = 0.0) -> EvalRecord:
+    def _failed(
+        self,
+        row: JSONObject,
+        message: str,
+        *,
+        unavailable: bool = False,
+        attempts: list[JSONObject] | None = None,
+        latency_ms: float = 0.0,
+        tokens_in: int = 0,
+        tokens_out: int = 0,
+        judge_tokens_in: int = 0,
+        judge_tokens_out: int = 0,
+        cost: float = 0.0,
+    ) -> EvalRecord:
         with self._lock:
             self._consecutive_failures += 1
             failures = self._consecutive_failures
             silent_for = time.monotonic() - (self._last_answer_at or time.monotonic())
         if failures >= self.max_consecutive_failures:
-            raise SystemicFailure(f"{failures} task-model calls failed in a row; the last: {message}")
+            raise SystemicFailure(
+                f"{failures} task-model calls failed in a row; the last: {message}"
+            )
         if unavailable and silent_for >= self.dead_endpoint_seconds:
-            raise SystemicFailure(f"The task model has not answered for {silent_for:.0f} s: {message.removeprefix('LMUnavailable: ')}")
+            raise SystemicFailure(
+                f"The task model has not answered for {silent_for:.0f} s: {message.removeprefix('LMUnavailable: ')}"
+            )
         ids = self.scorer.verifier_ids + ([ROW_VERIFIER_ID] if row.get("verifier") else [])
         return EvalRecord(
             task_key=row["task_id"],

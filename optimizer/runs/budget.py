@@ -46,7 +46,7 @@ def no_improvement_reason(iterations: int) -> str:
 
 
 def run_pricing(config: object) -> str:
-    """"simulator" when every model of a frozen run config is the demo simulator (free),
+    """ "simulator" when every model of a frozen run config is the demo simulator (free),
     "unpriced" when a real endpoint has no price set, else "priced"."""
     if not isinstance(config, dict):
         return "priced"
@@ -122,24 +122,35 @@ class Usage:
 
     def plus(self, other: Usage) -> Usage:
         return Usage(
-            self.calls + other.calls, self.tokens_in + other.tokens_in, self.tokens_out + other.tokens_out,
+            self.calls + other.calls,
+            self.tokens_in + other.tokens_in,
+            self.tokens_out + other.tokens_out,
             self.cost + other.cost,
         )
 
     def minus(self, other: Usage) -> Usage:
         return Usage(
-            self.calls - other.calls, self.tokens_in - other.tokens_in, self.tokens_out - other.tokens_out,
+            self.calls - other.calls,
+            self.tokens_in - other.tokens_in,
+            self.tokens_out - other.tokens_out,
             self.cost - other.cost,
         )
 
     def as_dict(self) -> JSONObject:
-        return {"calls": self.calls, "tokens_in": self.tokens_in, "tokens_out": self.tokens_out, "cost": round(self.cost, 8)}
+        return {
+            "calls": self.calls,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "cost": round(self.cost, 8),
+        }
 
     @classmethod
     def of(cls, data: JSONObject | None) -> Usage:
         data = data or {}
         return cls(
-            int(data.get("calls", 0)), int(data.get("tokens_in", 0)), int(data.get("tokens_out", 0)),
+            int(data.get("calls", 0)),
+            int(data.get("tokens_in", 0)),
+            int(data.get("tokens_out", 0)),
             float(data.get("cost", 0.0)),
         )
 
@@ -166,7 +177,10 @@ class UsageSnapshot:
 
     def as_dict(self) -> JSONObject:
         """The JSON stored on Run.usage and on proposals: per role, and the total."""
-        return {**{role: self.roles[role].as_dict() for role in ROLES}, "total": self.total.as_dict()}
+        return {
+            **{role: self.roles[role].as_dict() for role in ROLES},
+            "total": self.total.as_dict(),
+        }
 
     @classmethod
     def of(cls, data: JSONObject | None) -> UsageSnapshot:
@@ -200,7 +214,9 @@ class _ThreadTallies(threading.local):
 class UsageMeter:
     """Thread-safe totals of a run's model calls, per role, priced per endpoint."""
 
-    def __init__(self, prices: dict[str, Price] | None = None, *, start: UsageSnapshot | None = None) -> None:
+    def __init__(
+        self, prices: dict[str, Price] | None = None, *, start: UsageSnapshot | None = None
+    ) -> None:
         self.prices = {role: (prices or {}).get(role, Price()) for role in ROLES}
         self._totals = UsageSnapshot.of(start.as_dict() if start else None)
         self._lock = threading.Lock()
@@ -269,21 +285,32 @@ class UsageMeter:
         taken on the engine's thread at every budget update)."""
         with self._lock:
             self._add_pending()
-            return UsageSnapshot({
-                role: Usage(usage.calls, usage.tokens_in, usage.tokens_out, round(usage.cost, 8))
-                for role, usage in self._totals.roles.items()
-            })
+            return UsageSnapshot(
+                {
+                    role: Usage(
+                        usage.calls, usage.tokens_in, usage.tokens_out, round(usage.cost, 8)
+                    )
+                    for role, usage in self._totals.roles.items()
+                }
+            )
 
     def totals(self) -> JSONObject:
         """The JSON of Run.usage (UsageSnapshot.as_dict), built once (written with every budget update)."""
         with self._lock:
             self._add_pending()
-            roles = [(role, usage.calls, usage.tokens_in, usage.tokens_out, usage.cost)
-                     for role, usage in self._totals.roles.items()]
-        totals: JSONObject = {role: {"calls": c, "tokens_in": i, "tokens_out": o, "cost": round(m, 8)} for role, c, i, o, m in roles}
+            roles = [
+                (role, usage.calls, usage.tokens_in, usage.tokens_out, usage.cost)
+                for role, usage in self._totals.roles.items()
+            ]
+        totals: JSONObject = {
+            role: {"calls": c, "tokens_in": i, "tokens_out": o, "cost": round(m, 8)}
+            for role, c, i, o, m in roles
+        }
         totals["total"] = {
-            "calls": sum(r[1] for r in roles), "tokens_in": sum(r[2] for r in roles),
-            "tokens_out": sum(r[3] for r in roles), "cost": round(sum(r[4] for r in roles), 8),
+            "calls": sum(r[1] for r in roles),
+            "tokens_in": sum(r[2] for r in roles),
+            "tokens_out": sum(r[3] for r in roles),
+            "cost": round(sum(r[4] for r in roles), 8),
         }
         return totals
 
@@ -318,7 +345,9 @@ class MeteredLM:
     """A LanguageModel whose every completed call is counted in a UsageMeter and,
     with `limits`, reserved against the run's cost cap before it starts."""
 
-    def __init__(self, lm: LanguageModel, meter: UsageMeter, role: str, *, limits: BudgetGuard | None = None) -> None:
+    def __init__(
+        self, lm: LanguageModel, meter: UsageMeter, role: str, *, limits: BudgetGuard | None = None
+    ) -> None:
         self.lm = lm
         self.meter = meter
         self.role = role
@@ -343,7 +372,9 @@ class MeteredLM:
         except BaseException:
             self.meter.end_call()
             raise
-        self.meter.record(self.role, response.tokens_in, response.tokens_out, reserved=True)  # ends the reservation
+        self.meter.record(
+            self.role, response.tokens_in, response.tokens_out, reserved=True
+        )  # ends the reservation
         return response
 
 
@@ -415,7 +446,10 @@ class BudgetGuard:
             return no_improvement_reason(self.patience)
         if self.budget_total - self.used < self.iteration_cost:
             return REASON_BUDGET
-        if self.max_cost is not None and self.meter.cost + self.expected_iteration_cost() > self.max_cost:
+        if (
+            self.max_cost is not None
+            and self.meter.cost + self.expected_iteration_cost() > self.max_cost
+        ):
             return REASON_COST
         return None
 

@@ -50,13 +50,16 @@ def _exclude(state: State, *names: str) -> None:
     """Leave these instance attributes of ours out of the state's pickle (and out of gepa's own save)."""
     # gepa declares it a ClassVar: this instance gets its own (set through __dict__, as the patches below).
     state.__dict__["_EXCLUDED_FROM_SERIALIZATION"] = state._EXCLUDED_FROM_SERIALIZATION | {
-        *names, "_EXCLUDED_FROM_SERIALIZATION",
+        *names,
+        "_EXCLUDED_FROM_SERIALIZATION",
     }
 
 
 def state_snapshot(state: State) -> bytes:
     """The bytes GEPAState.save (gepa 0.1.4, core/state.py) writes to gepa_state.bin, taken now."""
-    serialized = {k: v for k, v in state.__dict__.items() if k not in state._EXCLUDED_FROM_SERIALIZATION}
+    serialized = {
+        k: v for k, v in state.__dict__.items() if k not in state._EXCLUDED_FROM_SERIALIZATION
+    }
     serialized["validation_schema_version"] = GEPAState._VALIDATION_SCHEMA_VERSION
     return pickle.dumps(serialized)
 
@@ -116,7 +119,9 @@ class LeanCheckpoint:
 
 def _wrap_candidate_tree(original: LogCandidateTree) -> LogCandidateTree:
     def _log_candidate_tree(self: Engine, state: State) -> None:
-        if any(getattr(callback, "skips_candidate_tree", False) for callback in self.callbacks or ()):
+        if any(
+            getattr(callback, "skips_candidate_tree", False) for callback in self.callbacks or ()
+        ):
             return
         original(self, state)
 

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+
 class ClaimLost(RuntimeError):
     """Another worker holds this run now: stop without writing."""
 
@@ -59,7 +60,11 @@ class RunClaim:
         of it locks the run row while checking the token (see the module docstring)."""
         from optimizer.models import Run, RunProgress
 
-        mine = Run.objects.filter(pk=self.run_id, claim=self.token).select_for_update(no_key=True).values("pk")
+        mine = (
+            Run.objects.filter(pk=self.run_id, claim=self.token)
+            .select_for_update(no_key=True)
+            .values("pk")
+        )
         return RunProgress.objects.filter(run_id=self.run_id, run_id__in=mine)
 
     def update(self, **fields: Any) -> None:
@@ -81,11 +86,16 @@ class RunClaim:
 
     def hold(self) -> None:
         """Inside a transaction: lock the run row while it is still ours, else raise ClaimLost."""
-        if self.lost.is_set() or not list(self.runs().select_for_update().values_list("pk", flat=True)):
+        if self.lost.is_set() or not list(
+            self.runs().select_for_update().values_list("pk", flat=True)
+        ):
             self.give_up()
 
     def give_up(self) -> None:
         if not self.lost.is_set():
-            log.warning("run %s: another worker holds it now; this worker stops without writing", self.run_id)
+            log.warning(
+                "run %s: another worker holds it now; this worker stops without writing",
+                self.run_id,
+            )
         self.lost.set()
         raise ClaimLost(f"run {self.run_id} is held by another worker")

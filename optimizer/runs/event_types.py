@@ -65,7 +65,9 @@ class RoleUsage(_Payload):
 
 Usage = Annotated[
     dict[Literal["task", "reflection", "judge", "total"], RoleUsage],
-    Field(description="per role (task, reflection, judge) and their total; {} when unknown (external runs)"),
+    Field(
+        description="per role (task, reflection, judge) and their total; {} when unknown (external runs)"
+    ),
 ]
 
 
@@ -90,7 +92,9 @@ class RunBudgetData(_Payload):
     max_cost: float | None = Field(None, description="the run's cost cap")
     tokens: int = Field(0, description="input + output tokens, every role")
     usage: Usage = {}
-    eta_seconds: float | None = Field(None, description="wall time left at the pace observed on the worker")
+    eta_seconds: float | None = Field(
+        None, description="wall time left at the pace observed on the worker"
+    )
 
 
 class CandidateNewData(_Payload):
@@ -112,7 +116,9 @@ class CandidateNewData(_Payload):
     mean_output_tokens: float
     mean_latency_ms: float
     components: dict[str, str] = Field(description="component name → text (preview)")
-    usage: Usage = Field(description="what the iteration that found it spent, its valset scoring included")
+    usage: Usage = Field(
+        description="what the iteration that found it spent, its valset scoring included"
+    )
     cost: float
 
 
@@ -124,8 +130,12 @@ class FrontUpdatedData(_Payload):
 
     type: ClassVar[str] = FRONT_UPDATED
     index: int = Field(description="the candidate just scored")
-    took: list[str] = Field(description="val tasks it now leads alone (their leaders become [index])")
-    joined: list[str] = Field(description="val tasks where it ties the top score (index joins their leaders)")
+    took: list[str] = Field(
+        description="val tasks it now leads alone (their leaders become [index])"
+    )
+    joined: list[str] = Field(
+        description="val tasks where it ties the top score (index joins their leaders)"
+    )
     added: list[int] = Field(description="candidates that entered the front (optimizer/front.py)")
     removed: list[int] = Field(description="candidates that left the front")
     best_index: int
@@ -216,8 +226,18 @@ class WorkerPingData(_Payload):
 
 PAYLOADS: dict[str, type[_Payload]] = {
     model.type: model
-    for model in (RunStatusData, RunBudgetData, CandidateNewData, FrontUpdatedData, ProposalData, TrialsData,
-                  ErrorData, RunFinishedData, HoldoutScoredData, WorkerPingData)
+    for model in (
+        RunStatusData,
+        RunBudgetData,
+        CandidateNewData,
+        FrontUpdatedData,
+        ProposalData,
+        TrialsData,
+        ErrorData,
+        RunFinishedData,
+        HoldoutScoredData,
+        WorkerPingData,
+    )
 }
 CATALOGUE = tuple(PAYLOADS)
 

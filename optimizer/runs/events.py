@@ -40,18 +40,25 @@ def run_group(run_id: int) -> str:
 # commit, so the list changes live without polling: at most one row per run
 # per ROW_PUSH_SECONDS (RunRowPushes), at once for a status change.
 RUNS_GROUP = "runs"
-RUN_ROW_EVENTS = frozenset({ev.RUN_STATUS, ev.RUN_BUDGET, ev.CANDIDATE_NEW, ev.FRONT_UPDATED, ev.RUN_FINISHED})
+RUN_ROW_EVENTS = frozenset(
+    {ev.RUN_STATUS, ev.RUN_BUDGET, ev.CANDIDATE_NEW, ev.FRONT_UPDATED, ev.RUN_FINISHED}
+)
 RUN_ROW_URGENT = frozenset({ev.RUN_STATUS, ev.RUN_FINISHED})
 ROW_PUSH_SECONDS = 1.0
 
 
-def publish_run_event(run_id: int, type: str, data: JSONObject, *, claim: RunClaim | None = None) -> RunEvent:
+def publish_run_event(
+    run_id: int, type: str, data: JSONObject, *, claim: RunClaim | None = None
+) -> RunEvent:
     """Append an event to the run's log and publish it after commit."""
     return publish_run_events(run_id, [(type, data)], claim=claim)[0]
 
 
 def publish_run_events(
-    run_id: int, events: list[ev.Event], *, claim: RunClaim | None = None,
+    run_id: int,
+    events: list[ev.Event],
+    *,
+    claim: RunClaim | None = None,
 ) -> list[RunEvent]:
     """Append several events with consecutive seqs in one transaction and publish
     them, in order, after commit (one database round and one channel-layer call
@@ -75,9 +82,14 @@ def publish_run_events(
         last = run_progress(run_id).values_list("last_seq", flat=True).get()
         first = last - len(events) + 1
         rows = RunEvent.objects.bulk_create(
-            [RunEvent(run_id=run_id, seq=first + n, type=type, payload=data) for n, (type, data) in enumerate(events)]
+            [
+                RunEvent(run_id=run_id, seq=first + n, type=type, payload=data)
+                for n, (type, data) in enumerate(events)
+            ]
         )
-        store_rejected_marks(rows)  # the score chart's numbers, so the run page need not unpack the payloads
+        store_rejected_marks(
+            rows
+        )  # the score chart's numbers, so the run page need not unpack the payloads
         messages = [row.as_message() for row in rows]
         transaction.on_commit(lambda: _send(run_id, messages))
     return rows
@@ -98,7 +110,9 @@ def _send_access_changed(run_id: int, lost_by: list[int]) -> None:
         return
     try:
         async_to_sync(layer.group_send)(run_group(run_id), {"type": "run.access"})
-        async_to_sync(layer.group_send)(RUNS_GROUP, {"type": "runs.access", "run_id": run_id, "lost_by": lost_by})
+        async_to_sync(layer.group_send)(
+            RUNS_GROUP, {"type": "runs.access", "run_id": run_id, "lost_by": lost_by}
+        )
     except Exception:  # the sockets also re-check on their own every few seconds
         log.exception("could not tell the sockets of run %s that its sharing changed", run_id)
 
@@ -182,7 +196,9 @@ def _send_now(run_id: int, messages: list[JSONObject]) -> None:
         batch = [[m["seq"], json.dumps(m)] for m in messages]
         async_to_sync(layer.group_send)(run_group(run_id), {"type": "run.events", "events": batch})
     except Exception:  # a notification only: the browser catches up from the DB
-        log.exception("could not publish events %s of run %s", [m.get("seq") for m in messages], run_id)
+        log.exception(
+            "could not publish events %s of run %s", [m.get("seq") for m in messages], run_id
+        )
     types = {m["type"] for m in messages}
     if not types.isdisjoint(RUN_ROW_EVENTS):
         row_pushes.note(run_id, urgent=not types.isdisjoint(RUN_ROW_URGENT))
@@ -197,8 +213,12 @@ class RunRowPushes:
     still sends its last row."""
 
     def __init__(
-        self, push: Callable[[int], None], *, interval: float = ROW_PUSH_SECONDS,
-        clock: Callable[[], float] = time.monotonic, timer: Callable[..., threading.Timer] = threading.Timer,
+        self,
+        push: Callable[[int], None],
+        *,
+        interval: float = ROW_PUSH_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+        timer: Callable[..., threading.Timer] = threading.Timer,
     ) -> None:
         self.push = push
         self.interval = interval
@@ -236,8 +256,12 @@ class RunRowPushes:
 
     def live_timers(self) -> list[threading.Timer]:
         """This instance's timer threads still alive (scheduled, or pushing)."""
-        return [thread for thread in threading.enumerate()
-                if isinstance(thread, threading.Timer) and getattr(thread, "function", None) == self._due]
+        return [
+            thread
+            for thread in threading.enumerate()
+            if isinstance(thread, threading.Timer)
+            and getattr(thread, "function", None) == self._due
+        ]
 
     def _due(self, run_id: int) -> None:
         with self.lock:
@@ -282,4 +306,3 @@ def _run_row(run_id: int) -> JSONObject | None:
         return None
     owner_id, row = found
     return {"type": "runs.row", "run_id": run_id, "owner_id": owner_id, "row": row}
-

@@ -53,24 +53,32 @@ def run_limits_for(user: User) -> RunLimits:
 
 def budget_problem(limits: RunLimits, metric_calls: int, field: str) -> str | None:
     if metric_calls > limits.max_metric_calls:
-        return (f"{field}: {metric_calls:,} metric calls is above your limit of "
-                f"{limits.max_metric_calls:,} per run {SET_BY}")
+        return (
+            f"{field}: {metric_calls:,} metric calls is above your limit of "
+            f"{limits.max_metric_calls:,} per run {SET_BY}"
+        )
     return None
 
 
-def active_runs_problem(user: User, limits: RunLimits, *, exclude_run_id: int | None = None) -> str | None:
+def active_runs_problem(
+    user: User, limits: RunLimits, *, exclude_run_id: int | None = None
+) -> str | None:
     """A problem when starting one more run would go past the user's active runs."""
     runs = Run.objects.active().filter(owner_id=user.pk)
     if exclude_run_id is not None:
         runs = runs.exclude(pk=exclude_run_id)
     active = runs.count()
     if active >= limits.max_active_runs:
-        return (f"you have {active} runs queued, running or stopping; your limit is "
-                f"{limits.max_active_runs} at once {SET_BY}: stop one or wait for it to finish")
+        return (
+            f"you have {active} runs queued, running or stopping; your limit is "
+            f"{limits.max_active_runs} at once {SET_BY}: stop one or wait for it to finish"
+        )
     return None
 
 
-def launch_problems(user: User, *, metric_calls: int, concurrency: int, budget_field: str = "budget") -> list[tuple[str, str]]:
+def launch_problems(
+    user: User, *, metric_calls: int, concurrency: int, budget_field: str = "budget"
+) -> list[tuple[str, str]]:
     """(field, message) for every limit a launch of this size would break."""
     limits = run_limits_for(user)
     problems: list[tuple[str, str]] = []
@@ -78,7 +86,12 @@ def launch_problems(user: User, *, metric_calls: int, concurrency: int, budget_f
     if budget:
         problems.append((budget_field, budget.split(": ", 1)[1]))
     if concurrency > limits.max_concurrency:
-        problems.append(("concurrency", f"{concurrency} is above your limit of {limits.max_concurrency} {SET_BY}"))
+        problems.append(
+            (
+                "concurrency",
+                f"{concurrency} is above your limit of {limits.max_concurrency} {SET_BY}",
+            )
+        )
     active = active_runs_problem(user, limits)
     if active:
         problems.append(("active_runs", active))

@@ -39,21 +39,29 @@ class CallStats:
 def observed_stats(lm: LMConfig) -> CallStats | None:
     """Mean tokens and latency of this endpoint's task calls in past runs here."""
     # The few latest runs of this model first (the runs table is small), then their rows.
-    runs = Run.objects.filter(config__task_lm__model=lm.model, config__task_lm__provider=lm.provider).order_by("-pk")
+    runs = Run.objects.filter(
+        config__task_lm__model=lm.model, config__task_lm__provider=lm.provider
+    ).order_by("-pk")
     run_ids = list(runs.values_list("pk", flat=True)[:HISTORY_RUNS])
-    rows = Evaluation.objects.filter(candidate__run_id__in=run_ids, tokens_out__gt=0).order_by("-pk")[:HISTORY_ROWS]
+    rows = Evaluation.objects.filter(candidate__run_id__in=run_ids, tokens_out__gt=0).order_by(
+        "-pk"
+    )[:HISTORY_ROWS]
     stats = Evaluation.objects.filter(pk__in=rows.values("pk")).aggregate(
         n=Count("pk"), tin=Avg("tokens_in"), tout=Avg("tokens_out"), latency=Avg("latency_ms")
     )
     if not stats["n"]:
         return None
-    return CallStats(stats["tin"], stats["tout"], stats["latency"], f"past evaluations ({stats['n']})")
+    return CallStats(
+        stats["tin"], stats["tout"], stats["latency"], f"past evaluations ({stats['n']})"
+    )
 
 
 def probe_stats(lm: LMConfig, prompt: str, task_input: str) -> CallStats | None:
     """One real task call (the seed prompt on one train task); None if it fails."""
     try:
-        response = build_lm(lm).complete([{"role": "system", "content": prompt}, {"role": "user", "content": task_input}])
+        response = build_lm(lm).complete(
+            [{"role": "system", "content": prompt}, {"role": "user", "content": task_input}]
+        )
     except LMError:
         return None
     return CallStats(response.tokens_in, response.tokens_out, response.latency_ms, "probe call")
@@ -77,7 +85,11 @@ def _task_stats(lm: LMConfig, prompt: str, rows: list[JSONObject], *, probe: boo
 def _cost(lm: LMConfig | None, calls: float, tokens_in: float, tokens_out: float) -> float:
     if lm is None or lm.provider == "demo":
         return 0.0
-    return calls * (tokens_in * lm.price_in_per_million + tokens_out * lm.price_out_per_million) / 1_000_000
+    return (
+        calls
+        * (tokens_in * lm.price_in_per_million + tokens_out * lm.price_out_per_million)
+        / 1_000_000
+    )
 
 
 def _round(value: float) -> float:
@@ -90,7 +102,11 @@ def run_plan(config: RunConfig, rows: list[JSONObject], *, probe: bool = False) 
     when the endpoint has no history here (a dry run; never the live form)."""
     splits = {
         name: sum(1 for row in rows if row.get("split") == split)
-        for name, split in (("train", config.splits.train), ("val", config.splits.val), ("holdout", config.splits.holdout))
+        for name, split in (
+            ("train", config.splits.train),
+            ("val", config.splits.val),
+            ("holdout", config.splits.holdout),
+        )
         if split
     }
     V, m = splits.get("val", 0), config.minibatch_size  # noqa: N806 - the paper's names: |val|, minibatch
@@ -103,13 +119,17 @@ def run_plan(config: RunConfig, rows: list[JSONObject], *, probe: bool = False) 
     # Hard cap: the run stops once less than one iteration's worst case is left.
     spendable = max(0, budget - V)
     iterations_low = spendable // iteration  # every proposal accepted (each scored on the valset)
-    iterations_high = (spendable - iteration) // (2 * m) + 1 if spendable >= iteration else 0  # every one rejected
+    iterations_high = (
+        (spendable - iteration) // (2 * m) + 1 if spendable >= iteration else 0
+    )  # every one rejected
     metric_low = V + iterations_low * iteration if iterations_low else V
     metric_high = budget if iterations_low else V
     verify = config.verify
     attempts = verify.max_verify if verify.enabled else 1
     task_calls = (metric_low, metric_high * attempts)
-    judge_calls = (metric_low, metric_high * attempts) if verify.enabled and verify.judge == "llm" else (0, 0)
+    judge_calls = (
+        (metric_low, metric_high * attempts) if verify.enabled and verify.judge == "llm" else (0, 0)
+    )
     per_proposal = len(config.seed_components) if config.module_selector == "all" else 1
     reflection_calls = (iterations_low * per_proposal, iterations_high * per_proposal)
 
@@ -120,10 +140,16 @@ def run_plan(config: RunConfig, rows: list[JSONObject], *, probe: bool = False) 
     train = [row for row in rows if row.get("split") == config.splits.train]
     task = _task_stats(task_lm, prompt, train or rows, probe=probe)
     # A reflection reads the prompt and m examples (input, output, feedback) and writes a prompt.
-    reflect_in = (len(prompt) + m * (FEEDBACK_CHARS + (task.tokens_in * CHARS_PER_TOKEN - len(prompt)))) / CHARS_PER_TOKEN
+    reflect_in = (
+        len(prompt) + m * (FEEDBACK_CHARS + (task.tokens_in * CHARS_PER_TOKEN - len(prompt)))
+    ) / CHARS_PER_TOKEN
     reflect_in += m * task.tokens_out
     reflect_out = len(prompt) * 1.5 / CHARS_PER_TOKEN
-    reflect_latency = GUESSED_LATENCY_MS if reflection_lm.provider != "demo" else reflection_lm.simulated_latency_ms
+    reflect_latency = (
+        GUESSED_LATENCY_MS
+        if reflection_lm.provider != "demo"
+        else reflection_lm.simulated_latency_ms
+    )
     judge_in, judge_out = task.tokens_in + task.tokens_out, 20
 
     def spend(i: int) -> dict[str, float]:
@@ -153,31 +179,47 @@ def run_plan(config: RunConfig, rows: list[JSONObject], *, probe: bool = False) 
         warnings.append(
             f"budget: {budget} metric calls cover the seed's {V} but not one iteration ({iteration} at most): nothing will be optimized."
         )
-    priced = [lm for lm in (task_lm, reflection_lm, judge_lm) if lm is not None and lm.provider != "demo"]
+    priced = [
+        lm for lm in (task_lm, reflection_lm, judge_lm) if lm is not None and lm.provider != "demo"
+    ]
     if any(not (lm.price_in_per_million or lm.price_out_per_million) for lm in priced):
-        warnings.append("cost: an endpoint has no price set, so its calls count as free; set its prices to see money.")
+        warnings.append(
+            "cost: an endpoint has no price set, so its calls count as free; set its prices to see money."
+        )
     if config.budget.max_cost is not None and low["cost"] > config.budget.max_cost:
         warnings.append(
             f"cost cap: {config.budget.max_cost} is below the lowest expected cost ({low['cost']}): the run will stop early."
         )
     if task.source == "guess":
-        warnings.append("time and tokens are guesses: this endpoint has no past evaluations here (a dry run probes it once).")
+        warnings.append(
+            "time and tokens are guesses: this endpoint has no past evaluations here (a dry run probes it once)."
+        )
     free = not priced
     return {
         "splits": splits,
         "minibatch_size": m,
         "presets": presets,
-        "budget": {"metric_calls": budget, "max_cost": config.budget.max_cost, "iteration_cost": iteration},
+        "budget": {
+            "metric_calls": budget,
+            "max_cost": config.budget.max_cost,
+            "iteration_cost": iteration,
+        },
         "iterations": [iterations_low, iterations_high],
         "metric_calls": [metric_low, metric_high],
-        "calls": {"task": list(task_calls), "reflection": list(reflection_calls), "judge": list(judge_calls)},
+        "calls": {
+            "task": list(task_calls),
+            "reflection": list(reflection_calls),
+            "judge": list(judge_calls),
+        },
         "tokens": [low["tokens"], high["tokens"]],
         "cost": [low["cost"], high["cost"]],
         "free": free,
         "seconds": [low["seconds"], high["seconds"]],
         "per_task_call": {
-            "tokens_in": round(task.tokens_in), "tokens_out": round(task.tokens_out),
-            "latency_ms": round(task.latency_ms, 1), "source": task.source,
+            "tokens_in": round(task.tokens_in),
+            "tokens_out": round(task.tokens_out),
+            "latency_ms": round(task.latency_ms, 1),
+            "source": task.source,
         },
         "warnings": warnings,
     }

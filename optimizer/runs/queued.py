@@ -65,7 +65,11 @@ class QueuedRunPoller:
         alive_file().unlink(missing_ok=True)
 
     def _on_publish(
-        self, sender: object = None, headers: dict[str, Any] | None = None, body: object = None, **_kwargs: Any,
+        self,
+        sender: object = None,
+        headers: dict[str, Any] | None = None,
+        body: object = None,
+        **_kwargs: Any,
     ) -> None:
         if sender != TASK_NAME:
             return
@@ -92,7 +96,9 @@ class QueuedRunPoller:
         alive = alive_file()
         alive.parent.mkdir(parents=True, exist_ok=True)
         alive.touch()
-        queued = set(Run.objects.filter(status=RunStatus.QUEUED, imported=False).values_list("pk", flat=True))
+        queued = set(
+            Run.objects.filter(status=RunStatus.QUEUED, imported=False).values_list("pk", flat=True)
+        )
         with self._published_lock:
             # A run that left the queue and came back (resumed elsewhere) is new again.
             self._published &= queued

@@ -60,7 +60,9 @@ def preview(text: str, limit: int = ev.PREVIEW_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def front_change(index: int, front: dict[str, tuple[float, list[int]]]) -> tuple[list[str], list[str]]:
+def front_change(
+    index: int, front: dict[str, tuple[float, list[int]]]
+) -> tuple[list[str], list[str]]:
     """What candidate `index`, just added to the per-task `front` (task → (top
     score, leaders)), changed there: the tasks it now leads alone (`took`:
     their leaders are [index]) and those where it ties the top (`joined`: index
@@ -75,7 +77,9 @@ def front_change(index: int, front: dict[str, tuple[float, list[int]]]) -> tuple
 
 
 def item_payload(record: EvalRecord) -> JSONObject:
-    reasons = list(record.result.get("misses") or []) or ([record.feedback] if record.feedback else [])
+    reasons = list(record.result.get("misses") or []) or (
+        [record.feedback] if record.feedback else []
+    )
     return {
         "task_key": record.task_key,
         "score": record.score,
@@ -85,7 +89,9 @@ def item_payload(record: EvalRecord) -> JSONObject:
     }
 
 
-def writes(method: Callable[[RunRecorder, CallbackEvent], None]) -> Callable[[RunRecorder, CallbackEvent], None]:
+def writes(
+    method: Callable[[RunRecorder, CallbackEvent], None],
+) -> Callable[[RunRecorder, CallbackEvent], None]:
     """A gepa callback that writes. gepa swallows a callback's exception
     (docs/gepa-notes.md §4), so the writing is made safe here: a transient database error
     is retried on a new connection (the callback's transaction rolled back whole,
@@ -97,7 +103,9 @@ def writes(method: Callable[[RunRecorder, CallbackEvent], None]) -> Callable[[Ru
         if self.claim is not None and self.claim.lost.is_set():
             return None
         try:
-            return retry_db(lambda: method(self, event), what=f"run {self.run_id}: {method.__name__}")
+            return retry_db(
+                lambda: method(self, event), what=f"run {self.run_id}: {method.__name__}"
+            )
         except ClaimLost:
             return None
 
@@ -150,7 +158,8 @@ class RunRecorder:
         self,
         *,
         run: Run,
-        adapter: FrontierAdapter | None,  # None: a run that is not ours to execute (external, tests)
+        adapter: FrontierAdapter
+        | None,  # None: a run that is not ours to execute (external, tests)
         valset: list[JSONObject],
         task_pks: dict[str, int],
         budget_total: int,
@@ -173,19 +182,30 @@ class RunRecorder:
         self.metric_calls = run.budget_used
         # Resume state, read back from the DB.
         self.components: dict[int, dict[str, str]] = {}
-        self.front: dict[str, tuple[float, list[int]]] = {}  # task_key → (top score, candidates with it)
+        self.front: dict[
+            str, tuple[float, list[int]]
+        ] = {}  # task_key → (top score, candidates with it)
         self.val_scores: dict[int, float] = {}
-        self.task_scores: dict[int, dict[str, float]] = {}  # index → val task → score (optimizer.front)
+        self.task_scores: dict[
+            int, dict[str, float]
+        ] = {}  # index → val task → score (optimizer.front)
         self.members: set[int] = set()
         for c in Candidate.objects.filter(run=run).prefetch_related("evaluations"):
             if c.on_front:
                 self.members.add(c.index)
             self.components[c.index] = c.components
             self.val_scores[c.index] = c.val_score or 0.0
-            self.task_scores[c.index] = {e.task_key: e.score for e in c.evaluations.all() if e.split == Split.VAL}
+            self.task_scores[c.index] = {
+                e.task_key: e.score for e in c.evaluations.all() if e.split == Split.VAL
+            }
             self._add_to_front(c.index, self.task_scores[c.index])
         self.last_recorded_iteration = max(
-            (p["iteration"] for p in RunEvent.objects.filter(run=run, type=ev.PROPOSAL).values_list("payload", flat=True)),
+            (
+                p["iteration"]
+                for p in RunEvent.objects.filter(run=run, type=ev.PROPOSAL).values_list(
+                    "payload", flat=True
+                )
+            ),
             default=0,
         )
         # Appended by the runner's reflection wrapper on the engine's thread; the
@@ -209,8 +229,12 @@ class RunRecorder:
         self.iteration = 0
         self.slots: list[Slot] = []
         self.parent_evaluations = 0  # parents' minibatch evaluations ended so far
-        self.started: deque[tuple[Slot | None, list[str]]] = deque()  # evaluations started, not ended
-        self.proposed: deque[tuple[dict[str, str], str]] = deque()  # proposal texts waiting for their child's evaluation
+        self.started: deque[tuple[Slot | None, list[str]]] = (
+            deque()
+        )  # evaluations started, not ended
+        self.proposed: deque[tuple[dict[str, str], str]] = (
+            deque()
+        )  # proposal texts waiting for their child's evaluation
         self.proposal_starts = 0
         self.proposal_ends = 0
         self.merge_parents: list[int] | None = None
@@ -233,7 +257,12 @@ class RunRecorder:
         with transaction.atomic():
             self._runs().update(phase="optimizing")
             status = Run.objects.values_list("status", flat=True).get(pk=self.run_id)
-            publish_run_event(self.run_id, ev.RUN_STATUS, {"status": status, "phase": "optimizing"}, claim=self.claim)
+            publish_run_event(
+                self.run_id,
+                ev.RUN_STATUS,
+                {"status": status, "phase": "optimizing"},
+                claim=self.claim,
+            )
         self.optimizing = True
 
     def on_candidate_selected(self, event: CallbackEvent) -> None:
@@ -250,8 +279,17 @@ class RunRecorder:
         slot = None
         if event["candidate_idx"] is None:  # a child: its slot has this parent and minibatch
             parent = event["parent_ids"][0] if event["parent_ids"] else None
-            slot = next((s for s in self.slots if s.parent == parent and s.minibatch == minibatch and s.after is None
-                         and not s.proposed), None)
+            slot = next(
+                (
+                    s
+                    for s in self.slots
+                    if s.parent == parent
+                    and s.minibatch == minibatch
+                    and s.after is None
+                    and not s.proposed
+                ),
+                None,
+            )
             if slot is not None and self.proposed:
                 slot.proposed, slot.reasoning = self.proposed.popleft()
         self.started.append((slot, minibatch))
@@ -278,7 +316,12 @@ class RunRecorder:
         records = [self._take_record(candidate, key) for key in minibatch]
         items = [item_payload(r) for r in records if r is not None]
         if items:  # published with the iteration's next batch (see on_budget_updated)
-            self.unpublished.append((ev.TRIALS, {"candidate": event["candidate_idx"], "split": Split.TRAIN, "items": items}))
+            self.unpublished.append(
+                (
+                    ev.TRIALS,
+                    {"candidate": event["candidate_idx"], "split": Split.TRAIN, "items": items},
+                )
+            )
 
     def on_proposal_start(self, event: CallbackEvent) -> None:
         self.proposal_starts += 1
@@ -287,7 +330,12 @@ class RunRecorder:
         self.proposal_ends += 1
         raw = "\n\n".join(str(v) for v in (event.get("raw_lm_outputs") or {}).values())
         # Proposal ends come in the order their children are then evaluated.
-        self.proposed.append((dict(event["new_instructions"]), preview(raw or event["frontier_reasoning"], MAX_REASONING_CHARS)))
+        self.proposed.append(
+            (
+                dict(event["new_instructions"]),
+                preview(raw or event["frontier_reasoning"], MAX_REASONING_CHARS),
+            )
+        )
 
     @writes
     def on_budget_updated(self, event: CallbackEvent) -> None:
@@ -311,7 +359,9 @@ class RunRecorder:
         total = usage["total"]
         progress = {"budget_used": self.metric_calls, "usage": usage, "cost": total["cost"]}
         if self.claim is not None:
-            self.claim.update(**progress)  # the narrow progress row, while this worker holds the run
+            self.claim.update(
+                **progress
+            )  # the narrow progress row, while this worker holds the run
         else:
             run_progress(self.run_id).update(**progress)
         limits = self.limits
@@ -357,7 +407,13 @@ class RunRecorder:
         for val_id, score in event["scores_by_val_id"].items():
             key = self.valset[val_id]["task_id"]
             records[key] = self._take_record(components, key) or EvalRecord(
-                task_key=key, output="", score=score, verdict="fail", passed=False, result={}, feedback="",
+                task_key=key,
+                output="",
+                score=score,
+                verdict="fail",
+                passed=False,
+                result={},
+                feedback="",
                 objective_scores={},
             )
         candidate: NewCandidate = {
@@ -380,17 +436,26 @@ class RunRecorder:
             self.pending.append({"candidate": candidate, "proposal": None})
 
     def on_candidate_accepted(self, event: CallbackEvent) -> None:
-        waiting = next((p for p in self.pending if p["candidate"]["index"] == event["new_candidate_idx"]), None)
+        waiting = next(
+            (p for p in self.pending if p["candidate"]["index"] == event["new_candidate_idx"]), None
+        )
         if waiting is None or self.merge_parents is not None:
             return  # merges publish no reflection proposal
         components = waiting["candidate"]["components"]
-        slot = next((s for s in self.slots if not s.resolved and s.child(self.components) == components), None)
+        slot = next(
+            (s for s in self.slots if not s.resolved and s.child(self.components) == components),
+            None,
+        )
         if slot is None:
             return
         slot.resolved = True
         waiting["candidate"]["reflection"] = slot.reasoning
         waiting["proposal"] = self._proposal(
-            slot, accepted=True, candidate=event["new_candidate_idx"], before=sum(slot.before), after=event["new_score"],
+            slot,
+            accepted=True,
+            candidate=event["new_candidate_idx"],
+            before=sum(slot.before),
+            after=event["new_score"],
             now=event["frontier_usage"],
         )
 
@@ -399,15 +464,27 @@ class RunRecorder:
         """The event names no proposal: it is the first unresolved one with these
         before/after sums (gepa reports rejections in proposal order)."""
         slot = next(
-            (s for s in self.slots if not s.resolved and s.after is not None
-             and sum(s.before) == event["old_score"] and sum(s.after) == event["new_score"]),
+            (
+                s
+                for s in self.slots
+                if not s.resolved
+                and s.after is not None
+                and sum(s.before) == event["old_score"]
+                and sum(s.after) == event["new_score"]
+            ),
             None,
         )
         if slot is None:
             return
         if not self._replayed(self.iteration):
-            proposal = self._proposal(slot, accepted=False, candidate=None, before=event["old_score"], after=event["new_score"],
-                                      now=event["frontier_usage"])
+            proposal = self._proposal(
+                slot,
+                accepted=False,
+                candidate=None,
+                before=event["old_score"],
+                after=event["new_score"],
+                now=event["frontier_usage"],
+            )
             self._publish((ev.PROPOSAL, proposal))
         slot.resolved = True  # only once published: a retried write finds the slot again
 
@@ -424,9 +501,13 @@ class RunRecorder:
         checkpoint holds them. Checkpoint first, then record: a worker killed in
         between leaves a candidate gepa will not re-propose but we never
         announced, instead of one we announced that gepa forgets and proposes anew."""
-        while self.pending:  # each one leaves the list once committed (a retried write resumes here)
+        while (
+            self.pending
+        ):  # each one leaves the list once committed (a retried write resumes here)
             waiting = self.pending[0]
-            proposal = [(ev.PROPOSAL, waiting["proposal"])] if waiting["proposal"] is not None else []
+            proposal = (
+                [(ev.PROPOSAL, waiting["proposal"])] if waiting["proposal"] is not None else []
+            )
             self._record_candidate(**waiting["candidate"], then=proposal)
             self.pending.pop(0)
 
@@ -437,7 +518,11 @@ class RunRecorder:
         errors = event["frontier_reflection_errors"]
         if missing > 0 and not self._replayed(event["iteration"]) and not budget_stop:
             cause = errors[-1] if errors else "the reflection returned no new text"
-            error = {"where": "reflection", "message": preview(f"Reflection failed: {cause}", 1000), "iteration": event["iteration"]}
+            error = {
+                "where": "reflection",
+                "message": preview(f"Reflection failed: {cause}", 1000),
+                "iteration": event["iteration"],
+            }
             self._publish((ev.ERROR, error))
         elif self.unpublished:
             self._publish()
@@ -446,14 +531,20 @@ class RunRecorder:
     def on_error(self, event: CallbackEvent) -> None:
         if isinstance(event["exception"], BudgetReached):
             return  # not an error: the run ends with its stop reason
-        if isinstance(event["exception"], ClaimLost) or (self.claim is not None and self.claim.lost.is_set()):
+        if isinstance(event["exception"], ClaimLost) or (
+            self.claim is not None and self.claim.lost.is_set()
+        ):
             return  # not this worker's run any more: nothing to say in its log
         if not event.get("will_continue", True):
             return  # the exception ends the run: the runner writes it, once (runner._finish)
         publish_run_event(
             self.run_id,
             ev.ERROR,
-            {"where": "runner", "message": preview(str(event["exception"]), 1000), "iteration": event["iteration"]},
+            {
+                "where": "runner",
+                "message": preview(str(event["exception"]), 1000),
+                "iteration": event["iteration"],
+            },
             claim=self.claim,
         )
 
@@ -479,7 +570,14 @@ class RunRecorder:
         self.published_at = time.monotonic()
 
     def _proposal(
-        self, slot: Slot, *, accepted: bool, candidate: int | None, before: float, after: float, now: UsageSnapshot
+        self,
+        slot: Slot,
+        *,
+        accepted: bool,
+        candidate: int | None,
+        before: float,
+        after: float,
+        now: UsageSnapshot,
     ) -> JSONObject:
         # What the iteration has spent so far (with parallel proposals, the round's proposals share it).
         spent = self.spent_this_iteration(now)
@@ -499,7 +597,9 @@ class RunRecorder:
             "cost": round(spent.cost, 8),
         }
 
-    def record_evaluations(self, *, candidate: Candidate, split: str, records: list[EvalRecord]) -> ev.Event:
+    def record_evaluations(
+        self, *, candidate: Candidate, split: str, records: list[EvalRecord]
+    ) -> ev.Event:
         """Save the Evaluation rows; returns their TRIALS event for the caller to publish."""
         Evaluation.objects.bulk_create(
             [
@@ -527,20 +627,47 @@ class RunRecorder:
             update_conflicts=True,
             unique_fields=["candidate", "task_key", "split"],
             update_fields=[
-                "output", "score", "verdict", "passed", "result", "feedback", "attempts", "latency_ms", "tokens_in",
-                "tokens_out", "judge_tokens_in", "judge_tokens_out", "cost",
+                "output",
+                "score",
+                "verdict",
+                "passed",
+                "result",
+                "feedback",
+                "attempts",
+                "latency_ms",
+                "tokens_in",
+                "tokens_out",
+                "judge_tokens_in",
+                "judge_tokens_out",
+                "cost",
             ],
         )
-        return ev.TRIALS, {"candidate": candidate.index, "split": split, "items": [item_payload(r) for r in records]}
+        return ev.TRIALS, {
+            "candidate": candidate.index,
+            "split": split,
+            "items": [item_payload(r) for r in records],
+        }
 
     def _record_candidate(
-        self, *, index: int, components: dict[str, str], parents: list[int], origin: str, iteration: int,
-        metric_calls: int, val_score: float, records: dict[str, EvalRecord], reflection: str, usage: JSONObject,
-        cost: float, then: Sequence[ev.Event] = (),
+        self,
+        *,
+        index: int,
+        components: dict[str, str],
+        parents: list[int],
+        origin: str,
+        iteration: int,
+        metric_calls: int,
+        val_score: float,
+        records: dict[str, EvalRecord],
+        reflection: str,
+        usage: JSONObject,
+        cost: float,
+        then: Sequence[ev.Event] = (),
     ) -> None:
         objective_ids = sorted({vid for r in records.values() for vid in r.objective_scores})
         objective_scores = {
-            vid: fmean(r.objective_scores.get(vid, 0.0) for r in records.values()) for vid in objective_ids
+            vid: fmean(r.objective_scores.get(vid, 0.0) for r in records.values())
+            for vid in objective_ids
         }
         task_scores = {key: r.score for key, r in records.items()}
         # The in-memory state changes only once the rows are committed (a retry after a database error starts over).
@@ -555,7 +682,8 @@ class RunRecorder:
         prompt_text = "\n\n".join(components.values())
         # Stored with the candidate: the run page reads these, not the Evaluation rows.
         stored_scores, summary = val_summary(
-            (key, r.score, r.verdict, r.tokens_in, r.tokens_out, r.latency_ms) for key, r in records.items()
+            (key, r.score, r.verdict, r.tokens_in, r.tokens_out, r.latency_ms)
+            for key, r in records.items()
         )
         with transaction.atomic():
             if self.claim is not None:
@@ -580,7 +708,10 @@ class RunRecorder:
             on_front.filter(index__in=self.members - set(members)).update(on_front=False)
             on_front.filter(index__in=set(members) - self.members).update(on_front=True)
             if index == 0 or best_index == index:
-                updates: dict[str, Any] = {"best_candidate_id": candidate.pk, "best_score": val_score}
+                updates: dict[str, Any] = {
+                    "best_candidate_id": candidate.pk,
+                    "best_score": val_score,
+                }
                 if index == 0:
                     updates["seed_score"] = val_score
                 self._runs().update(**updates)
@@ -598,19 +729,29 @@ class RunRecorder:
                     "verdicts": {key: r.verdict for key, r in records.items()},
                     "prompt_chars": len(prompt_text),
                     "prompt_tokens": round(fmean(r.tokens_in for r in answered)) if answered else 0,
-                    "mean_output_tokens": fmean(r.tokens_out for r in answered) if answered else 0.0,
+                    "mean_output_tokens": fmean(r.tokens_out for r in answered)
+                    if answered
+                    else 0.0,
                     "mean_latency_ms": fmean(r.latency_ms for r in answered) if answered else 0.0,
                     "components": {name: preview(text) for name, text in components.items()},
                     "usage": usage,
                     "cost": round(cost, 8),
                 },
             )
-            trials = self.record_evaluations(candidate=candidate, split=Split.VAL, records=list(records.values()))
+            trials = self.record_evaluations(
+                candidate=candidate, split=Split.VAL, records=list(records.values())
+            )
             front_event = (
                 ev.FRONT_UPDATED,
-                {"index": index, "took": took, "joined": joined, "added": sorted(set(members) - self.members),
-                 "removed": sorted(self.members - set(members)), "best_index": best_index,
-                 "best_score": val_scores[best_index]},
+                {
+                    "index": index,
+                    "took": took,
+                    "joined": joined,
+                    "added": sorted(set(members) - self.members),
+                    "removed": sorted(self.members - set(members)),
+                    "best_index": best_index,
+                    "best_score": val_scores[best_index],
+                },
             )
             self._publish(announced, trials, front_event, *then)
         self.components[index] = components
@@ -620,7 +761,10 @@ class RunRecorder:
         self.members = set(members)
 
     def _add_to_front(
-        self, index: int, task_scores: dict[str, float], front: dict[str, tuple[float, list[int]]] | None = None,
+        self,
+        index: int,
+        task_scores: dict[str, float],
+        front: dict[str, tuple[float, list[int]]] | None = None,
     ) -> None:
         """The per-task front: for each val task, every candidate with the top score (ties included)."""
         front = self.front if front is None else front

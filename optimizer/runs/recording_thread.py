@@ -61,7 +61,9 @@ class RecorderThread:
 
     def __init__(self, recorder: RunRecorder) -> None:
         if recorder.adapter is None:
-            raise ValueError("a RecorderThread relays a run this worker executes: its recorder needs the adapter")
+            raise ValueError(
+                "a RecorderThread relays a run this worker executes: its recorder needs the adapter"
+            )
         self.recorder = recorder
         self.adapter = recorder.adapter
         self.queue: queue.Queue[WriterItem] = queue.Queue()
@@ -70,13 +72,17 @@ class RecorderThread:
         # The runner's background publisher sends what the writer commits, too (in commit order).
         self.publisher = background_publisher()
         if not connection.in_atomic_block:
-            self.thread = threading.Thread(target=self._work, name=f"run-{recorder.run_id}-recorder", daemon=True)
+            self.thread = threading.Thread(
+                target=self._work, name=f"run-{recorder.run_id}-recorder", daemon=True
+            )
             self.thread.start()
 
     # -- on the engine's thread ----------------------------------------------------
 
     def _relay(self, name: str, event: GepaEvent, **facts: Any) -> None:
-        relayed: CallbackEvent = {key: value for key, value in event.items() if key not in LIVE_STATE_KEYS}
+        relayed: CallbackEvent = {
+            key: value for key, value in event.items() if key not in LIVE_STATE_KEYS
+        }
         relayed.update({f"frontier_{key}": value for key, value in facts.items()})
         if self.thread is None:
             self._record(name, relayed)
@@ -110,7 +116,9 @@ class RecorderThread:
         limits = self.recorder.limits
         eta = None
         if limits is not None:
-            limits.note_used(event["metric_calls_used"])  # the adapter's guard checks the next batch against it now
+            limits.note_used(
+                event["metric_calls_used"]
+            )  # the adapter's guard checks the next batch against it now
             eta = limits.eta_seconds()
         self._relay("on_budget_updated", event, usage=self._usage(), eta=eta)
 
@@ -118,7 +126,12 @@ class RecorderThread:
         self._relay("on_merge_attempted", event)
 
     def on_valset_evaluated(self, event: GepaEvent) -> None:
-        self._relay("on_valset_evaluated", event, records=self.adapter.take_all_records(), usage=self._usage())
+        self._relay(
+            "on_valset_evaluated",
+            event,
+            records=self.adapter.take_all_records(),
+            usage=self._usage(),
+        )
 
     def on_candidate_accepted(self, event: GepaEvent) -> None:
         self._relay("on_candidate_accepted", event, usage=self._usage())
@@ -130,11 +143,17 @@ class RecorderThread:
         self._relay("on_state_saved", event)
 
     def on_iteration_end(self, event: GepaEvent) -> None:
-        errors = list(self.recorder.reflection_errors)  # appended on this thread by the runner's reflection wrapper
+        errors = list(
+            self.recorder.reflection_errors
+        )  # appended on this thread by the runner's reflection wrapper
         self.recorder.reflection_errors.clear()
         limits = self.recorder.limits
-        self._relay("on_iteration_end", event, reflection_errors=errors,
-                    budget_stop=limits is not None and limits.reason is not None)
+        self._relay(
+            "on_iteration_end",
+            event,
+            reflection_errors=errors,
+            budget_stop=limits is not None and limits.reason is not None,
+        )
 
     def on_optimization_end(self, event: GepaEvent) -> None:
         self._relay("on_optimization_end", event)

@@ -87,7 +87,11 @@ def run_dir(run_id: int) -> Path:
 
 def task_rows(run: Run, split: str) -> list[JSONObject]:
     """The frozen task rows of one split, as the scoring engine reads them."""
-    return [{k: v for k, v in row.items() if k != "split"} for row in run.tasks_snapshot if row.get("split") == split]
+    return [
+        {k: v for k, v in row.items() if k != "split"}
+        for row in run.tasks_snapshot
+        if row.get("split") == split
+    ]
 
 
 def claim(run_id: int) -> tuple[Run, RunClaim] | None:
@@ -95,7 +99,12 @@ def claim(run_id: int) -> tuple[Run, RunClaim] | None:
     it must not run here (finished, imported, or held by a live worker)."""
     now = timezone.now()
     with transaction.atomic():
-        run = Run.objects.select_related("progress").select_for_update(of=("self",)).filter(pk=run_id).first()
+        run = (
+            Run.objects.select_related("progress")
+            .select_for_update(of=("self",))
+            .filter(pk=run_id)
+            .first()
+        )
         if run is None or run.imported or run.is_external or run.status in RunStatus.finished():
             return None
         alive = run.heartbeat_at and now - run.heartbeat_at < STALE_AFTER
@@ -130,7 +139,13 @@ class Heartbeat(threading.Thread):
         try:
             while not self.done.wait(HEARTBEAT_SECONDS):
                 try:
-                    retry_db(self.beat, what=f"run {self.claim.run_id}: heartbeat", give_up_after=None, max_delay=HEARTBEAT_SECONDS, stop=self.done)
+                    retry_db(
+                        self.beat,
+                        what=f"run {self.claim.run_id}: heartbeat",
+                        give_up_after=None,
+                        max_delay=HEARTBEAT_SECONDS,
+                        stop=self.done,
+                    )
                 except ClaimLost:
                     return  # the runner stops at its next check
                 except Exception:  # never end the thread over one bad beat
@@ -155,7 +170,11 @@ def execute_run(run_id: int) -> str | None:
             return _optimize(run, run_claim, heartbeat)
     except Exception as error:
         if run_claim.lost.is_set():
-            log.warning("run %s: stopped on this worker, another one holds it (%s)", run_id, type(error).__name__)
+            log.warning(
+                "run %s: stopped on this worker, another one holds it (%s)",
+                run_id,
+                type(error).__name__,
+            )
             return None
         if isinstance(error, (SystemicFailure, LMError, SpecError)):
             return _finish(run_claim, heartbeat, failure=str(error))
@@ -170,18 +189,28 @@ def _optimize(run: Run, run_claim: RunClaim, heartbeat: Heartbeat) -> str | None
     config = parse_run_config(run.config)
     directory = run_dir(run.pk)
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "gepa.stop").unlink(missing_ok=True)  # never deleted by gepa (docs/gepa-notes.md §7)
+    (directory / "gepa.stop").unlink(
+        missing_ok=True
+    )  # never deleted by gepa (docs/gepa-notes.md §7)
     resuming = (directory / "gepa_state.bin").exists()
     retry_db(
-        lambda: run_set_status(run_claim, RunStatus.STOPPING if run.stop_requested else RunStatus.RUNNING, "resuming" if resuming else "seed evaluation"),
+        lambda: run_set_status(
+            run_claim,
+            RunStatus.STOPPING if run.stop_requested else RunStatus.RUNNING,
+            "resuming" if resuming else "seed evaluation",
+        ),
         what=f"run {run.pk}: status",
     )
 
     trainset = task_rows(run, config.splits.train)
     valset = task_rows(run, config.splits.val)
     if not trainset or not valset:
-        raise SystemicFailure(f"splits: the task set has no {'train' if not trainset else 'val'} tasks in the frozen snapshot")
-    scorer = compile_specs(run.verifier_specs, aggregator=config.aggregator, thresholds=config.thresholds.as_engine())
+        raise SystemicFailure(
+            f"splits: the task set has no {'train' if not trainset else 'val'} tasks in the frozen snapshot"
+        )
+    scorer = compile_specs(
+        run.verifier_specs, aggregator=config.aggregator, thresholds=config.thresholds.as_engine()
+    )
     meter = UsageMeter(_prices(config), start=UsageSnapshot.of(run.usage))
     limits = BudgetGuard(
         budget_total=run.budget_total,
@@ -202,21 +231,49 @@ def _optimize(run: Run, run_claim: RunClaim, heartbeat: Heartbeat) -> str | None
         meter=meter,
         limits=limits,
     )
-    task_pks = dict(run.task_set.tasks.values_list("task_id", "pk")) if run.task_set is not None else {}
+    task_pks = (
+        dict(run.task_set.tasks.values_list("task_id", "pk")) if run.task_set is not None else {}
+    )
     recorder = RunRecorder(
-        run=run, adapter=adapter, valset=valset, task_pks=task_pks, budget_total=run.budget_total, claim=run_claim,
-        meter=meter, limits=limits,
+        run=run,
+        adapter=adapter,
+        valset=valset,
+        task_pks=task_pks,
+        budget_total=run.budget_total,
+        claim=run_claim,
+        meter=meter,
+        limits=limits,
     )
     try:
-        return _run_gepa(run, run_claim, config, directory, trainset, valset, adapter, recorder, heartbeat, meter, limits)
+        return _run_gepa(
+            run,
+            run_claim,
+            config,
+            directory,
+            trainset,
+            valset,
+            adapter,
+            recorder,
+            heartbeat,
+            meter,
+            limits,
+        )
     finally:
         adapter.close()
 
 
 def _run_gepa(
-    run: Run, run_claim: RunClaim, config: RunConfig, directory: Path, trainset: list[JSONObject],
-    valset: list[JSONObject], adapter: FrontierAdapter, recorder: RunRecorder, heartbeat: Heartbeat,
-    meter: UsageMeter, limits: BudgetGuard,
+    run: Run,
+    run_claim: RunClaim,
+    config: RunConfig,
+    directory: Path,
+    trainset: list[JSONObject],
+    valset: list[JSONObject],
+    adapter: FrontierAdapter,
+    recorder: RunRecorder,
+    heartbeat: Heartbeat,
+    meter: UsageMeter,
+    limits: BudgetGuard,
 ) -> str | None:
     """gepa.optimize with our adapter, recorder and stopper, then the holdout and the final status."""
     reflection = _reflection_kwargs(config, recorder, meter, limits)
@@ -227,7 +284,10 @@ def _run_gepa(
         final one) is never written by a worker that no longer holds the run."""
         if run_claim.lost.is_set():
             raise ClaimLost(f"run {run.pk} is held by another worker")
-        flags = retry_db(lambda: run_claim.runs().values_list("stop_requested", flat=True).first(), what=f"run {run.pk}: stop check")
+        flags = retry_db(
+            lambda: run_claim.runs().values_list("stop_requested", flat=True).first(),
+            what=f"run {run.pk}: stop check",
+        )
         if flags is None:
             run_claim.give_up()
         return flags or heartbeat.cancelled.is_set()
@@ -279,27 +339,39 @@ def _run_gepa(
     if run_claim.lost.is_set():
         raise ClaimLost(f"run {run.pk} is held by another worker")
     retry_db(lambda: _save_usage(run.pk, recorder), what=f"run {run.pk}: usage")
-    retry_db(lambda: run.refresh_from_db(fields=["cancel_requested", "stop_requested"]), what=f"run {run.pk}: read")
+    retry_db(
+        lambda: run.refresh_from_db(fields=["cancel_requested", "stop_requested"]),
+        what=f"run {run.pk}: read",
+    )
     if run.cancel_requested:
         return _finish(run_claim, heartbeat, phase="cancelled", reason="cancelled")
     if run.stop_requested:
-        return _finish(run_claim, heartbeat, phase="stopped by the user", reason="stopped by the user")
+        return _finish(
+            run_claim, heartbeat, phase="stopped by the user", reason="stopped by the user"
+        )
     reason = limits.reason or ""
     if config.splits.holdout:
-        retry_db(lambda: run_set_status(run_claim, RunStatus.RUNNING, "holdout evaluation"), what=f"run {run.pk}: status")
+        retry_db(
+            lambda: run_set_status(run_claim, RunStatus.RUNNING, "holdout evaluation"),
+            what=f"run {run.pk}: status",
+        )
         limits.in_iteration = False  # holdout scoring is not metric calls; the cost cap still holds
         try:
             _score_holdout(run, run_claim, config, adapter, recorder)
         except BudgetReached:
             reason = limits.reason or reason
         retry_db(lambda: _save_usage(run.pk, recorder), what=f"run {run.pk}: usage")
-    return _finish(run_claim, heartbeat, phase=f"finished: {reason}" if reason else "finished", reason=reason)
+    return _finish(
+        run_claim, heartbeat, phase=f"finished: {reason}" if reason else "finished", reason=reason
+    )
 
 
 def _save_usage(run_id: int, recorder: RunRecorder) -> None:
     """What the last calls spent (the final reflection, a refused iteration's minibatch)."""
     with transaction.atomic():
-        waiting = [e for e in recorder.unpublished if e[0] != ev.RUN_BUDGET]  # superseded by this one
+        waiting = [
+            e for e in recorder.unpublished if e[0] != ev.RUN_BUDGET
+        ]  # superseded by this one
         publish_run_events(run_id, [*waiting, recorder.save_usage()], claim=recorder.claim)
         recorder.unpublished = []
 
@@ -318,17 +390,23 @@ def _prices(config: RunConfig) -> dict[str, Price]:
 
 
 def _judge_factory(
-    config: RunConfig, scorer: Scorer, meter: UsageMeter, limits: BudgetGuard,
+    config: RunConfig,
+    scorer: Scorer,
+    meter: UsageMeter,
+    limits: BudgetGuard,
 ) -> Callable[[JSONObject, str], Judge] | None:
     verify = config.verify
     if not verify.enabled:
         return None
     if verify.judge == "llm":
         judge = llm_judge(
-            MeteredLM(build_lm(resolved_lm(verify.judge_lm)), meter, "judge", limits=limits), verify.judge_prompt,
+            MeteredLM(build_lm(resolved_lm(verify.judge_lm)), meter, "judge", limits=limits),
+            verify.judge_prompt,
         )
         return lambda row, prompt: judge
-    return lambda row, prompt: verifier_judge(lambda output: scorer.score(output, task=row, prompt=prompt))
+    return lambda row, prompt: verifier_judge(
+        lambda output: scorer.score(output, task=row, prompt=prompt)
+    )
 
 
 class _Noting(Generic[T]):
@@ -354,7 +432,10 @@ class _Noting(Generic[T]):
 
 
 def _reflection_kwargs(
-    config: RunConfig, recorder: RunRecorder, meter: UsageMeter, limits: BudgetGuard,
+    config: RunConfig,
+    recorder: RunRecorder,
+    meter: UsageMeter,
+    limits: BudgetGuard,
 ) -> dict[str, Any]:
     """gepa.optimize's reflection arguments. The demo simulator proposes directly;
     a real model reflects through gepa's prompt (metered: its tokens come from the
@@ -372,7 +453,9 @@ def _reflection_kwargs(
         # run's concurrency. A failure fails the batch; gepa then retries per task.
         def batch_complete(messages_list: list[list[dict[str, Any]]]) -> list[str]:
             width = max(1, min(config.concurrency, len(messages_list)))
-            with ThreadPoolExecutor(max_workers=width, thread_name_prefix="frontier-reflect") as pool:
+            with ThreadPoolExecutor(
+                max_workers=width, thread_name_prefix="frontier-reflect"
+            ) as pool:
                 return list(pool.map(reflection_lm, messages_list))
 
         reflection_lm.batch_complete = batch_complete
@@ -385,13 +468,16 @@ def _metered_proposer(proposer: CandidateProposer, meter: UsageMeter) -> Candida
     from optimizer.lm.simulator import approx_tokens
 
     def propose(
-        candidate: dict[str, str], reflective_dataset: dict[str, list[JSONObject]], components: list[str],
+        candidate: dict[str, str],
+        reflective_dataset: dict[str, list[JSONObject]],
+        components: list[str],
     ) -> dict[str, str]:
         texts = proposer(candidate, reflective_dataset, components)
         meter.record(
             "reflection",
             approx_tokens(str(candidate)) + approx_tokens(str(reflective_dataset)),
-            approx_tokens(str(texts)) + approx_tokens(str(getattr(proposer, "last_reasoning", "") or "")),
+            approx_tokens(str(texts))
+            + approx_tokens(str(getattr(proposer, "last_reasoning", "") or "")),
         )
         return texts
 
@@ -407,10 +493,18 @@ def _proposal_kwargs(config: RunConfig) -> dict[str, Any]:
     return {"sampling_strategy": IndependentSampling(config.parallel_proposals)}
 
 
-def _score_holdout(run: Run, run_claim: RunClaim, config: RunConfig, adapter: FrontierAdapter, recorder: RunRecorder) -> None:
+def _score_holdout(
+    run: Run,
+    run_claim: RunClaim,
+    config: RunConfig,
+    adapter: FrontierAdapter,
+    recorder: RunRecorder,
+) -> None:
     """The promotion report: the seed and the best candidate on the holdout split."""
     holdout = config.splits.holdout
-    rows = task_rows(run, holdout) if holdout else []  # _run_gepa calls this only with a holdout split
+    rows = (
+        task_rows(run, holdout) if holdout else []
+    )  # _run_gepa calls this only with a holdout split
     retry_db(run.refresh_from_db, what=f"run {run.pk}: read")
     if not rows or run.best_candidate is None:
         return
@@ -427,7 +521,9 @@ def _score_holdout(run: Run, run_claim: RunClaim, config: RunConfig, adapter: Fr
         def record(candidate: Candidate = candidate, records: list[EvalRecord] = records) -> None:
             with transaction.atomic():
                 run_claim.hold()
-                trials = recorder.record_evaluations(candidate=candidate, split=Split.HOLDOUT, records=records)
+                trials = recorder.record_evaluations(
+                    candidate=candidate, split=Split.HOLDOUT, records=records
+                )
                 publish_run_event(run.pk, *trials, claim=run_claim)
 
         retry_db(record, what=f"run {run.pk}: holdout evaluations")
@@ -438,11 +534,19 @@ def _score_holdout(run: Run, run_claim: RunClaim, config: RunConfig, adapter: Fr
         "best_score": summary[run.best_candidate.index],
         "tasks": len(rows),
     }
-    retry_db(lambda: publish_run_event(run.pk, ev.HOLDOUT_SCORED, scored, claim=run_claim), what=f"run {run.pk}: holdout")
+    retry_db(
+        lambda: publish_run_event(run.pk, ev.HOLDOUT_SCORED, scored, claim=run_claim),
+        what=f"run {run.pk}: holdout",
+    )
 
 
 def _finish(
-    run_claim: RunClaim, heartbeat: Heartbeat, *, phase: str = "finished", failure: str = "", reason: str = ""
+    run_claim: RunClaim,
+    heartbeat: Heartbeat,
+    *,
+    phase: str = "finished",
+    failure: str = "",
+    reason: str = "",
 ) -> str | None:
     """The run's last words, written in one transaction only if this worker still
     holds it (exactly one run.finished however many workers touched the run)."""
@@ -452,7 +556,12 @@ def _finish(
 
 
 def run_finish(
-    run_claim: RunClaim, *, phase: str = "finished", failure: str = "", stopped: bool = False, reason: str = ""
+    run_claim: RunClaim,
+    *,
+    phase: str = "finished",
+    failure: str = "",
+    stopped: bool = False,
+    reason: str = "",
 ) -> str | None:
     """Mark the run failed, stopped (asked to, or `stopped` by its own stopper) or
     completed, and send its run.finished event, if `run_claim` still holds it.
@@ -471,13 +580,28 @@ def run_finish(
         with transaction.atomic():
             run_claim.hold()
             if failure:
-                publish_run_event(run_id, ev.ERROR, {"where": "runner", "message": failure[:1000], "iteration": None}, claim=run_claim)
-            run_set_status(run_claim, status, "failed" if failure else phase, error=failure[:2000] or None)
+                publish_run_event(
+                    run_id,
+                    ev.ERROR,
+                    {"where": "runner", "message": failure[:1000], "iteration": None},
+                    claim=run_claim,
+                )
+            run_set_status(
+                run_claim, status, "failed" if failure else phase, error=failure[:2000] or None
+            )
             stop_reason = "" if failure else reason
             run_claim.runs().update(stop_reason=stop_reason)
-            run = Run.objects.filter(pk=run_id).values(
-                "best_candidate__index", "best_score", "seed_score", "progress__budget_used", "progress__cost"
-            ).get()
+            run = (
+                Run.objects.filter(pk=run_id)
+                .values(
+                    "best_candidate__index",
+                    "best_score",
+                    "seed_score",
+                    "progress__budget_used",
+                    "progress__cost",
+                )
+                .get()
+            )
             publish_run_event(
                 run_id,
                 ev.RUN_FINISHED,
@@ -498,4 +622,3 @@ def run_finish(
         return retry_db(finish, what=f"run {run_id}: finish")
     except ClaimLost:
         return None
-

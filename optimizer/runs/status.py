@@ -21,7 +21,9 @@ from optimizer.runs.claims import RunClaim
 from optimizer.runs.events import publish_run_event
 
 
-def run_set_status(holder: Run | RunClaim, status: str, phase: str, *, error: str | None = None, **fields: Any) -> None:
+def run_set_status(
+    holder: Run | RunClaim, status: str, phase: str, *, error: str | None = None, **fields: Any
+) -> None:
     """Write `status`, `phase` and `fields`, and publish `run.status` (with the
     error when there is one). `error=None` leaves the error text alone. A
     finished status also stamps `finished_at` (unless given) and clears the

@@ -25,7 +25,9 @@ def run_is_simulator(run: Run) -> bool:
     """True when the run's task or reflection model is the offline demo simulator
     (the one definition behind every "simulator" badge and the API's `simulator`)."""
     config = run.config if isinstance(run.config, dict) else {}
-    return not run.is_external and any(lm_is_simulator(config.get(role)) for role in ("task_lm", "reflection_lm"))
+    return not run.is_external and any(
+        lm_is_simulator(config.get(role)) for role in ("task_lm", "reflection_lm")
+    )
 
 
 def run_url(run: Run) -> str:
@@ -38,7 +40,9 @@ def run_model_label(run: Run) -> JSONObject:
     if run.is_external:  # the user's own adapter and models: we only know where it runs
         return {"label": "the run's own adapter", "is_simulator": False, "model": ""}
     lm = (run.config or {}).get("task_lm") or {}
-    model = lm if isinstance(lm, str) else lm.get("model", "")  # a str: a name never resolved (an imported run)
+    model = (
+        lm if isinstance(lm, str) else lm.get("model", "")
+    )  # a str: a name never resolved (an imported run)
     label = DEMO_MODEL_LABEL if lm_is_simulator(lm) else (model or "–")
     return {"label": label, "is_simulator": run_is_simulator(run), "model": model}
 
@@ -58,8 +62,12 @@ def run_summary(run: Run) -> JSONObject:
         "budget_total": run.budget_total,
         "seed_score": run.seed_score,
         "best_score": run.best_score,
-        "delta": (run.best_score - run.seed_score) if run.best_score is not None and run.seed_score is not None else None,
-        "budget_pct": min(100, round(100 * run.budget_used / run.budget_total)) if run.budget_total else 0,
+        "delta": (run.best_score - run.seed_score)
+        if run.best_score is not None and run.seed_score is not None
+        else None,
+        "budget_pct": min(100, round(100 * run.budget_used / run.budget_total))
+        if run.budget_total
+        else 0,
         "best_index": run.best_candidate.index if run.best_candidate is not None else None,
         "chosen_index": run.chosen_candidate.index if run.chosen_candidate is not None else None,
         "simulator": run_is_simulator(run),
@@ -86,12 +94,12 @@ def run_summary(run: Run) -> JSONObject:
         "cost": run.cost,
         "pricing": pricing,
         "cost_label": format_cost(run.cost, pricing),
-        "tokens": int((run.usage or {}).get("total", {}).get("tokens_in", 0)) + int((run.usage or {}).get("total", {}).get("tokens_out", 0)),
+        "tokens": int((run.usage or {}).get("total", {}).get("tokens_in", 0))
+        + int((run.usage or {}).get("total", {}).get("tokens_out", 0)),
         "usage": run.usage or {},
         "max_cost": run_max_cost(run.config),
         "stop_reason": run.stop_reason,
     }
-
 
 
 def run_client_status(run: Run) -> JSONObject:
@@ -100,17 +108,43 @@ def run_client_status(run: Run) -> JSONObject:
     if not run.is_external:
         return {}
     seen = run.heartbeat_at
-    silent = run.status in RunStatus.active() and (seen is None or (timezone.now() - seen).total_seconds() > SILENT_AFTER_SECONDS)
-    return {"client_seen_at": seen.isoformat() if seen else None, "client_silent": silent, "silent_after": SILENT_AFTER_SECONDS}
-
+    silent = run.status in RunStatus.active() and (
+        seen is None or (timezone.now() - seen).total_seconds() > SILENT_AFTER_SECONDS
+    )
+    return {
+        "client_seen_at": seen.isoformat() if seen else None,
+        "client_silent": silent,
+        "silent_after": SILENT_AFTER_SECONDS,
+    }
 
 
 LIST_ROW_FIELDS = (
-    "id", "name", "status", "phase", "best_score", "seed_score", "delta", "budget_used", "budget_total",
-    "budget_pct", "model", "task_set", "owner", "created_at", "started_at", "finished_at", "last_seq",
-    "task_set_id", "tags", "archived", "kind", "cost", "pricing", "cost_label", "stop_reason",
+    "id",
+    "name",
+    "status",
+    "phase",
+    "best_score",
+    "seed_score",
+    "delta",
+    "budget_used",
+    "budget_total",
+    "budget_pct",
+    "model",
+    "task_set",
+    "owner",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "last_seq",
+    "task_set_id",
+    "tags",
+    "archived",
+    "kind",
+    "cost",
+    "pricing",
+    "cost_label",
+    "stop_reason",
 )
-
 
 
 def run_list_row(run: Run) -> JSONObject:
@@ -120,7 +154,6 @@ def run_list_row(run: Run) -> JSONObject:
     return {key: summary[key] for key in LIST_ROW_FIELDS}
 
 
-
 def run_list_row_for_push(run_id: int) -> tuple[int, JSONObject] | None:
     """(owner id, list row) of a run for the `runs` group, or None if it is gone.
     One query; the owner id lets a consumer admit the owner without another."""
@@ -128,9 +161,16 @@ def run_list_row_for_push(run_id: int) -> tuple[int, JSONObject] | None:
     # (the frozen task rows and specs, the best prompt), whose decoding cost ~10 ms each time.
     run = (
         Run.objects.select_related(*RUN_JOINS)
-        .defer("tasks_snapshot", "verifier_specs", "best_candidate__components", "best_candidate__parents",
-               "best_candidate__objective_scores",
-               "chosen_candidate__components", "chosen_candidate__parents", "chosen_candidate__objective_scores")
+        .defer(
+            "tasks_snapshot",
+            "verifier_specs",
+            "best_candidate__components",
+            "best_candidate__parents",
+            "best_candidate__objective_scores",
+            "chosen_candidate__components",
+            "chosen_candidate__parents",
+            "chosen_candidate__objective_scores",
+        )
         .filter(pk=run_id)
         .first()
     )

@@ -81,7 +81,9 @@ def verifier_judge(score_output: Callable[[str], Result]) -> Judge:
         result = score_output(output)
         if result.verdict == "pass":
             return "approved"
-        return f"rejected: {result.feedback or f'verdict {result.verdict} (score {result.score:.2f})'}"
+        return (
+            f"rejected: {result.feedback or f'verdict {result.verdict} (score {result.score:.2f})'}"
+        )
 
     return judge
 

@@ -58,8 +58,12 @@ class DefaultSplitIn(Schema):
 
 
 class ImportIn(Schema):
-    name: str = Field(..., description="Task set name (created if new; rows are added or updated by task_id)")
-    filename: str = Field(..., description="Its extension picks the format: .jsonl, .json, .yaml/.yml, .csv or .tsv")
+    name: str = Field(
+        ..., description="Task set name (created if new; rows are added or updated by task_id)"
+    )
+    filename: str = Field(
+        ..., description="Its extension picks the format: .jsonl, .json, .yaml/.yml, .csv or .tsv"
+    )
     content: str = Field(..., max_length=MAX_FILE_BYTES)
     format: Literal["jsonl", "json", "yaml", "csv", "tsv", ""] = ""
     mapping: MappingIn | None = None
@@ -98,7 +102,9 @@ class ImportPreviewOut(Schema):
     delimiter: str
     columns: list[str]
     rows_total: int
-    mapping: dict[str, list[str]] = Field(..., description="task field → the source fields it was read from")
+    mapping: dict[str, list[str]] = Field(
+        ..., description="task field → the source fields it was read from"
+    )
     problems: list[Problem]
     kept_in_metadata: list[str]
     created: int
@@ -145,8 +151,15 @@ class TaskSetDetail(TaskSetOut):
 
 
 def _out(ts: CountedTaskSet) -> JSONObject:
-    return {"id": ts.pk, "name": ts.name, "description": ts.description, "owner": ts.owner.get_username(),
-            "shared": ts.shared, "task_count": ts.task_count, "updated_at": ts.updated_at}
+    return {
+        "id": ts.pk,
+        "name": ts.name,
+        "description": ts.description,
+        "owner": ts.owner.get_username(),
+        "shared": ts.shared,
+        "task_count": ts.task_count,
+        "updated_at": ts.updated_at,
+    }
 
 
 def _visible(request: AuthenticatedHttpRequest) -> QuerySet[CountedTaskSet]:
@@ -162,11 +175,22 @@ def import_tasks(request: AuthenticatedHttpRequest, body: ImportIn) -> Status[JS
     default_split = None
     if body.default_split:
         split = body.default_split.dict()
-        default_split = DefaultSplit(ratios={s: split[s] for s in DEFAULT_SPLIT_RATIOS}, seed=split["seed"])
-    args: dict[str, Any] = {"owner": request.user, "name": body.name, "filename": body.filename, "content": body.content,
-            "fmt": body.format, "mapping": mapping, "default_split": default_split}
+        default_split = DefaultSplit(
+            ratios={s: split[s] for s in DEFAULT_SPLIT_RATIOS}, seed=split["seed"]
+        )
+    args: dict[str, Any] = {
+        "owner": request.user,
+        "name": body.name,
+        "filename": body.filename,
+        "content": body.content,
+        "fmt": body.format,
+        "mapping": mapping,
+        "default_split": default_split,
+    }
     if body.dry_run:
-        return Status(200, taskset_import_preview(**args, page=body.page, page_size=body.page_size).as_json())
+        return Status(
+            200, taskset_import_preview(**args, page=body.page, page_size=body.page_size).as_json()
+        )
     task_set, counts = taskset_import(**args, shared=body.shared)
     return Status(201, {"id": task_set.pk, "name": task_set.name, **counts})
 
@@ -182,7 +206,11 @@ def list_tasksets(request: AuthenticatedHttpRequest, q: str = "") -> list[JSONOb
 
 @router.get("/{int:taskset_id}", response=TaskSetDetail)
 def get_taskset(
-    request: AuthenticatedHttpRequest, taskset_id: int, split: str = "", limit: int = 1000, offset: int = 0,
+    request: AuthenticatedHttpRequest,
+    taskset_id: int,
+    split: str = "",
+    limit: int = 1000,
+    offset: int = 0,
 ) -> JSONObject:
     """One task set with its tasks (optionally one split), `limit` (at most 5000) rows from `offset`."""
     limit, offset = min(max(limit, 1), 5000), min(max(offset, 0), MAX_OFFSET)
@@ -190,7 +218,10 @@ def get_taskset(
     tasks = task_set.tasks.all()
     if split:
         tasks = tasks.filter(split=without_nul(split))
-    rows = [{**t.as_row(), "verifier": t.verifier, "split": t.split} for t in tasks[offset:offset + limit]]
+    rows = [
+        {**t.as_row(), "verifier": t.verifier, "split": t.split}
+        for t in tasks[offset : offset + limit]
+    ]
     return {**_out(task_set), "tasks": rows}
 
 
@@ -198,7 +229,9 @@ def get_taskset(
 def export_taskset(request: AuthenticatedHttpRequest, taskset_id: int) -> StreamingHttpResponse:
     """The set as JSONL (one task per line, in order); importing it gives an identical set."""
     task_set = taskset_for_user(request.user, taskset_id)
-    response = StreamingHttpResponse(taskset_export_lines(task_set=task_set), content_type="application/x-ndjson")
+    response = StreamingHttpResponse(
+        taskset_export_lines(task_set=task_set), content_type="application/x-ndjson"
+    )
     response["Content-Disposition"] = f'attachment; filename="taskset-{task_set.pk}.jsonl"'
     return response
 
@@ -208,7 +241,9 @@ class DuplicateIn(Schema):
 
 
 @router.post("/{int:taskset_id}/duplicate", response={201: TaskSetOut})
-def duplicate_taskset(request: AuthenticatedHttpRequest, taskset_id: int, body: DuplicateIn) -> Status[JSONObject]:
+def duplicate_taskset(
+    request: AuthenticatedHttpRequest, taskset_id: int, body: DuplicateIn
+) -> Status[JSONObject]:
     """A private copy (yours) of a set you can see, with every task."""
     task_set = taskset_for_user(request.user, taskset_id)
     copy = taskset_duplicate(task_set=task_set, owner=request.user, name=body.name)

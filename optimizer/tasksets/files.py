@@ -62,8 +62,16 @@ MAX_INPUT_CHARS = 100_000
 MAX_PROBLEMS = 50
 MAX_YAML_VALUES = 2_000_000
 FORMATS = ("jsonl", "json", "yaml", "csv", "tsv")
-EXTENSIONS = {"jsonl": "jsonl", "ndjson": "jsonl", "json": "json", "yaml": "yaml", "yml": "yaml",
-              "csv": "csv", "tsv": "tsv", "tab": "tsv"}
+EXTENSIONS = {
+    "jsonl": "jsonl",
+    "ndjson": "jsonl",
+    "json": "json",
+    "yaml": "yaml",
+    "yml": "yaml",
+    "csv": "csv",
+    "tsv": "tsv",
+    "tab": "tsv",
+}
 WHOLE_DOCUMENT = ("json", "yaml")
 ROW_LIST_KEYS = ("rows", "data", "examples", "tasks")
 CSV_DELIMITERS = (",", ";", "\t", "|")
@@ -108,7 +116,9 @@ class FieldMapping:
         found = {}
         for name in self.names():
             chosen = getattr(self, name)
-            found[name] = chosen if chosen else next((k for k in DEFAULT_SOURCES[name] if k in keys), "")
+            found[name] = (
+                chosen if chosen else next((k for k in DEFAULT_SOURCES[name] if k in keys), "")
+            )
         return found
 
     def apply(self, raw: RawRow) -> tuple[JSONObject, dict[str, str], list[str]]:
@@ -126,7 +136,9 @@ class FieldMapping:
         text = raw.get(src["input"]) if src["input"] else None
         if instruction is not None and not isinstance(instruction, str):
             problems.append(f"{src['instruction']}: must be text, got {type(instruction).__name__}")
-        elif instruction is not None and (text is None or (isinstance(text, str) and not text.strip())):
+        elif instruction is not None and (
+            text is None or (isinstance(text, str) and not text.strip())
+        ):
             row["input"], labels["input"] = instruction, src["instruction"]
         elif instruction is not None and isinstance(text, str):
             row["input"] = f"{instruction}\n\n{text}"
@@ -135,13 +147,20 @@ class FieldMapping:
         elif src["input"] and src["input"] in raw:
             problems.append(f"{src['input']}: must be non-empty text")
         else:
-            wanted = f"no {self.input!r} field" if self.input else (
-                "no field named " + ", ".join(DEFAULT_SOURCES["input"]) + " or instruction")
+            wanted = (
+                f"no {self.input!r} field"
+                if self.input
+                else ("no field named " + ", ".join(DEFAULT_SOURCES["input"]) + " or instruction")
+            )
             problems.append(f"input: is required ({wanted}; choose the input field in the mapping)")
         for name in PASSTHROUGH_FIELDS:
             if name in raw and name not in used:
                 row[name] = raw[name]
-        extra = {key: value for key, value in raw.items() if key not in used and key not in PASSTHROUGH_FIELDS}
+        extra = {
+            key: value
+            for key, value in raw.items()
+            if key not in used and key not in PASSTHROUGH_FIELDS
+        }
         if extra:
             metadata = row.get("metadata")
             if metadata is None:
@@ -169,19 +188,29 @@ class DefaultSplit:
         check_ratios(self.ratios)
 
     def describe(self) -> str:
-        return ", ".join(f"{s} {self.ratios.get(s, 0):g}" for s in SPLITS if self.ratios.get(s, 0)) + f", seed {self.seed}"
+        return (
+            ", ".join(f"{s} {self.ratios.get(s, 0):g}" for s in SPLITS if self.ratios.get(s, 0))
+            + f", seed {self.seed}"
+        )
 
 
 def check_ratios(ratios: Mapping[str, float]) -> None:
     unknown = set(ratios) - set(SPLITS)
     if unknown:
         raise SpecError(f"ratios: unknown split {sorted(unknown)[0]!r}; use {', '.join(SPLITS)}")
-    if any(isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) or r < 0 for r in ratios.values()) \
-            or sum(ratios.values()) <= 0:
+    if (
+        any(
+            isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) or r < 0
+            for r in ratios.values()
+        )
+        or sum(ratios.values()) <= 0
+    ):
         raise SpecError("ratios: each ratio must be a number ≥ 0 and they must not all be 0")
 
 
-def deal_splits(items: Iterable[Item], ratios: Mapping[str, float], seed: int) -> dict[str, list[Item]]:
+def deal_splits(
+    items: Iterable[Item], ratios: Mapping[str, float], seed: int
+) -> dict[str, list[Item]]:
     """Shuffle `items` with `seed` and deal them by `ratios` (the same seed gives
     the same deal). Each split with a ratio > 0 gets at least one item when
     there are at least as many items as such splits; rounding never drops one."""
@@ -205,7 +234,7 @@ def deal_splits(items: Iterable[Item], ratios: Mapping[str, float], seed: int) -
     dealt: dict[str, list[Item]] = {}
     start = 0
     for name, size in zip(names, sizes):
-        dealt[name] = shuffled[start:start + size]
+        dealt[name] = shuffled[start : start + size]
         start += size
     return dealt
 
@@ -214,7 +243,9 @@ def detect_format(filename: str) -> str:
     suffix = filename.rsplit(".", 1)[-1].lower() if "." in filename else ""
     fmt = EXTENSIONS.get(suffix)
     if fmt is None:
-        raise SpecError(f"{filename}: unknown file type; use .jsonl, .json, .yaml/.yml, .csv or .tsv")
+        raise SpecError(
+            f"{filename}: unknown file type; use .jsonl, .json, .yaml/.yml, .csv or .tsv"
+        )
     return fmt
 
 
@@ -248,12 +279,14 @@ def _text_lines(filename: str, stream: BinaryIO) -> Iterator[tuple[int, str]]:
     """Decoded lines with their numbers; invalid UTF-8 names its line."""
     for number, raw in enumerate(stream, start=1):
         if number == 1 and raw.startswith(codecs.BOM_UTF8):
-            raw = raw[len(codecs.BOM_UTF8):]
+            raw = raw[len(codecs.BOM_UTF8) :]
         try:
             yield number, raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise SpecError(f"{filename} line {number}: not UTF-8 text (byte {exc.start + 1} of the line); "
-                            "save the file as UTF-8") from None
+            raise SpecError(
+                f"{filename} line {number}: not UTF-8 text (byte {exc.start + 1} of the line); "
+                "save the file as UTF-8"
+            ) from None
 
 
 def _read_text(filename: str, stream: BinaryIO) -> str:
@@ -265,7 +298,9 @@ def _read_text(filename: str, stream: BinaryIO) -> str:
         raise SpecError(f"{filename} line {line}: not UTF-8 text; save the file as UTF-8") from None
 
 
-def _jsonl_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: FileFacts) -> Iterator[tuple[int, Any]]:
+def _jsonl_rows(
+    filename: str, stream: BinaryIO, mapping: FieldMapping, report: FileFacts
+) -> Iterator[tuple[int, Any]]:
     for number, line in _text_lines(filename, stream):
         if not line.strip():
             continue
@@ -278,7 +313,9 @@ def _jsonl_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: 
             yield number, _Bad(f"invalid JSON ({message})" if where == "value" else str(exc))
 
 
-def _json_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: FileFacts) -> Iterator[tuple[int, Any]]:
+def _json_rows(
+    filename: str, stream: BinaryIO, mapping: FieldMapping, report: FileFacts
+) -> Iterator[tuple[int, Any]]:
     """An array of rows, or an object with the array under one of ROW_LIST_KEYS.
     Walks the top level with `raw_decode` so each row keeps its line number."""
     text = _read_text(filename, stream)
@@ -294,55 +331,71 @@ def _json_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: F
         try:
             value, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
-            raise SpecError(f"{filename} line {exc.lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+            raise SpecError(
+                f"{filename} line {exc.lineno}: invalid JSON ({exc.msg} at column {exc.colno})"
+            ) from None
         except RecursionError:
-            raise SpecError(f"{filename} line {lines.at(pos)}: invalid JSON (nested more than {MAX_JSON_DEPTH} "
-                            "levels deep)") from None
+            raise SpecError(
+                f"{filename} line {lines.at(pos)}: invalid JSON (nested more than {MAX_JSON_DEPTH} "
+                "levels deep)"
+            ) from None
         problem = depth_problem(value)
         if problem:  # the same cap as every other untrusted JSON (dashboard.lib.storable)
-            raise SpecError(f"{filename} line {lines.at(pos)}: invalid JSON ({problem.partition(': ')[2]})")
+            raise SpecError(
+                f"{filename} line {lines.at(pos)}: invalid JSON ({problem.partition(': ')[2]})"
+            )
         return value, end
 
     def expect(pos: int, chars: str) -> int:
         pos = skip(pos)
         if pos >= len(text) or text[pos] not in chars:
-            raise SpecError(f"{filename} line {lines.at(pos)}: invalid JSON (expected {' or '.join(repr(c) for c in chars)})")
+            raise SpecError(
+                f"{filename} line {lines.at(pos)}: invalid JSON (expected {' or '.join(repr(c) for c in chars)})"
+            )
         return pos
 
     start = skip(0)
-    if text[start:start + 1] == "{":
+    if text[start : start + 1] == "{":
         pos, found = skip(start + 1), None
-        while text[pos:pos + 1] != "}":
+        while text[pos : pos + 1] != "}":
             key, pos = value_at(pos)
             pos = expect(pos, ":") + 1
             pos = skip(pos)
-            if found is None and key in ROW_LIST_KEYS and text[pos:pos + 1] == "[":
+            if found is None and key in ROW_LIST_KEYS and text[pos : pos + 1] == "[":
                 found = pos
             _, pos = value_at(pos)
             pos = expect(pos, ",}")
             if text[pos] == ",":
                 pos = skip(pos + 1)
         if found is None:
-            raise SpecError(f"{filename} line {lines.at(start)}: a JSON object needs its rows in a list under "
-                            + ", ".join(ROW_LIST_KEYS))
+            raise SpecError(
+                f"{filename} line {lines.at(start)}: a JSON object needs its rows in a list under "
+                + ", ".join(ROW_LIST_KEYS)
+            )
         end_of_document, start = pos + 1, found
-    elif text[start:start + 1] != "[":
-        raise SpecError(f"{filename} line {lines.at(start)}: expected an array of rows, or an object with a list "
-                        "under " + ", ".join(ROW_LIST_KEYS))
+    elif text[start : start + 1] != "[":
+        raise SpecError(
+            f"{filename} line {lines.at(start)}: expected an array of rows, or an object with a list "
+            "under " + ", ".join(ROW_LIST_KEYS)
+        )
     else:
         end_of_document = None
     pos = skip(start + 1)
-    while text[pos:pos + 1] != "]":
+    while text[pos : pos + 1] != "]":
         row, end = value_at(pos)
         yield lines.at(pos), row
         pos = expect(end, ",]")
         if text[pos] == ",":
             pos = skip(pos + 1)
-            if text[pos:pos + 1] == "]":
-                raise SpecError(f"{filename} line {lines.at(pos)}: invalid JSON (a comma before ']')")
+            if text[pos : pos + 1] == "]":
+                raise SpecError(
+                    f"{filename} line {lines.at(pos)}: invalid JSON (a comma before ']')"
+                )
     trailing = skip(end_of_document if end_of_document is not None else pos + 1)
     if trailing < len(text):
-        raise SpecError(f"{filename} line {lines.at(trailing)}: invalid JSON (extra data after the rows)")
+        raise SpecError(
+            f"{filename} line {lines.at(trailing)}: invalid JSON (extra data after the rows)"
+        )
 
 
 class _LineCounter:
@@ -359,7 +412,9 @@ class _LineCounter:
         return self.line
 
 
-def _yaml_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: FileFacts) -> Iterator[tuple[int, Any]]:
+def _yaml_rows(
+    filename: str, stream: BinaryIO, mapping: FieldMapping, report: FileFacts
+) -> Iterator[tuple[int, Any]]:
     text = _read_text(filename, stream)
     try:
         # compose() gives every node's line; safe_load() the plain values.
@@ -379,8 +434,11 @@ def _yaml_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: F
             root = next(value for k, value in root.value if k.value == key)
             data = data[key]
     if not isinstance(data, list) or not isinstance(root, yaml.SequenceNode):
-        raise SpecError(f"{filename} line 1: expected a list of task rows (or a mapping with the list under "
-                        + ", ".join(ROW_LIST_KEYS) + ")")
+        raise SpecError(
+            f"{filename} line 1: expected a list of task rows (or a mapping with the list under "
+            + ", ".join(ROW_LIST_KEYS)
+            + ")"
+        )
     for node, row in zip(root.value, data, strict=True):
         yield node.start_mark.line + 1, row
 
@@ -410,14 +468,18 @@ def _check_aliases(filename: str, root: yaml.Node | None) -> None:
             visiting.discard(key)
             expanded[key] = 1 + sum(expanded[id(child)] for child in _yaml_children(node))
             if expanded[key] > MAX_YAML_VALUES:
-                raise SpecError(f"{filename} line {node.start_mark.line + 1}: YAML aliases expand to more than "
-                                f"{MAX_YAML_VALUES:,} values; write the rows out instead")
+                raise SpecError(
+                    f"{filename} line {node.start_mark.line + 1}: YAML aliases expand to more than "
+                    f"{MAX_YAML_VALUES:,} values; write the rows out instead"
+                )
             continue
         if key in expanded:
             continue
         if key in visiting:  # popped again before its own children are done: it contains itself
-            raise SpecError(f"{filename} line {node.start_mark.line + 1}: a YAML alias refers to a value that "
-                            "contains it; a task row must not contain itself")
+            raise SpecError(
+                f"{filename} line {node.start_mark.line + 1}: a YAML alias refers to a value that "
+                "contains it; a task row must not contain itself"
+            )
         visiting.add(key)
         stack.append((node, True))
         stack.extend((child, False) for child in _yaml_children(node))
@@ -431,7 +493,9 @@ def _sniff_delimiter(header: str) -> str:
     return best if counts[best] else ","
 
 
-def _csv_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: FileFacts, *, tsv: bool = False) -> Iterator[tuple[int, Any]]:
+def _csv_rows(
+    filename: str, stream: BinaryIO, mapping: FieldMapping, report: FileFacts, *, tsv: bool = False
+) -> Iterator[tuple[int, Any]]:
     lines = _text_lines(filename, stream)
     first = next(lines, None)
     if first is None or not first[1].strip():
@@ -450,12 +514,19 @@ def _csv_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: Fi
         header = [name.strip() for name in next(reader)]
         duplicates = [name for name, n in Counter(header).items() if n > 1]
         if "" in header:
-            raise SpecError(f"{filename} line 1: column {header.index('') + 1} has no name in the header row")
+            raise SpecError(
+                f"{filename} line 1: column {header.index('') + 1} has no name in the header row"
+            )
         if duplicates:
-            raise SpecError(f"{filename} line 1: column {duplicates[0]!r} appears more than once in the header row")
+            raise SpecError(
+                f"{filename} line 1: column {duplicates[0]!r} appears more than once in the header row"
+            )
         report["columns"] = header
-        missing = [f"{name}: column {column!r} not found (columns: {', '.join(header)})"
-                   for name, column in mapping.overrides().items() if column not in header]
+        missing = [
+            f"{name}: column {column!r} not found (columns: {', '.join(header)})"
+            for name, column in mapping.overrides().items()
+            if column not in header
+        ]
         if missing:
             raise SpecError([f"{filename} line 1: {problem}" for problem in missing])
         start = reader.line_num + 1
@@ -464,19 +535,28 @@ def _csv_rows(filename: str, stream: BinaryIO, mapping: FieldMapping, report: Fi
                 start = reader.line_num + 1
                 continue
             if len(values) != len(header):
-                yield start, _Bad(f"row: {len(values)} values but the header has {len(header)} columns "
-                                  f"(delimiter {delimiter!r}; a value holding it must be quoted)")
+                yield (
+                    start,
+                    _Bad(
+                        f"row: {len(values)} values but the header has {len(header)} columns "
+                        f"(delimiter {delimiter!r}; a value holding it must be quoted)"
+                    ),
+                )
             else:
                 # An empty cell is a missing value: the default for that field applies.
                 yield start, {name: value for name, value in zip(header, values) if value != ""}
             start = reader.line_num + 1
     except csv.Error as exc:
         if "unexpected end of data" in str(exc):
-            raise SpecError(f"{filename} line {start}: unterminated quote: the quoted value that starts on this "
-                            "line never ends") from None
+            raise SpecError(
+                f"{filename} line {start}: unterminated quote: the quoted value that starts on this "
+                "line never ends"
+            ) from None
         if "field larger than field limit" in str(exc):
-            raise SpecError(f"{filename} line {start}: a value longer than {csv.field_size_limit():,} characters "
-                            "(an unterminated quote on this line?)") from None
+            raise SpecError(
+                f"{filename} line {start}: a value longer than {csv.field_size_limit():,} characters "
+                "(an unterminated quote on this line?)"
+            ) from None
         raise SpecError(f"{filename} line {reader.line_num}: invalid CSV ({exc})") from None
 
 
@@ -492,7 +572,9 @@ PARSERS: dict[str, Parser] = {
 }
 
 
-def _validate_row(raw: Any, index: int, mapping: FieldMapping) -> tuple[JSONObject | None, list[str]]:
+def _validate_row(
+    raw: Any, index: int, mapping: FieldMapping
+) -> tuple[JSONObject | None, list[str]]:
     """One raw row → a task row (split None = none given) and its problems."""
     if isinstance(raw, _Bad):
         return None, [str(raw)]
@@ -517,8 +599,11 @@ def _validate_row(raw: Any, index: int, mapping: FieldMapping) -> tuple[JSONObje
     try:
         validate_task({**mapped, "task_id": task_id})
     except SpecError as exc:
-        problems += [p.replace("task_id:", f"{labels['task_id']}:", 1) if p.startswith("task_id:") else p
-                     for p in exc.problems if not p.startswith(("params:", "metadata:"))]
+        problems += [
+            p.replace("task_id:", f"{labels['task_id']}:", 1) if p.startswith("task_id:") else p
+            for p in exc.problems
+            if not p.startswith(("params:", "metadata:"))
+        ]
     for name in ROW_FIELDS:  # what the database cannot hold: NaN, NUL, YAML dates and binary
         if name in mapped:
             problems += storage_problems(mapped[name], labels.get(name, name))
@@ -564,20 +649,34 @@ class ScanReport:
         return self.problems + ([f"… and {more} more problems"] if more > 0 else [])
 
 
-def _numbered_rows(task_file: TaskFile, fmt: str, mapping: FieldMapping, report: FileFacts) -> Iterator[tuple[int, Any]]:
+def _numbered_rows(
+    task_file: TaskFile, fmt: str, mapping: FieldMapping, report: FileFacts
+) -> Iterator[tuple[int, Any]]:
     fmt = fmt or detect_format(task_file.filename)
     if fmt not in FORMATS:
         raise SpecError(f"format: unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
     limit = MAX_DOCUMENT_BYTES if fmt in WHOLE_DOCUMENT else MAX_FILE_BYTES
     if task_file.size > limit:
-        raise SpecError(f"{task_file.filename}: larger than {limit // (1024 * 1024)} MB"
-                        + (" (JSON and YAML are read whole; use JSONL or CSV for bigger sets)" if fmt in WHOLE_DOCUMENT else ""))
+        raise SpecError(
+            f"{task_file.filename}: larger than {limit // (1024 * 1024)} MB"
+            + (
+                " (JSON and YAML are read whole; use JSONL or CSV for bigger sets)"
+                if fmt in WHOLE_DOCUMENT
+                else ""
+            )
+        )
     report["format"] = fmt
     return PARSERS[fmt](task_file.filename, task_file.open(), mapping, report)
 
 
-def scan_task_file(task_file: TaskFile, *, fmt: str = "", mapping: FieldMapping | None = None,
-                   page: tuple[int, int] = (0, 20), visit: Callable[[JSONObject], None] | None = None) -> ScanReport:
+def scan_task_file(
+    task_file: TaskFile,
+    *,
+    fmt: str = "",
+    mapping: FieldMapping | None = None,
+    page: tuple[int, int] = (0, 20),
+    visit: Callable[[JSONObject], None] | None = None,
+) -> ScanReport:
     """One pass over the file: every problem (by line and field, at most
     MAX_PROBLEMS kept), counts, the rows `page` = (offset, limit) as they would be
     stored (split None = to be dealt by the default split), and `visit(row)` for
@@ -592,24 +691,37 @@ def scan_task_file(task_file: TaskFile, *, fmt: str = "", mapping: FieldMapping 
     offset, limit = page
     for index, (line, raw) in enumerate(_numbered_rows(task_file, fmt, mapping, context), start=1):
         if index > MAX_ROWS:
-            raise SpecError(f"{task_file.filename} line {line}: more than {MAX_ROWS:,} rows; at most {MAX_ROWS:,} per import")
+            raise SpecError(
+                f"{task_file.filename} line {line}: more than {MAX_ROWS:,} rows; at most {MAX_ROWS:,} per import"
+            )
         report.total = index
         row, problems = _validate_row(raw, index, mapping)
         for problem in problems:
             report.add_problem(f"{task_file.filename} line {line}: {problem}")
-        if isinstance(raw, dict) and len(extra) < 50 and len(shapes) < 1000 and (shape := tuple(raw)) not in shapes:
+        if (
+            isinstance(raw, dict)
+            and len(extra) < 50
+            and len(shapes) < 1000
+            and (shape := tuple(raw)) not in shapes
+        ):
             shapes.add(shape)  # rows of one shape map the same way: look once
             src = mapping.sources(raw)
             for name, key in src.items():
                 if key and key in raw:
                     sources[name].add(key)
             used = set(src.values())
-            extra.update(k for k in raw if k not in used and k not in PASSTHROUGH_FIELDS and isinstance(k, str))
+            extra.update(
+                k
+                for k in raw
+                if k not in used and k not in PASSTHROUGH_FIELDS and isinstance(k, str)
+            )
         if row is None:
             continue
         if row["task_id"] in seen:
-            report.add_problem(f"{task_file.filename} line {line}: {'task_id'}: duplicate id {row['task_id']!r} "
-                               f"(first on line {seen[row['task_id']]})")
+            report.add_problem(
+                f"{task_file.filename} line {line}: {'task_id'}: duplicate id {row['task_id']!r} "
+                f"(first on line {seen[row['task_id']]})"
+            )
             continue
         seen[row["task_id"]] = line
         if row["split"] is None:
@@ -630,7 +742,9 @@ def scan_task_file(task_file: TaskFile, *, fmt: str = "", mapping: FieldMapping 
     return report
 
 
-def iter_task_rows(task_file: TaskFile, *, fmt: str = "", mapping: FieldMapping | None = None) -> Iterator[JSONObject]:
+def iter_task_rows(
+    task_file: TaskFile, *, fmt: str = "", mapping: FieldMapping | None = None
+) -> Iterator[JSONObject]:
     """The valid rows of a file already scanned without problems (a second pass, for writing)."""
     mapping = mapping or FieldMapping()
     for index, (line, raw) in enumerate(_numbered_rows(task_file, fmt, mapping, {}), start=1):
@@ -640,8 +754,14 @@ def iter_task_rows(task_file: TaskFile, *, fmt: str = "", mapping: FieldMapping 
         yield row
 
 
-def parse_task_file(filename: str, content: bytes | str, *, fmt: str = "", mapping: FieldMapping | None = None,
-                    default_split: DefaultSplit | None = None) -> list[JSONObject]:
+def parse_task_file(
+    filename: str,
+    content: bytes | str,
+    *,
+    fmt: str = "",
+    mapping: FieldMapping | None = None,
+    default_split: DefaultSplit | None = None,
+) -> list[JSONObject]:
     """Every row of a small file, validated, rows without a split dealt by
     `default_split`; `SpecError` listing every problem otherwise."""
     task_file = TaskFile(filename, content)
@@ -649,7 +769,14 @@ def parse_task_file(filename: str, content: bytes | str, *, fmt: str = "", mappi
     if report.problem_count:
         raise SpecError(report.problem_lines())
     default_split = default_split or DefaultSplit()
-    dealt = {task_id: split for split, ids in deal_splits(report.unsplit_ids, default_split.ratios, default_split.seed).items()
-             for task_id in ids}
-    return [{**row, "split": row["split"] or dealt[row["task_id"]]}
-            for row in iter_task_rows(task_file, fmt=fmt, mapping=mapping)]
+    dealt = {
+        task_id: split
+        for split, ids in deal_splits(
+            report.unsplit_ids, default_split.ratios, default_split.seed
+        ).items()
+        for task_id in ids
+    }
+    return [
+        {**row, "split": row["split"] or dealt[row["task_id"]]}
+        for row in iter_task_rows(task_file, fmt=fmt, mapping=mapping)
+    ]

@@ -10,7 +10,9 @@ from verifiers_app.engine.json_types import JSONObject
 
 
 class TaskSet(models.Model):
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="task_sets")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="task_sets"
+    )
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     shared = models.BooleanField(default=False)
@@ -22,7 +24,9 @@ class TaskSet(models.Model):
     class Meta:
         db_table = "optimizer_taskset"  # the table of the app they were first created in
         ordering = ["name"]
-        constraints = [models.UniqueConstraint(fields=["owner", "name"], name="taskset_unique_name_per_owner")]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "name"], name="taskset_unique_name_per_owner")
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -45,14 +49,22 @@ class Task(models.Model):
     expected = models.JSONField(null=True, blank=True)
     params = models.JSONField(default=dict, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
-    verifier = models.JSONField(null=True, blank=True, help_text="Row verifier {kind: in_process, fn_name, expected, params}")
+    verifier = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Row verifier {kind: in_process, fn_name, expected, params}",
+    )
     split = models.CharField(max_length=10, choices=Split.choices, default=Split.TRAIN)
 
     class Meta:
         db_table = "optimizer_task"
         ordering = ["task_set", "position", "id"]
-        constraints = [models.UniqueConstraint(fields=["task_set", "task_id"], name="task_unique_id_in_set")]
-        indexes = [models.Index(fields=["task_set", "split"], name="optimizer_t_task_se_78cedc_idx")]
+        constraints = [
+            models.UniqueConstraint(fields=["task_set", "task_id"], name="task_unique_id_in_set")
+        ]
+        indexes = [
+            models.Index(fields=["task_set", "split"], name="optimizer_t_task_se_78cedc_idx")
+        ]
 
     def __str__(self) -> str:
         return self.task_id

@@ -46,9 +46,13 @@ class ImportPreview:
     report: ScanReport
     default_split: DefaultSplit
     problems: list[str]
-    counts: dict[str, int] = field(default_factory=lambda: {"created": 0, "updated": 0, "unchanged": 0})
+    counts: dict[str, int] = field(
+        default_factory=lambda: {"created": 0, "updated": 0, "unchanged": 0}
+    )
     split_counts: dict[str, int] = field(default_factory=dict)  # rows of the file, by final split
-    dealt_counts: dict[str, int] = field(default_factory=dict)  # rows that had no split, by dealt split
+    dealt_counts: dict[str, int] = field(
+        default_factory=dict
+    )  # rows that had no split, by dealt split
     rows: list[JSONObject] = field(default_factory=list)  # the requested page, as stored
     page: int = 1
     page_size: int = 20
@@ -65,14 +69,29 @@ class ImportPreview:
     def as_json(self) -> JSONObject:
         r = self.report
         return {
-            "ok": self.ok, "name": self.name, "filename": r.filename, "format": r.format, "delimiter": r.delimiter,
-            "columns": r.columns, "rows_total": r.total, "mapping": r.mapping,
+            "ok": self.ok,
+            "name": self.name,
+            "filename": r.filename,
+            "format": r.format,
+            "delimiter": r.delimiter,
+            "columns": r.columns,
+            "rows_total": r.total,
+            "mapping": r.mapping,
             # The API's problem shape: "<file> line N" as the field, the rest as the message.
             "problems": [dict(zip(("field", "message"), split_problem(p))) for p in self.problems],
-            "kept_in_metadata": r.kept_in_metadata, **self.counts, "split_counts": self.split_counts,
-            "default_split": {"ratios": self.default_split.ratios, "seed": self.default_split.seed,
-                              "rows": len(r.unsplit_ids), "dealt": self.dealt_counts},
-            "page": self.page, "page_size": self.page_size, "pages": self.pages, "rows": self.rows,
+            "kept_in_metadata": r.kept_in_metadata,
+            **self.counts,
+            "split_counts": self.split_counts,
+            "default_split": {
+                "ratios": self.default_split.ratios,
+                "seed": self.default_split.seed,
+                "rows": len(r.unsplit_ids),
+                "dealt": self.dealt_counts,
+            },
+            "page": self.page,
+            "page_size": self.page_size,
+            "pages": self.pages,
+            "rows": self.rows,
         }
 
 
@@ -88,18 +107,31 @@ def _check_name(name: str) -> tuple[str, list[str]]:
 def _existing_rows(task_set: TaskSet | None) -> ExistingRows:
     if task_set is None:
         return {}
-    return {t["task_id"]: (t.pop("id"), t) for t in task_set.tasks.values("id", "task_id", *_ROW_FIELDS)}
+    return {
+        t["task_id"]: (t.pop("id"), t) for t in task_set.tasks.values("id", "task_id", *_ROW_FIELDS)
+    }
 
 
-def _plan(*, owner: User, name: str, task_file: TaskFile, fmt: str, mapping: FieldMapping | None,
-          default_split: DefaultSplit | None, page: int = 1, page_size: int = 20) -> tuple[ImportPreview, ExistingRows]:
+def _plan(
+    *,
+    owner: User,
+    name: str,
+    task_file: TaskFile,
+    fmt: str,
+    mapping: FieldMapping | None,
+    default_split: DefaultSplit | None,
+    page: int = 1,
+    page_size: int = 20,
+) -> tuple[ImportPreview, ExistingRows]:
     """The first pass: scan the file, compare with the owner's set `name`, deal
     the rows without a split. Nothing is written."""
     name, problems = _check_name(name)
     default_split = default_split or DefaultSplit()
     page, page_size = max(1, page), min(max(1, page_size), 200)
     # A name with a problem (a NUL, which PostgreSQL refuses even in a query) names no set.
-    existing = _existing_rows(TaskSet.objects.filter(owner=owner, name=name).first() if name and not problems else None)
+    existing = _existing_rows(
+        TaskSet.objects.filter(owner=owner, name=name).first() if name and not problems else None
+    )
     counts = {"created": 0, "updated": 0, "unchanged": 0}
 
     def visit(row: JSONObject) -> None:
@@ -108,20 +140,36 @@ def _plan(*, owner: User, name: str, task_file: TaskFile, fmt: str, mapping: Fie
             counts["created"] += 1
             return
         # An existing task keeps its split when the file names none.
-        same = all(old[1][f] == (row[f] if f != "split" or row[f] is not None else old[1]["split"]) for f in _ROW_FIELDS)
+        same = all(
+            old[1][f] == (row[f] if f != "split" or row[f] is not None else old[1]["split"])
+            for f in _ROW_FIELDS
+        )
         counts["unchanged" if same else "updated"] += 1
 
-    report = scan_task_file(task_file, fmt=fmt, mapping=mapping, page=((page - 1) * page_size, page_size), visit=visit)
-    preview = ImportPreview(name, report, default_split, problems + report.problem_lines(), page=page, page_size=page_size)
+    report = scan_task_file(
+        task_file, fmt=fmt, mapping=mapping, page=((page - 1) * page_size, page_size), visit=visit
+    )
+    preview = ImportPreview(
+        name,
+        report,
+        default_split,
+        problems + report.problem_lines(),
+        page=page,
+        page_size=page_size,
+    )
     new_unsplit = [task_id for task_id in report.unsplit_ids if task_id not in existing]
     dealt = deal_splits(new_unsplit, default_split.ratios, default_split.seed)
     preview._dealt = {task_id: split for split, ids in dealt.items() for task_id in ids}
     preview.dealt_counts = {split: len(ids) for split, ids in dealt.items() if ids}
     kept = Counter(existing[t][1]["split"] for t in report.unsplit_ids if t in existing)
-    preview.split_counts = {s: report.split_counts.get(s, 0) + preview.dealt_counts.get(s, 0) + kept.get(s, 0)
-                            for s in Split.values}
+    preview.split_counts = {
+        s: report.split_counts.get(s, 0) + preview.dealt_counts.get(s, 0) + kept.get(s, 0)
+        for s in Split.values
+    }
     preview.counts = counts
-    preview.rows = [{**row, "split": _final_split(row, preview._dealt, existing)} for row in report.page_rows]
+    preview.rows = [
+        {**row, "split": _final_split(row, preview._dealt, existing)} for row in report.page_rows
+    ]
     return preview, existing
 
 
@@ -137,19 +185,42 @@ def _final_split(row: JSONObject, dealt: dict[str, str], existing: ExistingRows)
 
 
 def taskset_import_preview(
-    *, owner: User, name: str, filename: str, content: bytes | str | BinaryIO, fmt: str = "",
-    mapping: FieldMapping | None = None, default_split: DefaultSplit | None = None, page: int = 1, page_size: int = 20,
+    *,
+    owner: User,
+    name: str,
+    filename: str,
+    content: bytes | str | BinaryIO,
+    fmt: str = "",
+    mapping: FieldMapping | None = None,
+    default_split: DefaultSplit | None = None,
+    page: int = 1,
+    page_size: int = 20,
 ) -> ImportPreview:
     """What `taskset_import` would do with the same arguments, without writing:
     rows `page` as they would be stored, counts, every problem by line and field."""
-    return _plan(owner=owner, name=name, task_file=TaskFile(filename, content), fmt=fmt, mapping=mapping,
-                 default_split=default_split, page=page, page_size=page_size)[0]
+    return _plan(
+        owner=owner,
+        name=name,
+        task_file=TaskFile(filename, content),
+        fmt=fmt,
+        mapping=mapping,
+        default_split=default_split,
+        page=page,
+        page_size=page_size,
+    )[0]
 
 
 @transaction.atomic
 def taskset_import(
-    *, owner: User, name: str, filename: str, content: bytes | str | BinaryIO, fmt: str = "",
-    mapping: FieldMapping | None = None, default_split: DefaultSplit | None = None, shared: bool | None = None,
+    *,
+    owner: User,
+    name: str,
+    filename: str,
+    content: bytes | str | BinaryIO,
+    fmt: str = "",
+    mapping: FieldMapping | None = None,
+    default_split: DefaultSplit | None = None,
+    shared: bool | None = None,
 ) -> tuple[TaskSet, dict[str, int]]:
     """Import a task file into the owner's set `name` (created if new): rows are
     added or updated by task_id, other tasks are kept; new rows without a split
@@ -158,8 +229,15 @@ def taskset_import(
     the file (check, then write in batches), so memory stays bounded. Returns
     the set and counts {"created", "updated", "unchanged"}."""
     task_file = TaskFile(filename, content)
-    preview, _ = _plan(owner=owner, name=name, task_file=task_file, fmt=fmt, mapping=mapping,
-                       default_split=default_split, page_size=1)
+    preview, _ = _plan(
+        owner=owner,
+        name=name,
+        task_file=task_file,
+        fmt=fmt,
+        mapping=mapping,
+        default_split=default_split,
+        page_size=1,
+    )
     if preview.problems:
         raise SpecError(preview.problems)
     task_set, _ = TaskSet.objects.get_or_create(owner=owner, name=preview.name)
@@ -180,8 +258,14 @@ def taskset_import(
         old = existing.get(row["task_id"])
         if old is None:
             position += 1
-            new.append(Task(task_set=task_set, task_id=row["task_id"], position=position,
-                            **{f: row[f] for f in _ROW_FIELDS}))
+            new.append(
+                Task(
+                    task_set=task_set,
+                    task_id=row["task_id"],
+                    position=position,
+                    **{f: row[f] for f in _ROW_FIELDS},
+                )
+            )
             counts["created"] += 1
         elif any(old[1][f] != row[f] for f in _ROW_FIELDS):
             changed.append(Task(pk=old[0], **{f: row[f] for f in _ROW_FIELDS}))
@@ -225,12 +309,22 @@ def taskset_duplicate(*, task_set: TaskSet, owner: User, name: str = "") -> Task
     base, number = name, 1
     while TaskSet.objects.filter(owner=owner, name=name).exists():
         number += 1
-        name = f"{base.removesuffix(' (copy)')} (copy {number})" if base.endswith(" (copy)") else f"{base} ({number})"
+        name = (
+            f"{base.removesuffix(' (copy)')} (copy {number})"
+            if base.endswith(" (copy)")
+            else f"{base} ({number})"
+        )
     copy = TaskSet.objects.create(owner=owner, name=name[:200], description=task_set.description)
     batch = []
     for task in task_set.tasks.order_by("position", "id").iterator(chunk_size=_WRITE_BATCH):
-        batch.append(Task(task_set=copy, task_id=task.task_id, position=task.position,
-                          **{f: getattr(task, f) for f in _ROW_FIELDS}))
+        batch.append(
+            Task(
+                task_set=copy,
+                task_id=task.task_id,
+                position=task.position,
+                **{f: getattr(task, f) for f in _ROW_FIELDS},
+            )
+        )
         if len(batch) >= _WRITE_BATCH:
             Task.objects.bulk_create(batch)
             batch = []
@@ -249,13 +343,21 @@ def taskset_delete(*, task_set: TaskSet) -> None:
     task_set = TaskSet.objects.select_for_update().get(pk=task_set.pk)
     active = list(Run.objects.filter(task_set=task_set).active().values_list("pk", flat=True)[:5])
     if active:
-        raise TaskSetInUse(f"task set: used by active run{'s' if len(active) > 1 else ''} "
-                           f"{', '.join(f'#{pk}' for pk in active)}; stop {'them' if len(active) > 1 else 'it'} first")
+        raise TaskSetInUse(
+            f"task set: used by active run{'s' if len(active) > 1 else ''} "
+            f"{', '.join(f'#{pk}' for pk in active)}; stop {'them' if len(active) > 1 else 'it'} first"
+        )
     task_set.delete()
 
 
 def task_update(
-    *, task: Task, input: str, expected: Any, params: JSONObject, metadata: JSONObject, verifier: JSONObject | None,
+    *,
+    task: Task,
+    input: str,
+    expected: Any,
+    params: JSONObject,
+    metadata: JSONObject,
+    verifier: JSONObject | None,
     split: str,
 ) -> Task:
     """Save an edited task after the same checks as an import (`SpecError` naming the field)."""
@@ -263,8 +365,15 @@ def task_update(
         raise SpecError("input: must be non-empty text")
     if split not in Split.values:
         raise SpecError(f"split: must be one of {', '.join(Split.values)}")
-    row = {"task_id": task.task_id, "input": input, "expected": expected, "params": params,
-           "metadata": metadata, "verifier": verifier, "split": split}
+    row = {
+        "task_id": task.task_id,
+        "input": input,
+        "expected": expected,
+        "params": params,
+        "metadata": metadata,
+        "verifier": verifier,
+        "split": split,
+    }
     for name in ("params", "metadata"):
         if not isinstance(row[name], dict):
             raise SpecError(f"{name}: must be a JSON object")
@@ -283,7 +392,11 @@ def taskset_assign_split(*, task_set: TaskSet, task_ids: list[str], split: str) 
     """Put the named tasks in `split` by hand; returns how many changed."""
     if split not in Split.values:
         raise SpecError(f"split: must be one of {', '.join(Split.values)}")
-    return task_set.tasks.filter(task_id__in=[without_nul(t) for t in task_ids]).exclude(split=split).update(split=split)
+    return (
+        task_set.tasks.filter(task_id__in=[without_nul(t) for t in task_ids])
+        .exclude(split=split)
+        .update(split=split)
+    )
 
 
 @transaction.atomic
@@ -295,6 +408,6 @@ def taskset_split(*, task_set: TaskSet, ratios: dict[str, float], seed: int) -> 
     counts: dict[str, int] = {}
     for split, ids in deal_splits(tasks, ratios, seed).items():
         for start in range(0, len(ids), _WRITE_BATCH):
-            Task.objects.filter(pk__in=ids[start:start + _WRITE_BATCH]).update(split=split)
+            Task.objects.filter(pk__in=ids[start : start + _WRITE_BATCH]).update(split=split)
         counts[split] = len(ids)
     return counts

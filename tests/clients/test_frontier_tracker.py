@@ -18,37 +18,100 @@ EVENTS_PER_ITERATION = 4
 def gepa_iteration(tracker: FrontierTracker, iteration: int) -> None:
     """The callbacks of one accepted gepa iteration, with the payloads gepa 0.1.4 sends."""
     tracker.on_iteration_start({"iteration": iteration, "state": object(), "trainset_loader": None})
-    tracker.on_candidate_selected({"iteration": iteration, "candidate_idx": 0, "candidate": {"p": "x"}, "score": 0.0})
-    tracker.on_minibatch_sampled({"iteration": iteration, "minibatch_ids": [3, 1], "trainset_size": 4})
-    tracker.on_evaluation_start({"iteration": iteration, "candidate_idx": 0, "batch_size": 2, "capture_traces": True,
-                                 "parent_ids": [0], "inputs": [{"task_id": "a"}, {"task_id": "b"}], "is_seed_candidate": False})
-    tracker.on_evaluation_end({"iteration": iteration, "candidate_idx": 0, "scores": [0.0, float("nan")], "has_trajectories": True,
-                               "parent_ids": [0], "outputs": ["no", object()], "trajectories": None, "objective_scores": None,
-                               "is_seed_candidate": False})
-    tracker.on_budget_updated({"iteration": iteration, "metric_calls_used": 2 * iteration, "metric_calls_delta": 2,
-                               "metric_calls_remaining": 10})
-    tracker.on_valset_evaluated({"iteration": iteration, "candidate_idx": iteration, "candidate": {"p": "y" * 300_000},
-                                 "scores_by_val_id": {0: 1.0}, "average_score": 1.0, "num_examples_evaluated": 1,
-                                 "total_valset_size": 1, "parent_ids": [0], "is_best_program": True, "outputs_by_val_id": None})
-    tracker.on_candidate_accepted({"iteration": iteration, "new_candidate_idx": iteration, "new_score": 1.0, "parent_ids": [0]})
+    tracker.on_candidate_selected(
+        {"iteration": iteration, "candidate_idx": 0, "candidate": {"p": "x"}, "score": 0.0}
+    )
+    tracker.on_minibatch_sampled(
+        {"iteration": iteration, "minibatch_ids": [3, 1], "trainset_size": 4}
+    )
+    tracker.on_evaluation_start(
+        {
+            "iteration": iteration,
+            "candidate_idx": 0,
+            "batch_size": 2,
+            "capture_traces": True,
+            "parent_ids": [0],
+            "inputs": [{"task_id": "a"}, {"task_id": "b"}],
+            "is_seed_candidate": False,
+        }
+    )
+    tracker.on_evaluation_end(
+        {
+            "iteration": iteration,
+            "candidate_idx": 0,
+            "scores": [0.0, float("nan")],
+            "has_trajectories": True,
+            "parent_ids": [0],
+            "outputs": ["no", object()],
+            "trajectories": None,
+            "objective_scores": None,
+            "is_seed_candidate": False,
+        }
+    )
+    tracker.on_budget_updated(
+        {
+            "iteration": iteration,
+            "metric_calls_used": 2 * iteration,
+            "metric_calls_delta": 2,
+            "metric_calls_remaining": 10,
+        }
+    )
+    tracker.on_valset_evaluated(
+        {
+            "iteration": iteration,
+            "candidate_idx": iteration,
+            "candidate": {"p": "y" * 300_000},
+            "scores_by_val_id": {0: 1.0},
+            "average_score": 1.0,
+            "num_examples_evaluated": 1,
+            "total_valset_size": 1,
+            "parent_ids": [0],
+            "is_best_program": True,
+            "outputs_by_val_id": None,
+        }
+    )
+    tracker.on_candidate_accepted(
+        {
+            "iteration": iteration,
+            "new_candidate_idx": iteration,
+            "new_score": 1.0,
+            "parent_ids": [0],
+        }
+    )
     tracker.on_iteration_end({"iteration": iteration, "state": object(), "proposal_accepted": True})
 
 
 def test_callbacks_never_raise_or_wait_while_the_server_is_unreachable(caplog):
-    tracker = FrontierTracker(f"http://127.0.0.1:{free_port()}", "ft_nobody", batch_seconds=0.05, max_backoff=0.2)
+    tracker = FrontierTracker(
+        f"http://127.0.0.1:{free_port()}", "ft_nobody", batch_seconds=0.05, max_backoff=0.2
+    )
     caplog.set_level(logging.WARNING, logger="frontier_tracker")
     for iteration in range(1, 51):
         gepa_iteration(tracker, iteration)
-    tracker.on_candidate_rejected({"iteration": 51})  # malformed: gepa would log it; we swallow and log it ourselves
+    tracker.on_candidate_rejected(
+        {"iteration": 51}
+    )  # malformed: gepa would log it; we swallow and log it ourselves
     assert tracker.stopper(None) is False  # answered from memory, no request
-    assert tracker._sender.is_alive() and tracker.run_id is None  # still trying to reach the server, in the background
+    assert (
+        tracker._sender.is_alive() and tracker.run_id is None
+    )  # still trying to reach the server, in the background
     assert tracker.close(timeout=0.5) is False  # what could not be sent is reported, not raised
     messages = " ".join(r.getMessage() for r in caplog.records)
-    assert "on_candidate_rejected failed" in messages and "retrying" in messages and "could not deliver every event" in messages
+    assert (
+        "on_candidate_rejected failed" in messages
+        and "retrying" in messages
+        and "could not deliver every event" in messages
+    )
 
 
 def test_a_full_queue_drops_and_counts_events_instead_of_blocking_gepa():
-    tracker = FrontierTracker(f"http://127.0.0.1:{free_port()}", "ft_nobody", queue_size=20, batch_seconds=0.01, max_backoff=1)
+    tracker = FrontierTracker(
+        f"http://127.0.0.1:{free_port()}",
+        "ft_nobody",
+        queue_size=20,
+        batch_seconds=0.01,
+        max_backoff=1,
+    )
     # The sender takes up to MAX_BATCH_EVENTS into its batch before it tries to
     # send; nothing is accepted, so past that batch and the queue every event
     # must be dropped (fewer events raced the sender: it could take them all).
@@ -59,7 +122,10 @@ def test_a_full_queue_drops_and_counts_events_instead_of_blocking_gepa():
     tracker.close(timeout=0.1)
 
 
-@pytest.mark.parametrize("value, expected", [("x" * 10, "x" * 10), ("y" * 300_000, "y" * 199_999 + "…"), ("a\x00b", "ab")])
+@pytest.mark.parametrize(
+    "value, expected",
+    [("x" * 10, "x" * 10), ("y" * 300_000, "y" * 199_999 + "…"), ("a\x00b", "ab")],
+)
 def test_texts_are_clipped_to_what_the_server_accepts(value, expected):
     from frontier_tracker import MAX_TEXT, _clip
 

@@ -30,13 +30,18 @@ def test_a_revoked_token_gets_401(user_client):
 
 def test_a_token_needs_a_name(user_client):
     response = user_client.post("/account/tokens/", {"name": "  "})
-    assert response.status_code == 400 and "name: give the token a name" in response.content.decode()
+    assert (
+        response.status_code == 400 and "name: give the token a name" in response.content.decode()
+    )
     assert not ApiToken.objects.exists()
 
 
 def test_a_token_name_with_a_nul_character_is_refused_naming_the_field(user_client):
     response = user_client.post("/account/tokens/", {"name": "ci\x00bot"})
-    assert response.status_code == 400 and "name: contains a NUL character" in response.content.decode()
+    assert (
+        response.status_code == 400
+        and "name: contains a NUL character" in response.content.decode()
+    )
     assert not ApiToken.objects.exists()
 
 

@@ -19,7 +19,9 @@ def test_an_anonymous_visitor_is_redirected_to_the_login_page(client, name):
     url = reverse(name)
     response = client.get(url)
     assert response.status_code == 302
-    assert response["Location"].startswith(reverse("login") if name != "admin:index" else "/admin/login/")
+    assert response["Location"].startswith(
+        reverse("login") if name != "admin:index" else "/admin/login/"
+    )
 
 
 @pytest.mark.django_db
@@ -74,7 +76,9 @@ def test_the_api_accepts_a_bearer_token_and_refuses_a_revoked_one(client, user):
     from dashboard.models import ApiToken
 
     token = ApiToken.generate()
-    api_token = ApiToken.objects.create(user=user, name="script", prefix=token[:8], digest=ApiToken.hash(token))
+    api_token = ApiToken.objects.create(
+        user=user, name="script", prefix=token[:8], digest=ApiToken.hash(token)
+    )
     assert client.get("/api/me", HTTP_AUTHORIZATION=f"Bearer {token}").json()["username"] == "alice"
     api_token.refresh_from_db()
     assert api_token.last_used_at is not None
@@ -88,7 +92,11 @@ def test_every_model_is_registered_in_the_admin():
     from django.apps import apps
     from django.contrib import admin
 
-    ours = [m for app in ("dashboard", "verifiers_app", "optimizer") for m in apps.get_app_config(app).get_models()]
+    ours = [
+        m
+        for app in ("dashboard", "verifiers_app", "optimizer")
+        for m in apps.get_app_config(app).get_models()
+    ]
     assert ours
     missing = [m.__name__ for m in ours if not admin.site.is_registered(m)]
     assert missing == []
@@ -97,7 +105,9 @@ def test_every_model_is_registered_in_the_admin():
 @pytest.mark.django_db(transaction=True)
 async def test_the_run_websocket_refuses_an_anonymous_client(user):
     run = await database_sync_to_async(Run.objects.create)(owner=user)
-    communicator = WebsocketCommunicator(application, f"/ws/runs/{run.pk}/", headers=[(b"origin", b"http://127.0.0.1")])
+    communicator = WebsocketCommunicator(
+        application, f"/ws/runs/{run.pk}/", headers=[(b"origin", b"http://127.0.0.1")]
+    )
     connected, _ = await communicator.connect()
     assert not connected
 
@@ -115,7 +125,9 @@ async def test_the_run_websocket_refuses_a_user_who_cannot_see_the_run(user, oth
 async def test_the_run_websocket_refuses_a_foreign_origin(user):
     run = await database_sync_to_async(Run.objects.create)(owner=user)
     headers = [h for h in await sync_to_async(session_headers)(user) if h[0] != b"origin"]
-    communicator = WebsocketCommunicator(application, f"/ws/runs/{run.pk}/", headers=[*headers, (b"origin", b"https://evil.example")])
+    communicator = WebsocketCommunicator(
+        application, f"/ws/runs/{run.pk}/", headers=[*headers, (b"origin", b"https://evil.example")]
+    )
     connected, _ = await communicator.connect()
     assert not connected
 
@@ -126,14 +138,20 @@ async def test_a_reconnecting_client_gets_exactly_the_events_after_its_last_seq(
 
     run = await database_sync_to_async(Run.objects.create)(owner=user)
     for i in range(5):
-        await database_sync_to_async(publish_run_event)(run.pk, "worker.ping", {"host": "h", "note": str(i)})
+        await database_sync_to_async(publish_run_event)(
+            run.pk, "worker.ping", {"host": "h", "note": str(i)}
+        )
     headers = await sync_to_async(session_headers)(user)
-    communicator = WebsocketCommunicator(application, f"/ws/runs/{run.pk}/?after=3", headers=headers)
+    communicator = WebsocketCommunicator(
+        application, f"/ws/runs/{run.pk}/?after=3", headers=headers
+    )
     connected, _ = await communicator.connect()
     assert connected
     replayed = [await communicator.receive_json_from(timeout=5) for _ in range(2)]
     assert [m["seq"] for m in replayed] == [4, 5]
-    await database_sync_to_async(publish_run_event)(run.pk, "worker.ping", {"host": "h", "note": "live"})
+    await database_sync_to_async(publish_run_event)(
+        run.pk, "worker.ping", {"host": "h", "note": "live"}
+    )
     live = await communicator.receive_json_from(timeout=5)
     assert (live["seq"], live["data"]["note"]) == (6, "live")
     assert await communicator.receive_nothing(timeout=0.2)

@@ -11,7 +11,14 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def run(user):
-    return recorded_run(user, candidates=5, val_tasks=8, holdout_tasks=4, name="Refund policy run", task_prefix="val-")
+    return recorded_run(
+        user,
+        candidates=5,
+        val_tasks=8,
+        holdout_tasks=4,
+        name="Refund policy run",
+        task_prefix="val-",
+    )
 
 
 def _filters(run, cands, **params):
@@ -21,21 +28,29 @@ def _filters(run, cands, **params):
 
 
 def _score(run, index, key, split="val"):
-    return Evaluation.objects.get(candidate__run=run, candidate__index=index, task_key=key, split=split).score
+    return Evaluation.objects.get(
+        candidate__run=run, candidate__index=index, task_key=key, split=split
+    ).score
 
 
 def test_it_keeps_the_chosen_order_and_drops_repeated_indices(run):
     assert [c.index for c in sel.compare_candidates(run, ["3", "0", "3"])] == [3, 0]
 
 
-@pytest.mark.parametrize(("raw", "message"), [
-    (["1"], "at least two"),
-    (["0", "x"], "'x' is not a candidate index"),
-    (["0", "77"], "no candidate 77"),
-    (["0", "-1"], "'-1' is not a candidate index"),
-    (["0", "9" * 30], f"'{'9' * 30}' is not a candidate index"),  # beyond the integer column, not a database error
-    ([str(i) for i in range(9)], "at most 8"),
-])
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (["1"], "at least two"),
+        (["0", "x"], "'x' is not a candidate index"),
+        (["0", "77"], "no candidate 77"),
+        (["0", "-1"], "'-1' is not a candidate index"),
+        (
+            ["0", "9" * 30],
+            f"'{'9' * 30}' is not a candidate index",
+        ),  # beyond the integer column, not a database error
+        ([str(i) for i in range(9)], "at most 8"),
+    ],
+)
 def test_it_rejects_an_unusable_selection_naming_the_parameter(run, raw, message):
     with pytest.raises(sel.CompareError, match=message) as err:
         sel.compare_candidates(run, raw)
@@ -50,9 +65,13 @@ def test_the_table_shows_every_val_task_with_deltas_against_the_baseline(run):
     for row in rows:
         seed, last = row.cells
         assert seed.delta is None
-        assert last.delta == pytest.approx(_score(run, 4, row.task_key) - _score(run, 0, row.task_key))
+        assert last.delta == pytest.approx(
+            _score(run, 4, row.task_key) - _score(run, 0, row.task_key)
+        )
     regressions = sum(1 for r in rows if r.cells[1].change == "regressed")
-    assert table.summaries[1].regressed == regressions >= 1  # the factory always regresses on val-000
+    assert (
+        table.summaries[1].regressed == regressions >= 1
+    )  # the factory always regresses on val-000
 
 
 def test_sorting_by_regression_puts_the_largest_drop_first(run):
@@ -67,7 +86,9 @@ def test_a_different_baseline_flips_the_deltas(run):
     cands = sel.compare_candidates(run, ["0", "4"])
     rows = list(sel.task_table(run, cands, _filters(run, cands, baseline="4")).page)
     assert all(r.cells[1].delta is None for r in rows)
-    assert rows[0].cells[0].delta == pytest.approx(_score(run, 0, "val-000") - _score(run, 4, "val-000"))
+    assert rows[0].cells[0].delta == pytest.approx(
+        _score(run, 0, "val-000") - _score(run, 4, "val-000")
+    )
 
 
 def test_filters_keep_only_failures_differences_a_verdict_or_a_search_hit(run):
@@ -89,16 +110,30 @@ def test_the_holdout_split_shows_holdout_tasks_only(run):
 
 
 def test_the_table_paginates_on_the_server(user):
-    big = recorded_run(user, candidates=2, val_tasks=sel.PAGE_SIZE + 7, holdout_tasks=0, name="big", task_prefix="val-")
+    big = recorded_run(
+        user,
+        candidates=2,
+        val_tasks=sel.PAGE_SIZE + 7,
+        holdout_tasks=0,
+        name="big",
+        task_prefix="val-",
+    )
     cands = sel.compare_candidates(big, ["0", "1"])
     second = sel.task_table(big, cands, _filters(big, cands, page="2")).page
     assert len(second) == 7 and second.number == 2
 
 
-@pytest.mark.parametrize(("params", "field"), [
-    ({"split": "test"}, "split"), ({"only": "x"}, "only"), ({"verdict": "great"}, "verdict"),
-    ({"sort": "up"}, "sort"), ({"baseline": "3"}, "baseline"), ({"baseline": "z"}, "baseline"),
-])
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"split": "test"}, "split"),
+        ({"only": "x"}, "only"),
+        ({"verdict": "great"}, "verdict"),
+        ({"sort": "up"}, "sort"),
+        ({"baseline": "3"}, "baseline"),
+        ({"baseline": "z"}, "baseline"),
+    ],
+)
 def test_bad_filter_parameters_are_rejected_by_name(run, params, field):
     cands = sel.compare_candidates(run, ["0", "1"])
     with pytest.raises(sel.CompareError) as err:
@@ -161,19 +196,32 @@ def test_an_imported_run_compares_with_runs_on_the_same_task_rows(user):
     a = recorded_run(user, name="a", candidates=4, val_tasks=6, holdout_tasks=4, task_prefix="val-")
     copy = run_import(owner=user, data=run_export(a))
     sel.check_same_task_set(a, copy)
-    other = recorded_run(user, name="other", val_tasks=3, candidates=4, holdout_tasks=4, task_prefix="val-")
+    other = recorded_run(
+        user, name="other", val_tasks=3, candidates=4, holdout_tasks=4, task_prefix="val-"
+    )
     with pytest.raises(sel.CompareError, match="same task set"):
         sel.check_same_task_set(copy, other)
 
 
 def test_the_config_diff_lists_only_settings_that_differ():
-    assert sel.config_diff({"model": "a", "lm": {"t": 0.2, "k": 1}}, {"model": "a", "lm": {"t": 0.7}, "new": True}) == [
-        ("lm.k", "1", None), ("lm.t", "0.2", "0.7"), ("new", None, "true"),
+    assert sel.config_diff(
+        {"model": "a", "lm": {"t": 0.2, "k": 1}}, {"model": "a", "lm": {"t": 0.7}, "new": True}
+    ) == [
+        ("lm.k", "1", None),
+        ("lm.t", "0.2", "0.7"),
+        ("new", None, "true"),
     ]
 
 
 def test_score_curves_escape_run_names_for_plotly(user):
-    run = recorded_run(user, name="<img src=x onerror=alert(1)>", candidates=4, val_tasks=6, holdout_tasks=4, task_prefix="val-")
+    run = recorded_run(
+        user,
+        name="<img src=x onerror=alert(1)>",
+        candidates=4,
+        val_tasks=6,
+        holdout_tasks=4,
+        task_prefix="val-",
+    )
     figure = sel.score_curves([run])
     names = [trace["name"] for trace in figure["data"]]
     assert all("<img" not in n and "&lt;img" in n for n in names)
@@ -181,7 +229,9 @@ def test_score_curves_escape_run_names_for_plotly(user):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_on_a_real_run_each_sentence_is_credited_to_the_ancestor_that_first_wrote_it(user, user_client, settings, tmp_path, monkeypatch):
+def test_on_a_real_run_each_sentence_is_credited_to_the_ancestor_that_first_wrote_it(
+    user, user_client, settings, tmp_path, monkeypatch
+):
     from django.urls import reverse
 
     from optimizer.runs import runner
@@ -189,7 +239,9 @@ def test_on_a_real_run_each_sentence_is_credited_to_the_ancestor_that_first_wrot
     from tests.optimizer.run_helpers import run_demo_with_holdout
 
     settings.RUNS_DIR = tmp_path / "runs"
-    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # see tests/optimizer/runs/test_runner.py
+    monkeypatch.setattr(
+        runner, "HEARTBEAT_SECONDS", 3600
+    )  # see tests/optimizer/runs/test_runner.py
     run = run_demo_with_holdout(user)
     best = run.best_candidate
 
@@ -201,11 +253,18 @@ def test_on_a_real_run_each_sentence_is_credited_to_the_ancestor_that_first_wrot
     for name, sentences in history.items():
         assert [s.text for s in sentences] == split_sentences(best.components[name])
         for s in sentences:
-            assert s.candidate in ancestry and s.text in split_sentences(s.candidate.components[name])
+            assert s.candidate in ancestry and s.text in split_sentences(
+                s.candidate.components[name]
+            )
             if s.candidate.parents:  # its parent did not have it yet
-                assert s.text not in split_sentences(by_index[s.candidate.parents[0]].components.get(name, ""))
+                assert s.text not in split_sentences(
+                    by_index[s.candidate.parents[0]].components.get(name, "")
+                )
             credited.add(s.candidate.index)
     assert credited - {0}, "the simulator's reflections added sentences"
     html = user_client.get(reverse("compare:history", args=[run.pk, best.index])).content.decode()
     for index in credited - {0}:
-        assert f"#{index} <span class=\"muted\">iteration {by_index[index].iteration}, reflection</span>" in html
+        assert (
+            f'#{index} <span class="muted">iteration {by_index[index].iteration}, reflection</span>'
+            in html
+        )

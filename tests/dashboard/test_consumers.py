@@ -25,7 +25,9 @@ async def connect(user, run, after=None):
 
 
 async def publish(run, note):
-    return await database_sync_to_async(publish_run_event)(run.pk, "worker.ping", {"host": "test", "note": note})
+    return await database_sync_to_async(publish_run_event)(
+        run.pk, "worker.ping", {"host": "test", "note": note}
+    )
 
 
 async def receive_seqs(communicator, n):
@@ -86,7 +88,9 @@ async def test_a_notification_lost_on_the_way_is_filled_from_the_database(user):
     assert connected
     # Seq 1 and 2 are written without reaching the group (a lost notification)…
     for seq in (1, 2):
-        await database_sync_to_async(RunEvent.objects.create)(run=run, seq=seq, type="worker.ping", payload={"note": seq})
+        await database_sync_to_async(RunEvent.objects.create)(
+            run=run, seq=seq, type="worker.ping", payload={"note": seq}
+        )
     await database_sync_to_async(run_progress(run.pk).update)(last_seq=2)
     # …then seq 3 is published: the consumer notices the gap and sends 1, 2, 3 once each.
     await publish(run, "three")
@@ -112,15 +116,23 @@ async def test_events_written_during_a_replay_arrive_exactly_once_and_in_order(u
 
 
 async def connect_list(user):
-    headers = await sync_to_async(session_headers)(user) if user is not None else [(b"origin", b"http://127.0.0.1")]
+    headers = (
+        await sync_to_async(session_headers)(user)
+        if user is not None
+        else [(b"origin", b"http://127.0.0.1")]
+    )
     communicator = WebsocketCommunicator(application, "/ws/runs/", headers=headers)
     connected, code = await communicator.connect()
     return communicator, connected, code
 
 
 async def publish_status(run, status="running"):
-    await database_sync_to_async(Run.objects.filter(pk=run.pk).update)(status=status, phase="optimizing")
-    await database_sync_to_async(publish_run_event)(run.pk, "run.status", {"status": status, "phase": "optimizing"})
+    await database_sync_to_async(Run.objects.filter(pk=run.pk).update)(
+        status=status, phase="optimizing"
+    )
+    await database_sync_to_async(publish_run_event)(
+        run.pk, "run.status", {"status": status, "phase": "optimizing"}
+    )
 
 
 async def test_the_runs_list_socket_refuses_an_anonymous_visitor():
@@ -129,10 +141,14 @@ async def test_the_runs_list_socket_refuses_an_anonymous_visitor():
     assert code == 4401
 
 
-async def test_the_runs_list_socket_pushes_the_owners_run_row_when_its_status_or_budget_changes(user):
+async def test_the_runs_list_socket_pushes_the_owners_run_row_when_its_status_or_budget_changes(
+    user,
+):
     communicator, connected, _ = await connect_list(user)
     assert connected
-    run = await database_sync_to_async(Run.objects.create)(owner=user, name="pushed", budget_total=50)
+    run = await database_sync_to_async(Run.objects.create)(
+        owner=user, name="pushed", budget_total=50
+    )
     await publish_status(run)
     message = await communicator.receive_json_from(timeout=5)
     assert message["type"] == "run.row"
@@ -144,14 +160,20 @@ async def test_the_runs_list_socket_pushes_the_owners_run_row_when_its_status_or
     await database_sync_to_async(run_progress(run.pk).update)(budget_used=20)
     await database_sync_to_async(publish_run_event)(run.pk, "run.budget", {"used": 20, "total": 50})
     message = await communicator.receive_json_from(timeout=5)
-    assert (message["data"]["budget_used"], message["data"]["budget_pct"], message["data"]["last_seq"]) == (20, 40, 2)
+    assert (
+        message["data"]["budget_used"],
+        message["data"]["budget_pct"],
+        message["data"]["last_seq"],
+    ) == (20, 40, 2)
     # Events that do not change a row (trials, pings) push nothing to the list.
     await publish(run, "diagnostics")
     assert await communicator.receive_nothing(timeout=0.3)
     await communicator.disconnect()
 
 
-async def test_the_runs_list_socket_never_sends_another_users_run_until_it_is_shared(user, other_user, monkeypatch):
+async def test_the_runs_list_socket_never_sends_another_users_run_until_it_is_shared(
+    user, other_user, monkeypatch
+):
     monkeypatch.setattr("dashboard.consumers.HIDDEN_RECHECK_SECONDS", 0)
     outsider, connected, _ = await connect_list(other_user)
     assert connected
@@ -159,7 +181,11 @@ async def test_the_runs_list_socket_never_sends_another_users_run_until_it_is_sh
     run = await database_sync_to_async(Run.objects.create)(owner=user, name="private")
     for status in ("running", "stopping", "stopped"):
         await publish_status(run, status)
-    assert [(await owner.receive_json_from(timeout=5))["data"]["status"] for _ in range(3)] == ["running", "stopping", "stopped"]
+    assert [(await owner.receive_json_from(timeout=5))["data"]["status"] for _ in range(3)] == [
+        "running",
+        "stopping",
+        "stopped",
+    ]
     assert await outsider.receive_nothing(timeout=0.3)
     # Shared while the list is open: its next change reaches the collaborator too.
     await database_sync_to_async(run.shared_with.add)(other_user)
@@ -170,7 +196,9 @@ async def test_the_runs_list_socket_never_sends_another_users_run_until_it_is_sh
     await owner.disconnect()
 
 
-async def test_the_runs_list_socket_asks_the_database_about_a_hidden_run_at_most_every_few_seconds(user, other_user):
+async def test_the_runs_list_socket_asks_the_database_about_a_hidden_run_at_most_every_few_seconds(
+    user, other_user
+):
     outsider, connected, _ = await connect_list(other_user)
     run = await database_sync_to_async(Run.objects.create)(owner=user)
     await publish_status(run)
@@ -202,7 +230,9 @@ async def test_an_admins_runs_list_socket_receives_every_users_runs(user, admin_
 
 async def test_the_runs_list_socket_refuses_a_foreign_origin(user):
     headers = [h for h in await sync_to_async(session_headers)(user) if h[0] != b"origin"]
-    communicator = WebsocketCommunicator(application, "/ws/runs/", headers=[*headers, (b"origin", b"http://evil.example")])
+    communicator = WebsocketCommunicator(
+        application, "/ws/runs/", headers=[*headers, (b"origin", b"http://evil.example")]
+    )
     connected, _ = await communicator.connect()
     assert not connected
 
@@ -222,7 +252,9 @@ async def test_unsharing_a_run_closes_the_other_users_open_socket_as_denied(user
     assert await watcher.receive_nothing(timeout=0.3)
 
 
-async def test_a_run_socket_checks_access_again_at_an_event_after_a_while(user, other_user, monkeypatch):
+async def test_a_run_socket_checks_access_again_at_an_event_after_a_while(
+    user, other_user, monkeypatch
+):
     # Access lost without a sharing edit (here: the run handed to another owner):
     # the periodic re-check ends the stream instead of the signal.
     monkeypatch.setattr("dashboard.consumers.ACCESS_RECHECK_SECONDS", 0)
@@ -234,7 +266,9 @@ async def test_a_run_socket_checks_access_again_at_an_event_after_a_while(user, 
     assert await watcher.receive_output(timeout=5) == {"type": "websocket.close", "code": 4403}
 
 
-async def test_a_run_event_reaches_the_viewer_without_a_hop_to_the_shared_sync_thread(user, monkeypatch):
+async def test_a_run_event_reaches_the_viewer_without_a_hop_to_the_shared_sync_thread(
+    user, monkeypatch
+):
     # channels' dispatch hops to the one thread sync Django code shares before
     # every handler: with 200 viewers, 200 hops in a row per event batch.
     import channels.consumer

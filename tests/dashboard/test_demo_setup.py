@@ -27,7 +27,10 @@ def test_it_prints_a_working_demo_login_loads_the_examples_and_queues_one_demo_r
     output = demo_setup()
     assert "Demo login: username demo · password frontier-demo" in output
     assert authenticate(username="demo", password="frontier-demo") is not None
-    assert set(Verifier.objects.values_list("slug", flat=True)) >= {"refund-policy-quality", "facility-extraction-quality"}
+    assert set(Verifier.objects.values_list("slug", flat=True)) >= {
+        "refund-policy-quality",
+        "facility-extraction-quality",
+    }
     assert TaskSet.objects.count() == 3 and Task.objects.count() == 60
     run = Run.objects.get()
     assert run.status == RunStatus.QUEUED
@@ -38,9 +41,19 @@ def test_it_prints_a_working_demo_login_loads_the_examples_and_queues_one_demo_r
 @pytest.mark.django_db
 def test_a_second_call_changes_nothing():
     demo_setup()
-    before = (Verifier.objects.count(), TaskSet.objects.count(), Task.objects.count(), Run.objects.count())
+    before = (
+        Verifier.objects.count(),
+        TaskSet.objects.count(),
+        Task.objects.count(),
+        Run.objects.count(),
+    )
     output = demo_setup()
-    assert (Verifier.objects.count(), TaskSet.objects.count(), Task.objects.count(), Run.objects.count()) == before
+    assert (
+        Verifier.objects.count(),
+        TaskSet.objects.count(),
+        Task.objects.count(),
+        Run.objects.count(),
+    ) == before
     assert "already queued" in output
 
 
@@ -58,7 +71,10 @@ def test_with_debug_off_it_refuses_to_create_the_demo_admin(settings):
     settings.DEBUG = False
     with pytest.raises(CommandError, match="DEBUG is off.*--force"):
         demo_setup("--no-run")
-    assert not Verifier.objects.exists() and authenticate(username="demo", password="frontier-demo") is None
+    assert (
+        not Verifier.objects.exists()
+        and authenticate(username="demo", password="frontier-demo") is None
+    )
 
 
 @pytest.mark.django_db

@@ -36,17 +36,26 @@ def embedded_worker():
 def test_the_default_settings_are_the_embedded_mode():
     assert settings.EMBEDDED
     assert settings.CELERY_BROKER_URL.startswith("memory://")
-    assert settings.CHANNEL_LAYERS["default"]["BACKEND"] == "dashboard.channel_layer.ThreadSafeInMemoryChannelLayer"
+    assert (
+        settings.CHANNEL_LAYERS["default"]["BACKEND"]
+        == "dashboard.channel_layer.ThreadSafeInMemoryChannelLayer"
+    )
     assert settings.DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
     assert "journal_mode=WAL" in settings.DATABASES["default"]["OPTIONS"]["init_command"]
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_a_task_run_by_the_embedded_worker_reaches_a_connected_websocket_client(user, embedded_worker):
+async def test_a_task_run_by_the_embedded_worker_reaches_a_connected_websocket_client(
+    user, embedded_worker
+):
     # A finished run: a queued one would (rightly) be picked up by the worker as a run to execute.
-    run = await database_sync_to_async(Run.objects.create)(owner=user, name="embedded", status=RunStatus.COMPLETED)
+    run = await database_sync_to_async(Run.objects.create)(
+        owner=user, name="embedded", status=RunStatus.COMPLETED
+    )
     headers = await sync_to_async(session_headers)(user)
-    communicator = WebsocketCommunicator(application, f"/ws/runs/{run.pk}/?after=0", headers=headers)
+    communicator = WebsocketCommunicator(
+        application, f"/ws/runs/{run.pk}/?after=0", headers=headers
+    )
     connected, _ = await communicator.connect()
     assert connected
 

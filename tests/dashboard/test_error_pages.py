@@ -18,7 +18,12 @@ def debug(request, settings):
 
 def _is_ours(response, code: int) -> bool:
     body = response.content.decode()
-    return response.status_code == code and 'class="card error-page"' in body and "Traceback" not in body and "DEBUG = True" not in body
+    return (
+        response.status_code == code
+        and 'class="card error-page"' in body
+        and "Traceback" not in body
+        and "DEBUG = True" not in body
+    )
 
 
 def test_an_address_that_matches_nothing_shows_our_404_page(user_client, debug):

@@ -18,7 +18,9 @@ def attempt(password, username="alice", ip="10.0.0.1", path="/login/"):
 
 def test_the_right_password_is_refused_after_too_many_wrong_ones_for_the_account(user, settings):
     for n in range(settings.LOGIN_FAILURES_PER_ACCOUNT):
-        response, logged_in = attempt(f"wrong {n}", ip=f"10.0.0.{n + 1}")  # a different address each time
+        response, logged_in = attempt(
+            f"wrong {n}", ip=f"10.0.0.{n + 1}"
+        )  # a different address each time
         assert response.status_code == 200 and not logged_in
     response, logged_in = attempt(PASSWORD, ip="10.0.1.1")
     assert response.status_code == 429 and not logged_in
@@ -53,11 +55,18 @@ def test_wrong_bearer_tokens_throttle_the_address_and_then_the_right_token_gets_
     with override_settings(LOGIN_FAILURES_PER_IP=5):
         guesser = Client(REMOTE_ADDR="10.0.0.20")
         for n in range(5):
-            assert guesser.get("/api/me", HTTP_AUTHORIZATION=f"Bearer ft_guess{n}").status_code == 401
+            assert (
+                guesser.get("/api/me", HTTP_AUTHORIZATION=f"Bearer ft_guess{n}").status_code == 401
+            )
         refused = guesser.get("/api/me", HTTP_AUTHORIZATION=f"Bearer {token}")
         assert refused.status_code == 429 and "Too many failed attempts" in refused.json()["detail"]
         assert int(refused["Retry-After"]) > 0
-        assert Client(REMOTE_ADDR="10.0.0.21").get("/api/me", HTTP_AUTHORIZATION=f"Bearer {token}").status_code == 200
+        assert (
+            Client(REMOTE_ADDR="10.0.0.21")
+            .get("/api/me", HTTP_AUTHORIZATION=f"Bearer {token}")
+            .status_code
+            == 200
+        )
 
 
 def test_a_logged_in_session_is_never_throttled(user_client):

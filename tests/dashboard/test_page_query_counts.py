@@ -23,11 +23,15 @@ def _queries(client, url: str) -> int:
 def test_the_candidate_page_does_not_ask_more_of_the_database_for_a_bigger_run(user, user_client):
     small = recorded_run(owner=user, candidates=5, val_tasks=4)
     large = recorded_run(owner=user, candidates=60, val_tasks=4, seed=3)
-    counts = [_queries(user_client, reverse("runs:candidate", args=[run.pk, 3])) for run in (small, large)]
+    counts = [
+        _queries(user_client, reverse("runs:candidate", args=[run.pk, 3])) for run in (small, large)
+    ]
     assert counts[0] == counts[1], counts
 
 
-def test_the_compare_view_of_five_candidates_does_not_ask_more_of_the_database_for_a_bigger_run(user, user_client):
+def test_the_compare_view_of_five_candidates_does_not_ask_more_of_the_database_for_a_bigger_run(
+    user, user_client
+):
     small = recorded_run(owner=user, candidates=6, val_tasks=4)
     large = recorded_run(owner=user, candidates=60, val_tasks=4, seed=3)
     counts = []
@@ -37,14 +41,20 @@ def test_the_compare_view_of_five_candidates_does_not_ask_more_of_the_database_f
     assert counts[0] == counts[1], counts
 
 
-def test_the_compare_view_answers_in_a_handful_of_queries(user, user_client, django_assert_max_num_queries):
+def test_the_compare_view_answers_in_a_handful_of_queries(
+    user, user_client, django_assert_max_num_queries
+):
     run = recorded_run(owner=user, candidates=60, val_tasks=4, seed=3)
     with django_assert_max_num_queries(20):
-        response = user_client.get(reverse("compare:compare", args=[run.pk]) + "?c=1&c=2&c=3&c=4&c=5")
+        response = user_client.get(
+            reverse("compare:compare", args=[run.pk]) + "?c=1&c=2&c=3&c=4&c=5"
+        )
     assert response.status_code == 200
 
 
-def test_the_compare_views_diff_picker_offers_the_compared_the_best_and_the_asked_for_candidate(user, user_client):
+def test_the_compare_views_diff_picker_offers_the_compared_the_best_and_the_asked_for_candidate(
+    user, user_client
+):
     run = recorded_run(owner=user, candidates=30, val_tasks=3)
     url = reverse("compare:compare", args=[run.pk]) + "?c=1&c=2&diff=17"
     html = user_client.get(url).content.decode()

@@ -32,7 +32,9 @@ def test_a_page_without_the_markers_is_an_error_naming_them():
 def test_check_lists_a_stale_page_and_the_command_to_run(tmp_path, monkeypatch, capsys):
     file, _ = reference_docs.SECTIONS["events"]
     (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / file).write_text(f"{reference_docs.begin_marker('events')}\nold\n{reference_docs.END}\n")
+    (tmp_path / "docs" / file).write_text(
+        f"{reference_docs.begin_marker('events')}\nold\n{reference_docs.END}\n"
+    )
     monkeypatch.setattr(reference_docs, "ROOT", tmp_path)
     monkeypatch.setattr(reference_docs, "SECTIONS", {"events": reference_docs.SECTIONS["events"]})
     assert reference_docs.main(["--check"]) == 1

@@ -24,7 +24,10 @@ from tests.factories import recorded_run
 def candidate_rows(snap: dict) -> list[dict]:
     """The snapshot's candidate columns as one dict per candidate."""
     columns = snap["candidates"]
-    return [dict(zip(columns, values, strict=True)) for values in zip(*columns.values(), strict=True)]
+    return [
+        dict(zip(columns, values, strict=True)) for values in zip(*columns.values(), strict=True)
+    ]
+
 
 pytestmark = pytest.mark.django_db
 
@@ -41,9 +44,15 @@ def test_the_snapshot_holds_every_candidate_with_its_lineage_scores_and_verdicts
         assert row["parents"] == candidate.parents
         assert row["val_score"] == candidate.val_score
         evaluations = {e.task_key: e for e in candidate.evaluations.all()}
-        assert snap["scores"][candidate.index] == [round(evaluations[k].score, 3) for k in snap["tasks"]]
+        assert snap["scores"][candidate.index] == [
+            round(evaluations[k].score, 3) for k in snap["tasks"]
+        ]
         verdicts = [e.verdict for e in evaluations.values()]
-        assert row["verdict_counts"] == [verdicts.count("pass"), verdicts.count("borderline"), verdicts.count("fail")]
+        assert row["verdict_counts"] == [
+            verdicts.count("pass"),
+            verdicts.count("borderline"),
+            verdicts.count("fail"),
+        ]
     assert snap["rows"] == list(range(8))  # a small run: every candidate is a heatmap row
     assert snap["run"]["best_index"] == run.best_candidate.index
     assert snap["run"]["delta"] == pytest.approx(run.best_score - run.seed_score)
@@ -54,68 +63,144 @@ def test_the_front_names_every_top_scorer_of_each_task_including_ties(user):
     snap = selectors.run_snapshot(run)
     for column, key in enumerate(snap["tasks"]):
         top = max(row[column] for row in snap["scores"])
-        assert snap["front"]["leaders"][key] == [i for i, row in enumerate(snap["scores"]) if row[column] == top]
-    assert snap["front"]["members"] == sorted(Candidate.objects.filter(run=run, on_front=True).values_list("index", flat=True))
+        assert snap["front"]["leaders"][key] == [
+            i for i, row in enumerate(snap["scores"]) if row[column] == top
+        ]
+    assert snap["front"]["members"] == sorted(
+        Candidate.objects.filter(run=run, on_front=True).values_list("index", flat=True)
+    )
 
 
 def test_size_and_latency_metrics_are_the_means_the_recorder_publishes(user):
     run = recorded_run(owner=user, candidates=3, val_tasks=4)
     candidate = Candidate.objects.get(run=run, index=2)
-    Evaluation.objects.filter(candidate=candidate).update(tokens_in=100, tokens_out=50, latency_ms=20)
-    Evaluation.objects.filter(candidate=candidate, task_key="t000").update(tokens_in=0, tokens_out=0, latency_ms=0)
-    Candidate.objects.filter(pk=candidate.pk).update(val_summary=None)  # as an old run's, before the data migration
+    Evaluation.objects.filter(candidate=candidate).update(
+        tokens_in=100, tokens_out=50, latency_ms=20
+    )
+    Evaluation.objects.filter(candidate=candidate, task_key="t000").update(
+        tokens_in=0, tokens_out=0, latency_ms=0
+    )
+    Candidate.objects.filter(pk=candidate.pk).update(
+        val_summary=None
+    )  # as an old run's, before the data migration
     row = candidate_rows(selectors.run_snapshot(run))[2]
     # The unanswered task (no tokens either way) is left out, as in candidate.new.
-    assert (row["prompt_tokens"], row["mean_output_tokens"], row["mean_latency_ms"]) == (100, 50.0, 20.0)
+    assert (row["prompt_tokens"], row["mean_output_tokens"], row["mean_latency_ms"]) == (
+        100,
+        50.0,
+        20.0,
+    )
 
 
 def test_the_streams_hold_the_latest_proposals_trials_and_errors_with_long_text_clipped(user):
     run = recorded_run(owner=user, candidates=3, val_tasks=3, status=RunStatus.RUNNING)
     long_text = "x" * 50_000
-    publish_run_event(run.pk, ev.PROPOSAL, {"iteration": 9, "parent": 0, "components": ["p"], "accepted": False,
-                                             "candidate": None, "before": 1, "after": 0.5, "minibatch": ["t000"],
-                                             "texts": {"p": long_text}, "reasoning": long_text, "metric_calls": 99})
-    publish_run_event(run.pk, ev.ERROR, {"where": "reflection", "message": "no text came back", "iteration": 9})
+    publish_run_event(
+        run.pk,
+        ev.PROPOSAL,
+        {
+            "iteration": 9,
+            "parent": 0,
+            "components": ["p"],
+            "accepted": False,
+            "candidate": None,
+            "before": 1,
+            "after": 0.5,
+            "minibatch": ["t000"],
+            "texts": {"p": long_text},
+            "reasoning": long_text,
+            "metric_calls": 99,
+        },
+    )
+    publish_run_event(
+        run.pk, ev.ERROR, {"where": "reflection", "message": "no text came back", "iteration": 9}
+    )
     run.refresh_from_db()
     snap = selectors.run_snapshot(run)
 
     last = snap["proposals"][-1]
     assert last["iteration"] == 9
-    assert len(last["texts"]["p"]) == selectors.STREAM_TEXT_CHARS and last["texts"]["p"].endswith("…")
+    assert len(last["texts"]["p"]) == selectors.STREAM_TEXT_CHARS and last["texts"]["p"].endswith(
+        "…"
+    )
     assert len(last["reasoning"]) == selectors.STREAM_TEXT_CHARS
     assert snap["errors"][-1]["message"] == "no text came back"
     assert [t["task_key"] for t in snap["trials"]] == ["t000", "t001", "t002"]
 
 
-def test_every_rejected_proposal_stays_on_the_score_chart_after_a_reload_not_only_the_streams_tail(user):
+def test_every_rejected_proposal_stays_on_the_score_chart_after_a_reload_not_only_the_streams_tail(
+    user,
+):
     run = recorded_run(owner=user, candidates=2, val_tasks=2, status=RunStatus.RUNNING)
     count = selectors.PROPOSALS_TAIL + 15
     for i in range(count):
-        publish_run_event(run.pk, ev.PROPOSAL, {"iteration": 10 + i, "parent": 1, "components": ["p"], "accepted": False,
-                                                 "candidate": None, "before": 2.0, "after": 1.0 + i / 100, "minibatch": ["t000", "t001"],
-                                                 "texts": {"p": "<b>x</b>"}, "reasoning": "", "metric_calls": 1000 + i})
+        publish_run_event(
+            run.pk,
+            ev.PROPOSAL,
+            {
+                "iteration": 10 + i,
+                "parent": 1,
+                "components": ["p"],
+                "accepted": False,
+                "candidate": None,
+                "before": 2.0,
+                "after": 1.0 + i / 100,
+                "minibatch": ["t000", "t001"],
+                "texts": {"p": "<b>x</b>"},
+                "reasoning": "",
+                "metric_calls": 1000 + i,
+            },
+        )
     run.refresh_from_db()
     snap = selectors.run_snapshot(run)
     assert len(snap["proposals"]) == selectors.PROPOSALS_TAIL
     assert snap["rejected"]["metric_calls"] == [1000 + i for i in range(count)]
     first = {name: values[0] for name, values in snap["rejected"].items()}
-    assert first == {"metric_calls": 1000, "parent": 1, "before": 2.0, "after": 1.0, "minibatch_size": 2}
+    assert first == {
+        "metric_calls": 1000,
+        "parent": 1,
+        "before": 2.0,
+        "after": 1.0,
+        "minibatch_size": 2,
+    }
 
 
 def test_the_score_charts_marks_are_read_from_the_stored_rows_not_the_proposal_payloads(user):
     run = recorded_run(owner=user, candidates=2, val_tasks=2, status=RunStatus.RUNNING)
-    publish_run_event(run.pk, ev.PROPOSAL, {"iteration": 9, "parent": 1, "components": ["p"], "accepted": False,
-                                             "candidate": None, "before": 2.0, "after": 1.0, "minibatch": ["t000"],
-                                             "texts": {"p": "x" * 5000}, "reasoning": "y" * 5000, "metric_calls": 500})
-    RejectedProposal.objects.filter(run=run, metric_calls=500).update(after=1.25)  # the payload still says 1.0
+    publish_run_event(
+        run.pk,
+        ev.PROPOSAL,
+        {
+            "iteration": 9,
+            "parent": 1,
+            "components": ["p"],
+            "accepted": False,
+            "candidate": None,
+            "before": 2.0,
+            "after": 1.0,
+            "minibatch": ["t000"],
+            "texts": {"p": "x" * 5000},
+            "reasoning": "y" * 5000,
+            "metric_calls": 500,
+        },
+    )
+    RejectedProposal.objects.filter(run=run, metric_calls=500).update(
+        after=1.25
+    )  # the payload still says 1.0
     run.refresh_from_db()
     rejected = selectors.run_snapshot(run)["rejected"]
     assert (rejected["metric_calls"][-1], rejected["after"][-1]) == (500, 1.25)
 
 
 def _trials(candidate: int, keys: list[str]) -> dict:
-    return {"candidate": candidate, "split": "train", "items": [
-        {"task_key": k, "score": 0.5, "verdict": "fail", "output": "o", "reasons": []} for k in keys]}
+    return {
+        "candidate": candidate,
+        "split": "train",
+        "items": [
+            {"task_key": k, "score": 0.5, "verdict": "fail", "output": "o", "reasons": []}
+            for k in keys
+        ],
+    }
 
 
 def test_the_trials_tail_reads_a_page_of_the_newest_events_not_the_whole_log(user):
@@ -127,7 +212,9 @@ def test_the_trials_tail_reads_a_page_of_the_newest_events_not_the_whole_log(use
         snap = selectors.run_snapshot(run)
     [trials_sql] = [q["sql"] for q in queries.captured_queries if "'trials'" in q["sql"]]
     assert f"LIMIT {selectors.TRIAL_ITEMS_TAIL}" in trials_sql
-    assert [t["task_key"] for t in snap["trials"]] == [f"k{i}" for i in range(30, selectors.TRIAL_ITEMS_TAIL + 30)]
+    assert [t["task_key"] for t in snap["trials"]] == [
+        f"k{i}" for i in range(30, selectors.TRIAL_ITEMS_TAIL + 30)
+    ]
 
 
 def test_the_trials_tail_reaches_past_trials_events_that_hold_no_items(user):
@@ -136,10 +223,17 @@ def test_the_trials_tail_reaches_past_trials_events_that_hold_no_items(user):
     for _ in range(selectors.TRIAL_ITEMS_TAIL + 3):  # more empty batches than a page
         publish_run_event(run.pk, ev.TRIALS, _trials(1, []))
     run.refresh_from_db()
-    every = [item["task_key"] for payload in RunEvent.objects.filter(run=run, type=ev.TRIALS).order_by("seq")
-             .values_list("payload", flat=True) for item in payload["items"]]
+    every = [
+        item["task_key"]
+        for payload in RunEvent.objects.filter(run=run, type=ev.TRIALS)
+        .order_by("seq")
+        .values_list("payload", flat=True)
+        for item in payload["items"]
+    ]
     keys = [t["task_key"] for t in selectors.run_snapshot(run)["trials"]]
-    assert keys == every[-selectors.TRIAL_ITEMS_TAIL:] and keys[-5:] == [f"old{i}" for i in range(5)]
+    assert keys == every[-selectors.TRIAL_ITEMS_TAIL :] and keys[-5:] == [
+        f"old{i}" for i in range(5)
+    ]
 
 
 def test_stream_events_after_the_snapshot_seq_are_left_to_the_websocket(user):
@@ -154,7 +248,12 @@ def test_stream_events_after_the_snapshot_seq_are_left_to_the_websocket(user):
 def test_a_run_with_no_candidates_yet_gives_an_empty_but_complete_snapshot(user):
     run = Run.objects.create(owner=user, status=RunStatus.QUEUED, budget_total=100)
     snap = selectors.run_snapshot(run)
-    assert snap["candidates"]["index"] == [] and snap["scores"] == [] and snap["rows"] == [] and snap["front"] == {"members": [], "leaders": {}}
+    assert (
+        snap["candidates"]["index"] == []
+        and snap["scores"] == []
+        and snap["rows"] == []
+        and snap["front"] == {"members": [], "leaders": {}}
+    )
     assert snap["run"]["status"] == "queued" and snap["run"]["best_score"] is None
 
 
@@ -175,7 +274,10 @@ def test_a_run_of_300_candidates_by_100_tasks_snapshots_under_2_mb(user):
     run = recorded_run(owner=user, candidates=300, val_tasks=100)
     body = json.dumps(selectors.run_snapshot(run))
     assert len(body.encode()) <= 2_000_000
-    assert len(json.loads(body)["candidates"]["index"]) == 300 and len(json.loads(body)["tasks"]) == 100
+    assert (
+        len(json.loads(body)["candidates"]["index"]) == 300
+        and len(json.loads(body)["tasks"]) == 100
+    )
 
 
 def test_the_candidate_detail_lists_children_and_the_tasks_it_leads(user):
@@ -184,12 +286,16 @@ def test_the_candidate_detail_lists_children_and_the_tasks_it_leads(user):
     index = run.best_candidate.index
     detail = selectors.candidate_detail(run, index)
     assert detail["children"] == [c["index"] for c in candidate_rows(snap) if index in c["parents"]]
-    assert sorted(detail["leads"]) == sorted(k for k, leaders in snap["front"]["leaders"].items() if index in leaders)
+    assert sorted(detail["leads"]) == sorted(
+        k for k, leaders in snap["front"]["leaders"].items() if index in leaders
+    )
     assert detail["val_count"] == 4
     assert selectors.candidate_detail(run, 999) is None
 
 
-def test_a_big_runs_snapshot_carries_the_scores_of_the_front_and_the_top_candidates_and_the_rest_on_demand(user, monkeypatch):
+def test_a_big_runs_snapshot_carries_the_scores_of_the_front_and_the_top_candidates_and_the_rest_on_demand(
+    user, monkeypatch
+):
     monkeypatch.setattr(selectors, "HEATMAP_ROWS", 10)
     monkeypatch.setattr(selectors, "HEATMAP_TOP", 3)
     run = recorded_run(owner=user, candidates=30, val_tasks=6)
@@ -198,9 +304,13 @@ def test_a_big_runs_snapshot_carries_the_scores_of_the_front_and_the_top_candida
     members = {c.index for c in candidates if c.on_front}
     top = {c.index for c in sorted(candidates, key=lambda c: (-c.val_score, c.index))[:3]}
     assert set(snap["rows"]) == members | top | {0, run.best_candidate.index}
-    assert len(snap["candidates"]["index"]) == 30  # every candidate is on the charts and in the table
+    assert (
+        len(snap["candidates"]["index"]) == 30
+    )  # every candidate is on the charts and in the table
     # Each task's top (and its leaders among the rows) is the run's, though most rows stay behind.
-    every = {c.index: {e.task_key: round(e.score, 3) for e in c.evaluations.all()} for c in candidates}
+    every = {
+        c.index: {e.task_key: round(e.score, 3) for e in c.evaluations.all()} for c in candidates
+    }
     for key, leaders in snap["front"]["leaders"].items():
         best = max(scores[key] for scores in every.values())
         assert leaders == [i for i in snap["rows"] if every[i][key] == best]

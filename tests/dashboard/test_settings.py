@@ -31,7 +31,13 @@ def test_lists_are_comma_separated_and_trimmed(monkeypatch):
 def test_a_postgres_url_becomes_a_database_entry():
     db = database_from_url("DATABASE_URL", "postgres://frontier:s%40cret@db.internal:5433/frontier")
     assert db["ENGINE"] == "django.db.backends.postgresql"
-    assert (db["NAME"], db["USER"], db["PASSWORD"], db["HOST"], db["PORT"]) == ("frontier", "frontier", "s@cret", "db.internal", "5433")
+    assert (db["NAME"], db["USER"], db["PASSWORD"], db["HOST"], db["PORT"]) == (
+        "frontier",
+        "frontier",
+        "s@cret",
+        "db.internal",
+        "5433",
+    )
 
 
 @pytest.mark.parametrize("url", ["mysql://x/y", "postgres://host-only"])
@@ -48,7 +54,11 @@ def test_a_redis_url_must_be_redis():
 
 def test_every_variable_the_settings_read_is_in_the_configuration_page():
     root = Path(__file__).resolve().parents[2]
-    read = set(re.findall(r"\benv_\w+\(\s*\"([A-Z][A-Z0-9_]+)\"", (root / "dashboard/settings.py").read_text()))
+    read = set(
+        re.findall(
+            r"\benv_\w+\(\s*\"([A-Z][A-Z0-9_]+)\"", (root / "dashboard/settings.py").read_text()
+        )
+    )
     page = (root / "docs" / "configuration.md").read_text()
     assert len(read) > 30
     missing = sorted(name for name in read if f"| `{name}` |" not in page)

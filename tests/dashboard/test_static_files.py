@@ -13,13 +13,18 @@ PAGE_TRACES = {"scatter", "scattergl", "bar", "heatmap"}
 def test_the_pages_load_the_vendored_partial_plotly_bundle():
     assert finders.find("vendor/plotly-frontier.min.js") == str(PLOTLY_BUNDLE)
     for template in ("runs/detail.html", "compare/runs.html"):
-        assert "{% static 'vendor/plotly-frontier.min.js' %}" in (settings.BASE_DIR / "templates" / template).read_text()
+        assert (
+            "{% static 'vendor/plotly-frontier.min.js' %}"
+            in (settings.BASE_DIR / "templates" / template).read_text()
+        )
 
 
 def test_the_bundle_keeps_plotly_license_header_and_names_its_version():
     header = PLOTLY_BUNDLE.read_text(encoding="utf-8")[:300]
     assert re.search(r"plotly\.js \(frontier: [^)]*\) v4\.1\.1", header)
-    assert "Copyright 2012-2026, Plotly, Inc." in header and "Licensed under the MIT license" in header
+    assert (
+        "Copyright 2012-2026, Plotly, Inc." in header and "Licensed under the MIT license" in header
+    )
 
 
 def plotly_trace_types() -> set[str]:
@@ -27,7 +32,11 @@ def plotly_trace_types() -> set[str]:
     from plotly.basedatatypes import BaseTraceType
 
     classes = (getattr(go, name) for name in go.__all__)  # go's attributes load lazily
-    return {cls.__name__.lower() for cls in classes if isinstance(cls, type) and issubclass(cls, BaseTraceType)}
+    return {
+        cls.__name__.lower()
+        for cls in classes
+        if isinstance(cls, type) and issubclass(cls, BaseTraceType)
+    }
 
 
 def test_the_bundle_registers_every_trace_type_the_pages_draw_and_no_other():
@@ -37,7 +46,9 @@ def test_the_bundle_registers_every_trace_type_the_pages_draw_and_no_other():
     figures = "".join(path.read_text() for path in (settings.BASE_DIR / "dashboard").rglob("*.py"))
     typed = "\n".join(line for line in scripts.splitlines() if re.search(r"\btype\b|Type\b", line))  # type: "bar", pointsType
     used = set(re.findall(r'"([a-z0-9]+)"', typed)) & plotly_trace_types()
-    used |= {name.lower() for name in re.findall(r"\bgo\.([A-Z][a-z0-9]+)\(", figures)} & plotly_trace_types()
+    used |= {
+        name.lower() for name in re.findall(r"\bgo\.([A-Z][a-z0-9]+)\(", figures)
+    } & plotly_trace_types()
     assert used == PAGE_TRACES
     bundle = PLOTLY_BUNDLE.read_text(encoding="utf-8")
     assert set(re.findall(r'moduleType:"trace",name:"([a-z0-9]+)"', bundle)) == PAGE_TRACES
@@ -71,8 +82,14 @@ def test_the_bundle_injects_no_style_element_besides_its_global_css():
 
 def test_every_response_carries_the_strict_content_security_policy(client):
     policy = client.get("/login/")["Content-Security-Policy"]
-    assert "script-src 'self'" in policy and "style-src 'self'" in policy and "unsafe-eval" not in policy
-    assert "'unsafe-inline'" not in policy  # not even for style attributes: static/js/csp-style-attributes.js
+    assert (
+        "script-src 'self'" in policy
+        and "style-src 'self'" in policy
+        and "unsafe-eval" not in policy
+    )
+    assert (
+        "'unsafe-inline'" not in policy
+    )  # not even for style attributes: static/js/csp-style-attributes.js
 
 
 # ---- served by ServeStatic: hashed names, compressed, out of Django's way ------------------
@@ -87,7 +104,9 @@ def test_pages_name_each_static_file_by_its_content_hashed_name(user_client, use
     html = user_client.get(f"/runs/{run.pk}/").content.decode()
     assert re.search(rf'href="/static/css/frontier\.{HASHED}\.css"', html)
     assert re.search(rf'src="/static/vendor/plotly-frontier\.min\.{HASHED}\.js"', html)
-    assert re.search(rf'<link rel="modulepreload" href="/static/js/run/charts\.{HASHED}\.js">', html)
+    assert re.search(
+        rf'<link rel="modulepreload" href="/static/js/run/charts\.{HASHED}\.js">', html
+    )
     assert not re.search(r'(src|href)="/static/[^"]*(?<!\.[0-9a-f]{12})\.(js|css)"', html)
 
 
@@ -100,7 +119,10 @@ def test_a_hashed_module_imports_the_hashed_modules_the_page_preloads():
     code = staticfiles_storage.open(hashed).read().decode()
     imports = re.findall(r'from "([^"]+)"', code)
     assert imports and all(re.search(rf"\.{HASHED}\.js$", path) for path in imports), imports
-    assert f'"./run/charts.{staticfiles_storage.stored_name("js/run/charts.js").split(".")[-2]}.js"' in code
+    assert (
+        f'"./run/charts.{staticfiles_storage.stored_name("js/run/charts.js").split(".")[-2]}.js"'
+        in code
+    )
 
 
 def test_static_files_are_served_by_servestatic_and_not_by_djangos_development_handler():
@@ -117,7 +139,10 @@ def test_static_files_are_served_by_servestatic_and_not_by_djangos_development_h
     assert not any(isinstance(layer, ASGIStaticFilesHandler) for layer in chain), chain
     static = next(layer for layer in chain if isinstance(layer, ServeStaticASGI))
     assert isinstance(chain[-1], ASGIHandler)
-    assert any(re.fullmatch(rf"/static/vendor/plotly-frontier\.min\.{HASHED}\.js", url) for url in static.files)
+    assert any(
+        re.fullmatch(rf"/static/vendor/plotly-frontier\.min\.{HASHED}\.js", url)
+        for url in static.files
+    )
 
 
 def test_collecting_again_with_nothing_changed_does_nothing(settings, tmp_path):

@@ -62,7 +62,9 @@ def _free_port() -> int:
 
 
 def _server_env(data_dir: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY"}}
+    env = {
+        k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY"}
+    }
     env.update(
         FRONTIER_DATA_DIR=str(data_dir),
         DEBUG="1",
@@ -86,7 +88,9 @@ class FrontierServer:
     process: subprocess.Popen | None = None
     log_path: Path = field(default=None)
 
-    def manage(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
+    def manage(
+        self, *args: str, check: bool = True, timeout: float = 300
+    ) -> subprocess.CompletedProcess:
         result = subprocess.run(
             [sys.executable, "manage.py", *args],
             cwd=ROOT,
@@ -96,15 +100,25 @@ class FrontierServer:
             timeout=timeout,
         )
         if check and result.returncode != 0:
-            raise AssertionError(f"manage.py {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
+            raise AssertionError(
+                f"manage.py {' '.join(args)} failed ({result.returncode}):\n{result.stderr}"
+            )
         return result
 
     def new_token(self, username: str = E2E_USERNAME) -> str:
         """A fresh API token of `username`, as the API tokens page would show it once."""
-        return self.manage("shell", "-c", NEW_TOKEN.format(username=username)).stdout.strip().splitlines()[-1]
+        return (
+            self.manage("shell", "-c", NEW_TOKEN.format(username=username))
+            .stdout.strip()
+            .splitlines()[-1]
+        )
 
     def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path and self.log_path.exists() else ""
+        return (
+            self.log_path.read_text(errors="replace")
+            if self.log_path and self.log_path.exists()
+            else ""
+        )
 
 
 NEW_TOKEN = """
@@ -123,21 +137,32 @@ class Api:
         self.cookies = CookieJar()
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.cookies))
 
-    def call(self, method: str, path: str, body=None, *, raw: bytes | None = None, headers: dict | None = None):
+    def call(
+        self,
+        method: str,
+        path: str,
+        body=None,
+        *,
+        raw: bytes | None = None,
+        headers: dict | None = None,
+    ):
         data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
         all_headers = {"Content-Type": "application/json"} if body is not None else {}
         if self.token:
             all_headers["Authorization"] = f"Bearer {self.token}"
         all_headers.update(headers or {})
-        request = urllib.request.Request(self.base + path, data=data, method=method, headers=all_headers)
+        request = urllib.request.Request(
+            self.base + path, data=data, method=method, headers=all_headers
+        )
         try:
             with self.opener.open(request, timeout=60) as response:
-                return response.status, _decode(response), response.headers  # case-insensitive names
+                return (
+                    response.status,
+                    _decode(response),
+                    response.headers,
+                )  # case-insensitive names
         except urllib.error.HTTPError as error:
             return error.code, _decode(error), error.headers
-
-
-
 
     def cookie(self, name: str) -> str:
         return next(c.value for c in self.cookies if c.name == name)
@@ -146,7 +171,11 @@ class Api:
 def _decode(response):
     body = response.read()
     kind = response.headers.get("Content-Type", "")
-    return json.loads(body) if kind.startswith("application/json") and body else body.decode(errors="replace")
+    return (
+        json.loads(body)
+        if kind.startswith("application/json") and body
+        else body.decode(errors="replace")
+    )
 
 
 def wait_for_js(page, expression: str, arg=None, *, timeout: float = 15, what: str = "") -> object:
@@ -155,17 +184,26 @@ def wait_for_js(page, expression: str, arg=None, *, timeout: float = 15, what: s
     page.evaluate (run by the browser's debugging protocol, not the page)."""
     from tests.polling import wait_until
 
-    return wait_until(lambda: page.evaluate(expression, arg), timeout=timeout, what=what or expression[:80], interval=0.05)
+    return wait_until(
+        lambda: page.evaluate(expression, arg),
+        timeout=timeout,
+        what=what or expression[:80],
+        interval=0.05,
+    )
 
 
-PROGRESS_LINE = re.compile(r"\[[#.]+\] \d+/\d+ metric calls · .* · (queued|running|stopping|stopped|completed|failed)")
+PROGRESS_LINE = re.compile(
+    r"\[[#.]+\] \d+/\d+ metric calls · .* · (queued|running|stopping|stopped|completed|failed)"
+)
 
 
 def progress_only(stderr: str) -> bool:
     """`optimize run --wait`'s stderr holds nothing but its progress bar (each redraw
     whole: no log line glued to it) and warnings."""
     lines = [line for line in stderr.replace("\r", "\n").splitlines() if line.strip()]
-    return bool(lines) and all(PROGRESS_LINE.fullmatch(line) or line.startswith("warning:") for line in lines)
+    return bool(lines) and all(
+        PROGRESS_LINE.fullmatch(line) or line.startswith("warning:") for line in lines
+    )
 
 
 def session_login(base: str, username: str = E2E_USERNAME, password: str = E2E_PASSWORD) -> Api:
@@ -173,14 +211,22 @@ def session_login(base: str, username: str = E2E_USERNAME, password: str = E2E_P
     browser = Api(base)
     login_page = browser.call("GET", "/login/")[1]
     csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', login_page).group(1)
-    form = urllib.parse.urlencode({"csrfmiddlewaretoken": csrf, "username": username, "password": password}).encode()
-    status, _, _ = browser.call("POST", "/login/", raw=form, headers={"Content-Type": "application/x-www-form-urlencoded",
-                                                                      "Referer": base + "/login/"})
+    form = urllib.parse.urlencode(
+        {"csrfmiddlewaretoken": csrf, "username": username, "password": password}
+    ).encode()
+    status, _, _ = browser.call(
+        "POST",
+        "/login/",
+        raw=form,
+        headers={"Content-Type": "application/x-www-form-urlencoded", "Referer": base + "/login/"},
+    )
     assert status == 200 and browser.cookie("sessionid"), "login failed"
     return browser
 
 
-def _wait_for(url: str, process: subprocess.Popen, server: FrontierServer, timeout: float = 60) -> None:
+def _wait_for(
+    url: str, process: subprocess.Popen, server: FrontierServer, timeout: float = 60
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -198,18 +244,35 @@ def _wait_for(url: str, process: subprocess.Popen, server: FrontierServer, timeo
 def frontier_server():
     data_dir = Path(tempfile.mkdtemp(prefix="frontier-e2e-"))
     port = _free_port()
-    server = FrontierServer(url=f"http://127.0.0.1:{port}", data_dir=data_dir, env=_server_env(data_dir))
+    server = FrontierServer(
+        url=f"http://127.0.0.1:{port}", data_dir=data_dir, env=_server_env(data_dir)
+    )
     server.manage("migrate", "--noinput", "-v", "0")
     env = dict(server.env, DJANGO_SUPERUSER_PASSWORD=E2E_PASSWORD)
     subprocess.run(
-        [sys.executable, "manage.py", "createsuperuser", "--noinput", "--username", E2E_USERNAME, "--email", "e2e@example.com"],
-        cwd=ROOT, env=env, check=True, capture_output=True,
+        [
+            sys.executable,
+            "manage.py",
+            "createsuperuser",
+            "--noinput",
+            "--username",
+            E2E_USERNAME,
+            "--email",
+            "e2e@example.com",
+        ],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
     )
     server.log_path = data_dir / "server.log"
     with open(server.log_path, "w") as log:
         server.process = subprocess.Popen(
             [sys.executable, "manage.py", "serve", "--port", str(port)],
-            cwd=ROOT, env=server.env, stdout=log, stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=server.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
     try:
         _wait_for(server.url + "/login/", server.process, server)
@@ -236,7 +299,9 @@ def chromium():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
+        )
         try:
             yield browser
         finally:
@@ -259,7 +324,9 @@ def login(page, username: str = E2E_USERNAME, password: str = E2E_PASSWORD) -> N
 
 @pytest.fixture
 def page(browser, frontier_server, request):
-    context = browser.new_context(base_url=frontier_server.url, viewport={"width": 1400, "height": 1000})
+    context = browser.new_context(
+        base_url=frontier_server.url, viewport={"width": 1400, "height": 1000}
+    )
     context.set_default_timeout(15_000)
     page = context.new_page()
     login(page)

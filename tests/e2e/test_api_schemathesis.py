@@ -19,13 +19,15 @@ from tests.e2e.conftest import E2E_USERNAME, session_login
 
 pytestmark = pytest.mark.e2e
 
-CHECKS = ",".join([
-    "not_a_server_error",
-    "status_code_conformance",
-    "content_type_conformance",
-    "response_headers_conformance",
-    "response_schema_conformance",
-])
+CHECKS = ",".join(
+    [
+        "not_a_server_error",
+        "status_code_conformance",
+        "content_type_conformance",
+        "response_headers_conformance",
+        "response_schema_conformance",
+    ]
+)
 SECONDS_PER_RUN = 75
 
 SEED = """
@@ -42,14 +44,33 @@ def seeded(frontier_server):
 
 
 def schemathesis(url: str, *headers: str) -> subprocess.CompletedProcess:
-    command = [str(Path(sys.executable).with_name("schemathesis")), "--no-color", "run", f"{url}/api/openapi.json",
-               "--checks", CHECKS, "--phases", "coverage,fuzzing", "--max-examples", "5", "--seed", "7",
-               "--max-time", str(SECONDS_PER_RUN), "--request-timeout", "30", "--warnings", "off"]
+    command = [
+        str(Path(sys.executable).with_name("schemathesis")),
+        "--no-color",
+        "run",
+        f"{url}/api/openapi.json",
+        "--checks",
+        CHECKS,
+        "--phases",
+        "coverage,fuzzing",
+        "--max-examples",
+        "5",
+        "--seed",
+        "7",
+        "--max-time",
+        str(SECONDS_PER_RUN),
+        "--request-timeout",
+        "30",
+        "--warnings",
+        "off",
+    ]
     for header in headers:
         command += ["--header", header]
     # In a directory of its own: schemathesis keeps a cache (.schemathesis/) in its working directory.
     with tempfile.TemporaryDirectory(prefix="schemathesis-") as cwd:
-        return subprocess.run(command, capture_output=True, text=True, timeout=SECONDS_PER_RUN + 120, cwd=cwd)
+        return subprocess.run(
+            command, capture_output=True, text=True, timeout=SECONDS_PER_RUN + 120, cwd=cwd
+        )
 
 
 def test_the_api_conforms_to_its_document_for_a_token_client(seeded):
@@ -61,6 +82,8 @@ def test_the_api_conforms_to_its_document_for_a_token_client(seeded):
 def test_the_api_conforms_to_its_document_for_a_browser_session_with_csrf(seeded):
     browser = session_login(seeded.url)
     cookies = f"sessionid={browser.cookie('sessionid')}; csrftoken={browser.cookie('csrftoken')}"
-    result = schemathesis(seeded.url, f"Cookie: {cookies}", f"X-CSRFToken: {browser.cookie('csrftoken')}")
+    result = schemathesis(
+        seeded.url, f"Cookie: {cookies}", f"X-CSRFToken: {browser.cookie('csrftoken')}"
+    )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
     assert "generated" in result.stdout

@@ -22,10 +22,22 @@ from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
 
-SPEC = {"id": "script-refund", "name": "Script refund",
-        "checks": [{"type": "contains", "params": {"value": "refund"}}, {"type": "max_length", "params": {"value": 600}}]}
-ROWS = [{"task_id": f"t{i}", "input": f"Customer {i} asks for a refund of order {i}.", "split": "train" if i < 3 else "val"}
-        for i in range(6)]
+SPEC = {
+    "id": "script-refund",
+    "name": "Script refund",
+    "checks": [
+        {"type": "contains", "params": {"value": "refund"}},
+        {"type": "max_length", "params": {"value": 600}},
+    ],
+}
+ROWS = [
+    {
+        "task_id": f"t{i}",
+        "input": f"Customer {i} asks for a refund of order {i}.",
+        "split": "train" if i < 3 else "val",
+    }
+    for i in range(6)
+]
 FINISHED = ("completed", "stopped", "failed")
 
 
@@ -40,8 +52,15 @@ def api(frontier_server, token) -> Api:
 
 
 def import_tasks(api: Api, name: str) -> int:
-    status, body, _ = api.call("POST", "/api/tasksets/import", {
-        "name": name, "filename": "tasks.jsonl", "content": "".join(json.dumps(row) + "\n" for row in ROWS)})
+    status, body, _ = api.call(
+        "POST",
+        "/api/tasksets/import",
+        {
+            "name": name,
+            "filename": "tasks.jsonl",
+            "content": "".join(json.dumps(row) + "\n" for row in ROWS),
+        },
+    )
     assert status == 201, body
     return body["id"]
 
@@ -50,22 +69,34 @@ def run_status(api: Api, run_id: int) -> str:
     return api.call("GET", f"/api/runs/{run_id}")[1]["status"]
 
 
-def test_a_script_with_only_a_token_creates_imports_launches_follows_stops_resumes_and_exports(api, frontier_server, token):
+def test_a_script_with_only_a_token_creates_imports_launches_follows_stops_resumes_and_exports(
+    api, frontier_server, token
+):
     status, body, _ = api.call("POST", "/api/verifiers/", {"spec": SPEC})
     assert status == 201 and body["id"] == "script-refund", body
     task_set = import_tasks(api, "script tasks")
-    config = {"task_set_id": task_set, "verifier_ids": ["script-refund"], "budget": {"max_metric_calls": 400},
-              "task_lm": {"provider": "demo", "model": "demo-task", "simulated_latency_ms": 150}}
+    config = {
+        "task_set_id": task_set,
+        "verifier_ids": ["script-refund"],
+        "budget": {"max_metric_calls": 400},
+        "task_lm": {"provider": "demo", "model": "demo-task", "simulated_latency_ms": 150},
+    }
     status, body, _ = api.call("POST", "/api/runs/dry-run", {"config": config})
-    assert status == 200 and (body["ok"], body["problems"], body["warnings"]) == (True, [], []), body
+    assert status == 200 and (body["ok"], body["problems"], body["warnings"]) == (True, [], []), (
+        body
+    )
     assert body["plan"]["budget"]["metric_calls"] == 400 and body["plan"]["free"] is True
     status, run, _ = api.call("POST", "/api/runs/", {"config": config})
-    assert status == 201 and run["status"] == "queued" and run["url"].endswith(f"/runs/{run['id']}/"), run
+    assert (
+        status == 201 and run["status"] == "queued" and run["url"].endswith(f"/runs/{run['id']}/")
+    ), run
 
     # Follow the websocket with the same token (no cookie, no Origin header).
     ws_url = frontier_server.url.replace("http", "ws") + f"/ws/runs/{run['id']}/?after=0"
     seqs, types = [], []
-    with connect(ws_url, additional_headers={"Authorization": f"Bearer {token}"}, open_timeout=10) as socket:
+    with connect(
+        ws_url, additional_headers={"Authorization": f"Bearer {token}"}, open_timeout=10
+    ) as socket:
         while "candidate.new" not in types:
             message = json.loads(socket.recv(timeout=60))
             seqs.append(message["seq"])
@@ -77,35 +108,52 @@ def test_a_script_with_only_a_token_creates_imports_launches_follows_stops_resum
     wait_until(lambda: run_status(api, run["id"]) == "stopped", what="the run to stop", timeout=60)
     status, body, _ = api.call("POST", f"/api/runs/{run['id']}/resume", {"extra_budget": 0})
     assert status == 200 and body["status"] == "queued", body
-    wait_until(lambda: run_status(api, run["id"]) != "queued", what="the resumed run to start", timeout=30)
+    wait_until(
+        lambda: run_status(api, run["id"]) != "queued", what="the resumed run to start", timeout=30
+    )
     status, body, _ = api.call("POST", f"/api/runs/{run['id']}/cancel")
     assert status == 200, body
     wait_until(lambda: run_status(api, run["id"]) in FINISHED, what="the run to end", timeout=60)
 
     status, events, _ = api.call("GET", f"/api/runs/{run['id']}/events?after=0&limit=5000")
     assert status == 200 and [e["seq"] for e in events] == list(range(1, len(events) + 1))
-    assert [e["type"] for e in events].count("run.finished") == 2  # stopped, then cancelled after the resume
+    assert [e["type"] for e in events].count(
+        "run.finished"
+    ) == 2  # stopped, then cancelled after the resume
     status, detail, _ = api.call("GET", f"/api/runs/{run['id']}")
     best = api.call("GET", f"/api/runs/{run['id']}/candidates/{detail['best_candidate']}")[1]
     assert best["evaluations"] and all(e["split"] in ("train", "val") for e in best["evaluations"])
     status, document, headers = api.call("GET", f"/api/runs/{run['id']}/export")
     assert status == 200 and document["format"] == "frontier.run"
-    assert len(document["candidates"]) == len(detail["candidates"]) and len(document["events"]) == len(events)
+    assert len(document["candidates"]) == len(detail["candidates"]) and len(
+        document["events"]
+    ) == len(events)
 
 
 def test_a_check_type_typo_is_saved_with_a_warning_that_dry_run_and_launch_repeat(api):
     """Scoring skips an unknown check type (its weight gone): the script is told
     where it typed it and what it probably meant, wherever the spec is used."""
-    spec = {"id": "typo-check", "checks": [{"id": "has-refund", "type": "containz", "params": {"value": "refund"}}]}
+    spec = {
+        "id": "typo-check",
+        "checks": [{"id": "has-refund", "type": "containz", "params": {"value": "refund"}}],
+    }
     warning = 'checks[0].type: unknown check type "containz" (did you mean "contains"? scoring skips this check)'
     status, body, _ = api.call("POST", "/api/verifiers/", {"spec": spec})
     assert status == 201 and body["warnings"] == [warning], body
-    status, body, _ = api.call("PUT", "/api/verifiers/typo-check", {"spec": {**spec, "name": "typo"}})
+    status, body, _ = api.call(
+        "PUT", "/api/verifiers/typo-check", {"spec": {**spec, "name": "typo"}}
+    )
     assert status == 200 and body["warnings"] == [warning], body
-    config = {"task_set_id": import_tasks(api, "typo tasks"), "verifier_ids": ["typo-check"], "budget": {"max_metric_calls": 40},
-              "task_lm": {"provider": "demo", "model": "demo-task"}}
+    config = {
+        "task_set_id": import_tasks(api, "typo tasks"),
+        "verifier_ids": ["typo-check"],
+        "budget": {"max_metric_calls": 40},
+        "task_lm": {"provider": "demo", "model": "demo-task"},
+    }
     status, body, _ = api.call("POST", "/api/runs/dry-run", {"config": config})
-    assert status == 200 and body["ok"] and f"verifier typo-check: {warning}" in body["warnings"], body
+    assert status == 200 and body["ok"] and f"verifier typo-check: {warning}" in body["warnings"], (
+        body
+    )
     status, body, _ = api.call("POST", "/api/runs/", {"config": config})
     assert status == 201 and f"verifier typo-check: {warning}" in body["warnings"], body
 
@@ -115,8 +163,12 @@ def test_the_openapi_document_is_readable_with_a_token_and_refused_without(api, 
     assert status == 200 and "/api/runs/" in document["paths"]
     status, body, _ = Api(frontier_server.url).call("GET", "/api/openapi.json")
     assert status == 401 and body["detail"].startswith("Authentication required")
-    status, body, _ = Api(frontier_server.url, "ft_not-a-token").call("POST", "/api/verifiers/lint", {"spec": SPEC})
-    assert status == 401 and body["problems"] == [], body  # a wrong token is a 401, not a CSRF failure
+    status, body, _ = Api(frontier_server.url, "ft_not-a-token").call(
+        "POST", "/api/verifiers/lint", {"spec": SPEC}
+    )
+    assert status == 401 and body["problems"] == [], (
+        body
+    )  # a wrong token is a 401, not a CSRF failure
 
 
 @pytest.mark.parametrize(
@@ -126,16 +178,44 @@ def test_the_openapi_document_is_readable_with_a_token_and_refused_without(api, 
         ("GET", "/api/runs/0", {}, 404, None),
         ("POST", "/api/verifiers/lint/", {"body": {"spec": {"id": "x"}}}, 200, None),
         ("DELETE", "/api/runs/", {}, 405, "method"),
-        ("POST", "/api/verifiers/lint", {"raw": b"spec=x", "headers": {"Content-Type": "application/x-www-form-urlencoded"}}, 415, "body"),
-        ("POST", "/api/verifiers/lint", {"raw": b"--b\r\nContent-Disposition: form-data; name=\"spec\"\r\n\r\nx\r\n--b--\r\n",
-                                         "headers": {"Content-Type": "multipart/form-data; boundary=b"}}, 415, "body"),
-        ("POST", "/api/verifiers/lint", {"raw": b'{"spec": ', "headers": {"Content-Type": "application/json"}}, 400, None),
-        ("POST", "/api/runs/", {"body": {"config": {"task_set_id": "one", "budget": {"preset": "huge"}}}}, 400, "task_set_id"),
+        (
+            "POST",
+            "/api/verifiers/lint",
+            {"raw": b"spec=x", "headers": {"Content-Type": "application/x-www-form-urlencoded"}},
+            415,
+            "body",
+        ),
+        (
+            "POST",
+            "/api/verifiers/lint",
+            {
+                "raw": b'--b\r\nContent-Disposition: form-data; name="spec"\r\n\r\nx\r\n--b--\r\n',
+                "headers": {"Content-Type": "multipart/form-data; boundary=b"},
+            },
+            415,
+            "body",
+        ),
+        (
+            "POST",
+            "/api/verifiers/lint",
+            {"raw": b'{"spec": ', "headers": {"Content-Type": "application/json"}},
+            400,
+            None,
+        ),
+        (
+            "POST",
+            "/api/runs/",
+            {"body": {"config": {"task_set_id": "one", "budget": {"preset": "huge"}}}},
+            400,
+            "task_set_id",
+        ),
         ("GET", "/api/no-such-thing", {}, 404, "path"),
         ("GET", "/api/runs/?status=sleeping", {}, 400, "status"),
     ],
 )
-def test_shape_mistakes_get_a_json_4xx_that_names_the_problem(api, method, path, kwargs, status, field):
+def test_shape_mistakes_get_a_json_4xx_that_names_the_problem(
+    api, method, path, kwargs, status, field
+):
     got, body, headers = api.call(method, path, **kwargs)
     assert got == status, body
     assert headers["Content-Type"].startswith("application/json")
@@ -161,82 +241,174 @@ def test_a_session_is_csrf_checked_and_a_cross_site_form_is_refused(frontier_ser
     status, body, _ = browser.call("POST", "/api/verifiers/lint", {"spec": SPEC})
     assert status == 403 and "CSRF" in body["detail"]
     # … and so is a form another site posts with the user's cookie.
-    status, _, _ = browser.call("POST", "/runs/new/dry-run/", raw=b"{}", headers={
-        "Content-Type": "text/plain", "Origin": "https://evil.example"})
+    status, _, _ = browser.call(
+        "POST",
+        "/runs/new/dry-run/",
+        raw=b"{}",
+        headers={"Content-Type": "text/plain", "Origin": "https://evil.example"},
+    )
     assert status == 403
-    status, body, _ = browser.call("POST", "/api/verifiers/lint", {"spec": SPEC}, headers={"X-CSRFToken": browser.cookie("csrftoken")})
+    status, body, _ = browser.call(
+        "POST",
+        "/api/verifiers/lint",
+        {"spec": SPEC},
+        headers={"X-CSRFToken": browser.cookie("csrftoken")},
+    )
     assert status == 200 and body["valid"] is True
 
 
 def test_demo_names_the_simulator_in_the_api_the_cli_and_the_form(api, frontier_server):
     task_set = import_tasks(api, "vocabulary tasks")
     api.call("POST", "/api/verifiers/", {"spec": {**SPEC, "id": "vocab-refund"}})
-    config = {"task_set_id": task_set, "verifier_ids": ["vocab-refund"], "task_lm": "demo", "reflection_lm": "demo",
-              "budget": {"preset": "light"}}
+    config = {
+        "task_set_id": task_set,
+        "verifier_ids": ["vocab-refund"],
+        "task_lm": "demo",
+        "reflection_lm": "demo",
+        "budget": {"preset": "light"},
+    }
     status, body, _ = api.call("POST", "/api/runs/dry-run", {"config": config})
     assert status == 200 and body["ok"], body
     status, body, _ = api.call("GET", "/api/openapi.json")
     run_config = body["components"]["schemas"]["RunConfig"]["properties"]
     assert run_config["task_lm"]["default"] == "demo"
-    assert body["components"]["schemas"]["Budget"]["properties"]["preset"]["anyOf"][0]["enum"] == ["light", "medium", "heavy"]
-    result = frontier_server.manage("optimize", "run", "--verifier", "vocab-refund", "--tasks", "vocabulary tasks",
-                                    "--model", "demo", "--budget", "light", "--wait")
+    assert body["components"]["schemas"]["Budget"]["properties"]["preset"]["anyOf"][0]["enum"] == [
+        "light",
+        "medium",
+        "heavy",
+    ]
+    result = frontier_server.manage(
+        "optimize",
+        "run",
+        "--verifier",
+        "vocab-refund",
+        "--tasks",
+        "vocabulary tasks",
+        "--model",
+        "demo",
+        "--budget",
+        "light",
+        "--wait",
+    )
     assert json.loads(result.stdout)["status"] == "completed"
 
 
 def test_a_run_the_cli_queues_without_wait_is_started_by_the_running_server(frontier_server, api):
     import_tasks(api, "cli queued tasks")
     api.call("POST", "/api/verifiers/", {"spec": {**SPEC, "id": "cli-refund"}})
-    queued = frontier_server.manage("optimize", "run", "--verifier", "cli-refund", "--tasks", "cli queued tasks",
-                                    "--model", "demo", "--budget", "30")
+    queued = frontier_server.manage(
+        "optimize",
+        "run",
+        "--verifier",
+        "cli-refund",
+        "--tasks",
+        "cli queued tasks",
+        "--model",
+        "demo",
+        "--budget",
+        "30",
+    )
     assert "the running Frontier server starts it" in queued.stderr
     run_id = json.loads(queued.stdout)["run_id"]
     started = time.monotonic()
-    wait_until(lambda: run_status(api, run_id) != "queued", what="the server to start the CLI's run", timeout=30)
+    wait_until(
+        lambda: run_status(api, run_id) != "queued",
+        what="the server to start the CLI's run",
+        timeout=30,
+    )
     print(f"started {time.monotonic() - started:.2f} s after the CLI queued it")
     wait_until(lambda: run_status(api, run_id) in FINISHED, what="the run to finish", timeout=120)
     # Resume from another process: queued again, and started again by the server.
     resumed = frontier_server.manage("optimize", "resume", str(run_id), "--extra-budget", "10")
     assert json.loads(resumed.stdout)["status"] == "queued"
-    wait_until(lambda: run_status(api, run_id) != "queued", what="the server to start the resumed run", timeout=30)
+    wait_until(
+        lambda: run_status(api, run_id) != "queued",
+        what="the server to start the resumed run",
+        timeout=30,
+    )
 
 
 def test_stop_and_cancel_from_the_cli_reach_a_run_the_server_executes(frontier_server, api):
     task_set = import_tasks(api, "cli stop tasks")
     api.call("POST", "/api/verifiers/", {"spec": {**SPEC, "id": "cli-stop-refund"}})
-    config = {"task_set_id": task_set, "verifier_ids": ["cli-stop-refund"], "budget": {"max_metric_calls": 400},
-              "task_lm": {"provider": "demo", "model": "demo-task", "simulated_latency_ms": 200}}
+    config = {
+        "task_set_id": task_set,
+        "verifier_ids": ["cli-stop-refund"],
+        "budget": {"max_metric_calls": 400},
+        "task_lm": {"provider": "demo", "model": "demo-task", "simulated_latency_ms": 200},
+    }
     for action, phase in (("stop", "stopped by the user"), ("cancel", "cancelled")):
         run_id = api.call("POST", "/api/runs/", {"config": config})[1]["id"]
-        wait_until(lambda: api.call("GET", f"/api/runs/{run_id}")[1]["candidates"], what="the seed candidate", timeout=60)
+        wait_until(
+            lambda: api.call("GET", f"/api/runs/{run_id}")[1]["candidates"],
+            what="the seed candidate",
+            timeout=60,
+        )
         result = frontier_server.manage("optimize", action, str(run_id))
-        assert json.loads(result.stdout)["status"] in ("stopping", "stopped")  # it may end its iteration at once
-        wait_until(lambda: run_status(api, run_id) == "stopped", what=f"the run to {action}", timeout=60)
+        assert json.loads(result.stdout)["status"] in (
+            "stopping",
+            "stopped",
+        )  # it may end its iteration at once
+        wait_until(
+            lambda: run_status(api, run_id) == "stopped", what=f"the run to {action}", timeout=60
+        )
         assert api.call("GET", f"/api/runs/{run_id}")[1]["phase"] == phase
 
 
 def test_without_a_server_the_cli_says_how_to_start_one(frontier_server):
     data_dir = Path(tempfile.mkdtemp(prefix="frontier-no-server-"))
     env = dict(frontier_server.env, FRONTIER_DATA_DIR=str(data_dir))
+
     def run(*args):
-        return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=300)
+        return subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     assert run("migrate", "--noinput", "-v", "0").returncode == 0
     spec = data_dir / "spec.json"
     spec.write_text(json.dumps(SPEC))
     tasks = data_dir / "tasks.jsonl"
     tasks.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
-    result = run("optimize", "run", "--verifier", str(spec), "--tasks", str(tasks), "--model", "demo", "--budget", "30")
+    result = run(
+        "optimize",
+        "run",
+        "--verifier",
+        str(spec),
+        "--tasks",
+        str(tasks),
+        "--model",
+        "demo",
+        "--budget",
+        "30",
+    )
     assert result.returncode == 0, result.stderr
-    assert "no Frontier server is running" in result.stderr and "python manage.py serve" in result.stderr
+    assert (
+        "no Frontier server is running" in result.stderr
+        and "python manage.py serve" in result.stderr
+    )
 
 
 def test_run_wait_prints_a_clean_progress_bar_and_a_summary_with_the_run_url(frontier_server, api):
     import_tasks(api, "wait tasks")
     api.call("POST", "/api/verifiers/", {"spec": {**SPEC, "id": "wait-refund"}})
-    result = frontier_server.manage("optimize", "run", "--verifier", "wait-refund", "--tasks", "wait tasks",
-                                    "--model", "demo", "--budget", "40", "--wait")
+    result = frontier_server.manage(
+        "optimize",
+        "run",
+        "--verifier",
+        "wait-refund",
+        "--tasks",
+        "wait tasks",
+        "--model",
+        "demo",
+        "--budget",
+        "40",
+        "--wait",
+    )
     assert progress_only(result.stderr), result.stderr
     summary = json.loads(result.stdout)
     assert summary["run_url"].endswith(f"/runs/{summary['run_id']}/")
@@ -251,21 +423,42 @@ def _docs_block(kind: str) -> str:
     return match.group(1)
 
 
-@pytest.mark.parametrize(("kind", "command"), [("sh", ["bash", "-euo", "pipefail", "-c"]), ("python", [sys.executable, "-c"])])
+@pytest.mark.parametrize(
+    ("kind", "command"),
+    [("sh", ["bash", "-euo", "pipefail", "-c"]), ("python", [sys.executable, "-c"])],
+)
 def test_the_api_page_examples_run_verbatim(frontier_server, token, kind, command):
     env = dict(os.environ, FRONTIER_URL=frontier_server.url, FRONTIER_TOKEN=token)
-    result = subprocess.run([*command, _docs_block(kind)], env=env, capture_output=True, text=True, timeout=240)
+    result = subprocess.run(
+        [*command, _docs_block(kind)], env=env, capture_output=True, text=True, timeout=240
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     if kind == "python":
         assert result.stdout.startswith("completed ")
 
 
-def test_a_client_generated_from_the_openapi_document_launches_a_run(frontier_server, api, token, tmp_path):
+def test_a_client_generated_from_the_openapi_document_launches_a_run(
+    frontier_server, api, token, tmp_path
+):
     document = tmp_path / "openapi.json"
     document.write_text(json.dumps(api.call("GET", "/api/openapi.json")[1]))
     generator = Path(sys.executable).with_name("openapi-python-client")
-    result = subprocess.run([str(generator), "generate", "--path", str(document), "--output-path", str(tmp_path / "client"),
-                             "--meta", "none"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    result = subprocess.run(
+        [
+            str(generator),
+            "generate",
+            "--path",
+            str(document),
+            "--output-path",
+            str(tmp_path / "client"),
+            "--meta",
+            "none",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     task_set = import_tasks(api, "generated client tasks")
     api.call("POST", "/api/verifiers/", {"spec": {**SPEC, "id": "generated-refund"}})
@@ -280,11 +473,17 @@ config = RunConfig(task_set_id={task_set}, verifier_ids=["generated-refund"], bu
 run = optimizer_api_launch_run.sync(client=client, body=ConfigIn(config=config))
 print(type(run).__name__, run.id, run.status.value)
 """
-    launched = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    launched = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
     assert launched.returncode == 0, launched.stdout + launched.stderr
     kind, run_id, status = launched.stdout.split()
     assert kind == "LaunchedOut" and status == "queued"  # RunOut and the launch's warnings
-    wait_until(lambda: run_status(api, int(run_id)) in FINISHED, what="the generated client's run", timeout=120)
+    wait_until(
+        lambda: run_status(api, int(run_id)) in FINISHED,
+        what="the generated client's run",
+        timeout=120,
+    )
 
 
 def test_the_api_docs_work_offline_for_a_logged_in_browser(page, frontier_server):

@@ -51,7 +51,8 @@ def _shift_click_lineage_node(page, index: int) -> None:
     page.mouse.move(point["x"], point["y"])
     # Plotly clicks the point it last hovered (hover is throttled): wait for this one.
     wait_for_js(
-        page, "(index) => (document.getElementById('chart-lineage')._hoverdata || [])"
+        page,
+        "(index) => (document.getElementById('chart-lineage')._hoverdata || [])"
         ".some((p) => p.curveNumber === 1 && p.customdata === index)",
         index,
     )
@@ -60,11 +61,15 @@ def _shift_click_lineage_node(page, index: int) -> None:
     page.keyboard.up("Shift")
 
 
-def test_two_lineage_nodes_open_a_comparison_with_the_diff_and_a_regression_row(page, frontier_server):
+def test_two_lineage_nodes_open_a_comparison_with_the_diff_and_a_regression_row(
+    page, frontier_server
+):
     run_id = _seed_run(frontier_server, "Refund lineage e2e")
     page.goto(f"/runs/{run_id}/")
     # The run page has booted: snapshot drawn, candidate rows listed, layout settled.
-    wait_for_js(page, "window.__frontierRun && document.querySelectorAll('#candidate-rows tr').length === 4")
+    wait_for_js(
+        page, "window.__frontierRun && document.querySelectorAll('#candidate-rows tr').length === 4"
+    )
     page.wait_for_load_state("networkidle")
 
     _shift_click_lineage_node(page, 0)
@@ -76,10 +81,14 @@ def test_two_lineage_nodes_open_a_comparison_with_the_diff_and_a_regression_row(
     page.wait_for_url(re.compile(rf"/runs/{run_id}/compare/\?c=0&c=3"))
     added = page.locator('[data-candidate="3"] pre.diff ins')
     expect(added).to_have_count(1)
-    expect(added).to_contain_text("Never promise a refund")  # the rule candidate 3 added to the seed
+    expect(added).to_contain_text(
+        "Never promise a refund"
+    )  # the rule candidate 3 added to the seed
     regression = page.locator('tr.regression[data-task="val-000"]')
     expect(regression).to_be_visible()
-    expect(regression.locator("td.cell-regressed .delta-down")).to_have_text(re.compile(r"^-\d\.\d{3}$"))
+    expect(regression.locator("td.cell-regressed .delta-down")).to_have_text(
+        re.compile(r"^-\d\.\d{3}$")
+    )
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "compare-two-candidates.png"), full_page=True)
 
@@ -114,11 +123,15 @@ def test_a_run_exported_from_the_browser_imports_back_with_identical_scores(page
     copy = _import(page, download.value.path())
 
     assert copy != original
-    expect(page.locator(".messages")).to_contain_text("Imported Refund export e2e with 4 candidates")
+    expect(page.locator(".messages")).to_contain_text(
+        "Imported Refund export e2e with 4 candidates"
+    )
     # The same file again: the same run, nothing new saved (as for a gepa_state.bin).
     assert _import(page, download.value.path()) == copy
     expect(page.locator(".messages")).to_contain_text("This file was imported before")
-    expect(page.get_by_role("heading", name=re.compile("Refund export e2e"))).to_contain_text("imported")
+    expect(page.get_by_role("heading", name=re.compile("Refund export e2e"))).to_contain_text(
+        "imported"
+    )
     scores = [page.request.get(f"/runs/{run_id}/export.csv").text() for run_id in (original, copy)]
     assert scores[0].count("\n") == 1 + 9  # header + one row per task
     assert scores[1] == scores[0]
@@ -148,23 +161,29 @@ def _click_chart_point(page, chart_id: str, trace: int, x, y) -> None:
     )
     page.mouse.move(point["x"], point["y"])
     wait_for_js(
-        page, "([id, trace]) => (document.getElementById(id)._hoverdata || []).some((p) => p.curveNumber === trace)",
+        page,
+        "([id, trace]) => (document.getElementById(id)._hoverdata || []).some((p) => p.curveNumber === trace)",
         [chart_id, trace],
     )
     page.mouse.click(point["x"], point["y"])
 
 
-def test_the_candidate_table_the_score_chart_and_both_front_charts_each_add_to_the_comparison(page, frontier_server):
+def test_the_candidate_table_the_score_chart_and_both_front_charts_each_add_to_the_comparison(
+    page, frontier_server
+):
     run_id = _seed_run(frontier_server, "Refund selection e2e")
     page.goto(f"/runs/{run_id}/")
-    wait_for_js(page, "window.__frontierRun && document.querySelectorAll('#candidate-rows tr').length === 4")
+    wait_for_js(
+        page, "window.__frontierRun && document.querySelectorAll('#candidate-rows tr').length === 4"
+    )
     page.wait_for_load_state("networkidle")
 
     page.get_by_role("checkbox", name="select candidate 1").check()
     expect(page.get_by_text("Selected: #1", exact=True)).to_be_visible()
 
     calls, score = page.evaluate(
-        "() => { const t = document.getElementById('chart-score')._fullData[0]; const k = t.customdata.indexOf(2); return [t.x[k], t.y[k]]; }")
+        "() => { const t = document.getElementById('chart-score')._fullData[0]; const k = t.customdata.indexOf(2); return [t.x[k], t.y[k]]; }"
+    )
     _click_chart_point(page, "chart-score", 0, calls, score)
     expect(page.get_by_text("Selected: #1, #2", exact=True)).to_be_visible()
 
@@ -173,7 +192,8 @@ def test_the_candidate_table_the_score_chart_and_both_front_charts_each_add_to_t
 
     # The 2-D front (prompt tokens × score) selects too; a second click there deselects.
     tokens, score = page.evaluate(
-        "() => { const t = document.getElementById('chart-scatter')._fullData[0]; const k = t.customdata.indexOf(0); return [t.x[k], t.y[k]]; }")
+        "() => { const t = document.getElementById('chart-scatter')._fullData[0]; const k = t.customdata.indexOf(0); return [t.x[k], t.y[k]]; }"
+    )
     _click_chart_point(page, "chart-scatter", 0, tokens, score)
     expect(page.get_by_text("Selected: #0, #1, #2, #3", exact=True)).to_be_visible()
     page.get_by_role("checkbox", name="select candidate 0").uncheck()
@@ -198,10 +218,16 @@ print(run.pk)
 def test_a_run_whose_verifier_has_a_very_long_name_exports_and_imports_back(page, frontier_server):
     """A spec's name may be longer than a verifier row keeps (200 characters);
     the import refused it, as "not valid JSON"."""
-    original = int(frontier_server.manage("shell", "-c", LONG_NAMED.format(username=E2E_USERNAME)).stdout.split()[-1])
+    original = int(
+        frontier_server.manage(
+            "shell", "-c", LONG_NAMED.format(username=E2E_USERNAME)
+        ).stdout.split()[-1]
+    )
     page.goto(f"/runs/{original}/compare/?c=0&c=1")
     with page.expect_download() as download:
         page.get_by_role("link", name="Export JSON").click()
     copy = _import(page, download.value.path())
     assert copy != original
-    expect(page.locator(".messages")).to_contain_text("Imported long verifier name with 2 candidates")
+    expect(page.locator(".messages")).to_contain_text(
+        "Imported long verifier name with 2 candidates"
+    )

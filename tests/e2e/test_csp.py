@@ -42,9 +42,21 @@ print(json.dumps({{"example_set": example.pk, "run_id": run.pk, "index": 0, "slu
                   "task_pk": run.task_set.tasks.first().pk, "token_pk": token.pk}}))
 """
 # Not pages: POST-only actions and file downloads.
-NOT_PAGES = {"runs:control", "verifiers:delete", "verifiers:duplicate", "account:revoke", "logout", "tasksets:split",
-             "tasksets:assign", "runs:dry_run", "verifiers:export", "tasksets:import_confirm", "tasksets:export",
-             "tasksets:duplicate", "tasksets:delete"}
+NOT_PAGES = {
+    "runs:control",
+    "verifiers:delete",
+    "verifiers:duplicate",
+    "account:revoke",
+    "logout",
+    "tasksets:split",
+    "tasksets:assign",
+    "runs:dry_run",
+    "verifiers:export",
+    "tasksets:import_confirm",
+    "tasksets:export",
+    "tasksets:duplicate",
+    "tasksets:delete",
+}
 # Pages that also need a query to show something.
 QUERIES = {"compare:task": "?task=val-000&c=0&c=1"}
 # Pages that answer 400 without state made elsewhere (an upload token): their
@@ -60,28 +72,53 @@ def pages(ids: dict) -> list[str]:
     urls = []
     for name, pattern in url_patterns():
         namespace = name.split(":")[0]
-        admin_page = name == "admin:index" or name.endswith(("_changelist", "_add"))  # each admin list and form
+        admin_page = name == "admin:index" or name.endswith(
+            ("_changelist", "_add")
+        )  # each admin list and form
         if namespace == "api" or (namespace == "admin" and not admin_page) or name in NOT_PAGES:
             continue
-        if any(name.endswith(suffix) for suffix in ("download_txt", "download_json", "download_best_txt",
-                                                    "download_best_json", "export_json", "export_csv", "list_json",
-                                                    "snapshot")):
+        if any(
+            name.endswith(suffix)
+            for suffix in (
+                "download_txt",
+                "download_json",
+                "download_best_txt",
+                "download_best_json",
+                "export_json",
+                "export_csv",
+                "list_json",
+                "snapshot",
+            )
+        ):
             continue
         values = dict(ids, pk=ids["token_pk"] if namespace == "account" else ids["pk"])
-        urls.append(reverse(name, kwargs={arg: values[arg] for arg in argument_names(pattern)}) + QUERIES.get(name, ""))
+        urls.append(
+            reverse(name, kwargs={arg: values[arg] for arg in argument_names(pattern)})
+            + QUERIES.get(name, "")
+        )
     return urls
 
 
 @pytest.fixture(scope="module")
 def ids(frontier_server) -> dict:
-    return json.loads(frontier_server.manage("shell", "-c", SEED.format(username=E2E_USERNAME)).stdout.strip().splitlines()[-1])
+    return json.loads(
+        frontier_server.manage("shell", "-c", SEED.format(username=E2E_USERNAME))
+        .stdout.strip()
+        .splitlines()[-1]
+    )
 
 
 def policy_errors(page) -> list[str]:
     """Console errors that name the policy (a blocked eval, a refused style…)."""
     errors: list[str] = []
-    page.on("console", lambda message: errors.append(f"{page.url}: {message.text}")
-            if message.type == "error" and "Content Security Policy" in message.text else None)
+    page.on(
+        "console",
+        lambda message: (
+            errors.append(f"{page.url}: {message.text}")
+            if message.type == "error" and "Content Security Policy" in message.text
+            else None
+        ),
+    )
     return errors
 
 
@@ -97,7 +134,10 @@ def test_every_page_loads_under_the_strict_policy_without_a_violation(page, ids)
         if url == "/favicon.ico":
             continue  # a redirect to a static file (an image): no page, no scripts
         response = page.goto(url)
-        assert response.status < 400 or (url in NEEDS_STATE and response.status == 400), (url, response.status)
+        assert response.status < 400 or (url in NEEDS_STATE and response.status == 400), (
+            url,
+            response.status,
+        )
         assert "script-src 'self'" in response.headers.get("content-security-policy", ""), url
         page.wait_for_timeout(300)  # page scripts run, charts draw
         assert page.evaluate("window.__csp") == [], (url, page.evaluate("window.__csp"))
@@ -174,7 +214,9 @@ def _use_legend_and_toolbar(page, chart: str) -> None:
         page.wait_for_timeout(150)
 
 
-def test_charts_hovered_clicked_and_drawn_with_rich_text_keep_their_styles_under_the_policy(page, ids, frontier_server):
+def test_charts_hovered_clicked_and_drawn_with_rich_text_keep_their_styles_under_the_policy(
+    page, ids, frontier_server
+):
     errors = policy_errors(page)
     page.add_init_script(RECORD_VIOLATIONS)
     ARTIFACTS.mkdir(exist_ok=True)
@@ -195,19 +237,30 @@ def test_charts_hovered_clicked_and_drawn_with_rich_text_keep_their_styles_under
 
     # A run drawn live: events extend the charts in place while the mouse hovers them.
     api = Api(frontier_server.url, frontier_server.new_token())
-    config = {"task_set_id": ids["example_set"], "verifier_ids": [ids["slug"]], "budget": {"max_metric_calls": 400},
-              "task_lm": {"provider": "demo", "model": "demo-task", "simulated_latency_ms": 40}}
+    config = {
+        "task_set_id": ids["example_set"],
+        "verifier_ids": [ids["slug"]],
+        "budget": {"max_metric_calls": 400},
+        "task_lm": {"provider": "demo", "model": "demo-task", "simulated_latency_ms": 40},
+    }
     status, run, _ = api.call("POST", "/api/runs/", {"config": config})
     assert status == 201, run
     page.goto(f"/runs/{run['id']}/")
-    wait_for_js(page, "document.querySelectorAll('#candidate-rows tr').length >= 2", timeout=60, what="live candidates")
+    wait_for_js(
+        page,
+        "document.querySelectorAll('#candidate-rows tr').length >= 2",
+        timeout=60,
+        what="live candidates",
+    )
     _hover_every_chart(page, ["chart-score", "chart-lineage"])
     api.call("POST", f"/api/runs/{run['id']}/stop")
     assert page.evaluate(UNSTYLED) == []
     assert page.evaluate("window.__csp") == [], page.evaluate("window.__csp")
 
     page.goto(f"/runs/compare/?a={ids['run_id']}&b={ids['run_id']}")
-    compare_charts = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].map((el) => el.id)")
+    compare_charts = page.evaluate(
+        "() => [...document.querySelectorAll('.js-plotly-plot')].map((el) => el.id)"
+    )
     assert compare_charts, "the compare page draws a chart"
     _hover_every_chart(page, compare_charts)
     page.screenshot(path=str(ARTIFACTS / "csp-compare.png"), full_page=True)
@@ -219,10 +272,14 @@ def test_charts_hovered_clicked_and_drawn_with_rich_text_keep_their_styles_under
     _use_legend_and_toolbar(page, "csp-rich-text")
     fills = _hover_every_chart(page, ["csp-rich-text"])
     assert fills["csp-rich-text"] in ("rgb(47, 158, 68)", "rgb(156, 54, 181)"), fills
-    weights = page.evaluate("() => [...document.querySelectorAll('#csp-rich-text .gtitle tspan')]"
-                            ".map((t) => getComputedStyle(t).fontWeight)")
+    weights = page.evaluate(
+        "() => [...document.querySelectorAll('#csp-rich-text .gtitle tspan')]"
+        ".map((t) => getComputedStyle(t).fontWeight)"
+    )
     assert "700" in weights, weights
-    annotation = page.evaluate("() => getComputedStyle(document.querySelector('#csp-rich-text .annotation-text')).fill")
+    annotation = page.evaluate(
+        "() => getComputedStyle(document.querySelector('#csp-rich-text .annotation-text')).fill"
+    )
     assert annotation == "rgb(224, 49, 49)", annotation
     page.mouse.move(*_first_point(page, "csp-rich-text"))
     page.locator("#csp-rich-text .hoverlayer .hovertext").wait_for()
@@ -245,21 +302,35 @@ CHARTS_STATE = """(ids) => ids.map((id) => {
 })"""
 
 
-def test_a_run_page_past_1000_candidates_draws_its_webgl_charts_under_the_policy(page, frontier_server):
+def test_a_run_page_past_1000_candidates_draws_its_webgl_charts_under_the_policy(
+    page, frontier_server
+):
     """Past 1,000 points the run page's point charts are WebGL scatters
     (static/js/run/charts.js). Plotly compiles their WebGL programs with
     `new Function` unless the bundle has scattergl's strict variant: the policy
     refused that eval and the score and 2-D front charts read "WebGL is not
     supported by your browser" instead (the full plotly.min.js did)."""
-    run_id = frontier_server.manage("shell", "-c", BIG_RUN.format(username=E2E_USERNAME)).stdout.strip().splitlines()[-1]
+    run_id = (
+        frontier_server.manage("shell", "-c", BIG_RUN.format(username=E2E_USERNAME))
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     page.add_init_script(RECORD_VIOLATIONS)
     page.goto(f"/runs/{run_id}/")
     page.locator("[data-field=live]").filter(has_text="● live").wait_for()
-    wait_for_js(page, "(ids) => ids.every((id) => document.querySelector(`#${id} .main-svg`))", RUN_CHARTS,
-                timeout=30, what="every chart drawn")
+    wait_for_js(
+        page,
+        "(ids) => ids.every((id) => document.querySelector(`#${id} .main-svg`))",
+        RUN_CHARTS,
+        timeout=30,
+        what="every chart drawn",
+    )
     page.wait_for_timeout(500)  # WebGL draws in the next frames
     charts = {chart["id"]: chart for chart in page.evaluate(CHARTS_STATE, RUN_CHARTS)}
-    assert "scattergl" in charts["chart-score"]["types"] and "scattergl" in charts["chart-scatter"]["types"], charts
+    assert (
+        "scattergl" in charts["chart-score"]["types"]
+        and "scattergl" in charts["chart-scatter"]["types"]
+    ), charts
     assert not [c["id"] for c in charts.values() if "WebGL is not supported" in c["text"]]
     assert page.evaluate("window.__csp") == [], page.evaluate("window.__csp")
 
@@ -286,7 +357,9 @@ def test_the_api_docs_render_and_run_an_operation_under_the_strict_policy(page, 
     status = operation.locator(".live-responses-table tbody .response-col_status").first
     status.wait_for()
     assert status.inner_text().strip().startswith("200")
-    operation.locator(".live-responses-table .highlight-code").first.wait_for()  # the JSON, highlighted
+    operation.locator(
+        ".live-responses-table .highlight-code"
+    ).first.wait_for()  # the JSON, highlighted
     page.locator(".models, section.models").first.scroll_into_view_if_needed()
     page.locator("section.models h4").first.click()  # the schemas list opens
     page.wait_for_timeout(300)
@@ -318,11 +391,17 @@ SHIM_PROBE = """() => {
 }"""
 
 
-def test_style_attributes_set_by_script_apply_through_the_cssom_and_markup_styles_stay_refused(page, ids):
+def test_style_attributes_set_by_script_apply_through_the_cssom_and_markup_styles_stay_refused(
+    page, ids
+):
     page.add_init_script(RECORD_VIOLATIONS)
     page.goto("/runs/")
     probe = page.evaluate(SHIM_PROBE)
-    assert probe["fill"] == "rgb(224, 49, 49)" and probe["stroke"] == "3px" and probe["color"] == "rgb(47, 158, 68)"
+    assert (
+        probe["fill"] == "rgb(224, 49, 49)"
+        and probe["stroke"] == "3px"
+        and probe["color"] == "rgb(47, 158, 68)"
+    )
     assert probe["className"] == "probe" and "fill" in probe["attribute"]
     assert probe["parsed"] != "rgb(1, 2, 3)"  # the policy still holds for style="…" in markup
     violations = page.evaluate("window.__csp")

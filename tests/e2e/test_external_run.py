@@ -33,7 +33,9 @@ def token(frontier_server) -> str:
 
 def api(server, token, method, path, body=None):
     request = urllib.request.Request(
-        server.url + path, method=method, data=json.dumps(body).encode() if body is not None else None,
+        server.url + path,
+        method=method,
+        data=json.dumps(body).encode() if body is not None else None,
         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
     )
     with urllib.request.urlopen(request, timeout=10) as response:
@@ -41,23 +43,56 @@ def api(server, token, method, path, body=None):
 
 
 def start_example(server, token, tmp_path, *, name, budget, delay) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO", "DATABASE", "FRONTIER"))}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("DJANGO", "DATABASE", "FRONTIER"))
+    }
     return subprocess.Popen(
-        [sys.executable, str(EXAMPLE), "--url", server.url, "--token", token, "--name", name, "--budget", str(budget),
-         "--delay", str(delay), "--run-dir", str(tmp_path / "run_dir"), "--done-file", str(tmp_path / "done")],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=open(tmp_path / "client.log", "w"), text=True,
+        [
+            sys.executable,
+            str(EXAMPLE),
+            "--url",
+            server.url,
+            "--token",
+            token,
+            "--name",
+            name,
+            "--budget",
+            str(budget),
+            "--delay",
+            str(delay),
+            "--run-dir",
+            str(tmp_path / "run_dir"),
+            "--done-file",
+            str(tmp_path / "done"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=open(tmp_path / "client.log", "w"),
+        text=True,
     )
 
 
 def external_run(server, token, name) -> dict | None:
-    return next((r for r in api(server, token, "GET", "/api/runs/") if r["name"] == name and r["kind"] == "external"), None)
+    return next(
+        (
+            r
+            for r in api(server, token, "GET", "/api/runs/")
+            if r["name"] == name and r["kind"] == "external"
+        ),
+        None,
+    )
 
 
 def restart(server) -> None:
     port = server.url.rsplit(":", 1)[1]
     with open(server.log_path, "a") as log:
         server.process = subprocess.Popen(
-            [sys.executable, "manage.py", "serve", "--port", port], cwd=ROOT, env=server.env, stdout=log, stderr=subprocess.STDOUT,
+            [sys.executable, "manage.py", "serve", "--port", port],
+            cwd=ROOT,
+            env=server.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
     _wait_for(server.url + "/login/", server.process, server)
 
@@ -65,26 +100,41 @@ def restart(server) -> None:
 def test_an_external_run_moves_live_survives_a_30_s_server_outage_and_replays_as_the_same_run(
     frontier_server, token, page, tmp_path
 ):
-    client = start_example(frontier_server, token, tmp_path, name="outage run", budget=150, delay=0.25)
+    client = start_example(
+        frontier_server, token, tmp_path, name="outage run", budget=150, delay=0.25
+    )
     try:
-        run = wait_until(lambda: external_run(frontier_server, token, "outage run"), timeout=60, what="the run to appear")
+        run = wait_until(
+            lambda: external_run(frontier_server, token, "outage run"),
+            timeout=60,
+            what="the run to appear",
+        )
         page.goto(f"/runs/{run['id']}/")
         expect(page.locator(".badge-external")).to_be_visible()
         expect(page.locator("[data-field=live]")).to_have_text("● live")
         seen = page.evaluate("() => window.__frontierRun.candidates()")
-        wait_until(lambda: page.evaluate("() => window.__frontierRun.candidates()") > max(seen, 1), timeout=60,
-                   what="the page to draw new candidates live")
+        wait_until(
+            lambda: page.evaluate("() => window.__frontierRun.candidates()") > max(seen, 1),
+            timeout=60,
+            what="the page to draw new candidates live",
+        )
         assert page.locator("[data-field=client]").text_content().startswith("heard from")
 
         frontier_server.process.terminate()
         try:
             frontier_server.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:  # a server that takes its time to shut down is killed: an outage all the same
+        except (
+            subprocess.TimeoutExpired
+        ):  # a server that takes its time to shut down is killed: an outage all the same
             frontier_server.process.kill()
             frontier_server.process.wait(timeout=30)
         down_at = time.monotonic()
         # gepa goes on without the server: it finishes while the server is still down.
-        wait_until((tmp_path / "done").exists, timeout=120, what="gepa.optimize to return during the outage")
+        wait_until(
+            (tmp_path / "done").exists,
+            timeout=120,
+            what="gepa.optimize to return during the outage",
+        )
         time.sleep(max(0.0, OUTAGE_SECONDS - (time.monotonic() - down_at)))
         assert client.poll() is None  # still holding its buffered events
         restart(frontier_server)
@@ -97,7 +147,10 @@ def test_an_external_run_moves_live_survives_a_30_s_server_outage_and_replays_as
 
     tracked = api(frontier_server, token, "GET", f"/api/runs/{run['id']}")
     assert tracked["status"] == "completed" and tracked["budget_used"] == summary["metric_calls"]
-    assert len(tracked["candidates"]) == summary["candidates"] and tracked["best_score"] == summary["best_score"]
+    assert (
+        len(tracked["candidates"]) == summary["candidates"]
+        and tracked["best_score"] == summary["best_score"]
+    )
 
     # The page reconnected by itself and shows the end.
     expect(page.locator("[data-field=status]")).to_have_text("completed", timeout=30_000)
@@ -107,17 +160,27 @@ def test_an_external_run_moves_live_survives_a_30_s_server_outage_and_replays_as
     page.screenshot(path=str(ARTIFACTS / "external-run.png"), full_page=True)
 
     # Its run_dir, replayed, is the same run: nothing was lost or doubled on the way.
-    replay = json.loads(frontier_server.manage("optimize", "import-gepa", str(tmp_path / "run_dir"), "--user", E2E_USERNAME).stdout)
+    replay = json.loads(
+        frontier_server.manage(
+            "optimize", "import-gepa", str(tmp_path / "run_dir"), "--user", E2E_USERNAME
+        ).stdout
+    )
     replayed = api(frontier_server, token, "GET", f"/api/runs/{replay['run_id']}")
 
     def shape(detail):
-        return [(c["index"], c["parents"], c["components"], round(c["val_score"], 6)) for c in detail["candidates"]]
+        return [
+            (c["index"], c["parents"], c["components"], round(c["val_score"], 6))
+            for c in detail["candidates"]
+        ]
 
     assert shape(replayed) == shape(tracked)
     proposals = {
-        rid: [(p["iteration"], p["accepted"]) for p in proposals_of(frontier_server, rid)] for rid in (run["id"], replay["run_id"])
+        rid: [(p["iteration"], p["accepted"]) for p in proposals_of(frontier_server, rid)]
+        for rid in (run["id"], replay["run_id"])
     }
-    assert proposals[run["id"]] == proposals[replay["run_id"]]  # each accepted and rejected proposal, once, in order
+    assert (
+        proposals[run["id"]] == proposals[replay["run_id"]]
+    )  # each accepted and rejected proposal, once, in order
     assert any(not accepted for _, accepted in proposals[run["id"]])
 
 
@@ -127,15 +190,31 @@ def proposals_of(server, run_id) -> list[dict]:
         f"print('P=' + json.dumps([e.payload for e in RunEvent.objects.filter(run_id={run_id}, type='proposal').order_by('seq')]))"
     )
     out = server.manage("shell", "-c", code).stdout
-    return json.loads(next(line for line in out.splitlines() if line.startswith("P=")).removeprefix("P="))
+    return json.loads(
+        next(line for line in out.splitlines() if line.startswith("P=")).removeprefix("P=")
+    )
 
 
-def test_stop_from_the_api_ends_the_external_run_between_iterations(frontier_server, token, tmp_path):
-    client = start_example(frontier_server, token, tmp_path, name="stopped run", budget=5000, delay=0.2)
+def test_stop_from_the_api_ends_the_external_run_between_iterations(
+    frontier_server, token, tmp_path
+):
+    client = start_example(
+        frontier_server, token, tmp_path, name="stopped run", budget=5000, delay=0.2
+    )
     try:
-        run = wait_until(lambda: (r := external_run(frontier_server, token, "stopped run")) and r["best_score"] is not None and r,
-                         timeout=60, what="the run's seed to be scored")
-        assert api(frontier_server, token, "POST", f"/api/runs/{run['id']}/stop")["status"] == "stopping"
+        run = wait_until(
+            lambda: (
+                (r := external_run(frontier_server, token, "stopped run"))
+                and r["best_score"] is not None
+                and r
+            ),
+            timeout=60,
+            what="the run's seed to be scored",
+        )
+        assert (
+            api(frontier_server, token, "POST", f"/api/runs/{run['id']}/stop")["status"]
+            == "stopping"
+        )
         stdout, _ = client.communicate(timeout=60)
     finally:
         if client.poll() is None:
@@ -147,11 +226,17 @@ def test_stop_from_the_api_ends_the_external_run_between_iterations(frontier_ser
     assert stopped["budget_used"] == summary["metric_calls"]
 
 
-def test_a_session_post_typed_multipart_without_a_boundary_is_refused_not_a_server_error(frontier_server, token):
+def test_a_session_post_typed_multipart_without_a_boundary_is_refused_not_a_server_error(
+    frontier_server, token
+):
     # Found by schemathesis on a running (external) run: Django cannot parse such a
     # body, and the session path's CSRF check reads the form (a 500 if nothing refuses it first).
     run = api(frontier_server, token, "POST", "/api/external/runs", {"key": "no-boundary-0001"})
     browser = session_login(frontier_server.url)
-    status, body, _ = browser.call("POST", f"/api/runs/{run['id']}/stop", raw=b"",
-                                   headers={"Content-Type": "multipart/form-data", "X-CSRFToken": browser.cookie("csrftoken")})
+    status, body, _ = browser.call(
+        "POST",
+        f"/api/runs/{run['id']}/stop",
+        raw=b"",
+        headers={"Content-Type": "multipart/form-data", "X-CSRFToken": browser.cookie("csrftoken")},
+    )
     assert status in (400, 415) and body["problems"][0]["field"] == "body", body

@@ -50,24 +50,42 @@ def request(url: str, body: bytes, headers: dict, timeout: float = 60) -> tuple[
         return exc.code, exc.read()
 
 
-def test_a_regex_with_a_billion_repeats_is_refused_quickly_and_the_server_stays_small(frontier_server, token):
+def test_a_regex_with_a_billion_repeats_is_refused_quickly_and_the_server_stays_small(
+    frontier_server, token
+):
     pid = frontier_server.process.pid
     before = rss_mb(pid)
-    spec = {"id": "bomb", "checks": [{"id": "code", "type": "regex", "params": {"pattern": "a{1000000000}"}}]}
+    spec = {
+        "id": "bomb",
+        "checks": [{"id": "code", "type": "regex", "params": {"pattern": "a{1000000000}"}}],
+    }
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     started = time.monotonic()
-    status, body = request(frontier_server.url + "/api/verifiers/lint", json.dumps({"spec": spec}).encode(), headers)
+    status, body = request(
+        frontier_server.url + "/api/verifiers/lint", json.dumps({"spec": spec}).encode(), headers
+    )
     elapsed = time.monotonic() - started
     assert status == 200, body
     lint = json.loads(body)
     assert lint["valid"] is False
-    assert lint["problems"] == ["checks[0].params.pattern: invalid regular expression: counted repeat "
-                                "{1000000000} is above the limit of 1,000 repetitions at position 1"]
+    assert lint["problems"] == [
+        "checks[0].params.pattern: invalid regular expression: counted repeat "
+        "{1000000000} is above the limit of 1,000 repetitions at position 1"
+    ]
     # Creating it is a 400 naming the field; nesting 1,000 groups deep too (a RecursionError 500 before).
-    status, body = request(frontier_server.url + "/api/verifiers/", json.dumps({"spec": spec}).encode(), headers)
-    assert status == 400 and json.loads(body)["detail"].startswith("checks[0].params.pattern: invalid regular expression")
-    deep = {"id": "deep", "checks": [{"type": "regex", "params": {"pattern": "(" * 1000 + ")" * 1000}}]}
-    status, body = request(frontier_server.url + "/api/verifiers/", json.dumps({"spec": deep}).encode(), headers)
+    status, body = request(
+        frontier_server.url + "/api/verifiers/", json.dumps({"spec": spec}).encode(), headers
+    )
+    assert status == 400 and json.loads(body)["detail"].startswith(
+        "checks[0].params.pattern: invalid regular expression"
+    )
+    deep = {
+        "id": "deep",
+        "checks": [{"type": "regex", "params": {"pattern": "(" * 1000 + ")" * 1000}}],
+    }
+    status, body = request(
+        frontier_server.url + "/api/verifiers/", json.dumps({"spec": deep}).encode(), headers
+    )
     assert status == 400 and "groups nested more than" in json.loads(body)["detail"]
     # Before the fix the server grew by gigabytes and took minutes (then was OOM-killed).
     # Generous bounds: the machine is shared.
@@ -102,8 +120,10 @@ def post_streamed(url: str, size: int, headers: dict, content_type: str) -> tupl
     """POST `size` bytes of a multipart file upload without holding them in this process."""
     parsed = urllib.parse.urlsplit(url)
     boundary = "frontierboundary"
-    head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"big.json\"\r\n"
-            f"Content-Type: {content_type}\r\n\r\n").encode()
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.json"\r\n'
+        f"Content-Type: {content_type}\r\n\r\n"
+    ).encode()
     tail = f"\r\n--{boundary}--\r\n".encode()
     conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=120)
     conn.putrequest("POST", parsed.path)
@@ -133,14 +153,30 @@ def login_cookies(server_url: str) -> dict:
     """A logged-in session over plain HTTP: the login form with its CSRF token."""
     with urllib.request.urlopen(server_url + "/login/") as response:
         csrf = re.search(r"csrftoken=([^;]+)", response.headers["Set-Cookie"]).group(1)
-        form_token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', response.read().decode()).group(1)
-    body = urllib.parse.urlencode({"username": E2E_USERNAME, "password": E2E_PASSWORD, "csrfmiddlewaretoken": form_token})
-    conn = http.client.HTTPConnection(*urllib.parse.urlsplit(server_url).netloc.split(":"), timeout=30)
-    conn.request("POST", "/login/", body, {"Content-Type": "application/x-www-form-urlencoded",
-                                           "Cookie": f"csrftoken={csrf}", "Referer": server_url + "/login/"})
+        form_token = re.search(
+            r'name="csrfmiddlewaretoken" value="([^"]+)"', response.read().decode()
+        ).group(1)
+    body = urllib.parse.urlencode(
+        {"username": E2E_USERNAME, "password": E2E_PASSWORD, "csrfmiddlewaretoken": form_token}
+    )
+    conn = http.client.HTTPConnection(
+        *urllib.parse.urlsplit(server_url).netloc.split(":"), timeout=30
+    )
+    conn.request(
+        "POST",
+        "/login/",
+        body,
+        {
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Cookie": f"csrftoken={csrf}",
+            "Referer": server_url + "/login/",
+        },
+    )
     response = conn.getresponse()
     assert response.status == 302, response.read()
-    session = re.search(r"sessionid=([^;]+)", ", ".join(response.headers.get_all("Set-Cookie"))).group(1)
+    session = re.search(
+        r"sessionid=([^;]+)", ", ".join(response.headers.get_all("Set-Cookie"))
+    ).group(1)
     conn.close()
     return {"csrftoken": csrf, "sessionid": session}
 
@@ -150,15 +186,21 @@ MB = 1024 * 1024
 
 def test_an_anonymous_60_mb_upload_is_refused_before_it_is_read(frontier_server):
     with PeakRss(frontier_server.process.pid) as rss:
-        status, body = post_streamed(frontier_server.url + "/runs/import/", 60 * MB, {}, "application/json")
-    print(f"anonymous 60 MB upload: {status}, server RSS {rss.before:.0f} MB, peak growth {rss.growth:.0f} MB")
+        status, body = post_streamed(
+            frontier_server.url + "/runs/import/", 60 * MB, {}, "application/json"
+        )
+    print(
+        f"anonymous 60 MB upload: {status}, server RSS {rss.before:.0f} MB, peak growth {rss.growth:.0f} MB"
+    )
     assert status == 413 and json.loads(body)["detail"] == f"body: larger than {52 * MB} bytes"
     assert rss.growth < 150  # reading and parsing it whole costs some 700 MB
 
 
 def test_an_anonymous_upload_under_the_size_limit_is_refused_without_being_read(frontier_server):
     with PeakRss(frontier_server.process.pid) as rss:
-        status, _ = post_streamed(frontier_server.url + "/runs/import/", 40 * MB, {}, "application/json")
+        status, _ = post_streamed(
+            frontier_server.url + "/runs/import/", 40 * MB, {}, "application/json"
+        )
     print(f"anonymous 40 MB upload: {status}, peak growth {rss.growth:.1f} MB")
     assert status == 403
     assert rss.growth < 10
@@ -169,7 +211,9 @@ def send_head(url: str, path: str, headers: dict, body: bytes = b"") -> socket.s
     of its body), never the rest: whatever answers, answers before the body is in."""
     parsed = urllib.parse.urlsplit(url)
     sock = socket.create_connection((parsed.hostname, parsed.port), timeout=15)
-    head = f"POST {path} HTTP/1.1\r\nHost: {parsed.netloc}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    head = f"POST {path} HTTP/1.1\r\nHost: {parsed.netloc}\r\n" + "".join(
+        f"{k}: {v}\r\n" for k, v in headers.items()
+    )
     sock.sendall(head.encode() + b"\r\n" + body)
     return sock
 
@@ -181,7 +225,9 @@ def answer(sock: socket.socket) -> tuple[int, bytes]:
         while chunk := sock.recv(65536):
             data += chunk
     except TimeoutError:
-        raise AssertionError(f"no complete answer within 15 s (got {data[:200]!r}): the server waits for the body") from None
+        raise AssertionError(
+            f"no complete answer within 15 s (got {data[:200]!r}): the server waits for the body"
+        ) from None
     finally:
         sock.close()
     head, _, body = data.partition(b"\r\n\r\n")
@@ -189,8 +235,14 @@ def answer(sock: socket.socket) -> tuple[int, bytes]:
 
 
 @pytest.mark.parametrize("path, status", [("/runs/import/", 403), ("/api/tasksets/import", 401)])
-def test_an_anonymous_body_above_64_kb_is_answered_as_soon_as_its_headers_arrive(frontier_server, path, status):
-    sock = send_head(frontier_server.url, path, {"Content-Type": "application/json", "Content-Length": str(40 * MB)})
+def test_an_anonymous_body_above_64_kb_is_answered_as_soon_as_its_headers_arrive(
+    frontier_server, path, status
+):
+    sock = send_head(
+        frontier_server.url,
+        path,
+        {"Content-Type": "application/json", "Content-Length": str(40 * MB)},
+    )
     code, body = answer(sock)
     assert code == status
     if path.startswith("/api/"):
@@ -199,35 +251,52 @@ def test_an_anonymous_body_above_64_kb_is_answered_as_soon_as_its_headers_arrive
 
 def test_a_stale_session_or_a_wrong_token_is_checked_before_the_body_is_read(frontier_server):
     for credentials in ({"Cookie": "sessionid=stale"}, {"Authorization": "Bearer wrong"}):
-        sock = send_head(frontier_server.url, "/runs/import/",
-                         {"Content-Type": "application/json", "Content-Length": str(40 * MB), **credentials})
+        sock = send_head(
+            frontier_server.url,
+            "/runs/import/",
+            {"Content-Type": "application/json", "Content-Length": str(40 * MB), **credentials},
+        )
         assert answer(sock)[0] == 403, credentials
 
 
 def test_an_anonymous_chunked_body_is_refused_once_64_kb_arrived(frontier_server):
     chunk = b"%x\r\n" % (100 * 1024) + b" " * (100 * 1024) + b"\r\n"  # one 100 KB chunk, and no end
-    sock = send_head(frontier_server.url, "/runs/import/", {"Content-Type": "application/json",
-                                                            "Transfer-Encoding": "chunked"}, chunk)
+    sock = send_head(
+        frontier_server.url,
+        "/runs/import/",
+        {"Content-Type": "application/json", "Transfer-Encoding": "chunked"},
+        chunk,
+    )
     assert answer(sock)[0] == 403
 
 
 def test_a_large_body_with_a_valid_token_is_read_after_its_check(frontier_server, token):
     # The connection pauses while the token is checked, then reads on: the API answers about the body.
     body = json.dumps({"spec": {"id": "x" * 100_000}}).encode()
-    status, answer_body = request(frontier_server.url + "/api/verifiers/lint", body,
-                                  {"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    status, answer_body = request(
+        frontier_server.url + "/api/verifiers/lint",
+        body,
+        {"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
     assert status == 200, answer_body
     assert json.loads(answer_body)["valid"] is False
 
 
 def test_an_accepted_large_import_is_read_from_disk_and_stays_bounded(frontier_server):
     cookies = login_cookies(frontier_server.url)
-    headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in cookies.items()), "X-CSRFToken": cookies["csrftoken"],
-               "Referer": frontier_server.url + "/runs/import/"}
+    headers = {
+        "Cookie": "; ".join(f"{k}={v}" for k, v in cookies.items()),
+        "X-CSRFToken": cookies["csrftoken"],
+        "Referer": frontier_server.url + "/runs/import/",
+    }
     with PeakRss(frontier_server.process.pid) as rss:
-        status, body = post_streamed(frontier_server.url + "/runs/import/", 45 * MB, headers, "application/json")
+        status, body = post_streamed(
+            frontier_server.url + "/runs/import/", 45 * MB, headers, "application/json"
+        )
     print(f"logged-in 45 MB import: {status}, peak growth {rss.growth:.0f} MB")
-    assert status == 400 and b"not valid JSON" in body  # 45 MB of spaces: read, refused, nothing saved
+    assert (
+        status == 400 and b"not valid JSON" in body
+    )  # 45 MB of spaces: read, refused, nothing saved
     assert rss.growth < 400
 
 
@@ -243,7 +312,11 @@ print(run.pk)
 
 @pytest.fixture(scope="module")
 def run_socket_url(frontier_server) -> str:
-    run_id = int(frontier_server.manage("shell", "-c", SEED_RUN.format(username=E2E_USERNAME)).stdout.split()[-1])
+    run_id = int(
+        frontier_server.manage(
+            "shell", "-c", SEED_RUN.format(username=E2E_USERNAME)
+        ).stdout.split()[-1]
+    )
     return frontier_server.url.replace("http", "ws") + f"/ws/runs/{run_id}/?after=0"
 
 
@@ -261,21 +334,31 @@ def cpu_seconds(pid: int) -> float:
 
 
 @pytest.mark.parametrize("frame", ["this is not JSON", b"\x00\x01binary"])
-def test_a_frame_that_is_not_json_text_closes_the_run_socket_with_1003(frontier_server, token, run_socket_url, frame):
-    with connect(run_socket_url, additional_headers={"Authorization": f"Bearer {token}"}, open_timeout=10) as ws:
+def test_a_frame_that_is_not_json_text_closes_the_run_socket_with_1003(
+    frontier_server, token, run_socket_url, frame
+):
+    with connect(
+        run_socket_url, additional_headers={"Authorization": f"Bearer {token}"}, open_timeout=10
+    ) as ws:
         replayed(ws)
         ws.send(frame)
         with pytest.raises(ConnectionClosed) as closed:
             ws.recv(timeout=10)
-    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1003  # not 1011, an internal error
+    assert (
+        closed.value.rcvd is not None and closed.value.rcvd.code == 1003
+    )  # not 1011, an internal error
     assert "Traceback" not in frontier_server.log()
 
 
-def test_a_flood_of_resume_frames_is_answered_by_a_replay_a_second(frontier_server, token, run_socket_url):
+def test_a_flood_of_resume_frames_is_answered_by_a_replay_a_second(
+    frontier_server, token, run_socket_url
+):
     """Each resume replayed from the database: 5,000 frames from one client kept
     the server's CPU busy for seconds. At most one replay a second now."""
     pid = frontier_server.process.pid
-    with connect(run_socket_url, additional_headers={"Authorization": f"Bearer {token}"}, open_timeout=10) as ws:
+    with connect(
+        run_socket_url, additional_headers={"Authorization": f"Bearer {token}"}, open_timeout=10
+    ) as ws:
         log = replayed(ws)
         before = cpu_seconds(pid)
         for _ in range(5000):
@@ -293,7 +376,11 @@ def test_a_flood_of_resume_frames_is_answered_by_a_replay_a_second(frontier_serv
 def test_the_run_socket_agrees_to_no_compression_a_client_offers(token, run_socket_url):
     """Browsers offer permessage-deflate; compressing each small event once per
     viewer costs more than it saves (docs/benchmarks.md "bench/fanout.py")."""
-    with connect(run_socket_url, additional_headers={"Authorization": f"Bearer {token}"}, open_timeout=10) as ws:
-        assert "permessage-deflate" in ws.request.headers.get("Sec-WebSocket-Extensions", "")  # offered
+    with connect(
+        run_socket_url, additional_headers={"Authorization": f"Bearer {token}"}, open_timeout=10
+    ) as ws:
+        assert "permessage-deflate" in ws.request.headers.get(
+            "Sec-WebSocket-Extensions", ""
+        )  # offered
         assert ws.protocol.extensions == []  # and declined
         assert replayed(ws)[-1]["type"] == "run.finished"

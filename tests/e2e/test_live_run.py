@@ -72,7 +72,9 @@ def launch_demo_run(page, *, budget: int, latency_ms: int, name: str = "") -> in
     expect(plan).to_contain_text(f"{budget} metric calls")
     expect(plan).to_contain_text("free (demo simulator)")
     page.get_by_role("button", name="Dry run", exact=True).click()
-    expect(page.locator("[data-field=dry-run-result]")).to_have_text("dry run passed: ready to launch")
+    expect(page.locator("[data-field=dry-run-result]")).to_have_text(
+        "dry run passed: ready to launch"
+    )
     page.get_by_role("button", name="Launch", exact=True).click()
     page.wait_for_url(re.compile(r"/runs/\d+/$"))
     expect(page.locator("[data-field=live]")).to_have_text("● live")
@@ -87,13 +89,18 @@ def snapshot(page, run_id: int) -> dict:
     return page.request.get(f"/runs/{run_id}/snapshot.json").json()
 
 
-def test_a_demo_run_launched_from_the_form_fills_the_charts_live_and_survives_a_reload(page, demo_data):
+def test_a_demo_run_launched_from_the_form_fills_the_charts_live_and_survives_a_reload(
+    page, demo_data
+):
     # 300 ms a call: the run must still be making candidates once the page is live
     # (at 120 ms it made all five by metric call 50, a race with a loaded page load).
     run_id = launch_demo_run(page, budget=260, latency_ms=300)
     page.evaluate("window.__noReload = true")
     first = state(page)
-    grown = wait_until(lambda: (s := state(page))["points"] >= first["points"] + 2 and s, what="new candidates on the chart")
+    grown = wait_until(
+        lambda: (s := state(page))["points"] >= first["points"] + 2 and s,
+        what="new candidates on the chart",
+    )
     assert grown["budget"] != first["budget"] and grown["barWidth"] != first["barWidth"]
     assert page.evaluate("window.__noReload") is True  # the same document: nothing reloaded
     ARTIFACTS.mkdir(exist_ok=True)
@@ -105,10 +112,14 @@ def test_a_demo_run_launched_from_the_form_fills_the_charts_live_and_survives_a_
     after = page.evaluate(TABLE)
     assert after[: len(before)] == before  # every candidate seen before, with the same score
 
-    wait_until(lambda: state(page)["status"] == "completed", timeout=120, what="the run to complete")
+    wait_until(
+        lambda: state(page)["status"] == "completed", timeout=120, what="the run to complete"
+    )
     final = snapshot(page, run_id)
     columns = final["candidates"]
-    assert page.evaluate(TABLE) == [[i, f"{score:.3f}"] for i, score in zip(columns["index"], columns["val_score"], strict=True)]
+    assert page.evaluate(TABLE) == [
+        [i, f"{score:.3f}"] for i, score in zip(columns["index"], columns["val_score"], strict=True)
+    ]
     page.screenshot(path=str(ARTIFACTS / "live-run-completed.png"), full_page=True)
     # The finished run drawn from the database alone shows what the live page showed.
     live = page.evaluate(PAGE_CONTENT)
@@ -123,13 +134,18 @@ def test_a_dropped_socket_reconnects_and_catches_up_with_no_gap_or_duplicate(pag
     page.evaluate("window.__frontierSocket.pause()")
     expect(page.locator("[data-field=live]")).to_have_text("paused")
     paused_at = state(page)["lastSeq"]
-    wait_until(lambda: snapshot(page, run_id)["run"]["last_seq"] >= paused_at + 10, what="events while the socket is down")
+    wait_until(
+        lambda: snapshot(page, run_id)["run"]["last_seq"] >= paused_at + 10,
+        what="events while the socket is down",
+    )
     missed = snapshot(page, run_id)["run"]["last_seq"]
     page.evaluate("window.__frontierSocket.resume()")
     expect(page.locator("[data-field=live]")).to_have_text("● live")
     wait_until(lambda: state(page)["lastSeq"] >= missed, what="the replay of missed events")
 
-    wait_until(lambda: state(page)["status"] == "completed", timeout=120, what="the run to complete")
+    wait_until(
+        lambda: state(page)["status"] == "completed", timeout=120, what="the run to complete"
+    )
     final = snapshot(page, run_id)
     indices = [row[0] for row in page.evaluate(TABLE)]
     assert indices == final["candidates"]["index"]  # none missing, none twice
@@ -141,7 +157,9 @@ def test_a_dropped_socket_reconnects_and_catches_up_with_no_gap_or_duplicate(pag
     expect(page.locator("[data-field=live]")).to_have_text("● live", timeout=10_000)
 
 
-def test_the_owner_stops_resumes_and_cancels_a_run_from_its_page_and_sees_each_live(page, demo_data):
+def test_the_owner_stops_resumes_and_cancels_a_run_from_its_page_and_sees_each_live(
+    page, demo_data
+):
     # Slow enough that the Stop lands while there is still something to learn: the
     # simulator reaches 1.000 on this set within ~5 candidates, after which no
     # proposal can be accepted and a resumed run would add no point to the chart.
@@ -172,7 +190,9 @@ def test_clicking_a_lineage_node_opens_that_candidate(page, demo_data):
     # Tall enough that the lineage chart (below the run's header card) is in the viewport the mouse clicks in.
     page.set_viewport_size({"width": 1400, "height": 1800})
     run_id = launch_demo_run(page, budget=120, latency_ms=0)
-    wait_until(lambda: state(page)["status"] == "completed", timeout=120, what="the run to complete")
+    wait_until(
+        lambda: state(page)["status"] == "completed", timeout=120, what="the run to complete"
+    )
     expect(page.locator("#chart-lineage .scatterlayer .point")).not_to_have_count(0)
     # The header card fetches the final best prompt when the run ends: let the page settle before aiming.
     page.wait_for_load_state("networkidle")
@@ -191,7 +211,9 @@ def test_clicking_a_lineage_node_opens_that_candidate(page, demo_data):
     page.mouse.move(point["x"], point["y"])
     page.mouse.click(point["x"], point["y"])
     page.wait_for_url(f"**/runs/{run_id}/candidates/{point['index']}/")
-    expect(page.get_by_role("heading", name=re.compile(f"Candidate #{point['index']}"))).to_be_visible()
+    expect(
+        page.get_by_role("heading", name=re.compile(f"Candidate #{point['index']}"))
+    ).to_be_visible()
     expect(page.locator(".evaluations tbody tr")).not_to_have_count(0)
 
 
@@ -222,11 +244,18 @@ def test_hostile_prompt_text_is_shown_literally_in_tooltips_and_nothing_runs(pag
     tooltip = page.locator("#chart-lineage .hoverlayer")
     expect(tooltip).to_contain_text('<img src=x onerror="window.__xss=1"><b>bold</b>')
     assert page.evaluate("window.__xss") is None
-    assert page.locator("#chart-lineage .hoverlayer b").count() <= 1  # only our own "#index" bold, not the prompt's
+    assert (
+        page.locator("#chart-lineage .hoverlayer b").count() <= 1
+    )  # only our own "#index" bold, not the prompt's
     # Task ids label the heatmap's columns: shown literally, never as markup.
     ticks = page.locator("#chart-front .xtick text")
     expect(ticks.first).to_have_text("<i>task</i>000")
-    assert page.locator("#chart-front .xtick text i, #chart-front .xtick text tspan[style*=italic]").count() == 0
+    assert (
+        page.locator(
+            "#chart-front .xtick text i, #chart-front .xtick text tspan[style*=italic]"
+        ).count()
+        == 0
+    )
 
 
 def test_candidates_picked_in_the_table_open_the_compare_view_url(page, frontier_server):
@@ -245,7 +274,10 @@ def test_candidates_picked_in_the_table_open_the_compare_view_url(page, frontier
 def test_the_runs_list_follows_a_run_launched_in_another_tab_without_a_reload(page, demo_data):
     list_loads = []  # by the document on screen (the login landed on a page that had its own)
     page.on("framenavigated", lambda frame: frame == page.main_frame and list_loads.clear())
-    page.on("request", lambda request: "/runs/list.json" in request.url and list_loads.append(request.url))
+    page.on(
+        "request",
+        lambda request: "/runs/list.json" in request.url and list_loads.append(request.url),
+    )
     page.goto("/runs/")
     expect(page.locator("[data-field=live]")).to_have_text("● live")
     page.evaluate("window.__noReload = true")
@@ -255,8 +287,12 @@ def test_the_runs_list_follows_a_run_launched_in_another_tab_without_a_reload(pa
     run_id = launch_demo_run(other, budget=120, latency_ms=250, name=hostile)
     row = page.locator(f"#runs-table tr[data-run-id='{run_id}']")
     expect(row).to_be_visible()
-    expect(row.get_by_role("link")).to_have_text(hostile)  # pushed text shown literally, never as markup
-    expect(page.locator("#runs-table tbody tr").first).to_have_attribute("data-run-id", str(run_id))  # newest on top
+    expect(row.get_by_role("link")).to_have_text(
+        hostile
+    )  # pushed text shown literally, never as markup
+    expect(page.locator("#runs-table tbody tr").first).to_have_attribute(
+        "data-run-id", str(run_id)
+    )  # newest on top
     expect(row.locator(".status")).to_have_text("running")
     budget = row.locator(".bar + .muted")
     expect(budget).not_to_have_text("0 / 120", timeout=30_000)  # the budget moves while it runs
@@ -317,7 +353,9 @@ RECORD_WHOLE_REDRAWS = """() => {
 }"""
 
 
-def test_a_run_of_300_candidates_by_100_tasks_loads_and_applies_each_event_without_redrawing(page, frontier_server):
+def test_a_run_of_300_candidates_by_100_tasks_loads_and_applies_each_event_without_redrawing(
+    page, frontier_server
+):
     result = frontier_server.manage("shell", "-c", LARGE_RUN.format(username=E2E_USERNAME))
     run_id = int(result.stdout.strip().splitlines()[-1])
     started = time.monotonic()
@@ -328,7 +366,9 @@ def test_a_run_of_300_candidates_by_100_tasks_loads_and_applies_each_event_witho
     # A big run's heatmap starts with the front and the top candidates, not all 300 rows.
     first_rows = page.evaluate("document.getElementById('chart-front').data[0].z.length")
     assert first_rows < 300
-    expect(page.locator("[data-field=heatmap-count]")).to_contain_text(f"{first_rows} of 300 candidates shown")
+    expect(page.locator("[data-field=heatmap-count]")).to_contain_text(
+        f"{first_rows} of 300 candidates shown"
+    )
     page.evaluate(RECORD_WHOLE_REDRAWS)
     # Events written by another process reach this embedded server's socket on
     # reconnect (replay from the database): the same code path as live events.
@@ -337,14 +377,21 @@ def test_a_run_of_300_candidates_by_100_tasks_loads_and_applies_each_event_witho
     wait_until(lambda: state(page)["points"] == 303, what="three more candidates")
     slowest = page.evaluate("window.__frontierRun.slowestApplyMs")
     assert page.locator("#candidate-rows tr").count() == 303
-    assert page.evaluate("document.getElementById('chart-front').data[0].z.length") == first_rows + 3
+    assert (
+        page.evaluate("document.getElementById('chart-front').data[0].z.length") == first_rows + 3
+    )
     # Each event extended the big figures in place: none was drawn anew.
     assert page.evaluate("window.__wholeRedraws") == []
     # The rest of the rows come on demand, with the same scores the database holds.
     page.get_by_role("button", name="Show more rows").click()
-    wait_until(lambda: page.evaluate("document.getElementById('chart-front').data[0].z.length") == 303, what="every row")
+    wait_until(
+        lambda: page.evaluate("document.getElementById('chart-front').data[0].z.length") == 303,
+        what="every row",
+    )
     expect(page.locator("[data-field=heatmap-rows]")).to_be_hidden()
-    row_7 = page.evaluate("(() => { const d = document.getElementById('chart-front').data[0]; return d.z[d.y.indexOf('#7')]; })()")
+    row_7 = page.evaluate(
+        "(() => { const d = document.getElementById('chart-front').data[0]; return d.z[d.y.indexOf('#7')]; })()"
+    )
     assert row_7 == snapshot_scores_of(page, run_id, 7)
     # A figure, not a gate (performance claims are printed, not asserted).
     print(f"large run page: live after {load_seconds:.2f} s; slowest event apply {slowest}")
@@ -362,7 +409,9 @@ CHARTS_DRAWN = """() => ['chart-score', 'chart-lineage', 'chart-front', 'chart-s
   .map((id) => Boolean(document.getElementById(id).data))"""
 
 
-def test_a_run_of_over_a_thousand_candidates_draws_every_chart_and_lists_every_candidate_on_demand(page, frontier_server):
+def test_a_run_of_over_a_thousand_candidates_draws_every_chart_and_lists_every_candidate_on_demand(
+    page, frontier_server
+):
     result = frontier_server.manage("shell", "-c", BIGGER_RUN.format(username=E2E_USERNAME))
     run_id = int(result.stdout.strip().splitlines()[-1])
     page.goto(f"/runs/{run_id}/")
@@ -373,9 +422,14 @@ def test_a_run_of_over_a_thousand_candidates_draws_every_chart_and_lists_every_c
     # The lineage starts summarised and says so; the whole of it is one click away.
     shown = len(page.evaluate("document.getElementById('chart-lineage').data[1].x"))
     assert shown < 1001
-    expect(page.locator("[data-field=lineage-count]")).to_contain_text(f"Showing {shown} of 1001 candidates")
+    expect(page.locator("[data-field=lineage-count]")).to_contain_text(
+        f"Showing {shown} of 1001 candidates"
+    )
     page.get_by_role("button", name="Draw the whole lineage").click()
-    wait_until(lambda: len(page.evaluate("document.getElementById('chart-lineage').data[1].x")) == 1001, what="the whole lineage")
+    wait_until(
+        lambda: len(page.evaluate("document.getElementById('chart-lineage').data[1].x")) == 1001,
+        what="the whole lineage",
+    )
     expect(page.locator("[data-field=lineage-rows]")).to_be_hidden()
     # The table starts with the first 500 candidates and says so; the rest come on demand.
     note = page.locator("[data-field=table-count]")
@@ -403,16 +457,24 @@ def test_a_dry_run_lists_each_problem_next_to_its_field_and_launches_nothing(pag
     page.get_by_role("button", name="Dry run", exact=True).click()
 
     # The config's own shape is checked first…
-    expect(page.locator("[data-problems-for=seed_components]")).to_contain_text("component 'component_2' is empty")
+    expect(page.locator("[data-problems-for=seed_components]")).to_contain_text(
+        "component 'component_2' is empty"
+    )
     expect(page.locator("[data-problems-for=concurrency]")).to_contain_text("concurrency:")
-    expect(page.locator("[data-problems-for=config]")).to_be_hidden()  # each problem sits by its own field
+    expect(
+        page.locator("[data-problems-for=config]")
+    ).to_be_hidden()  # each problem sits by its own field
     page.get_by_label("Concurrency").fill("4")
     expect(page.locator("[data-field=dry-run-result]")).to_contain_text("problem(s) found")
     components.nth(1).get_by_label("Text").fill("Be brief.")
     page.get_by_role("button", name="Dry run", exact=True).click()
     # …then what it refers to: splits, verifiers.
-    expect(page.locator("[data-problems-for=splits]")).to_contain_text('splits.val: task set "e2e refunds" has no tasks in split "nope"')
-    expect(page.locator("[data-problems-for=verifier_ids]")).to_contain_text("choose at least one verifier")
+    expect(page.locator("[data-problems-for=splits]")).to_contain_text(
+        'splits.val: task set "e2e refunds" has no tasks in split "nope"'
+    )
+    expect(page.locator("[data-problems-for=verifier_ids]")).to_contain_text(
+        "choose at least one verifier"
+    )
     expect(page.locator("[data-problems-for=seed_components]")).to_be_hidden()
 
     runs_before = page.request.get("/runs/list.json").json()["runs"]
@@ -423,28 +485,40 @@ def test_a_dry_run_lists_each_problem_next_to_its_field_and_launches_nothing(pag
     # Two components with one name would silently become one: refused by name.
     components.nth(1).get_by_label("Component name").fill("instructions")
     page.get_by_role("button", name="Dry run", exact=True).click()
-    expect(page.locator("[data-problems-for=seed_components]")).to_have_text('seed_components: two components are named "instructions": rename one')
+    expect(page.locator("[data-problems-for=seed_components]")).to_have_text(
+        'seed_components: two components are named "instructions": rename one'
+    )
 
     components.nth(1).get_by_role("button", name="Remove").click()
     expect(components).to_have_count(1)
     page.get_by_label("Val split").fill("val")
     page.locator("[name=verifier_ids][value=e2e-refund]").check()
     page.get_by_role("button", name="Dry run", exact=True).click()
-    expect(page.locator("[data-field=dry-run-result]")).to_have_text("dry run passed: ready to launch")
-    expect(page.locator("[data-problems-for='budget.warning']")).to_contain_text("budget: 6 metric calls allow only 0 proposal(s)")
+    expect(page.locator("[data-field=dry-run-result]")).to_have_text(
+        "dry run passed: ready to launch"
+    )
+    expect(page.locator("[data-problems-for='budget.warning']")).to_contain_text(
+        "budget: 6 metric calls allow only 0 proposal(s)"
+    )
 
 
-def test_after_logging_out_the_sockets_say_access_denied_instead_of_retrying_forever(page, demo_data):
+def test_after_logging_out_the_sockets_say_access_denied_instead_of_retrying_forever(
+    page, demo_data
+):
     # Over the wire a refused handshake looks like a network drop (code 1006);
     # the pages tell the two apart by asking for themselves again.
     launch_demo_run(page, budget=40, latency_ms=0)
     page.context.clear_cookies()
     page.evaluate("window.__frontierSocket.close()")
-    expect(page.locator("[data-field=live]")).to_have_text("access denied: reload to log in", timeout=15_000)
+    expect(page.locator("[data-field=live]")).to_have_text(
+        "access denied: reload to log in", timeout=15_000
+    )
 
     login(page)
     page.goto("/runs/")
     expect(page.locator("[data-field=live]")).to_have_text("● live")
     page.context.clear_cookies()
     page.evaluate("window.__frontierRunsSocket.close()")
-    expect(page.locator("[data-field=live]")).to_have_text("access denied: reload to log in", timeout=15_000)
+    expect(page.locator("[data-field=live]")).to_have_text(
+        "access denied: reload to log in", timeout=15_000
+    )

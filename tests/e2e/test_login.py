@@ -5,7 +5,9 @@ from playwright.sync_api import expect
 from tests.e2e.conftest import ARTIFACTS, login
 
 
-def test_a_visitor_is_sent_to_the_login_page_and_sees_the_nav_after_logging_in(browser, frontier_server):
+def test_a_visitor_is_sent_to_the_login_page_and_sees_the_nav_after_logging_in(
+    browser, frontier_server
+):
     context = browser.new_context(base_url=frontier_server.url)
     page = context.new_page()
     page.goto("/")
@@ -50,7 +52,10 @@ def test_no_page_asks_for_an_icon_that_is_not_there(page):
     """Every page names the site's icon; the API docs, which name none, get it
     from /favicon.ico (a 404 in every console before)."""
     failed = []
-    page.on("response", lambda response: response.status >= 400 and failed.append((response.status, response.url)))
+    page.on(
+        "response",
+        lambda response: response.status >= 400 and failed.append((response.status, response.url)),
+    )
     for path in ("/runs/", "/verifiers/", "/api/docs"):
         page.goto(path)
         page.wait_for_load_state("networkidle")

@@ -20,14 +20,22 @@ ATTEMPTS = 50
 
 @pytest.fixture(scope="module")
 def accounts(frontier_server):
-    token = frontier_server.manage("shell", "-c", (
-        "from django.contrib.auth.models import User\n"
-        "from dashboard.account_services import api_token_create\n"
-        f"User.objects.create_user('victim', password='{PASSWORD}')\n"
-        f"User.objects.create_superuser('boss', password='{PASSWORD}')\n"
-        f"bystander = User.objects.create_user('bystander', password='{PASSWORD}')\n"
-        "print(api_token_create(user=bystander, name='script')[1])\n"
-    )).stdout.strip().splitlines()[-1]
+    token = (
+        frontier_server.manage(
+            "shell",
+            "-c",
+            (
+                "from django.contrib.auth.models import User\n"
+                "from dashboard.account_services import api_token_create\n"
+                f"User.objects.create_user('victim', password='{PASSWORD}')\n"
+                f"User.objects.create_superuser('boss', password='{PASSWORD}')\n"
+                f"bystander = User.objects.create_user('bystander', password='{PASSWORD}')\n"
+                "print(api_token_create(user=bystander, name='script')[1])\n"
+            ),
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     return {"token": token}
 
 
@@ -47,16 +55,22 @@ class HttpClient:
     ip: str
     cookies: dict = field(default_factory=dict)
 
-    def request(self, method: str, path: str, body: dict | None = None, headers: dict | None = None) -> Answer:
+    def request(
+        self, method: str, path: str, body: dict | None = None, headers: dict | None = None
+    ) -> Answer:
         parsed = urlparse(self.url)
-        connection = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=30, source_address=(self.ip, 0))
+        connection = http.client.HTTPConnection(
+            parsed.hostname, parsed.port, timeout=30, source_address=(self.ip, 0)
+        )
         headers = dict(headers or {})
         if self.cookies:
             headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
         data = None
         if body is not None:
             data = urlencode(body)
-            headers.update({"Content-Type": "application/x-www-form-urlencoded", "Referer": self.url + path})
+            headers.update(
+                {"Content-Type": "application/x-www-form-urlencoded", "Referer": self.url + path}
+            )
         connection.request(method, path, body=data, headers=headers)
         response = connection.getresponse()
         set_cookies = {}
@@ -64,7 +78,9 @@ class HttpClient:
             for name, morsel in SimpleCookie(header).items():
                 set_cookies[name] = morsel.value
         self.cookies.update(set_cookies)
-        answer = Answer(response.status, response.headers, response.read().decode(errors="replace"), set_cookies)
+        answer = Answer(
+            response.status, response.headers, response.read().decode(errors="replace"), set_cookies
+        )
         connection.close()
         return answer
 
@@ -79,7 +95,9 @@ def client_from(server, ip: str) -> HttpClient:
 def log_in(client: HttpClient, username: str, password: str, path: str = "/login/") -> Answer:
     form = client.get(path)
     csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text).group(1)
-    return client.request("POST", path, {"username": username, "password": password, "csrfmiddlewaretoken": csrf})
+    return client.request(
+        "POST", path, {"username": username, "password": password, "csrfmiddlewaretoken": csrf}
+    )
 
 
 def logged_in(response: Answer) -> bool:
@@ -109,9 +127,14 @@ def test_fifty_wrong_admin_passwords_then_the_right_one_is_refused(frontier_serv
 
 def test_fifty_wrong_tokens_then_the_right_one_is_refused(frontier_server, accounts):
     attacker = client_from(frontier_server, "127.0.0.6")
-    answers = [attacker.get("/api/me", headers={"Authorization": f"Bearer ft_guess{n}"}).status_code for n in range(ATTEMPTS)]
+    answers = [
+        attacker.get("/api/me", headers={"Authorization": f"Bearer ft_guess{n}"}).status_code
+        for n in range(ATTEMPTS)
+    ]
     assert set(answers) == {401}
     refused = attacker.get("/api/me", headers={"Authorization": f"Bearer {accounts['token']}"})
     assert refused.status_code == 429 and int(refused.headers["Retry-After"]) > 0
-    elsewhere = client_from(frontier_server, "127.0.0.7").get("/api/me", headers={"Authorization": f"Bearer {accounts['token']}"})
+    elsewhere = client_from(frontier_server, "127.0.0.7").get(
+        "/api/me", headers={"Authorization": f"Bearer {accounts['token']}"}
+    )
     assert elsewhere.status_code == 200 and '"bystander"' in elsewhere.text

@@ -44,8 +44,23 @@ print(a.pk, b.pk)
 """
 
 
-def make_run(server, *, name: str, candidates: int = 12, val_tasks: int = 6, seed: int = 7, status: str = "completed") -> dict:
-    script = FACTORY_RUN.format(username=E2E_USERNAME, name=name, candidates=candidates, val_tasks=val_tasks, seed=seed, status=status)
+def make_run(
+    server,
+    *,
+    name: str,
+    candidates: int = 12,
+    val_tasks: int = 6,
+    seed: int = 7,
+    status: str = "completed",
+) -> dict:
+    script = FACTORY_RUN.format(
+        username=E2E_USERNAME,
+        name=name,
+        candidates=candidates,
+        val_tasks=val_tasks,
+        seed=seed,
+        status=status,
+    )
     return json.loads(server.manage("shell", "-c", script).stdout.strip().splitlines()[-1])
 
 
@@ -55,13 +70,17 @@ def runs(frontier_server):
         "main": make_run(frontier_server, name="Explained run", candidates=14, seed=11),
         "other": make_run(frontier_server, name="Second run", candidates=5, seed=3),
         "lone": make_run(frontier_server, name="Lone seed", candidates=1, val_tasks=3),
-        "pair": frontier_server.manage("shell", "-c", COMPARE_PAIR.format(username=E2E_USERNAME)).stdout.split()[-2:],
+        "pair": frontier_server.manage(
+            "shell", "-c", COMPARE_PAIR.format(username=E2E_USERNAME)
+        ).stdout.split()[-2:],
     }
 
 
 def open_run(page, run_id: int) -> None:
     page.goto(f"/runs/{run_id}/")
-    wait_for_js(page, "window.__frontierRun && document.querySelectorAll('#candidate-rows tr').length > 0")
+    wait_for_js(
+        page, "window.__frontierRun && document.querySelectorAll('#candidate-rows tr').length > 0"
+    )
     page.wait_for_load_state("networkidle")
 
 
@@ -91,7 +110,9 @@ def test_no_chart_on_any_page_has_the_plotly_logo_or_a_chart_studio_button(page,
             assert chart["displaylogo"] is False and not chart["cloud"], chart
             assert chart["links"] == [] and chart["studio"] == 0, chart
             assert chart["tabbable"] == 0, chart  # the toolbar is out of the tab order
-            assert chart["bg"] == "#ffffff", chart  # one style: no grey plot area on compare-runs either
+            assert chart["bg"] == "#ffffff", (
+                chart
+            )  # one style: no grey plot area on compare-runs either
         seen += len(charts)
     assert seen >= 6
     ARTIFACTS.mkdir(exist_ok=True)
@@ -106,10 +127,14 @@ def test_the_run_page_says_what_it_shows_and_what_gepa_is_doing(page, runs):
     open_run(page, run["id"])
     card = page.locator("#run-explainer")
     expect(card.locator("[data-field=best-prompt]")).to_have_text(run["best_text"])
-    expect(card.locator("[data-field=best-link]")).to_have_attribute("href", f"/runs/{run['id']}/candidates/{run['best']}/")
+    expect(card.locator("[data-field=best-link]")).to_have_attribute(
+        "href", f"/runs/{run['id']}/candidates/{run['best']}/"
+    )
     expect(card.locator("[data-field=doing-now]")).to_have_text(re.compile("Finished"))
     expect(card.get_by_text("Seed prompt (where the run started)")).to_be_visible()
-    expect(card.locator(".explainer-facts")).to_contain_text("policy")  # a verifier of the factory run, with its weight
+    expect(card.locator(".explainer-facts")).to_contain_text(
+        "policy"
+    )  # a verifier of the factory run, with its weight
     expect(card.locator(".explainer-facts")).to_contain_text("× 1")
     expect(card).to_contain_text("demo simulator")
     card.get_by_text("What the words on this page mean").click()
@@ -180,16 +205,26 @@ print(run.pk)
 
 
 def test_a_run_with_no_candidate_says_so_instead_of_a_best_prompt(page, frontier_server):
-    run = {"id": int(frontier_server.manage("shell", "-c", NO_CANDIDATE_RUN.format(username=E2E_USERNAME)).stdout.split()[-1])}
+    run = {
+        "id": int(
+            frontier_server.manage(
+                "shell", "-c", NO_CANDIDATE_RUN.format(username=E2E_USERNAME)
+            ).stdout.split()[-1]
+        )
+    }
     page.goto(f"/runs/{run['id']}/")
     card = page.locator("#run-explainer")
     expect(card.locator("[data-field=no-best]")).to_have_text(re.compile("No candidate yet"))
     expect(card.locator("[data-field=best-prompt]")).to_be_hidden()
     page.screenshot(path=str(ARTIFACTS / "run-without-candidate.png"))
-    response = page.goto(f"/runs/{run['id']}/best/download.txt")  # what the "Best prompt .txt" link answers
+    response = page.goto(
+        f"/runs/{run['id']}/best/download.txt"
+    )  # what the "Best prompt .txt" link answers
     assert response.status == 404
     expect(page.get_by_role("heading", name="Page not found")).to_be_visible()
-    expect(page.locator(".error-message")).to_have_text(f"Run {run['id']} has no scored candidate yet.")
+    expect(page.locator(".error-message")).to_have_text(
+        f"Run {run['id']} has no scored candidate yet."
+    )
     assert "Traceback" not in page.content()
     page.screenshot(path=str(ARTIFACTS / "error-best-prompt-without-candidate.png"))
 
@@ -208,13 +243,19 @@ def test_the_runs_list_sorts_by_a_heading_and_filters_by_task_set(page, runs):
     page.goto("/runs/")
     page.get_by_role("link", name="Best score").click()
     page.wait_for_url(re.compile(r"sort=-best_score"))
-    expect(page.locator("th[data-sort-key=best_score]")).to_have_attribute("aria-sort", "descending")
-    best_scores = page.locator("#runs-table tbody tr td:nth-child(3)").all_inner_texts()  # "–": no score yet
+    expect(page.locator("th[data-sort-key=best_score]")).to_have_attribute(
+        "aria-sort", "descending"
+    )
+    best_scores = page.locator(
+        "#runs-table tbody tr td:nth-child(3)"
+    ).all_inner_texts()  # "–": no score yet
     scores = [float(t.split()[0]) for t in best_scores if t.strip() != "–"]
     assert scores == sorted(scores, reverse=True) and len(scores) >= 5
     page.get_by_role("link", name="Best score").click()
     page.wait_for_url(re.compile(r"sort=best_score"))
-    page.locator("#runs-filter select[name=task_set]").select_option(value=str(runs["main"]["task_set"]))
+    page.locator("#runs-filter select[name=task_set]").select_option(
+        value=str(runs["main"]["task_set"])
+    )
     page.get_by_role("button", name="Filter").click()
     page.wait_for_url(re.compile(rf"task_set={runs['main']['task_set']}"))
     expect(page.locator("#runs-table tbody tr")).to_have_count(1)
@@ -222,7 +263,10 @@ def test_the_runs_list_sorts_by_a_heading_and_filters_by_task_set(page, runs):
 
 
 def rows(page) -> list[str]:
-    return [name.strip() for name in page.locator("#runs-table tbody tr td:first-child a").all_inner_texts()]
+    return [
+        name.strip()
+        for name in page.locator("#runs-table tbody tr td:first-child a").all_inner_texts()
+    ]
 
 
 OTHER_MODEL_RUN = """
@@ -234,17 +278,25 @@ run.save(update_fields=["config"])
 """
 
 
-def test_every_runs_list_heading_sorts_and_status_verifier_and_model_filter(page, runs, frontier_server):
+def test_every_runs_list_heading_sorts_and_status_verifier_and_model_filter(
+    page, runs, frontier_server
+):
     frontier_server.manage("shell", "-c", OTHER_MODEL_RUN.format(username=E2E_USERNAME))
     page.goto("/runs/")
-    keys = page.locator("#runs-table th").evaluate_all("(ths) => ths.map((th) => th.dataset.sortKey)")
+    keys = page.locator("#runs-table th").evaluate_all(
+        "(ths) => ths.map((th) => th.dataset.sortKey)"
+    )
     assert len(keys) == 10 and all(keys), keys  # every column has a sort key
     for key in keys:
         page.locator(f"#runs-table th[data-sort-key={key}] a").click()
         page.wait_for_url(re.compile(rf"[?&]sort=-?{key}(&|$)"))
         heading = page.locator(f"#runs-table th[data-sort-key={key}]")
         expect(heading).to_have_attribute("aria-sort", re.compile("ascending|descending"))
-        expect(page.locator("#runs-table th[aria-sort=ascending], #runs-table th[aria-sort=descending]")).to_have_count(1)
+        expect(
+            page.locator(
+                "#runs-table th[aria-sort=ascending], #runs-table th[aria-sort=descending]"
+            )
+        ).to_have_count(1)
         if key == "name":
             names = rows(page)
             ordered = sorted(names, key=str.casefold)
@@ -259,7 +311,9 @@ def test_every_runs_list_heading_sorts_and_status_verifier_and_model_filter(page
     assert all(s == "failed" for s in page.locator("#runs-table tbody .status").all_inner_texts())
 
     page.goto("/runs/")
-    page.locator("#runs-filter select[name=verifier]").select_option(value="refund-policy")  # the pair's verifier only
+    page.locator("#runs-filter select[name=verifier]").select_option(
+        value="refund-policy"
+    )  # the pair's verifier only
     page.get_by_role("button", name="Filter").click()
     page.wait_for_url(re.compile(r"verifier=refund-policy"))
     assert sorted(rows(page)) == ["Pair A", "Pair B"], rows(page)
@@ -299,18 +353,26 @@ def test_an_archived_run_leaves_the_list_and_a_running_run_cannot_be_deleted(pag
     open_run(page, busy["id"])
     page.get_by_text("Tags, notes, archive, delete").click()
     expect(page.get_by_role("button", name="Delete run")).to_be_hidden()
-    expect(page.get_by_text("Archive and delete are available once the run has stopped.")).to_be_visible()
+    expect(
+        page.get_by_text("Archive and delete are available once the run has stopped.")
+    ).to_be_visible()
     # A page opened while the run was stopped still shows the button: the server refuses all the same.
-    page.evaluate("document.querySelectorAll('.run-chores form[data-when=finished]').forEach((f) => { f.hidden = false; })")
+    page.evaluate(
+        "document.querySelectorAll('.run-chores form[data-when=finished]').forEach((f) => { f.hidden = false; })"
+    )
     page.once("dialog", lambda dialog: dialog.accept())
     page.get_by_role("button", name="Delete run").click()
-    expect(page.locator(".messages")).to_contain_text(f"run {busy['id']} is running; stop or cancel it before deleting it")
+    expect(page.locator(".messages")).to_contain_text(
+        f"run {busy['id']} is running; stop or cancel it before deleting it"
+    )
     expect(page).to_have_url(re.compile(rf"/runs/{busy['id']}/$"))
     page.screenshot(path=str(ARTIFACTS / "delete-refused-while-running.png"))
     assert page.goto(f"/runs/{busy['id']}/").status == 200
 
 
-def test_a_run_gets_tags_and_notes_is_forked_from_a_prefilled_form_and_deleted_after_a_confirmation(page, runs):
+def test_a_run_gets_tags_and_notes_is_forked_from_a_prefilled_form_and_deleted_after_a_confirmation(
+    page, runs
+):
     parent = runs["pair"][0]
     page.goto(f"/runs/{parent}/")
     page.get_by_text("Tags, notes, archive, delete").click()
@@ -355,8 +417,15 @@ def test_the_verifier_editor_keeps_the_id_fixed_and_runs_saved_test_cases_on_eve
     page.goto("/verifiers/new/")
     expect(page.locator("#lint-problems li")).to_have_count(0)  # nothing typed yet: no error
     expect(page.locator("[data-error-for]")).to_have_count(0)
-    page.locator("#spec-json").fill(json.dumps({"id": "polite-e2e", "name": "Polite", "checks": [
-        {"id": "please", "type": "contains", "params": {"value": "please"}}]}))
+    page.locator("#spec-json").fill(
+        json.dumps(
+            {
+                "id": "polite-e2e",
+                "name": "Polite",
+                "checks": [{"id": "please", "type": "contains", "params": {"value": "please"}}],
+            }
+        )
+    )
     expect(page.locator("#lint-status")).to_have_text("Valid")
     page.get_by_label("Output to score").fill("Yes, please hold on.")
     expect(page.get_by_test_id("try-verdict")).to_have_text("pass")
@@ -373,7 +442,9 @@ def test_the_verifier_editor_keeps_the_id_fixed_and_runs_saved_test_cases_on_eve
     page.goto("/verifiers/polite-e2e/edit/")
     id_field = page.locator("#spec-form").get_by_label("Id (fixed once saved)")
     expect(id_field).to_have_attribute("readonly", "")
-    expect(page.locator("#suite-summary")).to_have_text("2 of 2 as expected")  # stored with the verifier
+    expect(page.locator("#suite-summary")).to_have_text(
+        "2 of 2 as expected"
+    )  # stored with the verifier
     page.locator("#spec-form").get_by_label("value").fill("thanks")  # an edit re-runs the suite
     expect(page.locator("#suite-summary")).to_have_text("1 of 2 as expected")
     expect(page.locator("tr[data-case='0'] [data-testid=case-status]")).to_have_text("✗ fail")

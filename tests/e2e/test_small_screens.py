@@ -52,14 +52,22 @@ RUN_DONE = "from optimizer.models import Run; r = Run.objects.get(pk={run}); pri
 
 @pytest.fixture(scope="module")
 def site(frontier_server):
-    data = json.loads(frontier_server.manage("shell", "-c", DEMO_RUN.format(username=E2E_USERNAME)).stdout.strip().splitlines()[-1])
+    data = json.loads(
+        frontier_server.manage("shell", "-c", DEMO_RUN.format(username=E2E_USERNAME))
+        .stdout.strip()
+        .splitlines()[-1]
+    )
 
     def finished():
-        status, best = frontier_server.manage("shell", "-c", RUN_DONE.format(run=data["run"])).stdout.split()[-2:]
+        status, best = frontier_server.manage(
+            "shell", "-c", RUN_DONE.format(run=data["run"])
+        ).stdout.split()[-2:]
         assert status not in {"failed", "stopped"}, status
         return int(best) + 1 if status == "completed" else None  # + 1: candidate 0 is an answer too
 
-    data["best"] = wait_until(finished, timeout=240, interval=2, what="the demo run to complete") - 1
+    data["best"] = (
+        wait_until(finished, timeout=240, interval=2, what="the demo run to complete") - 1
+    )
     return data
 
 
@@ -146,9 +154,13 @@ def test_no_page_scrolls_sideways_at_390_px_logged_in_or_out(phone, site):
     # A task set file's preview (its rows in a table) fits.
     phone.goto("/tasksets/import/")
     phone.get_by_label("Task set name").fill("Phone import")
-    phone.get_by_label("File (.jsonl, .json, .yaml, .csv or .tsv)").set_input_files(str(DATASETS / "alpaca.jsonl"))
+    phone.get_by_label("File (.jsonl, .json, .yaml, .csv or .tsv)").set_input_files(
+        str(DATASETS / "alpaca.jsonl")
+    )
     phone.get_by_role("button", name="Preview").click()
-    expect(phone.get_by_role("table", name="Rows as they will be stored").locator("tbody tr")).to_have_count(4)
+    expect(
+        phone.get_by_role("table", name="Rows as they will be stored").locator("tbody tr")
+    ).to_have_count(4)
     assert_fits(phone, "task set import preview")
     shot(phone, "390px-task-set-import-preview.png")
 
@@ -226,11 +238,16 @@ def tab_through_the_charts(page) -> list[dict]:
     raise AssertionError(f"80 Tab presses never reached the candidates table: {stops}")
 
 
-def test_the_run_pages_first_tab_stop_skips_the_charts_and_no_toolbar_button_is_a_tab_stop(phone, site):
+def test_the_run_pages_first_tab_stop_skips_the_charts_and_no_toolbar_button_is_a_tab_stop(
+    phone, site
+):
     login(phone)
     phone.goto(f"/runs/{site['run']}/")
-    wait_for_js(phone, "document.querySelectorAll('#candidate-rows tr').length > 0 && "
-                       "document.querySelectorAll('.js-plotly-plot .modebar-btn').length > 0")
+    wait_for_js(
+        phone,
+        "document.querySelectorAll('#candidate-rows tr').length > 0 && "
+        "document.querySelectorAll('.js-plotly-plot .modebar-btn').length > 0",
+    )
     phone.wait_for_load_state("networkidle")
 
     # The first Tab stop: the skip link, shown on focus, inside the window; Enter lands after the charts.
@@ -242,8 +259,10 @@ def test_the_run_pages_first_tab_stop_skips_the_charts_and_no_toolbar_button_is_
     phone.screenshot(path=str(ARTIFACTS / "390px-run-skip-link-focused.png"))
     phone.keyboard.press("Enter")
     expect(phone.locator("#candidates")).to_be_focused()
-    assert phone.evaluate("document.querySelector('#candidates').getBoundingClientRect().top") > phone.evaluate(
-        "document.querySelector('.chart-grid').getBoundingClientRect().bottom") - 1  # the target is after the charts
+    assert (
+        phone.evaluate("document.querySelector('#candidates').getBoundingClientRect().top")
+        > phone.evaluate("document.querySelector('.chart-grid').getBoundingClientRect().bottom") - 1
+    )  # the target is after the charts
     phone.keyboard.press("Tab")
     assert not phone.evaluate(FOCUS)["chart"]
 
@@ -255,7 +274,9 @@ def test_the_run_pages_first_tab_stop_skips_the_charts_and_no_toolbar_button_is_
 
     # ... also after the charts are drawn again: new axes picked, the window resized, a candidate selected.
     axis = phone.locator("#axis-x")
-    axis.select_option(index=1 if axis.input_value() != axis.locator("option").nth(1).get_attribute("value") else 0)
+    axis.select_option(
+        index=1 if axis.input_value() != axis.locator("option").nth(1).get_attribute("value") else 0
+    )
     phone.set_viewport_size({"width": 700, "height": 844})
     phone.set_viewport_size(PHONE)
     phone.locator("#candidate-rows tr").first.click()
@@ -265,7 +286,9 @@ def test_the_run_pages_first_tab_stop_skips_the_charts_and_no_toolbar_button_is_
     assert phone.evaluate(TABBABLE_TOOLBAR_BUTTONS) == 0
 
     # A redraw by Plotly itself, not through charts.js (a relayout that rebuilds the toolbar's buttons).
-    phone.evaluate("() => window.Plotly.relayout(document.getElementById('chart-score'), {'modebar.remove': ['zoom2d']})")
+    phone.evaluate(
+        "() => window.Plotly.relayout(document.getElementById('chart-score'), {'modebar.remove': ['zoom2d']})"
+    )
     assert phone.evaluate("document.querySelectorAll('#chart-score .modebar-btn').length") > 0
     assert phone.evaluate(TABBABLE_TOOLBAR_BUTTONS) == 0
     shot(phone, "390px-run-page-keyboard.png")
@@ -294,12 +317,20 @@ BROKEN_HEADER_WORDS = """() => {
 @pytest.mark.parametrize("width", [390, 800])
 def test_no_table_header_breaks_inside_a_word(browser, frontier_server, site, width):
     """A narrow table wrapped its headers anywhere: "SCOR" / "E"."""
-    context = browser.new_context(base_url=frontier_server.url, viewport={"width": width, "height": 900})
+    context = browser.new_context(
+        base_url=frontier_server.url, viewport={"width": width, "height": 900}
+    )
     page = context.new_page()
     login(page)
     run = site["run"]
-    for url in (f"/runs/{run}/", f"/runs/{run}/compare/?c=0&c={site['best']}", f"/runs/{run}/promotion/", "/runs/",
-                f"/tasksets/{site['task_set']}/", "/verifiers/"):
+    for url in (
+        f"/runs/{run}/",
+        f"/runs/{run}/compare/?c=0&c={site['best']}",
+        f"/runs/{run}/promotion/",
+        "/runs/",
+        f"/tasksets/{site['task_set']}/",
+        "/verifiers/",
+    ):
         page.goto(url)
         if url == f"/runs/{run}/":
             wait_for_js(page, "document.querySelectorAll('#candidate-rows tr').length > 0")

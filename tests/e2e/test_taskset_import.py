@@ -11,23 +11,32 @@ from tests.e2e.conftest import ARTIFACTS, E2E_USERNAME
 DATASETS = Path(__file__).resolve().parents[1] / "fixtures" / "datasets"
 
 
-def test_a_broken_csv_is_refused_by_line_then_an_alpaca_file_is_previewed_and_saved_only_on_confirm(page, frontier_server):
+def test_a_broken_csv_is_refused_by_line_then_an_alpaca_file_is_previewed_and_saved_only_on_confirm(
+    page, frontier_server
+):
     page.goto("/tasksets/import/")
     page.get_by_label("Task set name").fill("Alpaca tips")
-    page.get_by_label("File (.jsonl, .json, .yaml, .csv or .tsv)").set_input_files(str(DATASETS / "broken-unterminated-quote.csv"))
+    page.get_by_label("File (.jsonl, .json, .yaml, .csv or .tsv)").set_input_files(
+        str(DATASETS / "broken-unterminated-quote.csv")
+    )
     page.get_by_role("button", name="Preview").click()
     expect(page.locator(".problems")).to_contain_text(
-        "broken-unterminated-quote.csv line 3: unterminated quote: the quoted value that starts on this line never ends")
+        "broken-unterminated-quote.csv line 3: unterminated quote: the quoted value that starts on this line never ends"
+    )
     expect(page.get_by_role("button", name="Confirm import")).to_be_disabled()
 
     page.get_by_role("link", name="Choose another file").click()
     page.get_by_label("Task set name").fill("Alpaca tips")
-    page.get_by_label("File (.jsonl, .json, .yaml, .csv or .tsv)").set_input_files(str(DATASETS / "alpaca.jsonl"))
+    page.get_by_label("File (.jsonl, .json, .yaml, .csv or .tsv)").set_input_files(
+        str(DATASETS / "alpaca.jsonl")
+    )
     page.get_by_role("button", name="Preview").click()
     rows = page.get_by_role("table", name="Rows as they will be stored").locator("tbody tr")
     expect(rows).to_have_count(4)
     expect(rows.nth(1)).to_contain_text("Translate the sentence into French.")
-    expect(page.locator('[data-field="split-counts"]')).to_contain_text("2 train · 2 val · 0 holdout")
+    expect(page.locator('[data-field="split-counts"]')).to_contain_text(
+        "2 train · 2 val · 0 holdout"
+    )
     # Nothing saved yet: the task set list does not know the set.
     listing = page.context.new_page()
     listing.goto("/tasksets/")
@@ -37,26 +46,38 @@ def test_a_broken_csv_is_refused_by_line_then_an_alpaca_file_is_previewed_and_sa
     page.get_by_label("train", exact=True).fill("0.75")
     page.get_by_label("val", exact=True).fill("0.25")
     page.get_by_role("button", name="Update preview").click()
-    expect(page.locator('[data-field="split-counts"]')).to_contain_text("3 train · 1 val · 0 holdout")
+    expect(page.locator('[data-field="split-counts"]')).to_contain_text(
+        "3 train · 1 val · 0 holdout"
+    )
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "taskset-import-preview.png"), full_page=True)
     page.get_by_role("button", name="Confirm import").click()
-    expect(page.get_by_text("Imported alpaca.jsonl into Alpaca tips: 4 new, 0 updated, 0 unchanged.")).to_be_visible()
+    expect(
+        page.get_by_text("Imported alpaca.jsonl into Alpaca tips: 4 new, 0 updated, 0 unchanged.")
+    ).to_be_visible()
     expect(page.locator("table.data tbody tr")).to_have_count(4)
     expect(page).to_have_url(re.compile(r"/tasksets/\d+/$"))
 
 
 def test_a_script_imports_and_dry_runs_over_plain_http_with_a_bearer_token(frontier_server):
-    token = frontier_server.manage(
-        "shell", "-c",
-        "from django.contrib.auth import get_user_model\n"
-        "from dashboard.account_services import api_token_create\n"
-        f"print(api_token_create(user=get_user_model().objects.get(username={E2E_USERNAME!r}), name='e2e-import')[1])",
-    ).stdout.strip().splitlines()[-1]
+    token = (
+        frontier_server.manage(
+            "shell",
+            "-c",
+            "from django.contrib.auth import get_user_model\n"
+            "from dashboard.account_services import api_token_create\n"
+            f"print(api_token_create(user=get_user_model().objects.get(username={E2E_USERNAME!r}), name='e2e-import')[1])",
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
 
     def call(body):
-        request = urllib.request.Request(f"{frontier_server.url}/api/tasksets/import", data=json.dumps(body).encode(),
-                                         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"{frontier_server.url}/api/tasksets/import",
+            data=json.dumps(body).encode(),
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
         try:
             with urllib.request.urlopen(request, timeout=60) as response:
                 return response.status, json.loads(response.read())
@@ -64,26 +85,46 @@ def test_a_script_imports_and_dry_runs_over_plain_http_with_a_bearer_token(front
             return error.code, json.loads(error.read())
 
     content = (DATASETS / "semicolon.csv").read_bytes().decode("utf-8")
-    status, report = call({"name": "Planets", "filename": "semicolon.csv", "content": content, "dry_run": True})
+    status, report = call(
+        {"name": "Planets", "filename": "semicolon.csv", "content": content, "dry_run": True}
+    )
     assert status == 200 and report["ok"] is True and report["delimiter"] == ";"
     assert [r["input"] for r in report["rows"]][:1] == ["Largest planet; by mass?"]
-    status, broken = call({"name": "Planets", "filename": "ragged.csv", "content": (DATASETS / "broken-ragged.csv").read_text()})
+    status, broken = call(
+        {
+            "name": "Planets",
+            "filename": "ragged.csv",
+            "content": (DATASETS / "broken-ragged.csv").read_text(),
+        }
+    )
     assert status == 400 and broken["problems"][0]["field"] == "ragged.csv line 3"
     assert broken["problems"][0]["message"].startswith("row: 4 values but the header has 3 columns")
     status, done = call({"name": "Planets", "filename": "semicolon.csv", "content": content})
     assert (status, done["created"]) == (201, 3)
 
 
-def test_the_launch_form_offers_split_now_for_a_set_with_no_val_tasks(page, frontier_server, tmp_path):
+def test_the_launch_form_offers_split_now_for_a_set_with_no_val_tasks(
+    page, frontier_server, tmp_path
+):
     rows = tmp_path / "all-train.yaml"
-    rows.write_text("".join(
-        f"- {{task_id: q{i}, input: 'What is {i} + {i}?', split: train, "
-        f"verifier: {{kind: in_process, fn_name: contains, expected: '{2 * i}'}}}}\n" for i in range(1, 6)))
-    frontier_server.manage("tasks", "import", str(rows), "--set", "All train", "--owner", E2E_USERNAME)
+    rows.write_text(
+        "".join(
+            f"- {{task_id: q{i}, input: 'What is {i} + {i}?', split: train, "
+            f"verifier: {{kind: in_process, fn_name: contains, expected: '{2 * i}'}}}}\n"
+            for i in range(1, 6)
+        )
+    )
+    frontier_server.manage(
+        "tasks", "import", str(rows), "--set", "All train", "--owner", E2E_USERNAME
+    )
     page.goto("/runs/new/")
     page.get_by_label("Task set").select_option(label="All train (5 tasks)")
     page.get_by_role("button", name="Dry run", exact=True).click()
-    expect(page.locator('[data-problems-for="splits"]')).to_contain_text('task set "All train" has no tasks in split "val"')
+    expect(page.locator('[data-problems-for="splits"]')).to_contain_text(
+        'task set "All train" has no tasks in split "val"'
+    )
     page.get_by_role("button", name=re.compile("^Split now")).click()
-    expect(page.locator('[data-field="dry-run-result"]')).to_have_text("dry run passed: ready to launch")
+    expect(page.locator('[data-field="dry-run-result"]')).to_have_text(
+        "dry run passed: ready to launch"
+    )
     expect(page.locator('[data-problems-for="splits"]')).to_be_hidden()

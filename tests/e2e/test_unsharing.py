@@ -24,9 +24,16 @@ print(run.pk)
 """
 
 
-def test_unsharing_a_run_in_the_admin_shows_access_denied_on_the_other_users_open_page(browser, frontier_server, page):
-    run_id = int(frontier_server.manage("shell", "-c", SEED.format(owner=E2E_USERNAME, password=WATCHER_PASSWORD))
-                 .stdout.strip().splitlines()[-1])
+def test_unsharing_a_run_in_the_admin_shows_access_denied_on_the_other_users_open_page(
+    browser, frontier_server, page
+):
+    run_id = int(
+        frontier_server.manage(
+            "shell", "-c", SEED.format(owner=E2E_USERNAME, password=WATCHER_PASSWORD)
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     context = browser.new_context(base_url=frontier_server.url)
     watcher = context.new_page()
     login(watcher, "watcher", WATCHER_PASSWORD)
@@ -44,11 +51,18 @@ def test_unsharing_a_run_in_the_admin_shows_access_denied_on_the_other_users_ope
     context.close()
 
 
-def test_unsharing_a_run_removes_it_from_the_other_users_open_runs_list_at_once(browser, frontier_server, page):
+def test_unsharing_a_run_removes_it_from_the_other_users_open_runs_list_at_once(
+    browser, frontier_server, page
+):
     """The row goes as the run socket closes, not at the list's next check of who may see what."""
     seed = SEED.replace('create_user("watcher"', 'create_user("list-watcher"')
-    run_id = int(frontier_server.manage("shell", "-c", seed.format(owner=E2E_USERNAME, password=WATCHER_PASSWORD))
-                 .stdout.strip().splitlines()[-1])
+    run_id = int(
+        frontier_server.manage(
+            "shell", "-c", seed.format(owner=E2E_USERNAME, password=WATCHER_PASSWORD)
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     context = browser.new_context(base_url=frontier_server.url)
     watcher = context.new_page()
     login(watcher, "list-watcher", WATCHER_PASSWORD)

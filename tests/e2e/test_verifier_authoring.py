@@ -32,7 +32,9 @@ def test_a_user_writes_a_verifier_sees_the_regex_error_inline_fixes_it_tries_it_
     expect(page.get_by_test_id("try-verdict")).to_have_text("fail")
     expect(page.get_by_test_id("try-passed")).to_have_text("failed (passThreshold 1)")
     breakdown = page.locator("table.breakdown")
-    expect(breakdown.locator("tr", has_text="greeting-check/check-2")).to_contain_text('output does not match pattern "^Hello"')
+    expect(breakdown.locator("tr", has_text="greeting-check/check-2")).to_contain_text(
+        'output does not match pattern "^Hello"'
+    )
     expect(page.get_by_test_id("try-feedback")).to_contain_text("greeting-check/check-2")
 
     output.fill("Hello there")
@@ -54,7 +56,9 @@ def test_a_user_writes_a_verifier_sees_the_regex_error_inline_fixes_it_tries_it_
 def test_editing_the_json_updates_the_form_and_a_json_typo_is_reported(page):
     page.goto("/verifiers/new/")
     spec_json = page.locator("#spec-json")
-    spec_json.fill('{"id": "len", "checks": [{"id": "short", "type": "max_length", "params": {"value": 5}}]}')
+    spec_json.fill(
+        '{"id": "len", "checks": [{"id": "short", "type": "max_length", "params": {"value": 5}}]}'
+    )
     expect(page.locator("#spec-form").get_by_label("value")).to_have_value("5")
     spec_json.fill('{"id": "len", "checks": [')
     expect(page.locator("#lint-problems")).to_contain_text("JSON:")
@@ -72,18 +76,26 @@ def test_each_param_gets_the_input_its_json_schema_type_asks_for(page):
     expect(value).to_have_attribute("min", "0")
     card.get_by_label("Type").select_option("json_keys")
     card.get_by_label("requiredKeys, comma-separated").fill("name, room")
-    expect(page.locator("#spec-json")).to_have_value(re.compile(r'"requiredKeys": \[\s*"name",\s*"room"\s*\]'))
+    expect(page.locator("#spec-json")).to_have_value(
+        re.compile(r'"requiredKeys": \[\s*"name",\s*"room"\s*\]')
+    )
 
 
 def test_a_misspelled_check_type_is_warned_about_next_to_its_field_until_it_is_fixed(page):
     page.goto("/verifiers/new/")
-    page.locator("#spec-json").fill('{"id": "typo", "checks": [{"id": "json", "type": "json_valdi"}]}')
+    page.locator("#spec-json").fill(
+        '{"id": "typo", "checks": [{"id": "json", "type": "json_valdi"}]}'
+    )
     warning = page.locator('[data-warning-for="checks[0].type"]')
-    expect(warning).to_contain_text('unknown check type "json_valdi" (did you mean "json_valid"? scoring skips this check)')
+    expect(warning).to_contain_text(
+        'unknown check type "json_valdi" (did you mean "json_valid"? scoring skips this check)'
+    )
     expect(page.locator("#lint-status")).to_have_text("Valid · 1 warning")
-    expect(page.locator('[data-error-for]')).to_have_count(0)
+    expect(page.locator("[data-error-for]")).to_have_count(0)
     page.get_by_label("Output to score").fill("not json")
-    expect(page.locator("table.breakdown")).to_contain_text('unknown check type "json_valdi" (skipped)')
+    expect(page.locator("table.breakdown")).to_contain_text(
+        'unknown check type "json_valdi" (skipped)'
+    )
     page.locator("#spec-form").get_by_label("Type").select_option("json_valid")
     expect(warning).to_have_count(0)
     expect(page.locator("#lint-status")).to_have_text("Valid")
@@ -105,14 +117,18 @@ def test_try_it_scores_against_a_task_picked_from_a_task_set(page, frontier_serv
     expect(page.get_by_test_id("try-score")).to_have_text("1.000")
     expect(page.get_by_test_id("try-verdict")).to_have_text("pass")
     # Pasted bare metadata counts as the task's metadata.
-    page.locator("#try-task-json").fill('{"expectations": {"mustMention": [{"text": "apology", "message": "open with an apology"}]}}')
+    page.locator("#try-task-json").fill(
+        '{"expectations": {"mustMention": [{"text": "apology", "message": "open with an apology"}]}}'
+    )
     expect(page.get_by_test_id("try-feedback")).to_contain_text("open with an apology")
     page.screenshot(path=str(ARTIFACTS / "verifier-try-it-with-task.png"), full_page=True)
 
 
 def test_saving_a_misspelled_check_type_asks_first_and_the_saved_page_says_it_again(page):
     page.goto("/verifiers/new/")
-    page.locator("#spec-json").fill('{"id": "typo-save", "name": "Typo", "checks": [{"id": "json", "type": "json_validd"}]}')
+    page.locator("#spec-json").fill(
+        '{"id": "typo-save", "name": "Typo", "checks": [{"id": "json", "type": "json_validd"}]}'
+    )
     expect(page.locator("#lint-status")).to_have_text("Valid · 1 warning")
     asked = []
 
@@ -124,8 +140,13 @@ def test_saving_a_misspelled_check_type_asks_first_and_the_saved_page_says_it_ag
     page.get_by_role("button", name="Save", exact=True).click()
     page.wait_for_timeout(500)
     assert page.url.endswith("/verifiers/new/")  # not saved
-    assert len(asked) == 1 and 'unknown check type "json_validd" (did you mean "json_valid"?' in asked[0], asked
+    assert (
+        len(asked) == 1
+        and 'unknown check type "json_validd" (did you mean "json_valid"?' in asked[0]
+    ), asked
     page.once("dialog", lambda dialog: dialog.accept())
     page.get_by_role("button", name="Save", exact=True).click()
     expect(page).to_have_url(re.compile(r"/verifiers/typo-save/$"))
-    expect(page.get_by_text('Saved with a warning: checks[0].type: unknown check type "json_validd"')).to_be_visible()
+    expect(
+        page.get_by_text('Saved with a warning: checks[0].type: unknown check type "json_validd"')
+    ).to_be_visible()

@@ -114,7 +114,14 @@ class Process:
         self.log_path = log_path
         self._log = open(log_path, "w")  # noqa: SIM115 - open for the process's life, closed by stop()
         # A session of its own, so kill() takes a prefork worker's children too.
-        self.popen = subprocess.Popen(args, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.popen = subprocess.Popen(
+            args,
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def kill(self) -> None:
         """SIGKILL the process and its children: a machine losing power, as far as the run can tell."""
@@ -151,7 +158,11 @@ def web_server(services_env, tmp_path):
 def start_web(env: dict, log_path: Path) -> Process:
     """`manage.py serve` on a free port; returns once it serves the login page."""
     port = free_port()
-    process = Process([sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port)], env, log_path)
+    process = Process(
+        [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        env,
+        log_path,
+    )
     url = f"http://127.0.0.1:{port}"
     wait_until_serving(process, url + "/login/", name="the web process", seconds=60)
     process.url = url
@@ -179,7 +190,18 @@ def start_worker(env: dict, log_path: Path) -> Process:
     answers a ping (through the broker in `env`, which may be another Redis)."""
     hostname = f"it-{uuid.uuid4().hex[:6]}@{socket.gethostname()}"
     process = Process(
-        [_bin("celery"), "-A", "dashboard", "worker", "--loglevel", "INFO", "--concurrency", "2", "--hostname", hostname],
+        [
+            _bin("celery"),
+            "-A",
+            "dashboard",
+            "worker",
+            "--loglevel",
+            "INFO",
+            "--concurrency",
+            "2",
+            "--hostname",
+            hostname,
+        ],
         env,
         log_path,
     )
@@ -225,14 +247,28 @@ class RedisServer:
 
     def start(self) -> None:
         self.popen = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(self.directory)],
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.directory),
+            ],
             stdout=open(self.directory / "redis.log", "a"),  # noqa: SIM115 - the child keeps it
             stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 20
         while not _reachable("127.0.0.1", self.port):
             if self.popen.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"redis-server did not start:\n{(self.directory / 'redis.log').read_text()}")
+                pytest.fail(
+                    f"redis-server did not start:\n{(self.directory / 'redis.log').read_text()}"
+                )
             time.sleep(0.05)
 
     def stop(self) -> None:
@@ -246,7 +282,9 @@ class RedisServer:
 def own_redis(tmp_path):
     """A RedisServer, not started yet; stopped and removed after the test."""
     if shutil.which("redis-server") is None:
-        message = "this test starts a redis-server of its own: install Redis (the redis-server binary)"
+        message = (
+            "this test starts a redis-server of its own: install Redis (the redis-server binary)"
+        )
         if os.environ.get("CI"):
             pytest.fail(message + " (CI must never skip it)")
         pytest.skip(message)
@@ -269,7 +307,9 @@ def api_token(user) -> str:
     from dashboard.models import ApiToken
 
     token = ApiToken.generate()
-    ApiToken.objects.create(user=user, name="integration", prefix=token[:8], digest=ApiToken.hash(token))
+    ApiToken.objects.create(
+        user=user, name="integration", prefix=token[:8], digest=ApiToken.hash(token)
+    )
     return token
 
 

@@ -25,9 +25,16 @@ def test_the_test_process_itself_runs_on_postgresql_and_redis(settings):
     assert settings.CELERY_BROKER_URL.startswith("redis://")
 
 
-def test_a_task_in_a_worker_process_reaches_a_websocket_client_through_redis(web_server, celery_worker, user):
+def test_a_task_in_a_worker_process_reaches_a_websocket_client_through_redis(
+    web_server, celery_worker, user
+):
     run = Run.objects.create(owner=user, name="distributed")
-    with connect(ws_url(web_server, run.pk), additional_headers={"Cookie": session_cookie(user)}, origin=web_server.url, open_timeout=10) as ws:
+    with connect(
+        ws_url(web_server, run.pk),
+        additional_headers={"Cookie": session_cookie(user)},
+        origin=web_server.url,
+        open_timeout=10,
+    ) as ws:
         sent_at = time.monotonic()
         worker_ping.apply_async(args=[run.pk, "through redis"], queue=celery_worker.queue)
         message = json.loads(ws.recv(timeout=30))
@@ -38,26 +45,37 @@ def test_a_task_in_a_worker_process_reaches_a_websocket_client_through_redis(web
     assert run.events.get(seq=1).type == "worker.ping"
 
 
-def test_a_reconnecting_client_receives_what_it_missed_from_the_database(web_server, celery_worker, user):
+def test_a_reconnecting_client_receives_what_it_missed_from_the_database(
+    web_server, celery_worker, user
+):
     run = Run.objects.create(owner=user, name="replay")
     for note in ("one", "two", "three"):
         worker_ping.apply_async(args=[run.pk, note], queue=celery_worker.queue)
     deadline = time.monotonic() + 30
     while run.events.count() < 3 and time.monotonic() < deadline:
         time.sleep(0.1)
-    with connect(ws_url(web_server, run.pk, after=1), additional_headers={"Cookie": session_cookie(user)}, origin=web_server.url) as ws:
+    with connect(
+        ws_url(web_server, run.pk, after=1),
+        additional_headers={"Cookie": session_cookie(user)},
+        origin=web_server.url,
+    ) as ws:
         seqs = [json.loads(ws.recv(timeout=10))["seq"] for _ in range(2)]
     assert seqs == [2, 3]
 
 
 def test_the_web_process_refuses_an_anonymous_websocket(web_server, user):
     run = Run.objects.create(owner=user)
-    with pytest.raises(InvalidStatus) as refused, connect(ws_url(web_server, run.pk), origin=web_server.url, open_timeout=10):
+    with (
+        pytest.raises(InvalidStatus) as refused,
+        connect(ws_url(web_server, run.pk), origin=web_server.url, open_timeout=10),
+    ):
         pass
     assert refused.value.response.status_code == 403
 
 
-def test_the_web_process_serves_static_files_hashed_compressed_and_cached_with_debug_off(web_server):
+def test_the_web_process_serves_static_files_hashed_compressed_and_cached_with_debug_off(
+    web_server,
+):
     with urllib.request.urlopen(web_server.url + "/login/", timeout=10) as response:
         page = response.read().decode()
     css = re.search(r'href="(/static/css/frontier\.[0-9a-f]{12}\.css)"', page).group(1)
@@ -83,7 +101,11 @@ def test_a_session_is_checked_on_postgresql_before_a_large_body_is_read(web_serv
         conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=30)
         body = b"{" + b" " * 200_000 + b"}"
         conn.putrequest("POST", "/runs/import/")
-        for name, value in (("Cookie", cookie), ("Content-Type", "application/json"), ("Content-Length", str(len(body)))):
+        for name, value in (
+            ("Cookie", cookie),
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(body))),
+        ):
             conn.putheader(name, value)
         conn.endheaders()
         if send_body:
@@ -93,7 +115,9 @@ def test_a_session_is_checked_on_postgresql_before_a_large_body_is_read(web_serv
         return status
 
     assert post("sessionid=stale", send_body=False) == 403  # answered without the body
-    assert post(session_cookie(user), send_body=True) == 403  # read, then Django's CSRF check (no token sent)
+    assert (
+        post(session_cookie(user), send_body=True) == 403
+    )  # read, then Django's CSRF check (no token sent)
     assert "identity check failed" not in web_server.log()
 
 
@@ -119,7 +143,10 @@ def test_a_group_send_to_many_viewers_of_one_web_process_is_one_redis_message(se
         try:
             await layer.group_send(group, message)
             store = redis.Redis.from_url(settings.REDIS_URL)
-            queued = [store.zcard(key) for key in store.scan_iter(f"{layer.prefix}specific.{layer.client_prefix}!*")]
+            queued = [
+                store.zcard(key)
+                for key in store.scan_iter(f"{layer.prefix}specific.{layer.client_prefix}!*")
+            ]
             received = [await asyncio.wait_for(layer.receive(channel), 5) for channel in channels]
         finally:
             for channel in channels:

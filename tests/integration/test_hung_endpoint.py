@@ -22,7 +22,9 @@ pytestmark = [pytest.mark.standalone, pytest.mark.django_db(transaction=True)]
 @pytest.fixture(autouse=True)
 def runs_dir(settings, tmp_path, monkeypatch):
     settings.RUNS_DIR = tmp_path / "runs"
-    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # as in tests/optimizer/runs/test_runner.py
+    monkeypatch.setattr(
+        runner, "HEARTBEAT_SECONDS", 3600
+    )  # as in tests/optimizer/runs/test_runner.py
 
 
 @pytest.fixture
@@ -35,9 +37,15 @@ def launch(user, task_set, **overrides):
     return run_launch(owner=user, config=run_config(task_set, **overrides))
 
 
-def test_a_hung_endpoint_with_the_default_options_fails_the_run_within_a_minute_naming_it(user, task_set):
+def test_a_hung_endpoint_with_the_default_options_fails_the_run_within_a_minute_naming_it(
+    user, task_set
+):
     with hung_server() as port:
-        lm = {"provider": "openai", "model": "stuck-model", "base_url": f"http://127.0.0.1:{port}/v1"}  # default timeout/retries
+        lm = {
+            "provider": "openai",
+            "model": "stuck-model",
+            "base_url": f"http://127.0.0.1:{port}/v1",
+        }  # default timeout/retries
         run = launch(user, task_set, task_lm=endpoint("stuck", lm), budget={"max_metric_calls": 40})
         started = time.monotonic()
         assert execute_run(run.pk) == RunStatus.FAILED

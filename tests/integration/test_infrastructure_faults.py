@@ -63,7 +63,9 @@ def terminate_connections(*, only_heartbeats: bool = False) -> int:
         return cursor.fetchone()[0]
 
 
-def test_pinging_a_worker_through_a_redis_of_the_test_leaves_this_process_launching_runs_on_its_own_broker(own_redis):
+def test_pinging_a_worker_through_a_redis_of_the_test_leaves_this_process_launching_runs_on_its_own_broker(
+    own_redis,
+):
     from celery import current_app
 
     from dashboard.celery import app
@@ -76,21 +78,32 @@ def test_pinging_a_worker_through_a_redis_of_the_test_leaves_this_process_launch
     assert run_optimization.app is app
 
 
-def test_terminating_the_workers_database_connections_mid_run_never_runs_it_twice(services_env, user, tmp_path):
+def test_terminating_the_workers_database_connections_mid_run_never_runs_it_twice(
+    services_env, user, tmp_path
+):
     refund_verifier(user)
     task_set = refund_task_set(user)
     # Two pool processes: a second runner is there to take the run if the first one looks dead.
     worker = start_worker(services_env, tmp_path / "worker.log")
     try:
-        run = run_launch(owner=user, config=run_config(task_set, budget={"max_metric_calls": 300}, task_lm=SLOW_DEMO))
-        wait_until(lambda: run.candidates.count() >= 1, timeout=120, what=f"the seed candidate\n{worker.log()}")
+        run = run_launch(
+            owner=user,
+            config=run_config(task_set, budget={"max_metric_calls": 300}, task_lm=SLOW_DEMO),
+        )
+        wait_until(
+            lambda: run.candidates.count() >= 1,
+            timeout=120,
+            what=f"the seed candidate\n{worker.log()}",
+        )
         terminated = 0
         for round in range(6):
             if finished(run.pk):
                 break
             # A dropped heartbeat connection alone is the nastiest case: the run goes on, its heartbeat must too.
             terminated += terminate_connections(only_heartbeats=round % 2 == 0)
-            time.sleep(4)  # longer than the stale window (FRONTIER_RUN_STALE_SECONDS=3 in services_env)
+            time.sleep(
+                4
+            )  # longer than the stale window (FRONTIER_RUN_STALE_SECONDS=3 in services_env)
         wait_until(lambda: finished(run.pk), timeout=180, what=f"the run to finish\n{worker.log()}")
     finally:
         worker.stop()
@@ -112,13 +125,17 @@ def launch_through_the_api(server, token: str, config: dict) -> tuple[int, dict]
         return error.code, {"body": error.read().decode(errors="replace")[:2000]}
 
 
-def test_a_run_launched_while_redis_is_down_is_queued_and_starts_once_redis_is_back(services_env, own_redis, user, tmp_path):
+def test_a_run_launched_while_redis_is_down_is_queued_and_starts_once_redis_is_back(
+    services_env, own_redis, user, tmp_path
+):
     refund_verifier(user)
     task_set = refund_task_set(user)
     env = {**services_env, "REDIS_URL": own_redis.url}  # not started yet: Redis is down
     web = start_web(env, tmp_path / "web.log")
     try:
-        status, body = launch_through_the_api(web, api_token(user), run_config(task_set, budget={"max_metric_calls": 40}))
+        status, body = launch_through_the_api(
+            web, api_token(user), run_config(task_set, budget={"max_metric_calls": 40})
+        )
     finally:
         web.stop()
     assert status == 201, body
@@ -127,21 +144,37 @@ def test_a_run_launched_while_redis_is_down_is_queued_and_starts_once_redis_is_b
     assert "broker" in run.phase
 
     own_redis.start()
-    worker = start_worker(env, tmp_path / "worker.log")  # its watchdog sends what never reached the broker
+    worker = start_worker(
+        env, tmp_path / "worker.log"
+    )  # its watchdog sends what never reached the broker
     try:
-        wait_until(lambda: finished(run.pk), timeout=120, what=f"the queued run to be picked up and finish\n{worker.log()}")
+        wait_until(
+            lambda: finished(run.pk),
+            timeout=120,
+            what=f"the queued run to be picked up and finish\n{worker.log()}",
+        )
     finally:
         worker.stop()
     assert_ran_once(run)
 
 
-def test_an_idle_websocket_through_redis_stays_open_for_a_minute(web_server, services_env, user, settings):
+def test_an_idle_websocket_through_redis_stays_open_for_a_minute(
+    web_server, services_env, user, settings
+):
     # This process publishes on the web process's channel prefix (the real channel-layer settings otherwise).
     layers = {"default": {**settings.CHANNEL_LAYERS["default"]}}
-    layers["default"]["CONFIG"] = {**layers["default"]["CONFIG"], "prefix": services_env["FRONTIER_CHANNEL_PREFIX"]}
+    layers["default"]["CONFIG"] = {
+        **layers["default"]["CONFIG"],
+        "prefix": services_env["FRONTIER_CHANNEL_PREFIX"],
+    }
     settings.CHANNEL_LAYERS = layers
     run = Run.objects.create(owner=user, name="idle")
-    with connect(ws_url(web_server, run.pk), additional_headers={"Cookie": session_cookie(user)}, origin=web_server.url, open_timeout=10) as ws:
+    with connect(
+        ws_url(web_server, run.pk),
+        additional_headers={"Cookie": session_cookie(user)},
+        origin=web_server.url,
+        open_timeout=10,
+    ) as ws:
         opened = time.monotonic()
         while (left := opened + 60 - time.monotonic()) > 0:
             try:
@@ -149,7 +182,9 @@ def test_an_idle_websocket_through_redis_stays_open_for_a_minute(web_server, ser
             except TimeoutError:
                 break
             except ConnectionClosed as closed:
-                raise AssertionError(f"the idle socket was closed after {time.monotonic() - opened:.0f} s: {closed}") from None
+                raise AssertionError(
+                    f"the idle socket was closed after {time.monotonic() - opened:.0f} s: {closed}"
+                ) from None
             raise AssertionError(f"an idle socket received {message!r}")
         # Still open and still subscribed: an event published now arrives.
         from optimizer.runs.events import publish_run_event
@@ -158,13 +193,20 @@ def test_an_idle_websocket_through_redis_stays_open_for_a_minute(web_server, ser
         assert json.loads(ws.recv(timeout=30))["data"]["note"] == "after a minute"
 
 
-def read_until_finished(server, run_id: int, cookie: str, seqs: list[int], *, deadline: float) -> None:
+def read_until_finished(
+    server, run_id: int, cookie: str, seqs: list[int], *, deadline: float
+) -> None:
     """What the run page does: (re)connect from the last seq it has and read
     until run.finished, reconnecting whenever the socket closes."""
     while time.monotonic() < deadline:
         try:
             after = seqs[-1] if seqs else 0
-            with connect(ws_url(server, run_id, after=after), additional_headers={"Cookie": cookie}, origin=server.url, open_timeout=10) as ws:
+            with connect(
+                ws_url(server, run_id, after=after),
+                additional_headers={"Cookie": cookie},
+                origin=server.url,
+                open_timeout=10,
+            ) as ws:
                 while True:
                     message = json.loads(ws.recv(timeout=max(1, deadline - time.monotonic())))
                     seqs.append(message["seq"])
@@ -175,7 +217,9 @@ def read_until_finished(server, run_id: int, cookie: str, seqs: list[int], *, de
     raise AssertionError(f"run.finished never arrived; seqs so far end at {seqs[-5:]}")
 
 
-def test_a_redis_outage_mid_run_neither_kills_the_worker_nor_loses_the_run(services_env, own_redis, user, tmp_path):
+def test_a_redis_outage_mid_run_neither_kills_the_worker_nor_loses_the_run(
+    services_env, own_redis, user, tmp_path
+):
     refund_verifier(user)
     task_set = refund_task_set(user)
     own_redis.start()
@@ -189,7 +233,12 @@ def test_a_redis_outage_mid_run_neither_kills_the_worker_nor_loses_the_run(servi
         status, body = launch_through_the_api(web, api_token(user), config)
         assert status == 201, body
         run = Run.objects.get(pk=body["id"])
-        with connect(ws_url(web, run.pk), additional_headers={"Cookie": cookie}, origin=web.url, open_timeout=10) as ws:
+        with connect(
+            ws_url(web, run.pk),
+            additional_headers={"Cookie": cookie},
+            origin=web.url,
+            open_timeout=10,
+        ) as ws:
             while True:  # until the seed candidate: the run is well under way
                 message = json.loads(ws.recv(timeout=120))
                 seqs.append(message["seq"])
@@ -204,11 +253,19 @@ def test_a_redis_outage_mid_run_neither_kills_the_worker_nor_loses_the_run(servi
             except (ConnectionClosed, TimeoutError):
                 pass  # the page reconnects from the last seq it has
         read_until_finished(web, run.pk, cookie, seqs, deadline=time.monotonic() + 180)
-        wait_until(lambda: finished(run.pk), timeout=60, what="the run to be finished in the database")
+        wait_until(
+            lambda: finished(run.pk), timeout=60, what="the run to be finished in the database"
+        )
         # Still serving, not merely finishing its task before an exit: it runs the next run.
-        status, body = launch_through_the_api(web, api_token(user), run_config(task_set, budget={"max_metric_calls": 20}))
+        status, body = launch_through_the_api(
+            web, api_token(user), run_config(task_set, budget={"max_metric_calls": 20})
+        )
         assert status == 201, body
-        wait_until(lambda: finished(body["id"]), timeout=60, what=f"a run launched after the outage\n{worker.log()[-3000:]}")
+        wait_until(
+            lambda: finished(body["id"]),
+            timeout=60,
+            what=f"a run launched after the outage\n{worker.log()[-3000:]}",
+        )
     finally:
         worker.stop()
         web.stop()

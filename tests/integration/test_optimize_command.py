@@ -21,7 +21,16 @@ from tests.polling import wait_until
 pytestmark = pytest.mark.standalone
 
 ROOT = Path(__file__).resolve().parents[2]
-SUMMARY_KEYS = {"run_id", "status", "seed_score", "best_score", "best_candidate", "best_candidate_index", "metric_calls", "run_url"}
+SUMMARY_KEYS = {
+    "run_id",
+    "status",
+    "seed_score",
+    "best_score",
+    "best_candidate",
+    "best_candidate_index",
+    "metric_calls",
+    "run_url",
+}
 
 
 class Site:
@@ -41,22 +50,44 @@ class Site:
         return [sys.executable, str(ROOT / "manage.py"), *args]
 
     def manage(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-        return subprocess.run(self.command(*args), cwd=self.path, env=self.env, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            self.command(*args),
+            cwd=self.path,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
     def start(self, *args: str) -> subprocess.Popen:
-        return subprocess.Popen(self.command(*args), cwd=self.path, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(
+            self.command(*args),
+            cwd=self.path,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     def query(self, sql: str, *params):
         with sqlite3.connect(self.db, timeout=30) as db:
             return db.execute(sql, params).fetchall()
 
     def candidates(self, run_id: int) -> list[int]:
-        return [row[0] for row in self.query('SELECT "index" FROM optimizer_candidate WHERE run_id = ? ORDER BY "index"', run_id)]
+        return [
+            row[0]
+            for row in self.query(
+                'SELECT "index" FROM optimizer_candidate WHERE run_id = ? ORDER BY "index"', run_id
+            )
+        ]
 
     def events(self, run_id: int, type: str) -> list[dict]:
-        rows = self.query("SELECT payload FROM optimizer_runevent WHERE run_id = ? AND type = ? ORDER BY seq", run_id, type)
+        rows = self.query(
+            "SELECT payload FROM optimizer_runevent WHERE run_id = ? AND type = ? ORDER BY seq",
+            run_id,
+            type,
+        )
         return [json.loads(row[0]) for row in rows]
-
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +99,11 @@ def site(tmp_path_factory):
             "task_id": key,
             "input": text,
             "split": "train" if n % 2 == 0 else "val",
-            "metadata": {"expectations": {"mustMention": [{"text": phrase, "message": f"Offer the {phrase} option"}]}},
+            "metadata": {
+                "expectations": {
+                    "mustMention": [{"text": phrase, "message": f"Offer the {phrase} option"}]
+                }
+            },
         }
         for n, (key, text, phrase) in enumerate(REQUESTS)
     ]
@@ -91,12 +126,26 @@ def last_run_id(site) -> int:
 def launch(site, *extra: str) -> tuple[subprocess.Popen, int]:
     """Start `optimize run --wait`; returns the process and the id its run will get."""
     run_id = last_run_id(site) + 1
-    process = site.start("optimize", "run", "--verifier", "refund.json", "--tasks", "refunds.jsonl", "--wait", *extra)
+    process = site.start(
+        "optimize", "run", "--verifier", "refund.json", "--tasks", "refunds.jsonl", "--wait", *extra
+    )
     return process, run_id
 
 
 def test_run_wait_prints_the_json_summary_on_stdout_and_progress_on_stderr(site):
-    done = site.manage("optimize", "run", "--verifier", "refund.json", "--tasks", "refunds.jsonl", "--model", "demo", "--budget", "80", "--wait")
+    done = site.manage(
+        "optimize",
+        "run",
+        "--verifier",
+        "refund.json",
+        "--tasks",
+        "refunds.jsonl",
+        "--model",
+        "demo",
+        "--budget",
+        "80",
+        "--wait",
+    )
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert set(summary) == SUMMARY_KEYS
@@ -112,7 +161,17 @@ def test_run_wait_prints_the_json_summary_on_stdout_and_progress_on_stderr(site)
 
 
 def test_a_preset_budget_below_a_few_proposals_is_warned_about(site):
-    done = site.manage("optimize", "run", "--verifier", "refund.json", "--tasks", "refunds.jsonl", "--budget", "10", "--wait")
+    done = site.manage(
+        "optimize",
+        "run",
+        "--verifier",
+        "refund.json",
+        "--tasks",
+        "refunds.jsonl",
+        "--budget",
+        "10",
+        "--wait",
+    )
     assert "warning: budget: 10 metric calls allow only 0 proposal(s)" in done.stderr
     assert json.loads(done.stdout)["status"] == "completed"
 
@@ -120,13 +179,30 @@ def test_a_preset_budget_below_a_few_proposals_is_warned_about(site):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("--verifier", "missing-verifier", "--tasks", "refunds.jsonl"), '--verifier: no verifier with id "missing-verifier"'),
-        (("--verifier", "refund.json", "--tasks", "nowhere"), '--tasks: no task set named "nowhere"'),
-        (("--verifier", "refund.json", "--tasks", "refunds.jsonl", "--model", "gpt-9"), 'task_lm: no model endpoint named "gpt-9"'),
-        (("--verifier", "refund.json", "--tasks", "refunds.jsonl", "--budget", "lots"), "budget.preset: Input should be"),
-        (("--verifier", "refund.json", "--tasks", "refunds.jsonl", "--parallel-proposals", "9"), "parallel_proposals: Input should be less than or equal to 8"),
-        (("--verifier", "refund.json", "--tasks", "refunds.jsonl", "--budget", "9914443"),
-         "budget.max_metric_calls: 9,914,443 metric calls is above your limit of 50,000 per run (set by an administrator)"),
+        (
+            ("--verifier", "missing-verifier", "--tasks", "refunds.jsonl"),
+            '--verifier: no verifier with id "missing-verifier"',
+        ),
+        (
+            ("--verifier", "refund.json", "--tasks", "nowhere"),
+            '--tasks: no task set named "nowhere"',
+        ),
+        (
+            ("--verifier", "refund.json", "--tasks", "refunds.jsonl", "--model", "gpt-9"),
+            'task_lm: no model endpoint named "gpt-9"',
+        ),
+        (
+            ("--verifier", "refund.json", "--tasks", "refunds.jsonl", "--budget", "lots"),
+            "budget.preset: Input should be",
+        ),
+        (
+            ("--verifier", "refund.json", "--tasks", "refunds.jsonl", "--parallel-proposals", "9"),
+            "parallel_proposals: Input should be less than or equal to 8",
+        ),
+        (
+            ("--verifier", "refund.json", "--tasks", "refunds.jsonl", "--budget", "9914443"),
+            "budget.max_metric_calls: 9,914,443 metric calls is above your limit of 50,000 per run (set by an administrator)",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_one_line_naming_the_option(site, args, message):
@@ -138,28 +214,58 @@ def test_bad_input_exits_2_with_one_line_naming_the_option(site, args, message):
 
 
 def test_resume_names_its_option_not_the_service_s_argument(site):
-    done = site.manage("optimize", "run", "--verifier", "refund.json", "--tasks", "refunds.jsonl", "--budget", "20", "--wait")
+    done = site.manage(
+        "optimize",
+        "run",
+        "--verifier",
+        "refund.json",
+        "--tasks",
+        "refunds.jsonl",
+        "--budget",
+        "20",
+        "--wait",
+    )
     run_id = json.loads(done.stdout)["run_id"]
     resumed = site.manage("optimize", "resume", str(run_id), "--extra-budget", "-5")
     assert resumed.returncode == 2 and "Traceback" not in resumed.stderr
-    assert resumed.stderr.strip().splitlines()[-1] == "CommandError: --extra-budget: must not be negative"
+    assert (
+        resumed.stderr.strip().splitlines()[-1]
+        == "CommandError: --extra-budget: must not be negative"
+    )
 
 
 def test_a_set_with_no_val_tasks_is_refused_like_in_the_launch_form_not_validated_on_train(site):
-    rows = [json.loads(line) | {"split": "train"} for line in (site.path / "refunds.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(line) | {"split": "train"}
+        for line in (site.path / "refunds.jsonl").read_text().splitlines()
+    ]
     (site.path / "all-train.jsonl").write_text("\n".join(json.dumps(row) for row in rows))
     done = site.manage("optimize", "run", "--verifier", "refund.json", "--tasks", "all-train.jsonl")
     assert done.returncode == 2
-    assert 'splits.val: task set "all-train" has no tasks in split "val"; split it first: manage.py tasks split all-train' in done.stderr
+    assert (
+        'splits.val: task set "all-train" has no tasks in split "val"; split it first: manage.py tasks split all-train'
+        in done.stderr
+    )
 
 
 def test_a_refused_launch_leaves_no_imported_verifier_or_task_set_behind(site):
     (site.path / "fresh-spec.json").write_text(json.dumps({**REFUND_SPEC, "id": "fresh-spec"}))
     (site.path / "fresh-tasks.jsonl").write_text((site.path / "refunds.jsonl").read_text())
-    done = site.manage("optimize", "run", "--verifier", "fresh-spec.json", "--tasks", "fresh-tasks.jsonl", "--model", "gpt-9")
+    done = site.manage(
+        "optimize",
+        "run",
+        "--verifier",
+        "fresh-spec.json",
+        "--tasks",
+        "fresh-tasks.jsonl",
+        "--model",
+        "gpt-9",
+    )
     assert done.returncode == 2 and 'task_lm: no model endpoint named "gpt-9"' in done.stderr
     assert site.query("SELECT count(*) FROM optimizer_taskset WHERE name = 'fresh-tasks'") == [(0,)]
-    assert site.query("SELECT count(*) FROM verifiers_app_verifier WHERE slug = 'fresh-spec'") == [(0,)]
+    assert site.query("SELECT count(*) FROM verifiers_app_verifier WHERE slug = 'fresh-spec'") == [
+        (0,)
+    ]
 
 
 def test_stop_from_another_process_ends_the_run_between_iterations(site):
@@ -183,7 +289,9 @@ def test_cancel_aborts_without_waiting_for_the_iteration(site):
     out, _ = waiting.communicate(timeout=60)
     summary = json.loads(out)
     assert summary["status"] == "stopped"
-    assert summary["metric_calls"] <= 4 + 3  # the seed on 4 val tasks, the parent on a minibatch of 3
+    assert (
+        summary["metric_calls"] <= 4 + 3
+    )  # the seed on 4 val tasks, the parent on a minibatch of 3
     assert site.query("SELECT phase FROM optimizer_run WHERE id = ?", run_id) == [("cancelled",)]
     assert site.candidates(run_id) == [0]
 
@@ -198,7 +306,10 @@ def test_a_run_killed_mid_flight_resumes_to_completion_without_lost_or_duplicate
 
     # A live worker refreshes the heartbeat every few seconds; this one is dead,
     # so after STALE_AFTER its heartbeat is old. Age it instead of waiting 30 s.
-    site.query("UPDATE optimizer_runprogress SET heartbeat_at = '2000-01-01 00:00:00' WHERE run_id = ?", run_id)
+    site.query(
+        "UPDATE optimizer_runprogress SET heartbeat_at = '2000-01-01 00:00:00' WHERE run_id = ?",
+        run_id,
+    )
     done = site.manage("optimize", "resume", str(run_id), "--wait")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["status"] == "completed"
@@ -209,7 +320,12 @@ def test_a_run_killed_mid_flight_resumes_to_completion_without_lost_or_duplicate
     assert sorted(announced) == indices
     iterations = [e["iteration"] for e in site.events(run_id, "proposal")]
     assert len(iterations) == len(set(iterations))
-    seqs = [row[0] for row in site.query("SELECT seq FROM optimizer_runevent WHERE run_id = ? ORDER BY seq", run_id)]
+    seqs = [
+        row[0]
+        for row in site.query(
+            "SELECT seq FROM optimizer_runevent WHERE run_id = ? ORDER BY seq", run_id
+        )
+    ]
     assert seqs == list(range(1, len(seqs) + 1))
     assert (site.path / "runs" / str(run_id) / "gepa_state.bin").exists()
 

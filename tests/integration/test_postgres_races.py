@@ -45,7 +45,9 @@ def at_once(action, threads: int = 4) -> list[str]:
 def test_simultaneous_imports_into_one_set_neither_fail_nor_duplicate(user):
     taskset_import(owner=user, name="S", filename="tasks.jsonl", content=jsonl(ROWS[0]))
     content = jsonl(*[{"task_id": f"new{i}", "input": "x"} for i in range(300)])
-    outcomes = at_once(lambda: taskset_import(owner=user, name="S", filename="tasks.jsonl", content=content))
+    outcomes = at_once(
+        lambda: taskset_import(owner=user, name="S", filename="tasks.jsonl", content=content)
+    )
     assert outcomes == ["ok"] * 4
     assert Task.objects.count() == 301
 
@@ -53,7 +55,9 @@ def test_simultaneous_imports_into_one_set_neither_fail_nor_duplicate(user):
 @pytest.mark.django_db(transaction=True)
 def test_simultaneous_creates_of_one_id_make_one_verifier_and_clear_errors(user):
     outcomes = at_once(lambda: verifier_create(owner=user, spec=SPEC))
-    assert sorted(outcomes) == [f'id: a verifier with id "{SPEC["id"]}" already exists; edit it or choose another id'] * 3 + ["ok"]
+    assert sorted(outcomes) == [
+        f'id: a verifier with id "{SPEC["id"]}" already exists; edit it or choose another id'
+    ] * 3 + ["ok"]
     assert Verifier.objects.count() == 1
 
 
@@ -65,11 +69,20 @@ def test_a_batch_resent_while_the_first_copy_is_being_applied_is_applied_once(us
     from optimizer.models import Candidate, RunEvent
 
     run, _ = external_run_open(owner=user, data={"key": "race-run-0001"})
-    batch = {"seq": 1, "events": [
-        {"type": "candidate", "index": 0, "origin": "seed", "components": {"p": "x"}, "val_score": 0.5,
-         "tasks": [{"task_key": f"t{i}", "score": 0.5} for i in range(50)]},
-        {"type": "budget", "used": 50, "total": 500},
-    ]}
+    batch = {
+        "seq": 1,
+        "events": [
+            {
+                "type": "candidate",
+                "index": 0,
+                "origin": "seed",
+                "components": {"p": "x"},
+                "val_score": 0.5,
+                "tasks": [{"task_key": f"t{i}", "score": 0.5} for i in range(50)],
+            },
+            {"type": "budget", "used": 50, "total": 500},
+        ],
+    }
     answers = []
     outcomes = at_once(lambda: answers.append(external_events_apply(run=run, data=batch)))
     assert outcomes == ["ok"] * 4

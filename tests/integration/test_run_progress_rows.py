@@ -39,24 +39,41 @@ def row_version(run_id: int) -> str:
 
 def test_heartbeats_budget_updates_and_event_batches_leave_the_run_row_version_as_it_was(held):
     run, run_claim = held
-    recorder = RunRecorder(run=run, adapter=None, valset=[], task_pks={}, budget_total=run.budget_total, claim=run_claim)
+    recorder = RunRecorder(
+        run=run,
+        adapter=None,
+        valset=[],
+        task_pks={},
+        budget_total=run.budget_total,
+        claim=run_claim,
+    )
     version = row_version(run.pk)
     for used in range(1, 11):
         Heartbeat(run_claim).beat()
-        recorder.on_budget_updated({"metric_calls_used": used, "frontier_usage": recorder.meter.snapshot(), "frontier_eta": 1.0})
+        recorder.on_budget_updated(
+            {
+                "metric_calls_used": used,
+                "frontier_usage": recorder.meter.snapshot(),
+                "frontier_eta": 1.0,
+            }
+        )
         recorder._publish()
     assert row_version(run.pk) == version
     assert run_progress(run.pk).get().budget_used == 10
 
 
-def test_a_takeover_waits_for_a_progress_write_in_flight_and_the_old_worker_then_writes_nothing(held):
+def test_a_takeover_waits_for_a_progress_write_in_flight_and_the_old_worker_then_writes_nothing(
+    held,
+):
     run, run_claim = held
     written, release, took_over = threading.Event(), threading.Event(), threading.Event()
 
     def old_worker():
         try:
             with transaction.atomic():
-                run_claim.update(heartbeat_at=timezone.now())  # locks the run row until this commits
+                run_claim.update(
+                    heartbeat_at=timezone.now()
+                )  # locks the run row until this commits
                 written.set()
                 release.wait(10)
         finally:
@@ -86,5 +103,7 @@ def test_a_takeover_waits_for_a_progress_write_in_flight_and_the_old_worker_then
     with pytest.raises(ClaimLost):
         Heartbeat(run_claim).beat()
     with pytest.raises(ClaimLost):
-        publish_run_event(run.pk, ev.RUN_STATUS, {"status": "running", "phase": "late"}, claim=run_claim)
+        publish_run_event(
+            run.pk, ev.RUN_STATUS, {"status": "running", "phase": "late"}, claim=run_claim
+        )
     assert run_progress(run.pk).values("heartbeat_at", "last_seq").get() == before

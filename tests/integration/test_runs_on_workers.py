@@ -24,13 +24,19 @@ def assert_event_log_is_whole(run: Run) -> None:
     assert sorted(announced) == indices
 
 
-def test_a_demo_run_executes_in_a_worker_process_and_streams_to_a_websocket_client(web_server, celery_worker, user):
+def test_a_demo_run_executes_in_a_worker_process_and_streams_to_a_websocket_client(
+    web_server, celery_worker, user
+):
     refund_verifier(user)
     task_set = refund_task_set(user)
     run = run_launch(owner=user, config=run_config(task_set, budget={"max_metric_calls": 60}))
 
     received = []
-    with connect(ws_url(web_server, run.pk), additional_headers={"Cookie": session_cookie(user)}, origin=web_server.url) as ws:
+    with connect(
+        ws_url(web_server, run.pk),
+        additional_headers={"Cookie": session_cookie(user)},
+        origin=web_server.url,
+    ) as ws:
         while not received or received[-1]["type"] != "run.finished":
             received.append(json.loads(ws.recv(timeout=120)))
 
@@ -45,7 +51,9 @@ def test_a_demo_run_executes_in_a_worker_process_and_streams_to_a_websocket_clie
     assert_event_log_is_whole(run)
 
 
-def test_a_run_whose_worker_is_killed_is_resumed_by_another_worker_without_gaps_or_duplicates(services_env, user, tmp_path):
+def test_a_run_whose_worker_is_killed_is_resumed_by_another_worker_without_gaps_or_duplicates(
+    services_env, user, tmp_path
+):
     refund_verifier(user)
     task_set = refund_task_set(user)
     first = start_worker(services_env, tmp_path / "first-worker.log")
@@ -56,7 +64,11 @@ def test_a_run_whose_worker_is_killed_is_resumed_by_another_worker_without_gaps_
             task_lm={"provider": "demo", "model": "demo-task", "simulated_latency_ms": 60},
         )
         run = run_launch(owner=user, config=config)
-        wait_until(lambda: run.candidates.count() >= 2, timeout=120, what="two candidates from the first worker")
+        wait_until(
+            lambda: run.candidates.count() >= 2,
+            timeout=120,
+            what="two candidates from the first worker",
+        )
         first.kill()
     finally:
         first.stop()

@@ -27,17 +27,35 @@ def _env(data_dir: str, static_root: str | None = None) -> dict:
     """`static_root`: where the static files are collected; the session's (tests/conftest.py) by default."""
     from django.conf import settings
 
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DEBUG"}}
-    return dict(env, FRONTIER_DATA_DIR=data_dir, FRONTIER_STATIC_ROOT=static_root or str(settings.STATIC_ROOT),
-                PYTHONUNBUFFERED="1", DJANGO_SETTINGS_MODULE="dashboard.settings")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DEBUG"}
+    }
+    return dict(
+        env,
+        FRONTIER_DATA_DIR=data_dir,
+        FRONTIER_STATIC_ROOT=static_root or str(settings.STATIC_ROOT),
+        PYTHONUNBUFFERED="1",
+        DJANGO_SETTINGS_MODULE="dashboard.settings",
+    )
 
 
 def _manage(env: dict, *args: str) -> str:
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          check=True, timeout=300).stdout
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    ).stdout
 
 
-RUN_STATUS = "from optimizer.models import Run; r = Run.objects.get(); print(r.status, r.budget_used)"
+RUN_STATUS = (
+    "from optimizer.models import Run; r = Run.objects.get(); print(r.status, r.budget_used)"
+)
 
 
 def _run_state(env: dict) -> tuple[str, int]:
@@ -52,11 +70,20 @@ def test_ctrl_c_stops_the_server_with_no_traceback_and_the_demo_run_is_not_marke
         _manage(env, "demo_setup")  # launches the live demo run
         err_path = Path(data_dir) / "serve.err"
         with open(err_path, "w") as err:
-            server = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(_free_port())], cwd=ROOT, env=env,
-                                      stdout=subprocess.DEVNULL, stderr=err)
+            server = subprocess.Popen(
+                [sys.executable, "manage.py", "serve", "--port", str(_free_port())],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
         try:
-            wait_until(lambda: (state := _run_state(env))[0] == "running" and state[1] > 0,
-                       timeout=120, interval=1, what="the demo run to be spending its budget")
+            wait_until(
+                lambda: (state := _run_state(env))[0] == "running" and state[1] > 0,
+                timeout=120,
+                interval=1,
+                what="the demo run to be spending its budget",
+            )
             server.send_signal(signal.SIGINT)  # what Ctrl-C in the terminal sends
             assert server.wait(timeout=60) == 0
         finally:
@@ -65,14 +92,20 @@ def test_ctrl_c_stops_the_server_with_no_traceback_and_the_demo_run_is_not_marke
         stderr = err_path.read_text()
         assert "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
         assert "resumes from its checkpoint when the server starts again" in stderr
-        assert _run_state(env)[0] == "running"  # left for the watchdog to resume, as after a worker crash
+        assert (
+            _run_state(env)[0] == "running"
+        )  # left for the watchdog to resume, as after a worker crash
 
 
 def _get(url: str, headers: dict | None = None) -> tuple[int, dict, bytes]:
     request = urllib.request.Request(url, headers=headers or {})
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, {k.lower(): v for k, v in response.headers.items()}, response.read()
+            return (
+                response.status,
+                {k.lower(): v for k, v in response.headers.items()},
+                response.read(),
+            )
     except urllib.error.HTTPError as error:
         return error.code, {k.lower(): v for k, v in error.headers.items()}, error.read()
 
@@ -87,21 +120,46 @@ def test_serve_collects_the_static_files_and_serves_them_hashed_compressed_and_c
         base = f"http://127.0.0.1:{_free_port()}"
         err_path = Path(data_dir) / "serve.err"
         with open(err_path, "w") as err:
-            server = subprocess.Popen([sys.executable, "manage.py", "serve", "--no-worker", "--port", base.rsplit(":", 1)[1]],
-                                      cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err)
+            server = subprocess.Popen(
+                [
+                    sys.executable,
+                    "manage.py",
+                    "serve",
+                    "--no-worker",
+                    "--port",
+                    base.rsplit(":", 1)[1],
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
         try:
-            wait_until(lambda: _answers(base + "/login/"), timeout=180, interval=0.5, what="serve to answer (after collecting)")
+            wait_until(
+                lambda: _answers(base + "/login/"),
+                timeout=180,
+                interval=0.5,
+                what="serve to answer (after collecting)",
+            )
             login = _get(base + "/login/")[2].decode()
             css_url = re.search(r'href="(/static/css/frontier\.[0-9a-f]{12}\.css)"', login).group(1)
             manifest = (Path(data_dir) / "static" / "staticfiles.json").read_text()
-            plotly_url = "/static/" + re.search(r'"(vendor/plotly-frontier\.min\.[0-9a-f]{12}\.js)"', manifest).group(1)
-            for url, source in ((css_url, "static/css/frontier.css"), (plotly_url, "static/vendor/plotly-frontier.min.js")):
+            plotly_url = "/static/" + re.search(
+                r'"(vendor/plotly-frontier\.min\.[0-9a-f]{12}\.js)"', manifest
+            ).group(1)
+            for url, source in (
+                (css_url, "static/css/frontier.css"),
+                (plotly_url, "static/vendor/plotly-frontier.min.js"),
+            ):
                 original = (ROOT / source).read_bytes()
                 status, headers, body = _get(base + url, {"Accept-Encoding": "gzip, deflate, br"})
                 assert status == 200 and headers["content-encoding"] == "br", (url, status, headers)
                 assert brotli.decompress(body) == original and len(body) < len(original) / 3
                 assert headers["cache-control"] == "max-age=31536000, public, immutable", headers
-                assert "accept-encoding" in headers["vary"].lower() and headers["x-content-type-options"] == "nosniff"
+                assert (
+                    "accept-encoding" in headers["vary"].lower()
+                    and headers["x-content-type-options"] == "nosniff"
+                )
                 status, headers, body = _get(base + url, {"Accept-Encoding": "gzip"})
                 assert headers["content-encoding"] == "gzip" and gzip.decompress(body) == original
                 status, plain_headers, body = _get(base + url)

@@ -16,11 +16,23 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load_settings(**env) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DEBUG"}}
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DEBUG"}
+    }
     clean.update(env)
     return subprocess.run(
-        [sys.executable, "-c", "import django; django.setup(); from django.conf import settings; print(settings.DEBUG, settings.EMBEDDED)"],
-        cwd=ROOT, env=clean, capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-c",
+            "import django; django.setup(); from django.conf import settings; print(settings.DEBUG, settings.EMBEDDED)",
+        ],
+        cwd=ROOT,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -37,7 +49,11 @@ def test_outside_debug_a_missing_secret_key_is_an_error():
 
 
 def test_with_services_configured_debug_is_off_and_the_mode_is_distributed():
-    result = _load_settings(SECRET_KEY="x" * 50, DATABASE_URL="postgres://u@127.0.0.1/frontier", REDIS_URL="redis://127.0.0.1:6379/0")
+    result = _load_settings(
+        SECRET_KEY="x" * 50,
+        DATABASE_URL="postgres://u@127.0.0.1/frontier",
+        REDIS_URL="redis://127.0.0.1:6379/0",
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["False", "False"]
 
@@ -55,8 +71,14 @@ def _production_env() -> dict:
 def test_check_deploy_is_clean_with_the_documented_production_environment(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
     env.update(_production_env(), FRONTIER_DATA_DIR=str(tmp_path))
-    result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
 
@@ -64,11 +86,20 @@ def test_check_deploy_is_clean_with_the_documented_production_environment(tmp_pa
 def test_the_https_settings_come_from_the_environment(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
     env.update(_production_env(), FRONTIER_DATA_DIR=str(tmp_path))
-    code = ("import django; django.setup(); from django.conf import settings as s; "
-            "print(s.SECURE_SSL_REDIRECT, s.SECURE_HSTS_SECONDS, s.SECURE_HSTS_INCLUDE_SUBDOMAINS, s.SECURE_HSTS_PRELOAD, "
-            "s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_PROXY_SSL_HEADER)")
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
-    assert result.stdout.strip() == "True 31536000 True True True True ('HTTP_X_FORWARDED_PROTO', 'https')", result.stderr
+    code = (
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(s.SECURE_SSL_REDIRECT, s.SECURE_HSTS_SECONDS, s.SECURE_HSTS_INCLUDE_SUBDOMAINS, s.SECURE_HSTS_PRELOAD, "
+        "s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_PROXY_SSL_HEADER)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert (
+        result.stdout.strip()
+        == "True 31536000 True True True True ('HTTP_X_FORWARDED_PROTO', 'https')"
+    ), result.stderr
     env["SECURE_PROXY_SSL_HEADER"] = "https"
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode != 0 and "SECURE_PROXY_SSL_HEADER must look like" in result.stderr

@@ -31,20 +31,38 @@ from tests.integration.test_distributed_mode import ws_url
 from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
 
 
-def test_a_client_of_each_of_two_web_processes_gets_every_event_of_a_run(services_env, celery_worker, user, tmp_path):
+def test_a_client_of_each_of_two_web_processes_gets_every_event_of_a_run(
+    services_env, celery_worker, user, tmp_path
+):
     webs = [start_web(services_env, tmp_path / f"web-{n}.log") for n in range(2)]
     try:
         cookie = session_cookie(user)
         refund_verifier(user)
-        run = run_launch(owner=user, config=run_config(refund_task_set(user), budget={"max_metric_calls": 40}))
+        run = run_launch(
+            owner=user, config=run_config(refund_task_set(user), budget={"max_metric_calls": 40})
+        )
         received: list[list[dict]] = [[], []]
         rows: list[list[dict]] = [[], []]
         stack = ExitStack()
-        lists = [stack.enter_context(connect(web.url.replace("http://", "ws://") + "/ws/runs/", additional_headers={"Cookie": cookie},
-                                             origin=web.url, open_timeout=10)) for web in webs]
+        lists = [
+            stack.enter_context(
+                connect(
+                    web.url.replace("http://", "ws://") + "/ws/runs/",
+                    additional_headers={"Cookie": cookie},
+                    origin=web.url,
+                    open_timeout=10,
+                )
+            )
+            for web in webs
+        ]
 
         def watch(n: int) -> None:
-            with connect(ws_url(webs[n], run.pk), additional_headers={"Cookie": cookie}, origin=webs[n].url, open_timeout=10) as ws:
+            with connect(
+                ws_url(webs[n], run.pk),
+                additional_headers={"Cookie": cookie},
+                origin=webs[n].url,
+                open_timeout=10,
+            ) as ws:
                 while not received[n] or received[n][-1]["type"] != "run.finished":
                     received[n].append(json.loads(ws.recv(timeout=120)))
 
@@ -52,7 +70,9 @@ def test_a_client_of_each_of_two_web_processes_gets_every_event_of_a_run(service
             while not rows[n] or rows[n][-1]["status"] != RunStatus.COMPLETED:
                 rows[n].append(json.loads(lists[n].recv(timeout=120))["data"])
 
-        threads = [threading.Thread(target=f, args=(n,)) for n in range(2) for f in (watch, watch_list)]
+        threads = [
+            threading.Thread(target=f, args=(n,)) for n in range(2) for f in (watch, watch_list)
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -74,9 +94,14 @@ def test_a_client_of_each_of_two_web_processes_gets_every_event_of_a_run(service
 
 def start_compose_web(env: dict, log_path) -> Process:
     """The compose file's `web` command (its flags as they are), on a free local port."""
-    command = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["web"]["command"]
+    command = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["web"][
+        "command"
+    ]
     port = free_port()
-    args = [_bin(command[0]), *("127.0.0.1" if a == "0.0.0.0" else str(port) if a == "8000" else a for a in command[1:])]
+    args = [
+        _bin(command[0]),
+        *("127.0.0.1" if a == "0.0.0.0" else str(port) if a == "8000" else a for a in command[1:]),
+    ]
     process = Process(args, env, log_path)
     process.url = f"http://127.0.0.1:{port}"
     wait_until_serving(process, process.url + "/login/", name="the web process", seconds=60)
@@ -90,12 +115,18 @@ def start_compose_proxy(webs: list, tmp_path) -> Process:
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     if not Path(nginx).exists():
         pytest.fail("nginx is needed (Debian package nginx-light; .ci/run installs it)")
-    site = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["configs"]["nginx"]["content"].replace("$$", "$")
+    site = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["configs"]["nginx"][
+        "content"
+    ].replace("$$", "$")
     assert "server web:8000;" in site and "listen 8000;" in site
     port = free_port()
-    site = site.replace("server web:8000;", " ".join(f"server {web.url.removeprefix('http://')};" for web in webs))
+    site = site.replace(
+        "server web:8000;", " ".join(f"server {web.url.removeprefix('http://')};" for web in webs)
+    )
     site = site.replace("listen 8000;", f"listen 127.0.0.1:{port};")
-    temp = {name: tmp_path / f"nginx-{name}" for name in ("body", "proxy", "fastcgi", "uwsgi", "scgi")}
+    temp = {
+        name: tmp_path / f"nginx-{name}" for name in ("body", "proxy", "fastcgi", "uwsgi", "scgi")
+    }
     conf = tmp_path / "nginx.conf"
     conf.write_text(
         ("user root;\n" if os.geteuid() == 0 else "")
@@ -104,16 +135,25 @@ def start_compose_proxy(webs: list, tmp_path) -> Process:
         # Which web process answered each request (the test's own log format).
         + "log_format upstream '$upstream_addr \"$request\" $status';\n"
         + f"access_log {tmp_path / 'nginx-access.log'} upstream;\n"
-        + "".join(f"{name}_temp_path {path};\n" for name, path in temp.items()).replace("body_temp", "client_body_temp")
-        + site + "}\n"
+        + "".join(f"{name}_temp_path {path};\n" for name, path in temp.items()).replace(
+            "body_temp", "client_body_temp"
+        )
+        + site
+        + "}\n"
     )
-    process = Process([nginx, "-p", str(tmp_path), "-c", str(conf), "-g", "daemon off;"], {}, tmp_path / "nginx.log")
+    process = Process(
+        [nginx, "-p", str(tmp_path), "-c", str(conf), "-g", "daemon off;"],
+        {},
+        tmp_path / "nginx.log",
+    )
     process.url = f"http://127.0.0.1:{port}"
     wait_until_serving(process, process.url + "/login/", name="nginx", seconds=30)
     return process
 
 
-def test_the_compose_proxy_spreads_pages_and_live_sockets_over_two_web_processes(services_env, celery_worker, user, tmp_path):
+def test_the_compose_proxy_spreads_pages_and_live_sockets_over_two_web_processes(
+    services_env, celery_worker, user, tmp_path
+):
     """docker-compose.yml's own nginx config (buffering on) and web command, run
     for real: a browser's requests through the proxy reach both web processes,
     its websockets are upgraded through it, a viewer on each gets every event of
@@ -124,22 +164,33 @@ def test_the_compose_proxy_spreads_pages_and_live_sockets_over_two_web_processes
         proxy = start_compose_proxy(webs, tmp_path)
         cookie = session_cookie(user)
         refund_verifier(user)
-        run = run_launch(owner=user, config=run_config(refund_task_set(user), budget={"max_metric_calls": 40}))
+        run = run_launch(
+            owner=user, config=run_config(refund_task_set(user), budget={"max_metric_calls": 40})
+        )
         received: list[list[dict]] = [[], []]
         connected = [threading.Event(), threading.Event()]
 
         def watch(n: int) -> None:
-            with connect(ws_url(proxy, run.pk), additional_headers={"Cookie": cookie}, origin=proxy.url, open_timeout=10) as ws:
+            with connect(
+                ws_url(proxy, run.pk),
+                additional_headers={"Cookie": cookie},
+                origin=proxy.url,
+                open_timeout=10,
+            ) as ws:
                 connected[n].set()
                 while not received[n] or received[n][-1]["type"] != "run.finished":
                     received[n].append(json.loads(ws.recv(timeout=120)))
 
         threads = [threading.Thread(target=watch, args=(n,)) for n in range(2)]
-        for thread, opened in zip(threads, connected):  # one after the other: the proxy's round robin
+        for thread, opened in zip(
+            threads, connected
+        ):  # one after the other: the proxy's round robin
             thread.start()
             assert opened.wait(timeout=30), "a websocket through the proxy did not open"
         for _ in range(6):  # pages through the proxy: round robin over both processes
-            request = urllib.request.Request(proxy.url + f"/runs/{run.pk}/", headers={"Cookie": cookie})
+            request = urllib.request.Request(
+                proxy.url + f"/runs/{run.pk}/", headers={"Cookie": cookie}
+            )
             with urllib.request.urlopen(request, timeout=10) as response:
                 assert response.status == 200 and b"<html" in response.read(2000).lower()
         for thread in threads:
@@ -151,9 +202,14 @@ def test_the_compose_proxy_spreads_pages_and_live_sockets_over_two_web_processes
         assert received[0] == log and received[1] == log
         # An export through the buffering proxy arrives streamed (chunked, as the
         # web process writes it), byte for byte.
-        request = urllib.request.Request(proxy.url + f"/runs/{run.pk}/export.json", headers={"Cookie": cookie})
+        request = urllib.request.Request(
+            proxy.url + f"/runs/{run.pk}/export.json", headers={"Cookie": cookie}
+        )
         with urllib.request.urlopen(request, timeout=30) as response:
-            assert response.headers["Transfer-Encoding"] == "chunked" and response.headers["Content-Length"] is None
+            assert (
+                response.headers["Transfer-Encoding"] == "chunked"
+                and response.headers["Content-Length"] is None
+            )
             assert response.read() == b"".join(run_export_stream(run))
         served = (tmp_path / "nginx-access.log").read_text()
         for web in webs:  # each process answered pages and one of the two sockets (101: upgraded)

@@ -49,8 +49,11 @@ def _open_exports() -> int:
     """Exports in progress on the test database: each reads its run in one
     transaction through a server-side cursor (optimizer.export)."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
-                       "AND state IN ('active', 'idle in transaction') AND query LIKE %s", ["%_django_curs_%"])
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
+            "AND state IN ('active', 'idle in transaction') AND query LIKE %s",
+            ["%_django_curs_%"],
+        )
         return cursor.fetchone()[0]
 
 
@@ -86,7 +89,10 @@ def served(services_env, user, tmp_path):
     STALLED_SECONDS is disconnected); yields (big, small, web, cookie) and stops
     the server after, checking its log is clean."""
     runs = _big_run(user), recorded_run(user, candidates=2, val_tasks=2, name="small")
-    web = start_web(dict(services_env, FRONTIER_STALLED_CLIENT_SECONDS=str(STALLED_SECONDS)), tmp_path / "web.log")
+    web = start_web(
+        dict(services_env, FRONTIER_STALLED_CLIENT_SECONDS=str(STALLED_SECONDS)),
+        tmp_path / "web.log",
+    )
     try:
         yield (*runs, web, session_cookie(user))
         assert "Traceback" not in web.log()
@@ -118,9 +124,13 @@ def test_a_slow_client_gets_every_byte_of_a_big_export_and_the_server_stays_smal
     sampler.done.set()
     sampler.join()
     growth = sampler.peak - before
-    print(f"{size / 1e6:.0f} MB in {seconds:.1f} s; server {before:.0f} MB -> peak {sampler.peak:.0f} MB")
+    print(
+        f"{size / 1e6:.0f} MB in {seconds:.1f} s; server {before:.0f} MB -> peak {sampler.peak:.0f} MB"
+    )
     assert size > 0.9 * BODY_MB * 1e6 and got.hexdigest() == expected.hexdigest()
-    assert growth < BODY_MB / 3, f"the server grew by {growth:.0f} MB for a {size / 1e6:.0f} MB body read slowly"
+    assert growth < BODY_MB / 3, (
+        f"the server grew by {growth:.0f} MB for a {size / 1e6:.0f} MB body read slowly"
+    )
     # The same keep-alive connection carries the next request.
     client.request("GET", f"/runs/{small.pk}/export.json", headers={"Cookie": cookie})
     assert client.getresponse().read()

@@ -23,7 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def files(tmp_path):
     def write(name: str, content) -> str:
         path = tmp_path / name
-        path.write_text(content if isinstance(content, str) else json.dumps(content), encoding="utf-8")
+        path.write_text(
+            content if isinstance(content, str) else json.dumps(content), encoding="utf-8"
+        )
         return str(path)
 
     return write
@@ -31,25 +33,40 @@ def files(tmp_path):
 
 def run_cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
-    return subprocess.run([sys.executable, "manage.py", "verifiers", *args], cwd=ROOT, input=stdin, env=env,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "manage.py", "verifiers", *args],
+        cwd=ROOT,
+        input=stdin,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_it_reads_the_output_from_stdin(files):
-    completed = run_cli("score", "--spec", files("spec.json", SPEC), "--output", "-", stdin="money back")
+    completed = run_cli(
+        "score", "--spec", files("spec.json", SPEC), "--output", "-", stdin="money back"
+    )
     assert completed.returncode == 0, completed.stderr
     assert json.loads(completed.stdout)["score"] == 1.0
 
 
 def test_an_invalid_spec_exits_2_with_one_line_naming_the_file_and_field(files):
-    bad = {"id": "x", "checks": [{"type": "contains"}, {"type": "regex", "params": {"pattern": "("}}]}
+    bad = {
+        "id": "x",
+        "checks": [{"type": "contains"}, {"type": "regex", "params": {"pattern": "("}}],
+    }
     path = files("bad.json", bad)
     completed = run_cli("score", "--spec", path, "--output", "-", stdin="x")
     assert completed.returncode == 2
     assert completed.stdout == ""
     lines = completed.stderr.strip().splitlines()
     assert len(lines) == 1
-    assert lines[0] == f"CommandError: {path}: checks[0].params.value: is required (and 1 more problem)"
+    assert (
+        lines[0]
+        == f"CommandError: {path}: checks[0].params.value: is required (and 1 more problem)"
+    )
 
 
 def test_a_file_that_is_not_json_exits_2_with_one_line(files):
@@ -62,7 +79,14 @@ def test_a_file_that_is_not_json_exits_2_with_one_line(files):
 
 
 def test_it_prints_every_problem_with_its_field_path_and_exits_2(files):
-    bad = files("bad.json", {"id": "x", "passTreshold": 1, "checks": [{"type": "contains"}, {"type": "json_keys", "params": {"keys": []}}]})
+    bad = files(
+        "bad.json",
+        {
+            "id": "x",
+            "passTreshold": 1,
+            "checks": [{"type": "contains"}, {"type": "json_keys", "params": {"keys": []}}],
+        },
+    )
     good = files("good.json", SPEC)
     completed = run_cli("lint", bad, good)
     assert completed.returncode == 2  # an invalid spec, as for every subcommand

@@ -27,19 +27,39 @@ KEEP_ALIVE_SECONDS = 2
 @pytest.fixture(scope="module")
 def server():
     with tempfile.TemporaryDirectory(prefix="frontier-timeouts-") as data_dir:
-        env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DEBUG"}}
-        env.update(FRONTIER_DATA_DIR=data_dir, PYTHONUNBUFFERED="1", DJANGO_SETTINGS_MODULE="dashboard.settings",
-                   FRONTIER_HTTP_HEADER_SECONDS=str(HEADER_SECONDS),
-                   FRONTIER_HTTP_KEEP_ALIVE_SECONDS=str(KEEP_ALIVE_SECONDS))
-        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True,
-                       timeout=300)
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DEBUG"}
+        }
+        env.update(
+            FRONTIER_DATA_DIR=data_dir,
+            PYTHONUNBUFFERED="1",
+            DJANGO_SETTINGS_MODULE="dashboard.settings",
+            FRONTIER_HTTP_HEADER_SECONDS=str(HEADER_SECONDS),
+            FRONTIER_HTTP_KEEP_ALIVE_SECONDS=str(KEEP_ALIVE_SECONDS),
+        )
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            timeout=300,
+        )
         port = _free_port()
         log_path = Path(data_dir) / "serve.log"
         with open(log_path, "w") as log:
-            process = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port)], cwd=ROOT, env=env,
-                                       stdout=log, stderr=subprocess.STDOUT)
+            process = subprocess.Popen(
+                [sys.executable, "manage.py", "serve", "--port", str(port)],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         try:
-            wait_until(lambda: _answers(port), timeout=60, interval=0.2, what="the server to answer")
+            wait_until(
+                lambda: _answers(port), timeout=60, interval=0.2, what="the server to answer"
+            )
             yield port, process
         finally:
             process.terminate()
@@ -89,11 +109,19 @@ def test_three_hundred_connections_that_send_nothing_are_closed_after_the_header
     port, process = server
     socks = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(300)]
     try:
-        wait_until(lambda: _open_connections(process.pid, port) >= 300, timeout=10, interval=0.1,
-                   what="the server to accept every connection")
+        wait_until(
+            lambda: _open_connections(process.pid, port) >= 300,
+            timeout=10,
+            interval=0.1,
+            what="the server to accept every connection",
+        )
         started = time.monotonic()
-        wait_until(lambda: _open_connections(process.pid, port) == 0, timeout=HEADER_SECONDS + 10, interval=0.2,
-                   what="the server to close the silent connections")
+        wait_until(
+            lambda: _open_connections(process.pid, port) == 0,
+            timeout=HEADER_SECONDS + 10,
+            interval=0.2,
+            what="the server to close the silent connections",
+        )
         assert time.monotonic() - started >= HEADER_SECONDS - 1.5
         assert all(_closed_by_server(sock, 1) for sock in socks[:5])
         assert _answers(port)  # and it serves on

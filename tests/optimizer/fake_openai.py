@@ -62,7 +62,7 @@ class FakeOpenAIServer:
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
-                    for name, value in (server.reply_headers.items() if status != 200 else ()):
+                    for name, value in server.reply_headers.items() if status != 200 else ():
                         self.send_header(name, value)
                     self.send_header("Content-Length", str(len(raw)))
                     self.end_headers()
@@ -73,8 +73,12 @@ class FakeOpenAIServer:
             def _record(self, body):
                 with server.lock:
                     server.requests.append(
-                        {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body,
-                         "at": time.monotonic()}
+                        {
+                            "path": self.path,
+                            "headers": {k.lower(): v for k, v in self.headers.items()},
+                            "body": body,
+                            "at": time.monotonic(),
+                        }
                     )
                     return server.script.pop(0) if server.script else server.default
 
@@ -87,12 +91,20 @@ class FakeOpenAIServer:
             def do_GET(self):
                 status, reply, delay = self._record(None)
                 if status == 200 and self.path.endswith("/models"):
-                    reply = {"object": "list", "data": [{"id": m, "object": "model", "created": 0, "owned_by": "x"} for m in server.models]}
+                    reply = {
+                        "object": "list",
+                        "data": [
+                            {"id": m, "object": "model", "created": 0, "owned_by": "x"}
+                            for m in server.models
+                        ],
+                    }
                 self._reply(status, reply, delay)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     @property
     def base_url(self):

@@ -5,6 +5,17 @@ holds them as (name, {index: {task: score}}, expected members)."""
 import json
 from pathlib import Path
 
-_CASES = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "front_cases.json").read_text(encoding="utf-8"))
+_CASES = json.loads(
+    (Path(__file__).resolve().parents[1] / "fixtures" / "front_cases.json").read_text(
+        encoding="utf-8"
+    )
+)
 
-FRONT_CASES = [(case["name"], {int(index): scores for index, scores in case["candidates"].items()}, case["expected"]) for case in _CASES]
+FRONT_CASES = [
+    (
+        case["name"],
+        {int(index): scores for index, scores in case["candidates"].items()},
+        case["expected"],
+    )
+    for case in _CASES
+]

@@ -23,10 +23,18 @@ REFUND_SPEC = {
 }
 
 REQUESTS = [
-    ("shoes", "I bought running shoes 10 days ago and they hurt. Can I return them?", "store credit"),
+    (
+        "shoes",
+        "I bought running shoes 10 days ago and they hurt. Can I return them?",
+        "store credit",
+    ),
     ("laptop", "My laptop arrived with a cracked screen. What are my options?", "replacement"),
     ("jacket", "The jacket I ordered is the wrong size. How do I exchange it?", "exchange"),
-    ("blender", "My blender stopped working after two weeks. Can I get my money back?", "full refund"),
+    (
+        "blender",
+        "My blender stopped working after two weeks. Can I get my money back?",
+        "full refund",
+    ),
     ("gift", "I received a lamp as a gift and do not like it. Can I return it?", "store credit"),
     ("late", "My order is 3 weeks late. Can I cancel and get a refund?", "full refund"),
     ("sofa", "The sofa colour is different from the picture. Can I send it back?", "pickup"),
@@ -38,7 +46,12 @@ def refund_verifier(owner):
     return verifier_create(owner=owner, spec=REFUND_SPEC)
 
 
-def refund_task_set(owner, *, name="Refunds", splits=("train", "train", "train", "train", "val", "val", "val", "val")):
+def refund_task_set(
+    owner,
+    *,
+    name="Refunds",
+    splits=("train", "train", "train", "train", "val", "val", "val", "val"),
+):
     task_set = TaskSet.objects.create(owner=owner, name=name)
     for position, ((key, text, phrase), split) in enumerate(zip(REQUESTS, splits, strict=False)):
         Task.objects.create(
@@ -46,7 +59,11 @@ def refund_task_set(owner, *, name="Refunds", splits=("train", "train", "train",
             task_id=key,
             position=position,
             input=text,
-            metadata={"expectations": {"mustMention": [{"text": phrase, "message": f"Offer the {phrase} option"}]}},
+            metadata={
+                "expectations": {
+                    "mustMention": [{"text": phrase, "message": f"Offer the {phrase} option"}]
+                }
+            },
             split=split,
         )
     return task_set
@@ -70,9 +87,18 @@ def endpoint(name: str, lm: dict) -> str:
     Only administrators may give an endpoint inline in a run's configuration."""
     from optimizer.models import ModelEndpoint
 
-    fields = {"provider", "model", "base_url", "api_key_env", "price_in_per_million", "price_out_per_million"}
+    fields = {
+        "provider",
+        "model",
+        "base_url",
+        "api_key_env",
+        "price_in_per_million",
+        "price_out_per_million",
+    }
     ModelEndpoint.objects.create(
-        name=name, **{k: v for k, v in lm.items() if k in fields}, options={k: v for k, v in lm.items() if k not in fields}
+        name=name,
+        **{k: v for k, v in lm.items() if k in fields},
+        options={k: v for k, v in lm.items() if k not in fields},
     )
     return name
 
@@ -91,7 +117,9 @@ def run_demo_with_holdout(owner, *, task_set: TaskSet | None = None, **config) -
     if task_set is None:
         refund_verifier(owner)
         task_set = refund_task_set(owner, splits=["train", "val", "holdout"] * 3)
-    run = run_launch(owner=owner, config=run_config(task_set, **({"splits": {"holdout": "holdout"}} | config)))
+    run = run_launch(
+        owner=owner, config=run_config(task_set, **({"splits": {"holdout": "holdout"}} | config))
+    )
     status = execute_run(run.pk)
     run.refresh_from_db()
     assert status == RunStatus.COMPLETED, run.error

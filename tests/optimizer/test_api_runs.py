@@ -24,12 +24,17 @@ def post(client, url, body):
 
 
 def test_launching_freezes_the_config_verifiers_and_tasks_into_a_queued_run(user_client, task_set):
-    response = post(user_client, "/api/runs/", {"config": run_config(task_set, budget={"preset": "light"})})
+    response = post(
+        user_client, "/api/runs/", {"config": run_config(task_set, budget={"preset": "light"})}
+    )
     assert response.status_code == 201, response.content
     run = Run.objects.get(pk=response.json()["id"])
     assert run.status == RunStatus.QUEUED and response.json()["status"] == "queued"
     assert run.verifier_specs[0]["id"] == "refund-policy"
-    assert len(run.tasks_snapshot) == 8 and {row["split"] for row in run.tasks_snapshot} == {"train", "val"}
+    assert len(run.tasks_snapshot) == 8 and {row["split"] for row in run.tasks_snapshot} == {
+        "train",
+        "val",
+    }
     assert run.config["task_lm"]["provider"] == "demo"
     assert run.budget_total == 4 + 5 * (2 * 2 + 4)  # V + 5 · (2m + V), light preset
     assert RunEvent.objects.get(run=run).payload == {"status": "queued", "phase": "queued"}
@@ -37,18 +42,34 @@ def test_launching_freezes_the_config_verifiers_and_tasks_into_a_queued_run(user
 
 
 def test_an_endpoint_name_is_resolved_and_frozen_at_launch(user_client, task_set):
-    ModelEndpoint.objects.create(name="local-llama", provider="openai", base_url="http://127.0.0.1:11434/v1", model="llama3",
-                                 api_key_env="LLAMA_KEY", options={"temperature": 0.3})
-    response = post(user_client, "/api/runs/", {"config": run_config(task_set, task_lm="local-llama", reflection_lm="local-llama")})
+    ModelEndpoint.objects.create(
+        name="local-llama",
+        provider="openai",
+        base_url="http://127.0.0.1:11434/v1",
+        model="llama3",
+        api_key_env="LLAMA_KEY",
+        options={"temperature": 0.3},
+    )
+    response = post(
+        user_client,
+        "/api/runs/",
+        {"config": run_config(task_set, task_lm="local-llama", reflection_lm="local-llama")},
+    )
     assert response.status_code == 201 and response.json()["simulator"] is False
     frozen = Run.objects.get(pk=response.json()["id"]).config["task_lm"]
-    assert frozen["model"] == "llama3" and frozen["temperature"] == 0.3 and frozen["api_key_env"] == "LLAMA_KEY"
+    assert (
+        frozen["model"] == "llama3"
+        and frozen["temperature"] == 0.3
+        and frozen["api_key_env"] == "LLAMA_KEY"
+    )
     ModelEndpoint.objects.filter(name="local-llama").update(model="changed")
     assert Run.objects.get(pk=response.json()["id"]).config["task_lm"]["model"] == "llama3"
 
 
 def test_a_bad_config_is_a_400_naming_each_field_and_saves_nothing(user_client, task_set):
-    config = run_config(task_set, verifier_ids=["no-such-verifier"], splits={"val": "holdout"}, task_lm="gpt-9")
+    config = run_config(
+        task_set, verifier_ids=["no-such-verifier"], splits={"val": "holdout"}, task_lm="gpt-9"
+    )
     response = post(user_client, "/api/runs/", {"config": config})
     assert response.status_code == 400
     problems = {(p["field"], p["message"]) for p in response.json()["problems"]}
@@ -67,14 +88,26 @@ def test_a_schema_error_names_the_field(user_client, task_set):
 def test_someone_elses_private_task_set_cannot_be_used(other_client, task_set):
     response = post(other_client, "/api/runs/", {"config": run_config(task_set)})
     assert response.status_code == 400
-    assert response.json()["problems"][0] == {"field": "task_set_id", "message": f"no task set {task_set.pk} that you can use"}
+    assert response.json()["problems"][0] == {
+        "field": "task_set_id",
+        "message": f"no task set {task_set.pk} that you can use",
+    }
 
 
 def test_the_dry_run_contacts_the_model_endpoint(user_client, task_set, monkeypatch):
     monkeypatch.setenv("FRONTIER_DRY_KEY", "sk-test")
-    unreachable = {"provider": "openai", "model": "m", "base_url": f"http://127.0.0.1:{free_port()}/v1",
-                   "api_key_env": "FRONTIER_DRY_KEY", "timeout": 2}
-    response = post(user_client, "/api/runs/dry-run", {"config": run_config(task_set, reflection_lm=endpoint("unreachable", unreachable))})
+    unreachable = {
+        "provider": "openai",
+        "model": "m",
+        "base_url": f"http://127.0.0.1:{free_port()}/v1",
+        "api_key_env": "FRONTIER_DRY_KEY",
+        "timeout": 2,
+    }
+    response = post(
+        user_client,
+        "/api/runs/dry-run",
+        {"config": run_config(task_set, reflection_lm=endpoint("unreachable", unreachable))},
+    )
     body = response.json()
     assert response.status_code == 200 and body["ok"] is False
     assert [p["field"] for p in body["problems"]] == ["reflection_lm"]
@@ -85,18 +118,42 @@ def test_the_dry_run_contacts_the_model_endpoint(user_client, task_set, monkeypa
     assert passed["plan"]["budget"]["metric_calls"] == 120
 
 
-def test_the_dry_run_warns_when_no_chosen_verifier_reads_the_tasks_expectations_or_schemas(user, user_client, task_set):
-    verifier_create(owner=user, spec={"id": "polite", "kind": "native", "checks": [
-        {"id": "thanks", "type": "contains", "params": {"value": "thank"}}]})
-    verifier_create(owner=user, spec={"id": "schema", "kind": "native", "checks": [
-        {"id": "keys", "type": "expected_output_schema"}]})
-    body = post(user_client, "/api/runs/dry-run", {"config": run_config(task_set, verifier_ids=["polite"])}).json()
+def test_the_dry_run_warns_when_no_chosen_verifier_reads_the_tasks_expectations_or_schemas(
+    user, user_client, task_set
+):
+    verifier_create(
+        owner=user,
+        spec={
+            "id": "polite",
+            "kind": "native",
+            "checks": [{"id": "thanks", "type": "contains", "params": {"value": "thank"}}],
+        },
+    )
+    verifier_create(
+        owner=user,
+        spec={
+            "id": "schema",
+            "kind": "native",
+            "checks": [{"id": "keys", "type": "expected_output_schema"}],
+        },
+    )
+    body = post(
+        user_client, "/api/runs/dry-run", {"config": run_config(task_set, verifier_ids=["polite"])}
+    ).json()
     assert body["ok"] is True
-    assert body["warnings"] == ["tasks: 8 task(s) carry expectations (metadata.expectations) but no chosen verifier "
-                                "has a task_expectations check, so they are ignored; choose a verifier with one"]
-    body = post(user_client, "/api/runs/dry-run", {"config": run_config(task_set, verifier_ids=["refund-policy", "schema"])}).json()
-    assert body["warnings"] == ["verifiers: an expected_output_schema check is chosen but no task has a schema "
-                                "(metadata.expectedOutputSchema), so that check passes every output"]
+    assert body["warnings"] == [
+        "tasks: 8 task(s) carry expectations (metadata.expectations) but no chosen verifier "
+        "has a task_expectations check, so they are ignored; choose a verifier with one"
+    ]
+    body = post(
+        user_client,
+        "/api/runs/dry-run",
+        {"config": run_config(task_set, verifier_ids=["refund-policy", "schema"])},
+    ).json()
+    assert body["warnings"] == [
+        "verifiers: an expected_output_schema check is chosen but no task has a schema "
+        "(metadata.expectedOutputSchema), so that check passes every output"
+    ]
 
 
 def test_a_user_lists_and_reads_only_runs_they_may_see(user_client, other_client, task_set):
@@ -114,7 +171,10 @@ def test_stopping_a_queued_run_stops_it_and_a_second_stop_is_a_409(user_client, 
     response = user_client.post(f"/api/runs/{run_id}/stop")
     assert response.status_code == 200 and response.json()["status"] == "stopped"
     again = user_client.post(f"/api/runs/{run_id}/stop")
-    assert again.status_code == 409 and "only a queued or running run can be stopped" in again.json()["detail"]
+    assert (
+        again.status_code == 409
+        and "only a queued or running run can be stopped" in again.json()["detail"]
+    )
 
 
 def test_a_completed_run_continues_only_with_more_budget(user_client, task_set):
@@ -124,14 +184,22 @@ def test_a_completed_run_continues_only_with_more_budget(user_client, task_set):
     refused = post(user_client, f"/api/runs/{run_id}/resume", {})
     assert refused.status_code == 409 and refused.json()["detail"].startswith("extra_budget:")
     resumed = post(user_client, f"/api/runs/{run_id}/resume", {"extra_budget": 50})
-    assert resumed.status_code == 200 and resumed.json()["status"] == "queued" and resumed.json()["budget_total"] == 170
+    assert (
+        resumed.status_code == 200
+        and resumed.json()["status"] == "queued"
+        and resumed.json()["budget_total"] == 170
+    )
 
 
 def test_a_fork_is_a_new_run_seeded_from_the_chosen_candidate(user_client, task_set):
     run_id = post(user_client, "/api/runs/", {"config": run_config(task_set)}).json()["id"]
-    Candidate.objects.create(run_id=run_id, index=3, components={"instructions": "Always mention the receipt."})
+    Candidate.objects.create(
+        run_id=run_id, index=3, components={"instructions": "Always mention the receipt."}
+    )
     missing = post(user_client, f"/api/runs/{run_id}/fork", {"candidate_index": 9})
-    assert missing.status_code == 400 and missing.json()["problems"][0]["field"] == "candidate_index"
+    assert (
+        missing.status_code == 400 and missing.json()["problems"][0]["field"] == "candidate_index"
+    )
     fork = post(user_client, f"/api/runs/{run_id}/fork", {"candidate_index": 3})
     assert fork.status_code == 201
     forked = Run.objects.get(pk=fork.json()["id"])
@@ -140,8 +208,12 @@ def test_a_fork_is_a_new_run_seeded_from_the_chosen_candidate(user_client, task_
 
 
 def test_the_dry_run_names_a_task_whose_row_verifier_does_not_resolve(user_client, task_set):
-    task_set.tasks.filter(task_id="laptop").update(verifier={"kind": "in_process", "fn_name": "no_such_fn"})
-    problems = post(user_client, "/api/runs/dry-run", {"config": run_config(task_set)}).json()["problems"]
+    task_set.tasks.filter(task_id="laptop").update(
+        verifier={"kind": "in_process", "fn_name": "no_such_fn"}
+    )
+    problems = post(user_client, "/api/runs/dry-run", {"config": run_config(task_set)}).json()[
+        "problems"
+    ]
     assert [p["field"] for p in problems] == ["task laptop"]
     assert "no_such_fn" in problems[0]["message"]
 
@@ -153,49 +225,96 @@ def test_only_an_admin_may_give_an_endpoint_inline_so_no_user_can_send_a_server_
 
     monkeypatch.setenv("FRONTIER_SERVER_SECRET", "server-secret-value")
     with FakeOpenAIServer() as server:
-        inline = {"provider": "openai", "model": "fake-model", "base_url": server.base_url, "api_key_env": "FRONTIER_SERVER_SECRET"}
+        inline = {
+            "provider": "openai",
+            "model": "fake-model",
+            "base_url": server.base_url,
+            "api_key_env": "FRONTIER_SERVER_SECRET",
+        }
         config = run_config(task_set, task_lm=inline)
         launched = post(user_client, "/api/runs/", {"config": config})
         assert launched.status_code == 400
-        assert launched.json()["problems"] == [{"field": "task_lm", "message": services.INLINE_ENDPOINT_PROBLEM}]
+        assert launched.json()["problems"] == [
+            {"field": "task_lm", "message": services.INLINE_ENDPOINT_PROBLEM}
+        ]
         dry = post(user_client, "/api/runs/dry-run", {"config": config}).json()
-        assert dry["problems"] == [{"field": "task_lm", "message": services.INLINE_ENDPOINT_PROBLEM}]
+        assert dry["problems"] == [
+            {"field": "task_lm", "message": services.INLINE_ENDPOINT_PROBLEM}
+        ]
         assert server.requests == []  # the endpoint was never contacted with the secret
         assert not Run.objects.exists()
 
         # The same endpoint registered by an admin is chosen by name; an admin may also give it inline.
-        assert post(user_client, "/api/runs/", {"config": run_config(task_set, task_lm=endpoint("fake", inline))}).status_code == 201
+        assert (
+            post(
+                user_client,
+                "/api/runs/",
+                {"config": run_config(task_set, task_lm=endpoint("fake", inline))},
+            ).status_code
+            == 201
+        )
         assert post(admin_client_logged_in, "/api/runs/", {"config": config}).status_code == 201
 
 
-def test_a_fork_keeps_the_endpoint_its_run_resolved_at_launch_unless_the_run_was_imported(user, user_client, task_set):
-    lm = {"provider": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "SOME_KEY"}
-    run_id = post(user_client, "/api/runs/", {"config": run_config(task_set, task_lm=endpoint("ep", lm))}).json()["id"]
+def test_a_fork_keeps_the_endpoint_its_run_resolved_at_launch_unless_the_run_was_imported(
+    user, user_client, task_set
+):
+    lm = {
+        "provider": "openai",
+        "model": "m",
+        "base_url": "http://127.0.0.1:9/v1",
+        "api_key_env": "SOME_KEY",
+    }
+    run_id = post(
+        user_client, "/api/runs/", {"config": run_config(task_set, task_lm=endpoint("ep", lm))}
+    ).json()["id"]
     Candidate.objects.create(run_id=run_id, index=0, components={"instructions": "Be brief."})
     fork = post(user_client, f"/api/runs/{run_id}/fork", {"candidate_index": 0})
-    assert fork.status_code == 201 and Run.objects.get(pk=fork.json()["id"]).config["task_lm"]["base_url"] == lm["base_url"]
+    assert (
+        fork.status_code == 201
+        and Run.objects.get(pk=fork.json()["id"]).config["task_lm"]["base_url"] == lm["base_url"]
+    )
 
-    Run.objects.filter(pk=run_id).update(imported=True, status=RunStatus.COMPLETED)  # its config came from a file
+    Run.objects.filter(pk=run_id).update(
+        imported=True, status=RunStatus.COMPLETED
+    )  # its config came from a file
     refused = post(user_client, f"/api/runs/{run_id}/fork", {"candidate_index": 0})
     assert refused.status_code == 400
-    assert refused.json()["problems"] == [{"field": "task_lm", "message": services.INLINE_ENDPOINT_PROBLEM}]
+    assert refused.json()["problems"] == [
+        {"field": "task_lm", "message": services.INLINE_ENDPOINT_PROBLEM}
+    ]
 
 
-def test_an_extra_budget_beyond_the_largest_run_budget_is_refused_not_a_server_error(user_client, task_set):
+def test_an_extra_budget_beyond_the_largest_run_budget_is_refused_not_a_server_error(
+    user_client, task_set
+):
     run_id = post(user_client, "/api/runs/", {"config": run_config(task_set)}).json()["id"]
     Run.objects.filter(pk=run_id).update(status=RunStatus.COMPLETED, budget_total=9_999_990)
     huge = post(user_client, f"/api/runs/{run_id}/resume", {"extra_budget": 10**30})
-    assert huge.status_code == 400 and [p["field"] for p in huge.json()["problems"]] == ["extra_budget"]
+    assert huge.status_code == 400 and [p["field"] for p in huge.json()["problems"]] == [
+        "extra_budget"
+    ]
     over = post(user_client, f"/api/runs/{run_id}/resume", {"extra_budget": 11})
-    assert over.status_code == 409 and over.json()["detail"] == "extra_budget: a run's budget may not exceed 10,000,000 metric calls"
-    assert Run.objects.get(pk=run_id).budget_total == 9_999_990 and Run.objects.get(pk=run_id).status == RunStatus.COMPLETED
+    assert (
+        over.status_code == 409
+        and over.json()["detail"]
+        == "extra_budget: a run's budget may not exceed 10,000,000 metric calls"
+    )
+    assert (
+        Run.objects.get(pk=run_id).budget_total == 9_999_990
+        and Run.objects.get(pk=run_id).status == RunStatus.COMPLETED
+    )
 
 
-def test_a_nul_character_in_an_api_launch_is_a_400_naming_the_field_not_a_database_error(user_client, task_set):
+def test_a_nul_character_in_an_api_launch_is_a_400_naming_the_field_not_a_database_error(
+    user_client, task_set
+):
     # PostgreSQL refuses U+0000 in text and JSON; every entry point shares the check in parse_run_config.
     response = post(user_client, "/api/runs/", {"config": run_config(task_set, name="bad\x00name")})
     assert response.status_code == 400
-    assert response.json()["problems"] == [{"field": "name", "message": "contains a NUL character (U+0000), which cannot be stored"}]
+    assert response.json()["problems"] == [
+        {"field": "name", "message": "contains a NUL character (U+0000), which cannot be stored"}
+    ]
     assert not Run.objects.exists()
 
 
@@ -205,11 +324,17 @@ def test_a_status_filter_that_is_no_status_is_a_400_naming_it(user_client):
         response = user_client.get("/api/runs/", {"status": status})
         assert response.status_code == 400
         [problem] = response.json()["problems"]
-        assert problem["field"] == "status" and "'queued', 'running', 'stopping', 'stopped', 'completed' or 'failed'" in problem["message"]
+        assert (
+            problem["field"] == "status"
+            and "'queued', 'running', 'stopping', 'stopped', 'completed' or 'failed'"
+            in problem["message"]
+        )
     assert user_client.get("/api/runs/", {"status": "running"}).json() == []
 
 
-def test_a_user_a_run_is_shared_with_can_read_it_but_not_fork_it(user_client, other_client, other_user, task_set):
+def test_a_user_a_run_is_shared_with_can_read_it_but_not_fork_it(
+    user_client, other_client, other_user, task_set
+):
     run_id = post(user_client, "/api/runs/", {"config": run_config(task_set)}).json()["id"]
     Candidate.objects.create(run_id=run_id, index=0, components={"instructions": "Be brief."})
     Run.objects.get(pk=run_id).shared_with.add(other_user)
@@ -219,7 +344,9 @@ def test_a_user_a_run_is_shared_with_can_read_it_but_not_fork_it(user_client, ot
     assert Run.objects.count() == 1
 
 
-def test_the_fork_service_refuses_anyone_who_does_not_control_the_run(user_client, other_user, task_set):
+def test_the_fork_service_refuses_anyone_who_does_not_control_the_run(
+    user_client, other_user, task_set
+):
     from django.core.exceptions import PermissionDenied
 
     run_id = post(user_client, "/api/runs/", {"config": run_config(task_set)}).json()["id"]

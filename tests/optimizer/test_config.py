@@ -11,7 +11,9 @@ def problems_of(data):
 
 def test_a_minimal_config_gets_demo_models_and_a_light_budget():
     config = parse_run_config({"task_set_id": 3})
-    assert config.task_lm == config.reflection_lm == "demo"  # the simulator's name, resolved at launch
+    assert (
+        config.task_lm == config.reflection_lm == "demo"
+    )  # the simulator's name, resolved at launch
     assert config.budget.preset == "light"
     assert config.frontier_type == "instance"
     assert config.candidate_selection == "pareto"
@@ -19,7 +21,11 @@ def test_a_minimal_config_gets_demo_models_and_a_light_budget():
 
 def test_the_frozen_config_round_trips_through_json():
     config = parse_run_config(
-        {"task_set_id": 3, "thresholds": {"pass": 0.9, "borderline": 0.5}, "seed_components": {"a": "x", "b": "y"}}
+        {
+            "task_set_id": 3,
+            "thresholds": {"pass": 0.9, "borderline": 0.5},
+            "seed_components": {"a": "x", "b": "y"},
+        }
     )
     frozen = config.frozen()
     assert frozen["thresholds"] == {"pass": 0.9, "borderline": 0.5}
@@ -27,7 +33,9 @@ def test_the_frozen_config_round_trips_through_json():
 
 
 def test_a_preset_budget_follows_the_documented_formula():
-    config = parse_run_config({"task_set_id": 1, "budget": {"preset": "medium"}, "minibatch_size": 4})
+    config = parse_run_config(
+        {"task_set_id": 1, "budget": {"preset": "medium"}, "minibatch_size": 4}
+    )
     # V + 15 · (2·m + V) with V = 10, m = 4
     assert config.max_metric_calls(10) == 10 + 15 * (8 + 10)
 
@@ -37,13 +45,16 @@ def test_it_warns_when_the_budget_allows_fewer_than_three_proposals():
     warning = config.budget_warning(10)
     assert "allow only 1 proposal" in warning
     assert "use at least 58" in warning
-    assert parse_run_config({"task_set_id": 1, "budget": {"max_metric_calls": 58}}).budget_warning(10) is None
+    assert (
+        parse_run_config({"task_set_id": 1, "budget": {"max_metric_calls": 58}}).budget_warning(10)
+        is None
+    )
 
 
 def test_it_rejects_a_budget_with_both_a_preset_and_an_exact_number():
-    assert problems_of({"task_set_id": 1, "budget": {"preset": "light", "max_metric_calls": 9}}) == [
-        ("budget", "give exactly one of preset (light, medium, heavy) or max_metric_calls")
-    ]
+    assert problems_of(
+        {"task_set_id": 1, "budget": {"preset": "light", "max_metric_calls": 9}}
+    ) == [("budget", "give exactly one of preset (light, medium, heavy) or max_metric_calls")]
 
 
 def test_it_names_the_nested_field_of_a_bad_lm_config_once():
@@ -53,7 +64,10 @@ def test_it_names_the_nested_field_of_a_bad_lm_config_once():
 
 
 def test_it_accepts_an_endpoint_name_for_a_model():
-    assert parse_run_config({"task_set_id": 1, "reflection_lm": "local-llama"}).reflection_lm == "local-llama"
+    assert (
+        parse_run_config({"task_set_id": 1, "reflection_lm": "local-llama"}).reflection_lm
+        == "local-llama"
+    )
 
 
 def test_it_rejects_unknown_fields():
@@ -99,5 +113,9 @@ def test_what_the_database_cannot_store_is_refused_naming_the_field():
 def test_parallel_proposals_default_to_classic_gepa_and_are_bounded():
     assert parse_run_config({"task_set_id": 1}).parallel_proposals == 1
     assert parse_run_config({"task_set_id": 1, "parallel_proposals": 4}).parallel_proposals == 4
-    assert [field for field, _ in problems_of({"task_set_id": 1, "parallel_proposals": 0})] == ["parallel_proposals"]
-    assert [field for field, _ in problems_of({"task_set_id": 1, "parallel_proposals": 9})] == ["parallel_proposals"]
+    assert [field for field, _ in problems_of({"task_set_id": 1, "parallel_proposals": 0})] == [
+        "parallel_proposals"
+    ]
+    assert [field for field, _ in problems_of({"task_set_id": 1, "parallel_proposals": 9})] == [
+        "parallel_proposals"
+    ]

@@ -15,7 +15,10 @@ def test_it_launches_one_simulator_run_on_the_examples_and_only_once(user):
     load_examples(user=user)
     run = launch_demo_run(user=user, launch_run=True)
     assert run.status == RunStatus.QUEUED and run.name == DEMO_RUN_NAME
-    assert run.config["task_lm"]["provider"] == "demo" and run.config["reflection_lm"]["provider"] == "demo"
+    assert (
+        run.config["task_lm"]["provider"] == "demo"
+        and run.config["reflection_lm"]["provider"] == "demo"
+    )
     assert run.config["splits"]["holdout"] == "holdout"
     assert launch_demo_run(user=user, launch_run=True) == run
     assert Run.objects.count() == 1

@@ -51,7 +51,9 @@ def test_a_correct_facility_triage_scores_1_and_freeform_prose_scores_low():
 def test_a_refund_reply_that_pushes_a_gift_card_loses_points_with_a_reason_gepa_can_act_on():
     spec = example_spec("refund-policy-quality")
     row = example_rows("tasks/refund-tickets.jsonl")[0]
-    good = "I'm sorry the headphones failed. You'll get a full refund; please send your order number."
+    good = (
+        "I'm sorry the headphones failed. You'll get a full refund; please send your order number."
+    )
     bad = "Sorry about that! I can offer you a gift card for the amount."
     assert score(spec, good, row).score == 1.0
     result = score(spec, bad, row)
@@ -61,7 +63,11 @@ def test_a_refund_reply_that_pushes_a_gift_card_loses_points_with_a_reason_gepa_
 
 def test_the_qa_rows_are_scored_by_their_row_verifiers():
     rows = {r["task_id"]: r for r in example_rows("tasks/qa-basics.yaml")}
-    assert {r["verifier"]["fn_name"] for r in rows.values()} == {"exact_match", "contains", "regex_match"}
+    assert {r["verifier"]["fn_name"] for r in rows.values()} == {
+        "exact_match",
+        "contains",
+        "regex_match",
+    }
     no_spec = []
     assert score(no_spec, "<answer>4</answer>", rows["qa-01"]).score == 1.0
     assert score(no_spec, " paris ", rows["qa-02"]).score == 1.0
@@ -73,11 +79,19 @@ def test_the_qa_rows_are_scored_by_their_row_verifiers():
 def test_loading_the_examples_twice_changes_nothing(admin_user):
     out = StringIO()
     load_examples(user=admin_user, stdout=out)
-    before = (list(Verifier.objects.values_list("slug", "version", "shared")), VerifierVersion.objects.count(),
-              list(Task.objects.values_list("pk", "task_id", "split")), list(TaskSet.objects.values_list("name", "shared")))
+    before = (
+        list(Verifier.objects.values_list("slug", "version", "shared")),
+        VerifierVersion.objects.count(),
+        list(Task.objects.values_list("pk", "task_id", "split")),
+        list(TaskSet.objects.values_list("name", "shared")),
+    )
     load_examples(user=admin_user, stdout=out)
-    after = (list(Verifier.objects.values_list("slug", "version", "shared")), VerifierVersion.objects.count(),
-             list(Task.objects.values_list("pk", "task_id", "split")), list(TaskSet.objects.values_list("name", "shared")))
+    after = (
+        list(Verifier.objects.values_list("slug", "version", "shared")),
+        VerifierVersion.objects.count(),
+        list(Task.objects.values_list("pk", "task_id", "split")),
+        list(TaskSet.objects.values_list("name", "shared")),
+    )
     assert before == after
     assert len(before[2]) == 60 and all(shared for _, _, shared in before[0])
     assert "Unchanged example verifier refund-policy-quality" in out.getvalue()

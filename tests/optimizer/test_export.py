@@ -24,25 +24,41 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def run(user):
-    return recorded_run(user, candidates=4, val_tasks=5, holdout_tasks=3, name="Refund policy run", task_prefix="val-")
+    return recorded_run(
+        user,
+        candidates=4,
+        val_tasks=5,
+        holdout_tasks=3,
+        name="Refund policy run",
+        task_prefix="val-",
+    )
 
 
 def _scores(run):
-    return sorted(Evaluation.objects.filter(candidate__run=run).values_list("candidate__index", "split", "task_key", "score", "verdict"))
+    return sorted(
+        Evaluation.objects.filter(candidate__run=run).values_list(
+            "candidate__index", "split", "task_key", "score", "verdict"
+        )
+    )
 
 
 def test_an_exported_run_imports_back_with_identical_scores_lineage_and_events(run, other_user):
-    data = json.loads(json.dumps(run_export(run)))  # through real JSON, as a downloaded file would be
+    data = json.loads(
+        json.dumps(run_export(run))
+    )  # through real JSON, as a downloaded file would be
 
     imported = run_import(owner=other_user, data=data)
 
     assert imported.pk != run.pk and imported.owner == other_user and imported.imported
     assert _scores(imported) == _scores(run)
-    assert list(imported.candidates.values_list("index", "parents", "components", "val_score")) == list(
-        run.candidates.values_list("index", "parents", "components", "val_score"))
+    assert list(
+        imported.candidates.values_list("index", "parents", "components", "val_score")
+    ) == list(run.candidates.values_list("index", "parents", "components", "val_score"))
     assert imported.best_candidate.index == run.best_candidate.index
     assert (imported.seed_score, imported.best_score) == (run.seed_score, run.best_score)
-    assert list(imported.events.values_list("seq", "type", "payload")) == list(run.events.values_list("seq", "type", "payload"))
+    assert list(imported.events.values_list("seq", "type", "payload")) == list(
+        run.events.values_list("seq", "type", "payload")
+    )
     assert imported.last_seq == run.last_seq
 
 
@@ -58,13 +74,17 @@ def test_exporting_an_imported_run_gives_the_same_document_again(run, other_user
 
 
 def test_the_streamed_json_is_byte_for_byte_the_document_in_small_pieces(run):
-    Evaluation.objects.filter(candidate__run=run, task_key="val-001").update(output="naïve “quotes” ✓ and \\ \" \n")
+    Evaluation.objects.filter(candidate__run=run, task_key="val-001").update(
+        output='naïve “quotes” ✓ and \\ " \n'
+    )
     expected = json.dumps(run_export(run), ensure_ascii=False).encode()
 
     pieces = list(run_export_stream(run, piece_bytes=1000))
 
     assert b"".join(pieces) == expected
-    assert len(pieces) > 5 and max(len(p) for p in pieces) < 1000 + 10_000  # a piece is at most one row past the mark
+    assert (
+        len(pieces) > 5 and max(len(p) for p in pieces) < 1000 + 10_000
+    )  # a piece is at most one row past the mark
 
 
 def test_the_csv_sorts_task_keys_by_code_point_like_the_document(run):
@@ -77,7 +97,14 @@ def test_the_csv_sorts_task_keys_by_code_point_like_the_document(run):
 def test_the_csv_has_one_row_per_task_and_one_score_column_per_candidate(run):
     rows = list(csv.reader(io.StringIO(run_export_csv(run))))
     header, body = rows[0], rows[1:]
-    assert header == ["task_key", "split", "candidate_0", "candidate_1", "candidate_2", "candidate_3"]
+    assert header == [
+        "task_key",
+        "split",
+        "candidate_0",
+        "candidate_1",
+        "candidate_2",
+        "candidate_3",
+    ]
     assert len(body) == Evaluation.objects.filter(candidate__run=run, candidate__index=0).count()
     stored = {(i, s, k): v for i, s, k, v, _ in _scores(run)}
     for key, split, *scores in body:
@@ -85,7 +112,9 @@ def test_the_csv_has_one_row_per_task_and_one_score_column_per_candidate(run):
 
 
 def test_a_task_key_that_looks_like_a_formula_is_defused_in_the_csv(run):
-    Evaluation.objects.filter(candidate__run=run, task_key="val-000").update(task_key="=HYPERLINK(\"http://x\")")
+    Evaluation.objects.filter(candidate__run=run, task_key="val-000").update(
+        task_key='=HYPERLINK("http://x")'
+    )
     text = run_export_csv(run)
     assert "'=HYPERLINK" in text and "\n=HYPERLINK" not in text
 
@@ -96,28 +125,55 @@ def _broken(run, mutate):
     return data
 
 
-@pytest.mark.parametrize(("mutate", "field"), [
-    (lambda d: d.update(format="something.else"), "format"),
-    (lambda d: d["run"].update(status="exploded"), "run.status"),
-    (lambda d: d["candidates"][1]["evaluations"][2].update(score=1.5), "candidates.1.evaluations.2.score"),
-    (lambda d: d["candidates"][2]["evaluations"][0].update(verdict="great"), "candidates.2.evaluations.0.verdict"),
-    (lambda d: d["candidates"][3].update(parents=[42]), "candidates.3.parents"),
-    (lambda d: d["candidates"][1].update(index=0), "candidates.1.index"),
-    (lambda d: d["candidates"][0].pop("components"), "candidates.0.components"),
-    (lambda d: d["candidates"][0].update(run_code="__import__('os').system('true')"), "candidates.0.run_code"),
-    (lambda d: d["run"].update(best_index=99), "run.best_index"),
-    (lambda d: d["events"][1].update(seq=1), "events.1.seq"),
-    (lambda d: d["candidates"][0]["components"].update(system_prompt="x" * 200_001), "candidates.0.components.system_prompt"),
-])
-def test_a_broken_file_is_rejected_naming_the_field_and_nothing_is_saved(run, other_user, mutate, field):
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda d: d.update(format="something.else"), "format"),
+        (lambda d: d["run"].update(status="exploded"), "run.status"),
+        (
+            lambda d: d["candidates"][1]["evaluations"][2].update(score=1.5),
+            "candidates.1.evaluations.2.score",
+        ),
+        (
+            lambda d: d["candidates"][2]["evaluations"][0].update(verdict="great"),
+            "candidates.2.evaluations.0.verdict",
+        ),
+        (lambda d: d["candidates"][3].update(parents=[42]), "candidates.3.parents"),
+        (lambda d: d["candidates"][1].update(index=0), "candidates.1.index"),
+        (lambda d: d["candidates"][0].pop("components"), "candidates.0.components"),
+        (
+            lambda d: d["candidates"][0].update(run_code="__import__('os').system('true')"),
+            "candidates.0.run_code",
+        ),
+        (lambda d: d["run"].update(best_index=99), "run.best_index"),
+        (lambda d: d["events"][1].update(seq=1), "events.1.seq"),
+        (
+            lambda d: d["candidates"][0]["components"].update(system_prompt="x" * 200_001),
+            "candidates.0.components.system_prompt",
+        ),
+    ],
+)
+def test_a_broken_file_is_rejected_naming_the_field_and_nothing_is_saved(
+    run, other_user, mutate, field
+):
     data = _broken(run, mutate)
-    counts = (Run.objects.count(), Candidate.objects.count(), Evaluation.objects.count(), RunEvent.objects.count())
+    counts = (
+        Run.objects.count(),
+        Candidate.objects.count(),
+        Evaluation.objects.count(),
+        RunEvent.objects.count(),
+    )
 
     with pytest.raises(RunImportError) as err:
         run_import(owner=other_user, data=data)
 
     assert str(err.value).startswith(field), str(err.value)
-    assert (Run.objects.count(), Candidate.objects.count(), Evaluation.objects.count(), RunEvent.objects.count()) == counts
+    assert (
+        Run.objects.count(),
+        Candidate.objects.count(),
+        Evaluation.objects.count(),
+        RunEvent.objects.count(),
+    ) == counts
 
 
 def test_a_file_that_is_not_an_object_is_rejected_with_a_sentence(other_user):
@@ -135,37 +191,87 @@ def demo_run(user, settings, tmp_path, monkeypatch):
     from optimizer.runs import runner
 
     settings.RUNS_DIR = tmp_path / "runs"
-    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # see tests/optimizer/runs/test_runner.py
+    monkeypatch.setattr(
+        runner, "HEARTBEAT_SECONDS", 3600
+    )  # see tests/optimizer/runs/test_runner.py
     return run_demo_with_holdout(user)
 
 
 def _evaluations(run):
-    return sorted(Evaluation.objects.filter(candidate__run=run).values_list(
-        "candidate__index", "split", "task_key", "score", "verdict", "passed", "output", "feedback", "result", "attempts"))
+    return sorted(
+        Evaluation.objects.filter(candidate__run=run).values_list(
+            "candidate__index",
+            "split",
+            "task_key",
+            "score",
+            "verdict",
+            "passed",
+            "output",
+            "feedback",
+            "result",
+            "attempts",
+        )
+    )
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_run_made_by_the_real_runner_round_trips_through_the_download_and_upload_with_identical_scores(
-        demo_run, user_client, other_client, other_user):
-    body = b"".join(user_client.get(reverse("compare:export_json", args=[demo_run.pk])).streaming_content)
-    response = other_client.post(reverse("compare:import"), {"file": SimpleUploadedFile("run.json", body)})
+    demo_run, user_client, other_client, other_user
+):
+    body = b"".join(
+        user_client.get(reverse("compare:export_json", args=[demo_run.pk])).streaming_content
+    )
+    response = other_client.post(
+        reverse("compare:import"), {"file": SimpleUploadedFile("run.json", body)}
+    )
 
     imported = Run.objects.get(owner=other_user)
     assert response.status_code == 302 and imported.imported
-    assert demo_run.candidates.count() >= 3 and Evaluation.objects.filter(candidate__run=demo_run, split="holdout").exists()
+    assert (
+        demo_run.candidates.count() >= 3
+        and Evaluation.objects.filter(candidate__run=demo_run, split="holdout").exists()
+    )
     assert _evaluations(imported) == _evaluations(demo_run)
-    fields = ("index", "parents", "origin", "iteration", "metric_calls", "components", "val_score", "objective_scores", "on_front", "reflection")
-    assert list(imported.candidates.order_by("index").values_list(*fields)) == list(demo_run.candidates.order_by("index").values_list(*fields))
-    assert (imported.best_candidate.index, imported.seed_score, imported.best_score, imported.budget_used) == (
-        demo_run.best_candidate.index, demo_run.seed_score, demo_run.best_score, demo_run.budget_used)
+    fields = (
+        "index",
+        "parents",
+        "origin",
+        "iteration",
+        "metric_calls",
+        "components",
+        "val_score",
+        "objective_scores",
+        "on_front",
+        "reflection",
+    )
+    assert list(imported.candidates.order_by("index").values_list(*fields)) == list(
+        demo_run.candidates.order_by("index").values_list(*fields)
+    )
+    assert (
+        imported.best_candidate.index,
+        imported.seed_score,
+        imported.best_score,
+        imported.budget_used,
+    ) == (
+        demo_run.best_candidate.index,
+        demo_run.seed_score,
+        demo_run.best_score,
+        demo_run.budget_used,
+    )
     assert list(imported.events.order_by("seq").values_list("seq", "type", "payload")) == list(
-        demo_run.events.order_by("seq").values_list("seq", "type", "payload"))
+        demo_run.events.order_by("seq").values_list("seq", "type", "payload")
+    )
     # The CSV of the copy is the CSV of the original, column for column.
-    assert b"".join(user_client.get(reverse("compare:export_csv", args=[demo_run.pk])).streaming_content) == b"".join(
-        other_client.get(reverse("compare:export_csv", args=[imported.pk])).streaming_content)
+    assert b"".join(
+        user_client.get(reverse("compare:export_csv", args=[demo_run.pk])).streaming_content
+    ) == b"".join(
+        other_client.get(reverse("compare:export_csv", args=[imported.pk])).streaming_content
+    )
 
 
-def test_an_unnamed_run_from_a_long_named_task_set_gets_a_name_that_fits_the_column(run, other_user):
+def test_an_unnamed_run_from_a_long_named_task_set_gets_a_name_that_fits_the_column(
+    run, other_user
+):
     data = _broken(run, lambda d: d["run"].update(name="", task_set="T" * 500))
     imported = run_import(owner=other_user, data=data)
     assert imported.name == ("Imported " + "T" * 500)[:200]
@@ -187,28 +293,44 @@ def test_an_import_read_a_few_bytes_at_a_time_gives_the_same_run(run, other_user
     imported = run_import_stream(owner=other_user, raw=_Trickle(b"\xef\xbb\xbf" + body, 7))
 
     assert _scores(imported) == _scores(run) and imported.last_seq == run.last_seq
-    assert list(imported.events.values_list("seq", "type", "payload")) == list(run.events.values_list("seq", "type", "payload"))
+    assert list(imported.events.values_list("seq", "type", "payload")) == list(
+        run.events.values_list("seq", "type", "payload")
+    )
     assert imported.best_candidate.index == run.best_candidate.index
 
 
-def test_a_bad_last_event_names_its_line_and_saves_none_of_the_candidates_read_before_it(run, other_user):
+def test_a_bad_last_event_names_its_line_and_saves_none_of_the_candidates_read_before_it(
+    run, other_user
+):
     body = json.dumps(run_export(run), indent=1).encode()
     last = body.rindex(b'"seq": ')
-    broken = body[:last] + b'"seq": "seven"' + body[last + len(f'"seq": {run.last_seq}'):]
+    broken = body[:last] + b'"seq": "seven"' + body[last + len(f'"seq": {run.last_seq}') :]
     bad_line = broken[: broken.index(b'"seven"')].count(b"\n") + 1
     wrong_json = body.replace(b'"events": [', b'"events": [}', 1)
-    counts = (Run.objects.count(), Candidate.objects.count(), Evaluation.objects.count(), RunEvent.objects.count())
+    counts = (
+        Run.objects.count(),
+        Candidate.objects.count(),
+        Evaluation.objects.count(),
+        RunEvent.objects.count(),
+    )
 
     with pytest.raises(RunImportError) as bad_value:
         run_import_stream(owner=other_user, raw=_Trickle(broken, 1000))
     with pytest.raises(RunImportError) as bad_syntax:
         run_import_stream(owner=other_user, raw=_Trickle(wrong_json, 1000))
 
-    assert str(bad_value.value).startswith(f"events.{run.events.count() - 1}.seq: Input should be a valid integer")
+    assert str(bad_value.value).startswith(
+        f"events.{run.events.count() - 1}.seq: Input should be a valid integer"
+    )
     syntax_line = wrong_json[: wrong_json.index(b"[}")].count(b"\n") + 1
     assert f"file: not valid JSON at line {syntax_line}, column" in str(bad_syntax.value)
     assert bad_line > 100  # the error came after every candidate was written (and rolled back)
-    assert (Run.objects.count(), Candidate.objects.count(), Evaluation.objects.count(), RunEvent.objects.count()) == counts
+    assert (
+        Run.objects.count(),
+        Candidate.objects.count(),
+        Evaluation.objects.count(),
+        RunEvent.objects.count(),
+    ) == counts
 
 
 def test_an_import_holds_one_candidate_in_memory_not_the_file(run, other_user, tmp_path):
@@ -217,11 +339,22 @@ def test_an_import_holds_one_candidate_in_memory_not_the_file(run, other_user, t
     template = run_export(run)
 
     def peak_importing(candidates: int) -> tuple[int, int]:
-        document = {**template, "run": {**template["run"], "best_index": 0, "chosen_index": None}, "candidates": [
-            {**template["candidates"][0], "index": i, "parents": [0] if i else [], "evaluations": [
-                {**e, "output": f"{i} " + "the refund window is 30 days " * 400} for e in template["candidates"][0]["evaluations"]]}
-            for i in range(candidates)
-        ]}
+        document = {
+            **template,
+            "run": {**template["run"], "best_index": 0, "chosen_index": None},
+            "candidates": [
+                {
+                    **template["candidates"][0],
+                    "index": i,
+                    "parents": [0] if i else [],
+                    "evaluations": [
+                        {**e, "output": f"{i} " + "the refund window is 30 days " * 400}
+                        for e in template["candidates"][0]["evaluations"]
+                    ],
+                }
+                for i in range(candidates)
+            ],
+        }
         path = tmp_path / f"{candidates}.json"
         path.write_text(json.dumps(document))
         del document
@@ -238,7 +371,12 @@ def test_an_import_holds_one_candidate_in_memory_not_the_file(run, other_user, t
 
     assert big_size > 4 * small_size and big_size > 10e6
     # Flat: five times the file, about the same memory (one candidate and a read chunk).
-    assert big_peak < 1.5 * small_peak and big_peak < big_size / 2, (small_size, small_peak, big_size, big_peak)
+    assert big_peak < 1.5 * small_peak and big_peak < big_size / 2, (
+        small_size,
+        small_peak,
+        big_size,
+        big_peak,
+    )
 
 
 def test_an_import_the_file_refuses_says_why_not_that_the_json_is_invalid(user, user_client):
@@ -246,7 +384,9 @@ def test_an_import_the_file_refuses_says_why_not_that_the_json_is_invalid(user, 
     run = recorded_run(owner=user, candidates=2, val_tasks=2)
     document = json.loads(b"".join(run_export_stream(run)))
     document["run"]["verifier_specs"][0]["id"] = ""
-    upload = SimpleUploadedFile("run.json", json.dumps(document).encode(), content_type="application/json")
+    upload = SimpleUploadedFile(
+        "run.json", json.dumps(document).encode(), content_type="application/json"
+    )
     response = user_client.post("/runs/import/", {"file": upload})
     assert response.status_code == 400
     text = response.content.decode()

@@ -9,7 +9,11 @@ import pytest
 
 from optimizer.runs.budget import format_cost
 
-CASES = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "money_cases.json").read_text(encoding="utf-8"))
+CASES = json.loads(
+    (Path(__file__).resolve().parents[1] / "fixtures" / "money_cases.json").read_text(
+        encoding="utf-8"
+    )
+)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c['cost']}-{c['pricing']}" for c in CASES])

@@ -86,7 +86,9 @@ def test_it_returns_the_text_with_token_usage_latency_and_one_attempt(server, ke
     assert response.latency_ms > 0
 
 
-def test_it_sends_the_model_messages_temperature_max_tokens_and_the_key_from_the_named_variable(server, key):
+def test_it_sends_the_model_messages_temperature_max_tokens_and_the_key_from_the_named_variable(
+    server, key
+):
     build_lm(config(server, temperature=0.7, max_tokens=64)).complete(MESSAGES)
     request = server.requests[0]
     assert request["path"] == "/v1/chat/completions"
@@ -104,7 +106,10 @@ def test_it_leaves_max_tokens_out_when_unset(server, key):
 
 def test_it_accounts_tokens_and_failures_across_calls(server, key):
     lm = build_lm(config(server, max_retries=0))
-    server.script = [(200, completion(prompt_tokens=5, completion_tokens=2), 0), (400, error_body("too long"), 0)]
+    server.script = [
+        (200, completion(prompt_tokens=5, completion_tokens=2), 0),
+        (400, error_body("too long"), 0),
+    ]
     lm.complete(MESSAGES)
     with pytest.raises(LMError):
         lm.complete(MESSAGES)
@@ -122,7 +127,10 @@ def test_it_is_labelled_as_a_real_model_with_its_host(server, key):
 
 
 def test_it_retries_a_429_and_counts_the_attempts(server, key):
-    server.script = [(429, error_body("slow down", "rate_limit_error"), 0), (429, error_body("slow down"), 0)]
+    server.script = [
+        (429, error_body("slow down", "rate_limit_error"), 0),
+        (429, error_body("slow down"), 0),
+    ]
     response = build_lm(config(server, max_retries=3)).complete(MESSAGES)
     assert response.text == "Hi there."
     assert response.attempts == 3
@@ -153,13 +161,19 @@ def gaps(server) -> list[float]:
 
 def test_backoff_doubles_from_the_configured_initial_delay_minus_at_most_a_quarter():
     policy = RetryPolicy(max_retries=10, initial_delay=0.2)
-    busy = openai.InternalServerError("busy", response=httpx2.Response(503, request=httpx2.Request("POST", "http://x")), body=None)
-    assert [policy.wait(n, busy, jitter=0.0) for n in range(6)] == pytest.approx([0.2, 0.4, 0.8, 1.6, 3.2, 3.2])
+    busy = openai.InternalServerError(
+        "busy", response=httpx2.Response(503, request=httpx2.Request("POST", "http://x")), body=None
+    )
+    assert [policy.wait(n, busy, jitter=0.0) for n in range(6)] == pytest.approx(
+        [0.2, 0.4, 0.8, 1.6, 3.2, 3.2]
+    )
     assert policy.wait(1, busy, jitter=0.999) == pytest.approx(0.4 * 0.75, rel=1e-3)
     assert policy.wait(10, busy) is None  # retries exhausted
 
 
-def test_backoff_between_attempts_follows_the_configured_initial_delay_and_the_whole_call_is_bounded(server, key):
+def test_backoff_between_attempts_follows_the_configured_initial_delay_and_the_whole_call_is_bounded(
+    server, key
+):
     server.default = (503, error_body("busy"), 0)
     started = time.monotonic()
     with pytest.raises(LMError) as raised:
@@ -223,11 +237,19 @@ def test_the_provider_overrides_and_imports_nothing_private_from_openai():
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module:
             assert not node.module.startswith("openai._"), node.module
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "openai":
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "openai"
+        ):
             assert not node.attr.startswith("_"), node.attr
-        if isinstance(node, ast.ClassDef) and any(ast.unparse(base).startswith("openai.") for base in node.bases):
+        if isinstance(node, ast.ClassDef) and any(
+            ast.unparse(base).startswith("openai.") for base in node.bases
+        ):
             methods = [item.name for item in node.body if isinstance(item, ast.FunctionDef)]
-            assert all(not m.startswith("_") or (m.startswith("__") and m.endswith("__")) for m in methods), methods
+            assert all(
+                not m.startswith("_") or (m.startswith("__") and m.endswith("__")) for m in methods
+            ), methods
 
 
 def test_a_reply_slower_than_the_timeout_is_retried_then_raises_lm_error(server, key):
@@ -250,14 +272,23 @@ def test_models_share_one_connection_pool_and_each_keeps_its_own_timeout(server,
     started = time.perf_counter()
     with pytest.raises(LMError, match="did not answer within 0.3 s"):
         brisk.complete(MESSAGES)
-    assert time.perf_counter() - started < 1.8  # its 0.3 s, not the patient one's 5 s nor the reply's 2 s
+    assert (
+        time.perf_counter() - started < 1.8
+    )  # its 0.3 s, not the patient one's 5 s nor the reply's 2 s
     assert patient.complete(MESSAGES).text
 
 
 def test_an_unreachable_endpoint_raises_lm_error_after_retries(key):
     lm = build_lm(
-        LMConfig(provider="openai", model="m", base_url=f"http://127.0.0.1:{free_port()}/v1",
-                 api_key_env=KEY_ENV, max_retries=1, retry_initial_delay=0.001, timeout=2)
+        LMConfig(
+            provider="openai",
+            model="m",
+            base_url=f"http://127.0.0.1:{free_port()}/v1",
+            api_key_env=KEY_ENV,
+            max_retries=1,
+            retry_initial_delay=0.001,
+            timeout=2,
+        )
     )
     with pytest.raises(LMError) as raised:
         lm.complete(MESSAGES)
@@ -269,7 +300,13 @@ def test_an_unreachable_endpoint_raises_lm_error_after_retries(key):
 
 
 def test_a_rejected_key_is_a_config_error_naming_the_variable_but_never_the_key(server, key):
-    server.default = (401, error_body(f"Incorrect API key provided: {SECRET[:8]}***{SECRET[-4:]}", code="invalid_api_key"), 0)
+    server.default = (
+        401,
+        error_body(
+            f"Incorrect API key provided: {SECRET[:8]}***{SECRET[-4:]}", code="invalid_api_key"
+        ),
+        0,
+    )
     lm = build_lm(config(server))
     with pytest.raises(LMConfigError) as raised:
         lm.complete(MESSAGES)
@@ -339,7 +376,9 @@ def test_the_reflection_callable_sends_the_prompt_as_one_user_message(server, ke
     server.default = (200, completion("```\nnew instruction\n```"), 0)
     reflection_lm = build_reflection_lm(config(server))
     assert reflection_lm("Improve this prompt") == "```\nnew instruction\n```"
-    assert server.requests[0]["body"]["messages"] == [{"role": "user", "content": "Improve this prompt"}]
+    assert server.requests[0]["body"]["messages"] == [
+        {"role": "user", "content": "Improve this prompt"}
+    ]
 
 
 def test_there_is_no_custom_proposer_for_a_real_model(server, key):
@@ -372,7 +411,12 @@ def test_check_endpoint_reports_a_missing_key_variable(server, monkeypatch):
 
 def test_check_endpoint_reports_an_unreachable_server(key):
     problem = check_endpoint(
-        LMConfig(provider="openai", model="m", base_url=f"http://127.0.0.1:{free_port()}/v1", api_key_env=KEY_ENV)
+        LMConfig(
+            provider="openai",
+            model="m",
+            base_url=f"http://127.0.0.1:{free_port()}/v1",
+            api_key_env=KEY_ENV,
+        )
     )
     assert problem.startswith("Could not connect to")
 
@@ -414,4 +458,8 @@ def test_build_lm_turns_an_invalid_dict_into_one_config_error_sentence():
 
 def test_config_and_model_reprs_hold_no_key(server, key):
     lm = build_lm(config(server))
-    assert SECRET not in repr(lm) and SECRET not in repr(lm.config) and SECRET not in lm.config.model_dump_json()
+    assert (
+        SECRET not in repr(lm)
+        and SECRET not in repr(lm.config)
+        and SECRET not in lm.config.model_dump_json()
+    )

@@ -38,11 +38,16 @@ TOPICS = [
 
 def synthetic_tasks(count: int) -> list[str]:
     rng = random.Random(7)
-    return [f"Hello, {rng.choice(TOPICS)}. Case {i}: {rng.choice(TOPICS)}. Please help." for i in range(count)]
+    return [
+        f"Hello, {rng.choice(TOPICS)}. Case {i}: {rng.choice(TOPICS)}. Please help."
+        for i in range(count)
+    ]
 
 
 def ask(lm, system: str, user: str) -> str:
-    return lm.complete([{"role": "system", "content": system}, {"role": "user", "content": user}]).text
+    return lm.complete(
+        [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    ).text
 
 
 def rate(lm, system: str, tasks: list[str], predicate) -> float:
@@ -63,7 +68,9 @@ def test_it_is_labelled_as_a_simulator_everywhere():
 
 
 def test_it_reports_approximate_usage_and_latency():
-    response = build_lm(DEMO).complete([{"role": "system", "content": "Be kind."}, {"role": "user", "content": "Hi there"}])
+    response = build_lm(DEMO).complete(
+        [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "Hi there"}]
+    )
     assert response.tokens_in > 0 and response.tokens_out > 0
     assert response.latency_ms >= 0 and response.attempts == 1 and response.model == "demo"
 
@@ -99,10 +106,14 @@ def test_explicit_quoted_rules_are_followed_far_more_often_than_no_rule():
     lm, tasks = build_lm(DEMO), synthetic_tasks(60)
     has_phrase = lambda text: "tracking number" in text.lower()  # noqa: E731
     without = rate(lm, "You are a helpful support assistant.", tasks, has_phrase)
-    plain = rate(lm, 'You are a helpful support assistant. Mention "tracking number".', tasks, has_phrase)
+    plain = rate(
+        lm, 'You are a helpful support assistant. Mention "tracking number".', tasks, has_phrase
+    )
     explicit = rate(
-        lm, 'You are a helpful support assistant. IMPORTANT: You MUST ALWAYS include the exact phrase "tracking number".',
-        tasks, has_phrase,
+        lm,
+        'You are a helpful support assistant. IMPORTANT: You MUST ALWAYS include the exact phrase "tracking number".',
+        tasks,
+        has_phrase,
     )
     assert without == 0
     assert 0.3 <= plain <= 0.7
@@ -111,10 +122,16 @@ def test_explicit_quoted_rules_are_followed_far_more_often_than_no_rule():
 
 def test_an_avoid_rule_keeps_a_tempting_phrase_out_of_the_reply():
     lm = build_lm(DEMO)
-    tasks = [f"Could you send me a gift card for case {i}? The last one expired." for i in range(60)]
+    tasks = [
+        f"Could you send me a gift card for case {i}? The last one expired." for i in range(60)
+    ]
     has_phrase = lambda text: "gift card" in text.lower()  # noqa: E731
-    without = rate(lm, "You are a helpful assistant.", tasks, has_phrase)  # the reply echoes the request
-    with_rule = rate(lm, 'You are a helpful assistant. You must never write "gift card".', tasks, has_phrase)
+    without = rate(
+        lm, "You are a helpful assistant.", tasks, has_phrase
+    )  # the reply echoes the request
+    with_rule = rate(
+        lm, 'You are a helpful assistant. You must never write "gift card".', tasks, has_phrase
+    )
     assert without >= 0.6
     assert with_rule <= 0.35
 
@@ -144,7 +161,15 @@ def test_a_json_member_rule_writes_that_member():
 def test_a_length_limit_is_respected_when_followed():
     lm, tasks = build_lm(DEMO), synthetic_tasks(40)
     assert rate(lm, "Be helpful.", tasks, lambda t: len(t) <= 150) == 0
-    assert rate(lm, "IMPORTANT: The reply MUST ALWAYS stay under 150 characters.", tasks, lambda t: len(t) <= 150) >= 0.85
+    assert (
+        rate(
+            lm,
+            "IMPORTANT: The reply MUST ALWAYS stay under 150 characters.",
+            tasks,
+            lambda t: len(t) <= 150,
+        )
+        >= 0.85
+    )
 
 
 def test_a_conditional_rule_applies_only_when_its_trigger_words_appear():
@@ -159,7 +184,10 @@ def test_a_conditional_rule_applies_only_when_its_trigger_words_appear():
 def test_a_stronger_rule_never_turns_a_followed_case_into_an_ignored_one():
     lm, tasks = build_lm(DEMO), synthetic_tasks(40)
     weak = [("refund" in ask(lm, 'Mention "refund".', t)) for t in tasks]
-    strong = [("refund" in ask(lm, 'You must always include the exact phrase "refund".', t)) for t in tasks]
+    strong = [
+        ("refund" in ask(lm, 'You must always include the exact phrase "refund".', t))
+        for t in tasks
+    ]
     assert all(s for w, s in zip(weak, strong) if w)
 
 
@@ -172,17 +200,22 @@ def test_verify_loop_feedback_in_the_user_message_is_acted_on():
 def test_it_answers_a_one_megabyte_input_with_a_bounded_reply():
     lm = build_lm(DEMO)
     huge = ("flood " + "x" * 994 + ". ") * 1000
-    text = ask(lm, 'When the request mentions "flood", mention "pump".\n' * 50 + "z" * 500_000, huge)
+    text = ask(
+        lm, 'When the request mentions "flood", mention "pump".\n' * 50 + "z" * 500_000, huge
+    )
     assert len(text) < 5_000  # how long it takes is a figure of bench/suite_timings.py
 
 
 def test_it_reads_the_rule_grammar():
-    rules = {(r.kind, r.phrase, r.triggers) for r in parse_rules(
-        'Always mention "refund" but never say "gift card".\n'
-        'When the request mentions "flood" or "leak", include "urgency": "high".\n'
-        "Do not forget to mention \"order number\".\n"
-        "Keep the reply under 800 characters."
-    )}
+    rules = {
+        (r.kind, r.phrase, r.triggers)
+        for r in parse_rules(
+            'Always mention "refund" but never say "gift card".\n'
+            'When the request mentions "flood" or "leak", include "urgency": "high".\n'
+            'Do not forget to mention "order number".\n'
+            "Keep the reply under 800 characters."
+        )
+    }
     assert ("include", "refund", ()) in rules
     assert ("avoid", "gift card", ()) in rules
     assert ("include", '"urgency": "high"', ("flood", "leak")) in rules
@@ -198,7 +231,7 @@ def test_it_reads_the_scoring_engines_reasons():
         'refund/expectations: the answer should offer a refund (expected one of: "refund", "money back"); '
         'do not push a gift card (found: "gift card")\n'
         'refund/no-voucher: output must not contain "voucher"\n'
-        'triage/json: output is not valid JSON (Expecting value: line 1 column 1 (char 0))\n'
+        "triage/json: output is not valid JSON (Expecting value: line 1 column 1 (char 0))\n"
         'triage/keys: missing required keys: "urgency", "sentiment" (output is not valid JSON)\n'
         "triage/short: output is too long: 812 characters, must be at most 500\n"
         'triage/id: output does not match pattern "T-\\\\d+"'
@@ -216,7 +249,7 @@ def test_it_reads_the_scoring_engines_reasons():
 def test_the_first_reason_after_the_adapters_score_lead_in_is_read_too():
     from optimizer.runs.adapter import feedback_with_score
 
-    reasons = "qa-format/short: output is too long: 381 characters, must be at most 60\nrow/contains: output does not contain \"<b>4</b>\""
+    reasons = 'qa-format/short: output is too long: 381 characters, must be at most 60\nrow/contains: output does not contain "<b>4</b>"'
     feedback = feedback_with_score({"feedback": reasons, "score": 0.0, "verdict": "fail"})
     assert feedback.startswith("Score 0.00 (fail). qa-format/short")
     kinds = [(a.kind, a.phrases, a.number) for a in parse_feedback(feedback)]
@@ -231,11 +264,21 @@ def test_the_proposer_adds_rules_that_quote_what_the_feedback_asks_for():
     proposer = build_candidate_proposer(DEMO)
     dataset = {
         "system_prompt": [
-            record("My toaster broke, I want my money.", "Thanks.", 'offer a refund (expected one of: "refund", "money back")'),
-            record("My kettle broke, I want my money.", "Thanks.", 'offer a refund (expected: "refund")'),
+            record(
+                "My toaster broke, I want my money.",
+                "Thanks.",
+                'offer a refund (expected one of: "refund", "money back")',
+            ),
+            record(
+                "My kettle broke, I want my money.",
+                "Thanks.",
+                'offer a refund (expected: "refund")',
+            ),
         ]
     }
-    new = proposer({"system_prompt": "Be helpful.", "other": "untouched"}, dataset, ["system_prompt"])
+    new = proposer(
+        {"system_prompt": "Be helpful.", "other": "untouched"}, dataset, ["system_prompt"]
+    )
     assert set(new) == {"system_prompt"}
     assert new["system_prompt"].startswith("Be helpful.")
     assert 'Always mention "refund".' in new["system_prompt"]
@@ -246,13 +289,19 @@ def test_a_task_specific_expectation_becomes_a_conditional_rule():
     proposer = build_candidate_proposer(DEMO)
     dataset = {
         "p": [
-            record("Water is flooding the basement after the storm.", "Noted.", 'set urgency (expected: "urgency: high")'),
+            record(
+                "Water is flooding the basement after the storm.",
+                "Noted.",
+                'set urgency (expected: "urgency: high")',
+            ),
             record("Please update the billing address on my account.", "Noted.", ""),
         ]
     }
     text = proposer({"p": "Triage the request."}, dataset, ["p"])["p"]
     rule = next(r for r in parse_rules(text) if r.phrase == "urgency: high")
-    assert rule.triggers and all(t in "water is flooding the basement after the storm." for t in rule.triggers)
+    assert rule.triggers and all(
+        t in "water is flooding the basement after the storm." for t in rule.triggers
+    )
     lm = build_lm(DEMO)
     assert "urgency: high" not in ask(lm, text, "Please update the billing address on my account.")
 
@@ -263,7 +312,10 @@ def test_feedback_on_an_existing_rule_sharpens_it_in_place():
     first = proposer({"p": "Help."}, dataset, ["p"])["p"]
     second = proposer({"p": first}, dataset, ["p"])["p"]
     third = proposer({"p": second}, dataset, ["p"])["p"]
-    strengths = [next(r for r in parse_rules(t) if r.phrase == "tracking").strength for t in (first, second, third)]
+    strengths = [
+        next(r for r in parse_rules(t) if r.phrase == "tracking").strength
+        for t in (first, second, third)
+    ]
     assert strengths[0] < strengths[1] < strengths[2]
     assert third.count("tracking") == 1  # rewritten, not piled up
 
@@ -287,10 +339,20 @@ def test_the_reflection_lm_understands_gepas_default_prompt_and_replies_in_its_f
 
     seed = "Answer the customer.\n```\nexample block inside the prompt\n```"
     dataset = [
-        record("My order is late.", "```json\n{}\n```", 'the reply should apologise (expected: "sorry")'),
-        record("My order is late again.", "Hello.", 'the reply should apologise (expected: "sorry"); do not blame the courier (found: "courier")'),
+        record(
+            "My order is late.",
+            "```json\n{}\n```",
+            'the reply should apologise (expected: "sorry")',
+        ),
+        record(
+            "My order is late again.",
+            "Hello.",
+            'the reply should apologise (expected: "sorry"); do not blame the courier (found: "courier")',
+        ),
     ]
-    prompt = Sig.prompt_renderer({"current_instruction_doc": seed, "dataset_with_feedback": dataset, "prompt_template": None})
+    prompt = Sig.prompt_renderer(
+        {"current_instruction_doc": seed, "dataset_with_feedback": dataset, "prompt_template": None}
+    )
     reflection_lm = build_reflection_lm(DEMO)
     reply = reflection_lm(prompt)
     new = Sig.output_extractor(reply)["new_instruction"]
@@ -336,10 +398,17 @@ def library_tasks() -> list[dict]:
     ]
     tasks = []
     for text, specific in rows:
-        must = [{"anyOf": ["member number", "membership number"], "message": "ask for the member number"}]
+        must = [
+            {
+                "anyOf": ["member number", "membership number"],
+                "message": "ask for the member number",
+            }
+        ]
         must += [{"anyOf": [p], "message": f"explain the {p}"} for p in specific]
         must_not = [{"anyOf": ["password"], "message": "never repeat a password"}]
-        tasks.append({"input": text, "expectations": {"mustMention": must, "mustNotMention": must_not}})
+        tasks.append(
+            {"input": text, "expectations": {"mustMention": must, "mustNotMention": must_not}}
+        )
     return tasks
 
 
@@ -352,7 +421,9 @@ def evaluate(lm, prompt: str, tasks: list[dict]) -> list[tuple[str, float, str]]
     return results
 
 
-def run_reflection_rounds(scorer, tasks, rounds=20, minibatch=3, seed=0, prompt="You are a helpful library assistant."):
+def run_reflection_rounds(
+    scorer, tasks, rounds=20, minibatch=3, seed=0, prompt="You are a helpful library assistant."
+):
     """A GEPA-shaped loop: minibatch, reflect, accept only if the minibatch improves."""
     lm, proposer = build_lm({**DEMO, "seed": seed}), build_candidate_proposer(DEMO)
     rng = random.Random(seed)
@@ -364,7 +435,9 @@ def run_reflection_rounds(scorer, tasks, rounds=20, minibatch=3, seed=0, prompt=
         dataset = [record(t["input"], out, fb) for t, (out, _, fb) in zip(batch, before) if fb]
         if not dataset:
             continue
-        new = proposer({"system_prompt": prompt}, {"system_prompt": dataset}, ["system_prompt"])["system_prompt"]
+        new = proposer({"system_prompt": prompt}, {"system_prompt": dataset}, ["system_prompt"])[
+            "system_prompt"
+        ]
         after = scorer(lm, new, batch)
         if sum(s for _, s, _ in after) > sum(s for _, s, _ in before):
             prompt = new
@@ -391,7 +464,8 @@ def test_a_gepa_run_with_the_demo_proposer_improves_the_score():
         def evaluate(self, batch, candidate, capture_traces=False):
             results = evaluate(lm, candidate["system_prompt"], batch)
             trajectories = [
-                {"input": t["input"], "output": out, "feedback": fb} for t, (out, _, fb) in zip(batch, results)
+                {"input": t["input"], "output": out, "feedback": fb}
+                for t, (out, _, fb) in zip(batch, results)
             ]
             return EvaluationBatch(
                 outputs=[out for out, _, _ in results],
@@ -423,19 +497,25 @@ def test_a_gepa_run_with_the_demo_proposer_improves_the_score():
 
 def test_reflection_improves_a_triage_task_set_scored_by_the_real_engine():
     engine = pytest.importorskip("verifiers_app.engine")
-    scorer = engine.compile_specs([
-        {
-            "id": "triage",
-            "name": "Triage",
-            "kind": "native",
-            "checks": [
-                {"id": "labels", "type": "task_expectations", "weight": 4, "params": {}},
-                {"id": "json", "type": "json_valid", "weight": 2, "params": {}},
-                {"id": "keys", "type": "json_keys", "params": {"requiredKeys": ["urgency", "sentiment", "summary"]}},
-                {"id": "short", "type": "max_length", "params": {"value": 400}},
-            ],
-        }
-    ])
+    scorer = engine.compile_specs(
+        [
+            {
+                "id": "triage",
+                "name": "Triage",
+                "kind": "native",
+                "checks": [
+                    {"id": "labels", "type": "task_expectations", "weight": 4, "params": {}},
+                    {"id": "json", "type": "json_valid", "weight": 2, "params": {}},
+                    {
+                        "id": "keys",
+                        "type": "json_keys",
+                        "params": {"requiredKeys": ["urgency", "sentiment", "summary"]},
+                    },
+                    {"id": "short", "type": "max_length", "params": {"value": 400}},
+                ],
+            }
+        ]
+    )
     rows = [
         ("Smoke is coming out of the electrical panel in the hallway.", "high"),
         ("There is a strong smell of gas near the boiler room.", "high"),
@@ -454,8 +534,15 @@ def test_reflection_improves_a_triage_task_set_scored_by_the_real_engine():
             "input": text,
             "metadata": {
                 "expectations": {
-                    "mustMention": [{"anyOf": [f'"urgency": "{level}"'], "message": f"this request is {level} urgency"}],
-                    "mustNotMention": [{"anyOf": ["lawsuit"], "message": "never threaten legal action"}],
+                    "mustMention": [
+                        {
+                            "anyOf": [f'"urgency": "{level}"'],
+                            "message": f"this request is {level} urgency",
+                        }
+                    ],
+                    "mustNotMention": [
+                        {"anyOf": ["lawsuit"], "message": "never threaten legal action"}
+                    ],
                 }
             },
         }
@@ -470,6 +557,8 @@ def test_reflection_improves_a_triage_task_set_scored_by_the_real_engine():
             results.append((output, result.score, result.feedback))
         return results
 
-    start, end, prompt = run_reflection_rounds(engine_scores, tasks, rounds=25, prompt="Triage the facility request.")
+    start, end, prompt = run_reflection_rounds(
+        engine_scores, tasks, rounds=25, prompt="Triage the facility request."
+    )
     assert start < 0.5, start
     assert end > 0.8, (end, prompt)

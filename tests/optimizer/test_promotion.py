@@ -16,16 +16,27 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def run(user):
-    return recorded_run(user, candidates=3, val_tasks=3, holdout_tasks=4, name="Refund policy run", task_prefix="val-")
+    return recorded_run(
+        user,
+        candidates=3,
+        val_tasks=3,
+        holdout_tasks=4,
+        name="Refund policy run",
+        task_prefix="val-",
+    )
 
 
 def _set_holdout(run, index, scores):
     for key, score in zip(["hold-000", "hold-001", "hold-002", "hold-003"], scores):
-        Evaluation.objects.filter(candidate__run=run, candidate__index=index, task_key=key).update(score=score)
+        Evaluation.objects.filter(candidate__run=run, candidate__index=index, task_key=key).update(
+            score=score
+        )
 
 
 def _report(run, margin=0.02):
-    return promotion_report(seed=run.candidates.get(index=0), candidate=run.candidates.get(index=2), margin=margin)
+    return promotion_report(
+        seed=run.candidates.get(index=0), candidate=run.candidates.get(index=2), margin=margin
+    )
 
 
 def test_a_candidate_that_beats_the_seed_by_the_margin_without_net_regressions_is_promoted(run):
@@ -54,8 +65,13 @@ def test_more_regressions_than_improvements_blocks_promotion_even_with_a_big_mea
 
 
 def test_there_is_no_report_without_holdout_evaluations(user):
-    run = recorded_run(user, candidates=2, holdout_tasks=0, name="no holdout", val_tasks=6, task_prefix="val-")
-    assert promotion_report(seed=run.candidates.get(index=0), candidate=run.candidates.get(index=1)) is None
+    run = recorded_run(
+        user, candidates=2, holdout_tasks=0, name="no holdout", val_tasks=6, task_prefix="val-"
+    )
+    assert (
+        promotion_report(seed=run.candidates.get(index=0), candidate=run.candidates.get(index=1))
+        is None
+    )
 
 
 def test_the_owner_promotes_a_finished_run_s_candidate(run, user):
@@ -64,10 +80,14 @@ def test_the_owner_promotes_a_finished_run_s_candidate(run, user):
     assert run.chosen_candidate.index == 1
 
 
-def test_promotion_is_refused_to_others_for_other_runs_candidates_and_while_running(run, user, other_user):
+def test_promotion_is_refused_to_others_for_other_runs_candidates_and_while_running(
+    run, user, other_user
+):
     with pytest.raises(PermissionDenied):
         run_promote(run=run, candidate=run.candidates.get(index=1), user=other_user)
-    elsewhere = recorded_run(user, name="elsewhere", candidates=4, val_tasks=6, holdout_tasks=4, task_prefix="val-").candidates.get(index=1)
+    elsewhere = recorded_run(
+        user, name="elsewhere", candidates=4, val_tasks=6, holdout_tasks=4, task_prefix="val-"
+    ).candidates.get(index=1)
     with pytest.raises(ValueError, match="^candidate:"):
         run_promote(run=run, candidate=elsewhere, user=user)
     run.status = RunStatus.RUNNING
@@ -79,11 +99,15 @@ def test_promotion_is_refused_to_others_for_other_runs_candidates_and_while_runn
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_report_on_a_real_run_matches_the_runner_s_holdout_scores_and_survives_an_export(user, other_user, user_client, settings, tmp_path, monkeypatch):
+def test_the_report_on_a_real_run_matches_the_runner_s_holdout_scores_and_survives_an_export(
+    user, other_user, user_client, settings, tmp_path, monkeypatch
+):
     from optimizer.runs import runner
 
     settings.RUNS_DIR = tmp_path / "runs"
-    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # see tests/optimizer/runs/test_runner.py
+    monkeypatch.setattr(
+        runner, "HEARTBEAT_SECONDS", 3600
+    )  # see tests/optimizer/runs/test_runner.py
     run = run_demo_with_holdout(user)
     scored = run.events.get(type=ev.HOLDOUT_SCORED).payload
     seed, best = run.candidates.get(index=0), run.best_candidate
@@ -92,7 +116,9 @@ def test_the_report_on_a_real_run_matches_the_runner_s_holdout_scores_and_surviv
     report = promotion_report(seed=seed, candidate=best)
 
     assert len(report.rows) == scored["tasks"]
-    assert report.seed_mean == pytest.approx(scored["seed_score"]) and report.mean == pytest.approx(scored["best_score"])
+    assert report.seed_mean == pytest.approx(scored["seed_score"]) and report.mean == pytest.approx(
+        scored["best_score"]
+    )
     html = user_client.get(reverse("compare:promotion", args=[run.pk])).content.decode()
     assert f'data-verdict="{"promote" if report.promote else "keep"}"' in html
     for row in report.rows:
@@ -100,7 +126,9 @@ def test_the_report_on_a_real_run_matches_the_runner_s_holdout_scores_and_surviv
 
     copy = run_import(owner=other_user, data=json.loads(json.dumps(run_export(run))))
     again = promotion_report(seed=copy.candidates.get(index=0), candidate=copy.best_candidate)
-    assert [(r.task_key, r.seed_score, r.score) for r in again.rows] == [(r.task_key, r.seed_score, r.score) for r in report.rows]
+    assert [(r.task_key, r.seed_score, r.score) for r in again.rows] == [
+        (r.task_key, r.seed_score, r.score) for r in report.rows
+    ]
     assert again.promote == report.promote
 
     user_client.post(reverse("compare:promotion", args=[run.pk]), {"candidate": best.index})

@@ -22,9 +22,20 @@ MARK = ("metric_calls", "parent", "before", "after", "minibatch_size")
 
 
 def proposal(accepted: bool, **fields) -> dict:
-    return {"iteration": 5, "parent": 2, "components": ["p"], "accepted": accepted, "candidate": None if not accepted else 3,
-            "before": 2.0, "after": 1.5, "minibatch": ["t000", "t001", "t002"], "texts": {"p": "rewrite " * 300},
-            "reasoning": "why " * 300, "metric_calls": 77, **fields}
+    return {
+        "iteration": 5,
+        "parent": 2,
+        "components": ["p"],
+        "accepted": accepted,
+        "candidate": None if not accepted else 3,
+        "before": 2.0,
+        "after": 1.5,
+        "minibatch": ["t000", "t001", "t002"],
+        "texts": {"p": "rewrite " * 300},
+        "reasoning": "why " * 300,
+        "metric_calls": 77,
+        **fields,
+    }
 
 
 def marks(run, model=RejectedProposal) -> list[tuple]:
@@ -32,23 +43,45 @@ def marks(run, model=RejectedProposal) -> list[tuple]:
 
 
 @pytest.mark.django_db
-def test_a_rejected_proposal_is_stored_with_the_numbers_the_score_chart_draws_when_it_is_published(user):
+def test_a_rejected_proposal_is_stored_with_the_numbers_the_score_chart_draws_when_it_is_published(
+    user,
+):
     run = recorded_run(owner=user, candidates=2, val_tasks=2, status=RunStatus.RUNNING)
     before = marks(run)
     rejected = publish_run_event(run.pk, ev.PROPOSAL, proposal(False))
-    publish_run_events(run.pk, [(ev.PROPOSAL, proposal(True, candidate=2)),
-                                (ev.ERROR, {"where": "reflection", "message": "x", "iteration": 5})])
+    publish_run_events(
+        run.pk,
+        [
+            (ev.PROPOSAL, proposal(True, candidate=2)),
+            (ev.ERROR, {"where": "reflection", "message": "x", "iteration": 5}),
+        ],
+    )
 
     assert marks(run) == [*before, (rejected.seq, 77, 2, 2.0, 1.5, 3)]
 
 
 def test_numbers_an_external_client_got_wrong_are_stored_as_none_not_an_error():
-    fields = rejected_mark_fields(ev.PROPOSAL, proposal(False, metric_calls="12", parent=True, before="n/a", after=2**80,
-                                                         minibatch="t000"))
-    assert fields == {"metric_calls": 12, "parent": None, "before": None, "after": float(2**80), "minibatch_size": 0}
-    assert rejected_mark_fields(ev.PROPOSAL, proposal(False, metric_calls=2**40))["metric_calls"] is None
+    fields = rejected_mark_fields(
+        ev.PROPOSAL,
+        proposal(
+            False, metric_calls="12", parent=True, before="n/a", after=2**80, minibatch="t000"
+        ),
+    )
+    assert fields == {
+        "metric_calls": 12,
+        "parent": None,
+        "before": None,
+        "after": float(2**80),
+        "minibatch_size": 0,
+    }
+    assert (
+        rejected_mark_fields(ev.PROPOSAL, proposal(False, metric_calls=2**40))["metric_calls"]
+        is None
+    )
     assert rejected_mark_fields(ev.PROPOSAL, proposal(True)) is None
-    assert rejected_mark_fields(ev.PROPOSAL, proposal(0)) is None  # only a JSON false is a rejection, as the page always read it
+    assert (
+        rejected_mark_fields(ev.PROPOSAL, proposal(0)) is None
+    )  # only a JSON false is a rejection, as the page always read it
     assert rejected_mark_fields(ev.TRIALS, proposal(False)) is None
 
 
@@ -80,12 +113,20 @@ def test_the_migration_stores_the_marks_of_the_runs_recorded_before_and_the_page
     try:
         owner = apps.get_model("auth", "User").objects.create(username="old")
         run = apps.get_model("optimizer", "Run").objects.create(owner_id=owner.pk, name="old run")
-        payloads = [proposal(False, metric_calls=10, after=1.0), proposal(True, metric_calls=20),
-                    proposal(False, metric_calls=30, parent=None, minibatch=["t000"]), {"where": "x", "message": "y"}]
+        payloads = [
+            proposal(False, metric_calls=10, after=1.0),
+            proposal(True, metric_calls=20),
+            proposal(False, metric_calls=30, parent=None, minibatch=["t000"]),
+            {"where": "x", "message": "y"},
+        ]
         types = [ev.PROPOSAL, ev.PROPOSAL, ev.PROPOSAL, ev.ERROR]
         RunEvent = apps.get_model("optimizer", "RunEvent")
-        RunEvent.objects.bulk_create([RunEvent(run_id=run.pk, seq=seq, type=t, payload=p)
-                                      for seq, (t, p) in enumerate(zip(types, payloads, strict=True), start=1)])
+        RunEvent.objects.bulk_create(
+            [
+                RunEvent(run_id=run.pk, seq=seq, type=t, payload=p)
+                for seq, (t, p) in enumerate(zip(types, payloads, strict=True), start=1)
+            ]
+        )
         apps.get_model("optimizer", "RunProgress").objects.create(run_id=run.pk, last_seq=4)
 
         apps = migrate(AFTER)
@@ -96,5 +137,9 @@ def test_the_migration_stores_the_marks_of_the_runs_recorded_before_and_the_page
     from optimizer.models import Run
 
     assert selectors.run_snapshot(Run.objects.get(pk=run.pk))["rejected"] == {
-        "metric_calls": [10, 30], "parent": [2, None], "before": [2.0, 2.0], "after": [1.0, 1.5], "minibatch_size": [3, 1],
+        "metric_calls": [10, 30],
+        "parent": [2, None],
+        "before": [2.0, 2.0],
+        "after": [1.0, 1.5],
+        "minibatch_size": [3, 1],
     }

@@ -30,12 +30,25 @@ def held(user):
     refund_verifier(user)
     run = run_launch(owner=user, config=run_config(refund_task_set(user)))
     run, run_claim = claim(run.pk)
-    recorder = RunRecorder(run=run, adapter=None, valset=[], task_pks={}, budget_total=run.budget_total, claim=run_claim)
+    recorder = RunRecorder(
+        run=run,
+        adapter=None,
+        valset=[],
+        task_pks={},
+        budget_total=run.budget_total,
+        claim=run_claim,
+    )
     return run, run_claim, recorder
 
 
 def budget_update(recorder: RunRecorder, used: int) -> None:
-    recorder.on_budget_updated({"metric_calls_used": used, "frontier_usage": recorder.meter.snapshot(), "frontier_eta": 3.0})
+    recorder.on_budget_updated(
+        {
+            "metric_calls_used": used,
+            "frontier_usage": recorder.meter.snapshot(),
+            "frontier_eta": 3.0,
+        }
+    )
 
 
 def test_heartbeats_budget_updates_and_event_batches_never_rewrite_the_run_row(held):
@@ -54,7 +67,11 @@ def test_heartbeats_budget_updates_and_event_batches_never_rewrite_the_run_row(h
     assert progress.last_seq == RunEvent.objects.filter(run=run).count()
     # The pages and the API read the same figures, from the progress row.
     shown = Run.objects.select_related("progress").get(pk=run.pk)
-    assert (shown.budget_used, shown.last_seq, shown.heartbeat_at) == (9, progress.last_seq, progress.heartbeat_at)
+    assert (shown.budget_used, shown.last_seq, shown.heartbeat_at) == (
+        9,
+        progress.last_seq,
+        progress.heartbeat_at,
+    )
 
 
 def test_a_worker_that_lost_its_run_writes_no_heartbeat_budget_or_event(held):
@@ -62,7 +79,9 @@ def test_a_worker_that_lost_its_run_writes_no_heartbeat_budget_or_event(held):
     budget_update(recorder, 4)
     recorder._publish()
     before = run_progress(run.pk).values("heartbeat_at", "budget_used", "last_seq").get()
-    Run.objects.filter(pk=run.pk).update(claim="another-worker")  # the watchdog gave the run to another worker
+    Run.objects.filter(pk=run.pk).update(
+        claim="another-worker"
+    )  # the watchdog gave the run to another worker
 
     with pytest.raises(ClaimLost):
         Heartbeat(run_claim).beat()

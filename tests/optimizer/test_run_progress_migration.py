@@ -31,7 +31,12 @@ def test_a_run_recorded_before_the_progress_row_keeps_its_figures_both_ways(djan
 
         apps = migrate(AFTER)
         progress = apps.get_model("optimizer", "RunProgress").objects.get(run_id=run.pk)
-        assert (progress.budget_used, progress.usage, progress.cost, progress.last_seq) == (17, usage, 0.25, 42)
+        assert (progress.budget_used, progress.usage, progress.cost, progress.last_seq) == (
+            17,
+            usage,
+            0.25,
+            42,
+        )
 
         apps = migrate(BEFORE)
         back = apps.get_model("optimizer", "Run").objects.get(pk=run.pk)

@@ -16,7 +16,9 @@ pytestmark = pytest.mark.django_db
 
 def test_the_runs_list_filters_by_status_and_searches_names_task_sets_and_owners(user, other_user):
     done = recorded_run(owner=user, name="refund policy", candidates=2, val_tasks=2)
-    live = recorded_run(owner=user, name="facility extraction", candidates=2, val_tasks=2, status=RunStatus.RUNNING)
+    live = recorded_run(
+        owner=user, name="facility extraction", candidates=2, val_tasks=2, status=RunStatus.RUNNING
+    )
     foreign = recorded_run(owner=other_user, name="refund elsewhere", candidates=2, val_tasks=2)
 
     assert list(selectors.run_list(user=user)) == [live, done]
@@ -29,29 +31,63 @@ def test_the_runs_list_filters_by_status_and_searches_names_task_sets_and_owners
 
 def test_the_demo_simulator_is_labelled_as_a_simulator(user):
     run = recorded_run(owner=user, candidates=1, val_tasks=1)
-    assert run_summary(run)["model"] == {"label": "demo simulator", "is_simulator": True, "model": DEMO_TASK_LM.model}
+    assert run_summary(run)["model"] == {
+        "label": "demo simulator",
+        "is_simulator": True,
+        "model": DEMO_TASK_LM.model,
+    }
     run.config = {"task_lm": {"provider": "openai", "model": "gpt-4o-mini"}}
-    assert run_summary(run)["model"] == {"label": "gpt-4o-mini", "is_simulator": False, "model": "gpt-4o-mini"}
+    assert run_summary(run)["model"] == {
+        "label": "gpt-4o-mini",
+        "is_simulator": False,
+        "model": "gpt-4o-mini",
+    }
 
 
-def test_a_run_whose_reflection_model_is_the_simulator_is_flagged_a_simulator_on_pages_and_in_the_api(user):
+def test_a_run_whose_reflection_model_is_the_simulator_is_flagged_a_simulator_on_pages_and_in_the_api(
+    user,
+):
     run = recorded_run(owner=user, candidates=1, val_tasks=1)
-    run.config = {"task_lm": {"provider": "openai", "model": "gpt-4o-mini"}, "reflection_lm": {"provider": "demo", "model": "demo-reflection"}}
+    run.config = {
+        "task_lm": {"provider": "openai", "model": "gpt-4o-mini"},
+        "reflection_lm": {"provider": "demo", "model": "demo-reflection"},
+    }
     summary = run_summary(run)
-    assert summary["model"] == {"label": "gpt-4o-mini", "is_simulator": True, "model": "gpt-4o-mini"}
-    assert RunOut.of(run)["simulator"] is True and run_list_row(run)["model"]["is_simulator"] is True
+    assert summary["model"] == {
+        "label": "gpt-4o-mini",
+        "is_simulator": True,
+        "model": "gpt-4o-mini",
+    }
+    assert (
+        RunOut.of(run)["simulator"] is True and run_list_row(run)["model"]["is_simulator"] is True
+    )
 
 
 def test_a_run_with_real_models_only_is_not_flagged_a_simulator_anywhere(user):
     run = recorded_run(owner=user, candidates=1, val_tasks=1)
-    run.config = {"task_lm": {"provider": "openai", "model": "a"}, "reflection_lm": {"provider": "openai", "model": "b"}}
-    assert RunOut.of(run)["simulator"] is False and run_summary(run)["model"]["is_simulator"] is False
+    run.config = {
+        "task_lm": {"provider": "openai", "model": "a"},
+        "reflection_lm": {"provider": "openai", "model": "b"},
+    }
+    assert (
+        RunOut.of(run)["simulator"] is False and run_summary(run)["model"]["is_simulator"] is False
+    )
 
 
 def test_the_api_shape_and_the_list_row_show_the_same_numbers_as_the_summary(user):
     run = recorded_run(owner=user, candidates=3, val_tasks=2)
     summary, api, row = run_summary(run), RunOut.of(run), run_list_row(run)
-    for key in ("id", "status", "budget_used", "budget_total", "seed_score", "best_score", "cost", "pricing", "last_seq"):
+    for key in (
+        "id",
+        "status",
+        "budget_used",
+        "budget_total",
+        "seed_score",
+        "best_score",
+        "cost",
+        "pricing",
+        "last_seq",
+    ):
         assert api[key] == summary[key] == row[key]
     assert api["best_candidate"] == summary["best_index"] == run.best_candidate.index
 

@@ -27,7 +27,9 @@ def test_a_launched_run_is_queued_after_commit_and_executed_by_the_celery_task(
     user, task_set, django_capture_on_commit_callbacks, monkeypatch, settings, tmp_path
 ):
     settings.RUNS_DIR = tmp_path
-    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # no second writer on the in-memory test DB
+    monkeypatch.setattr(
+        runner, "HEARTBEAT_SECONDS", 3600
+    )  # no second writer on the in-memory test DB
     monkeypatch.setitem(app.conf, "task_always_eager", True)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         run = run_launch(owner=user, config=run_config(task_set, budget={"max_metric_calls": 30}))
@@ -45,16 +47,25 @@ def test_cancelling_a_running_run_asks_the_worker_to_abort(user, task_set):
     Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING)
     run_progress(run.pk).update(heartbeat_at=timezone.now())
     run = run_cancel(run=run)
-    assert (run.status, run.phase, run.stop_requested, run.cancel_requested) == (RunStatus.STOPPING, "cancelling", True, True)
+    assert (run.status, run.phase, run.stop_requested, run.cancel_requested) == (
+        RunStatus.STOPPING,
+        "cancelling",
+        True,
+        True,
+    )
 
 
 def test_a_running_run_resumes_only_once_its_worker_is_gone(user, task_set):
     run = run_launch(owner=user, config=run_config(task_set))
     Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING)
     run_progress(run.pk).update(heartbeat_at=timezone.now())
-    with pytest.raises(RunStateError, match="only a stopped, failed, completed or crashed run resumes"):
+    with pytest.raises(
+        RunStateError, match="only a stopped, failed, completed or crashed run resumes"
+    ):
         run_resume(run=run)
-    run_progress(run.pk).update(heartbeat_at=timezone.now() - runner.STALE_AFTER - timedelta(seconds=1))
+    run_progress(run.pk).update(
+        heartbeat_at=timezone.now() - runner.STALE_AFTER - timedelta(seconds=1)
+    )
     assert run_resume(run=run).status == RunStatus.QUEUED
 
 
@@ -91,10 +102,14 @@ def test_a_run_launched_while_the_broker_is_down_is_kept_and_sent_by_one_watchdo
     with monkeypatch.context() as down:
         down.setattr(run_optimization, "delay", broker_down)
         with django_capture_on_commit_callbacks(execute=True):
-            unsent = run_launch(owner=user, config=run_config(task_set))  # no exception: the launch is kept
+            unsent = run_launch(
+                owner=user, config=run_config(task_set)
+            )  # no exception: the launch is kept
     unsent.refresh_from_db()
     assert unsent.status == RunStatus.QUEUED and unsent.phase == "queued: waiting for the broker"
-    waiting = run_launch(owner=user, config=run_config(task_set))  # sent a moment ago: waits for a free worker
+    waiting = run_launch(
+        owner=user, config=run_config(task_set)
+    )  # sent a moment ago: waits for a free worker
     assert requeue_orphaned_runs() == [unsent.pk]
     assert requeue_orphaned_runs() == []  # another worker's watchdog, the same round: already sent
     assert Run.objects.get(pk=waiting.pk).status == RunStatus.QUEUED
@@ -103,26 +118,34 @@ def test_a_run_launched_while_the_broker_is_down_is_kept_and_sent_by_one_watchdo
 def test_a_queued_run_sent_long_ago_that_never_started_is_sent_again(user, task_set):
     from optimizer.celery_tasks import QUEUED_RESEND_AFTER, requeue_orphaned_runs
 
-    lost = run_launch(owner=user, config=run_config(task_set))  # its message went down with a Redis restart
+    lost = run_launch(
+        owner=user, config=run_config(task_set)
+    )  # its message went down with a Redis restart
     Run.objects.filter(pk=lost.pk).update(enqueued_at=timezone.now() - QUEUED_RESEND_AFTER * 2)
     assert requeue_orphaned_runs() == [lost.pk]
 
 
-def test_the_demo_simulator_is_refused_as_an_llm_judge_by_launch_and_dry_run_naming_the_field(user, task_set):
+def test_the_demo_simulator_is_refused_as_an_llm_judge_by_launch_and_dry_run_naming_the_field(
+    user, task_set
+):
     from optimizer.config import RunConfigError
     from optimizer.models import ModelEndpoint
     from optimizer.services import run_dry_run
 
     ModelEndpoint.objects.create(name="sim", provider="demo", model="demo")
     for judge_lm in ({"provider": "demo", "model": "demo-judge"}, "sim"):
-        config = run_config(task_set, verify={"enabled": True, "judge": "llm", "judge_lm": judge_lm})
+        config = run_config(
+            task_set, verify={"enabled": True, "judge": "llm", "judge_lm": judge_lm}
+        )
         runs_before = Run.objects.count()
         with pytest.raises(RunConfigError) as error:
             run_launch(owner=user, config=config)
         assert error.value.problems == [("verify.judge_lm", services.DEMO_JUDGE_PROBLEM)]
         assert "cannot judge answers" in services.DEMO_JUDGE_PROBLEM
         assert Run.objects.count() == runs_before
-        assert run_dry_run(owner=user, config=config) == [("verify.judge_lm", services.DEMO_JUDGE_PROBLEM)]
+        assert run_dry_run(owner=user, config=config) == [
+            ("verify.judge_lm", services.DEMO_JUDGE_PROBLEM)
+        ]
 
     # The run's verifiers as judge work offline with the demo models.
     config = run_config(task_set, verify={"enabled": True, "judge": "verifiers"})

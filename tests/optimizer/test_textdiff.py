@@ -25,12 +25,22 @@ def test_it_marks_an_inserted_word_as_added_and_keeps_the_rest():
 def test_it_marks_a_replaced_word_as_removed_then_added_without_splitting_words():
     ops = word_diff("Always refund within 30 days.", "Always refund within 14 days.")
     # The space before a word travels with it.
-    assert ops == [(SAME, "Always refund within"), (REMOVED, " 30"), (ADDED, " 14"), (SAME, " days.")]
+    assert ops == [
+        (SAME, "Always refund within"),
+        (REMOVED, " 30"),
+        (ADDED, " 14"),
+        (SAME, " days."),
+    ]
 
 
 def test_a_changed_line_break_is_shown_with_the_word_it_precedes():
     ops = word_diff("Be brief.\nQuote the policy.", "Be brief. Quote the policy.")
-    assert ops == [(SAME, "Be brief."), (REMOVED, "\nQuote"), (ADDED, " Quote"), (SAME, " the policy.")]
+    assert ops == [
+        (SAME, "Be brief."),
+        (REMOVED, "\nQuote"),
+        (ADDED, " Quote"),
+        (SAME, " the policy."),
+    ]
 
 
 def test_texts_too_long_for_a_word_diff_are_diffed_by_whole_lines():
@@ -50,7 +60,10 @@ def test_both_texts_can_be_rebuilt_from_any_diff(old, new):
 
 def test_it_splits_sentences_at_end_punctuation_and_line_breaks():
     assert split_sentences("Be brief. Quote the policy!\nUse JSON? yes") == [
-        "Be brief.", "Quote the policy!", "Use JSON?", "yes",
+        "Be brief.",
+        "Quote the policy!",
+        "Use JSON?",
+        "yes",
     ]
 
 
@@ -58,7 +71,11 @@ def test_each_sentence_is_attributed_to_the_candidate_that_introduced_it():
     nodes = {
         0: LineageNode(0, (), {"system": "You are a support agent."}),
         1: LineageNode(1, (0,), {"system": "You are a support agent. Mention the 30-day window."}),
-        2: LineageNode(2, (1,), {"system": "You are a support agent. Mention the 30-day window. Reply in JSON."}),
+        2: LineageNode(
+            2,
+            (1,),
+            {"system": "You are a support agent. Mention the 30-day window. Reply in JSON."},
+        ),
     }
     assert sentence_origins(nodes, 2, "system") == [
         ("You are a support agent.", 0),
@@ -104,7 +121,11 @@ def test_a_word_diff_over_the_work_budget_falls_back_to_whole_sentences(monkeypa
     old = "Be brief. Quote the policy now. Answer in English."
     new = "Be brief. Cite the rule today. Answer in English."
     ops = word_diff(old, new)
-    assert ops == [(SAME, "Be brief."), (REMOVED, " Quote the policy now."), (ADDED, " Cite the rule today."),
-                   (SAME, " Answer in English.")]
+    assert ops == [
+        (SAME, "Be brief."),
+        (REMOVED, " Quote the policy now."),
+        (ADDED, " Cite the rule today."),
+        (SAME, " Answer in English."),
+    ]
     monkeypatch.setattr(textdiff, "MAX_MATCH_WORK", 0)
     assert word_diff(old, new) == [(REMOVED, old), (ADDED, new)]

@@ -30,9 +30,13 @@ def _from_evaluations(candidate: Candidate) -> tuple[dict, dict]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_recorder_stores_each_candidates_val_scores_and_summary_as_it_records_it(user, settings, tmp_path, monkeypatch):
+def test_the_recorder_stores_each_candidates_val_scores_and_summary_as_it_records_it(
+    user, settings, tmp_path, monkeypatch
+):
     settings.RUNS_DIR = tmp_path / "runs"
-    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # see test_runner.py: in-memory SQLite and a second thread
+    monkeypatch.setattr(
+        runner, "HEARTBEAT_SECONDS", 3600
+    )  # see test_runner.py: in-memory SQLite and a second thread
     refund_verifier(user)
     task_set = refund_task_set(user, splits=["train", "val"] * 4)
     run = run_launch(owner=user, config=run_config(task_set))
@@ -49,7 +53,9 @@ def test_the_recorder_stores_each_candidates_val_scores_and_summary_as_it_record
 def test_the_data_migration_fills_candidates_recorded_before_the_fields_existed(user):
     run = recorded_run(owner=user, candidates=5, val_tasks=4)
     Candidate.objects.filter(run=run).update(val_task_scores=None, val_summary=None)
-    backfill = importlib.import_module("optimizer.migrations.0009_i16a_backfill_val_summary").backfill
+    backfill = importlib.import_module(
+        "optimizer.migrations.0009_i16a_backfill_val_summary"
+    ).backfill
     backfill(apps, None)
     for candidate in Candidate.objects.filter(run=run):
         scores, summary = _from_evaluations(candidate)

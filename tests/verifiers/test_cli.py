@@ -10,19 +10,31 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-SPEC = {"id": "refund", "name": "Refund", "checks": [
-    {"id": "expectations", "type": "task_expectations", "weight": 2},
-    {"id": "no-gift-card", "type": "must_not_contain", "params": {"text": "gift card"}},
-]}
-TASK = {"task_id": "t1", "metadata": {"expectations": {"mustMention": [
-    {"anyOf": ["refund", "money back"], "message": "offer a refund"}]}}}
+SPEC = {
+    "id": "refund",
+    "name": "Refund",
+    "checks": [
+        {"id": "expectations", "type": "task_expectations", "weight": 2},
+        {"id": "no-gift-card", "type": "must_not_contain", "params": {"text": "gift card"}},
+    ],
+}
+TASK = {
+    "task_id": "t1",
+    "metadata": {
+        "expectations": {
+            "mustMention": [{"anyOf": ["refund", "money back"], "message": "offer a refund"}]
+        }
+    },
+}
 
 
 @pytest.fixture
 def files(tmp_path):
     def write(name: str, content) -> str:
         path = tmp_path / name
-        path.write_text(content if isinstance(content, str) else json.dumps(content), encoding="utf-8")
+        path.write_text(
+            content if isinstance(content, str) else json.dumps(content), encoding="utf-8"
+        )
         return str(path)
 
     return write
@@ -31,8 +43,17 @@ def files(tmp_path):
 class TestScore:
     def test_it_prints_the_result_json(self, files):
         stdout = io.StringIO()
-        call_command("verifiers", "score", "--spec", files("spec.json", SPEC), "--task", files("task.json", TASK),
-                     "--output", files("out.txt", "We can give you a gift card."), stdout=stdout)
+        call_command(
+            "verifiers",
+            "score",
+            "--spec",
+            files("spec.json", SPEC),
+            "--task",
+            files("task.json", TASK),
+            "--output",
+            files("out.txt", "We can give you a gift card."),
+            stdout=stdout,
+        )
         result = json.loads(stdout.getvalue())
         assert result["score"] == 0.0
         assert result["verdict"] == "fail"
@@ -44,9 +65,23 @@ class TestScore:
     def test_it_takes_several_specs_an_aggregator_and_thresholds(self, files):
         other = {"id": "short", "checks": [{"type": "max_length", "params": {"value": 5}}]}
         stdout = io.StringIO()
-        call_command("verifiers", "score", "--spec", files("a.json", SPEC), "--spec", files("b.json", other),
-                     "--aggregator", "maximum", "--thresholds", '{"pass": 0.9, "borderline": 0.5}',
-                     "--task", files("task.json", TASK), "--output", files("out.txt", "A full refund."), stdout=stdout)
+        call_command(
+            "verifiers",
+            "score",
+            "--spec",
+            files("a.json", SPEC),
+            "--spec",
+            files("b.json", other),
+            "--aggregator",
+            "maximum",
+            "--thresholds",
+            '{"pass": 0.9, "borderline": 0.5}',
+            "--task",
+            files("task.json", TASK),
+            "--output",
+            files("out.txt", "A full refund."),
+            stdout=stdout,
+        )
         result = json.loads(stdout.getvalue())
         assert [v["id"] for v in result["verifiers"]] == ["refund", "short"]
         assert (result["score"], result["verdict"]) == (1.0, "pass")
@@ -54,10 +89,20 @@ class TestScore:
     def test_an_invalid_task_exits_2_naming_the_field(self, files):
         task = {"verifier": {"kind": "in_process", "fn_name": "nope"}}
         with pytest.raises(CommandError) as caught:
-            call_command("verifiers", "score", "--spec", files("spec.json", SPEC), "--task", files("task.json", task),
-                         "--output", files("out.txt", "x"))
+            call_command(
+                "verifiers",
+                "score",
+                "--spec",
+                files("spec.json", SPEC),
+                "--task",
+                files("task.json", task),
+                "--output",
+                files("out.txt", "x"),
+            )
         assert caught.value.returncode == 2
-        assert str(caught.value).startswith(f"{Path(files('task.json', task))}: verifier.fn_name: unknown fn \"nope\"")
+        assert str(caught.value).startswith(
+            f'{Path(files("task.json", task))}: verifier.fn_name: unknown fn "nope"'
+        )
 
     def test_a_missing_file_exits_2(self, files):
         with pytest.raises(CommandError) as caught:
@@ -67,8 +112,16 @@ class TestScore:
 
     def test_a_bad_aggregator_exits_2(self, files):
         with pytest.raises(CommandError) as caught:
-            call_command("verifiers", "score", "--spec", files("spec.json", SPEC), "--aggregator", "median",
-                         "--output", files("out.txt", "x"))
+            call_command(
+                "verifiers",
+                "score",
+                "--spec",
+                files("spec.json", SPEC),
+                "--aggregator",
+                "median",
+                "--output",
+                files("out.txt", "x"),
+            )
         assert caught.value.returncode == 2
         assert str(caught.value).startswith('aggregator.type: unknown aggregator "median"')
 

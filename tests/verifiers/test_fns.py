@@ -11,8 +11,16 @@ from verifiers_app.engine import SpecError, compile_specs, fns, register_fn, sco
 
 
 def row_task(fn_name: str, expected, params=None, **extra) -> dict:
-    return {"task_id": "q0", "verifier": {"kind": "in_process", "fn_name": fn_name, "expected": expected,
-                                          "params": params or {}, **extra}}
+    return {
+        "task_id": "q0",
+        "verifier": {
+            "kind": "in_process",
+            "fn_name": fn_name,
+            "expected": expected,
+            "params": params or {},
+            **extra,
+        },
+    }
 
 
 def row_result(output: str, task: dict):
@@ -49,7 +57,10 @@ class TestContains:
 
     def test_a_miss_says_what_is_missing(self):
         result = row_result("5", row_task("contains", "<answer>4</answer>", {"ignore_case": True}))
-        assert result.feedback == 'row/contains: output does not contain "<answer>4</answer>" (ignoring case)'
+        assert (
+            result.feedback
+            == 'row/contains: output does not contain "<answer>4</answer>" (ignoring case)'
+        )
 
 
 class TestRegexMatch:
@@ -86,7 +97,9 @@ class TestToolCallsMatch:
         assert fns.tool_calls_match(output, self.EXPECTED, {"coordinate_tolerance": 5}) == 0.0
 
     def test_it_strips_code_fences_and_extracts_the_object_from_prose(self):
-        fenced = '```json\n{"tool": "computer", "action": "left_click", "coordinate": [100, 200]}\n```'
+        fenced = (
+            '```json\n{"tool": "computer", "action": "left_click", "coordinate": [100, 200]}\n```'
+        )
         prose = 'I will click: {"tool": "computer", "action": "left_click", "coordinate": [100, 200]} done.'
         assert fns.tool_calls_match(fenced, self.EXPECTED, {}) == 1.0
         assert fns.tool_calls_match(prose, json.dumps(self.EXPECTED), {}) == 1.0
@@ -99,10 +112,26 @@ class TestToolCallsMatch:
 
     def test_ref_and_text_must_match_only_when_expected_has_them(self):
         expected = {"tool": "browser", "action": "type", "ref": "e12", "text": "hello"}
-        assert fns.tool_calls_match('{"tool": "browser", "action": "type", "ref": "e12", "text": "hello"}', expected, {}) == 1.0
-        assert fns.tool_calls_match('{"tool": "browser", "action": "type", "ref": "e13", "text": "hello"}', expected, {}) == 0.0
-        assert fns.tool_calls_match('{"tool": "browser", "action": "type", "ref": "e99"}',
-                                    {"tool": "browser", "action": "type"}, {}) == 1.0
+        assert (
+            fns.tool_calls_match(
+                '{"tool": "browser", "action": "type", "ref": "e12", "text": "hello"}', expected, {}
+            )
+            == 1.0
+        )
+        assert (
+            fns.tool_calls_match(
+                '{"tool": "browser", "action": "type", "ref": "e13", "text": "hello"}', expected, {}
+            )
+            == 0.0
+        )
+        assert (
+            fns.tool_calls_match(
+                '{"tool": "browser", "action": "type", "ref": "e99"}',
+                {"tool": "browser", "action": "type"},
+                {},
+            )
+            == 1.0
+        )
 
     def test_an_output_without_a_json_object_scores_zero(self):
         result = row_result("I clicked it.", row_task("tool_calls_match", self.EXPECTED))
@@ -133,7 +162,10 @@ class TestRegistry:
         assert fns.get("test_startswith") is startswith
         assert row_result("Answer: 4", row_task("test_startswith", "Answer:")).score == 1.0
         result = row_result("4", row_task("test_startswith", "Answer:"))
-        assert result.feedback == 'row/test_startswith: fn "test_startswith" scored 0.00 against expected "Answer:"'
+        assert (
+            result.feedback
+            == 'row/test_startswith: fn "test_startswith" scored 0.00 against expected "Answer:"'
+        )
 
     def test_register_also_takes_name_and_fn(self):
         fns.register("test_always_half", lambda o, e, p: 0.5)
@@ -171,12 +203,18 @@ class TestRowVerifiers:
 
     def test_the_row_verifier_carries_its_own_weight(self):
         spec = {"id": "has-answer", "checks": [{"type": "contains", "params": {"value": "answer"}}]}
-        result = score(spec, "<answer>4</answer>", row_task("contains", "<answer>5</answer>", weight=3))
+        result = score(
+            spec, "<answer>4</answer>", row_task("contains", "<answer>5</answer>", weight=3)
+        )
         assert result.score == pytest.approx(0.25)
 
     def test_the_row_verifier_falls_back_to_the_tasks_expected_and_params(self):
-        task = {"task_id": "q", "expected": "YES", "params": {"ignore_case": True},
-                "verifier": {"kind": "in_process", "fn_name": "exact_match"}}
+        task = {
+            "task_id": "q",
+            "expected": "YES",
+            "params": {"ignore_case": True},
+            "verifier": {"kind": "in_process", "fn_name": "exact_match"},
+        }
         assert row_result("yes", task).score == 1.0
 
     def test_an_unknown_fn_name_is_a_spec_error_naming_the_field_and_the_registered_fns(self):
@@ -186,6 +224,11 @@ class TestRowVerifiers:
         assert "tool_calls_match" in str(caught.value)
 
     def test_a_spec_level_in_process_verifier_reads_the_tasks_expected(self):
-        spec = {"id": "exact", "kind": "in_process", "fn_name": "exact_match", "params": {"ignore_case": True}}
+        spec = {
+            "id": "exact",
+            "kind": "in_process",
+            "fn_name": "exact_match",
+            "params": {"ignore_case": True},
+        }
         assert score(spec, "Paris", {"expected": "paris"}).score == 1.0
         assert score(spec, "Lyon", {"expected": "paris"}).score == 0.0

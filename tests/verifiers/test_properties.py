@@ -9,36 +9,68 @@ from hypothesis import strategies as st
 
 from verifiers_app.engine import compile_specs
 
-MIXED = {"id": "mixed", "checks": [
-    {"id": "te", "type": "task_expectations", "weight": 3},
-    {"id": "c", "type": "contains", "params": {"value": "refund"}},
-    {"id": "cs", "type": "contains", "params": {"value": "Refund", "caseSensitive": True}},
-    {"id": "nc", "type": "not_contains", "params": {"value": "gift card"}},
-    {"id": "re", "type": "regex", "params": {"pattern": r"\d+ days"}},
-    {"id": "eq", "type": "equals", "params": {"value": "ok"}},
-    {"id": "min", "type": "min_length", "params": {"value": 5}},
-    {"id": "max", "type": "max_length", "params": {"value": 40}},
-    {"id": "jv", "type": "json_valid", "weight": 2},
-    {"id": "jk", "type": "json_keys", "params": {"keys": ["a", "b"]}},
-    {"id": "schema", "type": "expected_output_schema"},
-]}
-WITH_UNKNOWN = {"id": "u", "checks": [{"id": "x", "type": "mystery"}, {"id": "c", "type": "contains", "params": {"value": "a"}}]}
+MIXED = {
+    "id": "mixed",
+    "checks": [
+        {"id": "te", "type": "task_expectations", "weight": 3},
+        {"id": "c", "type": "contains", "params": {"value": "refund"}},
+        {"id": "cs", "type": "contains", "params": {"value": "Refund", "caseSensitive": True}},
+        {"id": "nc", "type": "not_contains", "params": {"value": "gift card"}},
+        {"id": "re", "type": "regex", "params": {"pattern": r"\d+ days"}},
+        {"id": "eq", "type": "equals", "params": {"value": "ok"}},
+        {"id": "min", "type": "min_length", "params": {"value": 5}},
+        {"id": "max", "type": "max_length", "params": {"value": 40}},
+        {"id": "jv", "type": "json_valid", "weight": 2},
+        {"id": "jk", "type": "json_keys", "params": {"keys": ["a", "b"]}},
+        {"id": "schema", "type": "expected_output_schema"},
+    ],
+}
+WITH_UNKNOWN = {
+    "id": "u",
+    "checks": [
+        {"id": "x", "type": "mystery"},
+        {"id": "c", "type": "contains", "params": {"value": "a"}},
+    ],
+}
 TASK = {
     "task_id": "t",
     "metadata": {
-        "expectations": {"mustMention": [{"anyOf": ["refund", "money back"], "message": "offer a refund"}],
-                         "mustNotMention": [{"text": "store credit", "message": "no store credit"}]},
+        "expectations": {
+            "mustMention": [{"anyOf": ["refund", "money back"], "message": "offer a refund"}],
+            "mustNotMention": [{"text": "store credit", "message": "no store credit"}],
+        },
         "expectedOutputSchema": {"required": ["a"]},
     },
-    "verifier": {"kind": "in_process", "fn_name": "tool_calls_match", "expected": {"tool": "t", "action": "a",
-                                                                                     "coordinate": [1, 2]}},
+    "verifier": {
+        "kind": "in_process",
+        "fn_name": "tool_calls_match",
+        "expected": {"tool": "t", "action": "a", "coordinate": [1, 2]},
+    },
 }
-SCORERS = [compile_specs(MIXED), compile_specs([MIXED, WITH_UNKNOWN], aggregator="minimum"),
-           compile_specs(WITH_UNKNOWN, aggregator={"type": "all_or_nothing", "threshold": 0.5})]
+SCORERS = [
+    compile_specs(MIXED),
+    compile_specs([MIXED, WITH_UNKNOWN], aggregator="minimum"),
+    compile_specs(WITH_UNKNOWN, aggregator={"type": "all_or_nothing", "threshold": 0.5}),
+]
 
 # Outputs that look like what models write, plus anything at all.
-phrases = st.sampled_from(["refund", "Refund", "gift card", "30 days", "ok", '{"a": 1, "b": 2}', '{"a": ', "```json",
-                           "\n", "[1, 2]", '{"tool": "t", "action": "a", "coordinate": [3, 4]}', "null", "NaN"])
+phrases = st.sampled_from(
+    [
+        "refund",
+        "Refund",
+        "gift card",
+        "30 days",
+        "ok",
+        '{"a": 1, "b": 2}',
+        '{"a": ',
+        "```json",
+        "\n",
+        "[1, 2]",
+        '{"tool": "t", "action": "a", "coordinate": [3, 4]}',
+        "null",
+        "NaN",
+    ]
+)
 outputs = st.one_of(st.text(), st.lists(st.one_of(phrases, st.text(max_size=5))).map("".join))
 
 
@@ -56,7 +88,9 @@ def test_any_output_scores_in_the_unit_interval_without_raising(output, scorer_i
 
 @settings(max_examples=300, deadline=None)
 @given(output=outputs, scorer_index=st.integers(0, len(SCORERS) - 1), with_task=st.booleans())
-def test_feedback_is_non_empty_exactly_when_a_check_scored_below_one_or_was_skipped(output, scorer_index, with_task):
+def test_feedback_is_non_empty_exactly_when_a_check_scored_below_one_or_was_skipped(
+    output, scorer_index, with_task
+):
     result = SCORERS[scorer_index].score(output, TASK if with_task else None)
     checks = [c for v in result.verifiers for c in v.checks]
     imperfect = any(c.skipped or c.score < 1.0 for c in checks)

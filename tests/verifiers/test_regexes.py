@@ -42,18 +42,33 @@ def test_groups_nested_a_thousand_deep_are_a_spec_error_not_a_recursion_error():
 
 def test_nested_repeats_whose_product_is_too_large_are_refused():
     # Each count is allowed; together they expand to a million items (7.6 s, 290 MB to compile).
-    assert "counted repeats expand the pattern to more than 50,000 items" in only_problem("(a{1000}){1000}")
+    assert "counted repeats expand the pattern to more than 50,000 items" in only_problem(
+        "(a{1000}){1000}"
+    )
     assert "expand the pattern" in only_problem(r"\d{1000}" * 60)
 
 
 def test_a_pattern_longer_than_the_cap_is_refused():
-    assert only_problem("a" * 10_001).endswith("pattern is 10,001 characters long; the limit is 10,000")
+    assert only_problem("a" * 10_001).endswith(
+        "pattern is 10,001 characters long; the limit is 10,000"
+    )
 
 
-@pytest.mark.parametrize("pattern", [
-    r"\d{3}-\d{4}", "a{1000}", "(?:[a-z]{10}){100}", "a{b}", "[{]{3}", r"\\{5}", r"\p{L}{2,5}",
-    "(" * regexes.MAX_GROUP_DEPTH + "a" + ")" * regexes.MAX_GROUP_DEPTH, r"\{99999\}", "[a{99999}]",
-])
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"\d{3}-\d{4}",
+        "a{1000}",
+        "(?:[a-z]{10}){100}",
+        "a{b}",
+        "[{]{3}",
+        r"\\{5}",
+        r"\p{L}{2,5}",
+        "(" * regexes.MAX_GROUP_DEPTH + "a" + ")" * regexes.MAX_GROUP_DEPTH,
+        r"\{99999\}",
+        "[a{99999}]",
+    ],
+)
 def test_ordinary_patterns_and_braces_that_are_not_repeats_still_compile(pattern):
     assert lint_spec(regex_spec(pattern)) == []
 
@@ -65,7 +80,10 @@ def test_at_scoring_time_a_too_costly_pattern_scores_zero_with_the_reason():
 
 
 def test_a_row_verifier_regex_match_with_a_huge_repeat_scores_zero_without_compiling_it():
-    task = {"task_id": "t", "verifier": {"kind": "in_process", "fn_name": "regex_match", "expected": "a{1000000000}"}}
+    task = {
+        "task_id": "t",
+        "verifier": {"kind": "in_process", "fn_name": "regex_match", "expected": "a{1000000000}"},
+    }
     result = score([], "aaa", task)
     row = result.verifiers[0].checks[0]
     assert row.score == 0.0 and "above the limit" in row.reason
@@ -74,17 +92,29 @@ def test_a_row_verifier_regex_match_with_a_huge_repeat_scores_zero_without_compi
 def test_creating_a_verifier_refuses_it_with_the_field(db, user):
     from verifiers_app.services import verifier_create
 
-    with pytest.raises(SpecError, match=r"checks\[0\]\.params\.pattern: invalid regular expression: counted repeat"):
+    with pytest.raises(
+        SpecError, match=r"checks\[0\]\.params\.pattern: invalid regular expression: counted repeat"
+    ):
         verifier_create(owner=user, spec=regex_spec("(x{1000000000})"))
 
 
 def test_a_task_row_whose_regex_match_pattern_is_too_costly_is_refused_at_import(user):
     from optimizer.tasksets.services import taskset_import
 
-    rows = ('{"task_id": "a", "input": "x", "expected": "a{1000000000}", "verifier": {"kind": "in_process", "fn_name": "regex_match"}}\n'
-            '{"task_id": "b", "input": "x", "verifier": {"kind": "in_process", "fn_name": "regex_match", "expected": "(x{2000})"}}')
+    rows = (
+        '{"task_id": "a", "input": "x", "expected": "a{1000000000}", "verifier": {"kind": "in_process", "fn_name": "regex_match"}}\n'
+        '{"task_id": "b", "input": "x", "verifier": {"kind": "in_process", "fn_name": "regex_match", "expected": "(x{2000})"}}'
+    )
     with pytest.raises(SpecError) as error:
-        taskset_import(owner=user, name="s", filename="t.jsonl", content=rows, fmt="", mapping=None, shared=None)
+        taskset_import(
+            owner=user,
+            name="s",
+            filename="t.jsonl",
+            content=rows,
+            fmt="",
+            mapping=None,
+            shared=None,
+        )
     assert error.value.problems == [
         "t.jsonl line 1: expected: invalid regular expression: counted repeat {1000000000} is above the limit "
         "of 1,000 repetitions at position 1",

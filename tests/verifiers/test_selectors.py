@@ -53,10 +53,23 @@ def test_the_version_diff_marks_added_and_removed_lines(user):
 
 def test_the_editor_knows_each_check_types_typed_fields():
     fields = check_type_fields()
-    assert {f["name"]: f["type"] for f in fields["contains"]} == {"value": "string", "caseSensitive": "boolean"}
-    assert fields["json_keys"][0] == {"name": "requiredKeys", "type": "array", "required": True, "minItems": 1,
-                                      "items": {"type": "string", "minLength": 1}}
-    assert fields["min_length"][0] == {"name": "value", "type": "integer", "required": True, "minimum": 0}
+    assert {f["name"]: f["type"] for f in fields["contains"]} == {
+        "value": "string",
+        "caseSensitive": "boolean",
+    }
+    assert fields["json_keys"][0] == {
+        "name": "requiredKeys",
+        "type": "array",
+        "required": True,
+        "minItems": 1,
+        "items": {"type": "string", "minLength": 1},
+    }
+    assert fields["min_length"][0] == {
+        "name": "value",
+        "type": "integer",
+        "required": True,
+        "minimum": 0,
+    }
     assert fields["contains"][1]["default"] is False and not fields["contains"][1]["required"]
 
 
@@ -69,7 +82,9 @@ def test_the_editors_field_types_follow_the_check_params_models():
             assert field["type"] == schema["properties"][field["name"]]["type"]
 
 
-def test_a_shared_verifier_is_readable_but_only_its_owner_or_an_admin_may_edit_it(user, other_user, admin_user):
+def test_a_shared_verifier_is_readable_but_only_its_owner_or_an_admin_may_edit_it(
+    user, other_user, admin_user
+):
     from django.http import Http404
 
     from verifiers_app.selectors import verifier_for_user

@@ -18,18 +18,29 @@ from verifiers_app.services import (
 
 pytestmark = pytest.mark.django_db
 
-SPEC = {"id": "tone", "name": "Tone", "checks": [{"id": "polite", "type": "contains", "params": {"value": "please"}}]}
+SPEC = {
+    "id": "tone",
+    "name": "Tone",
+    "checks": [{"id": "polite", "type": "contains", "params": {"value": "please"}}],
+}
 
 
 def test_it_creates_a_verifier_with_its_first_version(user):
     verifier = verifier_create(owner=user, spec=SPEC)
-    assert (verifier.slug, verifier.name, verifier.kind, verifier.version) == ("tone", "Tone", "native", 1)
+    assert (verifier.slug, verifier.name, verifier.kind, verifier.version) == (
+        "tone",
+        "Tone",
+        "native",
+        1,
+    )
     assert list(verifier.versions.values_list("number", flat=True)) == [1]
 
 
 def test_it_rejects_a_regex_that_does_not_compile_naming_the_field(user):
     spec = {"id": "r", "checks": [{"type": "regex", "params": {"pattern": "([a-z"}}]}
-    with pytest.raises(SpecError, match=r"checks\[0\]\.params\.pattern: invalid regular expression"):
+    with pytest.raises(
+        SpecError, match=r"checks\[0\]\.params\.pattern: invalid regular expression"
+    ):
         verifier_create(owner=user, spec=spec)
     assert not Verifier.objects.exists()
 
@@ -40,7 +51,9 @@ def test_it_refuses_an_id_that_one_of_your_verifiers_already_has(user):
         verifier_create(owner=user, spec=SPEC)
 
 
-def test_ids_are_unique_per_owner_so_another_users_id_is_neither_refused_nor_revealed(user, other_user):
+def test_ids_are_unique_per_owner_so_another_users_id_is_neither_refused_nor_revealed(
+    user, other_user
+):
     mine = verifier_create(owner=user, spec=SPEC)
     theirs = verifier_create(owner=other_user, spec={**SPEC, "name": "Bob's tone"})
     assert mine.slug == theirs.slug == "tone" and mine.pk != theirs.pk
@@ -64,9 +77,16 @@ def test_an_edit_saved_from_a_stale_copy_gets_the_next_version_number(user):
     verifier_create(owner=user, spec=SPEC)
     first_tab, second_tab = Verifier.objects.get(), Verifier.objects.get()
     verifier_update(verifier=first_tab, spec={**SPEC, "name": "From the first tab"}, user=user)
-    assert verifier_update(verifier=second_tab, spec={**SPEC, "name": "From the second tab"}, user=user) is True
+    assert (
+        verifier_update(
+            verifier=second_tab, spec={**SPEC, "name": "From the second tab"}, user=user
+        )
+        is True
+    )
     assert second_tab.version == 3
-    assert list(Verifier.objects.get().versions.order_by("number").values_list("number", flat=True)) == [1, 2, 3]
+    assert list(
+        Verifier.objects.get().versions.order_by("number").values_list("number", flat=True)
+    ) == [1, 2, 3]
     assert Verifier.objects.get().name == "From the second tab"
 
 

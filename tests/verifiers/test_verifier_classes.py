@@ -36,11 +36,17 @@ class LengthBandVerifier:
     def verify(self, *, prompt: str, completion: str, target: dict[str, Any]) -> VerificationResult:
         self.calls.append({"prompt": prompt, "completion": completion, "target": target})
         off = abs(len(completion) - self.target_len)
-        return VerificationResult(reward=1.0 if off <= self.tolerance else 0.0, info={"chars_off": off})
+        return VerificationResult(
+            reward=1.0 if off <= self.tolerance else 0.0, info={"chars_off": off}
+        )
 
 
 class TestFormatOnly:
-    SPEC = {"id": "fmt", "kind": "format_only", "params": {"has_think_reward": 0.5, "has_answer_reward": 0.5}}
+    SPEC = {
+        "id": "fmt",
+        "kind": "format_only",
+        "params": {"has_think_reward": 0.5, "has_answer_reward": 0.5},
+    }
 
     def test_it_rewards_both_tags(self):
         assert score(self.SPEC, "<think>hm</think><answer>4</answer>").score == 1.0
@@ -53,7 +59,9 @@ class TestFormatOnly:
     def test_its_verify_returns_the_documented_info(self):
         verifier = classes.FormatOnlyVerifier()
         result = verifier.verify(prompt="p", completion="<think></think>", target={})
-        assert result == VerificationResult(reward=0.5, info={"has_think": True, "has_answer": False})
+        assert result == VerificationResult(
+            reward=0.5, info={"has_think": True, "has_answer": False}
+        )
 
     def test_verify_arguments_are_keyword_only(self):
         with pytest.raises(TypeError):
@@ -66,20 +74,35 @@ class TestFormatOnly:
 
 class TestRegisteredClasses:
     def test_a_registered_class_is_selected_by_kind_and_built_from_params(self):
-        result = score({"id": "len", "kind": "test_length_band", "params": {"target_len": 3, "tolerance": 0}}, "abc")
+        result = score(
+            {"id": "len", "kind": "test_length_band", "params": {"target_len": 3, "tolerance": 0}},
+            "abc",
+        )
         assert result.score == 1.0
 
     def test_it_receives_prompt_completion_and_a_task_target(self):
-        score({"id": "len", "kind": "test_length_band"}, "hello",
-              {"task_id": "t9", "expected": {"answer": 4}}, prompt="say hi")
+        score(
+            {"id": "len", "kind": "test_length_band"},
+            "hello",
+            {"task_id": "t9", "expected": {"answer": 4}},
+            prompt="say hi",
+        )
         seen = LengthBandVerifier.calls
         assert seen[-1]["prompt"] == "say hi"
         assert seen[-1]["completion"] == "hello"
-        assert seen[-1]["target"]["task_id"] == "t9" and seen[-1]["target"]["expected"] == {"answer": 4}
+        assert seen[-1]["target"]["task_id"] == "t9" and seen[-1]["target"]["expected"] == {
+            "answer": 4
+        }
 
     def test_a_sub_perfect_reward_gets_a_generic_reason_with_info(self):
-        result = score({"id": "len", "kind": "test_length_band", "params": {"target_len": 1, "tolerance": 0}}, "abc")
-        assert result.feedback == 'len/test_length_band: verifier "test_length_band" gave reward 0.00 (info: {"chars_off": 2})'
+        result = score(
+            {"id": "len", "kind": "test_length_band", "params": {"target_len": 1, "tolerance": 0}},
+            "abc",
+        )
+        assert (
+            result.feedback
+            == 'len/test_length_band: verifier "test_length_band" gave reward 0.00 (info: {"chars_off": 2})'
+        )
 
     def test_bad_class_params_name_the_field(self):
         with pytest.raises(SpecError) as caught:
@@ -135,7 +158,9 @@ class TestPlugins:
         assert score({"id": "p", "kind": "test_plugin"}, "x").score == 1.0
 
     def test_a_broken_plugin_is_a_warning_never_fatal(self, entry_points):
-        entry_points.append(FakeEntryPoint("test_broken_plugin", ImportError("no module named nowhere")))
+        entry_points.append(
+            FakeEntryPoint("test_broken_plugin", ImportError("no module named nowhere"))
+        )
         entry_points.append(FakeEntryPoint("test_plugin", PluginVerifier))
         with pytest.warns(RuntimeWarning, match="test_broken_plugin"):
             classes.load_plugins(force=True)
@@ -143,6 +168,8 @@ class TestPlugins:
 
     def test_an_unknown_kind_lists_what_is_available(self, entry_points):
         problems = lint_spec({"id": "p", "kind": "nowhere"})
-        assert problems == ['kind: unknown kind "nowhere"; use one of "native", "in_process", '
-                            + ", ".join(f'"{n}"' for n in classes.registered_verifiers())]
+        assert problems == [
+            'kind: unknown kind "nowhere"; use one of "native", "in_process", '
+            + ", ".join(f'"{n}"' for n in classes.registered_verifiers())
+        ]
         assert '"format_only"' in problems[0]

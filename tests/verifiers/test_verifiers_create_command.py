@@ -9,8 +9,15 @@ from verifiers_app.models import Verifier
 
 pytestmark = pytest.mark.django_db
 
-SPEC = {"id": "refund-policy-quality", "name": "Refund policy quality", "kind": "native", "passThreshold": 1.0,
-        "checks": [{"id": "policy-expectations", "type": "task_expectations", "weight": 1, "params": {}}]}
+SPEC = {
+    "id": "refund-policy-quality",
+    "name": "Refund policy quality",
+    "kind": "native",
+    "passThreshold": 1.0,
+    "checks": [
+        {"id": "policy-expectations", "type": "task_expectations", "weight": 1, "params": {}}
+    ],
+}
 
 
 def create(*args):
@@ -43,8 +50,12 @@ def test_owner_can_be_named_and_a_missing_owner_is_an_error_naming_the_option(us
 
 def test_an_invalid_spec_exits_2_naming_the_file_and_field(admin_user, tmp_path):
     path = tmp_path / "bad.json"
-    path.write_text(json.dumps({"id": "bad", "checks": [{"type": "regex", "params": {"pattern": "(x"}}]}))
-    with pytest.raises(CommandError, match=r"bad.json: checks\[0\]\.params\.pattern: invalid regular expression") as error:
+    path.write_text(
+        json.dumps({"id": "bad", "checks": [{"type": "regex", "params": {"pattern": "(x"}}]})
+    )
+    with pytest.raises(
+        CommandError, match=r"bad.json: checks\[0\]\.params\.pattern: invalid regular expression"
+    ) as error:
         create(str(path))
     assert error.value.returncode == 2
     assert not Verifier.objects.exists()

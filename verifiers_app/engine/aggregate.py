@@ -86,9 +86,13 @@ def parse_aggregator(value: Any) -> Aggregator:
         raise SpecError("aggregator: must be a name or an object with a type")
     kind = value.get("type")
     if kind not in AGGREGATORS:
-        raise SpecError(f"aggregator.type: unknown aggregator {quote(kind)}; use one of {', '.join(AGGREGATORS)}")
-    allowed = {"type"} | ({"required"} if kind == "safety_gate" else set()) | (
-        {"threshold"} if kind == "all_or_nothing" else set()
+        raise SpecError(
+            f"aggregator.type: unknown aggregator {quote(kind)}; use one of {', '.join(AGGREGATORS)}"
+        )
+    allowed = (
+        {"type"}
+        | ({"required"} if kind == "safety_gate" else set())
+        | ({"threshold"} if kind == "all_or_nothing" else set())
     )
     for key in value:
         if key not in allowed:
@@ -96,7 +100,9 @@ def parse_aggregator(value: Any) -> Aggregator:
     required = value.get("required", [])
     if not isinstance(required, list) or not all(isinstance(r, str) and r for r in required):
         raise SpecError("aggregator.required: must be a list of verifier ids")
-    threshold = _fraction(value.get("threshold", DEFAULT_ALL_OR_NOTHING_THRESHOLD), "aggregator.threshold")
+    threshold = _fraction(
+        value.get("threshold", DEFAULT_ALL_OR_NOTHING_THRESHOLD), "aggregator.threshold"
+    )
     return Aggregator(kind, tuple(required), threshold)
 
 
@@ -128,7 +134,9 @@ def parse_thresholds(value: Any) -> Thresholds:
         if key not in ("pass", "borderline", "fail"):
             raise SpecError(f"thresholds.{key}: unknown field (use pass and borderline)")
     pass_ = _fraction(value.get("pass", DEFAULT_THRESHOLDS["pass"]), "thresholds.pass")
-    borderline = _fraction(value.get("borderline", DEFAULT_THRESHOLDS["borderline"]), "thresholds.borderline")
+    borderline = _fraction(
+        value.get("borderline", DEFAULT_THRESHOLDS["borderline"]), "thresholds.borderline"
+    )
     if "fail" in value:
         _fraction(value["fail"], "thresholds.fail")
     if borderline > pass_:

@@ -28,7 +28,11 @@ Outcome = tuple[float, str | None]
 PASS: Outcome = (1.0, None)
 
 #: Check-type aliases accepted in specs (docs/verifier-semantics.md "Native verifiers"); specs are normalized to the key.
-TYPE_ALIASES = {"must_contain": "contains", "must_not_contain": "not_contains", "exact_match": "equals"}
+TYPE_ALIASES = {
+    "must_contain": "contains",
+    "must_not_contain": "not_contains",
+    "exact_match": "equals",
+}
 #: Parameter aliases (docs/verifier-semantics.md, "The rules"): alias → canonical name.
 PARAM_ALIASES = {"text": "value", "keys": "requiredKeys"}
 
@@ -62,7 +66,9 @@ class Context:
     lower: str  # output.lower() when a check needs it (``Built.needs_lower``), else ""
     json_value: Any
     json_error: str | None  # None when the output parsed (only set when a check needs JSON)
-    regex_deadline: float | None  # set by the first regex check: the end of this scoring's regex budget
+    regex_deadline: (
+        float | None
+    )  # set by the first regex check: the end of this scoring's regex budget
     task: ScoredTask
     prompt: str
 
@@ -165,12 +171,19 @@ def _substring(params: JSONObject, *, present: bool) -> Built:
     found, absent = (PASS, miss) if present else (miss, PASS)
     needle = value if sensitive else value.lower()
     if sensitive:
+
         def run(ctx: Context) -> Outcome:
             return found if needle in ctx.output else absent
     else:
+
         def run(ctx: Context) -> Outcome:
             return found if needle in ctx.lower else absent
-    return Built(run, f"output {'contains' if present else 'avoids'} {quote(value)}", needs_lower=not sensitive)
+
+    return Built(
+        run,
+        f"output {'contains' if present else 'avoids'} {quote(value)}",
+        needs_lower=not sensitive,
+    )
 
 
 def _contains(params: JSONObject) -> Built:
@@ -210,6 +223,7 @@ def _equals(params: JSONObject) -> Built:
     reason = f"output does not equal {quote(value)}" + (" (case-sensitive)" if sensitive else "")
 
     if sensitive:
+
         def run(ctx: Context) -> Outcome:
             got = ctx.output.strip()
             return PASS if got == value else (0.0, f"{reason} (got: {quote(clip(got))})")
@@ -220,6 +234,7 @@ def _equals(params: JSONObject) -> Built:
             if ctx.lower.strip() == lowered:
                 return PASS
             return 0.0, f"{reason} (got: {quote(clip(ctx.output.strip()))})"
+
     return Built(run, f"output equals {quote(value)}", needs_lower=not sensitive)
 
 
@@ -265,7 +280,10 @@ def _missing_keys(ctx: Context, keys: tuple[str, ...]) -> Outcome:
         return 0.0, f"missing required keys: {quote_all(keys)} (output is not valid JSON)"
     value = ctx.json_value
     if not isinstance(value, dict):
-        return 0.0, f"missing required keys: {quote_all(keys)} (output is a JSON {_json_kind(value)}, not an object)"
+        return (
+            0.0,
+            f"missing required keys: {quote_all(keys)} (output is a JSON {_json_kind(value)}, not an object)",
+        )
     missing = [key for key in keys if key not in value]
     if not missing:
         return PASS
@@ -303,7 +321,9 @@ def _expected_output_schema(params: JSONObject) -> Built:
             return PASS
         return _missing_keys(ctx, keys)
 
-    return Built(run, "output is a JSON object with the task schema's required keys", needs_json=True)
+    return Built(
+        run, "output is a JSON object with the task schema's required keys", needs_json=True
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,7 +46,9 @@ class Verifier(Protocol):
     name: ClassVar[str]
     Config: ClassVar[type[BaseModel]]
 
-    def verify(self, *, prompt: str, completion: str, target: dict[str, Any]) -> VerificationResult: ...
+    def verify(
+        self, *, prompt: str, completion: str, target: dict[str, Any]
+    ) -> VerificationResult: ...
 
 
 VerifierClass = TypeVar("VerifierClass", bound=type[Verifier])
@@ -75,7 +77,9 @@ def _check_contract(cls: Any, name: str) -> None:
     if not (isinstance(config, type) and issubclass(config, BaseModel)):
         raise TypeError(f"verifier class {name!r} needs a pydantic Config model")
     if not callable(getattr(cls, "verify", None)):
-        raise TypeError(f"verifier class {name!r} needs a verify(*, prompt, completion, target) method")
+        raise TypeError(
+            f"verifier class {name!r} needs a verify(*, prompt, completion, target) method"
+        )
 
 
 def load_plugins(*, force: bool = False) -> None:
@@ -173,7 +177,9 @@ class FormatOnlyVerifier:
         reward = (self.has_think_reward if has_think else 0.0) + (
             self.has_answer_reward if has_answer else 0.0
         )
-        return VerificationResult(reward=reward, info={"has_think": has_think, "has_answer": has_answer})
+        return VerificationResult(
+            reward=reward, info={"has_think": has_think, "has_answer": has_answer}
+        )
 
     def explain(self, result: VerificationResult) -> str:
         missing = [

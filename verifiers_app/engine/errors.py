@@ -56,13 +56,21 @@ def problem_message(error: Mapping[str, Any]) -> str:
         return "is required"
     if kind == "extra_forbidden":
         return "unknown field"
-    if kind in ("too_short", "string_too_short") and (error.get("ctx") or {}).get("min_length") == 1:
+    if (
+        kind in ("too_short", "string_too_short")
+        and (error.get("ctx") or {}).get("min_length") == 1
+    ):
         return "must not be empty"
     return str(error.get("msg", "is invalid")).removeprefix("Value error, ")
 
 
 def validation_problems(
-    errors: Iterable[Mapping[str, Any]], *, prefix: str = "", tags: Iterable[str] = (), root: str = "", dotted: bool = False,
+    errors: Iterable[Mapping[str, Any]],
+    *,
+    prefix: str = "",
+    tags: Iterable[str] = (),
+    root: str = "",
+    dotted: bool = False,
 ) -> list[tuple[str, str]]:
     """pydantic error dicts → ``(field path, message)``, one per error. Union
     ``tags`` (a discriminated union adds its tag to the location) are left out
@@ -70,6 +78,9 @@ def validation_problems(
     tags = set(tags)
     path = dotted_path if dotted else join_path
     return [
-        (path(prefix, [part for part in error.get("loc", ()) if part not in tags]) or root, problem_message(error))
+        (
+            path(prefix, [part for part in error.get("loc", ()) if part not in tags]) or root,
+            problem_message(error),
+        )
         for error in errors
     ]

@@ -58,7 +58,9 @@ def parse_expectations(raw: Any, path: str) -> tuple[Expectations, list[str]]:
     if raw is None:
         return NO_EXPECTATIONS, []
     if not isinstance(raw, dict):
-        return NO_EXPECTATIONS, [f"{path}: must be an object with mustMention / mustNotMention lists"]
+        return NO_EXPECTATIONS, [
+            f"{path}: must be an object with mustMention / mustNotMention lists"
+        ]
     problems = [
         f"{path}.{key}: unknown field (expected mustMention or mustNotMention)"
         for key in raw
@@ -81,15 +83,20 @@ def parse_expectations(raw: Any, path: str) -> tuple[Expectations, list[str]]:
                 continue
             if key == "mustMention":
                 expected = (
-                    f"expected: {quote(phrases[0])}" if len(phrases) == 1
+                    f"expected: {quote(phrases[0])}"
+                    if len(phrases) == 1
                     else f"expected one of: {quote_all(phrases)}"
                 )
                 reason = f"{message or DEFAULT_MENTION_MESSAGE} ({expected})"
                 mentions.append(Mention(tuple(p.lower() for p in phrases), reason))
             else:
-                forbidden.append(Forbidden(
-                    phrases, tuple(p.lower() for p in phrases), message or DEFAULT_FORBID_MESSAGE,
-                ))
+                forbidden.append(
+                    Forbidden(
+                        phrases,
+                        tuple(p.lower() for p in phrases),
+                        message or DEFAULT_FORBID_MESSAGE,
+                    )
+                )
     return Expectations(tuple(mentions), tuple(forbidden)), problems
 
 
@@ -102,7 +109,11 @@ def _parse_entry(entry: Any, path: str) -> tuple[tuple[str, ...], str, list[str]
             return (), "", [f"{path}: must be a non-empty phrase"]
         return (entry,), "", []
     if not isinstance(entry, dict):
-        return (), "", [f"{path}: must be a phrase or an object with anyOf or text, e.g. {ENTRY_SHAPES}"]
+        return (
+            (),
+            "",
+            [f"{path}: must be a phrase or an object with anyOf or text, e.g. {ENTRY_SHAPES}"],
+        )
     problems = [f"{path}.{key}: unknown field" for key in entry if key not in _ENTRY_KEYS]
     message = entry.get("message", "")
     if not isinstance(message, str):

@@ -51,7 +51,10 @@ _REGISTRY: dict[str, _Entry] = {}
 
 @overload
 def register_fn(
-    name: str, fn: None = None, *, explain: Explainer | None = None,
+    name: str,
+    fn: None = None,
+    *,
+    explain: Explainer | None = None,
 ) -> Callable[[VerifierFn], VerifierFn]: ...
 
 
@@ -60,7 +63,10 @@ def register_fn(name: str, fn: VerifierFn, *, explain: Explainer | None = None) 
 
 
 def register_fn(
-    name: str, fn: VerifierFn | None = None, *, explain: Explainer | None = None,
+    name: str,
+    fn: VerifierFn | None = None,
+    *,
+    explain: Explainer | None = None,
 ) -> Callable[[VerifierFn], VerifierFn] | VerifierFn:
     """Register ``fn`` under ``name``; usable directly or as ``@register_fn(name)``.
 
@@ -120,7 +126,8 @@ def call(name: str, output: str, expected: Any, params: JSONObject) -> tuple[flo
     if not reason:
         explain = entry.explain
         reason = (
-            explain(output, expected, params) if explain is not None
+            explain(output, expected, params)
+            if explain is not None
             else f"fn {quote(name)} scored {score:.2f} against expected {quote(clip(_text(expected)))}"
         )
     return score, str(reason)
@@ -203,7 +210,7 @@ def _strip_fence(text: str) -> str:
     text = text.strip()
     if text.startswith("```"):
         newline = text.find("\n")
-        text = text[newline + 1:] if newline != -1 else text[3:]
+        text = text[newline + 1 :] if newline != -1 else text[3:]
         if text.rstrip().endswith("```"):
             text = text.rstrip()[:-3]
     return text.strip()
@@ -220,7 +227,7 @@ def parse_json_object(value: Any) -> JSONObject | None:
     candidates = [text]
     start, end = text.find("{"), text.rfind("}")
     if start != -1 and end > start and (start, end) != (0, len(text) - 1):
-        candidates.append(text[start:end + 1])
+        candidates.append(text[start : end + 1])
     for candidate in candidates:
         try:
             parsed = json.loads(candidate)
@@ -234,8 +241,10 @@ def parse_json_object(value: Any) -> JSONObject | None:
 def _point(value: Any) -> tuple[float, float] | None:
     if isinstance(value, dict):
         value = (value.get("x"), value.get("y"))
-    if isinstance(value, (list, tuple)) and len(value) == 2 and all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
+    if (
+        isinstance(value, (list, tuple))
+        and len(value) == 2
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
     ):
         return float(value[0]), float(value[1])
     return None

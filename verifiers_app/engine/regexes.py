@@ -91,9 +91,7 @@ def check_pattern_cost(pattern: str) -> None:
             continue
         if ch == "(":
             if len(frames) > MAX_GROUP_DEPTH:
-                raise RegexTooCostly(
-                    f"groups nested more than {MAX_GROUP_DEPTH} deep", pattern, i
-                )
+                raise RegexTooCostly(f"groups nested more than {MAX_GROUP_DEPTH} deep", pattern, i)
             if pattern.startswith("(?#", i):  # a comment: nothing to count
                 end = pattern.find(")", i)
                 i = n if end == -1 else end + 1
@@ -117,7 +115,8 @@ def check_pattern_cost(pattern: str) -> None:
                         raise RegexTooCostly(
                             f"counted repeat {counted.group()} is above the limit of "
                             f"{MAX_REPEAT:,} repetitions",
-                            pattern, i,
+                            pattern,
+                            i,
                         )
                 times = max(int(low or 0), int(high or 0), 1)
                 frame[0] += frame[1] * (times - 1)
@@ -126,7 +125,8 @@ def check_pattern_cost(pattern: str) -> None:
                     raise RegexTooCostly(
                         f"counted repeats expand the pattern to more than {MAX_EXPANDED_SIZE:,} "
                         "items",
-                        pattern, i,
+                        pattern,
+                        i,
                     )
                 i = counted.end()
                 continue
@@ -160,7 +160,9 @@ def cached_pattern(pattern: str, flags: int = 0) -> regex.Pattern[str]:
     return compile_pattern(pattern, flags)
 
 
-def search(compiled: regex.Pattern[str], text: str, left: float = REGEX_TIMEOUT_SECONDS) -> regex.Match[str] | None:
+def search(
+    compiled: regex.Pattern[str], text: str, left: float = REGEX_TIMEOUT_SECONDS
+) -> regex.Match[str] | None:
     """``compiled.search(text)`` or :class:`RegexTimeout` naming the pattern.
 
     ``left``: what remains of the scoring's regex budget; the search gets at most

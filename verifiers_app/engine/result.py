@@ -12,14 +12,28 @@ class CheckResult:
     __slots__ = ("id", "reason", "required", "score", "skipped", "type", "weight")
 
     def __init__(
-        self, id: str, type: str, weight: float, required: bool, score: float, skipped: bool, reason: str | None,
+        self,
+        id: str,
+        type: str,
+        weight: float,
+        required: bool,
+        score: float,
+        skipped: bool,
+        reason: str | None,
     ) -> None:
         self.id, self.type, self.weight, self.required = id, type, weight, required
         self.score, self.skipped, self.reason = score, skipped, reason
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "type": self.type, "weight": self.weight, "required": self.required,
-                "score": self.score, "skipped": self.skipped, "reason": self.reason}
+        return {
+            "id": self.id,
+            "type": self.type,
+            "weight": self.weight,
+            "required": self.required,
+            "score": self.score,
+            "skipped": self.skipped,
+            "reason": self.reason,
+        }
 
     def __repr__(self) -> str:
         return f"CheckResult(id={self.id!r}, score={self.score!r}, skipped={self.skipped}, reason={self.reason!r})"
@@ -29,15 +43,28 @@ class VerifierResult:
     __slots__ = ("checks", "id", "kind", "name", "passed", "required", "score", "weight")
 
     def __init__(
-        self, id: str, name: str, kind: str, score: float, weight: float, required: bool, passed: bool,
+        self,
+        id: str,
+        name: str,
+        kind: str,
+        score: float,
+        weight: float,
+        required: bool,
+        passed: bool,
         checks: list[CheckResult],
     ) -> None:
         self.id, self.name, self.kind, self.score = id, name, kind, score
         self.weight, self.required, self.passed, self.checks = weight, required, passed, checks
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "score": self.score, "weight": self.weight,
-                "passed": self.passed, "checks": [c.as_dict() for c in self.checks]}
+        return {
+            "id": self.id,
+            "name": self.name,
+            "score": self.score,
+            "weight": self.weight,
+            "passed": self.passed,
+            "checks": [c.as_dict() for c in self.checks],
+        }
 
     def __repr__(self) -> str:
         return f"VerifierResult(id={self.id!r}, score={self.score!r}, passed={self.passed})"
@@ -50,7 +77,9 @@ class Result:
 
     __slots__ = ("_lines", "_outcomes", "_verifiers", "passed", "score", "verdict")
 
-    def __init__(self, score: float, verdict: str, passed: bool, outcomes: list[VerifierOutcome]) -> None:
+    def __init__(
+        self, score: float, verdict: str, passed: bool, outcomes: list[VerifierOutcome]
+    ) -> None:
         self.score = score
         self.verdict = verdict
         self.passed = passed
@@ -63,7 +92,13 @@ class Result:
         if self._verifiers is None:
             self._verifiers = [
                 VerifierResult(
-                    v.id, v.name, v.kind, score, v.weight, v.required, passed,
+                    v.id,
+                    v.name,
+                    v.kind,
+                    score,
+                    v.weight,
+                    v.required,
+                    passed,
                     [
                         CheckResult(c.id, c.type, c.weight, c.required, 0.0, True, c.skip_reason)
                         if raw is None

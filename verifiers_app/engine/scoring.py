@@ -40,7 +40,9 @@ class Scorer:
     mutate a task dict in place after scoring with it.
     """
 
-    def __init__(self, verifiers: list[CompiledVerifier], aggregator: Aggregator, thresholds: Thresholds) -> None:
+    def __init__(
+        self, verifiers: list[CompiledVerifier], aggregator: Aggregator, thresholds: Thresholds
+    ) -> None:
         self._verifiers = tuple(verifiers)
         self._aggregator = aggregator
         self._thresholds = thresholds
@@ -78,12 +80,16 @@ class Scorer:
             compiled_task = NO_TASK
         else:
             cached = self._tasks.get(id(task))
-            compiled_task = cached[1] if cached is not None and cached[0] is task else self._compiled_task(task)
+            compiled_task = (
+                cached[1] if cached is not None and cached[0] is task else self._compiled_task(task)
+            )
         verifiers = self._verifiers
         if compiled_task.row is not None:
             verifiers = (*verifiers, compiled_task.row)
         if not verifiers:
-            raise SpecError("specs: nothing to score with (give a verifier spec or a task with a row verifier)")
+            raise SpecError(
+                "specs: nothing to score with (give a verifier spec or a task with a row verifier)"
+            )
 
         ctx = Context()
         ctx.output, ctx.task, ctx.prompt = output, compiled_task, prompt
@@ -137,7 +143,9 @@ class Scorer:
         return Result(final, verdict, all_passed, outcomes)
 
 
-def compile_specs(specs: Any, aggregator: Any = "weighted_average", thresholds: Any = None) -> Scorer:
+def compile_specs(
+    specs: Any, aggregator: Any = "weighted_average", thresholds: Any = None
+) -> Scorer:
     """Validate and compile ``specs`` (a spec dict or a list of them) once.
 
     Raises :class:`SpecError` naming the field path; with several specs each
@@ -158,7 +166,10 @@ def compile_specs(specs: Any, aggregator: Any = "weighted_average", thresholds: 
         if spec is not None:
             normalized.append((index, spec))
     seen: set[str] = set()
-    for index, spec in normalized:  # index: the spec's place in `specs`, even when an earlier one was invalid
+    for (
+        index,
+        spec,
+    ) in normalized:  # index: the spec's place in `specs`, even when an earlier one was invalid
         if spec["id"] in seen:
             problems.append(f"specs[{index}].id: duplicate verifier id {quote(spec['id'])}")
         seen.add(spec["id"])
@@ -168,11 +179,24 @@ def compile_specs(specs: Any, aggregator: Any = "weighted_average", thresholds: 
     for index, gate in enumerate(parsed_aggregator.required):
         if gate not in seen and gate != ROW_VERIFIER_ID:
             raise SpecError(f"aggregator.required[{index}]: no verifier has id {quote(gate)}")
-    return Scorer([build_verifier(spec) for _, spec in normalized], parsed_aggregator, parse_thresholds(thresholds))
+    return Scorer(
+        [build_verifier(spec) for _, spec in normalized],
+        parsed_aggregator,
+        parse_thresholds(thresholds),
+    )
 
 
-def score(specs: Any, output: str, task: JSONObject | None = None, *, aggregator: Any = "weighted_average",
-          thresholds: Any = None, prompt: str = "") -> Result:
+def score(
+    specs: Any,
+    output: str,
+    task: JSONObject | None = None,
+    *,
+    aggregator: Any = "weighted_average",
+    thresholds: Any = None,
+    prompt: str = "",
+) -> Result:
     """Score one output against ``specs`` (and the task's expectations and row
     verifier). Compiles the specs on every call; use :func:`compile_specs` in loops."""
-    return compile_specs(specs, aggregator=aggregator, thresholds=thresholds).score(output, task, prompt)
+    return compile_specs(specs, aggregator=aggregator, thresholds=thresholds).score(
+        output, task, prompt
+    )

@@ -94,11 +94,19 @@ class RowVerifierSpec(_Model):
 
 def pydantic_problems(exc: ValidationError, prefix: str = "") -> list[str]:
     """One ``"field.path: message"`` per pydantic error."""
-    return [f"{field}: {message}" for field, message in validation_problems(exc.errors(include_url=False), prefix=prefix, root="spec")]
+    return [
+        f"{field}: {message}"
+        for field, message in validation_problems(
+            exc.errors(include_url=False), prefix=prefix, root="spec"
+        )
+    ]
 
 
 def validate_model(
-    model: type[Model], data: Any, prefix: str = "", context: JSONObject | None = None,
+    model: type[Model],
+    data: Any,
+    prefix: str = "",
+    context: JSONObject | None = None,
 ) -> tuple[Model | None, list[str]]:
     """``(instance or None, problems)``."""
     try:
@@ -128,7 +136,9 @@ def parse_spec(raw: Any, *, lenient_regex: bool = False) -> tuple[JSONObject | N
     else:
         cls = classes.get_verifier_class(kind)
         if cls is None:
-            known = ", ".join(['"native"', '"in_process"', *(quote(n) for n in classes.registered_verifiers())])
+            known = ", ".join(
+                ['"native"', '"in_process"', *(quote(n) for n in classes.registered_verifiers())]
+            )
             return None, [f"kind: unknown kind {quote(kind)}; use one of {known}"]
         normalized, problems = _parse_class(raw, kind, cls)
     if raw.get("id") == ROW_VERIFIER_ID:
@@ -182,11 +192,15 @@ def _parse_check(raw: Any, path: str, lenient_regex: bool) -> tuple[JSONObject |
     if not isinstance(raw, dict):
         return None, [f"{path}: must be an object with a type"]
     raw_type = raw.get("type")
-    raw = {**raw, "type": TYPE_ALIASES.get(raw_type, raw_type)} if isinstance(raw_type, str) else raw
+    raw = (
+        {**raw, "type": TYPE_ALIASES.get(raw_type, raw_type)} if isinstance(raw_type, str) else raw
+    )
     check, problems = validate_model(CheckSpec, raw, path)
     check_type = CHECK_TYPES.get(raw["type"]) if isinstance(raw.get("type"), str) else None
     params = raw.get("params", {})
-    if check_type is not None and isinstance(params, dict):  # params are checked even when the check is not
+    if check_type is not None and isinstance(
+        params, dict
+    ):  # params are checked even when the check is not
         params, param_problems = _parse_params(check_type, params, f"{path}.params", lenient_regex)
         problems += param_problems
     if check is None or problems:
@@ -196,7 +210,9 @@ def _parse_check(raw: Any, path: str, lenient_regex: bool) -> tuple[JSONObject |
         "type": check.type,
         "weight": check.weight,
         "required": check.required,
-        "params": params if check_type is not None else check.params,  # unknown types: kept as written
+        "params": params
+        if check_type is not None
+        else check.params,  # unknown types: kept as written
     }
     if check.description is not None:
         normalized["description"] = check.description
@@ -204,7 +220,10 @@ def _parse_check(raw: Any, path: str, lenient_regex: bool) -> tuple[JSONObject |
 
 
 def _parse_params(
-    check_type: CheckType, raw: JSONObject, path: str, lenient_regex: bool,
+    check_type: CheckType,
+    raw: JSONObject,
+    path: str,
+    lenient_regex: bool,
 ) -> tuple[JSONObject | None, list[str]]:
     params = dict(raw)
     problems: list[str] = []
@@ -212,15 +231,21 @@ def _parse_params(
     for alias, canonical in PARAM_ALIASES.items():
         if alias in params and canonical in check_type.params.model_fields:
             if canonical in params:
-                problems.append(f"{path}.{alias}: give either {quote(canonical)} or its alias {quote(alias)}, not both")
+                problems.append(
+                    f"{path}.{alias}: give either {quote(canonical)} or its alias {quote(alias)}, not both"
+                )
                 params.pop(alias)
                 continue
             params[canonical] = params.pop(alias)
             used_aliases[canonical] = alias
-    model, model_problems = validate_model(check_type.params, params, path, {"lenient_regex": lenient_regex})
+    model, model_problems = validate_model(
+        check_type.params, params, path, {"lenient_regex": lenient_regex}
+    )
     for canonical, alias in used_aliases.items():  # report the name the author wrote
         model_problems = [
-            p.replace(f"{path}.{canonical}:", f"{path}.{alias}:").replace(f"{path}.{canonical}[", f"{path}.{alias}[")
+            p.replace(f"{path}.{canonical}:", f"{path}.{alias}:").replace(
+                f"{path}.{canonical}[", f"{path}.{alias}["
+            )
             for p in model_problems
         ]
     problems += model_problems
@@ -240,7 +265,9 @@ def _parse_in_process(raw: JSONObject) -> tuple[JSONObject | None, list[str]]:
     return normalized, problems
 
 
-def _parse_class(raw: JSONObject, kind: str, cls: type[classes.Verifier]) -> tuple[JSONObject | None, list[str]]:
+def _parse_class(
+    raw: JSONObject, kind: str, cls: type[classes.Verifier]
+) -> tuple[JSONObject | None, list[str]]:
     spec, problems = validate_model(ClassSpec, raw)
     params = raw.get("params", {})
     config = None
@@ -304,7 +331,11 @@ def spec_warnings(spec: Any) -> list[str]:
     so a typo like ``"json_valdi"`` would silently stop checking anything; an
     authoring tool shows this next to the field without refusing the spec.
     """
-    if not isinstance(spec, dict) or spec.get("kind", "native") != "native" or not isinstance(spec.get("checks"), list):
+    if (
+        not isinstance(spec, dict)
+        or spec.get("kind", "native") != "native"
+        or not isinstance(spec.get("checks"), list)
+    ):
         return []
     known = [*CHECK_TYPES, *TYPE_ALIASES]
     warnings: list[str] = []
@@ -313,8 +344,14 @@ def spec_warnings(spec: Any) -> list[str]:
         if not isinstance(check_type, str) or not check_type or check_type in known:
             continue
         close = difflib.get_close_matches(check_type, known, n=1)
-        hint = f"did you mean {quote(close[0])}? " if close else f"known types: {', '.join(CHECK_TYPES)}; "
-        warnings.append(f"checks[{index}].type: unknown check type {quote(check_type)} ({hint}scoring skips this check)")
+        hint = (
+            f"did you mean {quote(close[0])}? "
+            if close
+            else f"known types: {', '.join(CHECK_TYPES)}; "
+        )
+        warnings.append(
+            f"checks[{index}].type: unknown check type {quote(check_type)} ({hint}scoring skips this check)"
+        )
     return warnings
 
 
@@ -325,12 +362,17 @@ def spec_json_schema() -> JSONObject:
     native = inline_json_schema(NativeSpec)
     native["properties"]["checks"]["items"] = inline_json_schema(CheckSpec)
     kinds = [native, inline_json_schema(InProcessSpec), inline_json_schema(ClassSpec)]
-    for schema, title in zip(kinds, ("NativeVerifierSpec", "InProcessVerifierSpec", "ClassVerifierSpec"), strict=True):
+    for schema, title in zip(
+        kinds, ("NativeVerifierSpec", "InProcessVerifierSpec", "ClassVerifierSpec"), strict=True
+    ):
         schema["title"] = title
     native["properties"]["checks"]["description"] = "Check types: " + ", ".join(CHECK_TYPES)
-    return {"title": "VerifierSpec", "anyOf": kinds,
-            "description": 'A verifier: kind "native" (weighted checks), "in_process" (a registered function) '
-                           "or the name of a registered verifier class; its id is the verifier's id."}
+    return {
+        "title": "VerifierSpec",
+        "anyOf": kinds,
+        "description": 'A verifier: kind "native" (weighted checks), "in_process" (a registered function) '
+        "or the name of a registered verifier class; its id is the verifier's id.",
+    }
 
 
 def inline_json_schema(model: type[BaseModel]) -> JSONObject:

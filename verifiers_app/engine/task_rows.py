@@ -36,11 +36,18 @@ class CompiledTask:
         "target",
     )
 
-    def __init__(self, raw: JSONObject | None = None, expected: Any = None, params: JSONObject | None = None,
-                 target: JSONObject | None = None,
-                 expectations: Expectations = NO_EXPECTATIONS, expectations_problems: Iterable[str] = (),
-                 schema_keys: tuple[str, ...] | None = None, schema_problems: Iterable[str] = (),
-                 row: CompiledVerifier | None = None) -> None:
+    def __init__(
+        self,
+        raw: JSONObject | None = None,
+        expected: Any = None,
+        params: JSONObject | None = None,
+        target: JSONObject | None = None,
+        expectations: Expectations = NO_EXPECTATIONS,
+        expectations_problems: Iterable[str] = (),
+        schema_keys: tuple[str, ...] | None = None,
+        schema_problems: Iterable[str] = (),
+        row: CompiledVerifier | None = None,
+    ) -> None:
         self.raw = raw
         self.expected = expected
         self.params = params or {}
@@ -106,8 +113,17 @@ def compile_task(task: Any) -> CompiledTask:
         "params": params,
         "metadata": metadata,
     }
-    return CompiledTask(task, task.get("expected"), params, target, expectations,
-                        expectation_problems, schema_keys, schema_problems, row)
+    return CompiledTask(
+        task,
+        task.get("expected"),
+        params,
+        target,
+        expectations,
+        expectation_problems,
+        schema_keys,
+        schema_problems,
+        row,
+    )
 
 
 def _costly_pattern(pattern: Any, field: str) -> list[str]:
@@ -138,15 +154,19 @@ def validate_task(task: Any, *, require_task_id: bool = True) -> JSONObject:
     if "params" in task and task["params"] is not None and not isinstance(task["params"], dict):
         problems.append("params: must be an object")
     problems += parse_expectations(metadata.get("expectations"), "metadata.expectations")[1]
-    problems += _schema_keys(metadata.get("expectedOutputSchema"), "metadata.expectedOutputSchema")[1]
+    problems += _schema_keys(metadata.get("expectedOutputSchema"), "metadata.expectedOutputSchema")[
+        1
+    ]
     normalized = dict(task)
     if task.get("verifier") is not None:
         row, row_problems = parse_row_verifier(task["verifier"])
         problems += row_problems
         normalized["verifier"] = row
         if row is not None and row["fn_name"] == "regex_match":
-            problems += _costly_pattern(row.get("expected", task.get("expected")),
-                                        "verifier.expected" if "expected" in row else "expected")
+            problems += _costly_pattern(
+                row.get("expected", task.get("expected")),
+                "verifier.expected" if "expected" in row else "expected",
+            )
     if problems:
         raise SpecError(problems)
     return normalized

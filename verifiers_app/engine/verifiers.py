@@ -21,7 +21,13 @@ class CompiledCheck:
     __slots__ = ("hit", "id", "required", "run", "skip_reason", "type", "weight")
 
     def __init__(
-        self, id: str, type: str, weight: float, required: bool, run: Run | None, hit: str,
+        self,
+        id: str,
+        type: str,
+        weight: float,
+        required: bool,
+        run: Run | None,
+        hit: str,
         skip_reason: str | None = None,
     ) -> None:
         self.id, self.type, self.weight, self.required = id, type, float(weight), required
@@ -44,7 +50,11 @@ class CompiledVerifier:
     )
 
     def __init__(
-        self, spec: JSONObject, checks: list[CompiledCheck], needs_lower: bool = False, needs_json: bool = False,
+        self,
+        spec: JSONObject,
+        checks: list[CompiledCheck],
+        needs_lower: bool = False,
+        needs_json: bool = False,
     ) -> None:
         self.id = spec["id"]
         self.name = spec.get("name") or spec["id"]
@@ -67,8 +77,12 @@ def build_verifier(spec: JSONObject) -> CompiledVerifier:
     if kind == "native":
         return _build_native(spec)
     if kind == "in_process":
-        run = _fn_run(spec["fn_name"], spec.get("params", {}), spec.get("expected"), "expected" in spec)
-        check = CompiledCheck(spec["fn_name"], "in_process", 1.0, False, run, f"fn {quote(spec['fn_name'])} matched")
+        run = _fn_run(
+            spec["fn_name"], spec.get("params", {}), spec.get("expected"), "expected" in spec
+        )
+        check = CompiledCheck(
+            spec["fn_name"], "in_process", 1.0, False, run, f"fn {quote(spec['fn_name'])} matched"
+        )
         return CompiledVerifier(spec, [check])
     return _build_class(spec)
 
@@ -79,17 +93,31 @@ def _build_native(spec: JSONObject) -> CompiledVerifier:
     for check in spec["checks"]:
         check_type = CHECK_TYPES.get(check["type"])
         if check_type is None:
-            checks.append(CompiledCheck(
-                check["id"], check["type"], check["weight"], check["required"], None, "",
-                f"unknown check type {quote(check['type'])} (skipped)",
-            ))
+            checks.append(
+                CompiledCheck(
+                    check["id"],
+                    check["type"],
+                    check["weight"],
+                    check["required"],
+                    None,
+                    "",
+                    f"unknown check type {quote(check['type'])} (skipped)",
+                )
+            )
             continue
         built = check_type.build(check["params"])
         needs_lower |= built.needs_lower
         needs_json |= built.needs_json
-        checks.append(CompiledCheck(
-            check["id"], check["type"], check["weight"], check["required"], built.run, built.hit,
-        ))
+        checks.append(
+            CompiledCheck(
+                check["id"],
+                check["type"],
+                check["weight"],
+                check["required"],
+                built.run,
+                built.hit,
+            )
+        )
     return CompiledVerifier(spec, checks, needs_lower, needs_json)
 
 
@@ -104,7 +132,9 @@ def _fn_run(fn_name: str, params: JSONObject, expected: Any, has_expected: bool)
     return run
 
 
-def build_row_verifier(row: JSONObject, task_expected: Any, task_params: JSONObject) -> CompiledVerifier:
+def build_row_verifier(
+    row: JSONObject, task_expected: Any, task_params: JSONObject
+) -> CompiledVerifier:
     """Compile a task's normalized row verifier; its id is always ``"row"``.
 
     ``expected`` is the row verifier's own when given, else the task's;
@@ -119,7 +149,10 @@ def build_row_verifier(row: JSONObject, task_expected: Any, task_params: JSONObj
         return call(fn_name, ctx.output, expected, params)
 
     spec = {**row, "id": ROW_VERIFIER_ID, "name": f"row: {fn_name}"}
-    return CompiledVerifier(spec, [CompiledCheck(fn_name, "in_process", 1.0, False, run, f"fn {quote(fn_name)} matched")])
+    return CompiledVerifier(
+        spec,
+        [CompiledCheck(fn_name, "in_process", 1.0, False, run, f"fn {quote(fn_name)} matched")],
+    )
 
 
 def _build_class(spec: JSONObject) -> CompiledVerifier:
@@ -139,4 +172,7 @@ def _build_class(spec: JSONObject) -> CompiledVerifier:
             return PASS
         return reward, explain(instance, kind, result, reward)
 
-    return CompiledVerifier(spec, [CompiledCheck(kind, kind, 1.0, False, run, f"verifier {quote(kind)} gave full reward")])
+    return CompiledVerifier(
+        spec,
+        [CompiledCheck(kind, kind, 1.0, False, run, f"verifier {quote(kind)} gave full reward")],
+    )

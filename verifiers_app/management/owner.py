@@ -21,6 +21,9 @@ def command_owner(username: str | None) -> User:
         return user
     user = User.objects.filter(is_superuser=True).order_by("pk").first()
     if user is None:
-        raise CommandError("--owner: no superuser exists to own it; pass --owner USERNAME "
-                           "(or run createsuperuser)", returncode=2)
+        raise CommandError(
+            "--owner: no superuser exists to own it; pass --owner USERNAME "
+            "(or run createsuperuser)",
+            returncode=2,
+        )
     return user

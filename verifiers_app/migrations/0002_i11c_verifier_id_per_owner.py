@@ -5,20 +5,21 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('verifiers_app', '0001_initial'),
+        ("verifiers_app", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='verifier',
-            name='slug',
+            model_name="verifier",
+            name="slug",
             field=models.SlugField(max_length=100),
         ),
         migrations.AddConstraint(
-            model_name='verifier',
-            constraint=models.UniqueConstraint(fields=('owner', 'slug'), name='verifier_unique_id_per_owner'),
+            model_name="verifier",
+            constraint=models.UniqueConstraint(
+                fields=("owner", "slug"), name="verifier_unique_id_per_owner"
+            ),
         ),
     ]

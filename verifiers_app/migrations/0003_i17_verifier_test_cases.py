@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('verifiers_app', '0002_i11c_verifier_id_per_owner'),
+        ("verifiers_app", "0002_i11c_verifier_id_per_owner"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='verifier',
-            name='test_cases',
+            model_name="verifier",
+            name="test_cases",
             field=models.JSONField(blank=True, default=list),
         ),
     ]

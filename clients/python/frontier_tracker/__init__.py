@@ -173,20 +173,34 @@ class FrontierTracker:
                 return not self._started or not (self._sender and self._sender.is_alive())
             if not self._finished:
                 self._finished = True
-                self._put({"type": "finished", "status": "failed",
-                           "error": _clip(self._last_error or "the process ended before gepa finished the optimization", MAX_MESSAGE)})
+                self._put(
+                    {
+                        "type": "finished",
+                        "status": "failed",
+                        "error": _clip(
+                            self._last_error
+                            or "the process ended before gepa finished the optimization",
+                            MAX_MESSAGE,
+                        ),
+                    }
+                )
             self._closing = True
         wait = self.flush_timeout if timeout is None else timeout
         self._deadline = time.monotonic() + wait
         try:
             self._queue.put(_CLOSE, timeout=max(wait, 0.1))
         except queue.Full:
-            log.error("frontier_tracker: the queue stayed full; %d events were not sent", self._queue.qsize())
+            log.error(
+                "frontier_tracker: the queue stayed full; %d events were not sent",
+                self._queue.qsize(),
+            )
         self._sender.join(wait)
         self._done.set()
         sent = not self._sender.is_alive() and not self._disabled
         if not sent:
-            log.error("frontier_tracker: could not deliver every event to %s before closing", self.url)
+            log.error(
+                "frontier_tracker: could not deliver every event to %s before closing", self.url
+            )
         return sent
 
     # -- gepa callbacks -------------------------------------------------------------
@@ -214,8 +228,14 @@ class FrontierTracker:
     @_guarded
     def on_evaluation_start(self, event: dict) -> None:
         inputs = list(event.get("inputs") or [])
-        ids = self._minibatch_ids if len(self._minibatch_ids) == len(inputs) else list(range(len(inputs)))
-        self._minibatch = [self._key(instance, f"train-{data_id}") for data_id, instance in zip(ids, inputs)]
+        ids = (
+            self._minibatch_ids
+            if len(self._minibatch_ids) == len(inputs)
+            else list(range(len(inputs)))
+        )
+        self._minibatch = [
+            self._key(instance, f"train-{data_id}") for data_id, instance in zip(ids, inputs)
+        ]
 
     @_guarded
     def on_evaluation_end(self, event: dict) -> None:
@@ -227,10 +247,23 @@ class FrontierTracker:
         items = []
         for n, score in enumerate(scores):
             key = self._minibatch[n] if n < len(self._minibatch) else f"train-{n}"
-            items.append(self._result(key, score, outputs[n] if n < len(outputs) else None,
-                                      trajectories[n] if n < len(trajectories) else None))
+            items.append(
+                self._result(
+                    key,
+                    score,
+                    outputs[n] if n < len(outputs) else None,
+                    trajectories[n] if n < len(trajectories) else None,
+                )
+            )
         if items:
-            self._emit({"type": "trials", "candidate": event.get("candidate_idx"), "split": "train", "items": items})
+            self._emit(
+                {
+                    "type": "trials",
+                    "candidate": event.get("candidate_idx"),
+                    "split": "train",
+                    "items": items,
+                }
+            )
 
     @_guarded
     def on_proposal_start(self, event: dict) -> None:
@@ -239,7 +272,10 @@ class FrontierTracker:
     @_guarded
     def on_proposal_end(self, event: dict) -> None:
         self._proposal_ends += 1
-        self._proposed = {_clip(k, MAX_KEY): _clip(v, MAX_TEXT) for k, v in dict(event.get("new_instructions") or {}).items()}
+        self._proposed = {
+            _clip(k, MAX_KEY): _clip(v, MAX_TEXT)
+            for k, v in dict(event.get("new_instructions") or {}).items()
+        }
         raw = "\n\n".join(str(v) for v in (event.get("raw_lm_outputs") or {}).values())
         self._reasoning = _clip(raw, MAX_REASONING)
 
@@ -267,30 +303,57 @@ class FrontierTracker:
             self._result(self._val_key(val_id), score, outputs.get(val_id), None)
             for val_id, score in dict(event.get("scores_by_val_id") or {}).items()
         ]
-        self._emit({
-            "type": "candidate", "index": index, "parents": parents, "origin": origin,
-            "components": {_clip(k, MAX_KEY): _clip(v, MAX_TEXT) for k, v in dict(event["candidate"]).items()},
-            "iteration": int(event.get("iteration") or 0),
-            "metric_calls": self._valset_size if origin == "seed" else self._metric_calls,
-            "val_score": _score(event.get("average_score")), "tasks": tasks,
-            "reflection": self._reasoning if origin == "reflection" else "",
-        })
+        self._emit(
+            {
+                "type": "candidate",
+                "index": index,
+                "parents": parents,
+                "origin": origin,
+                "components": {
+                    _clip(k, MAX_KEY): _clip(v, MAX_TEXT)
+                    for k, v in dict(event["candidate"]).items()
+                },
+                "iteration": int(event.get("iteration") or 0),
+                "metric_calls": self._valset_size if origin == "seed" else self._metric_calls,
+                "val_score": _score(event.get("average_score")),
+                "tasks": tasks,
+                "reflection": self._reasoning if origin == "reflection" else "",
+            }
+        )
 
     @_guarded
     def on_candidate_accepted(self, event: dict) -> None:
         if not self._merge:
-            self._emit(self._proposal(accepted=True, candidate=int(event["new_candidate_idx"]), after=_score(event["new_score"])))
+            self._emit(
+                self._proposal(
+                    accepted=True,
+                    candidate=int(event["new_candidate_idx"]),
+                    after=_score(event["new_score"]),
+                )
+            )
 
     @_guarded
     def on_candidate_rejected(self, event: dict) -> None:
-        self._emit(self._proposal(accepted=False, candidate=None, after=_score(event["new_score"]),
-                                  before=_score(event["old_score"])))
+        self._emit(
+            self._proposal(
+                accepted=False,
+                candidate=None,
+                after=_score(event["new_score"]),
+                before=_score(event["old_score"]),
+            )
+        )
 
     @_guarded
     def on_iteration_end(self, event: dict) -> None:
         if self._proposal_starts > self._proposal_ends:
-            self._emit({"type": "error", "where": "reflection", "iteration": int(event["iteration"]),
-                        "message": "Reflection failed: the reflection returned no new text (gepa swallowed the error)"})
+            self._emit(
+                {
+                    "type": "error",
+                    "where": "reflection",
+                    "iteration": int(event["iteration"]),
+                    "message": "Reflection failed: the reflection returned no new text (gepa swallowed the error)",
+                }
+            )
 
     @_guarded
     def on_error(self, event: dict) -> None:
@@ -298,8 +361,16 @@ class FrontierTracker:
         message = _clip(f"{type(exception).__name__}: {exception}", MAX_MESSAGE)
         self._last_error = message
         iteration = event.get("iteration")
-        self._emit({"type": "error", "where": "runner", "message": message,
-                    "iteration": int(iteration) if isinstance(iteration, int) and iteration >= 0 else None})
+        self._emit(
+            {
+                "type": "error",
+                "where": "runner",
+                "message": message,
+                "iteration": int(iteration)
+                if isinstance(iteration, int) and iteration >= 0
+                else None,
+            }
+        )
 
     @_guarded
     def on_optimization_end(self, event: dict) -> None:
@@ -307,7 +378,9 @@ class FrontierTracker:
             if self._finished:
                 return
             self._finished = True
-        self._emit({"type": "finished", "status": "stopped" if self.stop_requested else "completed"})
+        self._emit(
+            {"type": "finished", "status": "stopped" if self.stop_requested else "completed"}
+        )
 
     # -- turning gepa's events into ours ------------------------------------------------
 
@@ -339,14 +412,27 @@ class FrontierTracker:
         feedback = ""
         if isinstance(trajectory, dict):
             feedback = trajectory.get("feedback") or trajectory.get("Feedback") or ""
-        return {"task_key": key, "score": _score(score), "output": _clip(output, self.max_output_chars),
-                "feedback": _clip(feedback, self.max_output_chars)}
-
-    def _proposal(self, *, accepted: bool, candidate: int | None, after: float, before: float | None = None) -> dict:
         return {
-            "type": "proposal", "iteration": self._iteration, "parent": self._parent, "accepted": accepted,
-            "candidate": candidate, "before": sum(self._before) if before is None else before, "after": after,
-            "minibatch": self._minibatch, "texts": self._proposed, "reasoning": self._reasoning,
+            "task_key": key,
+            "score": _score(score),
+            "output": _clip(output, self.max_output_chars),
+            "feedback": _clip(feedback, self.max_output_chars),
+        }
+
+    def _proposal(
+        self, *, accepted: bool, candidate: int | None, after: float, before: float | None = None
+    ) -> dict:
+        return {
+            "type": "proposal",
+            "iteration": self._iteration,
+            "parent": self._parent,
+            "accepted": accepted,
+            "candidate": candidate,
+            "before": sum(self._before) if before is None else before,
+            "after": after,
+            "minibatch": self._minibatch,
+            "texts": self._proposed,
+            "reasoning": self._reasoning,
             "metric_calls": self._metric_calls,
         }
 
@@ -358,8 +444,12 @@ class FrontierTracker:
                 return
             if not self._started:
                 self._started = True
-                self._sender = threading.Thread(target=self._send_loop, name="frontier-tracker-sender", daemon=True)
-                self._poller = threading.Thread(target=self._poll_loop, name="frontier-tracker-stop-poll", daemon=True)
+                self._sender = threading.Thread(
+                    target=self._send_loop, name="frontier-tracker-sender", daemon=True
+                )
+                self._poller = threading.Thread(
+                    target=self._poll_loop, name="frontier-tracker-stop-poll", daemon=True
+                )
                 self._sender.start()
                 self._poller.start()
             self._put(event)
@@ -370,7 +460,10 @@ class FrontierTracker:
         except queue.Full:
             self.dropped += 1
             if self.dropped == 1 or self.dropped % 1000 == 0:
-                log.warning("frontier_tracker: queue full (server unreachable for long?); %d events dropped", self.dropped)
+                log.warning(
+                    "frontier_tracker: queue full (server unreachable for long?); %d events dropped",
+                    self.dropped,
+                )
 
     def _send_loop(self) -> None:
         pending: list[dict] = []
@@ -400,7 +493,9 @@ class FrontierTracker:
             encoded = self._batch(pending)
             if not self._deliver(encoded):
                 lost = len(pending) + self._queue.qsize()
-                log.error("frontier_tracker: gave up; %d events were not sent to %s", lost, self.url)
+                log.error(
+                    "frontier_tracker: gave up; %d events were not sent to %s", lost, self.url
+                )
                 self._disabled = True
                 return
             del pending[: len(encoded)]
@@ -430,10 +525,18 @@ class FrontierTracker:
                 self.stop_requested = True
             return True
         if status in (400, 413):  # a bug of ours: drop this batch, keep the run going
-            log.error("frontier_tracker: the server refused a batch of %d events: %s", len(events), answer.get("detail", answer))
+            log.error(
+                "frontier_tracker: the server refused a batch of %d events: %s",
+                len(events),
+                answer.get("detail", answer),
+            )
             return True
         if status is not None:
-            log.error("frontier_tracker: the server refused the run's events (%s): %s", status, answer.get("detail", answer))
+            log.error(
+                "frontier_tracker: the server refused the run's events (%s): %s",
+                status,
+                answer.get("detail", answer),
+            )
         return False
 
     def _open(self) -> bool:
@@ -442,9 +545,13 @@ class FrontierTracker:
         except metadata.PackageNotFoundError:
             gepa_version = ""
         body = {
-            "key": self.key, "name": _clip(self.name, 200), "host": _clip(socket.gethostname(), 200),
-            "gepa_version": gepa_version[:50], "client_version": __version__,
-            "python_version": platform.python_version(), "task_set_id": self.task_set_id,
+            "key": self.key,
+            "name": _clip(self.name, 200),
+            "host": _clip(socket.gethostname(), 200),
+            "gepa_version": gepa_version[:50],
+            "client_version": __version__,
+            "python_version": platform.python_version(),
+            "task_set_id": self.task_set_id,
         }
         status, answer = self._call("POST", "/api/external/runs", body)
         if status in (200, 201):
@@ -453,10 +560,16 @@ class FrontierTracker:
             log.info("frontier_tracker: watching at %s/runs/%s/", self.url, self.run_id)
             return True
         if status is not None:
-            log.error("frontier_tracker: could not open the run (%s): %s", status, answer.get("detail", answer))
+            log.error(
+                "frontier_tracker: could not open the run (%s): %s",
+                status,
+                answer.get("detail", answer),
+            )
         return False
 
-    def _call(self, method: str, path: str, body: dict | str | None = None) -> tuple[int | None, dict]:
+    def _call(
+        self, method: str, path: str, body: dict | str | None = None
+    ) -> tuple[int | None, dict]:
         """One request, retried with backoff on network errors, 5xx, 408 and 429.
         (None, {}) when closing and the flush deadline passed."""
         attempt = 0
@@ -472,14 +585,28 @@ class FrontierTracker:
                 return None, {}
             delay = min(self.max_backoff, 0.25 * 2**attempt)
             attempt += 1
-            log.warning("frontier_tracker: %s %s failed (%s); retrying in %.1fs", method, path, problem, delay)
+            log.warning(
+                "frontier_tracker: %s %s failed (%s); retrying in %.1fs",
+                method,
+                path,
+                problem,
+                delay,
+            )
             time.sleep(delay)
 
     def _request(self, method: str, path: str, body: dict | str | None = None) -> tuple[int, dict]:
-        data = None if body is None else (body if isinstance(body, str) else json.dumps(body)).encode()
+        data = (
+            None if body is None else (body if isinstance(body, str) else json.dumps(body)).encode()
+        )
         request = urllib.request.Request(
-            self.url + path, data=data, method=method,
-            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json", "Accept": "application/json"},
+            self.url + path,
+            data=data,
+            method=method,
+            headers={
+                "Authorization": f"Bearer {self.token}",
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+            },
         )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:

@@ -26,8 +26,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--no-run", action="store_true", help="Do not launch a demo run")
-        parser.add_argument("--force", action="store_true",
-                            help="Run even with DEBUG off (the demo admin then gets a random password, printed once)")
+        parser.add_argument(
+            "--force",
+            action="store_true",
+            help="Run even with DEBUG off (the demo admin then gets a random password, printed once)",
+        )
 
     def handle(self, *args, no_run, force, **options):
         if not settings.DEBUG and not force:
@@ -46,6 +49,10 @@ class Command(BaseCommand):
         load_examples(user=user, stdout=self.stdout)
         launch_demo_run(user=user, launch_run=not no_run, stdout=self.stdout)
         if created or (settings.DEBUG and user.check_password(DEMO_PASSWORD)):
-            self.stdout.write(self.style.SUCCESS(f"Demo login: username {DEMO_USERNAME} · password {password}"))
+            self.stdout.write(
+                self.style.SUCCESS(f"Demo login: username {DEMO_USERNAME} · password {password}")
+            )
         else:
-            self.stdout.write(f"Demo login: username {DEMO_USERNAME} (its password was printed when it was created)")
+            self.stdout.write(
+                f"Demo login: username {DEMO_USERNAME} (its password was printed when it was created)"
+            )

@@ -20,24 +20,49 @@ class Command(BaseCommand):
     help = "Serve the dashboard with uvicorn; in embedded mode also start the in-process Celery worker."
 
     def add_arguments(self, parser):
-        parser.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
+        parser.add_argument(
+            "--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)"
+        )
         parser.add_argument("--port", type=int, default=8000, help="port to listen on")
-        parser.add_argument("--no-worker", action="store_true", help="Do not start the embedded worker")
-        parser.add_argument("--proxy-headers", action="store_true",
-                            help="Behind a proxy: take the client's address and scheme from X-Forwarded-For/-Proto")
-        parser.add_argument("--forwarded-allow-ips", default=None,
-                            help="Proxy addresses whose forwarded headers are trusted (uvicorn's; default "
-                                 "$FORWARDED_ALLOW_IPS or 127.0.0.1; '*' trusts any)")
+        parser.add_argument(
+            "--no-worker", action="store_true", help="Do not start the embedded worker"
+        )
+        parser.add_argument(
+            "--proxy-headers",
+            action="store_true",
+            help="Behind a proxy: take the client's address and scheme from X-Forwarded-For/-Proto",
+        )
+        parser.add_argument(
+            "--forwarded-allow-ips",
+            default=None,
+            help="Proxy addresses whose forwarded headers are trusted (uvicorn's; default "
+            "$FORWARDED_ALLOW_IPS or 127.0.0.1; '*' trusts any)",
+        )
         parser.add_argument("--access-log", action="store_true", help="Log every request")
 
-    def handle(self, *args, host, port, no_worker, proxy_headers, forwarded_allow_ips, access_log, **options):
+    def handle(
+        self,
+        *args,
+        host,
+        port,
+        no_worker,
+        proxy_headers,
+        forwarded_allow_ips,
+        access_log,
+        **options,
+    ):
         # Static files: hashed and compressed into STATIC_ROOT (skipped when unchanged).
         from dashboard.staticfiles import collect_static_files
 
         collect_static_files(log=self.stderr.write)
 
-        config = server_config(host=host, port=port, proxy_headers=proxy_headers,
-                               forwarded_allow_ips=forwarded_allow_ips, access_log=access_log)
+        config = server_config(
+            host=host,
+            port=port,
+            proxy_headers=proxy_headers,
+            forwarded_allow_ips=forwarded_allow_ips,
+            access_log=access_log,
+        )
         embedded_worker = settings.EMBEDDED and settings.EMBEDDED_WORKER and not no_worker
         if embedded_worker:
             from dashboard.embedded import ensure_worker
@@ -46,9 +71,13 @@ class Command(BaseCommand):
             worker = ensure_worker()
             # Runs queued by other processes (the CLI without --wait) start here too.
             QueuedRunPoller().start()
-            self.stderr.write(f"Embedded Celery worker running ({worker.concurrency} threads, in-memory broker).")
+            self.stderr.write(
+                f"Embedded Celery worker running ({worker.concurrency} threads, in-memory broker)."
+            )
         elif not settings.EMBEDDED:
-            self.stderr.write("Distributed mode: runs execute on `celery -A dashboard worker` processes.")
+            self.stderr.write(
+                "Distributed mode: runs execute on `celery -A dashboard worker` processes."
+            )
         self.stderr.write(f"Serving Frontier at http://{host}:{port}/ (Ctrl-C stops it)")
         # uvicorn handles Ctrl-C (SIGINT) and SIGTERM itself (it closes connections and
         # websockets, then returns) and raises the signal again once it has; these
@@ -63,7 +92,9 @@ class Command(BaseCommand):
         # stale, checkpoint on disk): the orphaned-runs watchdog resumes it when the
         # server starts again.
         if embedded_worker:
-            self.stderr.write("Stopped. A run in progress resumes from its checkpoint when the server starts again.")
+            self.stderr.write(
+                "Stopped. A run in progress resumes from its checkpoint when the server starts again."
+            )
             logging.shutdown()
             sys.stdout.flush()
             sys.stderr.flush()

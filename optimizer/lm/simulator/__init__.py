@@ -23,7 +23,13 @@ from .reflection import (
 )
 from .task_model import simulate_reply
 
-__all__ = ["DemoCandidateProposer", "DemoLanguageModel", "DemoReflectionLM", "reflect", "simulate_reply"]
+__all__ = [
+    "DemoCandidateProposer",
+    "DemoLanguageModel",
+    "DemoReflectionLM",
+    "reflect",
+    "simulate_reply",
+]
 
 
 def _text_of(content: Any) -> str:

@@ -29,8 +29,12 @@ MAX_ASKS = 100
 
 @dataclass(frozen=True)
 class Ask:
-    kind: str  # include | avoid | json | keys | max_chars | min_chars | max_words | min_words | note
-    phrases: tuple[str, ...] = ()  # include: acceptable alternatives; avoid: phrases; keys: key names
+    kind: (
+        str  # include | avoid | json | keys | max_chars | min_chars | max_words | min_words | note
+    )
+    phrases: tuple[
+        str, ...
+    ] = ()  # include: acceptable alternatives; avoid: phrases; keys: key names
     number: int = 0
     text: str = ""
 
@@ -42,7 +46,9 @@ _KEYS = re.compile(
     r"(?:keys?|fields?) (?:are |is )?missing",
     re.I,
 )
-_FOUND = re.compile(r"(?<!not )(?<!n't )\bfound\s*:|\bforbidden\b|\bmust not contain\b|\bshould not contain\b", re.I)
+_FOUND = re.compile(
+    r"(?<!not )(?<!n't )\bfound\s*:|\bforbidden\b|\bmust not contain\b|\bshould not contain\b", re.I
+)
 _EXPECTED = re.compile(r"\bexpected(?: one of| any of)?\s*:", re.I)
 _INCLUDE_CUES = re.compile(
     r"\bexpected\b|\bnot found\b|\b(?:does|did)(?: not|n't) (?:contain|include|mention|equal|say)|\bmissing\b|"
@@ -58,7 +64,8 @@ _AVOID_CUES = re.compile(
 _REGEX = re.compile(r"\bmatch(?:es|ed)?\b|\bpattern\b|\bregex\b|\bregular expression\b", re.I)
 # reasons that quote names, not phrases to write: skipped checks, fn / class scores
 _NOT_ACTIONABLE = re.compile(
-    r"\(skipped\)|\bunknown check\b|\binvalid regular expression\b|\bgave reward\b|\bscored [\d.]+ against\b|\bcheck raised\b", re.I
+    r"\(skipped\)|\bunknown check\b|\binvalid regular expression\b|\bgave reward\b|\bscored [\d.]+ against\b|\bcheck raised\b",
+    re.I,
 )
 # what the output actually said ("got: …") is not something to ask for
 _GOT = re.compile(r"\(?\bgot:?\s*\x00\d+\x00\)?", re.I)
@@ -73,7 +80,9 @@ _MAX = re.compile(
     + _NUMBER,
     re.I,
 )
-_MIN = re.compile(r"(?:at least|minimum(?: of)?|min\.?|no fewer than|no less than)\s*:?\s*" + _NUMBER, re.I)
+_MIN = re.compile(
+    r"(?:at least|minimum(?: of)?|min\.?|no fewer than|no less than)\s*:?\s*" + _NUMBER, re.I
+)
 _GT = re.compile(_NUMBER + r"\s*>\s*" + _NUMBER)
 _LT = re.compile(_NUMBER + r"\s*<\s*" + _NUMBER)
 
@@ -110,7 +119,9 @@ def clause_asks(masked: str, phrases: list[str]) -> list[Ask]:
     if asks:
         return asks
     if quoted and _KEYS.search(plain):
-        return [Ask(kind="keys", phrases=quoted)] + ([Ask(kind="json")] if _JSON_BAD.search(plain) else [])
+        return [Ask(kind="keys", phrases=quoted)] + (
+            [Ask(kind="json")] if _JSON_BAD.search(plain) else []
+        )
     if _JSON_BAD.search(plain):
         return [Ask(kind="json")]
     if not quoted or _NOT_ACTIONABLE.search(plain):
@@ -144,7 +155,11 @@ def _length_pairs(masked: str) -> tuple[str, list[Ask]]:
 
     def take(match: re.Match[str]) -> str:
         unit = "words" if match.group(2).lower().startswith("word") else "chars"
-        bound = "max" if match.group(3).lower().startswith(("at most", "max", "no more", "up to")) else "min"
+        bound = (
+            "max"
+            if match.group(3).lower().startswith(("at most", "max", "no more", "up to"))
+            else "min"
+        )
         asks.append(Ask(kind=f"{bound}_{unit}", number=_int(match.group(4))))
         return " "
 
@@ -158,7 +173,9 @@ _SCORE_PREFIX = re.compile(r"^\s*score\s+[\d.]+\s*(?:\([a-z ]*\))?\s*[.:]?\s*", 
 
 def parse_feedback(feedback: str) -> list[Ask]:
     """Every ask in a feedback text, in order, without duplicates."""
-    masked, phrases = mask_quotes(_SCORE_PREFIX.sub("", str(feedback)[:MAX_FEEDBACK_CHARS], count=1))
+    masked, phrases = mask_quotes(
+        _SCORE_PREFIX.sub("", str(feedback)[:MAX_FEEDBACK_CHARS], count=1)
+    )
     masked, asks = _length_pairs(masked)
     for clause in _CLAUSE_SPLIT.split(masked):
         if clause and clause.strip():

@@ -180,23 +180,40 @@ class _Reflector:
     # ---------------------------------------------------------------- phrases
     def plan_phrases(self, kind: str) -> None:
         opposite = "avoid" if kind == "include" else "include"
-        opposite_asked = {p.lower() for asks in self.asks for a in asks if a.kind == opposite for p in a.phrases}
+        opposite_asked = {
+            p.lower() for asks in self.asks for a in asks if a.kind == opposite for p in a.phrases
+        }
         n = len(self.records)
         for key, (phrase, alts, askers) in self._phrase_groups(kind).items():
             if kind == "include":
                 counter = [
-                    j for j in range(n) if j not in askers and not any(a in self.outputs[j] for a in alts)
+                    j
+                    for j in range(n)
+                    if j not in askers and not any(a in self.outputs[j] for a in alts)
                 ]
             else:
-                counter = [j for j in range(n) if j not in askers and any(
-                    a.kind == "include" and key in {p.lower() for p in a.phrases} for a in self.asks[j])]
-            clash = any(r.kind == opposite and not r.triggers and r.phrase.lower() in alts for r in self.rules)
+                counter = [
+                    j
+                    for j in range(n)
+                    if j not in askers
+                    and any(
+                        a.kind == "include" and key in {p.lower() for p in a.phrases}
+                        for a in self.asks[j]
+                    )
+                ]
+            clash = any(
+                r.kind == opposite and not r.triggers and r.phrase.lower() in alts
+                for r in self.rules
+            )
             clash = clash or key in opposite_asked
             pair = split_pair(phrase) if kind == "include" else None
             if pair:  # "urgency": "high" clashes with an unconditional "urgency": "low"
                 clash = clash or any(
-                    r.kind == "include" and not r.triggers and (other := split_pair(r.phrase))
-                    and other[0] == pair[0] and other[1].lower() != pair[1].lower()
+                    r.kind == "include"
+                    and not r.triggers
+                    and (other := split_pair(r.phrase))
+                    and other[0] == pair[0]
+                    and other[1].lower() != pair[1].lower()
                     for r in self.rules
                 )
             existing = [r for r in self.rules if r.kind == kind and r.phrase.lower() in alts]
@@ -205,13 +222,21 @@ class _Reflector:
             count = f"{len(askers)} of {n} example{'s' if n != 1 else ''}"
             verb = "lacked" if kind == "include" else "contained"
             if unconditional is not None and not (clash and not conditional):
-                self._sharpen(unconditional, len(askers), f'{count} still {verb} {quote(phrase)} despite the rule')
+                self._sharpen(
+                    unconditional,
+                    len(askers),
+                    f"{count} still {verb} {quote(phrase)} despite the rule",
+                )
                 continue
             if conditional:
                 rule = conditional[0]
                 triggered = [i for i in askers if rule.applies_to(self.inputs[i])]
                 others = [j for j in range(n) if j not in askers]
-                extra = self._salient([i for i in askers if i not in triggered], others, {t.lower() for t in rule.triggers})
+                extra = self._salient(
+                    [i for i in askers if i not in triggered],
+                    others,
+                    {t.lower() for t in rule.triggers},
+                )
                 triggers = tuple(dict.fromkeys(rule.triggers + extra))[:MAX_TRIGGERS]
                 level = max(_level_of(rule), NEW_RULE_LEVEL)
                 if triggered and _sharper_level(rule) is not None:
@@ -223,7 +248,11 @@ class _Reflector:
                     new = replace(rule, triggers=triggers)
                     reason = (
                         f"{count} {verb} {quote(phrase)}"
-                        + (f"; added trigger words {quote_list(list(extra), 'and')}" if extra else "")
+                        + (
+                            f"; added trigger words {quote_list(list(extra), 'and')}"
+                            if extra
+                            else ""
+                        )
                         + ("; rule sharpened" if triggered else "")
                     )
                 else:
@@ -234,8 +263,14 @@ class _Reflector:
                 others = [j for j in range(n) if j not in askers]
                 triggers = self._salient(askers, others, set())[:MAX_TRIGGERS]
                 new = Rule(kind=kind, phrase=phrase, triggers=triggers)
-                why = "other examples do not need it" if kind == "include" else "other examples ask for it"
-                reason = f"{count} {verb} {quote(phrase)} ({why}): added a rule for requests like these"
+                why = (
+                    "other examples do not need it"
+                    if kind == "include"
+                    else "other examples ask for it"
+                )
+                reason = (
+                    f"{count} {verb} {quote(phrase)} ({why}): added a rule for requests like these"
+                )
             else:
                 new = Rule(kind=kind, phrase=phrase)
                 reason = f"{count} {verb} {quote(phrase)}: added a rule"
@@ -245,7 +280,11 @@ class _Reflector:
     def plan_json(self) -> None:
         bad = [i for i, asks in enumerate(self.asks) if any(a.kind == "json" for a in asks)]
         keyed = [i for i, asks in enumerate(self.asks) if any(a.kind == "keys" for a in asks)]
-        keys = tuple(dict.fromkeys(k for asks in self.asks for a in asks if a.kind == "keys" for k in a.phrases))
+        keys = tuple(
+            dict.fromkeys(
+                k for asks in self.asks for a in asks if a.kind == "keys" for k in a.phrases
+            )
+        )
         if not bad and not keyed:
             return
         askers = sorted(set(bad) | set(keyed))
@@ -253,21 +292,31 @@ class _Reflector:
         n = len(self.records)
         if existing is None:
             reason = f"{len(askers)} of {n} examples were not the JSON asked for: added a JSON format rule"
-            self._add(_Change(len(askers) + 1, 0, reason, Rule(kind="json", keys=keys), NEW_RULE_LEVEL))
+            self._add(
+                _Change(len(askers) + 1, 0, reason, Rule(kind="json", keys=keys), NEW_RULE_LEVEL)
+            )
             return
         missing = [k for k in keys if k.lower() not in {e.lower() for e in existing.keys}]
         if missing:
             new = replace(existing, keys=existing.keys + tuple(missing))
-            reason = f"outputs lacked the keys {quote_list(missing, 'and')}: added them to the JSON rule"
+            reason = (
+                f"outputs lacked the keys {quote_list(missing, 'and')}: added them to the JSON rule"
+            )
             level = max(_level_of(existing), NEW_RULE_LEVEL)
             self._add(_Change(len(askers) + 1, 0, reason, new, level, old_rule=existing))
         else:
-            self._sharpen(existing, len(askers) + 1, f"{len(askers)} of {n} examples still broke the JSON rule")
+            self._sharpen(
+                existing,
+                len(askers) + 1,
+                f"{len(askers)} of {n} examples still broke the JSON rule",
+            )
 
     def plan_lengths(self) -> None:
         n = len(self.records)
         for kind in ("max_chars", "max_words", "min_chars", "min_words"):
-            numbers = [(i, a.number) for i, asks in enumerate(self.asks) for a in asks if a.kind == kind]
+            numbers = [
+                (i, a.number) for i, asks in enumerate(self.asks) for a in asks if a.kind == kind
+            ]
             if not numbers:
                 continue
             askers = sorted({i for i, _ in numbers})
@@ -282,14 +331,29 @@ class _Reflector:
                 fits = lambda r, limit=limit: r.number >= limit  # noqa: E731
             existing = next((r for r in self.rules if r.kind == kind and not r.triggers), None)
             if existing is not None and fits(existing):
-                self._sharpen(existing, len(askers), f"{len(askers)} of {n} examples broke the {limit} {unit} limit")
+                self._sharpen(
+                    existing,
+                    len(askers),
+                    f"{len(askers)} of {n} examples broke the {limit} {unit} limit",
+                )
             elif existing is not None:
                 reason = f"the limit is {limit} {unit}: rule tightened to {target}"
                 level = max(_level_of(existing), NEW_RULE_LEVEL)
-                self._add(_Change(len(askers), 0, reason, replace(existing, number=target), level, old_rule=existing))
+                self._add(
+                    _Change(
+                        len(askers),
+                        0,
+                        reason,
+                        replace(existing, number=target),
+                        level,
+                        old_rule=existing,
+                    )
+                )
             else:
                 reason = f"{len(askers)} of {n} examples broke the {limit} {unit} limit: added a length rule ({target})"
-                self._add(_Change(len(askers), 0, reason, Rule(kind=kind, number=target), NEW_RULE_LEVEL))
+                self._add(
+                    _Change(len(askers), 0, reason, Rule(kind=kind, number=target), NEW_RULE_LEVEL)
+                )
 
     # ---------------------------------------------------------------- apply
     def propose(self) -> tuple[str, str]:
@@ -312,7 +376,9 @@ class _Reflector:
             sentence = render(change.new_rule, change.level)
             if change.repeat:
                 sentence = "Remember: " + sentence[0].lower() + sentence[1:]
-            line_no = self._own_line(change.old_rule, lines) if change.old_rule is not None else None
+            line_no = (
+                self._own_line(change.old_rule, lines) if change.old_rule is not None else None
+            )
             if line_no is not None and line_no not in edited:
                 edited[line_no] = bullet_of(lines[line_no]) + sentence
             elif len(self.current) + sum(len(a) for a in appended) < MAX_PROMPT_CHARS:
@@ -329,12 +395,17 @@ class _Reflector:
 
         reasoning = [f"- {c.reason} → {c.sentence}" for c in chosen]
         if len(self.changes) > len(chosen):
-            reasoning.append(f"- {len(self.changes) - len(chosen)} more change(s) left for later iterations.")
+            reasoning.append(
+                f"- {len(self.changes) - len(chosen)} more change(s) left for later iterations."
+            )
         if self.notes:
             shown = "; ".join(self.notes[:3])
             reasoning.append(f"- Feedback the simulator cannot act on: {shown}")
         if not chosen:
-            reasoning.insert(0, "- No actionable feedback (nothing quoted to include or avoid, no format or length).")
+            reasoning.insert(
+                0,
+                "- No actionable feedback (nothing quoted to include or avoid, no format or length).",
+            )
         header = f"Simulated reflection over {len(self.records)} example(s):"
         return text, "\n".join([header, *reasoning]).replace("```", "'''")
 
@@ -417,7 +488,9 @@ def reflection_reply(prompt: str) -> tuple[str, str]:
     parsed = parse_reflection_prompt(prompt)
     if parsed is None:
         # Better no proposal (gepa skips the iteration) than a made-up instruction.
-        raise ValueError("the simulated reflection found no ``` block holding the current instruction")
+        raise ValueError(
+            "the simulated reflection found no ``` block holding the current instruction"
+        )
     instruction, records = parsed
     new_text, reasoning = reflect(instruction, records)
     return f"{reasoning}\n\n```\n{new_text}\n```", reasoning

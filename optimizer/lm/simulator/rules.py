@@ -72,13 +72,28 @@ _HEDGE = re.compile(
     re.I,
 )
 _SHOUT = re.compile(r"\b[A-Z]{3,}\b")
-_NOT_SHOUTING = {"JSON", "API", "URL", "HTML", "CSV", "XML", "USD", "EUR", "GBP", "FAQ", "PDF", "SMS", "ETA"}
+_NOT_SHOUTING = {
+    "JSON",
+    "API",
+    "URL",
+    "HTML",
+    "CSV",
+    "XML",
+    "USD",
+    "EUR",
+    "GBP",
+    "FAQ",
+    "PDF",
+    "SMS",
+    "ETA",
+}
 
 _POSITIVE_DOUBLE_NEGATIVE = re.compile(
     r"\b(?:do not|don't|never|not) (?:forget|omit|leave out|skip|fail)\b", re.I
 )
 _NEGATIVE = re.compile(
-    r"\b(?:never|not|don't|dont|avoid|without|refrain|exclude|forbid\w*|prohibit\w*|nothing)\b|\bno\s+\x00", re.I
+    r"\b(?:never|not|don't|dont|avoid|without|refrain|exclude|forbid\w*|prohibit\w*|nothing)\b|\bno\s+\x00",
+    re.I,
 )
 _JSON = re.compile(r"\bjson\b", re.I)
 _UNIT = r"\s*(characters|chars?|words?)\b"
@@ -98,7 +113,8 @@ _CONDITION = re.compile(
     re.I | re.S,
 )
 _CLAUSE_SPLIT = re.compile(
-    r";|,?\s+but\s+|,?\s+however,?\s+|,?\s+and\s+(?=(?:never|do not|don't|avoid)\b)|,?\s+while\s+", re.I
+    r";|,?\s+but\s+|,?\s+however,?\s+|,?\s+and\s+(?=(?:never|do not|don't|avoid)\b)|,?\s+while\s+",
+    re.I,
 )
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+")
 _BULLET = re.compile(r"^(\s*(?:[-*•]|\d+[.)])\s+)")
@@ -147,25 +163,44 @@ def _clamp(value: float) -> float:
     return max(MIN_STRENGTH, min(MAX_STRENGTH, value))
 
 
-def _clause_rules(clause: str, phrases: list[str], strength: float, triggers: tuple[str, ...]) -> list[Rule]:
+def _clause_rules(
+    clause: str, phrases: list[str], strength: float, triggers: tuple[str, ...]
+) -> list[Rule]:
     rules: list[Rule] = []
     quoted = placeholders_in(clause, phrases)
     plain = PLACEHOLDER.sub(" ", clause)
     for match in _MAX_LEN.finditer(plain):
         unit = "words" if match.group(2).lower().startswith("word") else "chars"
-        rules.append(Rule(kind=f"max_{unit}", number=int(match.group(1)), triggers=triggers, strength=strength))
+        rules.append(
+            Rule(
+                kind=f"max_{unit}", number=int(match.group(1)), triggers=triggers, strength=strength
+            )
+        )
     for match in _MIN_LEN.finditer(plain):
         unit = "words" if match.group(2).lower().startswith("word") else "chars"
-        rules.append(Rule(kind=f"min_{unit}", number=int(match.group(1)), triggers=triggers, strength=strength))
+        rules.append(
+            Rule(
+                kind=f"min_{unit}", number=int(match.group(1)), triggers=triggers, strength=strength
+            )
+        )
     negative = bool(_NEGATIVE.search(clause)) and not _POSITIVE_DOUBLE_NEGATIVE.search(clause)
     if _JSON.search(plain):
         if negative and not quoted:
             return rules  # "do not answer in JSON": nothing the simulator models
         keys = tuple(dict.fromkeys(p for p in quoted if not split_pair(p)))
-        rules.append(Rule(kind="json", keys=keys, triggers=triggers, strength=strength + FORMAT_BONUS))
+        rules.append(
+            Rule(kind="json", keys=keys, triggers=triggers, strength=strength + FORMAT_BONUS)
+        )
         quoted = [p for p in quoted if split_pair(p)]  # members still count as phrases
     for phrase in dict.fromkeys(quoted):
-        rules.append(Rule(kind="avoid" if negative else "include", phrase=phrase, triggers=triggers, strength=strength))
+        rules.append(
+            Rule(
+                kind="avoid" if negative else "include",
+                phrase=phrase,
+                triggers=triggers,
+                strength=strength,
+            )
+        )
     return rules
 
 
@@ -199,7 +234,9 @@ def parse_rules(prompt: str) -> list[Rule]:
         for sentence in _SENTENCE_SPLIT.split(masked):
             line_rules.extend(_sentence_rules(sentence, phrases))
         for rule in line_rules:
-            raw.append(replace(rule, lines=(index,), alone_line=index if len(line_rules) == 1 else None))
+            raw.append(
+                replace(rule, lines=(index,), alone_line=index if len(line_rules) == 1 else None)
+            )
         if len(raw) >= MAX_RULES:
             break
 
@@ -216,7 +253,14 @@ def parse_rules(prompt: str) -> list[Rule]:
             number = min(r.number for r in group)
         elif best.kind.startswith("min_"):
             number = max(r.number for r in group)
-        alone = next((r.alone_line for r in sorted(group, key=lambda r: -r.strength) if r.alone_line is not None), None)
+        alone = next(
+            (
+                r.alone_line
+                for r in sorted(group, key=lambda r: -r.strength)
+                if r.alone_line is not None
+            ),
+            None,
+        )
         result.append(
             replace(
                 best,
@@ -231,6 +275,7 @@ def parse_rules(prompt: str) -> list[Rule]:
 
 
 # ---------------------------------------------------------------- rendering
+
 
 def _action(rule: Rule, level: int) -> str:
     phrase = quote(rule.phrase) if rule.phrase else ""

@@ -62,7 +62,8 @@ FILLER = [
 ]
 INCLUDE_TEMPLATES = ["{p}.", "Please note: {p}.", "To be clear: {p}.", "I can confirm: {p}."]
 TEXT_KEYS = re.compile(
-    r"reply|response|answer|message|summary|text|body|content|explanation|reason|notes?|comment|description", re.I
+    r"reply|response|answer|message|summary|text|body|content|explanation|reason|notes?|comment|description",
+    re.I,
 )
 
 
@@ -75,11 +76,21 @@ def _inline_rules(feedback: str) -> list[Rule]:
     rules: list[Rule] = []
     for ask in parse_feedback(feedback):
         if ask.kind == "include" and ask.phrases:
-            rules.append(Rule(kind="include", phrase=ask.phrases[0], strength=INLINE_FEEDBACK_STRENGTH))
+            rules.append(
+                Rule(kind="include", phrase=ask.phrases[0], strength=INLINE_FEEDBACK_STRENGTH)
+            )
         elif ask.kind == "avoid":
-            rules.extend(Rule(kind="avoid", phrase=p, strength=INLINE_FEEDBACK_STRENGTH) for p in ask.phrases)
+            rules.extend(
+                Rule(kind="avoid", phrase=p, strength=INLINE_FEEDBACK_STRENGTH) for p in ask.phrases
+            )
         elif ask.kind in ("json", "keys"):
-            rules.append(Rule(kind="json", keys=ask.phrases if ask.kind == "keys" else (), strength=INLINE_FEEDBACK_STRENGTH))
+            rules.append(
+                Rule(
+                    kind="json",
+                    keys=ask.phrases if ask.kind == "keys" else (),
+                    strength=INLINE_FEEDBACK_STRENGTH,
+                )
+            )
         elif ask.kind.startswith(("max_", "min_")):
             rules.append(Rule(kind=ask.kind, number=ask.number, strength=INLINE_FEEDBACK_STRENGTH))
     return rules
@@ -111,7 +122,10 @@ def _resolve_phrases(rules: list[Rule]) -> tuple[list[Rule], list[Rule]]:
             continue
         key = rule.phrase.lower()
         current = best.get(key)
-        if current is None or (bool(rule.triggers), rule.strength) > (bool(current.triggers), current.strength):
+        if current is None or (bool(rule.triggers), rule.strength) > (
+            bool(current.triggers),
+            current.strength,
+        ):
             best[key] = rule
     includes = [r for r in best.values() if r.kind == "include"]
     avoids = [r for r in best.values() if r.kind == "avoid"]
@@ -165,14 +179,20 @@ def simulate_reply(system: str, user: str, seed: int = 0) -> str:
     include_rules, avoid_rules = _resolve_phrases(rules)
     # unconditional first: for one JSON key, a triggered (conditional) member is written last and wins
     include_rules.sort(key=lambda r: bool(r.triggers))
-    includes = [r.phrase for r in include_rules if decide.follows(r.strength, "include", r.phrase.lower())]
-    avoided = [r.phrase for r in avoid_rules if decide.follows(r.strength, "avoid", r.phrase.lower())]
+    includes = [
+        r.phrase for r in include_rules if decide.follows(r.strength, "include", r.phrase.lower())
+    ]
+    avoided = [
+        r.phrase for r in avoid_rules if decide.follows(r.strength, "avoid", r.phrase.lower())
+    ]
     # a phrase the model decided to include is not scrubbed by a weaker avoid rule
     avoided = [p for p in avoided if p.lower() not in {i.lower() for i in includes}]
 
     limits: dict[str, int] = {}
     for rule in rules:
-        if rule.kind.startswith(("max_", "min_")) and decide.follows(rule.strength, rule.kind, rule.number):
+        if rule.kind.startswith(("max_", "min_")) and decide.follows(
+            rule.strength, rule.kind, rule.number
+        ):
             if rule.kind not in limits:
                 limits[rule.kind] = rule.number
             elif rule.kind.startswith("max_"):
@@ -202,7 +222,10 @@ def _prose_reply(includes, avoided, limits, task, rng) -> str:
 
         def short() -> bool:
             text = " ".join(t for _, t in segments)
-            return len(text) < limits.get("min_chars", 0) * 1.05 or len(text.split()) < limits.get("min_words", 0) * 1.05
+            return (
+                len(text) < limits.get("min_chars", 0) * 1.05
+                or len(text.split()) < limits.get("min_words", 0) * 1.05
+            )
 
         while short() and i < 2000:
             segments.insert(len(segments) - 1, (4, extra[i % len(extra)]))
@@ -241,7 +264,9 @@ def _json_reply(json_rules, includes, avoided, limits, task, decide, rng) -> str
     if free:
         target = next((k for k in obj if TEXT_KEYS.search(k)), "notes")
         previous = obj.get(target)
-        obj[target] = "; ".join(([previous] if isinstance(previous, str) and target != "notes" else []) + free)
+        obj[target] = "; ".join(
+            ([previous] if isinstance(previous, str) and target != "notes" else []) + free
+        )
     if not obj:
         obj = {"response": _default_value("response", task, rng)}
     obj = _scrub_value(obj, avoided)
@@ -255,4 +280,8 @@ def _json_reply(json_rules, includes, avoided, limits, task, decide, rng) -> str
         obj[longest] = value[: len(value) // 2]
     if decide.follows(strength, "json-valid"):
         return json.dumps(obj, ensure_ascii=False)
-    return "Here is the requested information:\n```json\n" + json.dumps(obj, ensure_ascii=False, indent=2) + "\n```"
+    return (
+        "Here is the requested information:\n```json\n"
+        + json.dumps(obj, ensure_ascii=False, indent=2)
+        + "\n```"
+    )

@@ -63,29 +63,70 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="action", required=True)
         run = sub.add_parser("run", help="launch a run")
-        run.add_argument("--verifier", action="append", required=True, help="verifier id or spec JSON file (repeatable)")
-        run.add_argument("--tasks", required=True, help="task set name or id, or a task file (JSONL, YAML, CSV)")
-        run.add_argument("--model", default="demo", help='task model: "demo" or a model endpoint name')
+        run.add_argument(
+            "--verifier",
+            action="append",
+            required=True,
+            help="verifier id or spec JSON file (repeatable)",
+        )
+        run.add_argument(
+            "--tasks", required=True, help="task set name or id, or a task file (JSONL, YAML, CSV)"
+        )
+        run.add_argument(
+            "--model", default="demo", help='task model: "demo" or a model endpoint name'
+        )
         run.add_argument("--reflection-model", help="reflection model (default: the task model)")
-        run.add_argument("--budget", default="light", help="metric calls, or light / medium / heavy")
-        run.add_argument("--parallel-proposals", type=int, default=1, metavar="P",
-                         help="proposals per iteration, evaluated together (default 1: classic GEPA)")
-        run.add_argument("--name", default="", help="run name (default: the task set's name and the time)")
-        run.add_argument("--user", help="owner of the run (default: the first superuser, else 'cli')")
-        run.add_argument("--wait", action="store_true", help="follow the run and print a JSON summary")
-        for name, help_text in (("status", "print a run's summary, phase and error as JSON"),
-                                ("stop", "stop a run after the iteration in flight"),
-                                ("cancel", "abort a run now, abandoning the evaluation in flight")):
-            sub.add_parser(name, help=help_text).add_argument("run_id", type=int, help="the run's id")
-        resume = sub.add_parser("resume", help="resume a stopped/failed/crashed run, or continue a completed one")
+        run.add_argument(
+            "--budget", default="light", help="metric calls, or light / medium / heavy"
+        )
+        run.add_argument(
+            "--parallel-proposals",
+            type=int,
+            default=1,
+            metavar="P",
+            help="proposals per iteration, evaluated together (default 1: classic GEPA)",
+        )
+        run.add_argument(
+            "--name", default="", help="run name (default: the task set's name and the time)"
+        )
+        run.add_argument(
+            "--user", help="owner of the run (default: the first superuser, else 'cli')"
+        )
+        run.add_argument(
+            "--wait", action="store_true", help="follow the run and print a JSON summary"
+        )
+        for name, help_text in (
+            ("status", "print a run's summary, phase and error as JSON"),
+            ("stop", "stop a run after the iteration in flight"),
+            ("cancel", "abort a run now, abandoning the evaluation in flight"),
+        ):
+            sub.add_parser(name, help=help_text).add_argument(
+                "run_id", type=int, help="the run's id"
+            )
+        resume = sub.add_parser(
+            "resume", help="resume a stopped/failed/crashed run, or continue a completed one"
+        )
         resume.add_argument("run_id", type=int, help="the run's id")
-        resume.add_argument("--extra-budget", type=int, default=0, metavar="N",
-                            help="metric calls to add (needed to continue a completed run)")
-        resume.add_argument("--wait", action="store_true", help="follow the run and print a JSON summary")
-        replay = sub.add_parser("import-gepa", help="replay a gepa run_dir (its gepa_state.bin) as an external run")
+        resume.add_argument(
+            "--extra-budget",
+            type=int,
+            default=0,
+            metavar="N",
+            help="metric calls to add (needed to continue a completed run)",
+        )
+        resume.add_argument(
+            "--wait", action="store_true", help="follow the run and print a JSON summary"
+        )
+        replay = sub.add_parser(
+            "import-gepa", help="replay a gepa run_dir (its gepa_state.bin) as an external run"
+        )
         replay.add_argument("path", help="a gepa run_dir, or its gepa_state.bin")
-        replay.add_argument("--name", default="", help="run name (default: from the number of candidates)")
-        replay.add_argument("--user", help="owner of the run (default: the first superuser, else 'cli')")
+        replay.add_argument(
+            "--name", default="", help="run name (default: from the number of candidates)"
+        )
+        replay.add_argument(
+            "--user", help="owner of the run (default: the first superuser, else 'cli')"
+        )
 
     def handle(self, *args, action, **options):
         if action == "import-gepa":
@@ -116,7 +157,13 @@ class Command(BaseCommand):
             note = self._who_executes() if run.status == RunStatus.QUEUED else ""
             self.stderr.write(f"run {run.pk}: {run.status}{note}")
         run.refresh_from_db()
-        self.stdout.write(json.dumps({**run_wait_summary(run), "phase": run.phase, "error": run.error} if action == "status" else run_wait_summary(run)))
+        self.stdout.write(
+            json.dumps(
+                {**run_wait_summary(run), "phase": run.phase, "error": run.error}
+                if action == "status"
+                else run_wait_summary(run)
+            )
+        )
         if options.get("wait") and run.status == RunStatus.FAILED:
             self.stderr.write(f"run {run.pk} failed: {run.error}")
             sys.exit(1)
@@ -127,8 +174,10 @@ class Command(BaseCommand):
             return " for the workers (`celery -A dashboard worker`)"
         if server_is_alive():
             return ": the running Frontier server starts it within a second or two"
-        return (": no Frontier server is running to execute it; start one with `python manage.py serve` "
-                "(it starts queued runs), or pass --wait to run it in this command")
+        return (
+            ": no Frontier server is running to execute it; start one with `python manage.py serve` "
+            "(it starts queued runs), or pass --wait to run it in this command"
+        )
 
     # -- run ----------------------------------------------------------------
 
@@ -177,7 +226,9 @@ class Command(BaseCommand):
         if not path.is_file():
             raise bad_input(f"path: {path} does not exist (a gepa run_dir holds gepa_state.bin)")
         try:
-            return run_replay_gepa_state(owner=self._owner(options["user"]), raw=path.read_bytes(), name=options["name"])
+            return run_replay_gepa_state(
+                owner=self._owner(options["user"]), raw=path.read_bytes(), name=options["name"]
+            )
         except ExternalRunError as error:
             raise bad_input(str(error)) from None
 
@@ -188,18 +239,25 @@ class Command(BaseCommand):
             if user is None:
                 raise bad_input(f"--user: there is no user {username!r}")
             return user
-        return users.filter(is_superuser=True).order_by("pk").first() or users.get_or_create(username="cli")[0]
+        return (
+            users.filter(is_superuser=True).order_by("pk").first()
+            or users.get_or_create(username="cli")[0]
+        )
 
     def _task_set(self, ref: str, owner) -> TaskSet:
         path = Path(ref)
         if path.is_file():
             try:
-                task_set, _ = taskset_import(owner=owner, name=path.stem, filename=path.name, content=path.read_bytes())
+                task_set, _ = taskset_import(
+                    owner=owner, name=path.stem, filename=path.name, content=path.read_bytes()
+                )
             except SpecError as error:
                 raise bad_input(f"--tasks: {error}") from None
             return task_set
         sets = TaskSet.objects.visible_to(owner)
-        found = sets.filter(name=ref).first() or (sets.filter(pk=int(ref)).first() if ref.isdigit() else None)
+        found = sets.filter(name=ref).first() or (
+            sets.filter(pk=int(ref)).first() if ref.isdigit() else None
+        )
         if found is None:
             raise bad_input(f'--tasks: no task set named "{ref}" and no file at that path')
         return found
@@ -218,7 +276,11 @@ class Command(BaseCommand):
                 self._draw(run)
                 if run.status in RunStatus.finished() and (worker is None or not worker.is_alive()):
                     break
-                if worker is not None and not worker.is_alive() and run.status not in RunStatus.finished():
+                if (
+                    worker is not None
+                    and not worker.is_alive()
+                    and run.status not in RunStatus.finished()
+                ):
                     break  # not executed here (e.g. a live worker elsewhere holds it)
                 time.sleep(0.25)
         except KeyboardInterrupt:
@@ -229,7 +291,9 @@ class Command(BaseCommand):
                 while worker is not None and worker.is_alive():
                     worker.join(0.25)
             except KeyboardInterrupt:
-                self.stderr.write(f"left run {run.pk} unfinished; `manage.py optimize resume {run.pk}` continues it")
+                self.stderr.write(
+                    f"left run {run.pk} unfinished; `manage.py optimize resume {run.pk}` continues it"
+                )
                 sys.exit(130)
         self.stderr.write("")
         return run
@@ -238,7 +302,11 @@ class Command(BaseCommand):
         total = max(run.budget_total, 1)
         done = min(run.budget_used, total)
         filled = round(BAR_WIDTH * done / total)
-        best = f"best {run.best_score:.3f} (seed {run.seed_score:.3f})" if run.best_score is not None else "scoring the seed"
+        best = (
+            f"best {run.best_score:.3f} (seed {run.seed_score:.3f})"
+            if run.best_score is not None
+            else "scoring the seed"
+        )
         self.stderr.write(
             f"\r[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {run.budget_used}/{run.budget_total} metric calls · {best} · {run.status}",
             ending="",

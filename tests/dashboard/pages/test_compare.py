@@ -15,7 +15,14 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def run(user):
-    return recorded_run(user, candidates=4, val_tasks=6, holdout_tasks=4, name="Refund policy run", task_prefix="val-")
+    return recorded_run(
+        user,
+        candidates=4,
+        val_tasks=6,
+        holdout_tasks=4,
+        name="Refund policy run",
+        task_prefix="val-",
+    )
 
 
 def _compare(run, *indices, **params):
@@ -23,7 +30,9 @@ def _compare(run, *indices, **params):
     return reverse("compare:compare", args=[run.pk]) + "?" + "&".join(f"{k}={v}" for k, v in pairs)
 
 
-def test_the_compare_view_shows_prompts_side_by_side_with_the_diff_and_a_red_regression_row(user_client, run):
+def test_the_compare_view_shows_prompts_side_by_side_with_the_diff_and_a_red_regression_row(
+    user_client, run
+):
     response = user_client.get(_compare(run, 0, 3))
     html = response.content.decode()
     assert response.status_code == 200
@@ -38,7 +47,9 @@ def test_outputs_and_prompts_are_escaped_never_executed(user_client, run):
     cand.components = {"system_prompt": "Be kind. <script>alert('prompt')</script>"}
     cand.save()
     compare = user_client.get(_compare(run, 0, 1)).content.decode()
-    task = user_client.get(reverse("compare:task", args=[run.pk]) + "?c=0&c=1&task=val-001").content.decode()
+    task = user_client.get(
+        reverse("compare:task", args=[run.pk]) + "?c=0&c=1&task=val-001"
+    ).content.decode()
     assert "<script>alert" not in compare and "&lt;script&gt;alert(&#x27;prompt&#x27;)" in compare
     assert "<script>alert" not in task and "&lt;script&gt;alert(&#x27;x&#x27;)" in task
 
@@ -61,13 +72,17 @@ def test_someone_else_s_run_is_not_found(other_client, run):
 
 
 def test_filter_state_survives_in_the_pagination_links(user_client, user):
-    big = recorded_run(user, candidates=2, val_tasks=120, holdout_tasks=0, name="big", task_prefix="val-")
+    big = recorded_run(
+        user, candidates=2, val_tasks=120, holdout_tasks=0, name="big", task_prefix="val-"
+    )
     html = user_client.get(_compare(big, 0, 1, only="diff", sort="regression")).content.decode()
     assert "only=diff&amp;sort=regression&amp;page=2" in html
 
 
 def test_the_drilldown_shows_each_check_hit_and_miss_and_the_feedback(user_client, run):
-    html = user_client.get(reverse("compare:task", args=[run.pk]) + "?c=0&c=3&task=val-000").content.decode()
+    html = user_client.get(
+        reverse("compare:task", args=[run.pk]) + "?c=0&c=3&task=val-000"
+    ).content.decode()
     missed = Evaluation.objects.get(candidate__run=run, candidate__index=3, task_key="val-000")
     reasons = [c["reason"] for v in missed.result["verifiers"] for c in v["checks"] if c["reason"]]
     assert reasons and missed.feedback
@@ -98,56 +113,100 @@ def test_the_run_page_downloads_whichever_candidate_is_best_at_the_time(user_cli
     assert f'href="{reverse("compare:download_best_txt", args=[run.pk])}"' in detail
     best = run.best_candidate
     text = user_client.get(reverse("compare:download_best_txt", args=[run.pk]))
-    assert text["Content-Disposition"] == f'attachment; filename="run-{run.pk}-candidate-{best.index}.txt"'
+    assert (
+        text["Content-Disposition"]
+        == f'attachment; filename="run-{run.pk}-candidate-{best.index}.txt"'
+    )
     assert text.content.decode() == best.components["system_prompt"]
     run.best_candidate = run.candidates.get(index=1)
     run.save()
-    assert json.loads(user_client.get(reverse("compare:download_best_json", args=[run.pk])).content)["index"] == 1
+    assert (
+        json.loads(user_client.get(reverse("compare:download_best_json", args=[run.pk])).content)[
+            "index"
+        ]
+        == 1
+    )
     empty = Run.objects.create(owner=user, name="nothing yet", config=run.config)
     assert user_client.get(reverse("compare:download_best_txt", args=[empty.pk])).status_code == 404
 
 
 def test_the_run_exports_as_json_and_csv_downloads(user_client, run):
     exported = user_client.get(reverse("compare:export_json", args=[run.pk]))
-    assert b"".join(exported.streaming_content) == json.dumps(run_export(run), ensure_ascii=False).encode()
+    assert (
+        b"".join(exported.streaming_content)
+        == json.dumps(run_export(run), ensure_ascii=False).encode()
+    )
     csv_response = user_client.get(reverse("compare:export_csv", args=[run.pk]))
     assert csv_response["Content-Type"].startswith("text/csv")
-    assert b"".join(csv_response.streaming_content).decode().splitlines()[0] == "task_key,split,candidate_0,candidate_1,candidate_2,candidate_3"
+    assert (
+        b"".join(csv_response.streaming_content).decode().splitlines()[0]
+        == "task_key,split,candidate_0,candidate_1,candidate_2,candidate_3"
+    )
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_the_web_server_streams_the_exports_byte_for_byte_as_the_test_client_does(user, run, async_client):
+async def test_the_web_server_streams_the_exports_byte_for_byte_as_the_test_client_does(
+    user, run, async_client
+):
     # Under ASGI the export goes out one paced piece at a time on the event loop
     # (optimizer.downloads); the bytes are the same document and CSV.
     await async_client.aforce_login(user)
-    expected = await sync_to_async(lambda: json.dumps(run_export(run), ensure_ascii=False).encode())()
+    expected = await sync_to_async(
+        lambda: json.dumps(run_export(run), ensure_ascii=False).encode()
+    )()
     exported = await async_client.get(reverse("compare:export_json", args=[run.pk]))
-    assert exported.is_async and b"".join([piece async for piece in exported.streaming_content]) == expected
+    assert (
+        exported.is_async
+        and b"".join([piece async for piece in exported.streaming_content]) == expected
+    )
     csv_response = await async_client.get(reverse("compare:export_csv", args=[run.pk]))
     assert csv_response.is_async
     rows = b"".join([piece async for piece in csv_response.streaming_content]).decode().splitlines()
-    assert rows[0] == "task_key,split,candidate_0,candidate_1,candidate_2,candidate_3" and len(rows) == 1 + 6 + 4
+    assert (
+        rows[0] == "task_key,split,candidate_0,candidate_1,candidate_2,candidate_3"
+        and len(rows) == 1 + 6 + 4
+    )
 
 
 @pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"], ids=["plain", "with a UTF-8 BOM"])
 def test_importing_an_export_creates_a_run_with_the_same_scores(other_client, other_user, run, bom):
     body = bom + json.dumps(run_export(run)).encode()
-    response = other_client.post(reverse("compare:import"), {"file": SimpleUploadedFile("run.json", body)})
+    response = other_client.post(
+        reverse("compare:import"), {"file": SimpleUploadedFile("run.json", body)}
+    )
     imported = Run.objects.get(owner=other_user)
-    assert response.status_code == 302 and response["Location"].startswith(reverse("compare:compare", args=[imported.pk]))
+    assert response.status_code == 302 and response["Location"].startswith(
+        reverse("compare:compare", args=[imported.pk])
+    )
     assert imported.imported
-    ours = sorted(Evaluation.objects.filter(candidate__run=run).values_list("candidate__index", "task_key", "score"))
-    theirs = sorted(Evaluation.objects.filter(candidate__run=imported).values_list("candidate__index", "task_key", "score"))
+    ours = sorted(
+        Evaluation.objects.filter(candidate__run=run).values_list(
+            "candidate__index", "task_key", "score"
+        )
+    )
+    theirs = sorted(
+        Evaluation.objects.filter(candidate__run=imported).values_list(
+            "candidate__index", "task_key", "score"
+        )
+    )
     assert theirs == ours
 
 
-@pytest.mark.parametrize(("body", "message"), [
-    (b"{not json", b"file: not valid JSON at line 1, column 2"),
-    (b"\xff\xfe", b"file: not UTF-8 text."),
-    (json.dumps({"format": "frontier.run", "version": 2}).encode(), b"version: Input should be 1"),
-])
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"{not json", b"file: not valid JSON at line 1, column 2"),
+        (b"\xff\xfe", b"file: not UTF-8 text."),
+        (
+            json.dumps({"format": "frontier.run", "version": 2}).encode(),
+            b"version: Input should be 1",
+        ),
+    ],
+)
 def test_a_broken_import_shows_the_error_and_saves_nothing(other_client, body, message):
-    response = other_client.post(reverse("compare:import"), {"file": SimpleUploadedFile("run.json", body)})
+    response = other_client.post(
+        reverse("compare:import"), {"file": SimpleUploadedFile("run.json", body)}
+    )
     assert response.status_code == 400
     assert message in response.content
     assert not Run.objects.exists()
@@ -160,7 +219,9 @@ def test_the_promotion_report_shows_the_rule_verdict_and_per_task_deltas(user_cl
 
 
 def test_a_huge_margin_turns_the_verdict_to_keep(user_client, run):
-    html = user_client.get(reverse("compare:promotion", args=[run.pk]) + "?margin=1").content.decode()
+    html = user_client.get(
+        reverse("compare:promotion", args=[run.pk]) + "?margin=1"
+    ).content.decode()
     assert 'data-verdict="keep"' in html
 
 
@@ -169,10 +230,16 @@ def test_the_owner_promotes_a_candidate_as_the_chosen_prompt(user_client, run):
     run.refresh_from_db()
     assert response.status_code == 302 and run.chosen_candidate.index == 2
     page = user_client.get(response["Location"]).content.decode()
-    assert 'data-chosen="2"' in page and f'href="{reverse("compare:download_txt", args=[run.pk, 2])}"' in page
+    assert (
+        'data-chosen="2"' in page
+        and f'href="{reverse("compare:download_txt", args=[run.pk, 2])}"' in page
+    )
     # The run page and the API say which prompt was chosen, too.
     run_page = user_client.get(reverse("runs:detail", args=[run.pk])).content.decode()
-    assert f'<a href="{reverse("runs:candidate", args=[run.pk, 2])}" data-field="chosen">#2</a>' in run_page
+    assert (
+        f'<a href="{reverse("runs:candidate", args=[run.pk, 2])}" data-field="chosen">#2</a>'
+        in run_page
+    )
     assert user_client.get(f"/api/runs/{run.pk}").json()["chosen_candidate"] == 2
 
 
@@ -185,17 +252,27 @@ def test_a_collaborator_who_can_see_the_run_cannot_promote(other_client, other_u
 
 def test_compare_runs_overlays_curves_and_lists_config_differences(user_client, user, run):
     other = recorded_run(user, name="second", task_set=run.task_set, seed=11, candidates=4)
-    Run.objects.filter(pk=other.pk).update(config=other.config | {"task_lm": other.config["task_lm"] | {"model": "demo-large"}})
+    Run.objects.filter(pk=other.pk).update(
+        config=other.config | {"task_lm": other.config["task_lm"] | {"model": "demo-large"}}
+    )
     response = user_client.get(reverse("compare:runs") + f"?a={run.pk}&b={other.pk}")
     html = response.content.decode()
     assert response.status_code == 200
-    assert "<code>task_lm.model</code>" in html and "demo-large" in html and "<code>seed</code>" in html
-    figure = json.loads(html.split('<script id="figure-data" type="application/json">')[1].split("</script>")[0])
+    assert (
+        "<code>task_lm.model</code>" in html
+        and "demo-large" in html
+        and "<code>seed</code>" in html
+    )
+    figure = json.loads(
+        html.split('<script id="figure-data" type="application/json">')[1].split("</script>")[0]
+    )
     assert len(figure["data"]) == 4
 
 
 def test_compare_runs_refuses_runs_on_different_task_sets(user_client, user, run):
-    other = recorded_run(user, name="elsewhere", candidates=4, val_tasks=6, holdout_tasks=4, task_prefix="val-")
+    other = recorded_run(
+        user, name="elsewhere", candidates=4, val_tasks=6, holdout_tasks=4, task_prefix="val-"
+    )
     response = user_client.get(reverse("compare:runs") + f"?a={run.pk}&b={other.pk}")
     assert response.status_code == 400 and b"not run on the same task set" in response.content
 
@@ -208,7 +285,10 @@ def test_the_run_pages_link_to_promotion_exports_history_downloads_and_import(us
     for name in ("compare:history", "compare:download_txt", "compare:download_json"):
         assert f'href="{reverse(name, args=[run.pk, 2])}"' in candidate
     listing = user_client.get(reverse("runs:list")).content.decode()
-    assert f'href="{reverse("compare:runs")}"' in listing and f'href="{reverse("compare:import")}"' in listing
+    assert (
+        f'href="{reverse("compare:runs")}"' in listing
+        and f'href="{reverse("compare:import")}"' in listing
+    )
 
 
 def _import(client, body: bytes):
@@ -221,25 +301,73 @@ def _hostile(run, mutate) -> bytes:
     return json.dumps(data).encode()
 
 
-@pytest.mark.parametrize(("build", "message"), [
-    (lambda run: b"[" * 200_000 + b"]" * 200_000, b"file: nested more than 100 levels deep"),
-    (lambda run: b'{"format": "frontier.run", "version": ' + b"9" * 5000 + b"}", b"file: not valid JSON"),
-    (lambda run: _hostile(run, lambda d: d["candidates"][1]["evaluations"][0].update(score=float("nan"))),
-     b"candidates.1.evaluations.0.score: nan is not a JSON number"),
-    (lambda run: _hostile(run, lambda d: d["run"]["config"].update(minibatch_size=float("-inf"))), b"run.config.minibatch_size: -inf is not a JSON number"),
-    (lambda run: _hostile(run, lambda d: d["candidates"][0]["evaluations"][0].update(latency_ms=float("inf"))),
-     b"candidates.0.evaluations.0.latency_ms: inf is not a JSON number"),
-    (lambda run: _hostile(run, lambda d: d["candidates"][1].update(index=2**63)), b"candidates.1.index: Input should be less than or equal to"),
-    (lambda run: _hostile(run, lambda d: d["candidates"][1].update(iteration=-2**40)), b"candidates.1.iteration: Input should be greater than or equal to"),
-    (lambda run: _hostile(run, lambda d: d["events"][0].update(type="x" * 51)), b"events.0.type: String should have at most 50 characters"),
-    (lambda run: _hostile(run, lambda d: d["run"].update(started_at="0001-01-01T00:00:00+05:00")), b"run.started_at: must be a date between 1970 and 9998"),
-    (lambda run: _hostile(run, lambda d: d["run"].update(finished_at="9999-12-31T23:59:59-05:00")), b"run.finished_at: must be a date between 1970 and 9998"),
-    (lambda run: _hostile(run, lambda d: d["candidates"][2]["components"].update(system_prompt="a\x00b")),
-     b"candidates.2.components.system_prompt: contains a NUL character"),
-    (lambda run: _hostile(run, lambda d: d["candidates"][0]["evaluations"][1]["result"].update({"k\x00": 1})),
-     b"candidates.0.evaluations.1.result: contains a NUL character"),
-])
-def test_a_hostile_import_gets_a_400_naming_the_problem_and_saves_nothing(other_client, other_user, run, build, message):
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda run: b"[" * 200_000 + b"]" * 200_000, b"file: nested more than 100 levels deep"),
+        (
+            lambda run: b'{"format": "frontier.run", "version": ' + b"9" * 5000 + b"}",
+            b"file: not valid JSON",
+        ),
+        (
+            lambda run: _hostile(
+                run, lambda d: d["candidates"][1]["evaluations"][0].update(score=float("nan"))
+            ),
+            b"candidates.1.evaluations.0.score: nan is not a JSON number",
+        ),
+        (
+            lambda run: _hostile(
+                run, lambda d: d["run"]["config"].update(minibatch_size=float("-inf"))
+            ),
+            b"run.config.minibatch_size: -inf is not a JSON number",
+        ),
+        (
+            lambda run: _hostile(
+                run, lambda d: d["candidates"][0]["evaluations"][0].update(latency_ms=float("inf"))
+            ),
+            b"candidates.0.evaluations.0.latency_ms: inf is not a JSON number",
+        ),
+        (
+            lambda run: _hostile(run, lambda d: d["candidates"][1].update(index=2**63)),
+            b"candidates.1.index: Input should be less than or equal to",
+        ),
+        (
+            lambda run: _hostile(run, lambda d: d["candidates"][1].update(iteration=-(2**40))),
+            b"candidates.1.iteration: Input should be greater than or equal to",
+        ),
+        (
+            lambda run: _hostile(run, lambda d: d["events"][0].update(type="x" * 51)),
+            b"events.0.type: String should have at most 50 characters",
+        ),
+        (
+            lambda run: _hostile(
+                run, lambda d: d["run"].update(started_at="0001-01-01T00:00:00+05:00")
+            ),
+            b"run.started_at: must be a date between 1970 and 9998",
+        ),
+        (
+            lambda run: _hostile(
+                run, lambda d: d["run"].update(finished_at="9999-12-31T23:59:59-05:00")
+            ),
+            b"run.finished_at: must be a date between 1970 and 9998",
+        ),
+        (
+            lambda run: _hostile(
+                run, lambda d: d["candidates"][2]["components"].update(system_prompt="a\x00b")
+            ),
+            b"candidates.2.components.system_prompt: contains a NUL character",
+        ),
+        (
+            lambda run: _hostile(
+                run, lambda d: d["candidates"][0]["evaluations"][1]["result"].update({"k\x00": 1})
+            ),
+            b"candidates.0.evaluations.1.result: contains a NUL character",
+        ),
+    ],
+)
+def test_a_hostile_import_gets_a_400_naming_the_problem_and_saves_nothing(
+    other_client, other_user, run, build, message
+):
     before = Run.objects.count()
     response = _import(other_client, build(run))
     assert response.status_code == 400
@@ -257,8 +385,12 @@ def test_an_upload_over_the_size_limit_is_refused_and_nothing_is_saved(other_cli
     assert not Run.objects.exists()
 
 
-def test_an_import_without_a_file_is_refused_naming_the_file_field_and_nothing_is_saved(other_client):
-    response = other_client.post(reverse("compare:import"), {"fil": SimpleUploadedFile("run.json", b"{}")})
+def test_an_import_without_a_file_is_refused_naming_the_file_field_and_nothing_is_saved(
+    other_client,
+):
+    response = other_client.post(
+        reverse("compare:import"), {"fil": SimpleUploadedFile("run.json", b"{}")}
+    )
     assert response.status_code == 400
     assert b"file: choose an exported run JSON file." in response.content
     assert not Run.objects.exists()
@@ -271,50 +403,92 @@ def test_a_nul_character_in_the_search_or_the_task_never_reaches_the_database(us
     assert task.status_code == 400 and b"task: contains a NUL character." in task.content
 
 
-@pytest.mark.parametrize(("result", "field"), [
-    ({"verifiers": 5}, "candidates.0.evaluations.0.result.verifiers"),
-    ({"verifiers": [{"id": "v", "checks": 7}]}, "candidates.0.evaluations.0.result.verifiers.0.checks"),
-    ({"verifiers": [{"id": "v", "checks": ["miss"]}]}, "candidates.0.evaluations.0.result.verifiers.0.checks.0"),
-])
-def test_an_import_whose_check_breakdown_is_not_the_engine_s_shape_is_refused(other_client, run, result, field):
-    response = _import(other_client, _hostile(run, lambda d: d["candidates"][0]["evaluations"][0].update(result=result)))
+@pytest.mark.parametrize(
+    ("result", "field"),
+    [
+        ({"verifiers": 5}, "candidates.0.evaluations.0.result.verifiers"),
+        (
+            {"verifiers": [{"id": "v", "checks": 7}]},
+            "candidates.0.evaluations.0.result.verifiers.0.checks",
+        ),
+        (
+            {"verifiers": [{"id": "v", "checks": ["miss"]}]},
+            "candidates.0.evaluations.0.result.verifiers.0.checks.0",
+        ),
+    ],
+)
+def test_an_import_whose_check_breakdown_is_not_the_engine_s_shape_is_refused(
+    other_client, run, result, field
+):
+    response = _import(
+        other_client,
+        _hostile(run, lambda d: d["candidates"][0]["evaluations"][0].update(result=result)),
+    )
     assert response.status_code == 400 and field.encode() + b": " in response.content
     assert Run.objects.count() == 1
 
 
-@pytest.mark.parametrize(("mutate", "message"), [
-    (lambda d: d["run"].update(config={"splits": 5, "task_lm": [1]}), b"run.config: "),
-    (lambda d: d["run"]["config"].update(minibatch_size="many"), b"run.config: minibatch_size: "),
-    (lambda d: d["run"]["tasks_snapshot"][1].pop("task_id"), b"run.tasks_snapshot.1.task_id: is required"),
-    (lambda d: d["run"]["tasks_snapshot"][0].update(split="later"), b"run.tasks_snapshot.0.split: "),
-    (lambda d: d["run"]["verifier_specs"][0].update(id=5), b"run.verifier_specs.0.id: "),
-])
-def test_an_import_whose_config_tasks_or_verifiers_the_pages_cannot_read_is_refused(other_client, user, run, mutate, message):
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d["run"].update(config={"splits": 5, "task_lm": [1]}), b"run.config: "),
+        (
+            lambda d: d["run"]["config"].update(minibatch_size="many"),
+            b"run.config: minibatch_size: ",
+        ),
+        (
+            lambda d: d["run"]["tasks_snapshot"][1].pop("task_id"),
+            b"run.tasks_snapshot.1.task_id: is required",
+        ),
+        (
+            lambda d: d["run"]["tasks_snapshot"][0].update(split="later"),
+            b"run.tasks_snapshot.0.split: ",
+        ),
+        (lambda d: d["run"]["verifier_specs"][0].update(id=5), b"run.verifier_specs.0.id: "),
+    ],
+)
+def test_an_import_whose_config_tasks_or_verifiers_the_pages_cannot_read_is_refused(
+    other_client, user, run, mutate, message
+):
     response = _import(other_client, _hostile(run, mutate))
-    assert response.status_code == 400 and message in response.content, response.content.decode()[-1500:]
+    assert response.status_code == 400 and message in response.content, response.content.decode()[
+        -1500:
+    ]
     assert Run.objects.count() == 1
     # What such a file used to do: the runs list of whoever imported it answered 500.
     assert other_client.get(reverse("runs:list")).status_code == 200
 
 
 @pytest.mark.django_db(transaction=True)
-def test_two_real_runs_on_one_task_set_compare_best_vs_best_with_their_config_difference(user, user_client, settings, tmp_path, monkeypatch):
+def test_two_real_runs_on_one_task_set_compare_best_vs_best_with_their_config_difference(
+    user, user_client, settings, tmp_path, monkeypatch
+):
     from optimizer.runs import runner
     from tests.optimizer.run_helpers import run_demo_with_holdout
 
     settings.RUNS_DIR = tmp_path / "runs"
-    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # see tests/optimizer/runs/test_runner.py
+    monkeypatch.setattr(
+        runner, "HEARTBEAT_SECONDS", 3600
+    )  # see tests/optimizer/runs/test_runner.py
     a = run_demo_with_holdout(user)
     b = run_demo_with_holdout(user, task_set=a.task_set, minibatch_size=3)
 
     html = user_client.get(reverse("compare:runs") + f"?a={a.pk}&b={b.pk}").content.decode()
 
-    assert "<td><code>minibatch_size</code></td><td><code>2</code></td><td><code>3</code></td>" in html
-    val_keys = sorted(Evaluation.objects.filter(candidate=a.best_candidate, split="val").values_list("task_key", flat=True))
+    assert (
+        "<td><code>minibatch_size</code></td><td><code>2</code></td><td><code>3</code></td>" in html
+    )
+    val_keys = sorted(
+        Evaluation.objects.filter(candidate=a.best_candidate, split="val").values_list(
+            "task_key", flat=True
+        )
+    )
     rows = html.split("Best vs best per task (val)")[1]
     assert [k for k in val_keys if f"<td>{k}</td>" in rows] == val_keys and len(val_keys) == 3
     for run in (a, b):
         assert f"best #{run.best_candidate.index} (val {run.best_score:.3f})" in html
-    figure = json.loads(html.split('<script id="figure-data" type="application/json">')[1].split("</script>")[0])
+    figure = json.loads(
+        html.split('<script id="figure-data" type="application/json">')[1].split("</script>")[0]
+    )
     curves = [t for t in figure["data"] if t["mode"] == "lines"]
     assert [max(t["y"]) for t in curves] == pytest.approx([a.best_score, b.best_score])

@@ -9,12 +9,18 @@ from verifiers_app.services import verifier_create, verifier_update
 
 pytestmark = pytest.mark.django_db
 
-SPEC = {"id": "tone", "name": "Tone", "checks": [{"id": "polite", "type": "contains", "params": {"value": "please"}}]}
+SPEC = {
+    "id": "tone",
+    "name": "Tone",
+    "checks": [{"id": "polite", "type": "contains", "params": {"value": "please"}}],
+}
 
 
 def test_the_list_searches_filters_by_kind_and_shows_last_used(user, user_client):
     verifier_create(owner=user, spec=SPEC)
-    verifier_create(owner=user, spec={"id": "qa-exact", "kind": "in_process", "fn_name": "exact_match"})
+    verifier_create(
+        owner=user, spec={"id": "qa-exact", "kind": "in_process", "fn_name": "exact_match"}
+    )
     page = user_client.get("/verifiers/?q=ton").content.decode()
     assert "tone" in page and "qa-exact" not in page and "never" in page
     page = user_client.get("/verifiers/?kind=in_process").content.decode()
@@ -48,7 +54,9 @@ def test_json_nested_too_deeply_is_a_clear_error_not_a_500(user_client):
 
 
 def test_a_spec_file_can_be_imported_and_exported(user_client):
-    upload = SimpleUploadedFile("tone.json", json.dumps(SPEC).encode(), content_type="application/json")
+    upload = SimpleUploadedFile(
+        "tone.json", json.dumps(SPEC).encode(), content_type="application/json"
+    )
     assert user_client.post("/verifiers/new/", {"spec": "", "spec_file": upload}).status_code == 302
     exported = user_client.get("/verifiers/tone/export.json")
     assert exported["Content-Disposition"] == 'attachment; filename="tone.json"'
@@ -85,7 +93,9 @@ def test_shared_verifiers_are_visible_but_only_the_owner_can_edit_or_delete(user
     assert Verifier.objects.get(slug="tone-copy").owner.username == "bob"
 
 
-def test_private_verifiers_are_hidden_from_others_but_admins_see_all(user, other_client, admin_client_logged_in):
+def test_private_verifiers_are_hidden_from_others_but_admins_see_all(
+    user, other_client, admin_client_logged_in
+):
     verifier_create(owner=user, spec=SPEC)
     assert other_client.get("/verifiers/tone/").status_code == 404
     assert "tone" not in other_client.get("/verifiers/").content.decode()

@@ -21,36 +21,60 @@ class Tracker:
 
     def __init__(self, user):
         self.client = Client()
-        self.auth = {"HTTP_AUTHORIZATION": f"Bearer {api_token_create(user=user, name='tracker')[1]}"}
+        self.auth = {
+            "HTTP_AUTHORIZATION": f"Bearer {api_token_create(user=user, name='tracker')[1]}"
+        }
 
     def post(self, path, body):
-        return self.client.post(path, json.dumps(body), content_type="application/json", **self.auth)
+        return self.client.post(
+            path, json.dumps(body), content_type="application/json", **self.auth
+        )
 
     def get(self, path):
         return self.client.get(path, **self.auth)
 
     def open(self, **fields):
-        body = {"key": "laptop-run-0001", "name": "my gepa run", "host": "laptop", "gepa_version": "0.1.4", **fields}
+        body = {
+            "key": "laptop-run-0001",
+            "name": "my gepa run",
+            "host": "laptop",
+            "gepa_version": "0.1.4",
+            **fields,
+        }
         return self.post("/api/external/runs", body)
 
     def send(self, run_id, seq, *events):
-        return self.post(f"/api/external/runs/{run_id}/events", {"seq": seq, "events": list(events)})
+        return self.post(
+            f"/api/external/runs/{run_id}/events", {"seq": seq, "events": list(events)}
+        )
 
 
 def seed(index=0, score=0.5, **fields):
     return {
-        "type": "candidate", "index": index, "origin": "seed", "components": {"instructions": "Answer the customer."},
-        "val_score": score, "metric_calls": 2,
-        "tasks": [{"task_key": "t1", "score": 1.0, "output": "Refund in 30 days."},
-                  {"task_key": "t2", "score": 0.0, "output": "No.", "feedback": 'must mention "receipt"'}],
+        "type": "candidate",
+        "index": index,
+        "origin": "seed",
+        "components": {"instructions": "Answer the customer."},
+        "val_score": score,
+        "metric_calls": 2,
+        "tasks": [
+            {"task_key": "t1", "score": 1.0, "output": "Refund in 30 days."},
+            {"task_key": "t2", "score": 0.0, "output": "No.", "feedback": 'must mention "receipt"'},
+        ],
         **fields,
     }
 
 
 def child(index=1, parent=0, score=1.0):
     return {
-        "type": "candidate", "index": index, "parents": [parent], "components": {"instructions": 'Mention "receipt".'},
-        "val_score": score, "metric_calls": 8, "iteration": 1, "reflection": "The feedback asks for receipts.",
+        "type": "candidate",
+        "index": index,
+        "parents": [parent],
+        "components": {"instructions": 'Mention "receipt".'},
+        "val_score": score,
+        "metric_calls": 8,
+        "iteration": 1,
+        "reflection": "The feedback asks for receipts.",
         "tasks": [{"task_key": "t1", "score": 1.0}, {"task_key": "t2", "score": 1.0}],
     }
 
@@ -81,29 +105,78 @@ def test_opening_twice_with_one_key_gives_the_same_run(tracker, run_id):
     assert Run.objects.count() == 1
 
 
-def test_a_batch_becomes_the_candidates_evaluations_and_events_of_a_native_run(tracker, run_id, user_client):
-    rejected = {"type": "proposal", "iteration": 1, "parent": 0, "accepted": False, "before": 0.0, "after": 0.0,
-                "minibatch": ["t2"], "texts": {"instructions": "Be brief."}, "reasoning": "shorter is better"}
-    accepted = {"type": "proposal", "iteration": 2, "parent": 0, "accepted": True, "candidate": 1, "before": 0.0,
-                "after": 1.0, "minibatch": ["t2"], "texts": {"instructions": 'Mention "receipt".'}}
+def test_a_batch_becomes_the_candidates_evaluations_and_events_of_a_native_run(
+    tracker, run_id, user_client
+):
+    rejected = {
+        "type": "proposal",
+        "iteration": 1,
+        "parent": 0,
+        "accepted": False,
+        "before": 0.0,
+        "after": 0.0,
+        "minibatch": ["t2"],
+        "texts": {"instructions": "Be brief."},
+        "reasoning": "shorter is better",
+    }
+    accepted = {
+        "type": "proposal",
+        "iteration": 2,
+        "parent": 0,
+        "accepted": True,
+        "candidate": 1,
+        "before": 0.0,
+        "after": 1.0,
+        "minibatch": ["t2"],
+        "texts": {"instructions": 'Mention "receipt".'},
+    }
     response = tracker.send(
-        run_id, 1,
-        {"type": "status", "phase": "optimizing"}, seed(), {"type": "budget", "used": 4, "total": 40},
-        {"type": "trials", "candidate": None, "items": [{"task_key": "t2", "score": 0.0, "output": "Be brief.", "feedback": "too short"}]},
-        rejected, child(), accepted, {"type": "finished", "status": "completed"},
+        run_id,
+        1,
+        {"type": "status", "phase": "optimizing"},
+        seed(),
+        {"type": "budget", "used": 4, "total": 40},
+        {
+            "type": "trials",
+            "candidate": None,
+            "items": [
+                {"task_key": "t2", "score": 0.0, "output": "Be brief.", "feedback": "too short"}
+            ],
+        },
+        rejected,
+        child(),
+        accepted,
+        {"type": "finished", "status": "completed"},
     )
     assert response.status_code == 200, response.content
     assert response.json() == {"applied": True, "duplicate": False, "last_batch": 1, "stop": False}
 
     run = Run.objects.get(pk=run_id)
-    assert (run.status, run.seed_score, run.best_score, run.best_candidate.index) == (RunStatus.COMPLETED, 0.5, 1.0, 1)
+    assert (run.status, run.seed_score, run.best_score, run.best_candidate.index) == (
+        RunStatus.COMPLETED,
+        0.5,
+        1.0,
+        1,
+    )
     assert (run.budget_used, run.budget_total) == (4, 40)
-    assert list(Candidate.objects.filter(run=run).values_list("index", "parents", "origin", "on_front")) == [
-        (0, [], "seed", False), (1, [0], "reflection", True)]  # #1 dominates the seed (optimizer/front.py)
+    assert list(
+        Candidate.objects.filter(run=run).values_list("index", "parents", "origin", "on_front")
+    ) == [
+        (0, [], "seed", False),
+        (1, [0], "reflection", True),
+    ]  # #1 dominates the seed (optimizer/front.py)
     missed = Evaluation.objects.get(candidate__index=0, task_key="t2")
-    assert (missed.output, missed.feedback, missed.verdict) == ("No.", 'must mention "receipt"', "fail")
+    assert (missed.output, missed.feedback, missed.verdict) == (
+        "No.",
+        'must mention "receipt"',
+        "fail",
+    )
     types = list(RunEvent.objects.filter(run=run).values_list("type", flat=True))
-    assert types.count("candidate.new") == 2 and types.count("front.updated") == 2 and types[-1] == "run.finished"
+    assert (
+        types.count("candidate.new") == 2
+        and types.count("front.updated") == 2
+        and types[-1] == "run.finished"
+    )
 
     snapshot = user_client.get(f"/runs/{run_id}/snapshot.json").json()
     assert snapshot["tasks"] == ["t1", "t2"] and snapshot["scores"] == [[1.0, 0.0], [1.0, 1.0]]
@@ -132,21 +205,32 @@ def test_a_batch_that_skips_one_is_refused_so_nothing_is_applied_out_of_order(tr
     "event, field",
     [
         (seed(score="high"), "events.1.candidate.val_score"),
-        (seed(components={"instructions": "x" * 200_001}), "events.1.candidate.components.instructions"),
+        (
+            seed(components={"instructions": "x" * 200_001}),
+            "events.1.candidate.components.instructions",
+        ),
         ({"type": "teleport"}, "events.1"),
         (seed(surprise=1), "events.1.candidate.surprise"),
         ({"type": "error", "message": "bad\x00byte"}, "events.1.error.message"),
     ],
 )
-def test_a_bad_event_is_a_400_naming_the_field_and_the_batch_saves_nothing(tracker, run_id, event, field):
+def test_a_bad_event_is_a_400_naming_the_field_and_the_batch_saves_nothing(
+    tracker, run_id, event, field
+):
     response = tracker.send(run_id, 1, {"type": "budget", "used": 3}, event)
     assert response.status_code == 400, response.content
     assert response.json()["problems"][0]["field"] == field
     run = Run.objects.get(pk=run_id)
-    assert run.external_batch == 0 and run.budget_used == 0 and not Candidate.objects.filter(run=run).exists()
+    assert (
+        run.external_batch == 0
+        and run.budget_used == 0
+        and not Candidate.objects.filter(run=run).exists()
+    )
 
 
-def test_another_users_token_can_neither_write_into_the_run_nor_see_it(tracker, run_id, other_user, other_client):
+def test_another_users_token_can_neither_write_into_the_run_nor_see_it(
+    tracker, run_id, other_user, other_client
+):
     intruder = Tracker(other_user)
     assert intruder.send(run_id, 1, seed()).status_code == 404
     assert intruder.get(f"/api/external/runs/{run_id}/control").status_code == 404
@@ -156,10 +240,18 @@ def test_another_users_token_can_neither_write_into_the_run_nor_see_it(tracker, 
     assert not Candidate.objects.exists()
 
 
-def test_stop_on_the_page_reaches_the_stopper_and_the_run_ends_stopped(tracker, run_id, user_client):
-    assert tracker.get(f"/api/external/runs/{run_id}/control").json() == {"stop": False, "status": "running"}
+def test_stop_on_the_page_reaches_the_stopper_and_the_run_ends_stopped(
+    tracker, run_id, user_client
+):
+    assert tracker.get(f"/api/external/runs/{run_id}/control").json() == {
+        "stop": False,
+        "status": "running",
+    }
     assert user_client.post(f"/runs/{run_id}/stop/").status_code == 302
-    assert tracker.get(f"/api/external/runs/{run_id}/control").json() == {"stop": True, "status": "stopping"}
+    assert tracker.get(f"/api/external/runs/{run_id}/control").json() == {
+        "stop": True,
+        "status": "stopping",
+    }
     assert tracker.send(run_id, 1, seed()).json()["stop"] is True
     tracker.send(run_id, 2, {"type": "finished", "status": "stopped"})
     run = Run.objects.get(pk=run_id)
@@ -169,13 +261,19 @@ def test_stop_on_the_page_reaches_the_stopper_and_the_run_ends_stopped(tracker, 
 
 
 def test_a_failed_optimization_shows_its_error(tracker, run_id):
-    tracker.send(run_id, 1, {"type": "error", "message": "ValueError: boom", "iteration": 3},
-                 {"type": "finished", "status": "failed", "error": "ValueError: boom"})
+    tracker.send(
+        run_id,
+        1,
+        {"type": "error", "message": "ValueError: boom", "iteration": 3},
+        {"type": "finished", "status": "failed", "error": "ValueError: boom"},
+    )
     run = Run.objects.get(pk=run_id)
     assert run.status == RunStatus.FAILED and "boom" in run.error
 
 
-def test_the_run_page_marks_the_run_external_and_no_worker_ever_runs_or_resumes_it(tracker, run_id, user_client):
+def test_the_run_page_marks_the_run_external_and_no_worker_ever_runs_or_resumes_it(
+    tracker, run_id, user_client
+):
     page = user_client.get(f"/runs/{run_id}/").content.decode()
     assert "badge-external" in page and "laptop" in page and "gepa 0.1.4" in page
     assert 'data-control="resume"' not in page and 'data-control="stop"' in page
@@ -188,7 +286,9 @@ def test_the_run_page_marks_the_run_external_and_no_worker_ever_runs_or_resumes_
     assert Run.objects.get(pk=run_id).kind == RunKind.EXTERNAL
 
 
-def test_an_external_run_compares_with_a_native_run_of_its_task_set_and_its_best_prompt_downloads(tracker, user, user_client):
+def test_an_external_run_compares_with_a_native_run_of_its_task_set_and_its_best_prompt_downloads(
+    tracker, user, user_client
+):
     from tests.factories import recorded_run
 
     native = recorded_run(owner=user, candidates=3, val_tasks=3)
@@ -197,8 +297,13 @@ def test_an_external_run_compares_with_a_native_run_of_its_task_set_and_its_best
     assert opened.status_code == 201, opened.content
     external_id = opened.json()["id"]
     tasks = [{"task_key": key, "score": 1.0, "output": f"answer {key}"} for key in keys]
-    tracker.send(external_id, 1, seed(tasks=[dict(t, score=0.0) for t in tasks], score=0.0),
-                 dict(child(), tasks=tasks), {"type": "finished", "status": "completed"})
+    tracker.send(
+        external_id,
+        1,
+        seed(tasks=[dict(t, score=0.0) for t in tasks], score=0.0),
+        dict(child(), tasks=tasks),
+        {"type": "finished", "status": "completed"},
+    )
 
     page = user_client.get(f"/runs/compare/?a={native.pk}&b={external_id}")
     html = page.content.decode()
@@ -206,7 +311,11 @@ def test_an_external_run_compares_with_a_native_run_of_its_task_set_and_its_best
     assert all(key in html for key in keys)  # best vs best, task by task, across the two kinds
     best = user_client.get(f"/runs/{external_id}/best/download.txt")
     assert best.status_code == 200 and 'Mention "receipt".' in best.content.decode()
-    for page in (f"/runs/{external_id}/compare/?c=0&c=1", f"/runs/{external_id}/promotion/", f"/runs/{external_id}/export.json"):
+    for page in (
+        f"/runs/{external_id}/compare/?c=0&c=1",
+        f"/runs/{external_id}/promotion/",
+        f"/runs/{external_id}/export.json",
+    ):
         assert user_client.get(page).status_code == 200, page
 
 
@@ -219,13 +328,17 @@ def test_a_task_set_the_user_cannot_see_is_refused_naming_the_field(tracker, oth
     assert not Run.objects.exists()
 
 
-def test_the_candidate_page_shows_outputs_and_feedback_where_the_adapter_gave_them(tracker, run_id, user_client):
+def test_the_candidate_page_shows_outputs_and_feedback_where_the_adapter_gave_them(
+    tracker, run_id, user_client
+):
     tracker.send(run_id, 1, seed(), child())
     page = user_client.get(f"/runs/{run_id}/candidates/0/")
     html = page.content.decode()
     assert page.status_code == 200
     assert "Refund in 30 days." in html and "must mention &quot;receipt&quot;" in html
-    assert user_client.get(f"/runs/{run_id}/candidates/1/").status_code == 200  # no outputs at all: still a page
+    assert (
+        user_client.get(f"/runs/{run_id}/candidates/1/").status_code == 200
+    )  # no outputs at all: still a page
 
 
 def test_a_run_with_no_candidate_yet_has_nothing_to_export(tracker, run_id):

@@ -40,29 +40,48 @@ def run_dir(tmp_path_factory):
             pass
 
     result = gepa.optimize(
-        seed_candidate={"instructions": "Answer the customer."}, trainset=example.TASKS, valset=example.TASKS,
-        adapter=example.PhraseAdapter(), reflection_lm=example.reflection_lm, max_metric_calls=80,
-        reflection_minibatch_size=2, run_dir=str(directory), logger=Quiet(), seed=0, display_progress_bar=False,
+        seed_candidate={"instructions": "Answer the customer."},
+        trainset=example.TASKS,
+        valset=example.TASKS,
+        adapter=example.PhraseAdapter(),
+        reflection_lm=example.reflection_lm,
+        max_metric_calls=80,
+        reflection_minibatch_size=2,
+        run_dir=str(directory),
+        logger=Quiet(),
+        seed=0,
+        display_progress_bar=False,
         track_best_outputs=True,
     )
     return directory, result
 
 
-def test_a_checkpoint_replays_as_an_external_run_with_its_candidates_lineage_scores_and_proposals(run_dir, user):
+def test_a_checkpoint_replays_as_an_external_run_with_its_candidates_lineage_scores_and_proposals(
+    run_dir, user
+):
     directory, result = run_dir
     out = StringIO()
     call_command("optimize", "import-gepa", str(directory), "--user", user.username, stdout=out)
     summary = json.loads(out.getvalue())
     run = Run.objects.get(pk=summary["run_id"])
-    assert run.kind == RunKind.EXTERNAL and run.external["source"] == "replay" and run.status == "completed"
+    assert (
+        run.kind == RunKind.EXTERNAL
+        and run.external["source"] == "replay"
+        and run.status == "completed"
+    )
     assert run.budget_used == result.total_metric_calls
     candidates = list(Candidate.objects.filter(run=run).order_by("index"))
     assert [c.components for c in candidates] == result.candidates
-    assert [c.parents for c in candidates] == [[p for p in ps if p is not None] for ps in result.parents]
+    assert [c.parents for c in candidates] == [
+        [p for p in ps if p is not None] for ps in result.parents
+    ]
     assert [c.val_score for c in candidates] == pytest.approx(result.val_aggregate_scores)
     assert summary["best_score"] == pytest.approx(max(result.val_aggregate_scores))
     proposals = [e.payload for e in RunEvent.objects.filter(run=run, type="proposal")]
-    assert {p["accepted"] for p in proposals} == {True, False}  # the example's reflection fails every third call
+    assert {p["accepted"] for p in proposals} == {
+        True,
+        False,
+    }  # the example's reflection fails every third call
     best = candidates[result.best_idx]
     assert best.evaluations.exclude(output="").exists()  # gepa's tracked best outputs come along
 
@@ -70,7 +89,14 @@ def test_a_checkpoint_replays_as_an_external_run_with_its_candidates_lineage_sco
 def test_replaying_the_same_checkpoint_twice_gives_one_run(run_dir, user):
     directory, _ = run_dir
     for _ in range(2):
-        call_command("optimize", "import-gepa", str(directory / "gepa_state.bin"), "--user", user.username, stdout=StringIO())
+        call_command(
+            "optimize",
+            "import-gepa",
+            str(directory / "gepa_state.bin"),
+            "--user",
+            user.username,
+            stdout=StringIO(),
+        )
     assert Run.objects.count() == 1
 
 
@@ -91,11 +117,15 @@ class _Exploit:
 def test_a_checkpoint_that_names_code_executes_nothing_and_is_refused(user, user_client):
     marker = Path("/tmp/frontier-i18-pwned")
     marker.unlink(missing_ok=True)
-    hostile = pickle.dumps({"program_candidates": [_Exploit()], "prog_candidate_val_subscores": [{0: 1.0}]})
+    hostile = pickle.dumps(
+        {"program_candidates": [_Exploit()], "prog_candidate_val_subscores": [{0: 1.0}]}
+    )
     with pytest.raises(ExternalRunError):
         run_replay_gepa_state(owner=user, raw=hostile)
     assert not marker.exists()
-    response = user_client.post("/runs/import/", {"file": SimpleUploadedFile("gepa_state.bin", hostile)})
+    response = user_client.post(
+        "/runs/import/", {"file": SimpleUploadedFile("gepa_state.bin", hostile)}
+    )
     assert response.status_code == 400 and "program_candidates.0" in response.content.decode()
     assert not marker.exists() and not Run.objects.exists()
 

@@ -20,7 +20,11 @@ ROWS = [
         "input": text,
         "expected": None,
         "params": {},
-        "metadata": {"expectations": {"mustMention": [{"text": phrase, "message": f"Offer the {phrase} option"}]}},
+        "metadata": {
+            "expectations": {
+                "mustMention": [{"text": phrase, "message": f"Offer the {phrase} option"}]
+            }
+        },
     }
     for key, text, phrase in REQUESTS
 ]
@@ -41,8 +45,14 @@ def server(monkeypatch):
 
 def openai_adapter(server, **options) -> FrontierAdapter:
     lm = build_lm(
-        {"provider": "openai", "model": "fake-model", "base_url": server.base_url, "api_key_env": KEY_ENV,
-         "max_retries": 0, "timeout": 5}
+        {
+            "provider": "openai",
+            "model": "fake-model",
+            "base_url": server.base_url,
+            "api_key_env": KEY_ENV,
+            "max_retries": 0,
+            "timeout": 5,
+        }
     )
     return FrontierAdapter(task_lm=lm, scorer=compile_specs([REFUND_SPEC]), **options)
 
@@ -85,7 +95,10 @@ def test_several_components_become_one_system_prompt_under_their_names(server):
     openai_adapter(server).evaluate(ROWS[:1], candidate)
     messages = server.requests[0]["body"]["messages"]
     assert messages == [
-        {"role": "system", "content": "## tone\n\nBe warm.\n\n## policy\n\nRefunds within 30 days."},
+        {
+            "role": "system",
+            "content": "## tone\n\nBe warm.\n\n## policy\n\nRefunds within 30 days.",
+        },
         {"role": "user", "content": ROWS[0]["input"]},
     ]
     assert system_prompt({"only": "Just this."}) == "Just this."
@@ -101,13 +114,20 @@ def test_one_failing_example_scores_zero_with_the_error_as_feedback(server):
     server.script = [(500, {"error": {"message": "overloaded", "type": "server_error"}}, 0.0)]
     batch = openai_adapter(server, concurrency=1).evaluate(ROWS[:3], SEED, capture_traces=True)
     assert batch.scores[0] == 0.0 and batch.outputs[0] == ""
-    assert "The task model failed" in batch.trajectories[0]["feedback"] and "500" in batch.trajectories[0]["feedback"]
+    assert (
+        "The task model failed" in batch.trajectories[0]["feedback"]
+        and "500" in batch.trajectories[0]["feedback"]
+    )
     assert batch.objective_scores[0] == {"refund-policy": 0.0}
     assert batch.outputs[1] == "Hi there."
 
 
 def test_a_rejected_key_is_a_systemic_failure(server):
-    server.default = (401, {"error": {"message": "Incorrect API key", "type": "invalid_request_error"}}, 0.0)
+    server.default = (
+        401,
+        {"error": {"message": "Incorrect API key", "type": "invalid_request_error"}},
+        0.0,
+    )
     with pytest.raises(SystemicFailure):
         openai_adapter(server).evaluate(ROWS[:2], SEED)
 
@@ -158,10 +178,14 @@ def test_a_round_of_parallel_proposals_is_evaluated_at_once_across_candidates():
     lm = CountingLM(build_lm({"provider": "demo", "model": "demo", "simulated_latency_ms": 100}))
     adapter = FrontierAdapter(task_lm=lm, scorer=compile_specs([REFUND_SPEC]), concurrency=8)
     prompts = [{"instructions": f"Prompt {n}: always mention a receipt."} for n in range(4)]
-    results = adapter.batch_evaluate([(prompt, ROWS[2 * n:2 * n + 2]) for n, prompt in enumerate(prompts)])
+    results = adapter.batch_evaluate(
+        [(prompt, ROWS[2 * n : 2 * n + 2]) for n, prompt in enumerate(prompts)]
+    )
     assert [len(r.scores) for r in results] == [2, 2, 2, 2]
     assert all(r.trajectories for r in results)  # gepa's batch contract: always with traces
-    assert all(adapter.take_record(prompt, ROWS[2 * n]["task_id"]) for n, prompt in enumerate(prompts))
+    assert all(
+        adapter.take_record(prompt, ROWS[2 * n]["task_id"]) for n, prompt in enumerate(prompts)
+    )
     assert 2 < lm.widest <= 8  # calls of different candidates overlapped (two tasks each)
 
 
@@ -178,7 +202,9 @@ def test_an_empty_completion_is_a_failure_with_empty_output_as_its_feedback(serv
 
 def test_a_model_that_only_answers_empty_text_fails_loudly(server):
     server.default = (200, completion(""), 0.0)
-    with pytest.raises(SystemicFailure, match="3 task-model calls failed in a row; the last: empty output"):
+    with pytest.raises(
+        SystemicFailure, match="3 task-model calls failed in a row; the last: empty output"
+    ):
         openai_adapter(server, concurrency=1, max_consecutive_failures=3).evaluate(ROWS[:4], SEED)
 
 
@@ -191,8 +217,23 @@ def test_a_failed_call_records_how_long_it_took(server):
 
 def test_an_endpoint_that_answers_nothing_for_a_while_is_a_systemic_failure_naming_it():
     with hung_server() as port:
-        lm = build_lm({"provider": "openai", "model": "m", "base_url": f"http://127.0.0.1:{port}/v1", "timeout": 0.3,
-                       "max_retries": 0})
-        adapter = FrontierAdapter(task_lm=lm, scorer=compile_specs([REFUND_SPEC]), concurrency=1, dead_endpoint_seconds=0.5)
-        with pytest.raises(SystemicFailure, match=rf"has not answered for \d+ s: m @ 127.0.0.1:{port} \(http://127.0.0.1:{port}/v1\) did not answer"):
+        lm = build_lm(
+            {
+                "provider": "openai",
+                "model": "m",
+                "base_url": f"http://127.0.0.1:{port}/v1",
+                "timeout": 0.3,
+                "max_retries": 0,
+            }
+        )
+        adapter = FrontierAdapter(
+            task_lm=lm,
+            scorer=compile_specs([REFUND_SPEC]),
+            concurrency=1,
+            dead_endpoint_seconds=0.5,
+        )
+        with pytest.raises(
+            SystemicFailure,
+            match=rf"has not answered for \d+ s: m @ 127.0.0.1:{port} \(http://127.0.0.1:{port}/v1\) did not answer",
+        ):
             adapter.evaluate(ROWS[:4], SEED)

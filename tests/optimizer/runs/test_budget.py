@@ -68,12 +68,18 @@ def test_a_run_never_records_more_metric_calls_than_its_budget(user, task_set, b
 def test_with_merge_on_an_iteration_is_priced_at_a_merges_worst_case():
     # A merge scores the merged prompt on up to 5 val tasks, then (accepted) on the whole valset.
     assert iteration_cost(4, 1, use_merge=True) == 8 and iteration_cost(4, 1) == 6
-    assert iteration_cost(20, 1, use_merge=True) == 25 and iteration_cost(20, 3, use_merge=True) == 26
+    assert (
+        iteration_cost(20, 1, use_merge=True) == 25 and iteration_cost(20, 3, use_merge=True) == 26
+    )
 
 
 def test_a_run_with_merge_on_stays_within_its_budget(user, task_set):
     run = launch(
-        user, task_set, budget={"max_metric_calls": 47}, use_merge=True, minibatch_size=1,
+        user,
+        task_set,
+        budget={"max_metric_calls": 47},
+        use_merge=True,
+        minibatch_size=1,
         seed_components={"rules": "You answer customer questions.", "tone": "Be polite."},
     )
     assert execute_run(run.pk) == RunStatus.COMPLETED
@@ -94,7 +100,10 @@ def test_a_budget_smaller_than_the_valset_is_refused_at_launch(user, task_set):
     with pytest.raises(RunConfigError) as error:
         launch(user, task_set, budget={"max_metric_calls": 3})
     assert error.value.problems == [
-        ("budget.max_metric_calls", "must be at least 4: scoring the seed on the valset takes 4 metric calls")
+        (
+            "budget.max_metric_calls",
+            "must be at least 4: scoring the seed on the valset takes 4 metric calls",
+        )
     ]
     assert not Run.objects.exists()
 
@@ -111,7 +120,9 @@ def test_the_adapter_refuses_an_evaluation_beyond_the_budget_without_calling_the
 
     meter = UsageMeter()
     limits = BudgetGuard(budget_total=10, iteration_cost=6, meter=meter)
-    adapter = FrontierAdapter(task_lm=CountingLM(), scorer=compile_specs([REFUND_SPEC]), meter=meter, limits=limits)
+    adapter = FrontierAdapter(
+        task_lm=CountingLM(), scorer=compile_specs([REFUND_SPEC]), meter=meter, limits=limits
+    )
     rows = [{"task_id": f"t{i}", "input": "Can I return shoes?"} for i in range(3)]
     limits.in_iteration, limits.used = True, 8  # two calls left, a batch of three asked
     with pytest.raises(BudgetReached, match="budget reached"):
@@ -155,14 +166,20 @@ def test_each_evaluations_tally_counts_its_own_threads_calls_and_the_totals_coun
     thread.join(5)
     meter.record("task", 10, 10)  # after both closed: totals only again
 
-    assert mine.cost == pytest.approx(Price(0.15, 0.60).cost(500, 100) + Price(3.0, 15.0).cost(40, 10))
+    assert mine.cost == pytest.approx(
+        Price(0.15, 0.60).cost(500, 100) + Price(3.0, 15.0).cost(40, 10)
+    )
     assert (mine.judge_in, mine.judge_out) == (40, 10)
     assert (theirs["tally"].judge_in, theirs["tally"].judge_out) == (70, 30)
     assert theirs["tally"].cost == pytest.approx(Price(3.0, 15.0).cost(70, 30))
     stored = meter.totals()  # what save_usage writes on Run.usage
     assert stored == meter.snapshot().as_dict()
-    assert stored["task"] == {"calls": 3, "tokens_in": 1510, "tokens_out": 310,
-                              "cost": round(Price(0.15, 0.60).cost(1510, 310), 8)}
+    assert stored["task"] == {
+        "calls": 3,
+        "tokens_in": 1510,
+        "tokens_out": 310,
+        "cost": round(Price(0.15, 0.60).cost(1510, 310), 8),
+    }
     assert stored["judge"]["calls"] == 2 and stored["judge"]["tokens_in"] == 110
     assert stored["total"]["calls"] == 5 and stored["total"]["tokens_out"] == 350
     assert meter.cost == pytest.approx(stored["total"]["cost"])
@@ -187,11 +204,16 @@ def test_calls_counted_from_many_threads_while_the_totals_are_read_are_each_coun
             meter.cost
 
     switching = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # threads take turns often: the totals are read between any two counts
+    sys.setswitchinterval(
+        1e-6
+    )  # threads take turns often: the totals are read between any two counts
     try:
         reader = threading.Thread(target=read)
         reader.start()
-        threads = [threading.Thread(target=count, args=(role,)) for role in ("task",) * 6 + ("reflection",) * 2]
+        threads = [
+            threading.Thread(target=count, args=(role,))
+            for role in ("task",) * 6 + ("reflection",) * 2
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -203,28 +225,48 @@ def test_calls_counted_from_many_threads_while_the_totals_are_read_are_each_coun
     meter.record("task", 7, 3)  # after the last reading: the totals count it too
 
     totals = meter.totals()
-    assert totals["task"]["calls"] == 30001 and totals["task"]["tokens_in"] == 210007 and totals["task"]["tokens_out"] == 90003
+    assert (
+        totals["task"]["calls"] == 30001
+        and totals["task"]["tokens_in"] == 210007
+        and totals["task"]["tokens_out"] == 90003
+    )
     assert totals["reflection"]["calls"] == 10000 and totals["reflection"]["tokens_out"] == 30000
     assert totals["task"]["cost"] == pytest.approx(30001 * Price(0.15, 0.60).cost(7, 3))
-    assert meter.cost == pytest.approx(30001 * Price(0.15, 0.60).cost(7, 3) + 10000 * Price(1.0, 2.0).cost(7, 3))
+    assert meter.cost == pytest.approx(
+        30001 * Price(0.15, 0.60).cost(7, 3) + 10000 * Price(1.0, 2.0).cost(7, 3)
+    )
     assert readings == sorted(readings) and len(readings) > 1  # never counted back
     dearest = Price(1.0, 2.0).cost(7, 3)
-    assert meter.start_call(meter.cost + dearest)  # every reservation was ended: none is still in flight
+    assert meter.start_call(
+        meter.cost + dearest
+    )  # every reservation was ended: none is still in flight
 
 
 def fake_lm(server, **prices) -> dict:
     return {
-        "provider": "openai", "model": "fake-model", "base_url": server.base_url, "api_key_env": KEY_ENV, "timeout": 5,
-        "max_retries": 0, **prices,
+        "provider": "openai",
+        "model": "fake-model",
+        "base_url": server.base_url,
+        "api_key_env": KEY_ENV,
+        "timeout": 5,
+        "max_retries": 0,
+        **prices,
     }
 
 
 def test_tokens_and_money_come_from_the_providers_usage_at_every_level(user, task_set, monkeypatch):
     monkeypatch.setenv(KEY_ENV, "sk-test")
     with FakeOpenAIServer() as server:  # every answer: 11 prompt tokens, 3 completion tokens
-        task = endpoint("task-priced", fake_lm(server, price_in_per_million=2.0, price_out_per_million=10.0))
-        reflection = endpoint("reflection-priced", fake_lm(server, price_in_per_million=1.0, price_out_per_million=1.0))
-        run = launch(user, task_set, task_lm=task, reflection_lm=reflection, budget={"max_metric_calls": 20})
+        task = endpoint(
+            "task-priced", fake_lm(server, price_in_per_million=2.0, price_out_per_million=10.0)
+        )
+        reflection = endpoint(
+            "reflection-priced",
+            fake_lm(server, price_in_per_million=1.0, price_out_per_million=1.0),
+        )
+        run = launch(
+            user, task_set, task_lm=task, reflection_lm=reflection, budget={"max_metric_calls": 20}
+        )
         assert execute_run(run.pk) == RunStatus.COMPLETED
     run.refresh_from_db()
     per_task_call = (11 * 2.0 + 3 * 10.0) / 1e6
@@ -232,7 +274,12 @@ def test_tokens_and_money_come_from_the_providers_usage_at_every_level(user, tas
     assert (evaluation.tokens_in, evaluation.tokens_out) == (11, 3)
     assert evaluation.cost == pytest.approx(per_task_call)
     seed = Candidate.objects.get(run=run, index=0)
-    assert seed.usage["task"] == {"calls": 4, "tokens_in": 44, "tokens_out": 12, "cost": pytest.approx(4 * per_task_call)}
+    assert seed.usage["task"] == {
+        "calls": 4,
+        "tokens_in": 44,
+        "tokens_out": 12,
+        "cost": pytest.approx(4 * per_task_call),
+    }
     assert seed.cost == pytest.approx(4 * per_task_call)
 
     usage = run.usage
@@ -249,8 +296,12 @@ def test_tokens_and_money_come_from_the_providers_usage_at_every_level(user, tas
 
 def test_the_verify_loop_judge_is_counted_apart_from_the_task_model(user, task_set, monkeypatch):
     monkeypatch.setenv(KEY_ENV, "sk-test")
-    with FakeOpenAIServer() as server:  # the judge answers "Hi there.": a rejection, so every task is asked twice
-        judge = endpoint("judge-priced", fake_lm(server, price_in_per_million=3.0, price_out_per_million=3.0))
+    with (
+        FakeOpenAIServer() as server
+    ):  # the judge answers "Hi there.": a rejection, so every task is asked twice
+        judge = endpoint(
+            "judge-priced", fake_lm(server, price_in_per_million=3.0, price_out_per_million=3.0)
+        )
         verify = {"enabled": True, "judge": "llm", "judge_lm": judge, "max_verify": 2}
         run = launch(user, task_set, verify=verify, budget={"max_metric_calls": 4})
         assert execute_run(run.pk) == RunStatus.COMPLETED
@@ -265,7 +316,9 @@ def test_a_cost_cap_stops_the_run_and_says_so(user, task_set, monkeypatch):
     monkeypatch.setenv(KEY_ENV, "sk-test")
     with FakeOpenAIServer() as server:
         # $1 per task call: the seed costs $4, one iteration about $6 plus its valset.
-        task = endpoint("dear", fake_lm(server, price_in_per_million=1e6 / 11, price_out_per_million=0))
+        task = endpoint(
+            "dear", fake_lm(server, price_in_per_million=1e6 / 11, price_out_per_million=0)
+        )
         run = launch(user, task_set, task_lm=task, budget={"max_metric_calls": 400, "max_cost": 15})
         assert execute_run(run.pk) == RunStatus.COMPLETED
     run.refresh_from_db()
@@ -280,7 +333,9 @@ def test_a_run_can_stop_at_a_perfect_val_score(user, task_set, monkeypatch):
 
     perfect = "You have 30 days with a receipt: store credit, replacement, exchange, full refund or pickup."
     monkeypatch.setattr(DemoLanguageModel, "complete", lambda self, messages: _answer(perfect))
-    run = launch(user, task_set, early_stop={"at_perfect_score": True}, budget={"max_metric_calls": 400})
+    run = launch(
+        user, task_set, early_stop={"at_perfect_score": True}, budget={"max_metric_calls": 400}
+    )
     assert execute_run(run.pk) == RunStatus.COMPLETED
     run.refresh_from_db()
     assert run.best_score == 1.0 and run.stop_reason == "perfect validation score"
@@ -308,7 +363,14 @@ def test_a_run_can_stop_after_iterations_without_improvement(user, task_set, mon
 
 def test_budget_events_carry_an_eta_from_the_pace_the_worker_observed(user, task_set):
     slow = {"provider": "demo", "model": "demo-task", "simulated_latency_ms": 20}
-    run = launch(user, task_set, task_lm=slow, budget={"max_metric_calls": 44}, minibatch_size=2, concurrency=2)
+    run = launch(
+        user,
+        task_set,
+        task_lm=slow,
+        budget={"max_metric_calls": 44},
+        minibatch_size=2,
+        concurrency=2,
+    )
     assert execute_run(run.pk) == RunStatus.COMPLETED
     etas = [e["eta_seconds"] for e in events(run, ev.RUN_BUDGET) if e["eta_seconds"] is not None]
     assert len(etas) >= 3 and all(eta >= 0 for eta in etas)
@@ -316,7 +378,11 @@ def test_budget_events_carry_an_eta_from_the_pace_the_worker_observed(user, task
 
 
 def test_parallel_proposals_stay_within_the_budget(user, task_set):
-    run = launch(user, task_set, budget={"max_metric_calls": 50}, minibatch_size=1, parallel_proposals=2)
+    run = launch(
+        user, task_set, budget={"max_metric_calls": 50}, minibatch_size=1, parallel_proposals=2
+    )
     assert execute_run(run.pk) == RunStatus.COMPLETED
     assert_within_budget(run)
-    assert run.budget_total - run.budget_used < 2 * (2 * 1 + 4)  # less than one round of two proposals left
+    assert run.budget_total - run.budget_used < 2 * (
+        2 * 1 + 4
+    )  # less than one round of two proposals left

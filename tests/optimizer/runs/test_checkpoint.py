@@ -23,7 +23,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(autouse=True)
 def runs_dir(settings, tmp_path, monkeypatch):
     settings.RUNS_DIR = tmp_path / "runs"
-    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # see tests/optimizer/runs/test_runner.py
+    monkeypatch.setattr(
+        runner, "HEARTBEAT_SECONDS", 3600
+    )  # see tests/optimizer/runs/test_runner.py
 
 
 def test_a_runs_directory_holds_only_the_checkpoint_gepa_resumes_from(user):
@@ -51,7 +53,8 @@ class CountingAdapter:
     def evaluate(self, batch, candidate, capture_traces=False):
         score = min(1.0, candidate["instructions"].count("please") / 3)
         return EvaluationBatch(
-            outputs=[""] * len(batch), scores=[score] * len(batch),
+            outputs=[""] * len(batch),
+            scores=[score] * len(batch),
             trajectories=[{}] * len(batch) if capture_traces else None,
         )
 
@@ -65,7 +68,9 @@ def test_another_gepa_run_in_the_same_process_still_writes_gepas_own_files(tmp_p
         trainset=[{"n": n} for n in range(3)],
         valset=[{"n": n} for n in range(2)],
         adapter=CountingAdapter(),
-        reflection_lm=lambda prompt: "```\nAnswer, please, " + "please " * prompt.count("please") + "\n```",
+        reflection_lm=lambda prompt: (
+            "```\nAnswer, please, " + "please " * prompt.count("please") + "\n```"
+        ),
         max_metric_calls=20,
         reflection_minibatch_size=2,
         run_dir=str(tmp_path),

@@ -24,18 +24,34 @@ def test_a_batch_gets_consecutive_seqs_and_reaches_the_group_in_order(user):
     async_to_sync(layer.group_add)(run_group(run.pk), channel)
 
     publish_run_events(run.pk, [("worker.ping", {"host": "test", "note": "a"})])
-    publish_run_events(run.pk, [("worker.ping", {"host": "test", "note": "b"}), ("worker.ping", {"host": "test", "note": "c"})])
+    publish_run_events(
+        run.pk,
+        [
+            ("worker.ping", {"host": "test", "note": "b"}),
+            ("worker.ping", {"host": "test", "note": "c"}),
+        ],
+    )
 
-    assert list(RunEvent.objects.filter(run=run).values_list("seq", "payload__note")) == [(1, "a"), (2, "b"), (3, "c")]
-    batches = [async_to_sync(layer.receive)(channel) for _ in range(2)]  # one group message per batch
-    assert [b["type"] for b in batches] == ["run.events", "run.events"] and [len(b["events"]) for b in batches] == [1, 2]
+    assert list(RunEvent.objects.filter(run=run).values_list("seq", "payload__note")) == [
+        (1, "a"),
+        (2, "b"),
+        (3, "c"),
+    ]
+    batches = [
+        async_to_sync(layer.receive)(channel) for _ in range(2)
+    ]  # one group message per batch
+    assert [b["type"] for b in batches] == ["run.events", "run.events"] and [
+        len(b["events"]) for b in batches
+    ] == [1, 2]
     received = [json.loads(text) for b in batches for _, text in b["events"]]
     assert [(m["seq"], m["data"]["note"]) for m in received] == [(1, "a"), (2, "b"), (3, "c")]
     run.refresh_from_db()
     assert run.last_seq == 3
 
 
-def test_events_sent_from_the_background_publisher_reach_the_group_in_commit_order_before_the_block_ends(user):
+def test_events_sent_from_the_background_publisher_reach_the_group_in_commit_order_before_the_block_ends(
+    user,
+):
     run = Run.objects.create(owner=user)
     layer = get_channel_layer()
     channel = async_to_sync(layer.new_channel)()
@@ -49,9 +65,19 @@ def test_events_sent_from_the_background_publisher_reach_the_group_in_commit_ord
 
     with mock.patch.object(events, "_send_now", recording), publishing_in_background():
         for n in range(20):
-            publish_run_events(run.pk, [("worker.ping", {"host": "test", "note": f"{n}a"}), ("worker.ping", {"host": "test", "note": f"{n}b"})])
+            publish_run_events(
+                run.pk,
+                [
+                    ("worker.ping", {"host": "test", "note": f"{n}a"}),
+                    ("worker.ping", {"host": "test", "note": f"{n}b"}),
+                ],
+            )
     # Leaving the block waited for every send: all 40 are in the channel now.
-    received = [json.loads(text) for _ in range(20) for _, text in async_to_sync(layer.receive)(channel)["events"]]
+    received = [
+        json.loads(text)
+        for _ in range(20)
+        for _, text in async_to_sync(layer.receive)(channel)["events"]
+    ]
     assert [m["seq"] for m in received] == list(range(1, 41))
     assert [m["data"]["note"] for m in received[:4]] == ["0a", "0b", "1a", "1b"]
     assert sent_from == {"run-event-publisher"}  # not the thread that committed them
@@ -67,7 +93,9 @@ def test_outside_the_block_events_are_sent_by_the_thread_that_commits_them(user)
     with mock.patch.object(events, "_send_now", wraps=events._send_now) as send_now:
         publish_run_events(run.pk, [("worker.ping", {"host": "test", "note": "now"})])
         send_now.assert_called_once()
-    assert json.loads(async_to_sync(layer.receive)(channel)["events"][0][1])["data"]["note"] == "now"
+    assert (
+        json.loads(async_to_sync(layer.receive)(channel)["events"][0][1])["data"]["note"] == "now"
+    )
 
 
 class _Clock:
@@ -143,12 +171,16 @@ def test_a_batch_of_budget_events_sends_one_list_row_and_a_status_change_another
     layer = get_channel_layer()
     channel = async_to_sync(layer.new_channel)()
     async_to_sync(layer.group_add)(events.RUNS_GROUP, channel)
-    with mock.patch.object(events, "row_pushes", events.RunRowPushes(events._push_run_row, interval=60)):
+    with mock.patch.object(
+        events, "row_pushes", events.RunRowPushes(events._push_run_row, interval=60)
+    ):
         for used in range(5):
             publish_run_events(run.pk, [("run.budget", {"used": used, "total": 10})])
         publish_run_events(run.pk, [("run.status", {"status": "running", "phase": "optimizing"})])
         rows = [async_to_sync(layer.receive)(channel) for _ in range(2)]
-        assert not events.row_pushes.scheduled  # the status push replaced the trailing one of the budget events
+        assert (
+            not events.row_pushes.scheduled
+        )  # the status push replaced the trailing one of the budget events
     assert [r["row"]["last_seq"] for r in rows] == [1, 6]
 
 

@@ -24,7 +24,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(autouse=True)
 def runs_dir(settings, tmp_path, monkeypatch):
     settings.RUNS_DIR = tmp_path / "runs"
-    monkeypatch.setattr(runner, "HEARTBEAT_SECONDS", 3600)  # see tests/optimizer/runs/test_runner.py
+    monkeypatch.setattr(
+        runner, "HEARTBEAT_SECONDS", 3600
+    )  # see tests/optimizer/runs/test_runner.py
 
 
 @pytest.fixture
@@ -34,7 +36,9 @@ def run(user):
     return run_launch(owner=user, config=run_config(task_set))
 
 
-def test_the_next_model_calls_go_ahead_while_a_budget_update_is_still_being_written(run, monkeypatch):
+def test_the_next_model_calls_go_ahead_while_a_budget_update_is_still_being_written(
+    run, monkeypatch
+):
     reported = threading.Event()  # gepa reported the first budget update of an iteration
     called_after = threading.Event()  # and the run made a model call after that
     blocked = {}
@@ -76,23 +80,37 @@ def test_every_checkpoint_gepa_writes_follows_the_rows_of_everything_it_holds(ru
         state = pickle.loads(data)
         budget_used = run_progress(run.pk).get().budget_used
         candidates = Candidate.objects.filter(run=run).count()
-        checks.append((state["i"], state["total_num_evals"], budget_used, len(state["program_candidates"]), candidates))
+        checks.append(
+            (
+                state["i"],
+                state["total_num_evals"],
+                budget_used,
+                len(state["program_candidates"]),
+                candidates,
+            )
+        )
         write(run_dir, data)
 
     monkeypatch.setattr(recording_thread, "write_checkpoint", checked_write)
     assert execute_run(run.pk) == RunStatus.COMPLETED
     assert len(checks) >= 4 and checks[-1][1] > 0
     with open(runner.run_dir(run.pk) / "gepa_state.bin", "rb") as f:
-        assert pickle.load(f)["total_num_evals"] == checks[-1][1]  # the last one written is the final state
+        assert (
+            pickle.load(f)["total_num_evals"] == checks[-1][1]
+        )  # the last one written is the final state
     for iteration, evaluations, budget_used, held, recorded in checks:
-        if iteration >= 0:  # after the first iteration every metric call was reported as a budget update
+        if (
+            iteration >= 0
+        ):  # after the first iteration every metric call was reported as a budget update
             assert budget_used == evaluations  # each one is in the database
         # every candidate it holds is in the database too, but for the last accepted one, which is
         # recorded right after the checkpoint that holds it (optimizer/runs/recorder.py, _flush_pending)
         assert recorded >= held - 1
 
 
-def test_the_next_model_calls_go_ahead_while_the_checkpoint_is_still_being_written(run, monkeypatch):
+def test_the_next_model_calls_go_ahead_while_the_checkpoint_is_still_being_written(
+    run, monkeypatch
+):
     writing = threading.Event()  # a checkpoint is being written
     called_after = threading.Event()  # and the run made a model call meanwhile
     blocked = {}
@@ -125,10 +143,14 @@ def test_a_checkpoint_that_cannot_be_written_fails_the_run(run, monkeypatch):
     monkeypatch.setattr(recording_thread, "write_checkpoint", full_disk)
     assert execute_run(run.pk) == RunStatus.FAILED
     assert "No space left on device" in Run.objects.get(pk=run.pk).error
-    assert Candidate.objects.filter(run=run).count() == 1  # the seed: nothing the missing checkpoint would hold
+    assert (
+        Candidate.objects.filter(run=run).count() == 1
+    )  # the seed: nothing the missing checkpoint would hold
 
 
-def test_the_writers_events_reach_the_channel_layer_from_the_background_publisher_in_seq_order(run, monkeypatch):
+def test_the_writers_events_reach_the_channel_layer_from_the_background_publisher_in_seq_order(
+    run, monkeypatch
+):
     from optimizer.runs import events
 
     sent = []

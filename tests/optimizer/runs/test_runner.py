@@ -36,12 +36,37 @@ from tests.optimizer.run_helpers import (
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("runs_dir")]
 
 CANDIDATE_KEYS = {
-    "index", "parents", "origin", "iteration", "metric_calls", "val_score", "objective_scores", "task_scores",
-    "verdicts", "prompt_chars", "prompt_tokens", "mean_output_tokens", "mean_latency_ms", "components", "usage", "cost",
+    "index",
+    "parents",
+    "origin",
+    "iteration",
+    "metric_calls",
+    "val_score",
+    "objective_scores",
+    "task_scores",
+    "verdicts",
+    "prompt_chars",
+    "prompt_tokens",
+    "mean_output_tokens",
+    "mean_latency_ms",
+    "components",
+    "usage",
+    "cost",
 }
 PROPOSAL_KEYS = {
-    "iteration", "parent", "components", "accepted", "candidate", "before", "after", "minibatch", "texts",
-    "reasoning", "metric_calls", "usage", "cost",
+    "iteration",
+    "parent",
+    "components",
+    "accepted",
+    "candidate",
+    "before",
+    "after",
+    "minibatch",
+    "texts",
+    "reasoning",
+    "metric_calls",
+    "usage",
+    "cost",
 }
 
 
@@ -60,20 +85,30 @@ def events(run, type=None):
     return [e for e in rows if type is None or e.type == type]
 
 
-def test_budget_updates_ride_with_the_iteration_s_batch_instead_of_one_event_each(user, task_set, monkeypatch):
+def test_budget_updates_ride_with_the_iteration_s_batch_instead_of_one_event_each(
+    user, task_set, monkeypatch
+):
     from optimizer.runs import recorder
 
     updates = []
-    monkeypatch.setattr(recorder, "BUDGET_PUBLISH_SECONDS", 3600)  # a fast run: no budget event goes out alone
+    monkeypatch.setattr(
+        recorder, "BUDGET_PUBLISH_SECONDS", 3600
+    )  # a fast run: no budget event goes out alone
     original = RunRecorder.on_budget_updated
-    monkeypatch.setattr(RunRecorder, "on_budget_updated", lambda self, event: (updates.append(event), original(self, event))[1])
+    monkeypatch.setattr(
+        RunRecorder,
+        "on_budget_updated",
+        lambda self, event: (updates.append(event), original(self, event))[1],
+    )
     run = launch(user, task_set)
     assert execute_run(run.pk) == RunStatus.COMPLETED
 
     log = events(run)
     budgets = [n for n, e in enumerate(log) if e.type == ev.RUN_BUDGET]
     iterations = len({u["iteration"] for u in updates})
-    assert len(updates) > iterations and len(budgets) <= iterations + 2  # one per iteration, not one per update
+    assert (
+        len(updates) > iterations and len(budgets) <= iterations + 2
+    )  # one per iteration, not one per update
     assert log[budgets[-1]].payload["used"] == Run.objects.get(pk=run.pk).budget_used
 
 
@@ -102,41 +137,64 @@ def test_a_demo_run_records_candidates_evaluations_and_events_and_improves(user,
     assert set(new[0].payload["objective_scores"]) == {"refund-policy"}
     proposals = events(run, ev.PROPOSAL)
     assert all(set(e.payload) == PROPOSAL_KEYS for e in proposals)
-    assert sorted(p.payload["candidate"] for p in proposals if p.payload["accepted"]) == list(range(1, len(candidates)))
+    assert sorted(p.payload["candidate"] for p in proposals if p.payload["accepted"]) == list(
+        range(1, len(candidates))
+    )
     assert all(p.payload["reasoning"] for p in proposals)
     # front.updated carries deltas; folded in seq order they are the whole front.
     leaders, members = {}, set()
     for delta in (e.payload for e in events(run, ev.FRONT_UPDATED)):
-        assert len(delta["took"]) + len(delta["joined"]) <= 4  # what changed, never the whole front again
+        assert (
+            len(delta["took"]) + len(delta["joined"]) <= 4
+        )  # what changed, never the whole front again
         for key in delta["took"]:
             leaders[key] = [delta["index"]]
         for key in delta["joined"]:
             leaders[key].append(delta["index"])
         members = (members | set(delta["added"])) - set(delta["removed"])
-    scores = Evaluation.objects.filter(candidate__run=run, split="val").values_list("task_key", "candidate__index", "score")
+    scores = Evaluation.objects.filter(candidate__run=run, split="val").values_list(
+        "task_key", "candidate__index", "score"
+    )
     top = {key: max(s for k, _, s in scores if k == key) for key, _, _ in scores}
-    assert leaders == {key: sorted(i for k, i, s in scores if k == key and s == best) for key, best in top.items()}
+    assert leaders == {
+        key: sorted(i for k, i, s in scores if k == key and s == best) for key, best in top.items()
+    }
     assert set(leaders) == {"laptop", "blender", "late", "phone"}
     assert events(run, ev.FRONT_UPDATED)[-1].payload["best_index"] == run.best_candidate.index
-    assert sorted(Candidate.objects.filter(run=run, on_front=True).values_list("index", flat=True)) == sorted(members)
+    assert sorted(
+        Candidate.objects.filter(run=run, on_front=True).values_list("index", flat=True)
+    ) == sorted(members)
     budget = events(run, ev.RUN_BUDGET)[-1].payload
-    assert (budget["used"], budget["total"], budget["cost"]) == (run.budget_used, 120, 0)  # the simulator is free
+    assert (budget["used"], budget["total"], budget["cost"]) == (
+        run.budget_used,
+        120,
+        0,
+    )  # the simulator is free
     finished = events(run)[-1]
     assert finished.type == ev.RUN_FINISHED and finished.payload["status"] == "completed"
     phases = [(e.payload["status"], e.payload["phase"]) for e in events(run, ev.RUN_STATUS)]
     assert phases == [
-        ("queued", "queued"), ("running", "seed evaluation"), ("running", "optimizing"), ("completed", "finished: budget reached")
+        ("queued", "queued"),
+        ("running", "seed evaluation"),
+        ("running", "optimizing"),
+        ("completed", "finished: budget reached"),
     ]
-    assert run.stop_reason == "budget reached" and finished.payload["stop_reason"] == "budget reached"
+    assert (
+        run.stop_reason == "budget reached" and finished.payload["stop_reason"] == "budget reached"
+    )
 
 
 @pytest.mark.parametrize("frontier_type", ["objective", "hybrid"])
-def test_objective_and_hybrid_frontiers_optimize_on_the_per_verifier_objectives(user, task_set, frontier_type):
+def test_objective_and_hybrid_frontiers_optimize_on_the_per_verifier_objectives(
+    user, task_set, frontier_type
+):
     run = launch(user, task_set, frontier_type=frontier_type, budget={"max_metric_calls": 60})
     assert execute_run(run.pk) == RunStatus.COMPLETED
     run.refresh_from_db()
     assert run.best_score > run.seed_score
-    assert all(set(c.objective_scores) == {"refund-policy"} for c in Candidate.objects.filter(run=run))
+    assert all(
+        set(c.objective_scores) == {"refund-policy"} for c in Candidate.objects.filter(run=run)
+    )
 
 
 def test_a_finished_run_delivered_again_does_nothing(user, task_set):
@@ -159,7 +217,9 @@ class WorkerDied(BaseException):
     """Stands in for kill -9: nothing in gepa or the runner catches it."""
 
 
-def test_a_run_whose_worker_died_resumes_from_its_checkpoint_without_duplicates(user, task_set, monkeypatch):
+def test_a_run_whose_worker_died_resumes_from_its_checkpoint_without_duplicates(
+    user, task_set, monkeypatch
+):
     run = launch(user, task_set, budget={"max_metric_calls": 160})
     calls = {"n": 0}
     original = DemoLanguageModel.complete
@@ -183,7 +243,9 @@ def test_a_run_whose_worker_died_resumes_from_its_checkpoint_without_duplicates(
     run_progress(run.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
     assert execute_run(run.pk) == RunStatus.COMPLETED
 
-    indices = list(Candidate.objects.filter(run=run).order_by("index").values_list("index", flat=True))
+    indices = list(
+        Candidate.objects.filter(run=run).order_by("index").values_list("index", flat=True)
+    )
     assert indices == list(range(len(indices))) and len(indices) > before
     new = [e.payload["index"] for e in events(run, ev.CANDIDATE_NEW)]
     assert sorted(new) == indices  # each candidate announced exactly once
@@ -195,7 +257,9 @@ def test_a_run_whose_worker_died_resumes_from_its_checkpoint_without_duplicates(
     assert "resuming" in statuses
 
 
-def test_a_worker_that_lost_its_claim_to_another_worker_stops_without_writing_anything_more(user, task_set, monkeypatch):
+def test_a_worker_that_lost_its_claim_to_another_worker_stops_without_writing_anything_more(
+    user, task_set, monkeypatch
+):
     run = launch(user, task_set, budget={"max_metric_calls": 2000})
     accepted = RunRecorder.on_candidate_accepted
     taken: dict = {}
@@ -213,7 +277,9 @@ def test_a_worker_that_lost_its_claim_to_another_worker_stops_without_writing_an
     assert execute_run(run.pk) is None  # it stopped: not its run any more
 
     run.refresh_from_db()
-    assert run.claim == "another-worker" and run.status == RunStatus.RUNNING  # the new holder's state, untouched
+    assert (
+        run.claim == "another-worker" and run.status == RunStatus.RUNNING
+    )  # the new holder's state, untouched
     assert run.last_seq == taken["last_seq"]
     assert [e.seq for e in events(run)] == list(range(1, taken["last_seq"] + 1))
     assert not events(run, ev.RUN_FINISHED)
@@ -238,7 +304,9 @@ def test_stop_ends_the_run_after_the_iteration_in_flight(user, task_set, monkeyp
     assert execute_run(run.pk) == RunStatus.STOPPED
     run.refresh_from_db()
     assert run.phase == "stopped by the user"
-    assert Candidate.objects.filter(run=run).count() == 3  # the iteration finished, no new one started
+    assert (
+        Candidate.objects.filter(run=run).count() == 3
+    )  # the iteration finished, no new one started
     assert run.budget_used < 2000
     statuses = [e.payload["status"] for e in events(run, ev.RUN_STATUS)]
     assert statuses[-2:] == ["stopping", "stopped"]
@@ -247,12 +315,25 @@ def test_stop_ends_the_run_after_the_iteration_in_flight(user, task_set, monkeyp
 def test_a_failing_reflection_model_surfaces_as_error_events(user, task_set, monkeypatch):
     monkeypatch.setenv(KEY_ENV, "sk-test")
     with FakeOpenAIServer() as server:
-        server.default = (500, {"error": {"message": "reflection backend down", "type": "server_error"}}, 0.0)
+        server.default = (
+            500,
+            {"error": {"message": "reflection backend down", "type": "server_error"}},
+            0.0,
+        )
         reflection = {
-            "provider": "openai", "model": "fake-model", "base_url": server.base_url, "api_key_env": KEY_ENV,
-            "max_retries": 0, "timeout": 5,
+            "provider": "openai",
+            "model": "fake-model",
+            "base_url": server.base_url,
+            "api_key_env": KEY_ENV,
+            "max_retries": 0,
+            "timeout": 5,
         }
-        run = launch(user, task_set, reflection_lm=endpoint("failing", reflection), budget={"max_metric_calls": 20})
+        run = launch(
+            user,
+            task_set,
+            reflection_lm=endpoint("failing", reflection),
+            budget={"max_metric_calls": 20},
+        )
         assert execute_run(run.pk) == RunStatus.COMPLETED
     errors = [e.payload for e in events(run, ev.ERROR)]
     assert errors and all(e["where"] == "reflection" for e in errors)
@@ -260,9 +341,16 @@ def test_a_failing_reflection_model_surfaces_as_error_events(user, task_set, mon
     assert Candidate.objects.filter(run=run).count() == 1  # nothing was proposed
 
 
-def test_a_task_model_with_a_bad_configuration_fails_the_run_with_a_clear_error(user, task_set, monkeypatch):
+def test_a_task_model_with_a_bad_configuration_fails_the_run_with_a_clear_error(
+    user, task_set, monkeypatch
+):
     monkeypatch.delenv("FRONTIER_MISSING_KEY", raising=False)
-    task_lm = {"provider": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "FRONTIER_MISSING_KEY"}
+    task_lm = {
+        "provider": "openai",
+        "model": "m",
+        "base_url": "http://127.0.0.1:9/v1",
+        "api_key_env": "FRONTIER_MISSING_KEY",
+    }
     run = launch(user, task_set, task_lm=endpoint("keyless", task_lm))
     assert execute_run(run.pk) == RunStatus.FAILED
     run.refresh_from_db()
@@ -271,18 +359,35 @@ def test_a_task_model_with_a_bad_configuration_fails_the_run_with_a_clear_error(
     assert events(run)[-1].type == ev.RUN_FINISHED
 
 
-def test_the_openai_provider_drives_a_whole_run_through_the_real_client(user, task_set, monkeypatch):
+def test_the_openai_provider_drives_a_whole_run_through_the_real_client(
+    user, task_set, monkeypatch
+):
     monkeypatch.setenv(KEY_ENV, "sk-test")
     with FakeOpenAIServer() as server:
-        lm = {"provider": "openai", "model": "fake-model", "base_url": server.base_url, "api_key_env": KEY_ENV, "timeout": 5}
+        lm = {
+            "provider": "openai",
+            "model": "fake-model",
+            "base_url": server.base_url,
+            "api_key_env": KEY_ENV,
+            "timeout": 5,
+        }
         run = launch(user, task_set, task_lm=endpoint("fake", lm), budget={"max_metric_calls": 12})
         assert execute_run(run.pk) == RunStatus.COMPLETED
-        task_calls = [r for r in server.requests if r["body"] and r["body"]["messages"][0]["role"] == "system"]
-    assert task_calls[0]["body"]["messages"][0]["content"] == "You answer customer questions for a shop."
+        task_calls = [
+            r for r in server.requests if r["body"] and r["body"]["messages"][0]["role"] == "system"
+        ]
+    assert (
+        task_calls[0]["body"]["messages"][0]["content"]
+        == "You answer customer questions for a shop."
+    )
     assert task_calls[0]["headers"]["authorization"] == "Bearer sk-test"
     seed = Candidate.objects.get(run=run, index=0)
     evaluation = seed.evaluations.first()
-    assert evaluation.output == "Hi there." and evaluation.tokens_in == 11 and evaluation.tokens_out == 3
+    assert (
+        evaluation.output == "Hi there."
+        and evaluation.tokens_in == 11
+        and evaluation.tokens_out == 3
+    )
 
 
 def test_a_holdout_split_scores_the_seed_and_the_best_candidate(user):
@@ -298,7 +403,12 @@ def test_a_holdout_split_scores_the_seed_and_the_best_candidate(user):
 
 
 def test_the_verify_loop_records_its_attempts_per_evaluation(user, task_set):
-    run = launch(user, task_set, verify={"enabled": True, "judge": "verifiers", "max_verify": 2}, budget={"max_metric_calls": 8})
+    run = launch(
+        user,
+        task_set,
+        verify={"enabled": True, "judge": "verifiers", "max_verify": 2},
+        budget={"max_metric_calls": 8},
+    )
     assert execute_run(run.pk) == RunStatus.COMPLETED
     evaluations = list(Evaluation.objects.filter(candidate__run=run))
     assert evaluations and all(1 <= len(e.attempts) <= 2 for e in evaluations)
@@ -316,13 +426,17 @@ def test_a_completed_run_continues_with_more_budget_from_where_it_ended(user, ta
     assert execute_run(run.pk) == RunStatus.COMPLETED
     run.refresh_from_db()
     assert run.budget_total == 72 and run.budget_used > used
-    indices = list(Candidate.objects.filter(run=run).order_by("index").values_list("index", flat=True))
+    indices = list(
+        Candidate.objects.filter(run=run).order_by("index").values_list("index", flat=True)
+    )
     assert indices == list(range(len(indices))) and len(indices) > candidates
     assert sorted(e.payload["index"] for e in events(run, ev.CANDIDATE_NEW)) == indices
     assert [e.payload["status"] for e in events(run, ev.RUN_FINISHED)] == ["completed", "completed"]
 
 
-def test_parallel_proposals_record_every_proposal_of_a_round_with_its_own_parent_and_minibatch(user, task_set):
+def test_parallel_proposals_record_every_proposal_of_a_round_with_its_own_parent_and_minibatch(
+    user, task_set
+):
     run = launch(user, task_set, parallel_proposals=4, budget={"max_metric_calls": 120})
     assert execute_run(run.pk) == RunStatus.COMPLETED
     run.refresh_from_db()
@@ -339,7 +453,9 @@ def test_parallel_proposals_record_every_proposal_of_a_round_with_its_own_parent
     assert max(len(round_) for round_ in by_iteration.values()) == 4
     assert all(len(p["minibatch"]) == 2 and p["texts"] and p["reasoning"] for p in proposals)
     accepted = sorted(p["candidate"] for p in proposals if p["accepted"])
-    assert accepted == list(range(1, len(candidates)))  # every accepted child announced once, none lost
+    assert accepted == list(
+        range(1, len(candidates))
+    )  # every accepted child announced once, none lost
     for p in proposals:
         if p["accepted"]:
             child = candidates[p["candidate"]]
@@ -351,14 +467,26 @@ def test_parallel_proposals_record_every_proposal_of_a_round_with_its_own_parent
     assert seqs == list(range(1, len(seqs) + 1))
 
 
-def test_a_run_whose_model_only_answers_empty_text_fails_and_says_so_once(user, task_set, monkeypatch):
+def test_a_run_whose_model_only_answers_empty_text_fails_and_says_so_once(
+    user, task_set, monkeypatch
+):
     monkeypatch.setenv(KEY_ENV, "sk-test")
     with FakeOpenAIServer() as server:
         server.default = (200, completion(""), 0.0)
-        lm = {"provider": "openai", "model": "fake-model", "base_url": server.base_url, "api_key_env": KEY_ENV, "timeout": 5}
+        lm = {
+            "provider": "openai",
+            "model": "fake-model",
+            "base_url": server.base_url,
+            "api_key_env": KEY_ENV,
+            "timeout": 5,
+        }
         run = launch(user, task_set, task_lm=endpoint("mute", lm), budget={"max_metric_calls": 40})
         assert execute_run(run.pk) == RunStatus.FAILED
     run.refresh_from_db()
     assert "empty output" in run.error
     errors = [e.payload for e in events(run, ev.ERROR)]
-    assert len(errors) == 1 and errors[0]["where"] == "runner" and "empty output" in errors[0]["message"]
+    assert (
+        len(errors) == 1
+        and errors[0]["where"] == "runner"
+        and "empty output" in errors[0]["message"]
+    )

@@ -18,7 +18,11 @@ def run(user):
 def test_a_status_write_updates_the_row_the_instance_and_the_event_log(run):
     run_set_status(run, RunStatus.STOPPING, "stopping after this iteration", stop_requested=True)
     stored = Run.objects.get(pk=run.pk)
-    assert (stored.status, stored.phase, stored.stop_requested) == (RunStatus.STOPPING, "stopping after this iteration", True)
+    assert (stored.status, stored.phase, stored.stop_requested) == (
+        RunStatus.STOPPING,
+        "stopping after this iteration",
+        True,
+    )
     assert (run.status, run.stop_requested) == (RunStatus.STOPPING, True)
     event = RunEvent.objects.get(run=run, type=ev.RUN_STATUS)
     assert event.payload == {"status": RunStatus.STOPPING, "phase": "stopping after this iteration"}

@@ -22,12 +22,22 @@ def server(monkeypatch):
 
 
 def model(server):
-    return build_lm({"provider": "openai", "model": "fake-model", "base_url": server.base_url, "api_key_env": KEY_ENV, "max_retries": 0})
+    return build_lm(
+        {
+            "provider": "openai",
+            "model": "fake-model",
+            "base_url": server.base_url,
+            "api_key_env": KEY_ENV,
+            "max_retries": 0,
+        }
+    )
 
 
 def asker(server):
     lm = model(server)
-    return lambda text: lm.complete([{"role": "system", "content": "Shop assistant."}, {"role": "user", "content": text}])
+    return lambda text: lm.complete(
+        [{"role": "system", "content": "Shop assistant."}, {"role": "user", "content": text}]
+    )
 
 
 def user_messages(server):
@@ -35,7 +45,9 @@ def user_messages(server):
 
 
 def test_an_approved_first_answer_is_asked_once(server):
-    response, attempts = answer_with_verify(ask=asker(server), task=TASK, judge=lambda task, out: "Approved, fine.", max_verify=3)
+    response, attempts = answer_with_verify(
+        ask=asker(server), task=TASK, judge=lambda task, out: "Approved, fine.", max_verify=3
+    )
     assert response.text == "Hi there." and len(attempts) == 1 and attempts[0].approved
     assert user_messages(server) == [TASK]
 
@@ -43,30 +55,44 @@ def test_an_approved_first_answer_is_asked_once(server):
 def test_a_rejection_re_asks_the_task_with_the_verdict_as_feedback(server):
     server.script = [(200, completion("No."), 0.0), (200, completion("Yes, within 30 days."), 0.0)]
     verdicts = iter(["rejected: say how long the window is", "approved"])
-    response, attempts = answer_with_verify(ask=asker(server), task=TASK, judge=lambda t, o: next(verdicts), max_verify=3)
-    assert user_messages(server) == [TASK, f"{TASK}\n\nFeedback: rejected: say how long the window is"]
+    response, attempts = answer_with_verify(
+        ask=asker(server), task=TASK, judge=lambda t, o: next(verdicts), max_verify=3
+    )
+    assert user_messages(server) == [
+        TASK,
+        f"{TASK}\n\nFeedback: rejected: say how long the window is",
+    ]
     assert response.text == "Yes, within 30 days."
     assert [a.approved for a in attempts] == [False, True]
-    assert attempts[0].output == "No." and attempts[0].verdict == "rejected: say how long the window is"
+    assert (
+        attempts[0].output == "No."
+        and attempts[0].verdict == "rejected: say how long the window is"
+    )
 
 
 def test_after_max_verify_attempts_the_last_answer_is_kept_even_if_rejected(server):
     server.script = [(200, completion(f"try {n}"), 0.0) for n in range(1, 4)]
     verdicts = iter(["rejected: a", "rejected: b", "rejected: c"])
-    response, attempts = answer_with_verify(ask=asker(server), task=TASK, judge=lambda t, o: next(verdicts), max_verify=3)
+    response, attempts = answer_with_verify(
+        ask=asker(server), task=TASK, judge=lambda t, o: next(verdicts), max_verify=3
+    )
     assert response.text == "try 3" and len(attempts) == 3 and not attempts[-1].approved
     # each retry carries the original task and only the latest verdict
     assert user_messages(server)[2] == f"{TASK}\n\nFeedback: rejected: b"
 
 
 def test_max_verify_one_grades_once_without_retrying(server):
-    response, attempts = answer_with_verify(ask=asker(server), task=TASK, judge=lambda t, o: "rejected: too short", max_verify=1)
+    response, attempts = answer_with_verify(
+        ask=asker(server), task=TASK, judge=lambda t, o: "rejected: too short", max_verify=1
+    )
     assert len(server.requests) == 1 and attempts[0].verdict == "rejected: too short"
 
 
 def test_max_verify_below_one_is_refused(server):
     with pytest.raises(ValueError, match="max_verify"):
-        answer_with_verify(ask=asker(server), task=TASK, judge=lambda t, o: "approved", max_verify=0)
+        answer_with_verify(
+            ask=asker(server), task=TASK, judge=lambda t, o: "approved", max_verify=0
+        )
 
 
 def test_approval_is_a_case_insensitive_prefix():

@@ -17,7 +17,11 @@ def post(client, url, body, **headers):
 
 
 def test_it_imports_lists_and_gets_a_task_set(user_client):
-    response = post(user_client, "/api/tasksets/import", {"name": "Support", "filename": "t.jsonl", "content": JSONL})
+    response = post(
+        user_client,
+        "/api/tasksets/import",
+        {"name": "Support", "filename": "t.jsonl", "content": JSONL},
+    )
     assert response.status_code == 201
     assert response.json()["created"] == 2
     listed = user_client.get("/api/tasksets/").json()
@@ -27,53 +31,87 @@ def test_it_imports_lists_and_gets_a_task_set(user_client):
 
 
 def test_a_broken_file_is_a_400_listing_lines_and_fields_and_saves_nothing(user_client):
-    content = JSONL + '{"task_id": "c", "input": "x", "verifier": {"kind": "in_process", "fn_name": "foo"}}\n{oops\n'
-    response = post(user_client, "/api/tasksets/import", {"name": "S", "filename": "t.jsonl", "content": content})
+    content = (
+        JSONL
+        + '{"task_id": "c", "input": "x", "verifier": {"kind": "in_process", "fn_name": "foo"}}\n{oops\n'
+    )
+    response = post(
+        user_client,
+        "/api/tasksets/import",
+        {"name": "S", "filename": "t.jsonl", "content": content},
+    )
     assert response.status_code == 400
     first, second = response.json()["problems"]
     assert first["field"] == "t.jsonl line 3"
-    assert first["message"].startswith('verifier.fn_name: unknown fn "foo"; registered fns: contains, exact_match')
-    assert second == {"field": "t.jsonl line 4", "message": "invalid JSON (Expecting property name enclosed in double quotes at column 2)"}
+    assert first["message"].startswith(
+        'verifier.fn_name: unknown fn "foo"; registered fns: contains, exact_match'
+    )
+    assert second == {
+        "field": "t.jsonl line 4",
+        "message": "invalid JSON (Expecting property name enclosed in double quotes at column 2)",
+    }
     assert not TaskSet.objects.exists()
 
 
 def test_csv_import_uses_the_column_mapping(user_client):
-    body = {"name": "Quiz", "filename": "q.csv", "content": "q,a\nWho?,Me\n",
-            "mapping": {"input": "q", "expected": "a"}}
+    body = {
+        "name": "Quiz",
+        "filename": "q.csv",
+        "content": "q,a\nWho?,Me\n",
+        "mapping": {"input": "q", "expected": "a"},
+    }
     assert post(user_client, "/api/tasksets/import", body).status_code == 201
     assert TaskSet.objects.get().tasks.get().expected == "Me"
 
 
 def test_private_task_sets_are_hidden_from_other_users(user_client, other_client):
-    post(user_client, "/api/tasksets/import", {"name": "S", "filename": "t.jsonl", "content": JSONL})
+    post(
+        user_client, "/api/tasksets/import", {"name": "S", "filename": "t.jsonl", "content": JSONL}
+    )
     set_id = TaskSet.objects.get().pk
     assert other_client.get("/api/tasksets/").json() == []
     assert other_client.get(f"/api/tasksets/{set_id}").status_code == 404
 
 
 def test_an_offset_past_any_database_integer_reads_as_past_the_end(user_client):
-    created = post(user_client, "/api/tasksets/import", {"name": "s", "filename": "a.jsonl", "content": '{"task_id": "a", "input": "x"}'}).json()
+    created = post(
+        user_client,
+        "/api/tasksets/import",
+        {"name": "s", "filename": "a.jsonl", "content": '{"task_id": "a", "input": "x"}'},
+    ).json()
     # 2**63 overflowed the database's integer (a 500).
-    response = user_client.get(f"/api/tasksets/{created['id']}", {"offset": str(2**63), "limit": str(2**63)})
+    response = user_client.get(
+        f"/api/tasksets/{created['id']}", {"offset": str(2**63), "limit": str(2**63)}
+    )
     assert response.status_code == 200 and response.json()["tasks"] == []
-    assert [t["task_id"] for t in user_client.get(f"/api/tasksets/{created['id']}", {"offset": "-5"}).json()["tasks"]] == ["a"]
+    assert [
+        t["task_id"]
+        for t in user_client.get(f"/api/tasksets/{created['id']}", {"offset": "-5"}).json()["tasks"]
+    ] == ["a"]
 
 
 DATASETS = Path(__file__).resolve().parents[2] / "fixtures" / "datasets"
 
 
-@pytest.mark.parametrize(("name", "first_input"), [
-    ("alpaca.jsonl", "Give three tips for staying healthy."),
-    ("array.json", "What is the capital of France?"),
-    ("rows-object.json", "Write a haiku about rain."),
-    ("seed001.yaml", "A customer was charged twice for one order. Reply to them."),
-    ("semicolon.csv", "Largest planet; by mass?"),
-    ("tasks.tsv", "Say hello"),
-])
+@pytest.mark.parametrize(
+    ("name", "first_input"),
+    [
+        ("alpaca.jsonl", "Give three tips for staying healthy."),
+        ("array.json", "What is the capital of France?"),
+        ("rows-object.json", "Write a haiku about rain."),
+        ("seed001.yaml", "A customer was charged twice for one order. Reply to them."),
+        ("semicolon.csv", "Largest planet; by mass?"),
+        ("tasks.tsv", "Say hello"),
+    ],
+)
 def test_a_script_with_a_token_imports_each_file_shape(user, name, first_input):
     _, token = api_token_create(user=user, name="script")
     script = Client()
-    body = {"name": name, "filename": name, "content": (DATASETS / name).read_text(encoding="utf-8")}  # a BOM stays in
+    body = {
+        "name": name,
+        "filename": name,
+        "content": (DATASETS / name).read_text(encoding="utf-8"),
+    }  # a BOM stays in
     response = post(script, "/api/tasksets/import", body, HTTP_AUTHORIZATION=f"Bearer {token}")
     assert response.status_code == 201, response.content
     task_set = TaskSet.objects.get(name=name)
@@ -83,8 +121,15 @@ def test_a_script_with_a_token_imports_each_file_shape(user, name, first_input):
 
 def test_a_dry_run_returns_the_preview_report_a_page_at_a_time_and_saves_nothing(user_client):
     content = "\n".join(json.dumps({"question": f"Q{i}?", "answer": str(i)}) for i in range(30))
-    body = {"name": "Q", "filename": "q.jsonl", "content": content, "dry_run": True, "page": 2, "page_size": 25,
-            "default_split": {"train": 0.5, "val": 0.5, "holdout": 0, "seed": 1}}
+    body = {
+        "name": "Q",
+        "filename": "q.jsonl",
+        "content": content,
+        "dry_run": True,
+        "page": 2,
+        "page_size": 25,
+        "default_split": {"train": 0.5, "val": 0.5, "holdout": 0, "seed": 1},
+    }
     report = post(user_client, "/api/tasksets/import", body).json()
     assert report["ok"] is True and report["pages"] == 2
     assert [r["task_id"] for r in report["rows"]] == [f"task-{i}" for i in range(26, 31)]

@@ -14,7 +14,10 @@ def jsonl(*rows):
     return "\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows)
 
 
-ROWS = [{"task_id": f"t{i}", "input": f"Question {i}?", "split": "val" if i % 2 else "train"} for i in range(1, 9)]
+ROWS = [
+    {"task_id": f"t{i}", "input": f"Question {i}?", "split": "val" if i % 2 else "train"}
+    for i in range(1, 9)
+]
 
 YAML = """\
 - task_id: q0
@@ -33,9 +36,14 @@ YAML = """\
 
 
 def test_it_imports_jsonl_rows_with_their_splits(user):
-    task_set, counts = taskset_import(owner=user, name="Support", filename="tasks.jsonl", content=jsonl(*ROWS))
+    task_set, counts = taskset_import(
+        owner=user, name="Support", filename="tasks.jsonl", content=jsonl(*ROWS)
+    )
     assert counts == {"created": 8, "updated": 0, "unchanged": 0}
-    assert list(task_set.tasks.values_list("task_id", "split")[:2]) == [("t1", "val"), ("t2", "train")]
+    assert list(task_set.tasks.values_list("task_id", "split")[:2]) == [
+        ("t1", "val"),
+        ("t2", "train"),
+    ]
 
 
 def test_it_imports_yaml_rows_with_row_verifiers(user):
@@ -48,11 +56,17 @@ def test_it_imports_yaml_rows_with_row_verifiers(user):
 
 
 def test_it_imports_csv_with_a_column_mapping(user):
-    csv_text = "id,question,answer,topic\nc1,Who wrote Hamlet?,Shakespeare,books\nc2,\"Largest planet, by mass?\",Jupiter,space\n"
+    csv_text = 'id,question,answer,topic\nc1,Who wrote Hamlet?,Shakespeare,books\nc2,"Largest planet, by mass?",Jupiter,space\n'
     mapping = FieldMapping(input="question", task_id="id", expected="answer")
-    task_set, _ = taskset_import(owner=user, name="Quiz", filename="quiz.csv", content=csv_text, mapping=mapping)
+    task_set, _ = taskset_import(
+        owner=user, name="Quiz", filename="quiz.csv", content=csv_text, mapping=mapping
+    )
     c2 = task_set.tasks.get(task_id="c2")
-    assert (c2.input, c2.expected, c2.metadata) == ("Largest planet, by mass?", "Jupiter", {"topic": "space"})
+    assert (c2.input, c2.expected, c2.metadata) == (
+        "Largest planet, by mass?",
+        "Jupiter",
+        {"topic": "space"},
+    )
 
 
 def test_bad_json_on_line_7_names_the_line_and_saves_nothing(user):
@@ -69,17 +83,26 @@ def test_a_missing_field_names_the_line_and_the_field(user):
 
 
 def test_an_unknown_fn_name_lists_the_registered_fns(user):
-    content = jsonl(ROWS[0], ROWS[1], {"task_id": "t3", "input": "x", "verifier": {"kind": "in_process", "fn_name": "foo"}})
+    content = jsonl(
+        ROWS[0],
+        ROWS[1],
+        {"task_id": "t3", "input": "x", "verifier": {"kind": "in_process", "fn_name": "foo"}},
+    )
     with pytest.raises(SpecError) as error:
         taskset_import(owner=user, name="S", filename="tasks.jsonl", content=content)
-    assert error.value.problems[0].startswith('tasks.jsonl line 3: verifier.fn_name: unknown fn "foo"')
+    assert error.value.problems[0].startswith(
+        'tasks.jsonl line 3: verifier.fn_name: unknown fn "foo"'
+    )
     assert "exact_match" in error.value.problems[0]
     assert not Task.objects.exists()
 
 
 def test_wrong_types_are_reported_for_every_bad_row(user):
-    content = jsonl({"task_id": "a", "input": 42}, {"task_id": "b", "input": "ok", "metadata": "urgent"},
-                    {"task_id": "c", "input": "ok", "split": "test"})
+    content = jsonl(
+        {"task_id": "a", "input": 42},
+        {"task_id": "b", "input": "ok", "metadata": "urgent"},
+        {"task_id": "c", "input": "ok", "split": "test"},
+    )
     with pytest.raises(SpecError) as error:
         taskset_import(owner=user, name="S", filename="tasks.jsonl", content=content)
     assert error.value.problems == [
@@ -91,15 +114,19 @@ def test_wrong_types_are_reported_for_every_bad_row(user):
 
 def test_a_bad_expectation_in_yaml_names_its_line_and_path(user):
     content = "- task_id: a\n  input: hi\n- task_id: b\n  input: hi\n  metadata:\n    expectations:\n      mustMention: [{anyOf: []}]\n"
-    with pytest.raises(SpecError, match=r"qa.yaml line 3: metadata\.expectations\.mustMention\[0\]\.anyOf"):
+    with pytest.raises(
+        SpecError, match=r"qa.yaml line 3: metadata\.expectations\.mustMention\[0\]\.anyOf"
+    ):
         taskset_import(owner=user, name="S", filename="qa.yaml", content=content)
 
 
 def test_values_the_database_cannot_store_name_their_line_and_field_and_save_nothing(user):
-    content = ("- {task_id: a, input: hi, expected: 2024-05-01}\n"
-               "- {task_id: b, input: hi, metadata: {blob: !!binary aGk=}}\n"
-               "- {task_id: c, input: hi, params: {temperature: .nan}}\n"
-               "- {task_id: d, input: \"nul \\0 here\"}\n")
+    content = (
+        "- {task_id: a, input: hi, expected: 2024-05-01}\n"
+        "- {task_id: b, input: hi, metadata: {blob: !!binary aGk=}}\n"
+        "- {task_id: c, input: hi, params: {temperature: .nan}}\n"
+        '- {task_id: d, input: "nul \\0 here"}\n'
+    )
     with pytest.raises(SpecError) as error:
         taskset_import(owner=user, name="S", filename="odd.yaml", content=content)
     assert error.value.problems == [
@@ -109,29 +136,46 @@ def test_values_the_database_cannot_store_name_their_line_and_field_and_save_not
         "odd.yaml line 4: input: contains a NUL character (U+0000), which cannot be stored",
     ]
     with pytest.raises(SpecError, match=r"^tasks.jsonl line 2: expected: nan is not a JSON number"):
-        taskset_import(owner=user, name="S", filename="tasks.jsonl",
-                       content=jsonl(ROWS[0], '{"task_id": "x", "input": "hi", "expected": NaN}'))
+        taskset_import(
+            owner=user,
+            name="S",
+            filename="tasks.jsonl",
+            content=jsonl(ROWS[0], '{"task_id": "x", "input": "hi", "expected": NaN}'),
+        )
     assert not TaskSet.objects.exists() and not Task.objects.exists()
 
 
 def test_json_nested_too_deeply_names_its_line(user):
     content = jsonl(ROWS[0], "[" * 100_000 + "]" * 100_000)
-    with pytest.raises(SpecError, match=r"^tasks.jsonl line 2: invalid JSON \(nested more than 100 levels deep\)$"):
+    with pytest.raises(
+        SpecError, match=r"^tasks.jsonl line 2: invalid JSON \(nested more than 100 levels deep\)$"
+    ):
         taskset_import(owner=user, name="S", filename="tasks.jsonl", content=content)
     assert not Task.objects.exists()
 
 
 def test_yaml_aliases_that_multiply_into_a_huge_document_are_refused_quickly(user):
-    lines = ["- task_id: a", "  input: x", "  metadata:", '    l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
-    lines += [f"    l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, 9)]  # 10^9 values in 500 bytes
-    with pytest.raises(SpecError, match=r"^bomb.yaml line 10: YAML aliases expand to more than 2,000,000 values"):
+    lines = [
+        "- task_id: a",
+        "  input: x",
+        "  metadata:",
+        '    l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]',
+    ]
+    lines += [
+        f"    l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, 9)
+    ]  # 10^9 values in 500 bytes
+    with pytest.raises(
+        SpecError, match=r"^bomb.yaml line 10: YAML aliases expand to more than 2,000,000 values"
+    ):
         taskset_import(owner=user, name="S", filename="bomb.yaml", content="\n".join(lines))
     assert not TaskSet.objects.exists()
 
 
 def test_a_yaml_row_that_contains_itself_is_refused_naming_its_line(user):
     content = "- task_id: a\n  input: x\n- task_id: b\n  input: y\n  metadata: &m\n    self: *m\n"
-    with pytest.raises(SpecError, match=r"^loop.yaml line 5: a YAML alias refers to a value that contains it"):
+    with pytest.raises(
+        SpecError, match=r"^loop.yaml line 5: a YAML alias refers to a value that contains it"
+    ):
         taskset_import(owner=user, name="S", filename="loop.yaml", content=content)
 
 
@@ -144,7 +188,9 @@ def test_yaml_aliases_that_only_share_a_value_still_import(user):
 
 def test_yaml_nested_too_deeply_is_a_clear_error(user):
     with pytest.raises(SpecError, match=r"^deep.yaml: invalid YAML \(nested too deeply\)$"):
-        taskset_import(owner=user, name="S", filename="deep.yaml", content="- " + "[" * 50_000 + "]" * 50_000)
+        taskset_import(
+            owner=user, name="S", filename="deep.yaml", content="- " + "[" * 50_000 + "]" * 50_000
+        )
 
 
 def test_a_failed_reimport_leaves_the_existing_set_untouched(user):
@@ -163,12 +209,16 @@ def test_importing_the_same_file_twice_changes_nothing(user):
 
 def test_duplicate_task_ids_are_refused(user):
     with pytest.raises(SpecError, match=r"line 2: task_id: duplicate id 't1' \(first on line 1\)"):
-        taskset_import(owner=user, name="S", filename="tasks.jsonl", content=jsonl(ROWS[0], ROWS[0]))
+        taskset_import(
+            owner=user, name="S", filename="tasks.jsonl", content=jsonl(ROWS[0], ROWS[0])
+        )
 
 
 def test_a_seeded_random_split_is_repeatable_and_follows_the_ratios(user):
     task_set, _ = taskset_import(owner=user, name="S", filename="tasks.jsonl", content=jsonl(*ROWS))
-    counts = taskset_split(task_set=task_set, ratios={"train": 0.5, "val": 0.25, "holdout": 0.25}, seed=7)
+    counts = taskset_split(
+        task_set=task_set, ratios={"train": 0.5, "val": 0.25, "holdout": 0.25}, seed=7
+    )
     first = dict(task_set.tasks.values_list("task_id", "split"))
     taskset_split(task_set=task_set, ratios={"train": 0.5, "val": 0.25, "holdout": 0.25}, seed=7)
     assert counts == {"train": 4, "val": 2, "holdout": 2}
@@ -178,4 +228,7 @@ def test_a_seeded_random_split_is_repeatable_and_follows_the_ratios(user):
 def test_splits_can_be_assigned_by_hand(user):
     task_set, _ = taskset_import(owner=user, name="S", filename="tasks.jsonl", content=jsonl(*ROWS))
     assert taskset_assign_split(task_set=task_set, task_ids=["t1", "t2"], split="holdout") == 2
-    assert set(task_set.tasks.filter(split="holdout").values_list("task_id", flat=True)) == {"t1", "t2"}
+    assert set(task_set.tasks.filter(split="holdout").values_list("task_id", flat=True)) == {
+        "t1",
+        "t2",
+    }

@@ -19,17 +19,24 @@ def run(*args):
 
 def test_it_imports_a_file_into_a_named_set_owned_by_the_first_superuser(admin_user, tmp_path):
     path = tmp_path / "tickets.jsonl"
-    path.write_text("\n".join(json.dumps({"task_id": f"t{i}", "input": f"ticket {i}"}) for i in range(3)))
+    path.write_text(
+        "\n".join(json.dumps({"task_id": f"t{i}", "input": f"ticket {i}"}) for i in range(3))
+    )
     output = run(str(path), "--set", "Tickets")
     task_set = TaskSet.objects.get()
-    assert output == f"Imported tickets.jsonl into task set 'Tickets' (id {task_set.pk}): 3 created, 0 updated, 0 unchanged"
+    assert (
+        output
+        == f"Imported tickets.jsonl into task set 'Tickets' (id {task_set.pk}): 3 created, 0 updated, 0 unchanged"
+    )
     assert task_set.owner == admin_user
     assert run(str(path), "--set", "Tickets").endswith("0 created, 0 updated, 3 unchanged")
 
 
 def test_a_bad_file_exits_2_listing_line_and_field_and_imports_nothing(admin_user, tmp_path):
     path = tmp_path / "qa.yaml"
-    path.write_text("- task_id: a\n  input: hi\n- task_id: b\n  input: hi\n  verifier: {kind: in_process, fn_name: foo}\n")
+    path.write_text(
+        "- task_id: a\n  input: hi\n- task_id: b\n  input: hi\n  verifier: {kind: in_process, fn_name: foo}\n"
+    )
     with pytest.raises(CommandError) as error:
         run(str(path), "--set", "QA")
     assert error.value.returncode == 2
@@ -50,33 +57,69 @@ DATASETS = Path(__file__).resolve().parents[2] / "fixtures" / "datasets"
 
 def test_dry_run_prints_the_preview_report_and_writes_nothing(admin_user):
     out = StringIO()
-    call_command("tasks", "import", str(DATASETS / "rows-object.json"), "--set", "Haiku", "--dry-run", stdout=out, stderr=StringIO())
+    call_command(
+        "tasks",
+        "import",
+        str(DATASETS / "rows-object.json"),
+        "--set",
+        "Haiku",
+        "--dry-run",
+        stdout=out,
+        stderr=StringIO(),
+    )
     report = json.loads(out.getvalue())
-    assert (report["ok"], report["format"], report["rows_total"], report["created"]) == (True, "json", 3, 3)
+    assert (report["ok"], report["format"], report["rows_total"], report["created"]) == (
+        True,
+        "json",
+        3,
+        3,
+    )
     assert report["split_counts"] == {"train": 2, "val": 1, "holdout": 0}
-    assert report["mapping"] == {"expected": ["completion"], "input": ["prompt"], "split": ["split"]}
+    assert report["mapping"] == {
+        "expected": ["completion"],
+        "input": ["prompt"],
+        "split": ["split"],
+    }
     assert not TaskSet.objects.exists()
 
 
-@pytest.mark.parametrize(("name", "line"), [
-    ("broken-unterminated-quote.csv", "broken-unterminated-quote.csv line 3: unterminated quote"),
-    ("broken-latin1.csv", "broken-latin1.csv line 3: not UTF-8 text"),
-])
+@pytest.mark.parametrize(
+    ("name", "line"),
+    [
+        (
+            "broken-unterminated-quote.csv",
+            "broken-unterminated-quote.csv line 3: unterminated quote",
+        ),
+        ("broken-latin1.csv", "broken-latin1.csv line 3: not UTF-8 text"),
+    ],
+)
 def test_a_broken_fixture_exits_2_naming_its_line_with_or_without_dry_run(admin_user, name, line):
     for extra in ((), ("--dry-run",)):
         with pytest.raises(CommandError) as error:
-            call_command("tasks", "import", str(DATASETS / name), "--set", "X", *extra, stdout=StringIO())
+            call_command(
+                "tasks", "import", str(DATASETS / name), "--set", "X", *extra, stdout=StringIO()
+            )
         assert error.value.returncode == 2 and line in str(error.value)
     assert not TaskSet.objects.exists()
 
 
 def test_export_then_import_gives_the_same_tasks_and_split_reseeds(admin_user, tmp_path):
-    run(str(DATASETS / "alpaca.jsonl"), "--set", "Alpaca", "--split-ratios", "train=0.5,val=0.5", "--split-seed", "4")
+    run(
+        str(DATASETS / "alpaca.jsonl"),
+        "--set",
+        "Alpaca",
+        "--split-ratios",
+        "train=0.5,val=0.5",
+        "--split-seed",
+        "4",
+    )
     out = tmp_path / "alpaca-export.jsonl"
     call_command("tasks", "export", "Alpaca", "--out", str(out), stderr=StringIO())
     run(str(out), "--set", "Copy")
     fields = ("task_id", "input", "expected", "metadata", "split")
-    original, copy = (list(TaskSet.objects.get(name=n).tasks.values_list(*fields)) for n in ("Alpaca", "Copy"))
+    original, copy = (
+        list(TaskSet.objects.get(name=n).tasks.values_list(*fields)) for n in ("Alpaca", "Copy")
+    )
     assert original == copy and len(copy) == 4
     said = StringIO()
     call_command("tasks", "split", "Copy", "--split-ratios", "train=0.75,val=0.25", stdout=said)

@@ -51,7 +51,9 @@ def read_json(path: str) -> Any:
         raise bad_input(f"{path}: cannot be read ({exc})") from None
     try:
         return parse_json(text)
-    except ValueError as exc:  # JsonTooDeep too: "not valid JSON (value: nested more than 100 levels deep)"
+    except (
+        ValueError
+    ) as exc:  # JsonTooDeep too: "not valid JSON (value: nested more than 100 levels deep)"
         raise bad_input(f"{path}: not valid JSON ({exc})") from None
 
 
@@ -69,7 +71,7 @@ class Command(BaseCommand):
     SUBCOMMANDS = {
         "score": "score one output against one or more specs and print the result JSON",
         "lint": "report every problem in spec files, each with its field path; exit 2 if a spec is invalid "
-                "(warnings, e.g. an unknown check type, leave the exit status 0)",
+        "(warnings, e.g. an unknown check type, leave the exit status 0)",
         "create": "create a verifier from a spec file, or update the one with its id",
     }
 
@@ -84,19 +86,52 @@ class Command(BaseCommand):
     # --- score -------------------------------------------------------------------
 
     def add_score_arguments(self, parser) -> None:
-        parser.add_argument("--spec", action="append", required=True, metavar="FILE",
-                            help="verifier spec JSON (one spec or a list); repeat for several")
-        parser.add_argument("--aggregator", default="weighted_average",
-                            help='weighted_average (default), minimum, maximum, safety_gate, all_or_nothing, '
-                                 'or a JSON object like {"type": "safety_gate", "required": ["safety"]}')
-        parser.add_argument("--thresholds", default=None, metavar="JSON",
-                            help='verdict thresholds, e.g. {"pass": 0.8, "borderline": 0.6}')
-        parser.add_argument("--task", default=None, metavar="FILE", help="task row JSON (expectations, row verifier)")
-        parser.add_argument("--output", required=True, metavar="FILE|-", help="the model output to score; - for stdin")
-        parser.add_argument("--prompt", default="", help="the prompt the model saw (for verifier classes)")
+        parser.add_argument(
+            "--spec",
+            action="append",
+            required=True,
+            metavar="FILE",
+            help="verifier spec JSON (one spec or a list); repeat for several",
+        )
+        parser.add_argument(
+            "--aggregator",
+            default="weighted_average",
+            help="weighted_average (default), minimum, maximum, safety_gate, all_or_nothing, "
+            'or a JSON object like {"type": "safety_gate", "required": ["safety"]}',
+        )
+        parser.add_argument(
+            "--thresholds",
+            default=None,
+            metavar="JSON",
+            help='verdict thresholds, e.g. {"pass": 0.8, "borderline": 0.6}',
+        )
+        parser.add_argument(
+            "--task",
+            default=None,
+            metavar="FILE",
+            help="task row JSON (expectations, row verifier)",
+        )
+        parser.add_argument(
+            "--output",
+            required=True,
+            metavar="FILE|-",
+            help="the model output to score; - for stdin",
+        )
+        parser.add_argument(
+            "--prompt", default="", help="the prompt the model saw (for verifier classes)"
+        )
 
-    def handle_score(self, *, spec: list[str], aggregator: str, thresholds: str | None, task: str | None,
-                     output: str, prompt: str, **_: Any) -> None:
+    def handle_score(
+        self,
+        *,
+        spec: list[str],
+        aggregator: str,
+        thresholds: str | None,
+        task: str | None,
+        output: str,
+        prompt: str,
+        **_: Any,
+    ) -> None:
         specs = []
         for path in spec:
             for label, raw in specs_in(path, read_json(path)):
@@ -155,7 +190,11 @@ class Command(BaseCommand):
                 for warning in warnings:  # valid, so they do not change the exit status
                     self.stdout.write(f"{label}warning: {warning}")
                 if not problems:
-                    note = f" ({len(warnings)} warning{'s' if len(warnings) > 1 else ''})" if warnings else ""
+                    note = (
+                        f" ({len(warnings)} warning{'s' if len(warnings) > 1 else ''})"
+                        if warnings
+                        else ""
+                    )
                     self.stdout.write(f"{label}ok{note}")
         if problem_count:
             raise bad_input(f"{problem_count} problem{'s' if problem_count > 1 else ''} found")
@@ -163,9 +202,15 @@ class Command(BaseCommand):
     # --- create ------------------------------------------------------------------
 
     def add_create_arguments(self, parser) -> None:
-        parser.add_argument("spec_file", metavar="SPEC", help="verifier spec JSON; its id names the verifier")
-        parser.add_argument("--owner", default=None, metavar="USERNAME",
-                            help="who owns a new verifier (default: the first superuser)")
+        parser.add_argument(
+            "spec_file", metavar="SPEC", help="verifier spec JSON; its id names the verifier"
+        )
+        parser.add_argument(
+            "--owner",
+            default=None,
+            metavar="USERNAME",
+            help="who owns a new verifier (default: the first superuser)",
+        )
 
     def handle_create(self, *, spec_file: str, owner: str | None, **_: Any) -> None:
         from verifiers_app.management.owner import command_owner

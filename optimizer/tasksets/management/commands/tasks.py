@@ -42,13 +42,18 @@ def parse_ratios(text: str) -> dict[str, float]:
         try:
             ratios[split.strip()] = float(value)
         except ValueError:
-            raise CommandError(f"--split-ratios: {part!r} is not split=number (e.g. train=0.6,val=0.4)", returncode=2) from None
+            raise CommandError(
+                f"--split-ratios: {part!r} is not split=number (e.g. train=0.6,val=0.4)",
+                returncode=2,
+            ) from None
     return ratios
 
 
 def _default_split(options: dict[str, Any]) -> DefaultSplit:
     try:
-        return DefaultSplit(ratios=parse_ratios(options["split_ratios"]), seed=options["split_seed"])
+        return DefaultSplit(
+            ratios=parse_ratios(options["split_ratios"]), seed=options["split_seed"]
+        )
     except SpecError as exc:
         raise CommandError(f"--split-ratios: {exc}", returncode=2) from None
 
@@ -59,30 +64,72 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         subparsers = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
         default_ratios = ",".join(f"{s}={r:g}" for s, r in DEFAULT_SPLIT_RATIOS.items() if r)
-        imp = subparsers.add_parser("import", help="import a .jsonl, .json, .yaml/.yml, .csv or .tsv file into a task set")
+        imp = subparsers.add_parser(
+            "import", help="import a .jsonl, .json, .yaml/.yml, .csv or .tsv file into a task set"
+        )
         imp.add_argument("file", metavar="FILE", help="the task file")
-        imp.add_argument("--set", dest="set_name", required=True, metavar="NAME",
-                         help="task set name (created if new; rows are added or updated by task_id)")
-        imp.add_argument("--owner", default=None, metavar="USERNAME", help="owner of the set (default: the first superuser)")
+        imp.add_argument(
+            "--set",
+            dest="set_name",
+            required=True,
+            metavar="NAME",
+            help="task set name (created if new; rows are added or updated by task_id)",
+        )
+        imp.add_argument(
+            "--owner",
+            default=None,
+            metavar="USERNAME",
+            help="owner of the set (default: the first superuser)",
+        )
         imp.add_argument("--shared", action="store_true", help="let every user see and use the set")
-        imp.add_argument("--format", default="", choices=["", *FORMATS], help="default: from the extension")
-        imp.add_argument("--dry-run", action="store_true", help="print the preview report (JSON) and write nothing")
+        imp.add_argument(
+            "--format", default="", choices=["", *FORMATS], help="default: from the extension"
+        )
+        imp.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="print the preview report (JSON) and write nothing",
+        )
         for name in FieldMapping.names():
             flag = name.replace("_", "-")
-            imp.add_argument(f"--{flag}-field", f"--{flag}-column", dest=f"{name}_field", default="", metavar="FIELD",
-                             help=f"source field (key or CSV column) holding {name} (default: a usual name)")
+            imp.add_argument(
+                f"--{flag}-field",
+                f"--{flag}-column",
+                dest=f"{name}_field",
+                default="",
+                metavar="FIELD",
+                help=f"source field (key or CSV column) holding {name} (default: a usual name)",
+            )
         split = subparsers.add_parser("split", help="deal every task of a set into splits, seeded")
         for cmd in (imp, split):
-            cmd.add_argument("--split-ratios", default=default_ratios, metavar="train=R,val=R[,holdout=R]",
-                             help=f"how rows without a split are dealt (default {default_ratios})")
-            cmd.add_argument("--split-seed", type=int, default=0, metavar="N", help="the same seed gives the same split")
+            cmd.add_argument(
+                "--split-ratios",
+                default=default_ratios,
+                metavar="train=R,val=R[,holdout=R]",
+                help=f"how rows without a split are dealt (default {default_ratios})",
+            )
+            cmd.add_argument(
+                "--split-seed",
+                type=int,
+                default=0,
+                metavar="N",
+                help="the same seed gives the same split",
+            )
         split.add_argument("set_ref", metavar="SET", help="task set name or id")
-        split.add_argument("--owner", default=None, metavar="USERNAME",
-                           help="find the set among those this user can see (default: the first superuser)")
+        split.add_argument(
+            "--owner",
+            default=None,
+            metavar="USERNAME",
+            help="find the set among those this user can see (default: the first superuser)",
+        )
         exp = subparsers.add_parser("export", help="write a task set as JSONL")
         exp.add_argument("set_ref", metavar="SET", help="task set name or id")
-        exp.add_argument("--owner", default=None, metavar="USERNAME",
-                         help="find the set among those this user can see (default: the first superuser)")
+        exp.add_argument(
+            "--owner",
+            default=None,
+            metavar="USERNAME",
+            help="find the set among those this user can see (default: the first superuser)",
+        )
         exp.add_argument("--out", default="-", metavar="FILE", help="default: standard output")
 
     def handle(self, *args: Any, subcommand: str, **options: Any) -> None:
@@ -92,41 +139,67 @@ class Command(BaseCommand):
         owner = command_owner(options["owner"])
         ref = options["set_ref"]
         sets = TaskSet.objects.visible_to(owner)
-        task_set = sets.filter(name=ref).first() or (sets.filter(pk=int(ref)).first() if ref.isdigit() else None)
+        task_set = sets.filter(name=ref).first() or (
+            sets.filter(pk=int(ref)).first() if ref.isdigit() else None
+        )
         if task_set is None:
             raise CommandError(f"SET: no task set named or numbered {ref!r}", returncode=2)
         return task_set
 
     def _import(self, options: dict[str, Any]) -> None:
         path = Path(options["file"])
-        mapping = FieldMapping(**{name: options[f"{name}_field"].strip() for name in FieldMapping.names()})
+        mapping = FieldMapping(
+            **{name: options[f"{name}_field"].strip() for name in FieldMapping.names()}
+        )
         default_split = _default_split(options)
         owner = command_owner(options["owner"])
         try:
             with path.open("rb") as handle:
                 if options["dry_run"]:
                     preview = taskset_import_preview(
-                        owner=owner, name=options["set_name"], filename=path.name, content=handle,
-                        fmt=options["format"], mapping=mapping, default_split=default_split, page_size=5)
+                        owner=owner,
+                        name=options["set_name"],
+                        filename=path.name,
+                        content=handle,
+                        fmt=options["format"],
+                        mapping=mapping,
+                        default_split=default_split,
+                        page_size=5,
+                    )
                 else:
                     task_set, counts = taskset_import(
-                        owner=owner, name=options["set_name"], filename=path.name, content=handle,
-                        fmt=options["format"], mapping=mapping, default_split=default_split,
-                        shared=options["shared"] or None)
+                        owner=owner,
+                        name=options["set_name"],
+                        filename=path.name,
+                        content=handle,
+                        fmt=options["format"],
+                        mapping=mapping,
+                        default_split=default_split,
+                        shared=options["shared"] or None,
+                    )
         except OSError as exc:
             raise CommandError(f"{path}: cannot be read ({exc.strerror})", returncode=2) from None
         except SpecError as exc:
-            raise CommandError("nothing imported:\n" + "\n".join(exc.problems), returncode=2) from None
+            raise CommandError(
+                "nothing imported:\n" + "\n".join(exc.problems), returncode=2
+            ) from None
         if options["dry_run"]:
             self.stdout.write(json.dumps(preview.as_json(), ensure_ascii=False, indent=2))
             if not preview.ok:
-                raise CommandError("dry run: the import would be refused:\n" + "\n".join(preview.problems), returncode=2)
-            self.stderr.write(f"dry run: nothing written; {preview.report.total} rows would give "
-                              f"{preview.counts['created']} created, {preview.counts['updated']} updated, "
-                              f"{preview.counts['unchanged']} unchanged")
+                raise CommandError(
+                    "dry run: the import would be refused:\n" + "\n".join(preview.problems),
+                    returncode=2,
+                )
+            self.stderr.write(
+                f"dry run: nothing written; {preview.report.total} rows would give "
+                f"{preview.counts['created']} created, {preview.counts['updated']} updated, "
+                f"{preview.counts['unchanged']} unchanged"
+            )
             return
-        self.stdout.write(f"Imported {path.name} into task set {task_set.name!r} (id {task_set.pk}): "
-                          f"{counts['created']} created, {counts['updated']} updated, {counts['unchanged']} unchanged")
+        self.stdout.write(
+            f"Imported {path.name} into task set {task_set.name!r} (id {task_set.pk}): "
+            f"{counts['created']} created, {counts['updated']} updated, {counts['unchanged']} unchanged"
+        )
 
     def _export(self, options: dict[str, Any]) -> None:
         task_set = self._task_set(options)
@@ -136,11 +209,17 @@ class Command(BaseCommand):
             return
         with open(options["out"], "w", encoding="utf-8") as out:
             out.writelines(taskset_export_lines(task_set=task_set))
-        self.stderr.write(f"wrote {task_set.tasks.count()} tasks of {task_set.name!r} to {options['out']}")
+        self.stderr.write(
+            f"wrote {task_set.tasks.count()} tasks of {task_set.name!r} to {options['out']}"
+        )
 
     def _split(self, options: dict[str, Any]) -> None:
         task_set = self._task_set(options)
         default_split = _default_split(options)
-        counts = taskset_split(task_set=task_set, ratios=default_split.ratios, seed=default_split.seed)
-        self.stdout.write(f"Split {task_set.name!r} with seed {default_split.seed}: "
-                          + ", ".join(f"{n} {s}" for s, n in counts.items()))
+        counts = taskset_split(
+            task_set=task_set, ratios=default_split.ratios, seed=default_split.seed
+        )
+        self.stdout.write(
+            f"Split {task_set.name!r} with seed {default_split.seed}: "
+            + ", ".join(f"{n} {s}" for s, n in counts.items())
+        )
