@@ -75,6 +75,7 @@ test: lint test-js test-unit test-integration test-e2e
 # REDIS_URL is set: mypy reads them in embedded mode, as the unit tests do.
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
 	env -u DATABASE_URL -u REDIS_URL $(VENV)/bin/mypy
 
