@@ -116,11 +116,11 @@ test-e2e: install
 LITELLM_DEPS = fastuuid filelock 'httpx[http2]' python-dotenv importlib-metadata tiktoken tokenizers \
 	huggingface-hub click jinja2 aiohttp pydantic-settings jsonschema boto3
 # bench/fanout.py --servers uvicorn,daphne sets the server Frontier used before
-# beside its own: daphne is for that comparison only, never a dependency.
+# beside its own: daphne comes with the dev extra (channels.testing needs it),
+# never as a runtime dependency.
 install-bench: install
 	$(PY) -m pip install -q $(LITELLM_DEPS)
 	$(PY) -m pip install -q --no-deps litellm==1.109.1
-	$(PY) -m pip install -q daphne==4.2.3
 
 bench: install-bench
 	for script in bench/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
