@@ -144,7 +144,9 @@ class CandidateIn(_Strict):
     origin: Origin = Origin.REFLECTION
     iteration: int = Field(default=0, ge=-(2**31), le=2**31 - 1)
     metric_calls: Count = 0
-    val_score: float | None = Field(default=None, ge=0, le=1)
+    # Any finite score: an external run's adapter may give a candidate any
+    # (optimizer/external/services.py takes them); per-task scores stay in [0, 1].
+    val_score: float | None = Field(default=None, allow_inf_nan=False)
     objective_scores: dict[str, float] = {}
     on_front: bool = False
     reflection: Text = ""

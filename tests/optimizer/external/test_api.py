@@ -348,3 +348,21 @@ def test_a_run_with_no_candidate_yet_has_nothing_to_export(tracker, run_id):
     tracker.send(run_id, 1, seed())
     document = json.loads(b"".join(tracker.get(f"/api/runs/{run_id}/export").streaming_content))
     assert document["candidates"][0]["index"] == 0
+
+
+def test_a_score_outside_0_1_from_the_users_adapter_is_exported_as_documented(
+    tracker, run_id, user_client
+):
+    """The tracker takes any finite score (a user's metric may give -5 or 3.2);
+    the export's documented shape allowed only [0, 1], so its answer broke the
+    OpenAPI document (schemathesis found it)."""
+    from optimizer.export import CandidateIn, EvaluationIn
+
+    task = {"task_key": "t1", "score": 3.2, "output": "Refund in 30 days."}
+    assert tracker.send(run_id, 1, {**seed(score=-5.0), "tasks": [task]}).status_code == 200
+    exported = user_client.get(f"/api/runs/{run_id}/export")
+    assert exported.status_code == 200
+    candidate = json.loads(b"".join(exported.streaming_content))["candidates"][0]
+    assert candidate["val_score"] == -5.0
+    CandidateIn.model_validate(candidate)  # the documented shape holds
+    EvaluationIn.model_validate(candidate["evaluations"][0])
