@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import ROOT, _free_port
+from tests.integration.test_serve_command import _env
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.standalone
@@ -27,15 +28,8 @@ KEEP_ALIVE_SECONDS = 2
 @pytest.fixture(scope="module")
 def server():
     with tempfile.TemporaryDirectory(prefix="frontier-timeouts-") as data_dir:
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DEBUG"}
-        }
-        env.update(
-            FRONTIER_DATA_DIR=data_dir,
-            PYTHONUNBUFFERED="1",
-            DJANGO_SETTINGS_MODULE="dashboard.settings",
+        env = dict(
+            _env(data_dir),
             FRONTIER_HTTP_HEADER_SECONDS=str(HEADER_SECONDS),
             FRONTIER_HTTP_KEEP_ALIVE_SECONDS=str(KEEP_ALIVE_SECONDS),
         )
