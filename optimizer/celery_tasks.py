@@ -14,8 +14,9 @@ from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
-from optimizer.models import Run, RunKind, RunStatus
-from optimizer.runs.runner import STALE_AFTER, execute_run
+from optimizer.models import Run, RunKind, RunStatus, run_progress
+from optimizer.runs.claims import process_lock
+from optimizer.runs.runner import STALE_AFTER, execute_run, run_dir
 
 log = logging.getLogger(__name__)
 _watchdog_lock = threading.Lock()
@@ -64,6 +65,24 @@ def enqueue_run(run_id: int) -> bool:
         return False
 
 
+def release_unheld_runs() -> list[int]:
+    """Embedded mode: a running run that no process on this machine holds
+    (claims.process_lock) lost its runner, to a Ctrl-C or a crash; its heartbeat
+    is cleared so the watchdog resumes it now rather than once that heartbeat
+    is stale. Checked and cleared while holding the run's lock, so a process
+    that starts running it meanwhile is not disturbed. Returns their ids."""
+    released = []
+    for run_id, token in Run.objects.filter(
+        status__in=[RunStatus.RUNNING, RunStatus.STOPPING], imported=False, kind=RunKind.NATIVE
+    ).values_list("pk", "claim"):
+        with process_lock(run_dir(run_id)) as free:
+            if free and run_progress(run_id).filter(
+                run__claim=token, run__status__in=[RunStatus.RUNNING, RunStatus.STOPPING]
+            ).update(heartbeat_at=None):
+                released.append(run_id)
+    return released
+
+
 def requeue_orphaned_runs(*, include_queued: bool = False) -> list[int]:
     """Queue again every run whose worker died (its heartbeat went stale) and
     every queued run whose hand-over to the broker failed (Redis was down) or
@@ -88,7 +107,8 @@ def requeue_orphaned_runs(*, include_queued: bool = False) -> list[int]:
     ).values_list("pk", flat=True):
         # Several workers each run a watchdog: the one whose UPDATE matched sends it.
         if Run.objects.filter(stale | unsent, pk=run_id).update(enqueued_at=now):
-            log.info("re-queueing run %s", run_id)
+            # The runner says "started" or "resumed" when a worker takes it.
+            log.debug("sending run %s to a worker (again)", run_id)
             if enqueue_run(run_id):
                 run_ids.append(run_id)
     return run_ids
@@ -96,10 +116,13 @@ def requeue_orphaned_runs(*, include_queued: bool = False) -> list[int]:
 
 def _watch(stop: threading.Event) -> None:
     # In embedded mode the in-memory broker lost its queue with the previous
-    # process, so queued runs are re-queued once at startup as well.
+    # process, so queued runs are re-queued once at startup as well; and a
+    # run nobody runs any more is taken back at once (release_unheld_runs).
     include_queued = settings.EMBEDDED
     while not stop.is_set():
         try:
+            if settings.EMBEDDED:
+                release_unheld_runs()
             requeue_orphaned_runs(include_queued=include_queued)
         except Exception:  # the next round tries again
             log.exception("could not look for orphaned runs")
@@ -113,7 +136,9 @@ def _watch(stop: threading.Event) -> None:
 @test_worker_started.connect  # the embedded worker (dashboard/embedded.py) announces itself with this one
 def start_watchdog(**_kwargs) -> None:
     """Each worker process looks for orphaned runs at startup and then every
-    STALE_AFTER / 2, so a run whose worker was killed resumes within a minute."""
+    STALE_AFTER / 2, so a run whose worker was killed resumes within a minute
+    (in embedded mode, a run interrupted by a stopped server resumes as the
+    server starts again)."""
     global _watchdog_stop
     with _watchdog_lock:
         if _watchdog_stop is None:
