@@ -10,13 +10,14 @@ from celery import shared_task
 from celery.contrib.testing.worker import test_worker_started, test_worker_stopped
 from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from optimizer.models import Run, RunKind, RunStatus, run_progress
 from optimizer.runs.claims import process_lock
 from optimizer.runs.runner import STALE_AFTER, execute_run, run_dir
+from optimizer.runs.status import run_set_status
 
 log = logging.getLogger(__name__)
 _watchdog_lock = threading.Lock()
@@ -67,18 +68,28 @@ def enqueue_run(run_id: int) -> bool:
 
 def release_unheld_runs() -> list[int]:
     """Embedded mode: a running run that no process on this machine holds
-    (claims.process_lock) lost its runner, to a Ctrl-C or a crash; its heartbeat
-    is cleared so the watchdog resumes it now rather than once that heartbeat
-    is stale. Checked and cleared while holding the run's lock, so a process
-    that starts running it meanwhile is not disturbed. Returns their ids."""
+    (claims.process_lock) lost its runner, to a Ctrl-C or a crash. It says
+    "resuming" now (pages show it at once, even while the worker's threads are
+    busy with other runs) and its heartbeat is cleared, so this watchdog round
+    re-queues it rather than one after that heartbeat is stale. Done while
+    holding the run's lock: no process can be running it meanwhile. Returns
+    their ids."""
+    active = [RunStatus.RUNNING, RunStatus.STOPPING]
     released = []
     for run_id, token in Run.objects.filter(
-        status__in=[RunStatus.RUNNING, RunStatus.STOPPING], imported=False, kind=RunKind.NATIVE
+        status__in=active, imported=False, kind=RunKind.NATIVE
     ).values_list("pk", "claim"):
-        with process_lock(run_dir(run_id)) as free:
-            if free and run_progress(run_id).filter(
-                run__claim=token, run__status__in=[RunStatus.RUNNING, RunStatus.STOPPING]
-            ).update(heartbeat_at=None):
+        with process_lock(run_dir(run_id)) as free, transaction.atomic():
+            run = (
+                Run.objects.select_for_update()
+                .filter(pk=run_id, claim=token, status__in=active)
+                .first()
+                if free
+                else None
+            )
+            if run is not None:
+                run_progress(run_id).update(heartbeat_at=None)
+                run_set_status(run, run.status, "resuming")
                 released.append(run_id)
     return released
 

@@ -9,7 +9,8 @@ from django.utils import timezone
 
 from dashboard.celery import app
 from optimizer import services
-from optimizer.models import Run, RunStatus, run_progress
+from optimizer.models import Run, RunEvent, RunStatus, run_progress
+from optimizer.runs import event_types as ev
 from optimizer.runs import runner
 from optimizer.services import RunStateError, run_cancel, run_launch, run_resume
 from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
@@ -96,9 +97,10 @@ def test_a_starting_server_takes_back_at_once_the_running_runs_no_process_holds(
     (claims.process_lock), and the operating system drops it when that process
     ends. A running run whose lock is free was left by a stopped server: the
     watchdog clears its heartbeat, fresh as it is, and re-queues it in the same
-    round. A run whose lock is held (another process runs it: here another
-    file handle, which flock treats alike) is left alone, and so is a duplicate
-    delivery of it to the runner."""
+    round, and says "resuming" at once (the run.status event pages show). A
+    run whose lock is held (another process runs it: here another file handle,
+    which flock treats alike) is left alone, and so is a duplicate delivery of
+    it to the runner."""
     from optimizer.celery_tasks import release_unheld_runs, requeue_orphaned_runs
     from optimizer.runs.claims import process_lock
 
@@ -112,6 +114,10 @@ def test_a_starting_server_takes_back_at_once_the_running_runs_no_process_holds(
         assert release_unheld_runs() == [left.pk]
         assert requeue_orphaned_runs() == [left.pk]
     assert run_progress(held.pk).get().heartbeat_at is not None
+    assert Run.objects.get(pk=left.pk).phase == "resuming"
+    assert Run.objects.get(pk=held.pk).phase != "resuming"
+    resuming = RunEvent.objects.filter(run=left, type=ev.RUN_STATUS).last()
+    assert resuming is not None and resuming.payload == {"status": "running", "phase": "resuming"}
 
 
 def test_a_run_launched_while_the_broker_is_down_is_kept_and_sent_by_one_watchdog_round_only(
