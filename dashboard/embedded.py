@@ -46,7 +46,7 @@ def ensure_worker(concurrency: int | None = None):
                 )
             )
             _stack, _worker = stack, worker
-            log.info("embedded Celery worker started (%s threads)", worker.concurrency)
+            log.debug("embedded Celery worker started (%s threads)", worker.concurrency)
         return _worker
 
 

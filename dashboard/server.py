@@ -111,6 +111,16 @@ def _peer(transport) -> str:
     return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else "a client"
 
 
+def browse_url(host: str, port: int) -> str:
+    """The address to open in a browser for a server listening on `host`:`port`
+    (a server on every interface, 0.0.0.0 or ::, is reached on this machine at
+    the loopback address)."""
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)  # noqa: S104
+    if ":" in host:  # an IPv6 address
+        host = f"[{host.strip('[]')}]"
+    return f"http://{host}:{port}/"
+
+
 def server_config(
     *,
     host: str,

@@ -10,12 +10,14 @@ from celery import shared_task
 from celery.contrib.testing.worker import test_worker_started, test_worker_stopped
 from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from optimizer.models import Run, RunKind, RunStatus
-from optimizer.runs.runner import STALE_AFTER, execute_run
+from optimizer.models import Run, RunKind, RunStatus, run_progress
+from optimizer.runs.claims import process_lock
+from optimizer.runs.runner import STALE_AFTER, execute_run, run_dir
+from optimizer.runs.status import run_set_status
 
 log = logging.getLogger(__name__)
 _watchdog_lock = threading.Lock()
@@ -64,6 +66,34 @@ def enqueue_run(run_id: int) -> bool:
         return False
 
 
+def release_unheld_runs() -> list[int]:
+    """Embedded mode: a running run that no process on this machine holds
+    (claims.process_lock) lost its runner, to a Ctrl-C or a crash. It says
+    "resuming" now (pages show it at once, even while the worker's threads are
+    busy with other runs) and its heartbeat is cleared, so this watchdog round
+    re-queues it rather than one after that heartbeat is stale. Done while
+    holding the run's lock: no process can be running it meanwhile. Returns
+    their ids."""
+    active = [RunStatus.RUNNING, RunStatus.STOPPING]
+    released = []
+    for run_id, token in Run.objects.filter(
+        status__in=active, imported=False, kind=RunKind.NATIVE
+    ).values_list("pk", "claim"):
+        with process_lock(run_dir(run_id)) as free, transaction.atomic():
+            run = (
+                Run.objects.select_for_update()
+                .filter(pk=run_id, claim=token, status__in=active)
+                .first()
+                if free
+                else None
+            )
+            if run is not None:
+                run_progress(run_id).update(heartbeat_at=None)
+                run_set_status(run, run.status, "resuming")
+                released.append(run_id)
+    return released
+
+
 def requeue_orphaned_runs(*, include_queued: bool = False) -> list[int]:
     """Queue again every run whose worker died (its heartbeat went stale) and
     every queued run whose hand-over to the broker failed (Redis was down) or
@@ -88,7 +118,8 @@ def requeue_orphaned_runs(*, include_queued: bool = False) -> list[int]:
     ).values_list("pk", flat=True):
         # Several workers each run a watchdog: the one whose UPDATE matched sends it.
         if Run.objects.filter(stale | unsent, pk=run_id).update(enqueued_at=now):
-            log.info("re-queueing run %s", run_id)
+            # The runner says "started" or "resumed" when a worker takes it.
+            log.debug("sending run %s to a worker (again)", run_id)
             if enqueue_run(run_id):
                 run_ids.append(run_id)
     return run_ids
@@ -96,10 +127,13 @@ def requeue_orphaned_runs(*, include_queued: bool = False) -> list[int]:
 
 def _watch(stop: threading.Event) -> None:
     # In embedded mode the in-memory broker lost its queue with the previous
-    # process, so queued runs are re-queued once at startup as well.
+    # process, so queued runs are re-queued once at startup as well; and a
+    # run nobody runs any more is taken back at once (release_unheld_runs).
     include_queued = settings.EMBEDDED
     while not stop.is_set():
         try:
+            if settings.EMBEDDED:
+                release_unheld_runs()
             requeue_orphaned_runs(include_queued=include_queued)
         except Exception:  # the next round tries again
             log.exception("could not look for orphaned runs")
@@ -113,7 +147,9 @@ def _watch(stop: threading.Event) -> None:
 @test_worker_started.connect  # the embedded worker (dashboard/embedded.py) announces itself with this one
 def start_watchdog(**_kwargs) -> None:
     """Each worker process looks for orphaned runs at startup and then every
-    STALE_AFTER / 2, so a run whose worker was killed resumes within a minute."""
+    STALE_AFTER / 2, so a run whose worker was killed resumes within a minute
+    (in embedded mode, a run interrupted by a stopped server resumes as the
+    server starts again)."""
     global _watchdog_stop
     with _watchdog_lock:
         if _watchdog_stop is None:

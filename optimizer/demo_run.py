@@ -5,7 +5,10 @@ watches its charts move. Idempotent: one demo run per example set."""
 
 from __future__ import annotations
 
+from django.conf import settings
+
 from optimizer.models import Run, RunStatus
+from optimizer.runs.queued import server_is_alive
 from optimizer.services import run_launch
 from optimizer.tasksets.models import TaskSet
 
@@ -51,9 +54,29 @@ def launch_demo_run(*, user, launch_run: bool = True, stdout=None) -> Run | None
     )
     if existing is not None:
         if stdout is not None:
-            stdout.write(f"Demo run {existing.pk} is already {existing.status}")
+            stdout.write(f"The demo run (run {existing.pk}) {_what_happens(existing)}.")
         return existing
     run = run_launch(owner=user, config=demo_config(task_set))
     if stdout is not None:
-        stdout.write(f"Launched demo run {run.pk} (demo simulator, offline): /runs/{run.pk}/")
+        stdout.write(
+            f"Launched the demo run (run {run.pk}, the offline simulator): it {_what_happens(run)}."
+        )
     return run
+
+
+def _what_happens(run: Run) -> str:
+    """What becomes of the demo run, in the words of someone who just typed
+    `make demo`. In embedded mode with no server up (`make demo` runs this just
+    before `serve`), a running run is one the last server left when it was
+    stopped: the next one resumes it."""
+    if run.status in RunStatus.finished():
+        return f"is {run.status}"
+    if settings.EMBEDDED and not server_is_alive():
+        return (
+            "starts when the server starts"
+            if run.status == RunStatus.QUEUED
+            else "resumes when the server starts"
+        )
+    if run.status != RunStatus.QUEUED:
+        return f"is {run.status}"
+    return "starts now, on the running server" if settings.EMBEDDED else "waits for a worker"

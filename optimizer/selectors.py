@@ -12,7 +12,7 @@ from django.db.models.functions import Cast
 from django.http import Http404
 
 from optimizer.config import DEMO_MODEL_LABEL, RunConfig, RunConfigError, parse_run_config
-from optimizer.models import Run
+from optimizer.models import Run, RunKind, RunStatus
 from optimizer.runs.summary import RUN_JOINS, run_url
 from optimizer.services import run_data_warnings
 from optimizer.tasksets.models import TaskSet
@@ -68,6 +68,17 @@ def run_for_user(user: User, run_id: int, *, control: bool = False) -> Run:
     if run is None or (control and not run.controllable_by(user)):
         raise Http404("No such run")
     return run
+
+
+def runs_to_take_up() -> list[Run]:
+    """The runs an embedded server starts (queued) or resumes (running or
+    stopping, interrupted) when it starts, most recent first; `manage.py serve`
+    prints their links."""
+    return list(
+        Run.objects.filter(
+            status__in=RunStatus.active(), imported=False, kind=RunKind.NATIVE
+        ).order_by("-pk")
+    )
 
 
 def run_wait_summary(run: Run) -> dict:

@@ -15,13 +15,25 @@ conditional on the same token, kept on the run only: the progress UPDATE
 matches only while a sub-SELECT finds the run with our token, and that
 sub-SELECT locks the run row (FOR NO KEY UPDATE: a lock, not a new row
 version), so the takeover's guarantee above holds for them too.
+
+In embedded mode every process that runs runs (the server's worker, `optimize
+run --wait`) shares one machine and one data directory, and each also holds an
+advisory lock (flock) on the run's directory while it runs it
+(`process_lock`). The operating system drops that lock when the process ends,
+however it ends (Ctrl-C, kill -9), so a running run whose lock is free has no
+runner, and a server that starts can take it back at once instead of waiting
+for its heartbeat to go stale. Distributed workers share no machine: there,
+the heartbeat alone decides.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 import threading
+from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
@@ -31,6 +43,9 @@ if TYPE_CHECKING:
     from optimizer.models import Run, RunProgress
 
 log = logging.getLogger(__name__)
+
+#: The file in a run's directory that the process running it holds locked (embedded mode).
+LOCK_FILE = "worker.lock"
 
 
 class ClaimLost(RuntimeError):
@@ -99,3 +114,27 @@ class RunClaim:
             )
         self.lost.set()
         raise ClaimLost(f"run {self.run_id} is held by another worker")
+
+
+@contextlib.contextmanager
+def process_lock(directory: Path) -> Iterator[bool | None]:
+    """Try to lock the run whose directory this is for this process, without
+    waiting: yields True while this process holds it, False when another
+    process (or another thread of this one) does, and None where the platform
+    has no flock (nothing can be told: the heartbeat decides)."""
+    try:
+        import fcntl
+    except ImportError:  # not a POSIX system
+        yield None
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / LOCK_FILE, "ab") as file:
+        try:
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(file, fcntl.LOCK_UN)

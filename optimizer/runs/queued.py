@@ -106,6 +106,7 @@ class QueuedRunPoller:
         from optimizer.celery_tasks import run_optimization
 
         for run_id in fresh:
-            log.info("starting run %s, queued by another process", run_id)
+            # The runner says "started" when the worker takes it.
+            log.debug("run %s was queued by another process: sending it to this worker", run_id)
             run_optimization.delay(run_id)  # published: _on_publish records it
         return fresh

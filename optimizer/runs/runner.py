@@ -51,7 +51,7 @@ from optimizer.runs.budget import (
     UsageSnapshot,
 )
 from optimizer.runs.checkpoint import LeanCheckpoint, State
-from optimizer.runs.claims import ClaimLost, RunClaim
+from optimizer.runs.claims import ClaimLost, RunClaim, process_lock
 from optimizer.runs.events import (
     publish_run_event,
     publish_run_events,
@@ -156,6 +156,17 @@ class Heartbeat(threading.Thread):
 
 def execute_run(run_id: int) -> str | None:
     """Run (or resume) the optimization; returns the final status, None if not run here."""
+    if not settings.EMBEDDED:
+        return _execute(run_id)
+    # Embedded mode: this process holds the run's lock while it runs it, so a
+    # server that starts knows at once which runs nobody runs (claims.process_lock).
+    with process_lock(run_dir(run_id)) as held:
+        if held is False:
+            return None  # another process, or another thread here, runs it
+        return _execute(run_id)
+
+
+def _execute(run_id: int) -> str | None:
     close_old_connections()
     claimed = retry_db(lambda: claim(run_id), what=f"run {run_id}: claim")
     if claimed is None:
@@ -193,6 +204,7 @@ def _optimize(run: Run, run_claim: RunClaim, heartbeat: Heartbeat) -> str | None
         missing_ok=True
     )  # never deleted by gepa (docs/gepa-notes.md §7)
     resuming = (directory / "gepa_state.bin").exists()
+    log.info("Run %s %s.", run.pk, "resumed from its checkpoint" if resuming else "started")
     retry_db(
         lambda: run_set_status(
             run_claim,

@@ -12,8 +12,9 @@ from verifiers_app.models import Verifier
 
 
 @pytest.fixture(autouse=True)
-def debug_on(settings):
+def debug_on(settings, tmp_path):
     settings.DEBUG = True  # as `make demo` runs it (pytest-django turns DEBUG off)
+    settings.DATA_DIR = tmp_path  # no embedded server is serving it
 
 
 def demo_setup(*args) -> str:
@@ -35,7 +36,10 @@ def test_it_prints_a_working_demo_login_loads_the_examples_and_queues_one_demo_r
     run = Run.objects.get()
     assert run.status == RunStatus.QUEUED
     assert run.config["task_lm"]["provider"] == "demo"
-    assert f"/runs/{run.pk}/" in output
+    assert (
+        f"Launched the demo run (run {run.pk}, the offline simulator): it starts when the server starts."
+        in output
+    )
 
 
 @pytest.mark.django_db
@@ -54,7 +58,19 @@ def test_a_second_call_changes_nothing():
         Task.objects.count(),
         Run.objects.count(),
     ) == before
-    assert "already queued" in output
+    assert f"The demo run (run {Run.objects.get().pk}) starts when the server starts." in output
+
+
+@pytest.mark.django_db
+def test_a_run_the_last_server_left_running_resumes_when_the_server_starts():
+    """Ctrl-C leaves the demo run running; `make demo` again must not call it
+    "already running" (nothing runs it until the server is up)."""
+    demo_setup()
+    run = Run.objects.get()
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING)
+    output = demo_setup()
+    assert f"The demo run (run {run.pk}) resumes when the server starts." in output
+    assert "already" not in output
 
 
 @pytest.mark.django_db

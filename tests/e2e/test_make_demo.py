@@ -102,7 +102,7 @@ def test_the_demo_serves_a_live_run_and_ctrl_c_stops_it_with_no_traceback_or_war
             transcript.append(f"$ manage.py {' '.join(command)}\n{step.stdout}{step.stderr}")
             assert step.returncode == 0, transcript[-1]
         assert "Demo login: username demo · password frontier-demo" in transcript[-1]
-        run_id = int(re.search(r"/runs/(\d+)/", transcript[-1]).group(1))
+        run_id = int(re.search(r"\(run (\d+)", transcript[-1]).group(1))
 
         port, log_path = _free_port(), Path(data_dir) / "serve.log"
         started = time.monotonic()

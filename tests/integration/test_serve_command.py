@@ -1,14 +1,21 @@
 """`manage.py serve` (what `make demo` runs) stops quietly on Ctrl-C, even with a
-run in progress on the embedded worker, and leaves that run resumable; and it
-serves static files as production sites do: hashed names, compressed, cached."""
+run in progress on the embedded worker, and the next start resumes that run at
+once; it speaks plainly on the terminal; and it serves static files as
+production sites do: hashed names, compressed, cached."""
 
+import contextlib
 import gzip
+import json
 import os
+import pty
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -53,48 +60,163 @@ def _manage(env: dict, *args: str) -> str:
     ).stdout
 
 
-RUN_STATUS = (
-    "from optimizer.models import Run; r = Run.objects.get(); print(r.status, r.budget_used)"
-)
+class Terminal:
+    """`manage.py serve` writing to a terminal (a pseudo-terminal: Django colours
+    a command's output only there), everything it prints kept."""
+
+    def __init__(self, env: dict, port: int) -> None:
+        controller, terminal = pty.openpty()
+        self.process = subprocess.Popen(
+            [sys.executable, "manage.py", "serve", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=terminal,
+            stderr=terminal,
+        )
+        os.close(terminal)
+        self._chunks: list[bytes] = []
+        self._reader = threading.Thread(target=self._read, args=(controller,), daemon=True)
+        self._reader.start()
+
+    def _read(self, controller: int) -> None:
+        try:
+            while chunk := os.read(controller, 4096):
+                self._chunks.append(chunk)
+        except OSError:  # EIO: the server closed its end of the terminal
+            pass
+        finally:
+            os.close(controller)
+
+    def text(self) -> str:
+        return b"".join(self._chunks).decode(errors="replace").replace("\r\n", "\n")
+
+    def ctrl_c(self) -> int:
+        self.process.send_signal(signal.SIGINT)  # what Ctrl-C in the terminal sends
+        status = self.process.wait(timeout=60)
+        self._reader.join(timeout=10)
+        return status
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
 
 
-def _run_state(env: dict) -> tuple[str, int]:
-    status, used = _manage(env, "shell", "-c", RUN_STATUS).split()[-2:]
-    return status, int(used)
+class Database:
+    """The server's SQLite database, read directly: polling it through `manage.py
+    shell` would take seconds per look."""
+
+    def __init__(self, data_dir: str) -> None:
+        from optimizer.models import Run, RunEvent, RunProgress
+
+        self.path = Path(data_dir) / "frontier.sqlite3"
+        self.runs, self.events, self.progress = (
+            m._meta.db_table for m in (Run, RunEvent, RunProgress)
+        )
+
+    def _one(self, sql: str, *args) -> tuple:
+        with contextlib.closing(sqlite3.connect(self.path, timeout=10)) as db:
+            return db.execute(sql, args).fetchone()
+
+    def run(self) -> tuple[int, str, int]:
+        """(id, status, budget used) of the one run."""
+        return self._one(
+            f"SELECT r.id, r.status, p.budget_used FROM {self.runs} r "
+            f"JOIN {self.progress} p ON p.run_id = r.id"
+        )
+
+    def last_seq(self) -> int:
+        return self._one(f"SELECT COALESCE(MAX(seq), 0) FROM {self.events}")[0]
+
+    def status_phases_after(self, seq: int) -> list[str]:
+        with contextlib.closing(sqlite3.connect(self.path, timeout=10)) as db:
+            rows = db.execute(
+                f"SELECT payload FROM {self.events} WHERE seq > ? AND type = 'run.status' ORDER BY seq",
+                (seq,),
+            ).fetchall()
+        return [json.loads(payload).get("phase", "") for (payload,) in rows]
 
 
-def test_ctrl_c_stops_the_server_with_no_traceback_and_the_demo_run_is_not_marked_failed():
+RED = "\x1b[31"  # Django's ERROR style, and any red: for errors only
+INTERNAL_WORDS = ("queued by another process", "re-queueing", "Celery", "broker")
+
+
+def test_after_ctrl_c_the_next_serve_resumes_the_demo_run_at_once_and_says_so_plainly():
+    """`make demo`, Ctrl-C with the demo run mid-way, `make demo` again, on a
+    terminal. Ctrl-C stops the server (exit 0, no traceback) and leaves the run
+    running with its checkpoint; demo_setup then says the run resumes when the
+    server starts (not that it is "already running"); the next server takes the
+    run back at once, with no heartbeat to wait for: the run says "resuming"
+    (a run.status event, what the run page and the runs list show) within 8 s
+    of the server answering, and spends budget again. Both servers print in the
+    terminal's normal colour (red is for errors), with no internal words, and
+    give the demo run's link as a full URL on the port they listen on."""
     with tempfile.TemporaryDirectory(prefix="frontier-serve-") as data_dir:
         env = _env(data_dir)
+        env.pop("DJANGO_COLORS", None)
+        db = Database(data_dir)
         _manage(env, "migrate", "--noinput", "-v", "0")
         _manage(env, "demo_setup")  # launches the live demo run
-        err_path = Path(data_dir) / "serve.err"
-        with open(err_path, "w") as err:
-            server = subprocess.Popen(
-                [sys.executable, "manage.py", "serve", "--port", str(_free_port())],
-                cwd=ROOT,
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-            )
+        checkpoint = Path(data_dir) / "runs" / "1" / "gepa_state.bin"
+        first = Terminal(env, first_port := _free_port())
         try:
             wait_until(
-                lambda: (state := _run_state(env))[0] == "running" and state[1] > 0,
-                timeout=120,
-                interval=1,
-                what="the demo run to be spending its budget",
+                lambda: checkpoint.exists() and db.run()[2] > 0,
+                timeout=180,
+                interval=0.5,
+                what="the demo run to checkpoint and spend budget",
             )
-            server.send_signal(signal.SIGINT)  # what Ctrl-C in the terminal sends
-            assert server.wait(timeout=60) == 0
+            assert first.ctrl_c() == 0
         finally:
-            if server.poll() is None:
-                server.kill()
-        stderr = err_path.read_text()
-        assert "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
-        assert "resumes from its checkpoint when the server starts again" in stderr
-        assert (
-            _run_state(env)[0] == "running"
-        )  # left for the watchdog to resume, as after a worker crash
+            first.kill()
+        run_id, status, used = db.run()
+        assert status == "running"  # left for the next server, as a crashed worker leaves it
+        seq = db.last_seq()
+
+        again = _manage(env, "demo_setup")
+        assert f"The demo run (run {run_id}) resumes when the server starts." in again, again
+        assert "already" not in again, again
+
+        second = Terminal(env, second_port := _free_port())
+        try:
+            wait_until(
+                lambda: _answers(f"http://127.0.0.1:{second_port}/login/"),
+                timeout=120,
+                interval=0.2,
+                what="the second server to answer",
+            )
+            answered = time.monotonic()
+            wait_until(
+                lambda: "resuming" in db.status_phases_after(seq),
+                timeout=60,
+                interval=0.2,
+                what="the interrupted run to say it is resuming",
+            )
+            assert time.monotonic() - answered < 8, (
+                "the run resumed only once its heartbeat was stale"
+            )
+            wait_until(
+                lambda: db.run()[2] > used,
+                timeout=120,
+                interval=0.5,
+                what="the resumed run to spend budget again",
+            )
+            assert db.run()[1] == "running"
+        finally:
+            second.ctrl_c()
+            second.kill()
+
+    for terminal, port, verb in ((first, first_port, "starts"), (second, second_port, "resumes")):
+        text = terminal.text()
+        assert "Traceback" not in text and "Exception ignored" not in text, text
+        assert RED not in text, text
+        assert [word for word in INTERNAL_WORDS if word in text] == [], text
+        assert f"Serving Frontier at http://127.0.0.1:{port}/ " in text, text
+        assert f"{verb}: http://127.0.0.1:{port}/runs/{run_id}/" in text, text
+    assert f"Run {run_id} started." in first.text()
+    assert "resumes from its checkpoint when the server starts again" in first.text()
+    assert f"Run {run_id} resumed from its checkpoint." in second.text()
 
 
 def _get(url: str, headers: dict | None = None) -> tuple[int, dict, bytes]:
@@ -118,8 +240,8 @@ def test_serve_collects_the_static_files_and_serves_them_hashed_compressed_and_c
         env = _env(data_dir, static_root=str(Path(data_dir) / "static"))
         _manage(env, "migrate", "--noinput", "-v", "0")
         base = f"http://127.0.0.1:{_free_port()}"
-        err_path = Path(data_dir) / "serve.err"
-        with open(err_path, "w") as err:
+        out_path = Path(data_dir) / "serve.out"
+        with open(out_path, "w") as out:
             server = subprocess.Popen(
                 [
                     sys.executable,
@@ -131,8 +253,8 @@ def test_serve_collects_the_static_files_and_serves_them_hashed_compressed_and_c
                 ],
                 cwd=ROOT,
                 env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
+                stdout=out,
+                stderr=subprocess.STDOUT,
             )
         try:
             wait_until(
@@ -169,7 +291,7 @@ def test_serve_collects_the_static_files_and_serves_them_hashed_compressed_and_c
         finally:
             server.terminate()
             server.wait(timeout=60)
-        assert "Collecting static files" in err_path.read_text()
+        assert "Collecting static files" in out_path.read_text()
 
 
 def _answers(url: str) -> bool:

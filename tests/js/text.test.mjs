@@ -113,6 +113,7 @@ test("an external run's client is live, then silent after its silence window; ot
 test("what GEPA is doing: one line per status", () => {
   assert.match(statusLine({ status: "running", phase: "optimizing" }), /^Optimizing: /);
   assert.equal(statusLine({ status: "running", phase: "" }), "Running: starting.");
+  assert.match(statusLine({ status: "running", phase: "resuming" }), /^Resuming: everything recorded so far stays/);
   assert.equal(statusLine({ status: "completed" }), "Finished: the budget is spent.");
   assert.equal(statusLine({ status: "weird" }), "weird");
 });

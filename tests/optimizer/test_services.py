@@ -9,7 +9,8 @@ from django.utils import timezone
 
 from dashboard.celery import app
 from optimizer import services
-from optimizer.models import Run, RunStatus, run_progress
+from optimizer.models import Run, RunEvent, RunStatus, run_progress
+from optimizer.runs import event_types as ev
 from optimizer.runs import runner
 from optimizer.services import RunStateError, run_cancel, run_launch, run_resume
 from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
@@ -87,6 +88,36 @@ def test_a_worker_re_queues_runs_whose_worker_died_but_not_live_ones(user, task_
     run_progress(alive.pk).update(heartbeat_at=timezone.now())
     assert requeue_orphaned_runs() == [dead.pk]
     assert sorted(requeue_orphaned_runs(include_queued=True)) == sorted([dead.pk, queued.pk])
+
+
+def test_a_starting_server_takes_back_at_once_the_running_runs_no_process_holds(
+    user, task_set, runs_dir
+):
+    """Embedded mode: the process running a run holds its directory's lock
+    (claims.process_lock), and the operating system drops it when that process
+    ends. A running run whose lock is free was left by a stopped server: the
+    watchdog clears its heartbeat, fresh as it is, and re-queues it in the same
+    round, and says "resuming" at once (the run.status event pages show). A
+    run whose lock is held (another process runs it: here another file handle,
+    which flock treats alike) is left alone, and so is a duplicate delivery of
+    it to the runner."""
+    from optimizer.celery_tasks import release_unheld_runs, requeue_orphaned_runs
+    from optimizer.runs.claims import process_lock
+
+    left, held = (run_launch(owner=user, config=run_config(task_set)) for _ in range(2))
+    for run in (left, held):
+        Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, claim="a-stopped-worker")
+        run_progress(run.pk).update(heartbeat_at=timezone.now())
+    with process_lock(runner.run_dir(held.pk)) as mine:
+        assert mine
+        assert runner.execute_run(held.pk) is None
+        assert release_unheld_runs() == [left.pk]
+        assert requeue_orphaned_runs() == [left.pk]
+    assert run_progress(held.pk).get().heartbeat_at is not None
+    assert Run.objects.get(pk=left.pk).phase == "resuming"
+    assert Run.objects.get(pk=held.pk).phase != "resuming"
+    resuming = RunEvent.objects.filter(run=left, type=ev.RUN_STATUS).last()
+    assert resuming is not None and resuming.payload == {"status": "running", "phase": "resuming"}
 
 
 def test_a_run_launched_while_the_broker_is_down_is_kept_and_sent_by_one_watchdog_round_only(

@@ -13,7 +13,7 @@ import uvicorn
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from dashboard.server import server_config
+from dashboard.server import browse_url, server_config
 
 
 class Command(BaseCommand):
@@ -51,10 +51,12 @@ class Command(BaseCommand):
         access_log,
         **options,
     ):
+        # What it says is on stdout, in the terminal's normal colour (Django
+        # paints a command's stderr red: that is for errors).
         # Static files: hashed and compressed into STATIC_ROOT (skipped when unchanged).
         from dashboard.staticfiles import collect_static_files
 
-        collect_static_files(log=self.stderr.write)
+        collect_static_files(log=self.stdout.write)
 
         config = server_config(
             host=host,
@@ -63,22 +65,29 @@ class Command(BaseCommand):
             forwarded_allow_ips=forwarded_allow_ips,
             access_log=access_log,
         )
+        url = browse_url(host, port)
         embedded_worker = settings.EMBEDDED and settings.EMBEDDED_WORKER and not no_worker
         if embedded_worker:
+            self.stdout.write(
+                f"Runs execute inside this server, {settings.EMBEDDED_WORKER_CONCURRENCY} at a time."
+            )
+        elif not settings.EMBEDDED:
+            self.stdout.write(
+                "Distributed mode: runs execute on `celery -A dashboard worker` processes."
+            )
+        listening = "" if url == f"http://{host}:{port}/" else f"listening on {host}; "
+        self.stdout.write(f"Serving Frontier at {url} ({listening}Ctrl-C stops it)")
+        if embedded_worker:
+            # Before the worker starts, so its "started" / "resumed" lines come after these.
+            for line in _runs_to_take_up(url):
+                self.stdout.write(line)
             from dashboard.embedded import ensure_worker
             from optimizer.runs.queued import QueuedRunPoller
 
-            worker = ensure_worker()
+            # Its watchdog starts the queued runs and resumes the interrupted ones at once.
+            ensure_worker()
             # Runs queued by other processes (the CLI without --wait) start here too.
             QueuedRunPoller().start()
-            self.stderr.write(
-                f"Embedded Celery worker running ({worker.concurrency} threads, in-memory broker)."
-            )
-        elif not settings.EMBEDDED:
-            self.stderr.write(
-                "Distributed mode: runs execute on `celery -A dashboard worker` processes."
-            )
-        self.stderr.write(f"Serving Frontier at http://{host}:{port}/ (Ctrl-C stops it)")
         # uvicorn handles Ctrl-C (SIGINT) and SIGTERM itself (it closes connections and
         # websockets, then returns) and raises the signal again once it has; these
         # handlers take that second delivery, so stopping is an exit, not a traceback.
@@ -88,14 +97,45 @@ class Command(BaseCommand):
         # A run on the embedded worker's threads must not go on into interpreter
         # shutdown: its next step would fail ("cannot schedule new futures after
         # interpreter shutdown") and mark the run failed, with tracebacks on the
-        # terminal. Leave it as a worker crash leaves it (running, heartbeat going
-        # stale, checkpoint on disk): the orphaned-runs watchdog resumes it when the
-        # server starts again.
+        # terminal. Leave it as a worker crash leaves it (running, checkpoint on
+        # disk): the watchdog of the next server resumes it as it starts
+        # (optimizer.celery_tasks.release_unheld_runs).
         if embedded_worker:
-            self.stderr.write(
+            self.stdout.write(
                 "Stopped. A run in progress resumes from its checkpoint when the server starts again."
             )
             logging.shutdown()
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(0)
+
+
+#: At most this many runs get a line of their own when the server starts.
+RUN_LINES = 5
+
+
+def _runs_to_take_up(url: str) -> list[str]:
+    """A line with the link of each run this server starts or resumes (the
+    demo run after `make demo`), most recent first."""
+    from optimizer.models import RunStatus
+    from optimizer.selectors import runs_to_take_up
+
+    runs = runs_to_take_up()
+    lines = [
+        f"Run {run.pk}{_quoted(run.name)} "
+        f"{'starts' if run.status == RunStatus.QUEUED else 'resumes'}: {url}runs/{run.pk}/"
+        for run in runs[:RUN_LINES]
+    ]
+    if len(runs) > RUN_LINES:
+        lines.append(f"… and {len(runs) - RUN_LINES} more: {url}runs/")
+    return lines
+
+
+def _quoted(name: str, limit: int = 60) -> str:
+    """A run's name for a terminal line: its control characters (a name is
+    anyone's text, and escape sequences drive terminals) become spaces, and a
+    long one is cut."""
+    text = " ".join("".join(c if c.isprintable() else " " for c in name).split())
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return f' "{text}"' if text else ""

@@ -130,6 +130,8 @@ const STATUS_LINES = {
 
 /** @param {Run} run */
 export function statusLine(run) {
+  // A server that starts (or a worker that takes a run over) says so before GEPA goes on.
+  if (run.status === "running" && run.phase === "resuming") return "Resuming: everything recorded so far stays, and GEPA goes on where it stopped.";
   if (run.status === "running") return run.phase === "optimizing" ? "Optimizing: GEPA picks a parent from the front, reflects on its misses and proposes a rewrite." : `Running: ${run.phase || "starting"}.`;
   return STATUS_LINES[run.status] || run.status;
 }
