@@ -246,6 +246,23 @@ def test_it_reads_the_scoring_engines_reasons():
     assert not any(a.kind == "include" and "T-" in a.phrases[0] for a in parse_feedback(feedback))
 
 
+def test_words_a_message_quotes_before_expected_or_found_are_not_asked_for():
+    """A mustMention message may quote words ('set "urgency" to "medium"'); the
+    phrase to write is the one after "expected:", and to avoid the one after
+    "found:". Asking for the message's words made the simulator write "urgency"
+    alone, and avoid it, scrubbing the very key it had to write."""
+    feedback = (
+        'triage/labels: set "urgency" to "medium": no heat for days '
+        '(expected one of: "\\"urgency\\": \\"medium\\"", "\\"urgency\\":\\"medium\\""); '
+        'do not set "urgency" to "low" (found: "\\"urgency\\": \\"low\\"")'
+    )
+    asks = [(a.kind, a.phrases) for a in parse_feedback(feedback)]
+    assert asks == [
+        ("include", ('"urgency": "medium"', '"urgency":"medium"')),
+        ("avoid", ('"urgency": "low"',)),
+    ]
+
+
 def test_the_first_reason_after_the_adapters_score_lead_in_is_read_too():
     from optimizer.runs.adapter import feedback_with_score
 
