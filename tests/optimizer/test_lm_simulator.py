@@ -337,6 +337,22 @@ def test_feedback_on_an_existing_rule_sharpens_it_in_place():
     assert third.count("tracking") == 1  # rewritten, not piled up
 
 
+def test_asked_again_about_the_same_prompt_and_feedback_it_proposes_something_sharper():
+    """gepa keeps the parent when a proposal does not help, and with one train task
+    the minibatch (so the feedback) is the same every iteration: a proposer that
+    answered the same again would never get past the rejected proposal."""
+    proposer = build_candidate_proposer(DEMO)
+    dataset = {"p": [record("Where is my parcel?", "Hi.", 'output does not contain "tracking"')]}
+    first = proposer({"p": "Help."}, dataset, ["p"])["p"]
+    again = proposer({"p": "Help."}, dataset, ["p"])["p"]
+    strength = {
+        text: next(r for r in parse_rules(text) if r.phrase == "tracking").strength
+        for text in (first, again)
+    }
+    assert strength[again] > strength[first]
+    assert "last proposal was not kept" in proposer.last_reasoning
+
+
 def test_a_users_own_sentence_is_never_rewritten():
     proposer = build_candidate_proposer(DEMO)
     seed = 'You work for Acme; please mention "tracking" when you can.'
