@@ -353,6 +353,18 @@ def test_asked_again_about_the_same_prompt_and_feedback_it_proposes_something_sh
     assert "last proposal was not kept" in proposer.last_reasoning
 
 
+def test_no_task_is_one_a_full_strength_rule_can_never_reach():
+    """Whether a rule is followed is drawn per (task, rule); a rule at full
+    strength (0.97) must still reach a task whose draw is above 0.97 under some
+    wording of the prompt, or that task is unteachable whatever the prompt says."""
+    lm, tasks = build_lm(DEMO), synthetic_tasks(300)
+    rule = 'IMPORTANT: You MUST ALWAYS include the exact phrase "refund".'
+    prompts = [f"{rule}\n{rule}\n{rule}\n{opener}" for opener in ("Help.", "Be kind.", "Be brief.")]
+    assert parse_rules(prompts[0])[0].strength == pytest.approx(0.97)
+    never = [t for t in tasks if not any("refund" in ask(lm, p, t) for p in prompts)]
+    assert never == []
+
+
 def test_a_users_own_sentence_is_never_rewritten():
     proposer = build_candidate_proposer(DEMO)
     seed = 'You work for Acme; please mention "tracking" when you can.'
