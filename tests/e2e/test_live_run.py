@@ -443,6 +443,20 @@ def test_a_run_of_over_a_thousand_candidates_draws_every_chart_and_lists_every_c
     assert page.locator("#candidate-rows tr").last.get_attribute("data-candidate-index") == "1000"
 
 
+def test_the_launch_form_slows_the_simulator_enough_to_watch_the_run(page, demo_data):
+    """At the API's 0 ms a small simulated run ends before its page draws; the
+    form's simulator latency starts at 800 ms per call, labelled with its unit,
+    and the plan's wall time follows it."""
+    page.goto("/runs/new/")
+    latency = page.get_by_label("Simulator latency (ms per call, demo only)")
+    expect(latency).to_have_value("800")
+    page.get_by_label("Task set").select_option(label="e2e refunds (8 tasks)")
+    plan = page.locator("[data-field=plan]")
+    expect(plan).to_contain_text("(800 ms per task call)")
+    latency.fill("0")
+    expect(plan).not_to_contain_text("ms per task call")
+
+
 def test_a_dry_run_lists_each_problem_next_to_its_field_and_launches_nothing(page, demo_data):
     page.goto("/runs/new/")
     page.get_by_label("Task set").select_option(label="e2e refunds (8 tasks)")
