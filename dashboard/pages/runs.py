@@ -124,6 +124,7 @@ def run_detail(request, run_id: int):
             "explain": selectors.run_explainer(run),
             "family": selectors.run_family(run, user=request.user),
             "can_control": run.controllable_by(request.user),
+            "simulator_limits": run_selectors.run_simulator_limits(run),
         },
     )
 
