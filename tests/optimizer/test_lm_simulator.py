@@ -351,6 +351,10 @@ def test_asked_again_about_the_same_prompt_and_feedback_it_proposes_something_sh
     }
     assert strength[again] > strength[first]
     assert "last proposal was not kept" in proposer.last_reasoning
+    # With parallel proposals a round's proposals are asked together: none was rejected yet.
+    parallel = build_candidate_proposer(DEMO, remember=False)
+    assert parallel({"p": "Help."}, dataset, ["p"])["p"] == first
+    assert parallel({"p": "Help."}, dataset, ["p"])["p"] == first
 
 
 def test_no_task_is_one_a_full_strength_rule_can_never_reach():

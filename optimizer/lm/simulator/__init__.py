@@ -119,14 +119,18 @@ class DemoCandidateProposer:
     help (gepa kept the parent), so it reflects on that proposal instead and states
     its rules more sharply, as a real reflection model sampling again would try
     something else. Without this, a train set whose minibatch is always the same
-    (one train task) gets the same rejected proposal forever."""
+    (one train task) gets the same rejected proposal forever. With parallel
+    proposals (``remember=False``) a round's proposals are asked for together,
+    before gepa keeps or drops any, so an earlier one was not rejected: each is
+    answered afresh."""
 
     is_simulator = True
     label = DEMO_LABEL
     MAX_REMEMBERED = 1_000
 
-    def __init__(self, config: LMConfig) -> None:
+    def __init__(self, config: LMConfig, *, remember: bool = True) -> None:
         self.config = config
+        self.remember = remember
         self.last_reasoning = ""
         self.last_reasoning_by_component: dict[str, str] = {}
         self._proposed: dict[tuple[str, str, str], str] = {}
@@ -146,7 +150,7 @@ class DemoCandidateProposer:
             records = records_from_dataset(reflective_dataset.get(name))
             current = candidate.get(name, "")
             key = (name, digest(current), digest("\x00".join(r.feedback for r in records)))
-            previous = self._proposed.get(key)
+            previous = self._proposed.get(key) if self.remember else None
             if previous is not None and previous != current:
                 proposal[name], why = reflect(previous, records)
                 reasons[name] = (
@@ -155,7 +159,9 @@ class DemoCandidateProposer:
                 )
             else:
                 proposal[name], reasons[name] = reflect(current, records)
-            if key in self._proposed or len(self._proposed) < self.MAX_REMEMBERED:
+            if self.remember and (
+                key in self._proposed or len(self._proposed) < self.MAX_REMEMBERED
+            ):
                 self._proposed[key] = proposal[name]
         self.last_reasoning_by_component = reasons
         if len(reasons) == 1:
