@@ -11,12 +11,20 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 from django.http import Http404
 
-from optimizer.config import DEMO_MODEL_LABEL, RunConfig, RunConfigError, parse_run_config
+from optimizer.config import (
+    DEMO_MODEL_LABEL,
+    DEMO_MODEL_NAME,
+    RunConfig,
+    RunConfigError,
+    lm_is_simulator,
+    parse_run_config,
+)
+from optimizer.lm.simulator.limits import SimulatorLimits, simulator_limits
 from optimizer.models import Run, RunKind, RunStatus
 from optimizer.runs.summary import RUN_JOINS, run_url
 from optimizer.services import run_data_warnings
 from optimizer.tasksets.models import TaskSet
-from verifiers_app.engine import spec_warnings
+from verifiers_app.engine import SpecError, compile_specs, spec_warnings
 from verifiers_app.models import Verifier
 
 if TYPE_CHECKING:
@@ -213,3 +221,36 @@ def run_list_filter_choices(*, user) -> dict:
             {m for m in _with_task_model(runs).values_list("task_model", flat=True) if m}
         ),
     }
+
+
+def run_simulator_limits(run: Run) -> SimulatorLimits | None:
+    """What the simulated reflection can never learn on this run and the val
+    score that leaves (optimizer/lm/simulator/limits.py), from the run's frozen
+    specs, tasks and seed prompt; None unless the run reflects with the simulator."""
+    config = run.config if isinstance(run.config, dict) else {}
+    if run.is_external or not lm_is_simulator(config.get("reflection_lm", DEMO_MODEL_NAME)):
+        return None
+    raw_splits = config.get("splits")
+    splits: dict[str, Any] = raw_splits if isinstance(raw_splits, dict) else {}
+    rows = [row for row in run.tasks_snapshot or [] if isinstance(row, dict)]
+
+    def split(name: str) -> list[dict[str, Any]]:
+        return [
+            {k: v for k, v in row.items() if k != "split"}
+            for row in rows
+            if row.get("split") == name
+        ]
+
+    try:
+        scorer = compile_specs(
+            run.verifier_specs, aggregator=config.get("aggregator", "weighted_average")
+        )
+    except SpecError:
+        return None
+    seed = config.get("seed_components")
+    return simulator_limits(
+        scorer,
+        split(splits.get("train") or "train"),
+        split(splits.get("val") or "val"),
+        seed if isinstance(seed, dict) else {},
+    )

@@ -124,6 +124,7 @@ def run_detail(request, run_id: int):
             "explain": selectors.run_explainer(run),
             "family": selectors.run_family(run, user=request.user),
             "can_control": run.controllable_by(request.user),
+            "simulator_limits": run_selectors.run_simulator_limits(run),
         },
     )
 
@@ -282,6 +283,10 @@ def run_delete(request, run_id: int):
 LM_FIELDS = [("task_lm", "Task model"), ("reflection_lm", "Reflection model")]
 # The launch form's value for "the demo simulator": the same name the API and CLI take.
 DEMO_CHOICE = DEMO_MODEL_NAME
+# The launch form's simulator latency: slow enough that a newcomer sees a run
+# unfold (a light run on the refund tickets example takes about 40 s), where the
+# API's and the CLI's default of 0 suits scripts and tests.
+FORM_SIMULATED_LATENCY_MS = 800
 MAX_CONFIG_BYTES = 200_000
 
 
@@ -322,6 +327,7 @@ def run_new(request):
         context = selectors.launch_form_choices(user=request.user) | {
             "lm_fields": LM_FIELDS,
             "demo_choice": DEMO_CHOICE,
+            "simulated_latency_ms": FORM_SIMULATED_LATENCY_MS,
         }
         if fork_of is not None:
             try:

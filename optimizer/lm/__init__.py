@@ -88,14 +88,17 @@ def build_reflection_lm(config: LMConfig | dict) -> Callable[[str], str]:
     return ReflectionCallable(build_lm(config))
 
 
-def build_candidate_proposer(config: LMConfig | dict) -> CandidateProposer | None:
-    """For ``demo``: a gepa ``custom_candidate_proposer`` (with ``last_reasoning``).
+def build_candidate_proposer(
+    config: LMConfig | dict, *, remember: bool = True
+) -> CandidateProposer | None:
+    """For ``demo``: a gepa ``custom_candidate_proposer`` (with ``last_reasoning``);
+    ``remember``: sharpen a proposal asked for again (DemoCandidateProposer).
     For ``openai``: None — pass ``build_reflection_lm(config)`` to gepa instead."""
     config = _config(config)
     if config.provider == "demo":
         from .simulator import DemoCandidateProposer
 
-        return DemoCandidateProposer(config)
+        return DemoCandidateProposer(config, remember=remember)
     return None
 
 

@@ -453,7 +453,9 @@ def _reflection_kwargs(
     a real model reflects through gepa's prompt (metered: its tokens come from the
     provider's usage). Either way a failure is noted for the recorder (_Noting)."""
     reflection = resolved_lm(config.reflection_lm)
-    proposer = build_candidate_proposer(reflection)
+    # gepa asks a round's parallel proposals together, before it keeps or drops
+    # any: the simulator must not take an earlier one as rejected.
+    proposer = build_candidate_proposer(reflection, remember=config.parallel_proposals == 1)
     if proposer is not None:
         recorder.proposer_reasoning = lambda: str(getattr(proposer, "last_reasoning", "") or "")
         return {"custom_candidate_proposer": _Noting(_metered_proposer(proposer, meter), recorder)}

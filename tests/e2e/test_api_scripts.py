@@ -428,13 +428,18 @@ def _docs_block(kind: str) -> str:
     [("sh", ["bash", "-euo", "pipefail", "-c"]), ("python", [sys.executable, "-c"])],
 )
 def test_the_api_page_examples_run_verbatim(frontier_server, token, kind, command):
+    """Each block of docs/api.md, as written; the Python quickstart's run must
+    improve on its seed (it prints `completed <seed> -> <best> <url>`), as the
+    page says it does."""
     env = dict(os.environ, FRONTIER_URL=frontier_server.url, FRONTIER_TOKEN=token)
     result = subprocess.run(
         [*command, _docs_block(kind)], env=env, capture_output=True, text=True, timeout=240
     )
     assert result.returncode == 0, result.stdout + result.stderr
     if kind == "python":
-        assert result.stdout.startswith("completed ")
+        status, seed, arrow, best, _url = result.stdout.splitlines()[0].split()
+        assert (status, arrow) == ("completed", "->"), result.stdout
+        assert float(best) > float(seed), result.stdout
 
 
 def test_a_client_generated_from_the_openapi_document_launches_a_run(

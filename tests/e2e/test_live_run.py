@@ -10,7 +10,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import ARTIFACTS, E2E_USERNAME, login
+from tests.e2e.conftest import ARTIFACTS, E2E_USERNAME, Api, login
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -441,6 +441,69 @@ def test_a_run_of_over_a_thousand_candidates_draws_every_chart_and_lists_every_c
     expect(page.locator("#candidate-rows tr")).to_have_count(1001)
     expect(page.locator("[data-field=table-rows]")).to_be_hidden()
     assert page.locator("#candidate-rows tr").last.get_attribute("data-candidate-index") == "1000"
+
+
+def test_the_launch_form_slows_the_simulator_enough_to_watch_the_run(page, demo_data):
+    """At the API's 0 ms a small simulated run ends before its page draws; the
+    form's simulator latency starts at 800 ms per call, labelled with its unit,
+    and the plan's wall time follows it."""
+    page.goto("/runs/new/")
+    latency = page.get_by_label("Simulator latency (ms per call, demo only)")
+    expect(latency).to_have_value("800")
+    page.get_by_label("Task set").select_option(label="e2e refunds (8 tasks)")
+    plan = page.locator("[data-field=plan]")
+    expect(plan).to_contain_text("(800 ms per task call)")
+    latency.fill("0")
+    expect(plan).not_to_contain_text("ms per task call")
+
+
+FIVE_CHECKS = {
+    "id": "e2e-five-checks",
+    "checks": [
+        {"id": "refund", "type": "contains", "params": {"value": "refund"}},
+        {"id": "order", "type": "contains", "params": {"value": "order number"}},
+        {"id": "no-gift-card", "type": "not_contains", "params": {"value": "gift card"}},
+        {"id": "short", "type": "max_length", "params": {"value": 600}},
+        {"id": "reference", "type": "regex", "params": {"pattern": "REF-\\d{4}"}},
+    ],
+}
+
+
+def test_a_simulator_run_says_what_the_simulator_cannot_learn_and_where_it_tops_out(
+    page, frontier_server, demo_data
+):
+    """The simulated reflection learns only what feedback spells out: a regex
+    check's feedback quotes a pattern, so with one regex among five equal checks
+    a run plateaus at 0.80. The run page says so, beside the score chart, from
+    the run's own verifiers and tasks; where everything can be learnt it says
+    that instead."""
+    api = Api(frontier_server.url, frontier_server.new_token())
+    assert api.call("POST", "/api/verifiers/", {"spec": FIVE_CHECKS})[0] == 201
+    task_set = next(t for t in api.call("GET", "/api/tasksets/")[1] if t["name"] == "e2e refunds")
+    runs = {}
+    for verifier in ("e2e-five-checks", "e2e-refund"):
+        config = {
+            "task_set_id": task_set["id"],
+            "verifier_ids": [verifier],
+            "budget": {"max_metric_calls": 12},
+        }
+        status, run, _ = api.call("POST", "/api/runs/", {"config": config})
+        assert status == 201, run
+        runs[verifier] = run["id"]
+
+    page.goto(f"/runs/{runs['e2e-five-checks']}/")
+    note = page.locator("#chart-score").locator("xpath=..").locator("[data-field=simulator-note]")
+    expect(note).to_contain_text("Simulated models.")
+    expect(note).to_contain_text("patterns (e2e-five-checks/reference: its feedback quotes a regex")
+    expect(note).to_contain_text("tops out near 0.80 on the val set (4 tasks)")
+    expect(note).to_contain_text("Real models are not limited this way.")
+    ARTIFACTS.mkdir(exist_ok=True)
+    note.screenshot(path=str(ARTIFACTS / "simulator-note.png"))
+
+    page.goto(f"/runs/{runs['e2e-refund']}/")
+    note = page.locator("[data-field=simulator-note]")
+    expect(note).to_contain_text("the feedback spells out everything the verifiers check")
+    expect(page.locator("[data-field=simulator-ceiling]")).to_have_text("1.00")
 
 
 def test_a_dry_run_lists_each_problem_next_to_its_field_and_launches_nothing(page, demo_data):

@@ -246,6 +246,23 @@ def test_it_reads_the_scoring_engines_reasons():
     assert not any(a.kind == "include" and "T-" in a.phrases[0] for a in parse_feedback(feedback))
 
 
+def test_words_a_message_quotes_before_expected_or_found_are_not_asked_for():
+    """A mustMention message may quote words ('set "urgency" to "medium"'); the
+    phrase to write is the one after "expected:", and to avoid the one after
+    "found:". Asking for the message's words made the simulator write "urgency"
+    alone, and avoid it, scrubbing the very key it had to write."""
+    feedback = (
+        'triage/labels: set "urgency" to "medium": no heat for days '
+        '(expected one of: "\\"urgency\\": \\"medium\\"", "\\"urgency\\":\\"medium\\""); '
+        'do not set "urgency" to "low" (found: "\\"urgency\\": \\"low\\"")'
+    )
+    asks = [(a.kind, a.phrases) for a in parse_feedback(feedback)]
+    assert asks == [
+        ("include", ('"urgency": "medium"', '"urgency":"medium"')),
+        ("avoid", ('"urgency": "low"',)),
+    ]
+
+
 def test_the_first_reason_after_the_adapters_score_lead_in_is_read_too():
     from optimizer.runs.adapter import feedback_with_score
 
@@ -318,6 +335,38 @@ def test_feedback_on_an_existing_rule_sharpens_it_in_place():
     ]
     assert strengths[0] < strengths[1] < strengths[2]
     assert third.count("tracking") == 1  # rewritten, not piled up
+
+
+def test_asked_again_about_the_same_prompt_and_feedback_it_proposes_something_sharper():
+    """gepa keeps the parent when a proposal does not help, and with one train task
+    the minibatch (so the feedback) is the same every iteration: a proposer that
+    answered the same again would never get past the rejected proposal."""
+    proposer = build_candidate_proposer(DEMO)
+    dataset = {"p": [record("Where is my parcel?", "Hi.", 'output does not contain "tracking"')]}
+    first = proposer({"p": "Help."}, dataset, ["p"])["p"]
+    again = proposer({"p": "Help."}, dataset, ["p"])["p"]
+    strength = {
+        text: next(r for r in parse_rules(text) if r.phrase == "tracking").strength
+        for text in (first, again)
+    }
+    assert strength[again] > strength[first]
+    assert "last proposal was not kept" in proposer.last_reasoning
+    # With parallel proposals a round's proposals are asked together: none was rejected yet.
+    parallel = build_candidate_proposer(DEMO, remember=False)
+    assert parallel({"p": "Help."}, dataset, ["p"])["p"] == first
+    assert parallel({"p": "Help."}, dataset, ["p"])["p"] == first
+
+
+def test_no_task_is_one_a_full_strength_rule_can_never_reach():
+    """Whether a rule is followed is drawn per (task, rule); a rule at full
+    strength (0.97) must still reach a task whose draw is above 0.97 under some
+    wording of the prompt, or that task is unteachable whatever the prompt says."""
+    lm, tasks = build_lm(DEMO), synthetic_tasks(300)
+    rule = 'IMPORTANT: You MUST ALWAYS include the exact phrase "refund".'
+    prompts = [f"{rule}\n{rule}\n{rule}\n{opener}" for opener in ("Help.", "Be kind.", "Be brief.")]
+    assert parse_rules(prompts[0])[0].strength == pytest.approx(0.97)
+    never = [t for t in tasks if not any("refund" in ask(lm, p, t) for p in prompts)]
+    assert never == []
 
 
 def test_a_users_own_sentence_is_never_rewritten():

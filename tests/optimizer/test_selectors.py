@@ -125,3 +125,15 @@ def test_a_shared_task_set_is_readable_but_only_its_owner_may_change_it(user, ot
     with pytest.raises(Http404):
         selectors.taskset_for_user(user, task_set.pk, edit=True)
     assert selectors.taskset_for_user(other_user, task_set.pk, edit=True) == task_set
+
+
+def test_simulator_limits_are_computed_only_for_a_run_that_reflects_with_the_simulator(user):
+    """The run page's simulator note reads the run's frozen specs, tasks and seed
+    prompt; a run whose reflection model is real learns without that limit."""
+    run = recorded_run(owner=user, candidates=2, val_tasks=3)
+    limits = selectors.run_simulator_limits(run)
+    assert limits is not None and limits.val_tasks == 3 and 0.0 <= limits.ceiling <= 1.0
+    run.config["reflection_lm"] = {"provider": "openai", "model": "gpt-x"}
+    assert selectors.run_simulator_limits(run) is None
+    run.config["reflection_lm"] = "demo"
+    assert selectors.run_simulator_limits(run) is not None

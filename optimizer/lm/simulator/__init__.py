@@ -22,6 +22,7 @@ from .reflection import (
     reflection_reply,
 )
 from .task_model import simulate_reply
+from .text import digest
 
 __all__ = [
     "DemoCandidateProposer",
@@ -111,15 +112,28 @@ class DemoReflectionLM:
 
 class DemoCandidateProposer:
     """gepa ``custom_candidate_proposer``: rewrites each component to update from the
-    Feedback of its reflective dataset. ``last_reasoning`` explains the last proposal."""
+    Feedback of its reflective dataset. ``last_reasoning`` explains the last proposal.
+
+    It remembers what it proposed for each (component text, feedback): asked again
+    about the same text with the same feedback, its last proposal evidently did not
+    help (gepa kept the parent), so it reflects on that proposal instead and states
+    its rules more sharply, as a real reflection model sampling again would try
+    something else. Without this, a train set whose minibatch is always the same
+    (one train task) gets the same rejected proposal forever. With parallel
+    proposals (``remember=False``) a round's proposals are asked for together,
+    before gepa keeps or drops any, so an earlier one was not rejected: each is
+    answered afresh."""
 
     is_simulator = True
     label = DEMO_LABEL
+    MAX_REMEMBERED = 1_000
 
-    def __init__(self, config: LMConfig) -> None:
+    def __init__(self, config: LMConfig, *, remember: bool = True) -> None:
         self.config = config
+        self.remember = remember
         self.last_reasoning = ""
         self.last_reasoning_by_component: dict[str, str] = {}
+        self._proposed: dict[tuple[str, str, str], str] = {}
 
     def __repr__(self) -> str:
         return "DemoCandidateProposer()"
@@ -134,7 +148,21 @@ class DemoCandidateProposer:
         reasons: dict[str, str] = {}
         for name in components_to_update:
             records = records_from_dataset(reflective_dataset.get(name))
-            proposal[name], reasons[name] = reflect(candidate.get(name, ""), records)
+            current = candidate.get(name, "")
+            key = (name, digest(current), digest("\x00".join(r.feedback for r in records)))
+            previous = self._proposed.get(key) if self.remember else None
+            if previous is not None and previous != current:
+                proposal[name], why = reflect(previous, records)
+                reasons[name] = (
+                    "The same prompt and feedback again: my last proposal was not kept, "
+                    "so its rules are stated more sharply.\n" + why
+                )
+            else:
+                proposal[name], reasons[name] = reflect(current, records)
+            if self.remember and (
+                key in self._proposed or len(self._proposed) < self.MAX_REMEMBERED
+            ):
+                self._proposed[key] = proposal[name]
         self.last_reasoning_by_component = reasons
         if len(reasons) == 1:
             self.last_reasoning = next(iter(reasons.values()))

@@ -14,6 +14,10 @@ sentence ends), masks quoted phrases, then classifies each clause by its cues:
 - ``… 1200 characters; at most 800 allowed``, ``(1200 > 800)`` → max_chars (or words)
 - ``at least 50 characters``                               → min_chars (or words)
 - a regex mismatch or anything else                        → note (left for the reasoning)
+
+When a clause has ``expected…:`` or ``found:``, only the phrases quoted after it
+are asked for: the message before it may quote other words (``set "urgency" to
+"high" (expected: …)``).
 """
 
 from __future__ import annotations
@@ -109,6 +113,14 @@ def _length_asks(plain: str) -> list[Ask]:
     return asks
 
 
+def _after(cue: re.Pattern[str], masked: str, phrases: list[str]) -> tuple[str, ...]:
+    """The phrases quoted after ``cue`` ("expected one of:", "found:"): a message
+    before it may quote other words ('set "urgency" to "high" (expected:
+    "\\"urgency\\": \\"high\\"")'), which are not the phrase to write or avoid."""
+    match = cue.search(masked)
+    return tuple(dict.fromkeys(placeholders_in(masked[match.end() :], phrases))) if match else ()
+
+
 def clause_asks(masked: str, phrases: list[str]) -> list[Ask]:
     masked = _GOT.sub(" ", masked)
     plain = PLACEHOLDER.sub(" ", masked).strip()
@@ -128,9 +140,9 @@ def clause_asks(masked: str, phrases: list[str]) -> list[Ask]:
         text = " ".join(PLACEHOLDER.sub(lambda m: phrases[int(m.group(1))], masked).split())
         return [Ask(kind="note", text=text[:200])] if len(text.split()) >= 4 else []
     if _FOUND.search(plain):
-        return [Ask(kind="avoid", phrases=quoted)]
+        return [Ask(kind="avoid", phrases=_after(_FOUND, masked, phrases) or quoted)]
     if _EXPECTED.search(plain):
-        return [Ask(kind="include", phrases=quoted)]
+        return [Ask(kind="include", phrases=_after(_EXPECTED, masked, phrases) or quoted)]
     if _REGEX.search(plain) and not _INCLUDE_CUES.search(plain.replace("match", "")):
         text = " ".join(PLACEHOLDER.sub(lambda m: phrases[int(m.group(1))], masked).split())
         return [Ask(kind="note", text=text[:200])]

@@ -8,8 +8,11 @@ rule's strength with a stable uniform number drawn from (seed, rule kind, rule
 phrase, task text). Keying the draw on the rule rather than on the whole prompt
 means that sharpening one rule flips only that rule's outcomes — from "ignored"
 to "followed", never the other way — and adding a rule leaves the others alone,
-so a better prompt scores better instead of merely scoring differently. The
-wording of the reply (opener, filler, order) is drawn from (seed, whole prompt,
+so a better prompt scores better instead of merely scoring differently. The one
+exception is a rule at full strength (0.97): a task whose draw is above it gets
+a second draw keyed on the whole prompt, so that no task is one the model can
+never be taught a rule, while even a perfect prompt is still missed now and
+then (and may be missed again after an unrelated edit). The wording of the reply (opener, filler, order) is drawn from (seed, whole prompt,
 task), so every (prompt, task, seed) gives exactly one reply.
 
 A re-asked task (docs/verifier-semantics.md "The verify loop": ``task + "\\n\\nFeedback: " + verdict``)
@@ -24,7 +27,7 @@ import re
 from typing import Any
 
 from .feedback import parse_feedback
-from .rules import Rule, parse_rules
+from .rules import MAX_STRENGTH, Rule, parse_rules
 from .text import content_words, digest, fraction, split_pair
 
 MAX_TASK_SCAN = 200_000  # characters of the task searched for trigger words
@@ -106,11 +109,18 @@ def _first_sentence(task: str) -> str:
 
 
 class _Decider:
-    def __init__(self, seed: int, task_key: str) -> None:
-        self.seed, self.task_key = seed, task_key
+    def __init__(self, seed: int, task_key: str, prompt_key: str) -> None:
+        self.seed, self.task_key, self.prompt_key = seed, task_key, prompt_key
 
     def follows(self, strength: float, *key: object) -> bool:
-        return fraction(self.seed, self.task_key, *key) < strength
+        if fraction(self.seed, self.task_key, *key) < strength:
+            return True
+        # A rule at full strength is still missed now and then, but that miss is
+        # drawn per prompt: were it fixed per task, the few tasks drawn above
+        # MAX_STRENGTH could never be taught the rule, whatever the prompt said.
+        return strength >= MAX_STRENGTH - 1e-9 and (
+            fraction(self.seed, self.task_key, self.prompt_key, *key) < strength
+        )
 
 
 def _resolve_phrases(rules: list[Rule]) -> tuple[list[Rule], list[Rule]]:
@@ -173,7 +183,7 @@ def simulate_reply(system: str, user: str, seed: int = 0) -> str:
         rules += _inline_rules(inline_feedback)
     task_lower = task[:MAX_TASK_SCAN].lower()
     rules = [r for r in rules if r.applies_to(task_lower)]
-    decide = _Decider(seed, digest(user))
+    decide = _Decider(seed, digest(user), digest(system))
     rng = random.Random(f"{seed}|{digest(system)}|{decide.task_key}")
 
     include_rules, avoid_rules = _resolve_phrases(rules)
