@@ -447,7 +447,12 @@ def test_the_verifier_editor_keeps_the_id_fixed_and_runs_saved_test_cases_on_eve
     )  # stored with the verifier
     page.locator("#spec-form").get_by_label("value").fill("thanks")  # an edit re-runs the suite
     expect(page.locator("#suite-summary")).to_have_text("1 of 2 as expected")
-    expect(page.locator("tr[data-case='0'] [data-testid=case-status]")).to_have_text("✗ fail")
+    expect(page.locator("tr[data-case='0'] [data-testid=case-verdict]")).to_have_text(
+        "✗ verdict fail"
+    )
+    expect(page.locator("tr[data-case='0'] [data-testid=case-passed]")).to_have_text(
+        "✗ verifier failed"
+    )
     page.screenshot(path=str(ARTIFACTS / "verifier-test-cases.png"), full_page=True)
     spec = json.loads(page.locator("#spec-json").input_value())
     page.locator("#spec-json").fill(json.dumps(dict(spec, id="renamed")))
