@@ -44,6 +44,21 @@ print(a.pk, b.pk)
 """
 
 
+# A run whose one verifier asks more (passThreshold 0.9) than the run's verdict
+# (pass ≥ 0.8): every factory output holds "Reply of candidate" (weight 4) and
+# never the apology (weight 1), so every task scores 0.800, a verdict pass that
+# the verifier fails.
+STRICT_RUN = """
+from django.contrib.auth import get_user_model
+from tests.factories import recorded_run
+owner = get_user_model().objects.get(username={username!r})
+strict = {{"id": "strict", "name": "Strict", "kind": "native", "passThreshold": 0.9, "checks": [
+    {{"id": "reply", "type": "contains", "weight": 4, "params": {{"value": "Reply of candidate"}}}},
+    {{"id": "apology", "type": "contains", "params": {{"value": "we are so sorry"}}}}]}}
+print(recorded_run(owner, name="Strict verifier", candidates=2, val_tasks=2, verifiers=[strict]).pk)
+"""
+
+
 def make_run(
     server,
     *,
@@ -471,3 +486,38 @@ def test_cancel_asks_first_and_does_nothing_when_the_answer_is_no(page, frontier
     page.get_by_role("button", name="Cancel").click()
     expect(page.locator("[data-field=status]")).to_have_text(re.compile("stopping|stopped"))
     page.screenshot(path=str(ARTIFACTS / "cancel-confirmed.png"))
+
+
+def test_a_tasks_drill_down_shows_the_verdict_and_each_verifiers_passed_with_what_decided_them(
+    page, frontier_server
+):
+    """A verifier with passThreshold 0.9 fails an output scoring 0.800 whose verdict
+    is pass (docs/verifier-semantics.md "Passed and verdict"): the candidate page's
+    scores per task and the compare page's task view say both, with the numbers."""
+    run_id = int(
+        frontier_server.manage(
+            "shell", "-c", STRICT_RUN.format(username=E2E_USERNAME)
+        ).stdout.split()[-1]
+    )
+    page.goto(f"/runs/{run_id}/candidates/0/")
+    expect(page.locator("[data-field=judgments-rule]")).to_contain_text(
+        "run thresholds: pass ≥ 0.8, borderline ≥ 0.6"
+    )
+    row = page.locator("tr[data-task-key='t000']")
+    expect(row.locator("[data-field=verdict]")).to_have_text("verdict pass")
+    expect(row.locator("[data-field=verdict-why]")).to_have_text("(0.800 ≥ 0.8)")
+    expect(row.locator("ul.passed li")).to_have_text(
+        'verifier "Strict" failed (0.800 < passThreshold 0.9)'
+    )
+    page.screenshot(path=str(ARTIFACTS / "candidate-two-judgments.png"), full_page=True)
+
+    page.goto(f"/runs/{run_id}/compare/?c=0&c=1")
+    expect(page.locator("[data-field=judgments-rule]")).to_contain_text(
+        "run thresholds: pass ≥ 0.8, borderline ≥ 0.6"
+    )
+    page.goto(f"/runs/{run_id}/compare/task/?c=0&c=1&split=val&task=t000")
+    judged = page.locator("[data-candidate='0'] [data-field=judgments] li")
+    expect(judged.first).to_have_text(
+        "verdict pass (0.800 ≥ 0.8; run thresholds: pass ≥ 0.8, borderline ≥ 0.6)"
+    )
+    expect(judged.nth(1)).to_have_text('verifier "Strict" failed (0.800 < passThreshold 0.9)')
