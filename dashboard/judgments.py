@@ -16,7 +16,7 @@ from verifiers_app.engine.aggregate import DEFAULT_THRESHOLDS
 ROW_VERIFIER_ID = "row"  # the id scoring gives a task's row verifier
 
 
-def _num(value: float) -> str:
+def threshold_text(value: float) -> str:
     """A threshold as it was typed: 0.8, 1, 0.65."""
     return f"{value:g}"
 
@@ -30,8 +30,8 @@ def run_thresholds(run: Run) -> dict[str, float]:
 def thresholds_text(thresholds: Mapping[str, float]) -> str:
     """`run thresholds: pass ≥ 0.8, borderline ≥ 0.6`."""
     return (
-        f"run thresholds: pass ≥ {_num(thresholds['pass'])}, "
-        f"borderline ≥ {_num(thresholds['borderline'])}"
+        f"run thresholds: pass ≥ {threshold_text(thresholds['pass'])}, "
+        f"borderline ≥ {threshold_text(thresholds['borderline'])}"
     )
 
 
@@ -41,7 +41,7 @@ def verdict_why(score: float | None, verdict: str, thresholds: Mapping[str, floa
     if score is None:
         return ""
     shown = f"{score:.3f}"
-    pass_, borderline = _num(thresholds["pass"]), _num(thresholds["borderline"])
+    pass_, borderline = threshold_text(thresholds["pass"]), threshold_text(thresholds["borderline"])
     if verdict == "pass":
         return f"{shown} ≥ {pass_}"
     if verdict == "borderline":
@@ -103,7 +103,7 @@ def verifier_judgments(
         elif threshold is None:
             why = f"score {score}"
         else:
-            why = f"{score} {'≥' if passed else '<'} passThreshold {_num(threshold)}"
+            why = f"{score} {'≥' if passed else '<'} passThreshold {threshold_text(threshold)}"
         name = v.get("name") or vid
         lines.append(
             {

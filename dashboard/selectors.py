@@ -362,6 +362,11 @@ def run_snapshot(run: Run) -> dict:
             "members": [index for index, member in zip(indices, on_front) if member],
             "leaders": leaders,
         },
+        # What decides a task's verdict and each verifier's passed (the trials stream says both).
+        "judging": {
+            "thresholds": judgments.run_thresholds(run),
+            "pass_thresholds": judgments.pass_thresholds(run),
+        },
         "limits": {
             "text": STREAM_TEXT_CHARS,
             "reasons": REASONS_SHOWN,
@@ -592,6 +597,7 @@ def run_explainer(run: Run) -> dict:
                 "name": spec.get("name") or spec.get("id", ""),
                 "weight": spec.get("weight", 1),
                 "required": bool(spec.get("required")),
+                "pass_threshold": judgments.threshold_text(float(spec.get("passThreshold", 1.0))),
             }
             for spec in run.verifier_specs or []
         ],

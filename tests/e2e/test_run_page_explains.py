@@ -488,17 +488,22 @@ def test_cancel_asks_first_and_does_nothing_when_the_answer_is_no(page, frontier
     page.screenshot(path=str(ARTIFACTS / "cancel-confirmed.png"))
 
 
-def test_a_tasks_drill_down_shows_the_verdict_and_each_verifiers_passed_with_what_decided_them(
-    page, frontier_server
-):
-    """A verifier with passThreshold 0.9 fails an output scoring 0.800 whose verdict
-    is pass (docs/verifier-semantics.md "Passed and verdict"): the candidate page's
-    scores per task and the compare page's task view say both, with the numbers."""
-    run_id = int(
+@pytest.fixture(scope="module")
+def strict_run(frontier_server) -> int:
+    return int(
         frontier_server.manage(
             "shell", "-c", STRICT_RUN.format(username=E2E_USERNAME)
         ).stdout.split()[-1]
     )
+
+
+def test_a_tasks_drill_down_shows_the_verdict_and_each_verifiers_passed_with_what_decided_them(
+    page, strict_run
+):
+    """A verifier with passThreshold 0.9 fails an output scoring 0.800 whose verdict
+    is pass (docs/verifier-semantics.md "Passed and verdict"): the candidate page's
+    scores per task and the compare page's task view say both, with the numbers."""
+    run_id = strict_run
     page.goto(f"/runs/{run_id}/candidates/0/")
     expect(page.locator("[data-field=judgments-rule]")).to_contain_text(
         "run thresholds: pass ≥ 0.8, borderline ≥ 0.6"
@@ -521,3 +526,19 @@ def test_a_tasks_drill_down_shows_the_verdict_and_each_verifiers_passed_with_wha
         "verdict pass (0.800 ≥ 0.8; run thresholds: pass ≥ 0.8, borderline ≥ 0.6)"
     )
     expect(judged.nth(1)).to_have_text('verifier "Strict" failed (0.800 < passThreshold 0.9)')
+
+
+def test_the_run_pages_trials_say_each_tasks_verdict_and_whether_its_verifiers_passed(
+    page, strict_run
+):
+    """The run page's Trials stream said `0.800 pass` for a task the run's one
+    verifier (passThreshold 0.9) failed: it now says both judgments, each with
+    what decides it, and the header card names each verifier's passThreshold."""
+    open_run(page, strict_run)
+    trial = page.locator("#stream-trials li").filter(has_text="t000").first
+    expect(trial).to_contain_text(
+        "0.800 · verdict pass (0.800 ≥ 0.8) · verifiers failed (passThreshold: strict 0.9)"
+    )
+    expect(page.locator("#run-explainer .explainer-facts")).to_contain_text(
+        "× 1 · passThreshold 0.9"
+    )
