@@ -300,6 +300,7 @@ def promotion(request, run_id: int):
         "compare/promotion.html",
         {
             "run": run,
+            "verdict_rule": judgments.thresholds_text(judgments.run_thresholds(run)),
             "seed": seed,
             "best": best,
             "report": report,
