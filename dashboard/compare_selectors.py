@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from django.core.paginator import Page, Paginator
 from django.db.models import Q
 
+from dashboard import judgments
 from dashboard.lib.storable import without_nul
 from optimizer.models import Candidate, Evaluation, Origin, Run
 from optimizer.textdiff import LineageNode, sentence_origins, word_diff
@@ -295,7 +296,8 @@ def task_drilldown(
     run: Run, candidates: list[Candidate], task_key: str, split: str
 ) -> tuple[dict | None, list]:
     """The task row and, per candidate, its evaluation (output, checks, feedback)
-    or None when that candidate was not scored on the task."""
+    or None when that candidate was not scored on the task, and its two judgments
+    with what decided each (`verdict_why`, `verifiers`: dashboard.judgments)."""
     if split not in SPLITS:
         raise CompareError(f"split: must be one of {', '.join(SPLITS)}.")
     if "\x00" in task_key:  # PostgreSQL refuses NUL in a query parameter
@@ -307,7 +309,19 @@ def task_drilldown(
     if not evals:
         raise CompareError(f"task: no compared candidate was scored on {task_key!r} ({split}).")
     task = next((row for row in run.tasks_snapshot if str(row.get("task_id")) == task_key), None)
-    return task, [(c, evals.get(c.pk)) for c in candidates]
+    thresholds = judgments.run_thresholds(run)
+    passes = judgments.pass_thresholds(run)
+    row_pass = judgments.row_pass_thresholds(run).get(task_key)
+
+    def judged(e: Evaluation | None) -> dict | None:
+        if e is None:
+            return None
+        return {
+            "verdict_why": judgments.verdict_why(e.score, e.verdict, thresholds),
+            "verifiers": judgments.verifier_judgments(e.result, passes, row_pass),
+        }
+
+    return task, [(c, evals.get(c.pk), judged(evals.get(c.pk))) for c in candidates]
 
 
 # ---------------------------------------------------------------- prompt history

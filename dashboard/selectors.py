@@ -22,6 +22,7 @@ from django.db.models import Count, F, FloatField, Func, IntegerField, TextField
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
+from dashboard import judgments
 from optimizer.config import DEMO_MODEL_LABEL, lm_is_simulator
 from optimizer.models import (
     Candidate,
@@ -361,6 +362,11 @@ def run_snapshot(run: Run) -> dict:
             "members": [index for index, member in zip(indices, on_front) if member],
             "leaders": leaders,
         },
+        # What decides a task's verdict and each verifier's passed (the trials stream says both).
+        "judging": {
+            "thresholds": judgments.run_thresholds(run),
+            "pass_thresholds": judgments.pass_thresholds(run),
+        },
         "limits": {
             "text": STREAM_TEXT_CHARS,
             "reasons": REASONS_SHOWN,
@@ -457,14 +463,16 @@ def candidate_detail(run: Run, index: int) -> dict | None:
         if e.split == Split.VAL and e.task_key in tops and _round_score(e.score) >= tops[e.task_key]
     ]
     lead_keys = set(leads)
+    judging = _Judging(run)
     return {
         "candidate": candidate,
         "evaluations": evaluations,
         # The table's cells, formatted here: 300 rows through the template's filters took most of the page's time.
         "rows": [
-            _evaluation_row(e, e.split == Split.VAL and e.task_key in lead_keys)
+            _evaluation_row(e, e.split == Split.VAL and e.task_key in lead_keys, judging)
             for e in evaluations
         ],
+        "verdict_rule": judgments.thresholds_text(judging.thresholds),
         "children": [i for i, parents in children if index in (parents or [])],
         "leads": leads,
         "val_count": sum(1 for e in evaluations if e.split == Split.VAL),
@@ -477,7 +485,17 @@ def candidate_detail(run: Run, index: int) -> dict | None:
     }
 
 
-def _evaluation_row(e: Evaluation, leads: bool) -> dict:
+class _Judging:
+    """What decides a run's two judgments: its verdict thresholds and each
+    verifier's passThreshold (docs/verifier-semantics.md "Passed and verdict")."""
+
+    def __init__(self, run: Run) -> None:
+        self.thresholds = judgments.run_thresholds(run)
+        self.pass_thresholds = judgments.pass_thresholds(run)
+        self.row_pass_thresholds = judgments.row_pass_thresholds(run)
+
+
+def _evaluation_row(e: Evaluation, leads: bool, judging: _Judging) -> dict:
     checks = [
         {
             "css": "skipped"
@@ -500,6 +518,10 @@ def _evaluation_row(e: Evaluation, leads: bool) -> dict:
         "split": e.split,
         "score": _fixed(e.score, 3),
         "verdict": e.verdict,
+        "verdict_why": judgments.verdict_why(e.score, e.verdict, judging.thresholds),
+        "verifiers_passed": judgments.verifier_judgments(
+            e.result, judging.pass_thresholds, judging.row_pass_thresholds.get(e.task_key)
+        ),
         "leads": leads,
         "checks": checks,
         "has_verifiers": bool((e.result or {}).get("verifiers")),
@@ -563,7 +585,6 @@ def run_explainer(run: Run) -> dict:
     config = run.config or {}
     seed = Candidate.objects.filter(run=run, index=0).values_list("components", flat=True).first()
     best = run.best_candidate if run.best_candidate_id else None
-    thresholds = config.get("thresholds") or {}
     aggregator = config.get("aggregator", "weighted_average")
     return {
         "seed_components": seed if seed is not None else (config.get("seed_components") or {}),
@@ -576,16 +597,14 @@ def run_explainer(run: Run) -> dict:
                 "name": spec.get("name") or spec.get("id", ""),
                 "weight": spec.get("weight", 1),
                 "required": bool(spec.get("required")),
+                "pass_threshold": judgments.threshold_text(float(spec.get("passThreshold", 1.0))),
             }
             for spec in run.verifier_specs or []
         ],
         "aggregator": aggregator
         if isinstance(aggregator, str)
         else aggregator.get("type", "custom"),
-        "thresholds": {
-            "pass": thresholds.get("pass", 0.8),
-            "borderline": thresholds.get("borderline", 0.6),
-        },
+        "thresholds": judgments.run_thresholds(run),
         "task_lm": _lm_label(config.get("task_lm") or {}),
         "reflection_lm": _lm_label(config.get("reflection_lm") or {}),
     }

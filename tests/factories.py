@@ -433,6 +433,7 @@ def recorded_run(
                             "verdict": results[best][t.task_id]["verdict"],
                             "output": _output(best, t, said[best][t.task_id]),
                             "reasons": results[best][t.task_id]["misses"][:5],
+                            "passed": results[best][t.task_id]["passed"],
                         }
                         for t in val
                     ],

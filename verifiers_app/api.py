@@ -57,17 +57,46 @@ class TaskIn(Schema):
     verifier: Annotated[dict[str, Any] | None, WithJsonSchema(row_verifier_json_schema())] = None
 
 
+class TestCase(Schema):
+    """A sample output saved with the verifier, and what it expects of each judgment
+    (docs/verifier-semantics.md "Passed and verdict")."""
+
+    name: str = Field("", max_length=200)
+    output: str = Field(..., max_length=services.MAX_TEST_OUTPUT_CHARS)
+    task: dict[str, Any] | None = Field(None, description="A task row, or null")
+    expect: services.ExpectedVerdict = Field(
+        ..., description="The verdict expected under the run thresholds the editor shows, or any"
+    )
+    expect_passed: services.ExpectedPassed = Field(
+        "any", description="What the verifiers' passed (their passThreshold) should be, or any"
+    )
+
+
+# Documented as TestCase; validated by services.validate_test_cases, whose errors
+# name the field (`test_cases[1].expect_passed`) as the editor's page shows them.
+TestCasesJSON = Annotated[
+    list[Any] | None,
+    WithJsonSchema(
+        {"anyOf": [{"type": "array", "items": inline_json_schema(TestCase)}, {"type": "null"}]}
+    ),
+]
+
+
 class VerifierIn(Schema):
     spec: SpecJSON = Field(
         ...,
         description="The verifier spec (docs/verifier-semantics.md); its id is the verifier's id",
     )
     shared: bool = False
+    test_cases: TestCasesJSON = Field(
+        None, description=f"At most {services.MAX_TEST_CASES} test cases (the editor's)"
+    )
 
 
 class VerifierUpdate(Schema):
     spec: SpecJSON
     shared: bool | None = None
+    test_cases: TestCasesJSON = Field(None, description="Replaces the test cases; null keeps them")
 
 
 class VerifierOut(Schema):
@@ -100,6 +129,17 @@ class VerifierOut(Schema):
             "spec": v.spec,
             "warnings": spec_warnings(v.spec),
         }
+
+
+class VerifierDetailOut(VerifierOut):
+    test_cases: list[TestCase] = Field(
+        ..., description="Sample outputs saved with it, and what each expects"
+    )
+
+    @staticmethod
+    def from_verifier(v: Verifier) -> dict:
+        cases = [{"expect_passed": "any", **case} for case in v.test_cases or []]
+        return {**VerifierOut.from_verifier(v), "test_cases": cases}
 
 
 class LintIn(Schema):
@@ -156,10 +196,12 @@ def list_verifiers(request, q: str = "", kind: str = ""):
     ]
 
 
-@router.post("/", response={201: VerifierOut})
+@router.post("/", response={201: VerifierDetailOut})
 def create_verifier(request, body: VerifierIn):
-    verifier = services.verifier_create(owner=request.user, spec=body.spec, shared=body.shared)
-    return Status(201, VerifierOut.from_verifier(verifier))
+    verifier = services.verifier_create(
+        owner=request.user, spec=body.spec, shared=body.shared, test_cases=body.test_cases
+    )
+    return Status(201, VerifierDetailOut.from_verifier(verifier))
 
 
 @router.post("/lint", response=LintOut)
@@ -183,19 +225,23 @@ def score_output(request, body: ScoreIn):
     ).as_dict()
 
 
-@router.get("/{slug}", response=VerifierOut)
+@router.get("/{slug}", response=VerifierDetailOut)
 def get_verifier(request, slug: str):
     verifier = selectors.verifier_for_user(request.user, slug)
-    return VerifierOut.from_verifier(verifier)
+    return VerifierDetailOut.from_verifier(verifier)
 
 
-@router.put("/{slug}", response=VerifierOut)
+@router.put("/{slug}", response=VerifierDetailOut)
 def update_verifier(request, slug: str, body: VerifierUpdate):
     verifier = selectors.verifier_for_user(request.user, slug, edit=True)
     services.verifier_update(
-        verifier=verifier, spec=body.spec, user=request.user, shared=body.shared
+        verifier=verifier,
+        spec=body.spec,
+        user=request.user,
+        shared=body.shared,
+        test_cases=body.test_cases,
     )
-    return VerifierOut.from_verifier(verifier)
+    return VerifierDetailOut.from_verifier(verifier)
 
 
 @router.delete("/{slug}", response={204: None, 409: ErrorOut})

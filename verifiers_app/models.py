@@ -37,7 +37,8 @@ class Verifier(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     # Sample outputs the author saved as a mini test suite, re-scored on every edit in the
-    # editor: [{name, output, task (a task row or null), expect: pass|borderline|fail}].
+    # editor: [{name, output, task (a task row or null), expect: pass|borderline|fail|any,
+    # expect_passed: passed|failed|any (absent in cases saved before it: any)}].
     test_cases = models.JSONField(default=list, blank=True)
 
     objects = VerifierQuerySet.as_manager()

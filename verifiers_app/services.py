@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Literal, get_args
 
 from django.db import IntegrityError, transaction
 
@@ -67,13 +68,20 @@ def _apply(verifier: Verifier, spec: object, normalized: JSONObject) -> None:
 
 MAX_TEST_CASES = 30
 MAX_TEST_OUTPUT_CHARS = 20_000
-TEST_CASE_EXPECTATIONS = ("pass", "borderline", "fail")
+# What a test case expects of each judgment: the verdict under the editor's
+# thresholds, and the verifier's passed / failed under its passThreshold; "any"
+# leaves one unchecked (docs/verifier-semantics.md "Passed and verdict").
+ExpectedVerdict = Literal["pass", "borderline", "fail", "any"]
+ExpectedPassed = Literal["passed", "failed", "any"]
+TEST_CASE_EXPECTATIONS: tuple[str, ...] = get_args(ExpectedVerdict)
+TEST_CASE_PASSED_EXPECTATIONS: tuple[str, ...] = get_args(ExpectedPassed)
 
 
 def validate_test_cases(cases: object) -> list[dict]:
     """The editor's saved sample outputs, checked: a list of at most 30
-    `{name, output, task, expect}` with `expect` a verdict. Raises SpecError naming
-    the field (`test_cases[2].output`)."""
+    `{name, output, task, expect, expect_passed}` with `expect` a verdict (or any)
+    and `expect_passed` passed, failed or any (any when absent: cases stored
+    before it existed). Raises SpecError naming the field (`test_cases[2].output`)."""
     if not isinstance(cases, list):
         raise SpecError("test_cases: must be a list")
     if len(cases) > MAX_TEST_CASES:
@@ -83,11 +91,12 @@ def validate_test_cases(cases: object) -> list[dict]:
         where = f"test_cases[{i}]"
         if not isinstance(case, dict):
             raise SpecError(f"{where}: must be an object")
-        name, output, task, expect = (
+        name, output, task, expect, expect_passed = (
             case.get("name", ""),
             case.get("output"),
             case.get("task"),
             case.get("expect"),
+            case.get("expect_passed", "any"),
         )
         if not isinstance(name, str) or len(name) > 200:
             raise SpecError(f"{where}.name: must be text of at most 200 characters")
@@ -99,12 +108,17 @@ def validate_test_cases(cases: object) -> list[dict]:
             raise SpecError(f"{where}.task: must be a task object or null")
         if expect not in TEST_CASE_EXPECTATIONS:
             raise SpecError(f"{where}.expect: must be one of {', '.join(TEST_CASE_EXPECTATIONS)}")
+        if expect_passed not in TEST_CASE_PASSED_EXPECTATIONS:
+            raise SpecError(
+                f"{where}.expect_passed: must be one of {', '.join(TEST_CASE_PASSED_EXPECTATIONS)}"
+            )
         cleaned.append(
             {
                 "name": name.strip() or f"case {i + 1}",
                 "output": output,
                 "task": task,
                 "expect": expect,
+                "expect_passed": expect_passed,
             }
         )
     problems = storage_problems(cleaned, "test_cases")

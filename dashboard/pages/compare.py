@@ -14,6 +14,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods, require_safe
 
 from dashboard import compare_selectors as sel
+from dashboard import judgments
 from dashboard.forms import PromotionForm, RunImportForm
 from dashboard.lib.storable import JsonTooDeep, parse_json
 from optimizer.downloads import run_export_download
@@ -74,6 +75,7 @@ def compare(request, run_id: int):
         "compare/compare.html",
         {
             "run": run,
+            "verdict_rule": judgments.thresholds_text(judgments.run_thresholds(run)),
             "candidates": candidates,
             "diffs": diffs,
             "diff": request.GET.get("diff", "parent"),
@@ -117,6 +119,7 @@ def compare_task(request, run_id: int):
             "split": split,
             "task": task,
             "evaluations": evaluations,
+            "verdict_rule": judgments.thresholds_text(judgments.run_thresholds(run)),
             "expected": json.dumps(task["expected"], indent=2, ensure_ascii=False)
             if task and task.get("expected") is not None
             else "",
@@ -297,6 +300,7 @@ def promotion(request, run_id: int):
         "compare/promotion.html",
         {
             "run": run,
+            "verdict_rule": judgments.thresholds_text(judgments.run_thresholds(run)),
             "seed": seed,
             "best": best,
             "report": report,
@@ -339,5 +343,8 @@ def compare_runs(request):
             "prompt_diff": sel.prompt_diff(best_a, best_b) if best_a and best_b else [],
             "base_query": urlencode({"a": a.pk, "b": b.pk}),
             "spend": [run_summary(a), run_summary(b)],
+            "verdict_rules": [
+                (r.pk, judgments.thresholds_text(judgments.run_thresholds(r))) for r in (a, b)
+            ],
         },
     )

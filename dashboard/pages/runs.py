@@ -191,9 +191,15 @@ def _evaluation_row_html(e: dict) -> str:
     )
     lead = ' <span class="lead-mark" title="leads this task">★</span>' if e["leads"] else ""
     judge = f'<br><span class="muted">{esc(e["judge"])}</span>' if e["judge"] else ""
+    # Both judgments, each with what decided it (docs/verifier-semantics.md "Passed and verdict").
+    passed = "".join(
+        f'<li class="verdict-{"pass" if v["passed"] else "fail"}">{esc(v["text"])}</li>'
+        for v in e["verifiers_passed"]
+    )
     return (
         f'<tr data-task-key="{esc(e["task_key"])}"><td>{esc(e["task_key"])}{lead}</td><td>{esc(e["split"])}</td>'
-        f'<td class="num">{esc(e["score"])}</td><td class="verdict-{esc(e["verdict"])}">{esc(e["verdict"])}</td>'
+        f'<td class="num">{esc(e["score"])}</td><td class="judgments"><span class="verdict-{esc(e["verdict"])}" data-field="verdict">verdict {esc(e["verdict"])}</span>'
+        f' <span class="muted" data-field="verdict-why">({esc(e["verdict_why"])})</span><ul class="passed">{passed}</ul></td>'
         f'<td><ul class="checks">{checks}</ul>{no_checks}</td><td class="num">{esc(e["tokens"])}{judge}</td>'
         f"<td><details><summary>{esc(e['output_short'])}</summary><pre>{esc(e['output'])}</pre></details></td></tr>"
     )

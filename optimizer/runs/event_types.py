@@ -169,6 +169,11 @@ class TrialItem(_Payload):
     verdict: Verdict
     output: str = Field(description="preview")
     reasons: list[str] = Field(description="up to 5 reasons it lost points")
+    passed: bool | None = Field(
+        None,
+        description="every verifier passed (its passThreshold, its required checks); "
+        "null where no verifier scored it (an external run's adapter)",
+    )
 
 
 class TrialsData(_Payload):

@@ -86,6 +86,9 @@ def item_payload(record: EvalRecord) -> JSONObject:
         "verdict": record.verdict,
         "output": preview(record.output),
         "reasons": [preview(str(r), 500) for r in reasons[:MAX_REASONS]],
+        # A verifier's judgment beside the run's verdict (docs/verifier-semantics.md
+        # "Passed and verdict"); no verifier, no passed (an external run's adapter).
+        "passed": record.passed if record.result.get("verifiers") else None,
     }
 
 

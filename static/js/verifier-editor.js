@@ -1,7 +1,10 @@
 // @ts-check
 // The verifier editor: a form and the raw JSON kept in sync, live validation
 // through /api/verifiers/lint (errors shown next to the field they name) and the
-// "Try it" panel scoring an output through /api/verifiers/score.
+// "Try it" panel scoring an output through /api/verifiers/score, with both
+// judgments side by side (docs/verifier-semantics.md "Passed and verdict"): the
+// verdict by the verdict thresholds shown in the panel, passed / failed by each
+// verifier's passThreshold.
 // Every piece of user or server text is put in the DOM with textContent.
 
 /**
@@ -21,23 +24,34 @@
  */
 
 /**
+ * One verifier's part of a score: its score, passed / failed and its checks.
+ * @typedef {{id: string, name?: string, score: number, passed: boolean, checks: Array<Check & {score: number, skipped?: boolean, reason?: string}>}} VerifierScore
+ */
+
+/**
  * What /api/verifiers/score answers: the score, each check's part and GEPA's feedback.
  * @typedef {object} ScoreResult
  * @property {number} score
  * @property {string} verdict
  * @property {boolean} passed
  * @property {string} [feedback]
- * @property {Array<{id: string, checks: Array<Check & {score: number, skipped?: boolean, reason?: string}>}>} verifiers
+ * @property {VerifierScore[]} verifiers
  */
 
 /**
- * A saved test case: an output and the verdict it should get.
- * @typedef {{name: string, output: string, task: unknown, expect: string}} TestCase
+ * A saved test case: an output and what it should get of each judgment
+ * (`expect`: the verdict or "any"; `expect_passed`: "passed", "failed" or
+ * "any", absent in cases saved before it existed).
+ * @typedef {{name: string, output: string, task: unknown, expect: string, expect_passed?: string}} TestCase
  */
 
 /**
  * A test case's score, or why it could not be scored.
- * @typedef {{score?: number, verdict?: string, error?: string}} CaseResult
+ * @typedef {{score?: number, verdict?: string, passed?: boolean, error?: string}} CaseResult
+ */
+
+/** The verdict thresholds of a run: what the preview judges the verdict by.
+ * @typedef {{pass: number, borderline: number}} Thresholds
  */
 
 /**
@@ -57,6 +71,8 @@ const taskSelect = /** @type {HTMLSelectElement} */ (document.getElementById("tr
 const taskBox = /** @type {HTMLTextAreaElement} */ (document.getElementById("try-task-json"));
 const outputBox = /** @type {HTMLTextAreaElement} */ (document.getElementById("try-output"));
 const resultBox = /** @type {HTMLElement} */ (document.getElementById("try-result"));
+const passBox = /** @type {HTMLInputElement} */ (document.getElementById("try-threshold-pass"));
+const borderlineBox = /** @type {HTMLInputElement} */ (document.getElementById("try-threshold-borderline"));
 
 const form = /** @type {HTMLFormElement} */ (document.getElementById("verifier-form"));
 // Once saved, a verifier's id names it in URLs, runs and versions: it cannot change.
@@ -305,9 +321,53 @@ const lint = debounce(async () => {
 /** @param {unknown} value */
 function pct(value) { return typeof value === "number" ? value.toFixed(3) : "—"; }
 
-/** @param {ScoreResult} result */
-function renderResult(result) {
-  const threshold = typeof spec?.passThreshold === "number" ? spec.passThreshold : 1;
+/** The verdict thresholds the panel shows (a run's: 0.8 and 0.6 unless changed). @returns {Thresholds} */
+function verdictThresholds() {
+  const read = (/** @type {HTMLInputElement} */ box, /** @type {number} */ fallback) => (box.value === "" ? fallback : Number(box.value));
+  return { pass: read(passBox, 0.8), borderline: read(borderlineBox, 0.6) };
+}
+
+/**
+ * Why the score got its verdict: the run thresholds that decide it.
+ * @param {ScoreResult} result @param {Thresholds} t
+ */
+function verdictWhy(result, t) {
+  const rule = `run thresholds: pass ≥ ${t.pass}, borderline ≥ ${t.borderline}`;
+  // Below pass at a score that reaches borderline: a required check forced it.
+  const forced = result.verdict === "fail" && result.score >= t.borderline;
+  return forced ? `(a required check failed, whatever the score; ${rule})` : `(${rule})`;
+}
+
+/** A spec's passThreshold (1 when it has none). @param {any} source */
+function passThresholdIn(source) {
+  return typeof source?.passThreshold === "number" ? source.passThreshold : 1;
+}
+
+/**
+ * The passThreshold of one verifier of a result: the spec's (edited here) or,
+ * for a task's row verifier ("row"), the task's.
+ * @param {VerifierScore} verifier @param {any} task
+ */
+function passThresholdOf(verifier, task) {
+  return passThresholdIn(verifier.id === "row" && task && typeof task === "object" ? task.verifier : spec);
+}
+
+/**
+ * `verifier "X" failed (0.657 < passThreshold 1)`: one verifier's passed /
+ * failed and what decided it.
+ * @param {VerifierScore} verifier @param {any} task
+ */
+function passedText(verifier, task) {
+  const threshold = passThresholdOf(verifier, task);
+  const failedRequired = verifier.checks.find((c) => c.required && !c.skipped && c.score < 1);
+  const why = failedRequired ? `required check "${failedRequired.id}" scored ${pct(failedRequired.score)}`
+    : `${pct(verifier.score)} ${verifier.passed ? "≥" : "<"} passThreshold ${threshold}`;
+  return `verifier "${verifier.name || verifier.id}" ${verifier.passed ? "passed" : "failed"} (${why})`;
+}
+
+/** @param {ScoreResult} result @param {any} task */
+function renderResult(result, task) {
+  const thresholds = verdictThresholds();
   const rows = [];
   for (const verifier of result.verifiers) {
     for (const check of verifier.checks) {
@@ -319,12 +379,19 @@ function renderResult(result) {
         el("td", { class: "reason", text: check.reason || "✓" })));
     }
   }
+  // One verifier: its line is the output's passed; several: a line each, then the output's.
+  const several = result.verifiers.length > 1;
   resultBox.replaceChildren(
     el("div", { class: "headline" },
-      el("span", { class: "big", "data-testid": "try-score", text: pct(result.score) }),
-      el("span", { class: `verdict-${result.verdict}`, "data-testid": "try-verdict", text: result.verdict }),
-      el("span", { class: result.passed ? "verdict-pass" : "verdict-fail", "data-testid": "try-passed",
-        text: `${result.passed ? "passed" : "failed"} (passThreshold ${threshold})` })),
+      el("span", { class: "big", "data-testid": "try-score", text: pct(result.score) })),
+    el("ul", { class: "judgments", "data-testid": "try-judgments" },
+      el("li", {}, `score ${pct(result.score)} · verdict `,
+        el("span", { class: `verdict-${result.verdict}`, "data-testid": "try-verdict", text: result.verdict }),
+        ` ${verdictWhy(result, thresholds)}`),
+      ...result.verifiers.map((v) => el("li", { class: v.passed ? "verdict-pass" : "verdict-fail",
+        "data-testid": several ? "try-verifier-passed" : "try-passed", text: passedText(v, task) })),
+      several ? el("li", { class: result.passed ? "verdict-pass" : "verdict-fail", "data-testid": "try-passed",
+        text: result.passed ? "passed: every verifier passed" : "failed: not every verifier passed" }) : null),
     el("table", { class: "data breakdown" },
       el("thead", {}, el("tr", {}, ...["Check", "Score", "Weight", "Reason"].map((h) => el("th", { text: h })))),
       el("tbody", {}, ...rows)),
@@ -349,8 +416,13 @@ const tryIt = debounce(async () => {
     const bare = task && typeof task === "object" && !("metadata" in task);
     if (bare && ("expectations" in task || "expectedOutputSchema" in task)) task = { metadata: task };
   }
-  const { ok, data } = await postJSON("/api/verifiers/score", { spec, output: outputBox.value, task });
-  if (ok) { lastResult = data; renderResult(data); /** @type {HTMLSelectElement} */ (document.getElementById("case-expect")).value = data.verdict; }
+  const { ok, data } = await postJSON("/api/verifiers/score", { spec, output: outputBox.value, task, thresholds: verdictThresholds() });
+  if (ok) {
+    lastResult = data;
+    renderResult(data, task);
+    expectBox.value = data.verdict;
+    expectPassedBox.value = data.passed ? "passed" : "failed";
+  }
   else resultBox.replaceChildren(el("p", { class: "field-error", text: `Cannot score yet: ${data.detail || "error"}` }),
     ...(data.problems || []).slice(1).map((/** @type {string} */ p) => el("p", { class: "field-error", text: p })));
 }, 300);
@@ -366,6 +438,8 @@ function changed() {
 const casesField = /** @type {HTMLInputElement} */ (document.getElementById("test-cases-field"));
 const suiteRows = /** @type {HTMLElement} */ (document.getElementById("suite-rows"));
 const suiteSummary = /** @type {HTMLElement} */ (document.getElementById("suite-summary"));
+const expectBox = /** @type {HTMLSelectElement} */ (document.getElementById("case-expect"));
+const expectPassedBox = /** @type {HTMLSelectElement} */ (document.getElementById("case-expect-passed"));
 /** @type {TestCase[]} */
 let cases = [];
 try { cases = JSON.parse(casesField.value || "[]"); } catch { cases = []; }
@@ -378,22 +452,47 @@ function taskFromBox() {
   try { return JSON.parse(taskBox.value); } catch { return undefined; }
 }
 
+/**
+ * Whether a scored case got what it expects of each judgment ("any" always does).
+ * @param {TestCase} c @param {CaseResult} r
+ */
+function caseMatches(c, r) {
+  return {
+    verdict: c.expect === "any" || r.verdict === c.expect,
+    passed: (c.expect_passed ?? "any") === "any" || (r.passed ? "passed" : "failed") === c.expect_passed,
+  };
+}
+
 /** @param {Array<CaseResult | undefined>} [results] one per case, as far as they are scored */
 function renderSuite(results = []) {
   casesField.value = JSON.stringify(cases);
   /** @type {HTMLElement} */ (document.getElementById("suite-empty")).hidden = cases.length > 0;
+  const t = verdictThresholds();
   suiteRows.replaceChildren(...cases.map((c, i) => {
     const r = results[i];
-    const status = !r ? "…" : r.error ? "error" : r.verdict === c.expect ? "ok" : "mismatch";
+    const match = r && !r.error ? caseMatches(c, r) : null;
+    const status = !r ? "…" : r.error ? "error" : match?.verdict && match.passed ? "ok" : "mismatch";
+    const mark = (/** @type {boolean} */ ok) => (ok ? "✓" : "✗");
     return el("tr", { class: `case-${status}`, "data-case": String(i) },
       el("td", {}, el("strong", { text: c.name }), el("div", { class: "muted", text: c.output.slice(0, 80) })),
-      el("td", { text: c.expect }),
+      el("td", { "data-testid": "case-expected" },
+        el("div", { text: `verdict ${c.expect}` }), el("div", { text: `verifier ${c.expect_passed ?? "any"}` })),
       el("td", { class: "num", text: r && !r.error ? pct(r.score) : "—" }),
-      el("td", { "data-testid": "case-status", text: !r ? "…" : r.error ? `error: ${r.error}` : `${status === "ok" ? "✓" : "✗"} ${r.verdict}` }),
+      !r || r.error || !match ? el("td", { "data-testid": "case-status", text: !r ? "…" : `error: ${r.error}` })
+        : el("td", { "data-testid": "case-status" },
+          el("div", { "data-testid": "case-verdict", class: match.verdict ? "verdict-pass" : "verdict-fail", title: `run thresholds: pass ≥ ${t.pass}, borderline ≥ ${t.borderline}`,
+            text: `${mark(match.verdict)} verdict ${r.verdict}` }),
+          el("div", { "data-testid": "case-passed", class: match.passed ? "verdict-pass" : "verdict-fail", title: `this verifier's passThreshold: ${passThresholdIn(spec)}`,
+            text: `${mark(match.passed)} verifier ${r.passed ? "passed" : "failed"}` })),
       el("td", {}, el("button", { type: "button", class: "link-danger", text: "Remove", onclick: () => { cases.splice(i, 1); touched = true; runSuite(); } })));
   }));
   const done = results.filter(Boolean);
-  const passing = cases.filter((c, i) => results[i] && !results[i].error && results[i].verdict === c.expect).length;
+  const passing = cases.filter((c, i) => {
+    const r = results[i];
+    if (!r || r.error) return false;
+    const match = caseMatches(c, r);
+    return match.verdict && match.passed;
+  }).length;
   suiteSummary.textContent = cases.length && done.length === cases.length ? `${passing} of ${cases.length} as expected` : "";
 }
 
@@ -402,7 +501,7 @@ const runSuite = debounce(async () => {
   renderSuite();
   if (spec === null || !cases.length) return;
   const results = await Promise.all(cases.map(async (c) => {
-    const { ok, data } = await postJSON("/api/verifiers/score", { spec, output: c.output, task: c.task });
+    const { ok, data } = await postJSON("/api/verifiers/score", { spec, output: c.output, task: c.task, thresholds: verdictThresholds() });
     return ok ? data : { error: data.detail || "cannot score" };
   }));
   if (run === suiteRun) renderSuite(results); // a later edit's run wins
@@ -413,7 +512,7 @@ const runSuite = debounce(async () => {
   if (task === undefined) { resultBox.prepend(el("p", { class: "field-error", text: "Task JSON: fix it before saving a test case" })); return; }
   const caseName = /** @type {HTMLInputElement} */ (document.getElementById("case-name"));
   const name = caseName.value.trim() || `case ${cases.length + 1}`;
-  cases.push({ name, output: outputBox.value, task, expect: /** @type {HTMLSelectElement} */ (document.getElementById("case-expect")).value });
+  cases.push({ name, output: outputBox.value, task, expect: expectBox.value, expect_passed: expectPassedBox.value });
   caseName.value = "";
   touched = true;
   runSuite();
@@ -455,6 +554,8 @@ taskSelect.addEventListener("change", () => {
 jsonBox.addEventListener("input", () => { touched = true; fromJSON(); });
 taskBox.addEventListener("input", tryIt);
 outputBox.addEventListener("input", tryIt);
+// The verdict thresholds are a run's, shown here for the preview: changing them re-judges both.
+for (const box of [passBox, borderlineBox]) box.addEventListener("input", () => { tryIt(); runSuite(); });
 const fileInput = /** @type {HTMLInputElement | null} */ (document.querySelector("input[name=spec_file]"));
 if (fileInput) {
   // Importing a file loads it into the editor, so it is validated and tried before saving.

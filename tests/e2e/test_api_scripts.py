@@ -158,6 +158,34 @@ def test_a_check_type_typo_is_saved_with_a_warning_that_dry_run_and_launch_repea
     assert status == 201 and f"verifier typo-check: {warning}" in body["warnings"], body
 
 
+def test_a_script_saves_test_cases_expecting_a_verdict_and_a_passed_and_a_bad_one_is_named(api):
+    """A test case states what it expects of each judgment (docs/verifier-semantics.md
+    "Passed and verdict"): `expect` (verdict, or any) and `expect_passed` (passed,
+    failed or any). A bad value is a 400 naming the field; nothing is saved."""
+    spec = {
+        "id": "script-cases",
+        "passThreshold": 0.9,
+        "checks": [{"id": "refund", "type": "contains", "params": {"value": "refund"}}],
+    }
+    cases = [
+        {"name": "offers", "output": "A refund.", "expect": "pass", "expect_passed": "passed"},
+        {"name": "silent", "output": "No.", "expect": "any", "expect_passed": "failed"},
+    ]
+    status, body, _ = api.call("POST", "/api/verifiers/", {"spec": spec, "test_cases": cases})
+    assert status == 201 and body["test_cases"] == [dict(c, task=None) for c in cases], body
+    bad = [cases[0], dict(cases[1], expect_passed="pass")]
+    status, body, _ = api.call(
+        "PUT", "/api/verifiers/script-cases", {"spec": spec, "test_cases": bad}
+    )
+    assert status == 400, body
+    assert body["detail"] == "test_cases[1].expect_passed: must be one of passed, failed, any"
+    status, body, _ = api.call("GET", "/api/verifiers/script-cases")
+    assert status == 200 and [c["expect_passed"] for c in body["test_cases"]] == [
+        "passed",
+        "failed",
+    ]
+
+
 def test_the_openapi_document_is_readable_with_a_token_and_refused_without(api, frontier_server):
     status, document, _ = api.call("GET", "/api/openapi.json")
     assert status == 200 and "/api/runs/" in document["paths"]

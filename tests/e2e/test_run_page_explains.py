@@ -44,6 +44,21 @@ print(a.pk, b.pk)
 """
 
 
+# A run whose one verifier asks more (passThreshold 0.9) than the run's verdict
+# (pass ≥ 0.8): every factory output holds "Reply of candidate" (weight 4) and
+# never the apology (weight 1), so every task scores 0.800, a verdict pass that
+# the verifier fails.
+STRICT_RUN = """
+from django.contrib.auth import get_user_model
+from tests.factories import recorded_run
+owner = get_user_model().objects.get(username={username!r})
+strict = {{"id": "strict", "name": "Strict", "kind": "native", "passThreshold": 0.9, "checks": [
+    {{"id": "reply", "type": "contains", "weight": 4, "params": {{"value": "Reply of candidate"}}}},
+    {{"id": "apology", "type": "contains", "params": {{"value": "we are so sorry"}}}}]}}
+print(recorded_run(owner, name="Strict verifier", candidates=2, val_tasks=2, verifiers=[strict]).pk)
+"""
+
+
 def make_run(
     server,
     *,
@@ -447,7 +462,12 @@ def test_the_verifier_editor_keeps_the_id_fixed_and_runs_saved_test_cases_on_eve
     )  # stored with the verifier
     page.locator("#spec-form").get_by_label("value").fill("thanks")  # an edit re-runs the suite
     expect(page.locator("#suite-summary")).to_have_text("1 of 2 as expected")
-    expect(page.locator("tr[data-case='0'] [data-testid=case-status]")).to_have_text("✗ fail")
+    expect(page.locator("tr[data-case='0'] [data-testid=case-verdict]")).to_have_text(
+        "✗ verdict fail"
+    )
+    expect(page.locator("tr[data-case='0'] [data-testid=case-passed]")).to_have_text(
+        "✗ verifier failed"
+    )
     page.screenshot(path=str(ARTIFACTS / "verifier-test-cases.png"), full_page=True)
     spec = json.loads(page.locator("#spec-json").input_value())
     page.locator("#spec-json").fill(json.dumps(dict(spec, id="renamed")))
@@ -466,3 +486,59 @@ def test_cancel_asks_first_and_does_nothing_when_the_answer_is_no(page, frontier
     page.get_by_role("button", name="Cancel").click()
     expect(page.locator("[data-field=status]")).to_have_text(re.compile("stopping|stopped"))
     page.screenshot(path=str(ARTIFACTS / "cancel-confirmed.png"))
+
+
+@pytest.fixture(scope="module")
+def strict_run(frontier_server) -> int:
+    return int(
+        frontier_server.manage(
+            "shell", "-c", STRICT_RUN.format(username=E2E_USERNAME)
+        ).stdout.split()[-1]
+    )
+
+
+def test_a_tasks_drill_down_shows_the_verdict_and_each_verifiers_passed_with_what_decided_them(
+    page, strict_run
+):
+    """A verifier with passThreshold 0.9 fails an output scoring 0.800 whose verdict
+    is pass (docs/verifier-semantics.md "Passed and verdict"): the candidate page's
+    scores per task and the compare page's task view say both, with the numbers."""
+    run_id = strict_run
+    page.goto(f"/runs/{run_id}/candidates/0/")
+    expect(page.locator("[data-field=judgments-rule]")).to_contain_text(
+        "run thresholds: pass ≥ 0.8, borderline ≥ 0.6"
+    )
+    row = page.locator("tr[data-task-key='t000']")
+    expect(row.locator("[data-field=verdict]")).to_have_text("verdict pass")
+    expect(row.locator("[data-field=verdict-why]")).to_have_text("(0.800 ≥ 0.8)")
+    expect(row.locator("ul.passed li")).to_have_text(
+        'verifier "Strict" failed (0.800 < passThreshold 0.9)'
+    )
+    page.screenshot(path=str(ARTIFACTS / "candidate-two-judgments.png"), full_page=True)
+
+    page.goto(f"/runs/{run_id}/compare/?c=0&c=1")
+    expect(page.locator("[data-field=judgments-rule]")).to_contain_text(
+        "run thresholds: pass ≥ 0.8, borderline ≥ 0.6"
+    )
+    page.goto(f"/runs/{run_id}/compare/task/?c=0&c=1&split=val&task=t000")
+    judged = page.locator("[data-candidate='0'] [data-field=judgments] li")
+    expect(judged.first).to_have_text(
+        "verdict pass (0.800 ≥ 0.8; run thresholds: pass ≥ 0.8, borderline ≥ 0.6)"
+    )
+    expect(judged.nth(1)).to_have_text('verifier "Strict" failed (0.800 < passThreshold 0.9)')
+
+
+def test_the_run_pages_trials_say_each_tasks_verdict_and_whether_its_verifiers_passed(
+    page, strict_run
+):
+    """The run page's Trials stream said `0.800 pass` for a task the run's one
+    verifier (passThreshold 0.9) failed: it now says both judgments, each with
+    what decides it, and the header card names each verifier's passThreshold."""
+    open_run(page, strict_run)
+    trial = page.locator("#stream-trials li").filter(has_text="t000").first
+    expect(trial).to_contain_text(
+        "0.800 · verdict pass (0.800 ≥ 0.8) · verifiers failed (passThreshold: strict 0.9)"
+    )
+    expect(page.locator("#run-explainer .explainer-facts")).to_contain_text(
+        "× 1 · passThreshold 0.9"
+    )

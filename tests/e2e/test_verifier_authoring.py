@@ -1,3 +1,4 @@
+import json
 import re
 
 from playwright.sync_api import expect
@@ -30,7 +31,9 @@ def test_a_user_writes_a_verifier_sees_the_regex_error_inline_fixes_it_tries_it_
     output.fill("Hi there")
     expect(page.get_by_test_id("try-score")).to_have_text("0.500")
     expect(page.get_by_test_id("try-verdict")).to_have_text("fail")
-    expect(page.get_by_test_id("try-passed")).to_have_text("failed (passThreshold 1)")
+    expect(page.get_by_test_id("try-passed")).to_have_text(
+        'verifier "Greeting <b>check</b>" failed (0.500 < passThreshold 1)'
+    )
     breakdown = page.locator("table.breakdown")
     expect(breakdown.locator("tr", has_text="greeting-check/check-2")).to_contain_text(
         'output does not match pattern "^Hello"'
@@ -39,7 +42,9 @@ def test_a_user_writes_a_verifier_sees_the_regex_error_inline_fixes_it_tries_it_
 
     output.fill("Hello there")
     expect(page.get_by_test_id("try-score")).to_have_text("1.000")
-    expect(page.get_by_test_id("try-passed")).to_have_text("passed (passThreshold 1)")
+    expect(page.get_by_test_id("try-passed")).to_have_text(
+        'verifier "Greeting <b>check</b>" passed (1.000 ≥ passThreshold 1)'
+    )
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "verifier-editor-try-it.png"), full_page=True)
 
@@ -150,3 +155,70 @@ def test_saving_a_misspelled_check_type_asks_first_and_the_saved_page_says_it_ag
     expect(
         page.get_by_text('Saved with a warning: checks[0].type: unknown check type "json_validd"')
     ).to_be_visible()
+
+
+# A verifier whose checks weigh 4 and 1: an output with "refund" and no apology
+# scores 0.8, a pass by the default verdict thresholds, below a passThreshold of 1.
+TWO_JUDGMENTS = {
+    "id": "two-judgments",
+    "name": "Refund first",
+    "checks": [
+        {"id": "refund", "type": "contains", "weight": 4, "params": {"value": "refund"}},
+        {"id": "apology", "type": "contains", "params": {"value": "sorry"}},
+    ],
+}
+
+
+def test_try_it_shows_the_verdict_by_its_thresholds_and_passed_by_the_pass_threshold(page):
+    """The two judgments of docs/verifier-semantics.md "Passed and verdict", each
+    with the numbers that decide it: the verdict by the run thresholds the panel
+    shows (editable for the preview), passed / failed by the Pass threshold."""
+    page.goto("/verifiers/new/")
+    page.locator("#spec-json").fill(json.dumps(TWO_JUDGMENTS))
+    page.get_by_label("Output to score").fill("You get a refund.")
+    judgments = page.get_by_test_id("try-judgments")
+    expect(judgments.locator("li").first).to_have_text(
+        "score 0.800 · verdict pass (run thresholds: pass ≥ 0.8, borderline ≥ 0.6)"
+    )
+    passed = page.get_by_test_id("try-passed")
+    expect(passed).to_have_text('verifier "Refund first" failed (0.800 < passThreshold 1)')
+    page.locator("#spec-form").get_by_label("Pass threshold").fill("0.75")
+    expect(passed).to_have_text('verifier "Refund first" passed (0.800 ≥ passThreshold 0.75)')
+    expect(page.get_by_test_id("try-verdict")).to_have_text("pass")  # the verdict did not move
+    page.get_by_label("Verdict pass ≥").fill("0.9")
+    expect(judgments.locator("li").first).to_have_text(
+        "score 0.800 · verdict borderline (run thresholds: pass ≥ 0.9, borderline ≥ 0.6)"
+    )
+    expect(passed).to_have_text('verifier "Refund first" passed (0.800 ≥ passThreshold 0.75)')
+    page.screenshot(path=str(ARTIFACTS / "verifier-two-judgments.png"), full_page=True)
+
+
+def test_a_test_case_expecting_failed_flips_when_the_pass_threshold_changes(page):
+    """A test case states what it expects of each judgment; changing the Pass
+    threshold re-judges its passed expectation at once, the verdict's stays."""
+    page.goto("/verifiers/new/")
+    page.locator("#spec-json").fill(json.dumps(TWO_JUDGMENTS))
+    page.get_by_label("Output to score").fill("You get a refund.")
+    expect(page.get_by_test_id("try-verdict")).to_have_text("pass")
+    # The selects follow the result: verdict pass, verifier failed.
+    expect(page.get_by_label("Expected verdict")).to_have_value("pass")
+    expect(page.get_by_label("Expected of this verifier")).to_have_value("failed")
+    page.get_by_label("Test case name").fill("refund, no apology")
+    page.get_by_role("button", name="Save as test case").click()
+    row = page.locator("tr[data-case='0']")
+    expect(row.get_by_test_id("case-expected")).to_have_text("verdict passverifier failed")
+    expect(row.get_by_test_id("case-verdict")).to_have_text("✓ verdict pass")
+    expect(row.get_by_test_id("case-passed")).to_have_text("✓ verifier failed")
+    expect(page.locator("#suite-summary")).to_have_text("1 of 1 as expected")
+
+    page.locator("#spec-form").get_by_label("Pass threshold").fill("0.8")
+    expect(row.get_by_test_id("case-passed")).to_have_text("✗ verifier passed")
+    expect(row.get_by_test_id("case-verdict")).to_have_text("✓ verdict pass")
+    expect(page.locator("#suite-summary")).to_have_text("0 of 1 as expected")
+    page.locator("#spec-form").get_by_label("Pass threshold").fill("1")
+    expect(page.locator("#suite-summary")).to_have_text("1 of 1 as expected")
+
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(page).to_have_url(re.compile(r"/verifiers/two-judgments/$"))
+    page.goto("/verifiers/two-judgments/edit/")
+    expect(page.locator("#suite-summary")).to_have_text("1 of 1 as expected")

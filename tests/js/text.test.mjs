@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { clip, duration, esc, fmt } from "../../static/js/format.js";
 import {
   candidateLine, clientLine, clock, headerFigures, hover, leadText, minibatchMean, promptText, proposalLine, rowsNote, statusLine, tableNote, lineageNote,
+  trialJudgments,
 } from "../../static/js/run/text.js";
 import { loaded } from "./snapshot.mjs";
 
@@ -152,4 +153,17 @@ test("a candidate whose scores are not loaded leads a dash of tasks, not 0", () 
 
 test("a summarised lineage says how many candidates it draws and which", () => {
   assert.equal(lineageNote(856, 10000, 100), "Showing 856 of 10000 candidates: the front, the best, the top 100 by val score and their ancestors.");
+});
+
+test("a scored task says its verdict by the run thresholds and its verifiers' passed by their passThresholds", () => {
+  const judging = { thresholds: { pass: 0.8, borderline: 0.6 }, pass_thresholds: { strict: 0.9 } };
+  assert.deepEqual(trialJudgments({ task_key: "t", score: 0.8, verdict: "pass", passed: false }, judging),
+    { verdict: "verdict pass (0.800 ≥ 0.8)", passed: "verifiers failed (passThreshold: strict 0.9)" });
+  assert.equal(trialJudgments({ task_key: "t", score: 0.657, verdict: "borderline", passed: false }, judging).verdict,
+    "verdict borderline (0.6 ≤ 0.657 < 0.8)");
+  assert.equal(trialJudgments({ task_key: "t", score: 0.7, verdict: "fail", passed: false }, judging).verdict,
+    "verdict fail (a required check failed, whatever the score)");
+  assert.equal(trialJudgments({ task_key: "t", score: 0.2, verdict: "fail" }, judging).verdict, "verdict fail (0.200 < 0.6)");
+  // No verifier scored it (an external run's adapter, or an event recorded before `passed`): no passed to show.
+  assert.equal(trialJudgments({ task_key: "t", score: 0.2, verdict: "fail" }, judging).passed, null);
 });

@@ -15,8 +15,20 @@ SPEC = {
     "checks": [{"id": "polite", "type": "contains", "params": {"value": "please"}}],
 }
 CASES = [
-    {"name": "polite", "output": "Yes, please wait.", "task": None, "expect": "pass"},
-    {"name": "rude", "output": "No.", "task": {"metadata": {}}, "expect": "fail"},
+    {
+        "name": "polite",
+        "output": "Yes, please wait.",
+        "task": None,
+        "expect": "pass",
+        "expect_passed": "passed",
+    },
+    {
+        "name": "rude",
+        "output": "No.",
+        "task": {"metadata": {}},
+        "expect": "any",
+        "expect_passed": "failed",
+    },
 ]
 
 
@@ -50,10 +62,44 @@ def test_a_test_case_with_an_unknown_verdict_is_refused_naming_it_and_nothing_is
     )
     assert response.status_code == 400
     assert (
-        "test_cases[1].expect: must be one of pass, borderline, fail" in response.content.decode()
+        "test_cases[1].expect: must be one of pass, borderline, fail, any"
+        in response.content.decode()
     )
     verifier = Verifier.objects.get()
     assert verifier.test_cases == [] and verifier.name == "Tone"
+
+
+def test_a_test_case_expecting_neither_passed_nor_failed_is_refused_naming_the_field(
+    user, user_client
+):
+    """`expect_passed` is what a case expects of the verifier's passed / failed
+    (docs/verifier-semantics.md "Passed and verdict"): passed, failed or any."""
+    verifier_create(owner=user, spec=SPEC)
+    bad = [CASES[0], dict(CASES[1], expect_passed="pass")]
+    response = user_client.post(
+        "/verifiers/tone/edit/", {"spec": json.dumps(SPEC), "test_cases": json.dumps(bad)}
+    )
+    assert response.status_code == 400
+    assert (
+        "test_cases[1].expect_passed: must be one of passed, failed, any"
+        in response.content.decode()
+    )
+    assert Verifier.objects.get().test_cases == []
+
+
+def test_a_test_case_saved_before_expect_passed_existed_loads_expecting_any(user, user_client):
+    """Cases stored with only a verdict expectation still load, and saving them
+    again stores `expect_passed: any` (nothing was expected of passed)."""
+    old = {"name": "old", "output": "Yes, please.", "task": None, "expect": "pass"}
+    verifier = verifier_create(owner=user, spec=SPEC)
+    Verifier.objects.filter(pk=verifier.pk).update(test_cases=[old])
+    page = user_client.get("/verifiers/tone/edit/").content.decode()
+    assert "Yes, please." in page
+    user_client.post(
+        "/verifiers/tone/edit/", {"spec": json.dumps(SPEC), "test_cases": json.dumps([old])}
+    )
+    verifier.refresh_from_db()
+    assert verifier.test_cases == [dict(old, expect_passed="any")]
 
 
 def test_too_many_or_too_long_test_cases_are_refused(user_client):

@@ -118,6 +118,13 @@ import { clip } from "../format.js";
  * @property {string} verdict "pass", "borderline" or "fail"
  * @property {string} [output]
  * @property {string[]} [reasons]
+ * @property {boolean | null} [passed] every verifier passed; null or absent when no verifier scored it
+ */
+
+/**
+ * What decides a run's two judgments: its verdict thresholds and each
+ * verifier's passThreshold by id (docs/verifier-semantics.md "Passed and verdict").
+ * @typedef {{thresholds: {pass: number, borderline: number}, pass_thresholds: Record<string, number>}} Judging
  */
 
 /**
@@ -141,6 +148,7 @@ import { clip } from "../format.js";
  * @property {Array<Array<number | null>>} scores one row per index of `rows`
  * @property {{members: number[], leaders: Record<string, number[]>}} front
  * @property {Limits} limits
+ * @property {Judging} judging
  * @property {Columns<ProposalScores>} rejected
  * @property {Proposal[]} proposals
  * @property {Array<TrialItem & {candidate: number | null, split: string}>} trials
@@ -179,6 +187,7 @@ import { clip } from "../format.js";
  * @property {Set<number>} selected
  * @property {number | null} finishedAt when the page saw the run finish (ms)
  * @property {Limits} limits
+ * @property {Judging} judging
  * @property {number | null} shownBest
  */
 
@@ -200,6 +209,7 @@ export function createState() {
     // How many candidates (the first ones of `order`) the candidates table shows.
     tableShown: 0,
     selected: new Set(), finishedAt: null, limits: /** @type {any} */ (null), shownBest: null,
+    judging: { thresholds: { pass: 0.8, borderline: 0.6 }, pass_thresholds: {} },
   };
 }
 
@@ -228,6 +238,7 @@ export function loadSnapshot(S, snap) {
   S.tasks.forEach((key, k) => S.taskColumn.set(key, k));
   S.verifiers = snap.verifiers;
   S.limits = snap.limits;
+  S.judging = snap.judging;
   const rowOf = new Map(snap.rows.map((index, k) => [index, k]));
   for (const c of unzip(snap.candidates)) addCandidate(S, { ...c, scores: rowOf.has(c.index) ? snap.scores[/** @type {number} */ (rowOf.get(c.index))] : null });
   S.rowsCursor = -1;

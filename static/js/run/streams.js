@@ -4,7 +4,7 @@
 // page showed. Untrusted text reaches the DOM through textContent only.
 import { clip, fmt } from "../format.js";
 import { money, tokens } from "../money.js";
-import { minibatchSize } from "./text.js";
+import { minibatchSize, trialJudgments } from "./text.js";
 import { S, el } from "./page.js";
 
 /**
@@ -39,7 +39,10 @@ export function renderProposal(p) {
 export function renderTrial(item, candidate, split) {
   const li = el("li");
   li.append(el("strong", item.task_key), el("span", ` ${candidate === null || candidate === undefined ? "proposal" : `#${candidate}`} · ${split} · `, "muted"),
-    el("span", `${fmt(item.score)} ${item.verdict}`, `verdict-${item.verdict}`));
+    el("span", fmt(item.score)), el("span", " · "));
+  const judged = trialJudgments(item, S.judging);
+  li.append(el("span", judged.verdict, `verdict-${item.verdict}`));
+  if (judged.passed) li.append(el("span", " · "), el("span", judged.passed, item.passed ? "verdict-pass" : "verdict-fail"));
   li.append(el("pre", clip(item.output || "", S.limits.text)));
   const reasons = (item.reasons || []).slice(0, S.limits.reasons);
   if (reasons.length) { const ul = el("ul", undefined, "reasons"); for (const r of reasons) ul.append(el("li", r)); li.append(ul); }

@@ -11,6 +11,8 @@ import { bestIndex, leadCount } from "./state.js";
  * @typedef {import("./state.js").ProposalScores} ProposalScores
  * @typedef {import("./state.js").Run} Run
  * @typedef {import("./state.js").RunState} RunState
+ * @typedef {import("./state.js").TrialItem} TrialItem
+ * @typedef {import("./state.js").Judging} Judging
  */
 
 export const VERDICT_NAMES = { p: "pass", b: "borderline", f: "fail" };
@@ -20,6 +22,21 @@ export const VERDICT_NAMES = { p: "pass", b: "borderline", f: "fail" };
 export function hover(c) {
   const parents = c.parents.length ? c.parents.map((p) => `#${p}`).join(" + ") : "none";
   return `<b>#${c.index}</b> ${esc(c.origin)} · val ${fmt(c.val_score)}<br>parents ${parents} · ${c.metric_calls} calls<br>${escLines(c.preview)}`;
+}
+
+// A scored task's two judgments, each with what decides it (docs/verifier-semantics.md
+// "Passed and verdict"): `verdict pass (0.823 ≥ 0.8)` and, when verifiers scored it,
+// `verifiers failed (passThreshold: strict 0.9)`.
+/** @param {TrialItem} item @param {Judging} judging @returns {{verdict: string, passed: string | null}} */
+export function trialJudgments(item, judging) {
+  const t = judging.thresholds, score = fmt(item.score);
+  const why = item.verdict === "pass" ? `${score} ≥ ${t.pass}`
+    : item.verdict === "borderline" ? `${t.borderline} ≤ ${score} < ${t.pass}`
+      : item.score >= t.borderline ? "a required check failed, whatever the score" : `${score} < ${t.borderline}`;
+  const bars = Object.entries(judging.pass_thresholds).map(([id, bar]) => `${id} ${bar}`).join(", ");
+  const passed = item.passed === null || item.passed === undefined ? null
+    : `verifiers ${item.passed ? "passed" : "failed"}${bars ? ` (passThreshold: ${bars})` : ""}`;
+  return { verdict: `verdict ${item.verdict} (${why})`, passed };
 }
 
 // A candidate's "leads N" count; a dash when its scores are not loaded.

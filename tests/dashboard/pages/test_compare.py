@@ -492,3 +492,26 @@ def test_two_real_runs_on_one_task_set_compare_best_vs_best_with_their_config_di
     )
     curves = [t for t in figure["data"] if t["mode"] == "lines"]
     assert [max(t["y"]) for t in curves] == pytest.approx([a.best_score, b.best_score])
+
+
+def test_every_compare_page_showing_verdicts_names_the_thresholds_its_run_judged_them_by(
+    user_client, run
+):
+    """A verdict is the run's (docs/verifier-semantics.md "Passed and verdict"): the
+    compare grid, its lift table, a task's view, the promotion report and the
+    compare-runs table say the thresholds that decided it, the run's own ones."""
+    Run.objects.filter(pk=run.pk).update(
+        config={**run.config, "thresholds": {"pass": 0.9, "borderline": 0.7}}
+    )
+    rule = "run thresholds: pass ≥ 0.9, borderline ≥ 0.7"
+    pages = [
+        _compare(run, 0, 3),
+        reverse("compare:task", args=[run.pk]) + "?c=0&c=3&task=val-000",
+        reverse("compare:promotion", args=[run.pk]),
+        reverse("compare:runs") + f"?a={run.pk}&b={run.pk}",
+    ]
+    for url in pages:
+        html = user_client.get(url).content.decode()
+        assert rule in html, url
+    grid = user_client.get(_compare(run, 0, 3)).content.decode()
+    assert grid.count(rule) == 2  # above the task grid and the lift table

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from optimizer.models import RunEvent, RunStatus
+from optimizer.models import Evaluation, RunEvent, RunStatus
 from optimizer.runs import event_types as ev
 from optimizer.runs.events import publish_run_event
 from tests.factories import recorded_run
@@ -84,6 +84,33 @@ def test_every_event_of_a_real_run_with_a_holdout_matches_its_model(user, settin
         ev.RUN_FINISHED,
         ev.HOLDOUT_SCORED,
     }
+
+
+@pytest.mark.django_db
+def test_a_native_runs_trials_say_whether_every_verifier_passed_as_its_evaluations_do(
+    user, settings, tmp_path
+):
+    """Each trials item carries `passed` beside the verdict (docs/verifier-semantics.md
+    "Passed and verdict"), the same as the Evaluation row stored for it."""
+    settings.RUNS_DIR = tmp_path / "runs"
+    run = run_demo_with_holdout(user)
+    stored = {
+        (index, split, key): passed
+        for index, split, key, passed in Evaluation.objects.filter(candidate__run=run).values_list(
+            "candidate__index", "split", "task_key", "passed"
+        )
+    }
+    checked = 0
+    for payload in RunEvent.objects.filter(run=run, type=ev.TRIALS).values_list(
+        "payload", flat=True
+    ):
+        for item in payload["items"]:
+            assert isinstance(item["passed"], bool), item
+            key = (payload["candidate"], payload["split"], item["task_key"])
+            if key in stored:
+                assert item["passed"] == stored[key], key
+                checked += 1
+    assert checked
 
 
 @pytest.mark.django_db
