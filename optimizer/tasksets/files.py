@@ -304,6 +304,10 @@ def _jsonl_rows(
     for number, line in _text_lines(filename, stream):
         if not line.strip():
             continue
+        # Without its line break: json counts a "\n" as the start of a second line,
+        # so an error at the end of the row would read "column 1" of a line that
+        # is not there, where `json.loads` of the row itself names the column.
+        line = line.rstrip("\r\n")
         try:
             yield number, parse_json(line)
         except json.JSONDecodeError as exc:

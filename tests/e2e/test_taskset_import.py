@@ -4,9 +4,10 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import ARTIFACTS, E2E_USERNAME
+from tests.e2e.conftest import ARTIFACTS, E2E_USERNAME, Api
 
 DATASETS = Path(__file__).resolve().parents[1] / "fixtures" / "datasets"
 
@@ -128,3 +129,32 @@ def test_the_launch_form_offers_split_now_for_a_set_with_no_val_tasks(
         "dry run passed: ready to launch"
     )
     expect(page.locator('[data-problems-for="splits"]')).to_be_hidden()
+
+
+def test_a_jsonl_error_names_the_column_python_names_for_that_row(frontier_server, tmp_path):
+    """A row cut short in the middle of a file (a BOM, CRLF line breaks, a tab
+    and a multi-byte character before the error, a blank line at the end) is
+    reported by the CLI and by a token script at the column `json.loads` of
+    that row gives (47), not at "column 1" of the line break after it."""
+    bad = '{"input":\t"Où est la gare ?", "answer": "Nord"'
+    with pytest.raises(json.JSONDecodeError) as python:
+        json.loads(bad)
+    assert python.value.colno == 47
+    rows = ['{"input": "What is 2 + 2?", "answer": "4"}', '{"input": "Capital of Peru?"}']
+    content = "\ufeff" + "\r\n".join([*rows, bad, '{"input": "ok"}', ""]) + "\r\n"
+    path = tmp_path / "cut.jsonl"
+    path.write_bytes(content.encode("utf-8"))
+    expected = f"cut.jsonl line 3: invalid JSON ({python.value.msg} at column 47)"
+
+    cli = frontier_server.manage(
+        "tasks", "import", str(path), "--set", "Cut short", "--owner", E2E_USERNAME, check=False
+    )
+    assert cli.returncode == 2 and expected in cli.stderr, cli.stderr
+    status, body, _ = Api(frontier_server.url, frontier_server.new_token()).call(
+        "POST",
+        "/api/tasksets/import",
+        {"name": "Cut short", "filename": "cut.jsonl", "content": content, "dry_run": True},
+    )
+    assert status == 200 and [f"{p['field']}: {p['message']}" for p in body["problems"]] == [
+        expected
+    ], body
