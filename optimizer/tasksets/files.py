@@ -48,6 +48,7 @@ from dashboard.lib.storable import (
 from optimizer.tasksets.models import Split
 from verifiers_app.engine import SpecError, validate_task
 from verifiers_app.engine.json_types import JSONObject
+from verifiers_app.engine.reads import task_field_readers
 
 #: A row as a parser read it, before mapping: YAML keys need not be strings.
 RawRow = dict[Any, Any]
@@ -639,6 +640,8 @@ class ScanReport:
     problem_count: int = 0
     mapping: dict[str, list[str]] = field(default_factory=dict)  # task field → source fields seen
     kept_in_metadata: list[str] = field(default_factory=list)  # unknown fields, kept in metadata
+    # Stored task field the rows carry → what reads it when a run scores an output.
+    read_by: dict[str, str] = field(default_factory=dict)
     split_counts: dict[str, int] = field(default_factory=dict)  # rows that name a split
     unsplit_ids: list[str] = field(default_factory=list)  # rows without one, in file order
     page_rows: list[JSONObject] = field(default_factory=list)
@@ -692,6 +695,7 @@ def scan_task_file(
     sources: dict[str, set[str]] = {name: set() for name in FieldMapping.names()}
     extra: set[str] = set()
     shapes: set[tuple[object, ...]] = set()
+    carried: set[str] = {"input"}
     offset, limit = page
     for index, (line, raw) in enumerate(_numbered_rows(task_file, fmt, mapping, context), start=1):
         if index > MAX_ROWS:
@@ -728,6 +732,7 @@ def scan_task_file(
             )
             continue
         seen[row["task_id"]] = line
+        carried.update(_carried_fields(row))
         if row["split"] is None:
             report.unsplit_ids.append(row["task_id"])
         else:
@@ -743,7 +748,19 @@ def scan_task_file(
     report.columns = context.get("columns", [])
     report.mapping = {name: sorted(keys) for name, keys in sources.items() if keys}
     report.kept_in_metadata = sorted(extra)[:50]
+    report.read_by = {name: text for name, text in task_field_readers().items() if name in carried}
     return report
+
+
+def _carried_fields(row: JSONObject) -> Iterator[str]:
+    """The stored fields of a valid row that hold something, as `task_field_readers` names them."""
+    if row["expected"] is not None:
+        yield "expected"
+    for name in ("params", "verifier"):
+        if row[name]:
+            yield name
+    for key in row["metadata"]:
+        yield (f"metadata.{key}" if key in ("expectations", "expectedOutputSchema") else "metadata")
 
 
 def iter_task_rows(

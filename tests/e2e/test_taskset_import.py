@@ -38,6 +38,10 @@ def test_a_broken_csv_is_refused_by_line_then_an_alpaca_file_is_previewed_and_sa
     expect(page.locator('[data-field="split-counts"]')).to_contain_text(
         "2 train · 2 val · 0 holdout"
     )
+    # Alpaca's answer column becomes `expected`, which only row verifiers read.
+    expect(page.locator('[data-field="read-by"]')).to_contain_text(
+        "expected ← output: read only by row verifiers"
+    )
     # Nothing saved yet: the task set list does not know the set.
     listing = page.context.new_page()
     listing.goto("/tasksets/")
@@ -158,3 +162,45 @@ def test_a_jsonl_error_names_the_column_python_names_for_that_row(frontier_serve
     assert status == 200 and [f"{p['field']}: {p['message']}" for p in body["problems"]] == [
         expected
     ], body
+
+
+def test_a_dry_run_warns_when_no_chosen_verifier_reads_the_imported_answer_column(
+    frontier_server,
+):
+    """Alpaca's `output` column is imported as `expected`, which only row
+    verifiers read: the import preview says what reads it, a launch's dry run
+    with only a native verifier warns (naming the field and the set), and with
+    an in_process verifier that compares the output with it, it does not."""
+    api = Api(frontier_server.url, frontier_server.new_token())
+    body = {
+        "name": "Alpaca answers",
+        "filename": "alpaca.jsonl",
+        "content": (DATASETS / "alpaca.jsonl").read_text(),
+    }
+    status, preview, _ = api.call("POST", "/api/tasksets/import", {**body, "dry_run": True})
+    assert status == 200 and preview["mapping"]["expected"] == ["output"], preview
+    assert preview["read_by"]["expected"].startswith("read only by row verifiers"), preview
+    status, imported, _ = api.call("POST", "/api/tasksets/import", body)
+    assert status == 201, imported
+    for spec in (
+        {"id": "alpaca-polite", "checks": [{"type": "min_length", "params": {"value": 2}}]},
+        {"id": "alpaca-exact", "kind": "in_process", "fn_name": "exact_match"},
+    ):
+        status, created, _ = api.call("POST", "/api/verifiers/", {"spec": spec})
+        assert status == 201, created
+    config = {
+        "task_set_id": imported["id"],
+        "verifier_ids": ["alpaca-polite"],
+        "budget": {"max_metric_calls": 40},
+        "task_lm": {"provider": "demo", "model": "demo-task"},
+    }
+    status, dry, _ = api.call("POST", "/api/runs/dry-run", {"config": config})
+    ignored = [w for w in dry["warnings"] if "carry expected" in w]
+    assert status == 200 and dry["ok"] and len(ignored) == 1, dry
+    assert ignored[0].startswith(
+        'tasks: 4 task(s) of task set "Alpaca answers" carry expected (an answer column such as '
+        "output or answer is imported as expected) but no chosen verifier reads it"
+    ), ignored
+    config["verifier_ids"] = ["alpaca-polite", "alpaca-exact"]
+    status, dry, _ = api.call("POST", "/api/runs/dry-run", {"config": config})
+    assert status == 200 and not [w for w in dry["warnings"] if "carry expected" in w], dry
