@@ -246,7 +246,7 @@ function renderForm() {
   const add = el("button", { type: "button", text: "Add a check", onclick: () => {
     spec.checks = Array.isArray(spec.checks) ? spec.checks : [];
     /** @type {Check} */
-    const check = { type: "contains", weight: 1, params: {} };
+    const check = { id: "", type: "contains", weight: 1, params: {} };  // id first in the JSON
     check.id = deriveCheckId(check.type, check.params, spec.checks.map((/** @type {Check} */ c) => c?.id));
     derivedIds.add(check);
     spec.checks.push(check);

@@ -202,3 +202,4 @@ def test_a_new_check_is_named_after_its_type_and_argument_until_the_user_names_i
         "order-number",
         "regex-2",
     ]
+    assert all(next(iter(check)) == "id" for check in spec["checks"])  # the JSON names it first
