@@ -299,6 +299,12 @@ def _read_text(filename: str, stream: BinaryIO) -> str:
         raise SpecError(f"{filename} line {line}: not UTF-8 text; save the file as UTF-8") from None
 
 
+def _json_error(exc: json.JSONDecodeError) -> str:
+    """json's message and column: `Expecting ',' delimiter at column 47` (some of
+    its messages end in "at" already: `Unterminated string starting at column 11`)."""
+    return f"{exc.msg.removesuffix(' at')} at column {exc.colno}"
+
+
 def _jsonl_rows(
     filename: str, stream: BinaryIO, mapping: FieldMapping, report: FileFacts
 ) -> Iterator[tuple[int, Any]]:
@@ -312,7 +318,7 @@ def _jsonl_rows(
         try:
             yield number, parse_json(line)
         except json.JSONDecodeError as exc:
-            yield number, _Bad(f"invalid JSON ({exc.msg} at column {exc.colno})")
+            yield number, _Bad(f"invalid JSON ({_json_error(exc)})")
         except JsonTooDeep as exc:
             where, _, message = str(exc).partition(": ")
             yield number, _Bad(f"invalid JSON ({message})" if where == "value" else str(exc))
@@ -337,7 +343,7 @@ def _json_rows(
             value, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
             raise SpecError(
-                f"{filename} line {exc.lineno}: invalid JSON ({exc.msg} at column {exc.colno})"
+                f"{filename} line {exc.lineno}: invalid JSON ({_json_error(exc)})"
             ) from None
         except RecursionError:
             raise SpecError(
@@ -372,6 +378,12 @@ def _json_rows(
             pos = expect(pos, ",}")
             if text[pos] == ",":
                 pos = skip(pos + 1)
+        if found is None and text[skip(pos + 1) : skip(pos + 1) + 1] == "{":
+            raise SpecError(
+                f"{filename} line {lines.at(skip(pos + 1))}: a second JSON object after the "
+                "first: one row object per line is JSONL; name the file .jsonl (or choose the "
+                "format jsonl)"
+            )
         if found is None:
             raise SpecError(
                 f"{filename} line {lines.at(start)}: a JSON object needs its rows in a list under "

@@ -204,3 +204,29 @@ def test_a_dry_run_warns_when_no_chosen_verifier_reads_the_imported_answer_colum
     config["verifier_ids"] = ["alpaca-polite", "alpaca-exact"]
     status, dry, _ = api.call("POST", "/api/runs/dry-run", {"config": config})
     assert status == 200 and not [w for w in dry["warnings"] if "carry expected" in w], dry
+
+
+def test_a_jsonl_file_named_json_and_an_unterminated_string_get_plain_messages(
+    frontier_server, tmp_path
+):
+    """One row object per line saved as `.json` is told to use the JSONL name
+    (not "a JSON object needs its rows in a list"); an unterminated string says
+    where it starts once ("starting at column 11", not "at at")."""
+    rows = '{"input": "What is 2 + 2?"}\n{"input": "Capital of Peru?"}\n'
+    (tmp_path / "rows.json").write_text(rows)
+    (tmp_path / "open.jsonl").write_text('{"input": "x"}\n{"input": "abc\n')
+    for name, message in (
+        (
+            "rows.json",
+            "rows.json line 2: a second JSON object after the first: one row object per line is "
+            "JSONL; name the file .jsonl (or choose the format jsonl)",
+        ),
+        (
+            "open.jsonl",
+            "open.jsonl line 2: invalid JSON (Unterminated string starting at column 11)",
+        ),
+    ):
+        cli = frontier_server.manage(
+            "tasks", "import", str(tmp_path / name), "--set", "Plain", "--dry-run", check=False
+        )
+        assert cli.returncode == 2 and message in cli.stderr, cli.stderr
