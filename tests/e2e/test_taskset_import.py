@@ -230,3 +230,38 @@ def test_a_jsonl_file_named_json_and_an_unterminated_string_get_plain_messages(
             "tasks", "import", str(tmp_path / name), "--set", "Plain", "--dry-run", check=False
         )
         assert cli.returncode == 2 and message in cli.stderr, cli.stderr
+
+
+def test_the_launch_forms_dry_run_says_no_chosen_verifier_reads_the_answers(
+    page, frontier_server, tmp_path
+):
+    """In the browser too: tasks whose answers (`expected`, from Alpaca's
+    `output`) only row verifiers read, launched with a native verifier, get a
+    warning from the form's dry run naming the field and the set."""
+    frontier_server.manage(
+        "tasks",
+        "import",
+        str(DATASETS / "alpaca.jsonl"),
+        "--set",
+        "Alpaca form",
+        "--owner",
+        E2E_USERNAME,
+    )
+    spec = tmp_path / "length.json"
+    spec.write_text(
+        json.dumps(
+            {
+                "id": "alpaca-length",
+                "name": "Alpaca length",
+                "checks": [{"type": "min_length", "params": {"value": 2}}],
+            }
+        )
+    )
+    frontier_server.manage("verifiers", "create", str(spec), "--owner", E2E_USERNAME)
+    page.goto("/runs/new/")
+    page.get_by_label("Task set").select_option(label="Alpaca form (4 tasks)")
+    page.get_by_label("Alpaca length").check()
+    page.get_by_role("button", name="Dry run", exact=True).click()
+    expect(page.locator('[data-problems-for="budget.warning"]')).to_contain_text(
+        'tasks: 4 task(s) of task set "Alpaca form" carry expected'
+    )
