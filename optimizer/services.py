@@ -38,8 +38,9 @@ from optimizer.runs.limits import (
 from optimizer.runs.status import run_set_status
 from optimizer.tasksets.models import TaskSet
 from verifiers_app.engine import SpecError, compile_specs, validate_task
+from verifiers_app.engine.fns import registered as registered_fns
 from verifiers_app.engine.quoting import quote
-from verifiers_app.engine.reads import expected_readers, row_reads_own_expected, spec_reads_expected
+from verifiers_app.engine.reads import row_reads_own_expected, spec_reads_expected
 from verifiers_app.models import Verifier
 
 DEMO_JUDGE_PROBLEM = (
@@ -320,12 +321,13 @@ def run_data_warnings(
             "(metadata.expectedOutputSchema), so that check passes every output"
         )
     if answered and not any(spec_reads_expected(spec) for spec in specs):
+        of_set = f" of task set {quote(task_set)}" if task_set else ""
         warnings.append(
-            f"tasks: {answered} task(s){f' of task set {quote(task_set)}' if task_set else ''} "
-            "carry expected (an answer "
-            "column such as output or answer is imported as expected) but no chosen verifier "
-            f"reads it, so it is ignored; expected is {expected_readers()}: add one that compares "
-            'the output with it, e.g. {"kind": "in_process", "fn_name": "exact_match"}'
+            f"tasks: {answered} task(s){of_set} carry expected (an answer column such as output "
+            "or answer is imported as expected) but no chosen verifier reads it, so it is "
+            "ignored; only row verifiers read expected: choose one that compares the output "
+            'with it, e.g. a verifier {"kind": "in_process", "fn_name": "exact_match"} '
+            f"(fns: {', '.join(registered_fns())})"
         )
     return warnings
 
