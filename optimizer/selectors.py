@@ -135,6 +135,11 @@ def launch_warnings(*, user: User, config: dict[str, Any] | RunConfig) -> list[s
         expecting=tasks.filter(metadata__has_key="expectations").count(),
         schemas=tasks.filter(metadata__has_key="expectedOutputSchema").count(),
         specs=specs,
+        # An `expected` that the task's own row verifier reads is read whatever is chosen.
+        answered=tasks.filter(expected__isnull=False)
+        .filter(Q(verifier__isnull=True) | Q(verifier__has_key="expected"))
+        .count(),
+        task_set=task_set.name,
     )
     return [w for w in warnings if w]
 

@@ -38,6 +38,9 @@ from optimizer.runs.limits import (
 from optimizer.runs.status import run_set_status
 from optimizer.tasksets.models import TaskSet
 from verifiers_app.engine import SpecError, compile_specs, validate_task
+from verifiers_app.engine.fns import registered as registered_fns
+from verifiers_app.engine.quoting import quote
+from verifiers_app.engine.reads import row_reads_own_expected, spec_reads_expected
 from verifiers_app.models import Verifier
 
 DEMO_JUDGE_PROBLEM = (
@@ -279,11 +282,21 @@ def run_launch(
     return run
 
 
-def run_data_warnings(*, tasks: int, expecting: int, schemas: int, specs: list[dict]) -> list[str]:
+def run_data_warnings(
+    *,
+    tasks: int,
+    expecting: int,
+    schemas: int,
+    specs: list[dict],
+    answered: int = 0,
+    task_set: str = "",
+) -> list[str]:
     """Task data the chosen verifiers would silently ignore: expectations (in
     `expecting` of the `tasks`) with no task_expectations check, schemas with no
-    expected_output_schema check, and a schema check with no schema in any task
-    (it would pass every output)."""
+    expected_output_schema check, a schema check with no schema in any task
+    (it would pass every output), and an `expected` (in `answered` tasks of the
+    set named `task_set`, not counting those whose own row verifier reads it)
+    that no chosen verifier reads (only row verifiers do)."""
     types = {
         check.get("type")
         for spec in specs
@@ -307,12 +320,26 @@ def run_data_warnings(*, tasks: int, expecting: int, schemas: int, specs: list[d
             "verifiers: an expected_output_schema check is chosen but no task has a schema "
             "(metadata.expectedOutputSchema), so that check passes every output"
         )
+    if answered and not any(spec_reads_expected(spec) for spec in specs):
+        of_set = f" of task set {quote(task_set)}" if task_set else ""
+        warnings.append(
+            f"tasks: {answered} task(s){of_set} carry expected (an answer column such as output "
+            "or answer is imported as expected) but no chosen verifier reads it, so it is "
+            "ignored; only row verifiers read expected: choose one that compares the output "
+            'with it, e.g. a verifier {"kind": "in_process", "fn_name": "exact_match"} '
+            f"(fns: {', '.join(registered_fns())})"
+        )
     return warnings
 
 
 def run_snapshot_warnings(run: Run) -> list[str]:
     """The launch warnings of a run, from what it froze (budget, ignored task data)."""
     metadata = [row.get("metadata") or {} for row in run.tasks_snapshot]
+    answered = sum(
+        1
+        for row in run.tasks_snapshot
+        if row.get("expected") is not None and not row_reads_own_expected(row)
+    )
     return [
         w
         for w in [
@@ -322,6 +349,8 @@ def run_snapshot_warnings(run: Run) -> list[str]:
                 expecting=sum(1 for m in metadata if "expectations" in m),
                 schemas=sum(1 for m in metadata if "expectedOutputSchema" in m),
                 specs=run.verifier_specs,
+                answered=answered,
+                task_set=run.task_set.name if run.task_set else "",
             ),
         ]
         if w

@@ -156,6 +156,7 @@ def taskset_import_preview(request):
             "token": token,
             "query": urlencode(query),
             **_form_context(data),
+            "read_by": _read_by(preview) if preview else [],
             "rows": [
                 {
                     **row,
@@ -169,6 +170,20 @@ def taskset_import_preview(request):
         },
         status=400 if problems and preview is None else 200,
     )
+
+
+def _read_by(preview) -> list[dict]:
+    """Each stored field the rows carry, the file's fields it comes from, and what reads it."""
+    report = preview.report
+    sources = {
+        "input": report.mapping.get("instruction", []) + report.mapping.get("input", []),
+        "expected": report.mapping.get("expected", []),
+        "metadata": report.kept_in_metadata,
+    }
+    return [
+        {"name": name, "sources": sources.get(name, []), "text": text}
+        for name, text in report.read_by.items()
+    ]
 
 
 @require_POST

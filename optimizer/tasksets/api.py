@@ -107,6 +107,12 @@ class ImportPreviewOut(Schema):
     )
     problems: list[Problem]
     kept_in_metadata: list[str]
+    read_by: dict[str, str] = Field(
+        ...,
+        description="stored task field the rows carry → what reads it when a run scores an "
+        "output (expected: only row verifiers); a dry run of a launch warns when no chosen "
+        "verifier reads it",
+    )
     created: int
     updated: int
     unchanged: int

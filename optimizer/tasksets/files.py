@@ -48,6 +48,7 @@ from dashboard.lib.storable import (
 from optimizer.tasksets.models import Split
 from verifiers_app.engine import SpecError, validate_task
 from verifiers_app.engine.json_types import JSONObject
+from verifiers_app.engine.reads import task_field_readers
 
 #: A row as a parser read it, before mapping: YAML keys need not be strings.
 RawRow = dict[Any, Any]
@@ -298,16 +299,26 @@ def _read_text(filename: str, stream: BinaryIO) -> str:
         raise SpecError(f"{filename} line {line}: not UTF-8 text; save the file as UTF-8") from None
 
 
+def _json_error(exc: json.JSONDecodeError) -> str:
+    """json's message and column: `Expecting ',' delimiter at column 47` (some of
+    its messages end in "at" already: `Unterminated string starting at column 11`)."""
+    return f"{exc.msg.removesuffix(' at')} at column {exc.colno}"
+
+
 def _jsonl_rows(
     filename: str, stream: BinaryIO, mapping: FieldMapping, report: FileFacts
 ) -> Iterator[tuple[int, Any]]:
     for number, line in _text_lines(filename, stream):
         if not line.strip():
             continue
+        # Without its line break: json counts a "\n" as the start of a second line,
+        # so an error at the end of the row would read "column 1" of a line that
+        # is not there, where `json.loads` of the row itself names the column.
+        line = line.rstrip("\r\n")
         try:
             yield number, parse_json(line)
         except json.JSONDecodeError as exc:
-            yield number, _Bad(f"invalid JSON ({exc.msg} at column {exc.colno})")
+            yield number, _Bad(f"invalid JSON ({_json_error(exc)})")
         except JsonTooDeep as exc:
             where, _, message = str(exc).partition(": ")
             yield number, _Bad(f"invalid JSON ({message})" if where == "value" else str(exc))
@@ -332,7 +343,7 @@ def _json_rows(
             value, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
             raise SpecError(
-                f"{filename} line {exc.lineno}: invalid JSON ({exc.msg} at column {exc.colno})"
+                f"{filename} line {exc.lineno}: invalid JSON ({_json_error(exc)})"
             ) from None
         except RecursionError:
             raise SpecError(
@@ -367,6 +378,12 @@ def _json_rows(
             pos = expect(pos, ",}")
             if text[pos] == ",":
                 pos = skip(pos + 1)
+        if found is None and text[skip(pos + 1) : skip(pos + 1) + 1] == "{":
+            raise SpecError(
+                f"{filename} line {lines.at(skip(pos + 1))}: a second JSON object after the "
+                "first: one row object per line is JSONL; name the file .jsonl (or choose the "
+                "format jsonl)"
+            )
         if found is None:
             raise SpecError(
                 f"{filename} line {lines.at(start)}: a JSON object needs its rows in a list under "
@@ -635,6 +652,8 @@ class ScanReport:
     problem_count: int = 0
     mapping: dict[str, list[str]] = field(default_factory=dict)  # task field → source fields seen
     kept_in_metadata: list[str] = field(default_factory=list)  # unknown fields, kept in metadata
+    # Stored task field the rows carry → what reads it when a run scores an output.
+    read_by: dict[str, str] = field(default_factory=dict)
     split_counts: dict[str, int] = field(default_factory=dict)  # rows that name a split
     unsplit_ids: list[str] = field(default_factory=list)  # rows without one, in file order
     page_rows: list[JSONObject] = field(default_factory=list)
@@ -688,6 +707,7 @@ def scan_task_file(
     sources: dict[str, set[str]] = {name: set() for name in FieldMapping.names()}
     extra: set[str] = set()
     shapes: set[tuple[object, ...]] = set()
+    carried: set[str] = {"input"}
     offset, limit = page
     for index, (line, raw) in enumerate(_numbered_rows(task_file, fmt, mapping, context), start=1):
         if index > MAX_ROWS:
@@ -724,6 +744,7 @@ def scan_task_file(
             )
             continue
         seen[row["task_id"]] = line
+        carried.update(_carried_fields(row))
         if row["split"] is None:
             report.unsplit_ids.append(row["task_id"])
         else:
@@ -739,7 +760,19 @@ def scan_task_file(
     report.columns = context.get("columns", [])
     report.mapping = {name: sorted(keys) for name, keys in sources.items() if keys}
     report.kept_in_metadata = sorted(extra)[:50]
+    report.read_by = {name: text for name, text in task_field_readers().items() if name in carried}
     return report
+
+
+def _carried_fields(row: JSONObject) -> Iterator[str]:
+    """The stored fields of a valid row that hold something, as `task_field_readers` names them."""
+    if row["expected"] is not None:
+        yield "expected"
+    for name in ("params", "verifier"):
+        if row[name]:
+            yield name
+    for key in row["metadata"]:
+        yield (f"metadata.{key}" if key in ("expectations", "expectedOutputSchema") else "metadata")
 
 
 def iter_task_rows(

@@ -80,6 +80,7 @@ class ImportPreview:
             # The API's problem shape: "<file> line N" as the field, the rest as the message.
             "problems": [dict(zip(("field", "message"), split_problem(p))) for p in self.problems],
             "kept_in_metadata": r.kept_in_metadata,
+            "read_by": r.read_by,
             **self.counts,
             "split_counts": self.split_counts,
             "default_split": {

@@ -59,6 +59,8 @@
  * @typedef {{task_id: string, input: string, expected: unknown, params: unknown, metadata: unknown, verifier?: unknown}} Task
  */
 
+import { deriveCheckId } from "./check-ids.js";
+
 /** @type {Record<string, ParamField[]>} */
 const CHECK_TYPES = JSON.parse(/** @type {HTMLElement} */ (document.getElementById("check-types")).textContent);
 const jsonBox = /** @type {HTMLTextAreaElement} */ (document.getElementById("spec-json"));
@@ -89,6 +91,11 @@ let lastProblems = [];
 let lastWarnings = [];
 // No problem is shown before the user changed something (a new verifier starts with an empty id).
 let touched = false;
+// Checks added with "Add a check" whose id is still derived from their type and
+// argument (check-ids.js): changing either derives it again, until the user
+// types a name. Ids the spec came with are never changed.
+/** @type {WeakSet<Check>} */
+const derivedIds = new WeakSet();
 
 // An element with its attributes (`text`: its textContent, `on…`: a listener;
 // true: present, false or null: absent) and children.
@@ -154,6 +161,19 @@ function input(path, label, value, { type = "text", onchange, step, min }) {
     type === "checkbox" ? label : field);
 }
 
+/**
+ * Derive the id of a check added here again (after a change of its type or
+ * argument), unique among the other checks, unless the user named it.
+ * @param {Check} check @param {number} index
+ */
+function rederiveId(check, index) {
+  if (!derivedIds.has(check)) return;
+  const others = (Array.isArray(spec.checks) ? spec.checks : []).filter((/** @type {Check} */ c) => c !== check);
+  check.id = deriveCheckId(check.type, check.params, others.map((/** @type {Check} */ c) => c?.id));
+  const field = /** @type {HTMLInputElement | null} */ (formBox.querySelector(`input[data-path="checks[${index}].id"]`));
+  if (field) field.value = check.id;
+}
+
 /** @param {Check} check @param {number} index @param {ParamField} field */
 function paramField(check, index, field) {
   const path = `checks[${index}].params.${field.name}`;
@@ -162,6 +182,7 @@ function paramField(check, index, field) {
     check.params = check.params || {};
     if (v === undefined) delete check.params[field.name];
     else check.params[field.name] = v;
+    rederiveId(check, index);
     fromForm();
   };
   const label = `${field.name}${field.required ? "" : " (optional)"}`;
@@ -189,15 +210,22 @@ function checkCard(check, index) {
     const fields = (CHECK_TYPES[typeSelect.value] || []).map((f) => f.name);
     check.type = typeSelect.value;
     check.params = Object.fromEntries(Object.entries(check.params || {}).filter(([k]) => fields.includes(k)));
+    rederiveId(check, index);
     fromForm(true);
   });
   const remove = el("button", { type: "button", class: "danger", text: "Remove",
     onclick: () => { spec.checks.splice(index, 1); fromForm(true); } });
   // A check without a type has none of the known types' params.
   const params = (CHECK_TYPES[/** @type {string} */ (check.type)] || []).map((field) => paramField(check, index, field));
+  // The check's id is its name in GEPA's feedback ("verifier/check: reason"): asked for first.
+  const name = input(`checks[${index}].id`, "Check name (its id: GEPA's feedback quotes it)", check.id, {
+    onchange: (f) => { derivedIds.delete(check); check.id = f.value; fromForm(); } });
+  name.classList.add("check-name");
+  /** @type {HTMLInputElement} */ (name.querySelector("input")).placeholder =
+    `e.g. ${deriveCheckId(check.type, check.params, [])}: what it asks of the output`;
   return el("div", { class: "check-card", "data-path": `checks[${index}]` },
+    name,
     el("div", { class: "fields" },
-      input(`checks[${index}].id`, "Check id", check.id, { onchange: (f) => { check.id = f.value; fromForm(); } }),
       el("label", {}, "Type", typeSelect),
       input(`checks[${index}].weight`, "Weight", check.weight ?? 1,
         { type: "number", step: "any", onchange: (f) => { check.weight = f.value === "" ? undefined : Number(f.value); fromForm(); } }),
@@ -233,8 +261,16 @@ function renderForm() {
   const list = el("div", { "data-path": "checks" }, ...checks.map((check, i) => checkCard(check, i)));
   const add = el("button", { type: "button", text: "Add a check", onclick: () => {
     spec.checks = Array.isArray(spec.checks) ? spec.checks : [];
-    spec.checks.push({ id: `check-${spec.checks.length + 1}`, type: "contains", weight: 1, params: {} });
+    /** @type {Check} */
+    const check = { id: "", type: "contains", weight: 1, params: {} };  // id first in the JSON
+    check.id = deriveCheckId(check.type, check.params, spec.checks.map((/** @type {Check} */ c) => c?.id));
+    derivedIds.add(check);
+    spec.checks.push(check);
     fromForm(true);
+    // Ask for a name: the new check's name field, its derived id selected to type over.
+    const field = /** @type {HTMLInputElement | null} */ (formBox.querySelector(`input[data-path="checks[${spec.checks.length - 1}].id"]`));
+    field?.focus();
+    field?.select();
   } });
   formBox.append(list, add);
 }

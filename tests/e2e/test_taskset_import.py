@@ -4,9 +4,10 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import ARTIFACTS, E2E_USERNAME
+from tests.e2e.conftest import ARTIFACTS, E2E_USERNAME, Api
 
 DATASETS = Path(__file__).resolve().parents[1] / "fixtures" / "datasets"
 
@@ -36,6 +37,10 @@ def test_a_broken_csv_is_refused_by_line_then_an_alpaca_file_is_previewed_and_sa
     expect(rows.nth(1)).to_contain_text("Translate the sentence into French.")
     expect(page.locator('[data-field="split-counts"]')).to_contain_text(
         "2 train · 2 val · 0 holdout"
+    )
+    # Alpaca's answer column becomes `expected`, which only row verifiers read.
+    expect(page.locator('[data-field="read-by"]')).to_contain_text(
+        "expected ← output: read only by row verifiers"
     )
     # Nothing saved yet: the task set list does not know the set.
     listing = page.context.new_page()
@@ -128,3 +133,135 @@ def test_the_launch_form_offers_split_now_for_a_set_with_no_val_tasks(
         "dry run passed: ready to launch"
     )
     expect(page.locator('[data-problems-for="splits"]')).to_be_hidden()
+
+
+def test_a_jsonl_error_names_the_column_python_names_for_that_row(frontier_server, tmp_path):
+    """A row cut short in the middle of a file (a BOM, CRLF line breaks, a tab
+    and a multi-byte character before the error, a blank line at the end) is
+    reported by the CLI and by a token script at the column `json.loads` of
+    that row gives (47), not at "column 1" of the line break after it."""
+    bad = '{"input":\t"Où est la gare ?", "answer": "Nord"'
+    with pytest.raises(json.JSONDecodeError) as python:
+        json.loads(bad)
+    assert python.value.colno == 47
+    rows = ['{"input": "What is 2 + 2?", "answer": "4"}', '{"input": "Capital of Peru?"}']
+    content = "\ufeff" + "\r\n".join([*rows, bad, '{"input": "ok"}', ""]) + "\r\n"
+    path = tmp_path / "cut.jsonl"
+    path.write_bytes(content.encode("utf-8"))
+    expected = f"cut.jsonl line 3: invalid JSON ({python.value.msg} at column 47)"
+
+    cli = frontier_server.manage(
+        "tasks", "import", str(path), "--set", "Cut short", "--owner", E2E_USERNAME, check=False
+    )
+    assert cli.returncode == 2 and expected in cli.stderr, cli.stderr
+    status, body, _ = Api(frontier_server.url, frontier_server.new_token()).call(
+        "POST",
+        "/api/tasksets/import",
+        {"name": "Cut short", "filename": "cut.jsonl", "content": content, "dry_run": True},
+    )
+    assert status == 200 and [f"{p['field']}: {p['message']}" for p in body["problems"]] == [
+        expected
+    ], body
+
+
+def test_a_dry_run_warns_when_no_chosen_verifier_reads_the_imported_answer_column(
+    frontier_server,
+):
+    """Alpaca's `output` column is imported as `expected`, which only row
+    verifiers read: the import preview says what reads it, a launch's dry run
+    with only a native verifier warns (naming the field and the set), and with
+    an in_process verifier that compares the output with it, it does not."""
+    api = Api(frontier_server.url, frontier_server.new_token())
+    body = {
+        "name": "Alpaca answers",
+        "filename": "alpaca.jsonl",
+        "content": (DATASETS / "alpaca.jsonl").read_text(),
+    }
+    status, preview, _ = api.call("POST", "/api/tasksets/import", {**body, "dry_run": True})
+    assert status == 200 and preview["mapping"]["expected"] == ["output"], preview
+    assert preview["read_by"]["expected"].startswith("read only by row verifiers"), preview
+    status, imported, _ = api.call("POST", "/api/tasksets/import", body)
+    assert status == 201, imported
+    for spec in (
+        {"id": "alpaca-polite", "checks": [{"type": "min_length", "params": {"value": 2}}]},
+        {"id": "alpaca-exact", "kind": "in_process", "fn_name": "exact_match"},
+    ):
+        status, created, _ = api.call("POST", "/api/verifiers/", {"spec": spec})
+        assert status == 201, created
+    config = {
+        "task_set_id": imported["id"],
+        "verifier_ids": ["alpaca-polite"],
+        "budget": {"max_metric_calls": 40},
+        "task_lm": {"provider": "demo", "model": "demo-task"},
+    }
+    status, dry, _ = api.call("POST", "/api/runs/dry-run", {"config": config})
+    ignored = [w for w in dry["warnings"] if "carry expected" in w]
+    assert status == 200 and dry["ok"] and len(ignored) == 1, dry
+    assert ignored[0].startswith(
+        'tasks: 4 task(s) of task set "Alpaca answers" carry expected (an answer column such as '
+        "output or answer is imported as expected) but no chosen verifier reads it"
+    ), ignored
+    config["verifier_ids"] = ["alpaca-polite", "alpaca-exact"]
+    status, dry, _ = api.call("POST", "/api/runs/dry-run", {"config": config})
+    assert status == 200 and not [w for w in dry["warnings"] if "carry expected" in w], dry
+
+
+def test_a_jsonl_file_named_json_and_an_unterminated_string_get_plain_messages(
+    frontier_server, tmp_path
+):
+    """One row object per line saved as `.json` is told to use the JSONL name
+    (not "a JSON object needs its rows in a list"); an unterminated string says
+    where it starts once ("starting at column 11", not "at at")."""
+    rows = '{"input": "What is 2 + 2?"}\n{"input": "Capital of Peru?"}\n'
+    (tmp_path / "rows.json").write_text(rows)
+    (tmp_path / "open.jsonl").write_text('{"input": "x"}\n{"input": "abc\n')
+    for name, message in (
+        (
+            "rows.json",
+            "rows.json line 2: a second JSON object after the first: one row object per line is "
+            "JSONL; name the file .jsonl (or choose the format jsonl)",
+        ),
+        (
+            "open.jsonl",
+            "open.jsonl line 2: invalid JSON (Unterminated string starting at column 11)",
+        ),
+    ):
+        cli = frontier_server.manage(
+            "tasks", "import", str(tmp_path / name), "--set", "Plain", "--dry-run", check=False
+        )
+        assert cli.returncode == 2 and message in cli.stderr, cli.stderr
+
+
+def test_the_launch_forms_dry_run_says_no_chosen_verifier_reads_the_answers(
+    page, frontier_server, tmp_path
+):
+    """In the browser too: tasks whose answers (`expected`, from Alpaca's
+    `output`) only row verifiers read, launched with a native verifier, get a
+    warning from the form's dry run naming the field and the set."""
+    frontier_server.manage(
+        "tasks",
+        "import",
+        str(DATASETS / "alpaca.jsonl"),
+        "--set",
+        "Alpaca form",
+        "--owner",
+        E2E_USERNAME,
+    )
+    spec = tmp_path / "length.json"
+    spec.write_text(
+        json.dumps(
+            {
+                "id": "alpaca-length",
+                "name": "Alpaca length",
+                "checks": [{"type": "min_length", "params": {"value": 2}}],
+            }
+        )
+    )
+    frontier_server.manage("verifiers", "create", str(spec), "--owner", E2E_USERNAME)
+    page.goto("/runs/new/")
+    page.get_by_label("Task set").select_option(label="Alpaca form (4 tasks)")
+    page.get_by_label("Alpaca length").check()
+    page.get_by_role("button", name="Dry run", exact=True).click()
+    expect(page.locator('[data-problems-for="budget.warning"]')).to_contain_text(
+        'tasks: 4 task(s) of task set "Alpaca form" carry expected'
+    )

@@ -35,10 +35,10 @@ def test_a_user_writes_a_verifier_sees_the_regex_error_inline_fixes_it_tries_it_
         'verifier "Greeting <b>check</b>" failed (0.500 < passThreshold 1)'
     )
     breakdown = page.locator("table.breakdown")
-    expect(breakdown.locator("tr", has_text="greeting-check/check-2")).to_contain_text(
+    expect(breakdown.locator("tr", has_text="greeting-check/regex-hello")).to_contain_text(
         'output does not match pattern "^Hello"'
     )
-    expect(page.get_by_test_id("try-feedback")).to_contain_text("greeting-check/check-2")
+    expect(page.get_by_test_id("try-feedback")).to_contain_text("greeting-check/regex-hello")
 
     output.fill("Hello there")
     expect(page.get_by_test_id("try-score")).to_have_text("1.000")
@@ -222,3 +222,55 @@ def test_a_test_case_expecting_failed_flips_when_the_pass_threshold_changes(page
     expect(page).to_have_url(re.compile(r"/verifiers/two-judgments/$"))
     page.goto("/verifiers/two-judgments/edit/")
     expect(page.locator("#suite-summary")).to_have_text("1 of 1 as expected")
+
+
+def test_a_new_check_is_named_after_its_type_and_argument_until_the_user_names_it(page):
+    """GEPA's feedback quotes check ids ("verifier/check: reason"), so a new
+    check's id says what it checks (not "check-2"): derived from its type and
+    short argument, unique in the verifier, derived again when either changes,
+    the user's own once they type a name, and the spec's ids never change."""
+    page.goto("/verifiers/new/")
+    form = page.locator("#spec-form")
+    form.get_by_label("Id", exact=True).fill("named-checks")
+    form.get_by_role("button", name="Add a check").click()
+    card = form.locator(".check-card").nth(1)
+    name = card.get_by_label("Check name")
+    expect(name).to_be_focused()
+    expect(name).to_have_value("contains")
+    card.get_by_label("value").fill("refund")
+    expect(name).to_have_value("contains-refund")
+    card.get_by_label("Type").select_option("regex")
+    expect(name).to_have_value("regex")
+    card.get_by_label("pattern").fill("^Dear")
+    expect(name).to_have_value("regex-dear")
+
+    form.get_by_role("button", name="Add a check").click()
+    second = form.locator(".check-card").nth(2)
+    second.get_by_label("Type").select_option("regex")
+    expect(second.get_by_label("Check name")).to_have_value("regex")
+    second.get_by_label("pattern").fill(r"\d{3}")  # not words: the type alone, kept unique
+    form.get_by_role("button", name="Add a check").click()
+    third = form.locator(".check-card").nth(3)
+    third.get_by_label("Type").select_option("regex")
+    expect(third.get_by_label("Check name")).to_have_value("regex-2")
+    third.get_by_label("pattern").fill("[0-9]+")
+    expect(third.get_by_label("Check name")).to_have_value("regex-2")
+
+    second.get_by_label("Check name").fill("order-number")
+    second.get_by_label("Type").select_option("json_valid")
+    expect(second.get_by_label("Check name")).to_have_value("order-number")
+    first = form.locator(".check-card").first  # the spec's own check keeps its id
+    first.get_by_label("Type").select_option("json_valid")
+    expect(first.get_by_label("Check name")).to_have_value("expectations")
+
+    expect(page.locator("#lint-status")).to_have_text("Valid")
+    page.get_by_label("Output to score").fill("Hello")
+    expect(page.get_by_test_id("try-feedback")).to_contain_text("named-checks/regex-dear:")
+    spec = json.loads(page.locator("#spec-json").input_value())
+    assert [c["id"] for c in spec["checks"]] == [
+        "expectations",
+        "regex-dear",
+        "order-number",
+        "regex-2",
+    ]
+    assert all(next(iter(check)) == "id" for check in spec["checks"])  # the JSON names it first

@@ -176,6 +176,33 @@ def test_a_preset_budget_below_a_few_proposals_is_warned_about(site):
     assert json.loads(done.stdout)["status"] == "completed"
 
 
+def test_a_run_whose_tasks_carry_answers_no_chosen_verifier_reads_is_warned_about(site):
+    """An answer column (`output`) is imported as `expected`, which only row
+    verifiers read: a run with a native verifier says so on stderr, naming the
+    field and the task set, and still runs."""
+    rows = [
+        {"instruction": text, "output": phrase, "split": "train" if n % 2 == 0 else "val"}
+        for n, (_, text, phrase) in enumerate(REQUESTS)
+    ]
+    (site.path / "answers.jsonl").write_text("\n".join(json.dumps(row) for row in rows))
+    done = site.manage(
+        "optimize",
+        "run",
+        "--verifier",
+        "refund.json",
+        "--tasks",
+        "answers.jsonl",
+        "--budget",
+        "10",
+        "--wait",
+    )
+    assert (
+        f'warning: tasks: {len(rows)} task(s) of task set "answers" carry expected (an answer '
+        "column such as output or answer is imported as expected) but no chosen verifier reads it"
+    ) in done.stderr, done.stderr
+    assert json.loads(done.stdout)["status"] == "completed"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

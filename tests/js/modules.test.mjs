@@ -8,7 +8,7 @@ import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const ROOT = fileURLToPath(new URL("../../static/js/", import.meta.url));
-const PURE = ["front.js", "format.js", "money.js", "run/state.js", "run/text.js", "run/frames.js"];
+const PURE = ["front.js", "format.js", "money.js", "check-ids.js", "run/state.js", "run/text.js", "run/frames.js"];
 
 const files = readdirSync(ROOT, { recursive: true }).filter((f) => f.endsWith(".js")).map((f) => f.split("\\").join("/"));
 const source = (file) => readFileSync(join(ROOT, file), "utf-8");

@@ -10,6 +10,10 @@ Third-party packages ship classes through the entry-point group
 the first lookup of a name that is not registered in-process; a plugin that
 fails to import is a warning, never an error.
 
+A class may declare ``target_fields`` (the ``target`` keys ``verify`` reads),
+so a launch can warn about task data no chosen verifier reads; a class that
+does not is taken to read every key.
+
 A class may define ``explain(result) -> str`` to write the reason for a
 sub-perfect reward; otherwise ``info["reason"]`` is used when it is a string,
 else a generic reason showing the reward and ``info``.
@@ -166,6 +170,8 @@ class FormatOnlyVerifier:
 
     name: ClassVar[str] = "format_only"
     Config: ClassVar[type[BaseModel]] = FormatOnlyConfig
+    #: The keys of `target` verify reads (engine.reads): none, only the completion.
+    target_fields: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, *, has_think_reward: float = 0.5, has_answer_reward: float = 0.5) -> None:
         self.has_think_reward = has_think_reward
