@@ -212,6 +212,11 @@ def test_a_batch_that_skips_one_is_refused_so_nothing_is_applied_out_of_order(tr
         ({"type": "teleport"}, "events.1"),
         (seed(surprise=1), "events.1.candidate.surprise"),
         ({"type": "error", "message": "bad\x00byte"}, "events.1.error.message"),
+        ({"type": "status", "phase": "p" * 101}, "events.1.status.phase"),
+        (child(index=1, parent=7), "events.1.candidate.parents"),
+        ({"type": "budget", "used": 1_000_000_000, "total": 10}, "events.1.budget.used"),
+        ({"type": "budget", "used": 2}, "events.1.budget.used"),
+        (seed(index="0"), "events.1.candidate.index"),
     ],
 )
 def test_a_bad_event_is_a_400_naming_the_field_and_the_batch_saves_nothing(
@@ -226,6 +231,71 @@ def test_a_bad_event_is_a_400_naming_the_field_and_the_batch_saves_nothing(
         and run.budget_used == 0
         and not Candidate.objects.filter(run=run).exists()
     )
+
+
+def test_a_string_seq_is_refused_rather_than_read_as_a_number(tracker, run_id):
+    response = tracker.send(run_id, "1", seed())
+    assert response.status_code == 400, response.content
+    assert response.json()["problems"][0]["field"] == "seq"
+    assert Run.objects.get(pk=run_id).external_batch == 0
+
+
+def test_an_event_after_finished_is_refused_and_the_run_stays_running(tracker, run_id):
+    response = tracker.send(
+        run_id, 1, seed(), {"type": "finished", "status": "completed"}, child(), child(index=2)
+    )
+    assert response.status_code == 400, response.content
+    assert [p["field"] for p in response.json()["problems"]] == [
+        "events.2.candidate",
+        "events.3.candidate",
+    ]
+    run = Run.objects.get(pk=run_id)
+    assert run.status == RunStatus.RUNNING and not Candidate.objects.filter(run=run).exists()
+
+
+def test_a_parent_sent_in_an_earlier_batch_or_earlier_in_the_same_batch_is_known(tracker, run_id):
+    assert tracker.send(run_id, 1, seed()).status_code == 200
+    response = tracker.send(run_id, 2, child(index=1, parent=0), child(index=2, parent=1))
+    assert response.status_code == 200, response.content
+    assert Candidate.objects.filter(run_id=run_id).count() == 3
+
+
+def test_a_budget_may_pass_its_total_by_one_iteration_as_gepa_does(tracker, run_id):
+    response = tracker.send(run_id, 1, {"type": "budget", "used": 58, "total": 50})
+    assert response.status_code == 200, response.content
+    assert Run.objects.get(pk=run_id).budget_used == 58
+
+
+def test_opening_an_external_run_past_the_active_runs_limit_is_refused(tracker, settings):
+    settings.FRONTIER_MAX_ACTIVE_RUNS_PER_USER = 2
+    assert tracker.open(key="laptop-run-0001").status_code == 201
+    assert tracker.open(key="laptop-run-0002").status_code == 201
+    refused = tracker.open(key="laptop-run-0003")
+    assert refused.status_code == 400, refused.content
+    problem = refused.json()["problems"][0]
+    assert problem["field"] == "active_runs" and "limit is 2" in problem["message"]
+    assert Run.objects.count() == 2
+    assert tracker.open(key="laptop-run-0001").status_code == 200  # reopening is no new run
+
+
+def test_a_user_past_the_events_per_minute_gets_a_429_with_retry_after(tracker, run_id, settings):
+    settings.FRONTIER_EXTERNAL_EVENTS_PER_MINUTE = 3
+    assert tracker.send(run_id, 1, seed(), {"type": "budget", "used": 2}).status_code == 200
+    refused = tracker.send(run_id, 2, {"type": "budget", "used": 3}, {"type": "budget", "used": 4})
+    assert refused.status_code == 429, refused.content
+    assert 1 <= int(refused["Retry-After"]) <= 61
+    assert refused.json()["problems"][0]["field"] == "events"
+    assert Run.objects.get(pk=run_id).external_batch == 1
+
+
+def test_a_run_whose_log_is_full_refuses_more_events_with_a_409(tracker, run_id, settings):
+    assert tracker.send(run_id, 1, seed()).status_code == 200
+    held = run_progress(run_id).values_list("last_seq", flat=True).get()
+    settings.FRONTIER_EXTERNAL_EVENTS_PER_RUN = held + 1
+    refused = tracker.send(run_id, 2, {"type": "budget", "used": 3}, {"type": "budget", "used": 4})
+    assert refused.status_code == 409, refused.content
+    assert "at most" in refused.json()["problems"][0]["message"]
+    assert tracker.send(run_id, 2, {"type": "budget", "used": 3}).status_code == 200
 
 
 def test_another_users_token_can_neither_write_into_the_run_nor_see_it(
