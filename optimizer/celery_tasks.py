@@ -94,6 +94,12 @@ def requeue_orphaned_runs(*, include_queued: bool = False) -> list[int]:
     return run_ids
 
 
+def _abandon_silent_external_runs() -> None:
+    from optimizer.external.services import external_runs_abandon_silent
+
+    external_runs_abandon_silent()
+
+
 def _watch(stop: threading.Event) -> None:
     # In embedded mode the in-memory broker lost its queue with the previous
     # process, so queued runs are re-queued once at startup as well.
@@ -101,6 +107,7 @@ def _watch(stop: threading.Event) -> None:
     while not stop.is_set():
         try:
             requeue_orphaned_runs(include_queued=include_queued)
+            _abandon_silent_external_runs()
         except Exception:  # the next round tries again
             log.exception("could not look for orphaned runs")
         finally:

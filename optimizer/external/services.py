@@ -25,11 +25,13 @@ against the user's active runs like a native one.
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from typing import TYPE_CHECKING, Annotated, Literal, TypeVar
 
 from django.conf import settings
 from django.core.cache import cache
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
@@ -47,6 +49,7 @@ from optimizer.runs.recorder import (
     item_payload,
     preview,
 )
+from optimizer.runs.summary import SILENT_AFTER_SECONDS
 from optimizer.tasksets.models import Split, TaskSet
 from verifiers_app.engine.aggregate import Thresholds
 from verifiers_app.engine.json_types import JSONObject
@@ -275,6 +278,69 @@ def external_run_control(*, run: Run) -> JSONObject:
     return {"stop": run.stop_requested, "status": run.status}
 
 
+def _silent_for(run: Run) -> float:
+    """Seconds since the run's tracker was last heard from (a batch or a stop poll)."""
+    seen = run_progress(run.pk).values_list("heartbeat_at", flat=True).get() or run.started_at
+    return (timezone.now() - seen).total_seconds() if seen else float("inf")
+
+
+def external_run_end_if_silent(run: Run, *, cancel: bool) -> bool:
+    """Stop or Cancel on an external run whose tracker went silent (the page's
+    "silent", SILENT_AFTER_SECONDS): no tracker will ever poll for the stop, so
+    the run ends now, stopped, with what it recorded. False when the tracker is
+    alive (it stops the run itself between iterations). Call with the row locked."""
+    if not run.is_external or run.status not in (RunStatus.RUNNING, RunStatus.STOPPING):
+        return False
+    silent = _silent_for(run)
+    if silent <= SILENT_AFTER_SECONDS:
+        return False
+    from optimizer.runs.runner import run_finish
+
+    how = "cancelled" if cancel else "stopped by the user"
+    run_finish(
+        RunClaim(run.pk, run.claim),
+        phase=f"{how}; its tracker had been silent for {_duration(silent)}",
+        stopped=True,
+        reason=how,
+    )
+    return True
+
+
+def external_runs_abandon_silent() -> list[int]:
+    """End every external run whose tracker has been silent for
+    FRONTIER_EXTERNAL_SILENT_SECONDS as abandoned (the workers' watchdog calls
+    this each round). A tracker that comes back is refused (409) and stops sending."""
+    from optimizer.runs.runner import run_finish
+
+    limit = settings.FRONTIER_EXTERNAL_SILENT_SECONDS
+    cutoff = timezone.now() - timedelta(seconds=limit)
+    silent = Q(progress__heartbeat_at__lt=cutoff) | Q(
+        progress__heartbeat_at__isnull=True, started_at__lt=cutoff
+    )
+    ended = []
+    candidates = Run.objects.filter(silent, kind=RunKind.EXTERNAL, status__in=RunStatus.active())
+    for run_id in candidates.values_list("pk", flat=True):
+        with transaction.atomic():
+            run = Run.objects.select_for_update().filter(silent, pk=run_id).first()
+            if run is None or run.status not in RunStatus.active():
+                continue  # heard from, or ended, since the query
+            finished = run_finish(
+                RunClaim(run.pk, run.claim),
+                phase=f"abandoned: its tracker was silent for {_duration(_silent_for(run))}",
+                abandoned=True,
+                reason=f"its tracker sent nothing for {_duration(limit)}",
+            )
+        if finished:
+            log.info("external run %s abandoned: its tracker went silent", run_id)
+            ended.append(run_id)
+    return ended
+
+
+def _duration(seconds: float) -> str:
+    minutes = int(seconds // 60)
+    return f"{minutes} min" if minutes else f"{int(seconds)} s"
+
+
 def external_events_apply(*, run: Run, data: JSONObject | EventBatch) -> JSONObject:
     """Apply one numbered batch of events (see the module docstring)."""
     batch = _validate(EventBatch, data)
@@ -323,7 +389,13 @@ def external_events_apply(*, run: Run, data: JSONObject | EventBatch) -> JSONObj
                 else "finished"
             )
             # The tracker holds its run as a worker holds a native one (the claim set at open).
-            run_finish(RunClaim(run.pk, run.claim), phase=phase, failure=failure, stopped=stopped)
+            run_finish(
+                RunClaim(run.pk, run.claim),
+                phase=phase,
+                failure=failure,
+                stopped=stopped,
+                reason=phase if stopped else "",
+            )
         stop = Run.objects.values_list("stop_requested", flat=True).get(pk=run.pk)
     return {"applied": True, "duplicate": False, "last_batch": batch.seq, "stop": stop}
 

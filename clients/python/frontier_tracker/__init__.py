@@ -632,5 +632,13 @@ class FrontierTracker:
             if status == 200:
                 if answer.get("stop"):
                     self.stop_requested = True
+                if answer.get("status") == "abandoned":
+                    log.error(
+                        "frontier_tracker: Frontier ended run %s as abandoned (it heard nothing "
+                        "from this process for too long); the optimization goes on, unrecorded",
+                        self.run_id,
+                    )
+                    self._disabled = True
+                    return
                 if answer.get("status") in ("stopped", "completed", "failed"):
                     return

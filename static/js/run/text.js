@@ -126,6 +126,7 @@ const STATUS_LINES = {
   stopped: "Stopped by the user.",
   completed: "Finished: the budget is spent.",
   failed: "Failed: see the error below.",
+  abandoned: "Abandoned: its tracker went silent, so the run ended with what it had sent.",
 };
 
 /** @param {Run} run */

@@ -4,13 +4,16 @@ polls for Stop. The batches land on the same rows and events as a native run."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from dashboard.account_services import api_token_create
 from optimizer import services
 from optimizer.celery_tasks import requeue_orphaned_runs
+from optimizer.external.services import external_runs_abandon_silent
 from optimizer.models import Candidate, Evaluation, Run, RunEvent, RunKind, RunStatus, run_progress
 
 pytestmark = pytest.mark.django_db
@@ -296,6 +299,63 @@ def test_a_run_whose_log_is_full_refuses_more_events_with_a_409(tracker, run_id,
     assert refused.status_code == 409, refused.content
     assert "at most" in refused.json()["problems"][0]["message"]
     assert tracker.send(run_id, 2, {"type": "budget", "used": 3}).status_code == 200
+
+
+def _silence(run_id, seconds):
+    """As if the run's tracker was last heard from `seconds` ago."""
+    run_progress(run_id).update(heartbeat_at=timezone.now() - timedelta(seconds=seconds))
+
+
+def test_a_tracker_silent_past_the_limit_leaves_its_run_abandoned_and_its_slot_free(
+    tracker, run_id, user_client, settings
+):
+    settings.FRONTIER_MAX_ACTIVE_RUNS_PER_USER = 1
+    assert tracker.send(run_id, 1, seed()).status_code == 200
+    _silence(run_id, settings.FRONTIER_EXTERNAL_SILENT_SECONDS - 5)
+    assert external_runs_abandon_silent() == []
+    _silence(run_id, settings.FRONTIER_EXTERNAL_SILENT_SECONDS + 5)
+    assert external_runs_abandon_silent() == [run_id]
+
+    run = Run.objects.get(pk=run_id)
+    assert run.status == "abandoned" and run.phase.startswith("abandoned: its tracker was silent")
+    assert run.finished_at is not None and "sent nothing" in run.stop_reason
+    finished = RunEvent.objects.filter(run=run, type="run.finished").get().payload
+    assert finished["status"] == "abandoned" and finished["best_index"] == 0
+    assert tracker.open(key="laptop-run-0002").status_code == 201  # the slot is free
+
+    # The tracker comes back: refused, nothing applied, and told why.
+    refused = tracker.send(run_id, 2, {"type": "budget", "used": 9})
+    assert refused.status_code == 409 and "abandoned" in refused.json()["problems"][0]["message"]
+    assert tracker.get(f"/api/external/runs/{run_id}/control").json()["status"] == "abandoned"
+    assert Run.objects.get(pk=run_id).budget_used == 0
+
+    page = user_client.get(f"/runs/{run_id}/").content.decode()
+    assert "abandoned" in page
+    assert user_client.post(f"/runs/{run_id}/archive/", {"archived": "1"}).status_code == 302
+    assert Run.objects.get(pk=run_id).archived
+    assert user_client.post(f"/runs/{run_id}/delete/").status_code == 302
+    assert not Run.objects.filter(pk=run_id).exists()
+
+
+@pytest.mark.parametrize("action, how", [("stop", "stopped by the user"), ("cancel", "cancelled")])
+def test_stop_or_cancel_on_a_silent_external_run_ends_it_at_once(
+    tracker, run_id, user_client, action, how
+):
+    assert user_client.post(f"/runs/{run_id}/stop/").status_code == 302  # the tracker was alive
+    assert Run.objects.get(pk=run_id).status == RunStatus.STOPPING
+    _silence(run_id, 60)  # then its process died
+    assert user_client.post(f"/runs/{run_id}/{action}/").status_code == 302
+    run = Run.objects.get(pk=run_id)
+    assert (run.status, run.stop_reason) == (RunStatus.STOPPED, how)
+    assert "its tracker had been silent for 1 min" in run.phase
+    assert user_client.post(f"/runs/{run_id}/delete/").status_code == 302
+    assert not Run.objects.filter(pk=run_id).exists()
+
+
+def test_stop_on_a_live_external_run_waits_for_its_tracker(tracker, run_id, user_client):
+    _silence(run_id, 5)
+    assert user_client.post(f"/runs/{run_id}/stop/").status_code == 302
+    assert Run.objects.get(pk=run_id).status == RunStatus.STOPPING
 
 
 def test_another_users_token_can_neither_write_into_the_run_nor_see_it(
