@@ -132,6 +132,18 @@ class BudgetEvent(_Strict):
     total: Annotated[int, Field(strict=True, ge=0, le=MAX_METRIC_CALLS)] | None = None
 
 
+class UsageEvent(_Strict):
+    """What the run's models spent so far (totals, every role), where the
+    tracker could read it (litellm's usage and cost, or `tracker.report_usage`).
+    `cost` null: tokens were counted but no price was known."""
+
+    type: Literal["usage"]
+    calls: Number = 0
+    tokens_in: Number = 0
+    tokens_out: Number = 0
+    cost: Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)] | None = None
+
+
 class StatusEvent(_Strict):
     type: Literal["status"]
     phase: Phase
@@ -186,6 +198,7 @@ class FinishedEvent(_Strict):
 
 Event = Annotated[
     BudgetEvent
+    | UsageEvent
     | StatusEvent
     | CandidateEvent
     | ProposalEvent
@@ -555,6 +568,31 @@ class _BatchApplier:
         )  # the narrow row: written with nearly every batch
         publish_run_event(
             self.run.pk, ev.RUN_BUDGET, {"used": event.used, "total": self.run.budget_total}
+        )
+
+    def _usage(self, event: UsageEvent) -> None:
+        total = {
+            "calls": event.calls,
+            "tokens_in": event.tokens_in,
+            "tokens_out": event.tokens_out,
+            "cost": round(event.cost or 0.0, 8),
+        }
+        reported = event.cost is not None
+        if reported and not self.run.external.get("cost_reported"):
+            self.run.external = {**self.run.external, "cost_reported": True}
+            Run.objects.filter(pk=self.run.pk).update(external=self.run.external)
+        run_progress(self.run.pk).update(usage={"total": total}, cost=total["cost"])
+        used = run_progress(self.run.pk).values_list("budget_used", flat=True).get()
+        publish_run_event(
+            self.run.pk,
+            ev.RUN_BUDGET,
+            {
+                "used": used,
+                "total": self.run.budget_total,
+                "cost": total["cost"],
+                "tokens": event.tokens_in + event.tokens_out,
+                "usage": {"total": total},
+            },
         )
 
     def _status(self, event: StatusEvent) -> None:

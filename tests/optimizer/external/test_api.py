@@ -358,6 +358,43 @@ def test_stop_on_a_live_external_run_waits_for_its_tracker(tracker, run_id, user
     assert Run.objects.get(pk=run_id).status == RunStatus.STOPPING
 
 
+def test_an_external_run_is_never_called_simulated_and_says_its_cost_was_not_reported(
+    tracker, run_id, user_client
+):
+    run = tracker.get(f"/api/runs/{run_id}").json()
+    assert (run["pricing"], run["simulator"]) == ("not_reported", False)
+    page = user_client.get(f"/runs/{run_id}/").content.decode()
+    assert "demo simulator" not in page
+    assert ">not reported<" in page and "tokens not reported" in page
+
+
+def test_the_usage_a_tracker_reports_is_the_runs_cost_and_tokens(tracker, run_id, user_client):
+    usage = {"type": "usage", "calls": 3, "tokens_in": 1200, "tokens_out": 300, "cost": 0.0123}
+    assert tracker.send(run_id, 1, seed(), usage).status_code == 200
+    run = tracker.get(f"/api/runs/{run_id}").json()
+    total = run["usage"]["total"]
+    assert (run["pricing"], run["cost"], total["tokens_in"], total["tokens_out"]) == (
+        "priced",
+        0.0123,
+        1200,
+        300,
+    )
+    assert (
+        '<span data-field="cost">$0.01</span>'
+        in user_client.get(f"/runs/{run_id}/").content.decode()
+    )
+    budget = RunEvent.objects.filter(run_id=run_id, type="run.budget").last().payload
+    assert budget["usage"]["total"] == {
+        "calls": 3,
+        "tokens_in": 1200,
+        "tokens_out": 300,
+        "cost": 0.0123,
+    }
+    tokens_only = {"type": "usage", "calls": 4, "tokens_in": 1300, "tokens_out": 310}
+    assert tracker.send(run_id, 2, tokens_only).status_code == 200
+    assert tracker.get(f"/api/runs/{run_id}").json()["usage"]["total"]["tokens_in"] == 1300
+
+
 def test_another_users_token_can_neither_write_into_the_run_nor_see_it(
     tracker, run_id, other_user, other_client
 ):
