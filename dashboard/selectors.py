@@ -476,7 +476,7 @@ def candidate_detail(run: Run, index: int) -> dict | None:
         "children": [i for i, parents in children if index in (parents or [])],
         "leads": leads,
         "val_count": sum(1 for e in evaluations if e.split == Split.VAL),
-        "cost_label": format_cost(candidate.cost, run_pricing(run.config)),
+        "cost_label": format_cost(candidate.cost, run_pricing(run.config, run.external)),
         "usage_roles": [
             (role, u)
             for role, u in (candidate.usage or {}).items()

@@ -207,6 +207,14 @@ RUN_QUEUED_RESEND_SECONDS = env_int("FRONTIER_RUN_QUEUED_RESEND_SECONDS", 600)
 FRONTIER_MAX_METRIC_CALLS_PER_RUN = env_int("FRONTIER_MAX_METRIC_CALLS_PER_RUN", 50_000)
 FRONTIER_MAX_RUN_CONCURRENCY = env_int("FRONTIER_MAX_RUN_CONCURRENCY", 16)
 FRONTIER_MAX_ACTIVE_RUNS_PER_USER = env_int("FRONTIER_MAX_ACTIVE_RUNS_PER_USER", 5)
+# External runs (optimizer/external/services.py, docs/external-runs.md "Limits"):
+# the events one run's log may hold, and the events one user's trackers may send
+# a minute (beyond it a batch is refused with 429 and Retry-After).
+FRONTIER_EXTERNAL_EVENTS_PER_RUN = env_int("FRONTIER_EXTERNAL_EVENTS_PER_RUN", 200_000)
+FRONTIER_EXTERNAL_EVENTS_PER_MINUTE = env_int("FRONTIER_EXTERNAL_EVENTS_PER_MINUTE", 6_000)
+# An external run whose tracker sent nothing (no batch, no stop poll) this long is
+# abandoned: it ends, and frees its owner's active-run slot.
+FRONTIER_EXTERNAL_SILENT_SECONDS = env_int("FRONTIER_EXTERNAL_SILENT_SECONDS", 300)
 
 RUNS_DIR = Path(env_str("FRONTIER_RUNS_DIR", str(DATA_DIR / "runs")))
 

@@ -190,7 +190,8 @@ class RunOut(Schema):
         0.0, description="Money spent on model calls so far, at the endpoints' prices per 1M tokens"
     )
     pricing: str = Field(
-        "priced", description='"simulator" (free), "unpriced" (no endpoint price set) or "priced"'
+        "priced",
+        description='"simulator" (free), "unpriced" (no endpoint price set), "priced", or for an external run "not_reported" (its tracker reported no cost)',
     )
     max_cost: float | None = Field(None, description="The run's cost cap, if any")
     usage: UsageOut = Field(

@@ -125,6 +125,12 @@ def requeue_orphaned_runs(*, include_queued: bool = False) -> list[int]:
     return run_ids
 
 
+def _abandon_silent_external_runs() -> None:
+    from optimizer.external.services import external_runs_abandon_silent
+
+    external_runs_abandon_silent()
+
+
 def _watch(stop: threading.Event) -> None:
     # In embedded mode the in-memory broker lost its queue with the previous
     # process, so queued runs are re-queued once at startup as well; and a
@@ -135,6 +141,7 @@ def _watch(stop: threading.Event) -> None:
             if settings.EMBEDDED:
                 release_unheld_runs()
             requeue_orphaned_runs(include_queued=include_queued)
+            _abandon_silent_external_runs()
         except Exception:  # the next round tries again
             log.exception("could not look for orphaned runs")
         finally:

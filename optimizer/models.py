@@ -102,6 +102,8 @@ class RunStatus(models.TextChoices):
     STOPPED = "stopped", "stopped"
     COMPLETED = "completed", "completed"
     FAILED = "failed", "failed"
+    # An external run whose tracker went silent for FRONTIER_EXTERNAL_SILENT_SECONDS.
+    ABANDONED = "abandoned", "abandoned"
 
     @classmethod
     def active(cls) -> list[str]:
@@ -109,7 +111,7 @@ class RunStatus(models.TextChoices):
 
     @classmethod
     def finished(cls) -> list[str]:
-        return [cls.STOPPED, cls.COMPLETED, cls.FAILED]
+        return [cls.STOPPED, cls.COMPLETED, cls.FAILED, cls.ABANDONED]
 
 
 class RunKind(models.TextChoices):

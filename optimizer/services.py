@@ -25,6 +25,7 @@ from optimizer.config import (
     RunConfigError,
     parse_run_config,
 )
+from optimizer.external.services import external_run_end_if_silent
 from optimizer.lm import LMConfig, check_endpoint
 from optimizer.models import Candidate, ModelEndpoint, Run, RunStatus
 from optimizer.runs import event_types as ev
@@ -384,6 +385,8 @@ def run_stop(*, run: Run) -> Run:
                 stop_requested=True,
                 finished_at=timezone.now(),
             )
+        elif external_run_end_if_silent(run, cancel=False):
+            run.refresh_from_db()
         elif run.status in (RunStatus.RUNNING, RunStatus.STOPPING):
             run_set_status(
                 run, RunStatus.STOPPING, "stopping after this iteration", stop_requested=True
@@ -408,6 +411,8 @@ def run_cancel(*, run: Run) -> Run:
                 cancel_requested=True,
                 finished_at=timezone.now(),
             )
+        elif external_run_end_if_silent(run, cancel=True):
+            run.refresh_from_db()
         elif run.status in (RunStatus.RUNNING, RunStatus.STOPPING):
             run_set_status(
                 run, RunStatus.STOPPING, "cancelling", stop_requested=True, cancel_requested=True

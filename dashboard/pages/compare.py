@@ -67,7 +67,7 @@ def compare(request, run_id: int):
         return _bad_request(request, str(exc), run=run)
     query = request.GET.copy()
     query.pop("page", None)
-    pricing = run_pricing(run.config or {})
+    pricing = run_pricing(run.config or {}, run.external)
     for candidate_diff in diffs:
         candidate_diff.cost_label = format_cost(candidate_diff.candidate.cost, pricing)
     return render(

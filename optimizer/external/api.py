@@ -11,7 +11,7 @@ problem is a JSON {"detail", "problems": [{"field", "message"}]}.
 
 from __future__ import annotations
 
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from ninja import Router, Schema, Status
 
 from dashboard.lib.api_errors import ErrorOut, error_body
@@ -64,14 +64,22 @@ def open_run(request: AuthenticatedHttpRequest, body: ExternalRunOpen) -> Status
     return Status(201 if created else 200, {**RunOut.of(run), "last_batch": run.external_batch})
 
 
-@router.post("/runs/{run_id}/events", response={200: BatchOut, 400: ErrorOut, 409: ErrorOut})
+@router.post(
+    "/runs/{run_id}/events",
+    response={200: BatchOut, 400: ErrorOut, 409: ErrorOut, 429: ErrorOut},
+)
 def post_events(
-    request: AuthenticatedHttpRequest, run_id: int, body: EventBatch
+    request: AuthenticatedHttpRequest, run_id: int, body: EventBatch, response: HttpResponse
 ) -> Status[JSONObject]:
-    """Apply batch `seq` (1, 2, …) of events; a batch already applied is acknowledged and ignored."""
+    """Apply batch `seq` (1, 2, …) of events; a batch already applied is acknowledged and ignored.
+    429 (with Retry-After) when the user's events per minute are used up."""
     run = _run(request, run_id)
     try:
+        external.count_against_rate(request.user.pk, len(body.events))
         return Status(200, external.external_events_apply(run=run, data=body))
+    except external.RateLimited as error:
+        response["Retry-After"] = str(error.retry_after)
+        return Status(429, _problems(error))
     except external.ExternalRunError as error:
         return Status(409 if error.conflict else 400, _problems(error))
 

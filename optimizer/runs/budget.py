@@ -45,9 +45,13 @@ def no_improvement_reason(iterations: int) -> str:
     return f"no improvement in {iterations} iterations"
 
 
-def run_pricing(config: object) -> str:
+def run_pricing(config: object, external: object = None) -> str:
     """ "simulator" when every model of a frozen run config is the demo simulator (free),
-    "unpriced" when a real endpoint has no price set, else "priced"."""
+    "unpriced" when a real endpoint has no price set, else "priced". An external
+    run (`external`: its Run.external) used its owner's models, never the simulator:
+    "priced" once its tracker reported a cost, else "not_reported"."""
+    if isinstance(external, dict) and external:
+        return "priced" if external.get("cost_reported") else "not_reported"
     if not isinstance(config, dict):
         return "priced"
     lms = [config.get("task_lm"), config.get("reflection_lm")]
@@ -76,6 +80,8 @@ def format_cost(cost: float, pricing: str = "priced") -> str:
         return "free (demo simulator)"
     if pricing == "unpriced":
         return "no price set"
+    if pricing == "not_reported":
+        return "not reported"
     if not cost:
         return "$0"
     # Half a cent (of the exact float) rounds up, as money.js's toFixed does;

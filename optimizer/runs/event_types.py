@@ -38,7 +38,7 @@ RUN_FINISHED = "run.finished"
 HOLDOUT_SCORED = "holdout.scored"
 WORKER_PING = "worker.ping"
 
-Status = Literal["queued", "running", "stopping", "stopped", "completed", "failed"]
+Status = Literal["queued", "running", "stopping", "stopped", "completed", "failed", "abandoned"]
 Verdict = Literal["pass", "borderline", "fail"]
 SplitName = Literal["train", "val", "holdout"]
 
@@ -198,7 +198,7 @@ class RunFinishedData(_Payload):
     """The run's last event."""
 
     type: ClassVar[str] = RUN_FINISHED
-    status: Literal["completed", "stopped", "failed"]
+    status: Literal["completed", "stopped", "failed", "abandoned"]
     best_index: int | None
     best_score: float | None
     seed_score: float | None

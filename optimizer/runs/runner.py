@@ -576,10 +576,12 @@ def run_finish(
     failure: str = "",
     stopped: bool = False,
     reason: str = "",
+    abandoned: bool = False,
 ) -> str | None:
-    """Mark the run failed, stopped (asked to, or `stopped` by its own stopper) or
-    completed, and send its run.finished event, if `run_claim` still holds it.
-    External runs (optimizer/external/services.py) finish through here too."""
+    """Mark the run failed, stopped (asked to, or `stopped` by its own stopper),
+    `abandoned` (an external run whose tracker went silent) or completed, and send
+    its run.finished event, if `run_claim` still holds it. External runs
+    (optimizer/external/services.py) finish through here too."""
     run_id = run_claim.run_id
 
     def finish() -> str:
@@ -587,6 +589,8 @@ def run_finish(
         requested = Run.objects.filter(pk=run_id).values("stop_requested", "cancel_requested").get()
         if failure:
             status = RunStatus.FAILED
+        elif abandoned:
+            status = RunStatus.ABANDONED
         elif stopped or requested["stop_requested"] or requested["cancel_requested"]:
             status = RunStatus.STOPPED
         else:

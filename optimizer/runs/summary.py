@@ -51,7 +51,7 @@ def run_summary(run: Run) -> JSONObject:
     """The run read model: every field a page, a list row (run_list_row) or the
     API (optimizer.api.RunOut.of) shows of a run, built here only. The queryset
     should come from run_list or run_for_user (their joins keep it one query)."""
-    pricing = run_pricing(run.config)
+    pricing = run_pricing(run.config, run.external)
     return {
         "id": run.pk,
         "name": str(run),

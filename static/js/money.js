@@ -3,11 +3,12 @@
 // endpoint with no price set says that instead of a misleading $0.
 /**
  * @param {number | null | undefined} cost
- * @param {string} [pricing] "priced", "unpriced" or "simulator" (optimizer/runs/budget.py)
+ * @param {string} [pricing] "priced", "unpriced", "simulator" or "not_reported" (optimizer/runs/budget.py)
  */
 export function money(cost, pricing = "priced") {
   if (pricing === "simulator") return "free (demo simulator)";
   if (pricing === "unpriced") return "no price set";
+  if (pricing === "not_reported") return "not reported";
   const value = Number(cost) || 0;
   return value === 0 ? "$0" : value < 0.01 ? `$${value.toFixed(4)}` : `$${value.toFixed(2)}`;
 }

@@ -5,6 +5,8 @@ server dependency, in a fresh process: tests/integration/test_frontier_tracker_i
 from __future__ import annotations
 
 import logging
+import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -130,3 +132,28 @@ def test_texts_are_clipped_to_what_the_server_accepts(value, expected):
     from frontier_tracker import MAX_TEXT, _clip
 
     assert _clip(value, MAX_TEXT) == expected
+
+
+def test_litellm_calls_tokens_and_cost_reach_the_run_with_the_budget(monkeypatch):
+    """litellm itself is not installed here: a stand-in module with litellm's
+    `success_callback` list, called the way litellm calls a function callback."""
+    litellm = SimpleNamespace(success_callback=[])
+    monkeypatch.setitem(sys.modules, "litellm", litellm)
+    tracker = FrontierTracker(f"http://127.0.0.1:{free_port()}", "ft_nobody")
+    sent: list[dict] = []
+    monkeypatch.setattr(tracker, "_emit", sent.append)
+    tracker.on_budget_updated({"metric_calls_used": 1, "metric_calls_remaining": 9})
+    assert litellm.success_callback == [tracker._on_litellm_success]
+    for cost in (0.002, None):
+        response = SimpleNamespace(usage=SimpleNamespace(prompt_tokens=100, completion_tokens=20))
+        litellm.success_callback[0]({"response_cost": cost}, response, None, None)
+    tracker.report_usage(tokens_in=5, tokens_out=1, cost=0.001)
+    tracker.on_budget_updated({"metric_calls_used": 3, "metric_calls_remaining": 7})
+    usage = [e for e in sent if e["type"] == "usage"]
+    assert usage == [
+        {"type": "usage", "calls": 3, "tokens_in": 205, "tokens_out": 41, "cost": 0.003}
+    ]
+    tracker.on_budget_updated({"metric_calls_used": 4, "metric_calls_remaining": 6})
+    assert len([e for e in sent if e["type"] == "usage"]) == 1  # unchanged totals are not resent
+    tracker.close(timeout=0.1)
+    assert litellm.success_callback == []

@@ -240,3 +240,43 @@ def test_a_session_post_typed_multipart_without_a_boundary_is_refused_not_a_serv
         headers={"Content-Type": "multipart/form-data", "X-CSRFToken": browser.cookie("csrftoken")},
     )
     assert status in (400, 415) and body["problems"][0]["field"] == "body", body
+
+
+def test_a_killed_trackers_run_reads_honestly_and_stop_on_the_page_ends_it_at_once(
+    frontier_server, token, page, tmp_path
+):
+    """The tracker's process is killed mid-run. Its page never says "demo
+    simulator" (the run used the user's own models) nor "0 tokens", its 2-D
+    front is not drawn on prompt length (0 for every external candidate), and
+    once the page calls the tracker silent, Stop ends the run at once and the
+    page says why."""
+    client = start_example(
+        frontier_server, token, tmp_path, name="killed run", budget=5000, delay=0.2
+    )
+    try:
+        run = wait_until(
+            lambda: (
+                (r := external_run(frontier_server, token, "killed run"))
+                and r["best_score"] is not None
+                and r
+            ),
+            timeout=60,
+            what="the run's seed to be scored",
+        )
+    finally:
+        client.kill()
+        client.wait(timeout=30)
+    page.goto(f"/runs/{run['id']}/")
+    expect(page.locator("[data-field=cost]")).to_have_text("not reported")
+    expect(page.locator("[data-field=tokens]")).to_have_text("tokens not reported")
+    expect(page.locator("body")).not_to_contain_text("demo simulator")
+    page.locator("#chart-scatter").scroll_into_view_if_needed()
+    expect(page.locator("#chart-scatter .scatterlayer .trace")).not_to_have_count(0)
+    assert page.locator("#axis-x").input_value() == "metric_calls"
+
+    expect(page.locator("[data-field=client]")).to_contain_text("silent for", timeout=60_000)
+    page.locator("[data-control=stop] button").click()
+    expect(page.locator("[data-field=status]")).to_have_text("stopped", timeout=15_000)
+    expect(page.locator("[data-field=stop-reason]")).to_have_text("stopped by the user")
+    ended = api(frontier_server, token, "GET", f"/api/runs/{run['id']}")
+    assert ended["status"] == "stopped" and "silent" in ended["phase"]

@@ -326,7 +326,7 @@ def test_a_status_filter_that_is_no_status_is_a_400_naming_it(user_client):
         [problem] = response.json()["problems"]
         assert (
             problem["field"] == "status"
-            and "'queued', 'running', 'stopping', 'stopped', 'completed' or 'failed'"
+            and "'queued', 'running', 'stopping', 'stopped', 'completed', 'failed' or 'abandoned'"
             in problem["message"]
         )
     assert user_client.get("/api/runs/", {"status": "running"}).json() == []

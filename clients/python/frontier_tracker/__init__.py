@@ -15,6 +15,12 @@ Frontier in numbered batches. So the optimization never waits for the network:
   the batch is retried with backoff (at most `max_backoff` seconds apart);
 - nothing raises into gepa: every problem goes to the `frontier_tracker` logger.
 
+Model usage: when litellm is loaded (gepa's model strings and DSPy call models
+through it), the tracker adds a litellm success callback that counts each
+call's tokens and cost (litellm's `response_cost`); `tracker.report_usage(...)`
+adds what other clients spent. The totals reach the run page with the budget;
+without them the page says the cost was not reported.
+
 `tracker.stopper` is a gepa stop callback. It never touches the network: a
 second background thread asks the server every `poll_seconds` whether Stop was
 pressed on the run's page (that poll is also the client's heartbeat), and the
@@ -26,6 +32,7 @@ Only gepa and the standard library are needed (HTTP is urllib).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import json
 import logging
@@ -33,6 +40,7 @@ import math
 import platform
 import queue
 import socket
+import sys
 import threading
 import time
 import urllib.error
@@ -56,6 +64,11 @@ MAX_MESSAGE = 5_000
 MAX_BATCH_EVENTS = 500
 MAX_BATCH_BYTES = 1_000_000
 _CLOSE = object()
+
+
+def _field(obj: Any, name: str) -> Any:
+    """A field of a dict or an attribute of an object (litellm gives either)."""
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
 
 
 def _clip(value: Any, limit: int) -> str:
@@ -117,12 +130,14 @@ class FrontierTracker:
         timeout: float = 10.0,
         max_backoff: float = 5.0,
         flush_timeout: float = 60.0,
+        litellm_usage: bool = True,
     ):
         """`url`: the Frontier server; `token`: an API token of yours (Account page);
         `valset`: the valset you pass to gepa, so tasks are named by their
         `task_id`/`id` (else by position); `task_key(instance)` names a task your way;
         `task_set_id`: a Frontier task set with those task ids (compare with native runs);
-        `key`: the run's id on this side (default: a new one per tracker)."""
+        `key`: the run's id on this side (default: a new one per tracker);
+        `litellm_usage`: count the tokens and cost of litellm's calls (see the module docstring)."""
         self.url = url.rstrip("/")
         self.token = token
         self.name = name
@@ -156,6 +171,11 @@ class FrontierTracker:
         self._metric_calls = 0
         self._valset_size = 0
         self._last_error = ""
+        self._usage = {"calls": 0, "tokens_in": 0, "tokens_out": 0}
+        self._cost: float | None = None
+        self._usage_sent = dict(self._usage)
+        self._litellm_usage = litellm_usage
+        self._litellm_hooked = False
         self._reset_iteration(0)
         atexit.register(self.close)
 
@@ -165,9 +185,23 @@ class FrontierTracker:
         """A gepa stop callback: True once Stop was pressed on the run's page."""
         return self.stop_requested
 
+    def report_usage(
+        self, *, tokens_in: int = 0, tokens_out: int = 0, cost: float | None = None, calls: int = 1
+    ) -> None:
+        """Add model calls the run made (any thread may call this): they reach the
+        page with the next budget update. `cost` in the currency of your prices;
+        leave it None when unknown (the page then shows tokens only)."""
+        with self._lock:
+            self._usage["calls"] += max(0, int(calls))
+            self._usage["tokens_in"] += max(0, int(tokens_in or 0))
+            self._usage["tokens_out"] += max(0, int(tokens_out or 0))
+            if cost is not None and math.isfinite(cost) and cost >= 0:
+                self._cost = (self._cost or 0.0) + float(cost)
+
     def close(self, timeout: float | None = None) -> bool:
         """Send what is queued (waiting at most `timeout`, default `flush_timeout`
         seconds) and stop the threads. True when everything reached the server."""
+        self._unhook_litellm()
         with self._lock:
             if not self._started or self._closing:
                 return not self._started or not (self._sender and self._sender.is_alive())
@@ -285,6 +319,7 @@ class FrontierTracker:
         remaining = event.get("metric_calls_remaining")
         total = self._metric_calls + int(remaining) if remaining is not None else None
         self._emit({"type": "budget", "used": self._metric_calls, "total": total})
+        self._emit_usage()
 
     @_guarded
     def on_merge_attempted(self, event: dict) -> None:
@@ -378,9 +413,53 @@ class FrontierTracker:
             if self._finished:
                 return
             self._finished = True
+        self._emit_usage()
         self._emit(
             {"type": "finished", "status": "stopped" if self.stop_requested else "completed"}
         )
+
+    # -- model usage --------------------------------------------------------------------
+
+    def _emit_usage(self) -> None:
+        """The usage totals, when they changed since last sent (with each budget update)."""
+        self._hook_litellm()
+        with self._lock:
+            if self._usage == self._usage_sent:
+                return
+            self._usage_sent = dict(self._usage)
+            event = {"type": "usage", **self._usage, "cost": self._cost}
+        self._emit(event)
+
+    def _hook_litellm(self) -> None:
+        # Only once litellm is loaded (importing it costs seconds): gepa loads it at
+        # its first model call, DSPy at import.
+        if self._litellm_hooked or not self._litellm_usage or "litellm" not in sys.modules:
+            return
+        self._litellm_hooked = True
+        try:
+            sys.modules["litellm"].success_callback.append(self._on_litellm_success)
+        except Exception:
+            log.exception("frontier_tracker: could not count litellm's usage")
+
+    def _on_litellm_success(
+        self, kwargs: Any, response: Any, start_time: Any, end_time: Any
+    ) -> None:
+        """litellm's success callback (a plain function callback: kwargs, response, times)."""
+        try:
+            usage = _field(response, "usage")
+            cost = _field(kwargs, "response_cost")
+            self.report_usage(
+                tokens_in=_field(usage, "prompt_tokens") or 0,
+                tokens_out=_field(usage, "completion_tokens") or 0,
+                cost=cost if isinstance(cost, (int, float)) else None,
+            )
+        except Exception:  # never into litellm, nor into gepa
+            log.exception("frontier_tracker: could not read a litellm call's usage")
+
+    def _unhook_litellm(self) -> None:
+        if self._litellm_hooked:
+            with contextlib.suppress(KeyError, AttributeError, ValueError):
+                sys.modules["litellm"].success_callback.remove(self._on_litellm_success)
 
     # -- turning gepa's events into ours ------------------------------------------------
 
@@ -632,5 +711,13 @@ class FrontierTracker:
             if status == 200:
                 if answer.get("stop"):
                     self.stop_requested = True
+                if answer.get("status") == "abandoned":
+                    log.error(
+                        "frontier_tracker: Frontier ended run %s as abandoned (it heard nothing "
+                        "from this process for too long); the optimization goes on, unrecorded",
+                        self.run_id,
+                    )
+                    self._disabled = True
+                    return
                 if answer.get("status") in ("stopped", "completed", "failed"):
                     return

@@ -277,16 +277,28 @@ function axisOptions() {
     { key: "prompt_tokens", label: "prompt length (tokens)", up: false, get: (c) => c.prompt_tokens },
     { key: "mean_output_tokens", label: "mean output tokens", up: false, get: (c) => c.mean_output_tokens },
     { key: "mean_latency_ms", label: "mean latency (ms)", up: false, get: (c) => c.mean_latency_ms },
+    { key: "metric_calls", label: "metric calls when found", up: false, get: (c) => c.metric_calls },
   ];
 }
 
+// Until the user picks an x axis, it is the first measure the run has data for:
+// an external run's adapter reports no prompt length or latency (all 0), so
+// its front would be a column of points on x = 0.
+let xPicked = false;
+
+/** @param {AxisOption} option */
+const hasData = (option) => S.order.some((i) => { const v = option.get(S.byIndex.get(i)); return v !== null && v !== undefined && v !== 0; });
+
+/** @param {AxisOption[]} options */
+const defaultX = (options) => (options.find((o) => o.key !== "val_score" && o.key !== "metric_calls" && hasData(o)) || options.find((o) => o.key === "metric_calls") || options[0]).key;
+
 export function setupAxisPickers() {
   const options = axisOptions();
-  for (const [id, initial] of [["axis-x", "prompt_tokens"], ["axis-y", "val_score"]]) {
+  for (const [id, initial] of [["axis-x", defaultX(options)], ["axis-y", "val_score"]]) {
     const select = /** @type {HTMLSelectElement} */ (document.getElementById(id));
     select.replaceChildren(...options.map((o) => { const el = document.createElement("option"); el.value = o.key; el.textContent = o.label; return el; }));
     select.value = initial;
-    select.addEventListener("change", () => drawScatter());
+    select.addEventListener("change", () => { if (id === "axis-x") xPicked = true; drawScatter(); });
   }
 }
 
@@ -297,7 +309,9 @@ export function drawScatter({ first = false } = {}) {
   if (!first && !drawn.has("scatter")) return;
   drawn.add("scatter");
   const options = axisOptions();
-  const ax = options.find((o) => o.key === /** @type {HTMLSelectElement} */ (document.getElementById("axis-x")).value) || options[0];
+  const xSelect = /** @type {HTMLSelectElement} */ (document.getElementById("axis-x"));
+  if (!xPicked) xSelect.value = defaultX(options);
+  const ax = options.find((o) => o.key === xSelect.value) || options[0];
   const ay = options.find((o) => o.key === /** @type {HTMLSelectElement} */ (document.getElementById("axis-y")).value) || options[0];
   const points = /** @type {Array<{id: number, x: number, y: number}>} */ (S.order.map((i) => ({ id: i, x: ax.get(S.byIndex.get(i)), y: ay.get(S.byIndex.get(i)) })).filter((p) => p.x !== null && p.y !== null && p.x !== undefined && p.y !== undefined));
   const front = nonDominated(points, ax.up, ay.up).sort((a, b) => a.x - b.x);

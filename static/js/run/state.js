@@ -34,7 +34,7 @@ import { clip } from "../format.js";
  * @property {string} error
  * @property {string} stop_reason
  * @property {number} cost
- * @property {string} pricing "priced", "unpriced" or "simulator"
+ * @property {string} pricing "priced", "unpriced", "simulator" or "not_reported"
  * @property {number} tokens
  * @property {Usage} usage
  * @property {number | null} [eta_seconds] from run.budget events

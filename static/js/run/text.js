@@ -94,7 +94,8 @@ export function headerFigures(S) {
     budgetPct: r.budget_total ? Math.min(100, (100 * r.budget_used) / r.budget_total) : 0,
     budget: `${r.budget_used} / ${r.budget_total}`,
     cost: money(r.cost, r.pricing),
-    tokens: `${tokens(r.tokens)} tokens`,
+    // An external run's tracker may report no usage at all: say so rather than "0 tokens".
+    tokens: r.pricing === "not_reported" && !r.tokens ? "tokens not reported" : `${tokens(r.tokens)} tokens`,
     // Task model vs reflection model (and the verify judge): who spent what.
     costSplit: ["task", "reflection", "judge"]
       .filter((role) => r.usage?.[role]?.calls)
@@ -143,6 +144,7 @@ const STATUS_LINES = {
   stopped: "Stopped by the user.",
   completed: "Finished: the budget is spent.",
   failed: "Failed: see the error below.",
+  abandoned: "Abandoned: its tracker went silent, so the run ended with what it had sent.",
 };
 
 /** @param {Run} run */

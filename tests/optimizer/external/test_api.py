@@ -4,13 +4,16 @@ polls for Stop. The batches land on the same rows and events as a native run."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from dashboard.account_services import api_token_create
 from optimizer import services
 from optimizer.celery_tasks import requeue_orphaned_runs
+from optimizer.external.services import external_runs_abandon_silent
 from optimizer.models import Candidate, Evaluation, Run, RunEvent, RunKind, RunStatus, run_progress
 
 pytestmark = pytest.mark.django_db
@@ -212,6 +215,11 @@ def test_a_batch_that_skips_one_is_refused_so_nothing_is_applied_out_of_order(tr
         ({"type": "teleport"}, "events.1"),
         (seed(surprise=1), "events.1.candidate.surprise"),
         ({"type": "error", "message": "bad\x00byte"}, "events.1.error.message"),
+        ({"type": "status", "phase": "p" * 101}, "events.1.status.phase"),
+        (child(index=1, parent=7), "events.1.candidate.parents"),
+        ({"type": "budget", "used": 1_000_000_000, "total": 10}, "events.1.budget.used"),
+        ({"type": "budget", "used": 2}, "events.1.budget.used"),
+        (seed(index="0"), "events.1.candidate.index"),
     ],
 )
 def test_a_bad_event_is_a_400_naming_the_field_and_the_batch_saves_nothing(
@@ -226,6 +234,165 @@ def test_a_bad_event_is_a_400_naming_the_field_and_the_batch_saves_nothing(
         and run.budget_used == 0
         and not Candidate.objects.filter(run=run).exists()
     )
+
+
+def test_a_string_seq_is_refused_rather_than_read_as_a_number(tracker, run_id):
+    response = tracker.send(run_id, "1", seed())
+    assert response.status_code == 400, response.content
+    assert response.json()["problems"][0]["field"] == "seq"
+    assert Run.objects.get(pk=run_id).external_batch == 0
+
+
+def test_an_event_after_finished_is_refused_and_the_run_stays_running(tracker, run_id):
+    response = tracker.send(
+        run_id, 1, seed(), {"type": "finished", "status": "completed"}, child(), child(index=2)
+    )
+    assert response.status_code == 400, response.content
+    assert [p["field"] for p in response.json()["problems"]] == [
+        "events.2.candidate",
+        "events.3.candidate",
+    ]
+    run = Run.objects.get(pk=run_id)
+    assert run.status == RunStatus.RUNNING and not Candidate.objects.filter(run=run).exists()
+
+
+def test_a_parent_sent_in_an_earlier_batch_or_earlier_in_the_same_batch_is_known(tracker, run_id):
+    assert tracker.send(run_id, 1, seed()).status_code == 200
+    response = tracker.send(run_id, 2, child(index=1, parent=0), child(index=2, parent=1))
+    assert response.status_code == 200, response.content
+    assert Candidate.objects.filter(run_id=run_id).count() == 3
+
+
+def test_a_budget_may_pass_its_total_by_one_iteration_as_gepa_does(tracker, run_id):
+    response = tracker.send(run_id, 1, {"type": "budget", "used": 58, "total": 50})
+    assert response.status_code == 200, response.content
+    assert Run.objects.get(pk=run_id).budget_used == 58
+
+
+def test_opening_an_external_run_past_the_active_runs_limit_is_refused(tracker, settings):
+    settings.FRONTIER_MAX_ACTIVE_RUNS_PER_USER = 2
+    assert tracker.open(key="laptop-run-0001").status_code == 201
+    assert tracker.open(key="laptop-run-0002").status_code == 201
+    refused = tracker.open(key="laptop-run-0003")
+    assert refused.status_code == 400, refused.content
+    problem = refused.json()["problems"][0]
+    assert problem["field"] == "active_runs" and "limit is 2" in problem["message"]
+    assert Run.objects.count() == 2
+    assert tracker.open(key="laptop-run-0001").status_code == 200  # reopening is no new run
+
+
+def test_a_user_past_the_events_per_minute_gets_a_429_with_retry_after(tracker, run_id, settings):
+    settings.FRONTIER_EXTERNAL_EVENTS_PER_MINUTE = 3
+    assert tracker.send(run_id, 1, seed(), {"type": "budget", "used": 2}).status_code == 200
+    refused = tracker.send(run_id, 2, {"type": "budget", "used": 3}, {"type": "budget", "used": 4})
+    assert refused.status_code == 429, refused.content
+    assert 1 <= int(refused["Retry-After"]) <= 61
+    assert refused.json()["problems"][0]["field"] == "events"
+    assert Run.objects.get(pk=run_id).external_batch == 1
+
+
+def test_a_run_whose_log_is_full_refuses_more_events_with_a_409(tracker, run_id, settings):
+    assert tracker.send(run_id, 1, seed()).status_code == 200
+    held = run_progress(run_id).values_list("last_seq", flat=True).get()
+    settings.FRONTIER_EXTERNAL_EVENTS_PER_RUN = held + 1
+    refused = tracker.send(run_id, 2, {"type": "budget", "used": 3}, {"type": "budget", "used": 4})
+    assert refused.status_code == 409, refused.content
+    assert "at most" in refused.json()["problems"][0]["message"]
+    assert tracker.send(run_id, 2, {"type": "budget", "used": 3}).status_code == 200
+
+
+def _silence(run_id, seconds):
+    """As if the run's tracker was last heard from `seconds` ago."""
+    run_progress(run_id).update(heartbeat_at=timezone.now() - timedelta(seconds=seconds))
+
+
+def test_a_tracker_silent_past_the_limit_leaves_its_run_abandoned_and_its_slot_free(
+    tracker, run_id, user_client, settings
+):
+    settings.FRONTIER_MAX_ACTIVE_RUNS_PER_USER = 1
+    assert tracker.send(run_id, 1, seed()).status_code == 200
+    _silence(run_id, settings.FRONTIER_EXTERNAL_SILENT_SECONDS - 5)
+    assert external_runs_abandon_silent() == []
+    _silence(run_id, settings.FRONTIER_EXTERNAL_SILENT_SECONDS + 5)
+    assert external_runs_abandon_silent() == [run_id]
+
+    run = Run.objects.get(pk=run_id)
+    assert run.status == "abandoned" and run.phase.startswith("abandoned: its tracker was silent")
+    assert run.finished_at is not None and "sent nothing" in run.stop_reason
+    finished = RunEvent.objects.filter(run=run, type="run.finished").get().payload
+    assert finished["status"] == "abandoned" and finished["best_index"] == 0
+    assert tracker.open(key="laptop-run-0002").status_code == 201  # the slot is free
+
+    # The tracker comes back: refused, nothing applied, and told why.
+    refused = tracker.send(run_id, 2, {"type": "budget", "used": 9})
+    assert refused.status_code == 409 and "abandoned" in refused.json()["problems"][0]["message"]
+    assert tracker.get(f"/api/external/runs/{run_id}/control").json()["status"] == "abandoned"
+    assert Run.objects.get(pk=run_id).budget_used == 0
+
+    page = user_client.get(f"/runs/{run_id}/").content.decode()
+    assert "abandoned" in page
+    assert user_client.post(f"/runs/{run_id}/archive/", {"archived": "1"}).status_code == 302
+    assert Run.objects.get(pk=run_id).archived
+    assert user_client.post(f"/runs/{run_id}/delete/").status_code == 302
+    assert not Run.objects.filter(pk=run_id).exists()
+
+
+@pytest.mark.parametrize("action, how", [("stop", "stopped by the user"), ("cancel", "cancelled")])
+def test_stop_or_cancel_on_a_silent_external_run_ends_it_at_once(
+    tracker, run_id, user_client, action, how
+):
+    assert user_client.post(f"/runs/{run_id}/stop/").status_code == 302  # the tracker was alive
+    assert Run.objects.get(pk=run_id).status == RunStatus.STOPPING
+    _silence(run_id, 60)  # then its process died
+    assert user_client.post(f"/runs/{run_id}/{action}/").status_code == 302
+    run = Run.objects.get(pk=run_id)
+    assert (run.status, run.stop_reason) == (RunStatus.STOPPED, how)
+    assert "its tracker had been silent for 1 min" in run.phase
+    assert user_client.post(f"/runs/{run_id}/delete/").status_code == 302
+    assert not Run.objects.filter(pk=run_id).exists()
+
+
+def test_stop_on_a_live_external_run_waits_for_its_tracker(tracker, run_id, user_client):
+    _silence(run_id, 5)
+    assert user_client.post(f"/runs/{run_id}/stop/").status_code == 302
+    assert Run.objects.get(pk=run_id).status == RunStatus.STOPPING
+
+
+def test_an_external_run_is_never_called_simulated_and_says_its_cost_was_not_reported(
+    tracker, run_id, user_client
+):
+    run = tracker.get(f"/api/runs/{run_id}").json()
+    assert (run["pricing"], run["simulator"]) == ("not_reported", False)
+    page = user_client.get(f"/runs/{run_id}/").content.decode()
+    assert "demo simulator" not in page
+    assert ">not reported<" in page and "tokens not reported" in page
+
+
+def test_the_usage_a_tracker_reports_is_the_runs_cost_and_tokens(tracker, run_id, user_client):
+    usage = {"type": "usage", "calls": 3, "tokens_in": 1200, "tokens_out": 300, "cost": 0.0123}
+    assert tracker.send(run_id, 1, seed(), usage).status_code == 200
+    run = tracker.get(f"/api/runs/{run_id}").json()
+    total = run["usage"]["total"]
+    assert (run["pricing"], run["cost"], total["tokens_in"], total["tokens_out"]) == (
+        "priced",
+        0.0123,
+        1200,
+        300,
+    )
+    assert (
+        '<span data-field="cost">$0.01</span>'
+        in user_client.get(f"/runs/{run_id}/").content.decode()
+    )
+    budget = RunEvent.objects.filter(run_id=run_id, type="run.budget").last().payload
+    assert budget["usage"]["total"] == {
+        "calls": 3,
+        "tokens_in": 1200,
+        "tokens_out": 300,
+        "cost": 0.0123,
+    }
+    tokens_only = {"type": "usage", "calls": 4, "tokens_in": 1300, "tokens_out": 310}
+    assert tracker.send(run_id, 2, tokens_only).status_code == 200
+    assert tracker.get(f"/api/runs/{run_id}").json()["usage"]["total"]["tokens_in"] == 1300
 
 
 def test_another_users_token_can_neither_write_into_the_run_nor_see_it(
