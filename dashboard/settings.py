@@ -286,7 +286,8 @@ SECURE_PROXY_SSL_HEADER = proxy_ssl_header(
     "SECURE_PROXY_SSL_HEADER", env_str("SECURE_PROXY_SSL_HEADER")
 )
 # Where users reach this site: links printed by the CLI and returned by the API.
-BASE_URL = env_str("FRONTIER_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+# Unset, links use the address `manage.py serve` listens on (dashboard/lib/site_url.py).
+BASE_URL = env_str("FRONTIER_BASE_URL", "").rstrip("/")
 
 LOGGING = {
     "version": 1,

@@ -5,10 +5,10 @@ stands below it and imports nothing that publishes."""
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
+from dashboard.lib.site_url import site_url
 from optimizer.config import DEMO_MODEL_LABEL, lm_is_simulator
 from optimizer.models import Run, RunStatus
 from optimizer.runs.budget import format_cost, run_max_cost, run_pricing
@@ -31,8 +31,8 @@ def run_is_simulator(run: Run) -> bool:
 
 
 def run_url(run: Run) -> str:
-    """The run page's absolute address (settings.BASE_URL)."""
-    return settings.BASE_URL + reverse("runs:detail", args=[run.pk])
+    """The run page's absolute address (dashboard/lib/site_url.py says which)."""
+    return site_url() + reverse("runs:detail", args=[run.pk])
 
 
 def run_model_label(run: Run) -> JSONObject:

@@ -280,3 +280,45 @@ def test_a_killed_trackers_run_reads_honestly_and_stop_on_the_page_ends_it_at_on
     expect(page.locator("[data-field=stop-reason]")).to_have_text("stopped by the user")
     ended = api(frontier_server, token, "GET", f"/api/runs/{run['id']}")
     assert ended["status"] == "stopped" and "silent" in ended["phase"]
+
+
+def test_a_killed_trackers_run_is_abandoned_after_the_silence_limit(
+    frontier_server, token, page, tmp_path
+):
+    """Nobody presses Stop: once its tracker was silent for
+    FRONTIER_EXTERNAL_SILENT_SECONDS (6 s here; the server restarted with it),
+    the watchdog ends the run abandoned, the page says so, and the run can be
+    deleted like any finished run."""
+    frontier_server.process.terminate()
+    frontier_server.process.wait(timeout=60)
+    frontier_server.env.update(FRONTIER_EXTERNAL_SILENT_SECONDS="6", FRONTIER_RUN_STALE_SECONDS="4")
+    restart(frontier_server)
+    client = start_example(
+        frontier_server, token, tmp_path, name="abandoned run", budget=5000, delay=0.2
+    )
+    try:
+        run = wait_until(
+            lambda: (
+                (r := external_run(frontier_server, token, "abandoned run"))
+                and r["best_score"] is not None
+                and r
+            ),
+            timeout=60,
+            what="the run's seed to be scored",
+        )
+    finally:
+        client.kill()
+        client.wait(timeout=30)
+    page.goto(f"/runs/{run['id']}/")
+    expect(page.locator("[data-field=status]")).to_have_text("abandoned", timeout=60_000)
+    ended = api(frontier_server, token, "GET", f"/api/runs/{run['id']}")
+    assert ended["status"] == "abandoned"
+    assert ended["phase"].startswith("abandoned: its tracker was silent")
+    deleted = urllib.request.Request(
+        f"{frontier_server.url}/api/runs/{run['id']}",
+        method="DELETE",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    with urllib.request.urlopen(deleted, timeout=10) as response:
+        assert response.status == 204
+    assert external_run(frontier_server, token, "abandoned run") is None

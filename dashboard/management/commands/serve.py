@@ -13,6 +13,7 @@ import uvicorn
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from dashboard.lib.site_url import record_served_url
 from dashboard.server import browse_url, server_config
 
 
@@ -66,6 +67,7 @@ class Command(BaseCommand):
             access_log=access_log,
         )
         url = browse_url(host, port)
+        record_served_url(url)
         embedded_worker = settings.EMBEDDED and settings.EMBEDDED_WORKER and not no_worker
         if embedded_worker:
             self.stdout.write(
