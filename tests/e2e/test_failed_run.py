@@ -11,7 +11,7 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import Api
+from tests.e2e.conftest import ARTIFACTS, Api
 from tests.optimizer.fake_openai import free_port
 from tests.polling import wait_until
 
@@ -79,3 +79,23 @@ def test_a_run_that_failed_after_scoring_its_seed_reports_the_metric_calls_it_sp
     expect(page.locator("[data-field=budget]")).to_have_text(f"{VAL_TASKS} / {BUDGET}")
     page.goto("/runs/")
     expect(page.get_by_role("row", name="down tasks")).to_contain_text(f"{VAL_TASKS} / {BUDGET}")
+
+
+def test_a_run_whose_model_answered_nothing_has_no_best_score(failed_run, frontier_server, page):
+    """Every val task of the seed was a failed call: its mean (0.0) measures the
+    endpoint, not the prompt, so the run has no seed or best score (null), as a
+    run that failed before its seed was scored; the page says "–", not 0.000."""
+    api, run_id = failed_run
+    detail = api.call("GET", f"/api/runs/{run_id}")[1]
+    assert (detail["best_score"], detail["seed_score"], detail["best_candidate"]) == (
+        None,
+        None,
+        None,
+    ), detail
+    status = json.loads(frontier_server.manage("optimize", "status", str(run_id)).stdout)
+    assert (status["best_score"], status["seed_score"]) == (None, None), status
+    page.goto(f"/runs/{run_id}/")
+    expect(page.locator("[data-field=status]")).to_have_text("failed")
+    expect(page.locator("[data-field=best]")).to_have_text("–")
+    expect(page.locator("#run-explainer [data-field=no-best]")).to_be_visible()
+    page.screenshot(path=str(ARTIFACTS / "run-failed-model-never-answered.png"), full_page=True)

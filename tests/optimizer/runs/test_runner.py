@@ -42,6 +42,7 @@ CANDIDATE_KEYS = {
     "iteration",
     "metric_calls",
     "val_score",
+    "scored",
     "objective_scores",
     "task_scores",
     "verdicts",
