@@ -40,6 +40,8 @@ MAX_CONSECUTIVE_FAILURES = 8
 # than after every remaining call has timed out too. Resume it once it is back.
 DEAD_ENDPOINT_SECONDS = 30.0
 EMPTY_OUTPUT = "empty output (the task model answered with no text)"
+# The feedback of an example the task model failed (then its Evaluation has no output).
+MODEL_FAILED = "The task model failed: "
 ROW_VERIFIER_ID = "row"
 
 
@@ -103,6 +105,9 @@ class EvalRecord:
     judge_tokens_in: int = 0
     judge_tokens_out: int = 0
     cost: float = 0.0  # task model and judge, at the endpoints' prices
+    # The task model gave no answer to score (the call failed, or answered nothing):
+    # the 0 is the endpoint's failure, not a measure of the prompt.
+    failed: bool = False
 
 
 class FrontierAdapter:
@@ -367,7 +372,7 @@ class FrontierAdapter:
             verdict="fail",
             passed=False,
             result={},
-            feedback=f"The task model failed: {message}",
+            feedback=f"{MODEL_FAILED}{message}",
             objective_scores=dict.fromkeys(ids, 0.0),
             attempts=attempts or [],
             latency_ms=latency_ms,
@@ -376,6 +381,7 @@ class FrontierAdapter:
             judge_tokens_in=judge_tokens_in,
             judge_tokens_out=judge_tokens_out,
             cost=cost,  # an empty answer was still paid for
+            failed=True,
         )
 
 

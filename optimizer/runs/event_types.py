@@ -108,6 +108,11 @@ class CandidateNewData(_Payload):
     iteration: int
     metric_calls: int = Field(description="metric calls spent when it was found")
     val_score: float = Field(description="mean score on the val tasks")
+    scored: bool = Field(
+        True,
+        description="false when the task model answered none of its val tasks (every call "
+        "failed): its val_score (0) is no score, and it is never the best or the seed score",
+    )
     objective_scores: dict[str, float] = Field(description="verifier id → mean score")
     task_scores: dict[str, float] = Field(description="val task → score")
     verdicts: dict[str, Verdict] = Field(description="val task → verdict")
@@ -138,8 +143,8 @@ class FrontUpdatedData(_Payload):
     )
     added: list[int] = Field(description="candidates that entered the front (optimizer/front.py)")
     removed: list[int] = Field(description="candidates that left the front")
-    best_index: int
-    best_score: float
+    best_index: int | None = Field(description="null while no candidate has a score (`scored`)")
+    best_score: float | None
 
 
 class ProposalData(_Payload):

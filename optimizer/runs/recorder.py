@@ -23,7 +23,7 @@ import functools
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Any, TypedDict
@@ -35,7 +35,7 @@ from dashboard.lib.db_retry import retry_db
 from optimizer.front import front_members
 from optimizer.models import Candidate, Evaluation, Origin, Run, RunEvent, run_progress
 from optimizer.runs import event_types as ev
-from optimizer.runs.adapter import EvalRecord, FrontierAdapter, candidate_digest
+from optimizer.runs.adapter import MODEL_FAILED, EvalRecord, FrontierAdapter, candidate_digest
 from optimizer.runs.budget import BudgetGuard, BudgetReached, UsageMeter, UsageSnapshot
 from optimizer.runs.claims import ClaimLost, RunClaim
 from optimizer.runs.events import publish_run_event, publish_run_events
@@ -156,6 +156,15 @@ class PendingCandidate(TypedDict):
     proposal: JSONObject | None
 
 
+def scored(failed: Iterable[bool]) -> bool:
+    """Whether a candidate's val evaluation is a score: not when the task model
+    answered none of its val tasks (each failed example scores 0, so that mean
+    measures the endpoint, not the prompt). One answer is enough: a task the
+    model refuses (a request over its context) scores 0 beside the others."""
+    flags = list(failed)
+    return not flags or not all(flags)
+
+
 class RunRecorder:
     def __init__(
         self,
@@ -188,6 +197,8 @@ class RunRecorder:
         self.front: dict[
             str, tuple[float, list[int]]
         ] = {}  # task_key → (top score, candidates with it)
+        # The val score of every candidate that has one: not of a candidate the task
+        # model answered none of its val tasks for (see `scored`), which best ignores.
         self.val_scores: dict[int, float] = {}
         self.task_scores: dict[
             int, dict[str, float]
@@ -197,10 +208,10 @@ class RunRecorder:
             if c.on_front:
                 self.members.add(c.index)
             self.components[c.index] = c.components
-            self.val_scores[c.index] = c.val_score or 0.0
-            self.task_scores[c.index] = {
-                e.task_key: e.score for e in c.evaluations.all() if e.split == Split.VAL
-            }
+            val = [e for e in c.evaluations.all() if e.split == Split.VAL]
+            if scored(not e.output and e.feedback.startswith(MODEL_FAILED) for e in val):
+                self.val_scores[c.index] = c.val_score or 0.0
+            self.task_scores[c.index] = {e.task_key: e.score for e in val}
             self._add_to_front(c.index, self.task_scores[c.index])
         self.last_recorded_iteration = max(
             (
@@ -673,14 +684,15 @@ class RunRecorder:
             for vid in objective_ids
         }
         task_scores = {key: r.score for key, r in records.items()}
+        has_score = scored(r.failed for r in records.values())
         # The in-memory state changes only once the rows are committed (a retry after a database error starts over).
-        val_scores = {**self.val_scores, index: val_score}
+        val_scores = {**self.val_scores, index: val_score} if has_score else self.val_scores
         front = dict(self.front)
         self._add_to_front(index, task_scores, front)
         took, joined = front_change(index, front)
         all_task_scores = {**self.task_scores, index: task_scores}
         members = front_members(all_task_scores)
-        best_index = max(val_scores, key=lambda i: (val_scores[i], -i))
+        best_index = max(val_scores, key=lambda i: (val_scores[i], -i)) if val_scores else None
         answered = [r for r in records.values() if r.tokens_in or r.tokens_out]
         prompt_text = "\n\n".join(components.values())
         # Stored with the candidate: the run page reads these, not the Evaluation rows.
@@ -710,13 +722,12 @@ class RunRecorder:
             on_front = Candidate.objects.filter(run_id=self.run_id)
             on_front.filter(index__in=self.members - set(members)).update(on_front=False)
             on_front.filter(index__in=set(members) - self.members).update(on_front=True)
-            if index == 0 or best_index == index:
-                updates: dict[str, Any] = {
-                    "best_candidate_id": candidate.pk,
-                    "best_score": val_score,
-                }
-                if index == 0:
-                    updates["seed_score"] = val_score
+            updates: dict[str, Any] = {}
+            if best_index == index:
+                updates = {"best_candidate_id": candidate.pk, "best_score": val_score}
+            if index == 0 and has_score:
+                updates["seed_score"] = val_score
+            if updates:
                 self._runs().update(**updates)
             announced = (
                 ev.CANDIDATE_NEW,
@@ -727,6 +738,7 @@ class RunRecorder:
                     "iteration": iteration,
                     "metric_calls": metric_calls,
                     "val_score": val_score,
+                    "scored": has_score,
                     "objective_scores": objective_scores,
                     "task_scores": task_scores,
                     "verdicts": {key: r.verdict for key, r in records.items()},
@@ -753,7 +765,7 @@ class RunRecorder:
                     "added": sorted(set(members) - self.members),
                     "removed": sorted(self.members - set(members)),
                     "best_index": best_index,
-                    "best_score": val_scores[best_index],
+                    "best_score": None if best_index is None else val_scores[best_index],
                 },
             )
             self._publish(announced, trials, front_event, *then)

@@ -339,15 +339,17 @@ def _run_gepa(
         finally:
             recording.close()  # everything gepa reported is written before the runner writes again
         recording.raise_failure()  # the final checkpoint could not be written
-    except SystemicFailure:
-        if not heartbeat.cancelled.is_set():
-            raise
     except BudgetReached:
         pass  # the guard refused an evaluation beyond the budget or the cost cap: limits.reason says which
-    except Exception:
-        if not run_claim.lost.is_set():
-            _save_usage(run.pk, recorder)
-        raise
+    except Exception as error:
+        if isinstance(error, SystemicFailure) and heartbeat.cancelled.is_set():
+            pass  # cancelled: the evaluation in flight was abandoned on purpose
+        else:
+            # A failed run keeps what it spent: the seed's valset counts before gepa's
+            # first budget event, so a run failing in its first minibatch would say 0.
+            if not run_claim.lost.is_set():
+                retry_db(lambda: _save_usage(run.pk, recorder), what=f"run {run.pk}: usage")
+            raise
     if run_claim.lost.is_set():
         raise ClaimLost(f"run {run.pk} is held by another worker")
     retry_db(lambda: _save_usage(run.pk, recorder), what=f"run {run.pk}: usage")

@@ -134,6 +134,12 @@ function deferCharts(draws) {
   };
 }
 
+// The candidate table and the streams, skipped until the page is live (runs.css), are
+// laid out after the frame that shows "● live".
+function layOutBelow() {
+  requestAnimationFrame(() => setTimeout(() => root.classList.add("laid-out"), 0));
+}
+
 async function boot() {
   mark("script");
   const response = await fetch(root.dataset.snapshotUrl, { headers: { Accept: "application/json" } });
@@ -193,7 +199,7 @@ async function boot() {
     path: root.dataset.wsPath,
     after: S.run.last_seq,
     onEvent: applyEvent,
-    onState: (state) => { if (state === "live" && !bootMs.live) mark("live"); drawDeferred(); live.dataset.state = state; live.textContent = /** @type {Record<string, string>} */ ({ live: "● live", reconnecting: "reconnecting…", denied: "access denied: reload to log in" })[state] || state; },
+    onState: (state) => { if (state === "live" && !bootMs.live) { mark("live"); layOutBelow(); } drawDeferred(); live.dataset.state = state; live.textContent = /** @type {Record<string, string>} */ ({ live: "● live", reconnecting: "reconnecting…", denied: "access denied: reload to log in" })[state] || state; },
   });
   mark("socket");
   socket.connect();

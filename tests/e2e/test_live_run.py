@@ -157,6 +157,56 @@ def test_a_dropped_socket_reconnects_and_catches_up_with_no_gap_or_duplicate(pag
     expect(page.locator("[data-field=live]")).to_have_text("● live", timeout=10_000)
 
 
+VIEWPORTS = [(1400, 1000), (800, 900), (390, 844)]
+
+# The page's height, and the blank under its last content (a heading, table row,
+# stream list or chart) in px: the page's own bottom padding is about 45.
+PAGE_END = """() => {
+  const content = [...document.querySelectorAll('#run-page :is(h2, tr, .stream, .chart, p:not([hidden]))')]
+    .map((el) => el.getBoundingClientRect()).filter((box) => box.height > 0);
+  const height = document.documentElement.scrollHeight;
+  return {height, blank: Math.round(height - Math.max(...content.map((box) => box.bottom + window.scrollY)))};
+}"""
+
+
+def test_the_run_page_logs_no_error_live_or_finished_and_ends_at_its_content_at_every_width(
+    page, demo_data
+):
+    """Watched live and once finished, at three widths: no console error, and the
+    finished page's height is its content's. The candidate table and the streams
+    kept a 900 px placeholder until scrolled near: a page whose height changed
+    by hundreds of px when scrolled to its end, blank under short content, and
+    blank in a full-page screenshot."""
+    errors = []
+    page.on("console", lambda message: message.type == "error" and errors.append(message.text))
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    run_id = launch_demo_run(page, budget=200, latency_ms=300)
+    wait_until(lambda: state(page)["points"] >= 1, what="the seed on the chart")
+
+    def look_at_every_width(finished: bool) -> None:
+        for width, height in VIEWPORTS:
+            page.set_viewport_size({"width": width, "height": height})
+            page.goto(f"/runs/{run_id}/")
+            expect(page.locator("[data-field=live]")).to_have_text("● live")
+            if not finished:
+                continue  # a live page grows as candidates arrive
+            page.wait_for_timeout(500)
+            top = page.evaluate(PAGE_END)
+            page.keyboard.press("End")
+            page.wait_for_timeout(500)
+            end = page.evaluate(PAGE_END)
+            assert (end["height"], end["blank"] < 100) == (top["height"], True), (
+                f"{width} px wide: {top['height']} px tall at the top, {end} at the end"
+            )
+
+    look_at_every_width(finished=False)
+    wait_until(
+        lambda: state(page)["status"] == "completed", timeout=120, what="the run to complete"
+    )
+    look_at_every_width(finished=True)
+    assert errors == []
+
+
 def test_the_owner_stops_resumes_and_cancels_a_run_from_its_page_and_sees_each_live(
     page, demo_data
 ):

@@ -195,6 +195,20 @@ def test_the_charts_keep_scores_on_zero_to_one_and_minibatch_scores_off_the_val_
     assert lone["scoreRange"] == [0, 1]
 
 
+def test_the_run_page_logs_no_console_error_at_any_width(page, runs):
+    """A run with no rejected proposal yet (a lone seed, as a live run starts) has an
+    empty minibatch strip under the score chart, whose axis lines Plotly drew at NaN:
+    `<path> attribute d: Expected number, "M49,NaNH621"` in the console."""
+    errors = []
+    page.on("console", lambda message: message.type == "error" and errors.append(message.text))
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    for run in ("lone", "main"):
+        for width, height in [(1400, 1000), (800, 900), (390, 844)]:
+            page.set_viewport_size({"width": width, "height": height})
+            open_run(page, runs[run]["id"])
+            assert errors == [], f"{run} run, {width} px wide"
+
+
 def test_a_missing_page_shows_our_404_not_djangos_debug_page(page, runs):
     response = page.goto("/runs/999999/")
     assert response.status == 404

@@ -2,11 +2,12 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { clip, duration, esc, fmt } from "../../static/js/format.js";
+import { mergeEvent } from "../../static/js/run/state.js";
 import {
   candidateLine, clientLine, clock, headerFigures, hover, leadText, minibatchMean, promptText, proposalLine, rowsNote, statusLine, tableNote, lineageNote,
   trialJudgments,
 } from "../../static/js/run/text.js";
-import { loaded } from "./snapshot.mjs";
+import { candidateNew, loaded } from "./snapshot.mjs";
 
 const START = "2026-01-01T00:00:00Z";
 const at = (seconds) => Date.parse(START) + seconds * 1000;
@@ -95,6 +96,19 @@ test("a best below the seed is a loss; no candidate yet is a dash and no delta",
   assert.equal(empty.best, "–");
   assert.equal(empty.delta, null);
   assert.equal(empty.budgetPct, 0);
+});
+
+test("a seed the task model answered none of its val tasks for is no score: live, and once the run failed", () => {
+  // Live: its candidate.new says scored: false; the front names no best.
+  const S = loaded({});
+  mergeEvent(S, candidateNew(0, { val: 0, scored: false }), 0);
+  mergeEvent(S, { seq: 100, type: "front.updated", data: { index: 0, took: [], joined: [], best_index: null, best_score: null } }, 0);
+  assert.deepEqual([headerFigures(S).best, headerFigures(S).delta], ["–", null]);
+  mergeEvent(S, { seq: 101, type: "run.finished", data: { status: "failed", best_index: null, best_score: null, seed_score: null } }, 0);
+  assert.deepEqual([headerFigures(S).best, headerFigures(S).delta, S.run.seed_score], ["–", null, null]);
+  // Reloaded: the snapshot of the failed run holds the candidate, and no best or seed score.
+  const reloaded = loaded({ candidates: [{ index: 0, val_score: 0 }], run: { status: "failed", active: false } });
+  assert.deepEqual([headerFigures(reloaded).best, headerFigures(reloaded).delta], ["–", null]);
 });
 
 test("the demo simulator's cost says it is free", () => {

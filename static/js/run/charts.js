@@ -45,8 +45,13 @@ const charts = /** @type {Record<"score" | "lineage" | "front" | "scatter" | "ve
 
 // Rejected proposals were scored on a minibatch, not on the val set: they get
 // their own strip (y2) under the val-score axis, never a place on it.
+// The strip's axis lines (the x axis sits under it) wait for its first point:
+// Plotly 4 draws the axis lines of a subplot with no data at NaN (the console's
+// `<path> attribute d: Expected number, "M49,NaNH621"`).
+let stripLines = false;
 /** @param {ProposalScores[]} rejected @param {Toggle} toggle */
 export function drawScore(rejected, toggle) {
+  stripLines = rejected.length > 0;
   const xs = [], ys = [], text = [], ids = [];
   for (const i of S.order) {
     const c = S.byIndex.get(i);
@@ -59,9 +64,9 @@ export function drawScore(rejected, toggle) {
     { name: "rejected proposal (minibatch score)", x: rejected.map((p) => p.metric_calls), y: rejected.map(minibatchMean), text: rejected.map(proposalHover),
       yaxis: "y2", mode: "markers", type: pointsType(rejected.length), hoverinfo: "text", cliponaxis: false, marker: { size: 6, color: COLORS.rejected, symbol: "x" } },
     { name: "selected", x: [], y: [], mode: "markers", hoverinfo: "skip", showlegend: false, cliponaxis: false, marker: { size: 14, color: "rgba(0,0,0,0)", line: { color: COLORS.selected, width: 2 } } },
-  ], { margin: MARGIN, xaxis: { title: { text: "metric calls" }, rangemode: "tozero", anchor: "y2" },
+  ], { margin: MARGIN, xaxis: { title: { text: "metric calls" }, rangemode: "tozero", anchor: "y2", showline: stripLines },
        yaxis: scoreAxis("val score", { domain: [0.3, 1] }),
-       yaxis2: scoreAxis("minibatch", { domain: [0, 0.18], tickvals: [0, 0.5, 1] }),
+       yaxis2: scoreAxis("minibatch", { domain: [0, 0.18], tickvals: [0, 0.5, 1], showline: stripLines }),
        legend: { orientation: "h", y: -0.25 } });
   charts.score.on("plotly_click", (e) => { const p = e.points.find((q) => q.curveNumber === 0); if (p) toggle(p.customdata); });
 }
@@ -79,6 +84,10 @@ export function extendScore(c) {
 /** @param {ProposalScores} p */
 export function extendRejected(p) {
   Plotly.extendTraces(charts.score, { x: [[p.metric_calls]], y: [[minibatchMean(p)]], text: [[proposalHover(p)]] }, [2]);
+  if (!stripLines) {
+    stripLines = true;
+    Plotly.relayout(charts.score, { "xaxis.showline": true, "yaxis2.showline": true });
+  }
 }
 
 // The selected candidates' rings.

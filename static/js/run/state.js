@@ -62,6 +62,7 @@ import { clip } from "../format.js";
  * @property {string} preview
  * @property {number} cost
  * @property {Array<number | null> | null} scores per val task (S.tasks); null until its heatmap row is loaded
+ * @property {boolean} [unscored] a live candidate's: the task model answered none of its val tasks (its 0 is no score)
  */
 
 /**
@@ -290,6 +291,7 @@ export const moreRows = (S) => S.rows.length < S.order.length && S.rowsCursor !=
  * @property {number} iteration
  * @property {number} metric_calls
  * @property {number} val_score
+ * @property {boolean} [scored] false: the task model answered none of its val tasks
  * @property {Record<string, number>} [objective_scores]
  * @property {Record<string, number>} [task_scores] val task → score
  * @property {Record<string, string>} [verdicts] val task → verdict
@@ -312,17 +314,20 @@ export function candidateFromEvent(S, d) {
     // Rounded as the snapshot's score matrix is, so a live page and a reload draw the same front.
     scores: S.tasks.map((key) => (key in (d.task_scores || {}) ? Math.round(/** @type {Record<string, number>} */ (d.task_scores)[key] * 1000) / 1000 : null)),
     verdicts: S.tasks.map((key) => VERDICT_LETTERS[(d.verdicts || {})[key]] || "-").join(""),
+    unscored: d.scored === false,
   };
 }
 
-// The run's best candidate as the server named it, else the highest val score (first of ties).
+// The run's best candidate as the server named it, else (live) the highest val score (first of ties).
 /** @param {RunState} S @returns {number | null} */
 export function bestIndex(S) {
   if (S.run.best_index !== null && S.run.best_index !== undefined && S.byIndex.has(S.run.best_index)) return S.run.best_index;
+  // A finished run's best is the server's: none when no candidate has a score (every call failed).
+  if (!S.run.active) return null;
   let best = null;
   // A null val score compares as 0 (JavaScript's `>`).
   const score = (/** @type {number} */ i) => /** @type {number} */ (S.byIndex.get(i).val_score);
-  for (const i of S.order) if (best === null || score(i) > score(best)) best = i;
+  for (const i of S.order) if (!S.byIndex.get(i).unscored && (best === null || score(i) > score(best))) best = i;
   return best;
 }
 
@@ -458,7 +463,7 @@ const merges = {
     if (S.byIndex.has(d.index)) return null; // a resumed run re-announces the seed
     const c = candidateFromEvent(S, d);
     addCandidate(S, c);
-    if (S.run.seed_score === null && c.index === 0) S.run.seed_score = c.val_score;
+    if (S.run.seed_score === null && c.index === 0 && !c.unscored) S.run.seed_score = c.val_score;
     return c;
   },
   "front.updated": (S, /** @type {{index: number, took?: string[], joined?: string[], leaders?: Record<string, number[]>, best_index?: number | null, best_score?: number | null}} */ d) => {
@@ -471,7 +476,7 @@ const merges = {
     return S.leaders;
   },
   "run.finished": (S, /** @type {{status: string, best_index: number | null, best_score: number | null, seed_score?: number | null, cost?: number, stop_reason?: string}} */ d, now) => {
-    Object.assign(S.run, { status: d.status, active: false, best_index: d.best_index, best_score: d.best_score, seed_score: d.seed_score ?? S.run.seed_score });
+    Object.assign(S.run, { status: d.status, active: false, best_index: d.best_index, best_score: d.best_score, seed_score: d.seed_score === undefined ? S.run.seed_score : d.seed_score });
     if (d.cost !== undefined) Object.assign(S.run, { cost: d.cost, stop_reason: d.stop_reason, eta_seconds: null });
     S.finishedAt = now;
     return S.run;

@@ -81,7 +81,8 @@ export const promptText = (components) => {
 /** @param {RunState} S */
 export function headerFigures(S) {
   const r = S.run;
-  const seed = r.seed_score ?? S.byIndex.get(0)?.val_score ?? null;
+  const seedCandidate = r.active && !S.byIndex.get(0)?.unscored ? S.byIndex.get(0) : undefined;
+  const seed = r.seed_score ?? seedCandidate?.val_score ?? null;
   const bi = bestIndex(S);
   // A null val score counts as 0 (Math.max reads it so).
   const best = bi === null ? r.best_score : Math.max(r.best_score ?? -Infinity, /** @type {number} */ (S.byIndex.get(bi).val_score));

@@ -25,7 +25,7 @@ from optimizer.runs.recorder import RunRecorder
 from optimizer.runs.recording_thread import RecorderThread
 from optimizer.runs.runner import execute_run
 from optimizer.services import run_launch, run_resume, run_stop
-from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer, completion
+from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer, completion, error_body
 from tests.optimizer.run_helpers import (
     endpoint,
     refund_task_set,
@@ -42,6 +42,7 @@ CANDIDATE_KEYS = {
     "iteration",
     "metric_calls",
     "val_score",
+    "scored",
     "objective_scores",
     "task_scores",
     "verdicts",
@@ -490,3 +491,28 @@ def test_a_run_whose_model_only_answers_empty_text_fails_and_says_so_once(
         and errors[0]["where"] == "runner"
         and "empty output" in errors[0]["message"]
     )
+
+
+def test_a_seed_the_model_answered_some_val_tasks_for_keeps_its_score_when_the_run_fails(
+    user, task_set, monkeypatch
+):
+    """The boundary of "no score": one answered val task is enough. The seed's other
+    tasks failed (0, their error as feedback) and the run then failed on 8 failed
+    calls in a row, but its val score is a score, and the run's seed and best."""
+    monkeypatch.setenv(KEY_ENV, "sk-test")
+    with FakeOpenAIServer() as server:
+        server.script = [(200, completion("A full refund within 30 days with a receipt."), 0.0)] * 2
+        server.default = (500, error_body("down", "server_error"), 0.0)
+        lm = {
+            "provider": "openai",
+            "model": "fake-model",
+            "base_url": server.base_url,
+            "api_key_env": KEY_ENV,
+            "max_retries": 0,
+        }
+        run = launch(user, task_set, task_lm=endpoint("flaky", lm), concurrency=1)
+        assert execute_run(run.pk) == RunStatus.FAILED
+    run.refresh_from_db()
+    seed = Candidate.objects.get(run=run, index=0)
+    assert run.best_candidate == seed and run.seed_score == run.best_score == seed.val_score > 0
+    assert run.budget_used >= 4  # the seed's four val tasks at least
