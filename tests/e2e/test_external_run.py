@@ -84,6 +84,20 @@ def external_run(server, token, name) -> dict | None:
     )
 
 
+def killed_after_its_seed(server, token, tmp_path, name) -> dict:
+    """An external run whose tracker's process is killed once its seed is scored."""
+    client = start_example(server, token, tmp_path, name=name, budget=5000, delay=0.2)
+    try:
+        return wait_until(
+            lambda: (r := external_run(server, token, name)) and r["best_score"] is not None and r,
+            timeout=60,
+            what="the run's seed to be scored",
+        )
+    finally:
+        client.kill()
+        client.wait(timeout=30)
+
+
 def restart(server) -> None:
     port = server.url.rsplit(":", 1)[1]
     with open(server.log_path, "a") as log:
@@ -250,22 +264,7 @@ def test_a_killed_trackers_run_reads_honestly_and_stop_on_the_page_ends_it_at_on
     front is not drawn on prompt length (0 for every external candidate), and
     once the page calls the tracker silent, Stop ends the run at once and the
     page says why."""
-    client = start_example(
-        frontier_server, token, tmp_path, name="killed run", budget=5000, delay=0.2
-    )
-    try:
-        run = wait_until(
-            lambda: (
-                (r := external_run(frontier_server, token, "killed run"))
-                and r["best_score"] is not None
-                and r
-            ),
-            timeout=60,
-            what="the run's seed to be scored",
-        )
-    finally:
-        client.kill()
-        client.wait(timeout=30)
+    run = killed_after_its_seed(frontier_server, token, tmp_path, "killed run")
     page.goto(f"/runs/{run['id']}/")
     expect(page.locator("[data-field=cost]")).to_have_text("not reported")
     expect(page.locator("[data-field=tokens]")).to_have_text("tokens not reported")
@@ -293,22 +292,7 @@ def test_a_killed_trackers_run_is_abandoned_after_the_silence_limit(
     frontier_server.process.wait(timeout=60)
     frontier_server.env.update(FRONTIER_EXTERNAL_SILENT_SECONDS="6", FRONTIER_RUN_STALE_SECONDS="4")
     restart(frontier_server)
-    client = start_example(
-        frontier_server, token, tmp_path, name="abandoned run", budget=5000, delay=0.2
-    )
-    try:
-        run = wait_until(
-            lambda: (
-                (r := external_run(frontier_server, token, "abandoned run"))
-                and r["best_score"] is not None
-                and r
-            ),
-            timeout=60,
-            what="the run's seed to be scored",
-        )
-    finally:
-        client.kill()
-        client.wait(timeout=30)
+    run = killed_after_its_seed(frontier_server, token, tmp_path, "abandoned run")
     page.goto(f"/runs/{run['id']}/")
     expect(page.locator("[data-field=status]")).to_have_text("abandoned", timeout=60_000)
     ended = api(frontier_server, token, "GET", f"/api/runs/{run['id']}")
