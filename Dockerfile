@@ -6,6 +6,10 @@ COPY pyproject.toml README.md ./
 COPY dashboard ./dashboard
 COPY optimizer ./optimizer
 COPY verifiers_app ./verifiers_app
+# The wheel carries the served files too (pyproject.toml's force-include).
+COPY templates ./templates
+COPY static ./static
+COPY examples ./examples
 RUN pip install --no-cache-dir .
 COPY . .
 # Static files hashed and compressed once, into the image (ServeStatic serves them);
