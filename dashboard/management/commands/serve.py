@@ -16,6 +16,39 @@ from django.core.management.base import BaseCommand
 from dashboard.server import server_config
 
 
+def pending_migrations() -> list:
+    from django.db import DEFAULT_DB_ALIAS, connections
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connections[DEFAULT_DB_ALIAS])
+    return executor.migration_plan(executor.loader.graph.leaf_nodes())
+
+
+def script_hints(host: str, port: int) -> str:
+    """What a script (frontier-tracker, the API) needs to reach this server: the
+    two `export` lines, printed at every start. No secret is printed: the token
+    line is the command that makes one."""
+    from django.contrib.auth import get_user_model
+
+    from dashboard.cli import program
+
+    url = os.environ.get("FRONTIER_BASE_URL", "").rstrip("/")
+    if not url:
+        # Listening on every interface: this machine reaches it on the loopback address.
+        shown = "127.0.0.1" if host in ("0.0.0.0", "") else "[::1]" if host == "::" else host  # noqa: S104
+        if ":" in shown and not shown.startswith("["):
+            shown = f"[{shown}]"
+        url = f"http://{shown}:{port}"
+    lines = [
+        "For scripts (frontier-tracker, the API):",
+        f"  export FRONTIER_URL={url}",
+        f"  export FRONTIER_TOKEN=$({program()} token create --user NAME)",
+    ]
+    if not get_user_model().objects.exists():
+        lines.append(f"No user yet: create one with `{program()} createsuperuser`.")
+    return "\n".join(lines)
+
+
 class Command(BaseCommand):
     help = "Serve the dashboard with uvicorn; in embedded mode also start the in-process Celery worker."
 
@@ -40,6 +73,29 @@ class Command(BaseCommand):
         )
         parser.add_argument("--access-log", action="store_true", help="Log every request")
 
+    def migrate_or_warn(self) -> None:
+        """A new or older database: the embedded mode's own SQLite file is brought
+        up to date here (so `pip install` + `frontier serve` is all it takes); a
+        database server is someone's to migrate, so serve says what to run."""
+        from django.core.management import call_command
+
+        from dashboard.cli import program
+
+        pending = pending_migrations()
+        if not pending:
+            return
+        if settings.DATABASE_URL:
+            self.stderr.write(
+                f"The database has {len(pending)} unapplied migrations: run "
+                f"`{program()} migrate` (pages will fail until then)."
+            )
+            return
+        self.stderr.write(
+            f"Migrating the database at {settings.DATABASES['default']['NAME']} "
+            f"({len(pending)} migrations)…"
+        )
+        call_command("migrate", interactive=False, verbosity=0)
+
     def handle(
         self,
         *args,
@@ -51,6 +107,7 @@ class Command(BaseCommand):
         access_log,
         **options,
     ):
+        self.migrate_or_warn()
         # Static files: hashed and compressed into STATIC_ROOT (skipped when unchanged).
         from dashboard.staticfiles import collect_static_files
 
@@ -79,6 +136,7 @@ class Command(BaseCommand):
                 "Distributed mode: runs execute on `celery -A dashboard worker` processes."
             )
         self.stderr.write(f"Serving Frontier at http://{host}:{port}/ (Ctrl-C stops it)")
+        self.stderr.write(script_hints(host, port))
         # uvicorn handles Ctrl-C (SIGINT) and SIGTERM itself (it closes connections and
         # websockets, then returns) and raises the signal again once it has; these
         # handlers take that second delivery, so stopping is an exit, not a traceback.
