@@ -130,3 +130,32 @@ def test_texts_are_clipped_to_what_the_server_accepts(value, expected):
     from frontier_tracker import MAX_TEXT, _clip
 
     assert _clip(value, MAX_TEXT) == expected
+
+
+def test_with_no_arguments_it_reads_frontier_url_and_frontier_token(monkeypatch):
+    """A script configured by its environment (`frontier serve` prints the two
+    export lines) needs no URL or token in its code."""
+    monkeypatch.setenv("FRONTIER_URL", "http://127.0.0.1:8123/")
+    monkeypatch.setenv("FRONTIER_TOKEN", "ft_from_env")
+    tracker = FrontierTracker()
+    assert (tracker.url, tracker.token) == ("http://127.0.0.1:8123", "ft_from_env")
+
+
+def test_explicit_arguments_win_over_the_environment(monkeypatch):
+    monkeypatch.setenv("FRONTIER_URL", "http://127.0.0.1:8123")
+    monkeypatch.setenv("FRONTIER_TOKEN", "ft_from_env")
+    tracker = FrontierTracker("http://127.0.0.1:9000", token="ft_explicit")
+    assert (tracker.url, tracker.token) == ("http://127.0.0.1:9000", "ft_explicit")
+
+
+def test_without_a_url_or_a_token_it_says_which_variables_to_set(monkeypatch):
+    """Nothing configured is an error at once, naming both variables, rather
+    than a tracker that silently reports nowhere."""
+    monkeypatch.delenv("FRONTIER_URL", raising=False)
+    monkeypatch.delenv("FRONTIER_TOKEN", raising=False)
+    with pytest.raises(ValueError, match=r"FRONTIER_URL \(or url=\) and FRONTIER_TOKEN"):
+        FrontierTracker()
+    monkeypatch.setenv("FRONTIER_URL", "http://127.0.0.1:8123")
+    with pytest.raises(ValueError, match="set FRONTIER_TOKEN") as error:
+        FrontierTracker()
+    assert "FRONTIER_URL (or" not in str(error.value)
