@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> None:
     if args[:1] == ["worker"]:
         from celery.bin.celery import main as celery_main
 
-        sys.argv = ["frontier worker", "-A", "dashboard", "worker", *args[1:]]
+        sys.argv = ["frontier", "-A", "dashboard", "worker", *args[1:]]
         celery_main()
         return
     from django.core.management import execute_from_command_line
