@@ -139,6 +139,16 @@ def test_the_installed_wheel_serves_a_page_a_static_file_and_a_websocket(install
         env=installed.env,
     ).stdout
     assert str(installed.venv) in where
+    # Every served file the checkout tracks is in the package (the plotly build
+    # recipe is not served: collectstatic ignores it).
+    tracked = _run(["git", "ls-files", "templates", "static", "examples"], cwd=ROOT).stdout.split()
+    site = Path(where.strip()).parent / "site"
+    packaged = {
+        path.relative_to(site).as_posix()
+        for path in site.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+    assert {p for p in tracked if "plotly-build/" not in p} == packaged
     assert "Start worker instance" in installed.frontier("worker", "--help").stdout  # celery's
     log = installed.server.log()
     assert "Migrating the database" in log
