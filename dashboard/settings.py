@@ -23,9 +23,11 @@ from dashboard.env import (
     proxy_ssl_header,
     redis_url,
 )
+from dashboard.lib.site_files import STATIC_DIR, TEMPLATES_DIR, default_data_dir
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-DATA_DIR = Path(env_str("FRONTIER_DATA_DIR", str(BASE_DIR / "var")))
+# A checkout's var/, or (installed from a wheel) the user's data directory.
+DATA_DIR = Path(env_str("FRONTIER_DATA_DIR", "") or default_data_dir())
 
 DATABASE_URL = env_str("DATABASE_URL")
 REDIS_URL = env_str("REDIS_URL")
@@ -82,7 +84,7 @@ ASGI_APPLICATION = "dashboard.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [TEMPLATES_DIR],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -236,7 +238,7 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_DIRS = [STATIC_DIR]
 # Served by ServeStatic from here (dashboard/asgi.py, dashboard/staticfiles.py):
 # content-hashed, gzip and brotli, in both modes; `manage.py serve` collects first.
 STATIC_ROOT = Path(env_str("FRONTIER_STATIC_ROOT", str(DATA_DIR / "static")))

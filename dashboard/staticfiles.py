@@ -18,9 +18,11 @@ from typing import Any
 from servestatic import ServeStaticASGI
 from servestatic.storage import CompressedManifestStaticFilesStorage
 
+from dashboard.lib.site_files import STATIC_DIR
+
 # Built by `make vendor-plotly` from the pinned sources in static/vendor/plotly-build/
 # (the trace types the pages draw: scatter, scattergl, bar, heatmap).
-PLOTLY_BUNDLE = Path(__file__).resolve().parents[1] / "static" / "vendor" / "plotly-frontier.min.js"
+PLOTLY_BUNDLE = STATIC_DIR / "vendor" / "plotly-frontier.min.js"
 
 
 class FrontierStaticFilesStorage(CompressedManifestStaticFilesStorage):

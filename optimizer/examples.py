@@ -4,12 +4,9 @@ examples are shared so every user can try them."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from dashboard.lib.site_files import EXAMPLES_DIR
 from optimizer.tasksets.services import taskset_import
 from verifiers_app.services import spec_from_json, verifier_upsert
-
-EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 
 #: task set name → task file. QA rows carry their own verifier (correctness);
 #: qa-answer-format grades the form of the answers.

@@ -157,3 +157,32 @@ def test_litellm_calls_tokens_and_cost_reach_the_run_with_the_budget(monkeypatch
     assert len([e for e in sent if e["type"] == "usage"]) == 1  # unchanged totals are not resent
     tracker.close(timeout=0.1)
     assert litellm.success_callback == []
+
+
+def test_with_no_arguments_it_reads_frontier_url_and_frontier_token(monkeypatch):
+    """A script configured by its environment (`frontier serve` prints the two
+    export lines) needs no URL or token in its code."""
+    monkeypatch.setenv("FRONTIER_URL", "http://127.0.0.1:8123/")
+    monkeypatch.setenv("FRONTIER_TOKEN", "ft_from_env")
+    tracker = FrontierTracker()
+    assert (tracker.url, tracker.token) == ("http://127.0.0.1:8123", "ft_from_env")
+
+
+def test_explicit_arguments_win_over_the_environment(monkeypatch):
+    monkeypatch.setenv("FRONTIER_URL", "http://127.0.0.1:8123")
+    monkeypatch.setenv("FRONTIER_TOKEN", "ft_from_env")
+    tracker = FrontierTracker("http://127.0.0.1:9000", token="ft_explicit")
+    assert (tracker.url, tracker.token) == ("http://127.0.0.1:9000", "ft_explicit")
+
+
+def test_without_a_url_or_a_token_it_says_which_variables_to_set(monkeypatch):
+    """Nothing configured is an error at once, naming both variables, rather
+    than a tracker that silently reports nowhere."""
+    monkeypatch.delenv("FRONTIER_URL", raising=False)
+    monkeypatch.delenv("FRONTIER_TOKEN", raising=False)
+    with pytest.raises(ValueError, match=r"FRONTIER_URL \(or url=\) and FRONTIER_TOKEN"):
+        FrontierTracker()
+    monkeypatch.setenv("FRONTIER_URL", "http://127.0.0.1:8123")
+    with pytest.raises(ValueError, match="set FRONTIER_TOKEN") as error:
+        FrontierTracker()
+    assert "FRONTIER_URL (or" not in str(error.value)

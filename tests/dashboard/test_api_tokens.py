@@ -1,6 +1,8 @@
+import io
 import re
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.test import Client
 
 from dashboard.models import ApiToken
@@ -51,3 +53,22 @@ def test_users_cannot_revoke_or_see_each_others_tokens(user_client, other_client
     assert other_client.post(f"/account/tokens/{pk}/revoke/").status_code == 404
     assert "alice-script" not in other_client.get("/account/tokens/").content.decode()
     assert ApiToken.objects.get().revoked_at is None
+
+
+def test_token_create_prints_only_a_working_token_for_scripts(user):
+    """`frontier token create --user NAME` prints the token alone on stdout, so
+    `export FRONTIER_TOKEN=$(frontier token create --user NAME)` works."""
+    out = io.StringIO()
+    call_command("token", "create", "--user", "alice", "--name", "tracker", stdout=out)
+    token = out.getvalue().strip()
+    assert re.fullmatch(r"ft_\S+", token)
+    assert ApiToken.objects.get().name == "tracker"
+    response = Client().get("/api/me", HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert response.json()["username"] == "alice"
+
+
+def test_token_create_for_an_unknown_user_exits_2_naming_the_option(db):
+    with pytest.raises(CommandError, match=r"--user: no user named 'nobody'") as error:
+        call_command("token", "create", "--user", "nobody")
+    assert error.value.returncode == 2
+    assert not ApiToken.objects.exists()

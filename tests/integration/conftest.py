@@ -110,13 +110,13 @@ def services_env(transactional_db, tmp_path):
 
 
 class Process:
-    def __init__(self, args: list[str], env: dict, log_path: Path):
+    def __init__(self, args: list[str], env: dict, log_path: Path, cwd: Path = ROOT):
         self.log_path = log_path
         self._log = open(log_path, "w")  # noqa: SIM115 - open for the process's life, closed by stop()
         # A session of its own, so kill() takes a prefork worker's children too.
         self.popen = subprocess.Popen(
             args,
-            cwd=ROOT,
+            cwd=cwd,
             env=env,
             stdout=self._log,
             stderr=subprocess.STDOUT,

@@ -1,6 +1,6 @@
 """frontier_tracker: watch a GEPA run that executes in your own code, live, in Frontier.
 
-    tracker = FrontierTracker("http://frontier.example.com", token="ft_…", name="my run", valset=valset)
+    tracker = FrontierTracker(name="my run", valset=valset)  # FRONTIER_URL, FRONTIER_TOKEN
     gepa.optimize(..., valset=valset, callbacks=[tracker], stop_callbacks=[tracker.stopper])
 
 The tracker is a gepa callback (gepa calls it synchronously on the thread that
@@ -37,6 +37,7 @@ import functools
 import json
 import logging
 import math
+import os
 import platform
 import queue
 import socket
@@ -99,6 +100,26 @@ def _default_key(instance: Any) -> str | None:
     return None
 
 
+def _server(url: str | None, token: str | None) -> tuple[str, str]:
+    """The server's URL and the token: the arguments, else FRONTIER_URL and
+    FRONTIER_TOKEN. A missing one is an error at once (not a silent tracker)."""
+    url = url or os.environ.get("FRONTIER_URL", "").strip()
+    token = token or os.environ.get("FRONTIER_TOKEN", "").strip()
+    missing = [
+        f"{name} (or {arg}=)"
+        for name, arg, value in (("FRONTIER_URL", "url", url), ("FRONTIER_TOKEN", "token", token))
+        if not value
+    ]
+    if missing:
+        raise ValueError(
+            "FrontierTracker needs the server's URL and an API token: set "
+            + " and ".join(missing)
+            + ", e.g. export FRONTIER_URL=http://127.0.0.1:8000 and "
+            "export FRONTIER_TOKEN=$(frontier token create --user NAME)"
+        )
+    return url.rstrip("/"), token
+
+
 def _guarded(method):
     """A callback that never raises into gepa."""
 
@@ -115,8 +136,8 @@ def _guarded(method):
 class FrontierTracker:
     def __init__(
         self,
-        url: str,
-        token: str,
+        url: str | None = None,
+        token: str | None = None,
         *,
         name: str = "",
         valset: list | None = None,
@@ -132,14 +153,15 @@ class FrontierTracker:
         flush_timeout: float = 60.0,
         litellm_usage: bool = True,
     ):
-        """`url`: the Frontier server; `token`: an API token of yours (Account page);
+        """`url`: the Frontier server, default $FRONTIER_URL; `token`: an API token
+        of yours (`frontier token create --user NAME`, or the API tokens page),
+        default $FRONTIER_TOKEN; an explicit argument wins over the variable;
         `valset`: the valset you pass to gepa, so tasks are named by their
         `task_id`/`id` (else by position); `task_key(instance)` names a task your way;
         `task_set_id`: a Frontier task set with those task ids (compare with native runs);
         `key`: the run's id on this side (default: a new one per tracker);
         `litellm_usage`: count the tokens and cost of litellm's calls (see the module docstring)."""
-        self.url = url.rstrip("/")
-        self.token = token
+        self.url, self.token = _server(url, token)
         self.name = name
         self.valset = list(valset) if valset is not None else None
         self.task_key = task_key

@@ -13,8 +13,35 @@ import uvicorn
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from dashboard.lib.site_url import record_served_url
+from dashboard.lib.site_url import record_served_url, site_url
 from dashboard.server import browse_url, server_config
+
+
+def pending_migrations() -> list:
+    from django.db import DEFAULT_DB_ALIAS, connections
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connections[DEFAULT_DB_ALIAS])
+    return executor.migration_plan(executor.loader.graph.leaf_nodes())
+
+
+def script_hints() -> str:
+    """What a script (frontier-tracker, the API) needs to reach this server: the
+    two `export` lines, printed at every start. No secret is printed: the token
+    line is the command that makes one."""
+    from django.contrib.auth import get_user_model
+
+    from dashboard.cli import program
+
+    url = site_url()  # FRONTIER_BASE_URL, else the address serve listens on
+    lines = [
+        "For scripts (frontier-tracker, the API):",
+        f"  export FRONTIER_URL={url}",
+        f"  export FRONTIER_TOKEN=$({program()} token create --user NAME)",
+    ]
+    if not get_user_model().objects.exists():
+        lines.append(f"No user yet: create one with `{program()} createsuperuser`.")
+    return "\n".join(lines)
 
 
 class Command(BaseCommand):
@@ -41,6 +68,29 @@ class Command(BaseCommand):
         )
         parser.add_argument("--access-log", action="store_true", help="Log every request")
 
+    def migrate_or_warn(self) -> None:
+        """A new or older database: the embedded mode's own SQLite file is brought
+        up to date here (so `pip install` + `frontier serve` is all it takes); a
+        database server is someone's to migrate, so serve says what to run."""
+        from django.core.management import call_command
+
+        from dashboard.cli import program
+
+        pending = pending_migrations()
+        if not pending:
+            return
+        if settings.DATABASE_URL:
+            self.stderr.write(
+                f"The database has {len(pending)} unapplied migrations: run "
+                f"`{program()} migrate` (pages will fail until then)."
+            )
+            return
+        self.stdout.write(
+            f"Migrating the database at {settings.DATABASES['default']['NAME']} "
+            f"({len(pending)} migrations)…"
+        )
+        call_command("migrate", interactive=False, verbosity=0)
+
     def handle(
         self,
         *args,
@@ -52,6 +102,7 @@ class Command(BaseCommand):
         access_log,
         **options,
     ):
+        self.migrate_or_warn()
         # What it says is on stdout, in the terminal's normal colour (Django
         # paints a command's stderr red: that is for errors).
         # Static files: hashed and compressed into STATIC_ROOT (skipped when unchanged).
@@ -79,6 +130,7 @@ class Command(BaseCommand):
             )
         listening = "" if url == f"http://{host}:{port}/" else f"listening on {host}; "
         self.stdout.write(f"Serving Frontier at {url} ({listening}Ctrl-C stops it)")
+        self.stdout.write(script_hints())
         if embedded_worker:
             # Before the worker starts, so its "started" / "resumed" lines come after these.
             for line in _runs_to_take_up(url):
