@@ -102,9 +102,13 @@ class Command(BaseCommand):
         access_log,
         **options,
     ):
-        self.migrate_or_warn()
         # What it says is on stdout, in the terminal's normal colour (Django
-        # paints a command's stderr red: that is for errors).
+        # paints a command's stderr red: that is for errors), a line at a time
+        # even into a file or a pipe (a service's log), where Python would
+        # otherwise hold it back in a buffer.
+        if hasattr(sys.stdout, "reconfigure"):
+            sys.stdout.reconfigure(line_buffering=True)
+        self.migrate_or_warn()
         # Static files: hashed and compressed into STATIC_ROOT (skipped when unchanged).
         from dashboard.staticfiles import collect_static_files
 
