@@ -93,8 +93,8 @@ def reflection_lm(prompt: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", required=True)
-    parser.add_argument("--token", required=True)
+    parser.add_argument("--url", help="the Frontier server (default: $FRONTIER_URL)")
+    parser.add_argument("--token", help="an API token of yours (default: $FRONTIER_TOKEN)")
     parser.add_argument("--name", default="PhraseAdapter example")
     parser.add_argument("--budget", type=int, default=120, help="max metric calls")
     parser.add_argument(
@@ -114,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 
+    # No --url / --token: the tracker reads FRONTIER_URL and FRONTIER_TOKEN.
     tracker = FrontierTracker(
         args.url, args.token, name=args.name, valset=TASKS, task_set_id=args.task_set_id
     )

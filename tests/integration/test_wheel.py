@@ -109,6 +109,8 @@ def installed(tmp_path_factory):
     directory = tmp_path_factory.mktemp("frontier-wheel")
     assert not directory.resolve().is_relative_to(ROOT)
     frontier = Installed(directory)
+    # A tracker silent for 6 s abandons its run (the watchdog looks every 2 s).
+    frontier.env.update(FRONTIER_EXTERNAL_SILENT_SECONDS="6", FRONTIER_RUN_STALE_SECONDS="4")
     frontier.install()
     frontier.serve()
     frontier.frontier(
@@ -211,3 +213,94 @@ def test_without_frontier_data_dir_the_data_goes_to_the_users_data_directory(ins
     _run([installed.bin("frontier"), "migrate", "-v", "0"], cwd=installed.dir, env=env)
     assert (installed.home / "xdg-data" / "frontier" / "frontier.sqlite3").is_file()
     assert not list(installed.dir.glob("*.sqlite3"))
+
+
+def _tracked_run(installed, name: str) -> subprocess.Popen:
+    """The installed plain-gepa example (a real gepa.optimize), its tracker
+    configured by FRONTIER_URL and FRONTIER_TOKEN alone, slow enough to watch."""
+    script = _run(
+        [
+            installed.bin("python"),
+            "-c",
+            "import dashboard.lib.site_files as s; print(s.EXAMPLES_DIR)",
+        ],
+        cwd=installed.dir,
+        env=installed.env,
+    ).stdout.strip()
+    env = dict(
+        _user_env(installed.home), FRONTIER_URL=installed.url, FRONTIER_TOKEN=installed.token
+    )
+    return subprocess.Popen(
+        [
+            installed.bin("python"),
+            f"{script}/external/track_gepa_run.py",
+            "--name",
+            name,
+            "--budget",
+            "5000",
+            "--delay",
+            "0.2",
+        ],
+        cwd=installed.dir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+
+
+def _run_named(installed, name: str) -> dict | None:
+    request = urllib.request.Request(
+        installed.url + "/api/runs/", headers={"Authorization": f"Bearer {installed.token}"}
+    )
+    runs = json.loads(urllib.request.urlopen(request, timeout=10).read())
+    return next((run for run in runs if run["name"] == name), None)
+
+
+def test_a_tracker_is_stopped_from_the_browser_and_a_killed_one_is_abandoned(installed):
+    """On the installed wheels, as a gepa user meets them: a real gepa.optimize with a
+    tracker configured by the environment alone, stopped from Chromium; then a
+    second one killed mid-run, whose run ends abandoned by itself."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS
+    from tests.polling import wait_until
+
+    def scored(name):
+        return lambda: (
+            (run := _run_named(installed, name)) and run["best_score"] is not None and run
+        )
+
+    first = _tracked_run(installed, "stopped from the page")
+    try:
+        run = wait_until(scored("stopped from the page"), timeout=120, what="the seed's score")
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(base_url=installed.url)
+            page.goto("/login/")
+            page.get_by_label("Username").fill("ada")
+            page.get_by_label("Password").fill("a-long-password")
+            page.get_by_role("button", name="Log in").click()
+            page.wait_for_url(lambda url: "/login/" not in url)
+            page.goto(f"/runs/{run['id']}/")
+            page.locator("[data-control=stop] button").click()
+            expect(page.locator("[data-field=status]")).to_have_text("stopped", timeout=60_000)
+            browser.close()
+        summary = json.loads(first.communicate(timeout=120)[0].strip().splitlines()[-1])
+        assert summary["stopped"] and summary["metric_calls"] < 5000, summary
+    finally:
+        if first.poll() is None:
+            first.kill()
+
+    second = _tracked_run(installed, "killed mid-run")
+    try:
+        run = wait_until(scored("killed mid-run"), timeout=120, what="the seed's score")
+    finally:
+        second.kill()
+        second.wait(timeout=30)
+    ended = wait_until(
+        lambda: (r := _run_named(installed, "killed mid-run"))["status"] == "abandoned" and r,
+        timeout=60,
+        what="the silent run to be abandoned",
+    )
+    assert ended["phase"].startswith("abandoned: its tracker was silent"), ended
