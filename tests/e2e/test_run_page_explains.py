@@ -209,6 +209,37 @@ def test_the_run_page_logs_no_console_error_at_any_width(page, runs):
             assert errors == [], f"{run} run, {width} px wide"
 
 
+HEATMAP_BOXES = """() => {
+  const chart = document.getElementById("chart-front");
+  const box = (selector) => { const el = chart.querySelector(selector); if (!el) return null;
+    const r = el.getBoundingClientRect(); return {top: r.top, bottom: r.bottom, left: r.left, right: r.right}; };
+  return {legend: box(".legend"), plot: box(".nsewdrag"), colorbar: box(".colorbar")};
+}"""
+
+
+def _overlap(a, b) -> bool:
+    return (
+        a["left"] < b["right"]
+        and b["left"] < a["right"]
+        and a["top"] < b["bottom"]
+        and b["top"] < a["bottom"]
+    )
+
+
+def test_the_heatmaps_legend_overlaps_neither_the_heatmap_nor_its_colour_bar(page, runs):
+    """The ○ legend of the Pareto-front heatmap sits above the cells at every
+    width, clear of the plot area and of the colour bar."""
+    for width, height in [(1400, 1000), (800, 900), (390, 844)]:
+        page.set_viewport_size({"width": width, "height": height})
+        open_run(page, runs["main"]["id"])
+        page.locator("#chart-front").scroll_into_view_if_needed()
+        expect(page.locator("#chart-front .legend")).to_be_visible()
+        boxes = page.evaluate(HEATMAP_BOXES)
+        assert boxes["plot"] and boxes["colorbar"], (width, boxes)
+        assert not _overlap(boxes["legend"], boxes["plot"]), (width, boxes)
+        assert not _overlap(boxes["legend"], boxes["colorbar"]), (width, boxes)
+
+
 def test_a_missing_page_shows_our_404_not_djangos_debug_page(page, runs):
     response = page.goto("/runs/999999/")
     assert response.status == 404
