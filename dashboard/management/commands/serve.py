@@ -145,7 +145,8 @@ class Command(BaseCommand):
             # Its watchdog starts the queued runs and resumes the interrupted ones at once.
             ensure_worker()
             # Runs queued by other processes (the CLI without --wait) start here too.
-            QueuedRunPoller().start()
+            poller = QueuedRunPoller()
+            poller.start()
         # uvicorn handles Ctrl-C (SIGINT) and SIGTERM itself (it closes connections and
         # websockets, then returns) and raises the signal again once it has; these
         # handlers take that second delivery, so stopping is an exit, not a traceback.
@@ -159,6 +160,9 @@ class Command(BaseCommand):
         # disk): the watchdog of the next server resumes it as it starts
         # (optimizer.celery_tasks.release_unheld_runs).
         if embedded_worker:
+            # No longer alive: `make demo` run again at once must not take this
+            # server for a running one (optimizer.runs.queued.server_is_alive).
+            poller.stop()
             self.stdout.write(
                 "Stopped. A run in progress resumes from its checkpoint when the server starts again."
             )
