@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import re
 import shlex
 import sys
@@ -268,6 +269,9 @@ class Command(BaseCommand):
         """Execute here (embedded) or wait for a worker (distributed), drawing progress on stderr."""
         worker = None
         if settings.EMBEDDED:
+            # The bar says what the runner's "Run N started." log line would (that line
+            # is for a server's terminal), and a line between two draws breaks the bar.
+            logging.getLogger("optimizer.runs.runner").setLevel(logging.WARNING)
             worker = threading.Thread(target=execute_run, args=(run.pk,), daemon=True)
             worker.start()
         try:
