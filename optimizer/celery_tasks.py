@@ -138,7 +138,10 @@ def _watch(stop: threading.Event) -> None:
     include_queued = settings.EMBEDDED
     while not stop.is_set():
         try:
-            if settings.EMBEDDED:
+            # Once, as the server starts: the runs it finds running were left by the
+            # last server. Later ones belong to a process starting them (a CLI, a
+            # test's factory) and fall under the heartbeat rule like any other.
+            if include_queued:
                 release_unheld_runs()
             requeue_orphaned_runs(include_queued=include_queued)
             _abandon_silent_external_runs()
