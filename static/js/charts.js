@@ -9,6 +9,10 @@
 // - Score axes are [0, 1] (markers at 0 or 1 drawn whole: cliponaxis false).
 // - Keyboards: the toolbar's buttons are out of the tab order (a chart is skipped
 //   with the page's skip links, not walked button by button).
+// - A click on a point selects its candidate, so two clicks on two points must
+//   stay two clicks: Plotly takes any two clicks within doubleClickDelay (500 ms)
+//   for a double-click and resets the axes first, moving the second point away
+//   from the pointer. Double-click does nothing; the toolbar's "Reset axes" resets.
 
 export const PLOT_CONFIG = Object.freeze({
   displaylogo: false,
@@ -17,6 +21,7 @@ export const PLOT_CONFIG = Object.freeze({
   showLink: false,
   modeBarButtonsToRemove: ["sendDataToCloud", "editInChartStudio", "lasso2d", "select2d"],
   responsive: true,
+  doubleClick: false,
 });
 
 export const COLORS = Object.freeze({

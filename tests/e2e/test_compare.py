@@ -113,6 +113,35 @@ def test_two_lineage_nodes_open_a_comparison_with_the_diff_and_a_regression_row(
     page.screenshot(path=str(ARTIFACTS / "compare-task-drilldown.png"), full_page=True)
 
 
+def test_two_quick_clicks_on_two_lineage_nodes_select_both(page, frontier_server):
+    """Plotly takes two clicks within its doubleClickDelay for a double-click, and
+    by default resets the axes before handing on the second click, which then
+    lands beside the node it was aimed at. A user shift-clicking two nodes
+    quickly must get both. The test widens the delay on the page to a minute so
+    that its two clicks are one click train however slow the machine is."""
+    run_id = _seed_run(frontier_server, "Quick clicks e2e")
+    page.goto(f"/runs/{run_id}/")
+    wait_for_js(
+        page, "window.__frontierRun && document.querySelectorAll('#candidate-rows tr').length === 4"
+    )
+    page.wait_for_load_state("networkidle")
+    page.evaluate("document.getElementById('chart-lineage')._context.doubleClickDelay = 60000")
+    # Zoomed in a little, as after a look at one branch: a reset would move the nodes.
+    page.evaluate(
+        "Plotly.relayout('chart-lineage', {'xaxis.range': [-0.4, 3.4], 'yaxis.range': [0.3, 1.05]})"
+    )
+
+    _shift_click_lineage_node(page, 0)
+    _shift_click_lineage_node(page, 3)
+
+    expect(page.get_by_text("Selected: #0, #3")).to_be_visible()
+    ranges = page.evaluate(
+        "(() => { const l = document.getElementById('chart-lineage')._fullLayout;"
+        " return [l.xaxis.range, l.yaxis.range]; })()"
+    )
+    assert ranges == [[-0.4, 3.4], [0.3, 1.05]]
+
+
 def test_a_run_exported_from_the_browser_imports_back_with_identical_scores(page, frontier_server):
     ARTIFACTS.mkdir(exist_ok=True)
     original = _seed_run(frontier_server, "Refund export e2e")
