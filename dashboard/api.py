@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import wraps
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404, JsonResponse
 from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
@@ -89,7 +89,8 @@ def _docs_auth(view):
 COMMON_ERRORS = {
     400: "Bad request",
     401: "Authentication required",
-    403: "CSRF check failed (session requests without the X-CSRFToken header)",
+    403: "Forbidden: a failed CSRF check (a session request without X-CSRFToken), "
+    "or steering a run shared with you read-only",
     404: "Not found",
     413: "Body too large",
     415: "Body must be JSON",
@@ -191,6 +192,11 @@ def _http_error(request, exc: HttpError):
 @api.exception_handler(Http404)
 def _not_found(request, exc):
     return _error(request, 404, str(exc) or "Not found")
+
+
+@api.exception_handler(PermissionDenied)
+def _forbidden(request, exc):
+    return _error(request, 403, str(exc) or "Forbidden")
 
 
 @api.exception_handler(TokenThrottled)

@@ -297,6 +297,10 @@ def _controllable(request, run_id: int) -> Run:
     return selectors.run_for_user(request.user, run_id, control=True)
 
 
+def _steerable(request, run_id: int) -> Run:
+    return selectors.run_for_user(request.user, run_id, steer=True)
+
+
 class LaunchedOut(RunOut):
     warnings: list[str] = Field(
         description="What a dry run warns about: launched anyway, worth knowing "
@@ -404,7 +408,7 @@ def export_run(request, run_id: int):
 
 
 def _control(action, request, run_id: int, **kwargs):
-    run = _controllable(request, run_id)
+    run = _steerable(request, run_id)
     try:
         run = action(run=run, **kwargs)
     except services.RunStateError as error:
@@ -426,7 +430,10 @@ def cancel_run(request, run_id: int):
 
 @router.post("/{run_id}/resume", response={200: RunOut, 409: ErrorOut})
 def resume_run(request, run_id: int, body: ResumeIn):
-    """Resume a stopped, failed or crashed run; continue a completed one with extra_budget."""
+    """Resume a stopped, failed or crashed run; continue a completed one with extra_budget
+    (more budget spends the owner's endpoints: the owner's to give)."""
+    if body.extra_budget:
+        _controllable(request, run_id)
     return _control(services.run_resume, request, run_id, extra_budget=body.extra_budget)
 
 

@@ -121,10 +121,11 @@ class RunKind(models.TextChoices):
 
 class RunQuerySet(models.QuerySet["Run"]):
     def visible_to(self, user: User) -> Self:
-        """Runs a user may see: their own and those shared with them (admins see all)."""
+        """Runs a user may see: their own and those shared with them, read-only or
+        with steering rights (admins see all)."""
         if user.is_superuser:
             return self
-        return self.filter(Q(owner=user) | Q(shared_with=user)).distinct()
+        return self.filter(Q(owner=user) | Q(shared_with=user) | Q(steered_by=user)).distinct()
 
     def active(self) -> Self:
         return self.filter(status__in=RunStatus.active())
@@ -139,6 +140,13 @@ class Run(models.Model):
     )
     shared_with = models.ManyToManyField(
         settings.AUTH_USER_MODEL, blank=True, related_name="runs_shared_with_me"
+    )
+    steered_by = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="runs_i_steer",
+        help_text="Shared with steering rights: they see the run and may stop, pause, resume it, "
+        "add candidates and write reviewer notes (not fork, edit or delete it)",
     )
     name = models.CharField(max_length=200, blank=True)
     task_set = models.ForeignKey(
@@ -270,9 +278,15 @@ class Run(models.Model):
         return self.kind == RunKind.EXTERNAL
 
     def controllable_by(self, user: User) -> bool:
-        """Only the owner (or an admin) stops, resumes or forks a run: sharing is
-        read-only, and a fork spends the run's frozen endpoints (the owner's)."""
+        """Only the owner (or an admin) forks, edits or deletes a run: a fork spends
+        the run's frozen endpoints (the owner's) outside the run's budget."""
         return bool(user.is_superuser or self.owner_id == user.pk)
+
+    def steerable_by(self, user: User) -> bool:
+        """Who controls the run, and whom it is shared with steering rights, steers
+        it within the budget its owner set: stop, pause, resume, add a candidate,
+        write reviewer notes. Plain sharing is read-only."""
+        return self.controllable_by(user) or self.steered_by.filter(pk=user.pk).exists()
 
 
 # The RunProgress columns: what RunClaim.update and run_progress route to the narrow row.

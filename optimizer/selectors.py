@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict
 
+from django.core.exceptions import PermissionDenied
 from django.db.models import Case, CharField, Count, F, Q, QuerySet, Value, When
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
@@ -68,13 +69,18 @@ def taskset_for_user(user: User, pk: int, *, edit: bool = False) -> CountedTaskS
     return task_set
 
 
-def run_for_user(user: User, run_id: int, *, control: bool = False) -> Run:
-    """The run if `user` may see it (owner, shared with, admin) — and with
-    `control`, may stop, resume, fork, edit or delete it (owner or admin, see
-    Run.controllable_by) — else Http404: a run one may not see does not exist."""
+def run_for_user(user: User, run_id: int, *, control: bool = False, steer: bool = False) -> Run:
+    """The run if `user` may see it (owner, shared with, admin) — with `control`,
+    may fork, edit or delete it (Run.controllable_by); with `steer`, may stop,
+    pause, resume or add to it (Run.steerable_by). A run one may not see does not
+    exist (Http404); one shared read-only says so (PermissionDenied, a 403)."""
     run = Run.objects.visible_to(user).select_related(*RUN_JOINS).filter(pk=run_id).first()
     if run is None or (control and not run.controllable_by(user)):
         raise Http404("No such run")
+    if steer and not run.steerable_by(user):
+        raise PermissionDenied(
+            f"run {run.pk} is shared with you read-only: its owner can give you steering rights"
+        )
     return run
 
 

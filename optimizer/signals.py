@@ -1,4 +1,4 @@
-"""Who may see a run changes when its `shared_with` changes, and that happens in
+"""Who may see a run changes when its `shared_with` or `steered_by` changes, and that happens in
 the admin (or the ORM), not through a service of ours: m2m_changed is the one
 place that sees every such edit. It only notifies the open sockets: the run's,
 and the runs lists of the users who lost it."""
@@ -13,9 +13,11 @@ from optimizer.runs.events import publish_run_access_changed
 
 
 @receiver(m2m_changed, sender=Run.shared_with.through, dispatch_uid="run-sharing-changed")
+@receiver(m2m_changed, sender=Run.steered_by.through, dispatch_uid="run-steering-changed")
 def run_sharing_changed(sender, instance, action, reverse, pk_set, **kwargs):
     if action == "pre_clear" and not reverse:
-        instance._shared_before_clear = list(instance.shared_with.values_list("pk", flat=True))
+        field = "shared_with" if sender is Run.shared_with.through else "steered_by"
+        instance._shared_before_clear = list(getattr(instance, field).values_list("pk", flat=True))
         return
     if action not in {"post_remove", "post_clear", "post_add"}:
         return

@@ -124,6 +124,7 @@ def run_detail(request, run_id: int):
             "explain": selectors.run_explainer(run),
             "family": selectors.run_family(run, user=request.user),
             "can_control": run.controllable_by(request.user),
+            "can_steer": run.steerable_by(request.user),
             "simulator_limits": run_selectors.run_simulator_limits(run),
         },
     )
@@ -214,8 +215,10 @@ def _evaluation_rows_html(rows: list[dict]) -> str:
 
 @require_POST
 def run_control(request, run_id: int, action: str):
-    """stop / cancel / resume (optionally with more budget) / fork from a candidate."""
-    run = run_selectors.run_for_user(request.user, run_id, control=True)
+    """stop / cancel / resume (optionally with more budget) / fork from a candidate.
+    Who steers the run stops and resumes it; more budget and a fork spend the
+    owner's endpoints beyond what the owner set, so they take control."""
+    run = run_selectors.run_for_user(request.user, run_id, steer=True)
     target = run
     form = RunControlForm(request.POST)
     if not form.is_valid():
@@ -227,8 +230,12 @@ def run_control(request, run_id: int, action: str):
         elif action == "cancel":
             services.run_cancel(run=run)
         elif action == "resume":
-            services.run_resume(run=run, extra_budget=form.cleaned_data["extra_budget"] or 0)
+            extra_budget = form.cleaned_data["extra_budget"] or 0
+            if extra_budget:
+                run_selectors.run_for_user(request.user, run_id, control=True)
+            services.run_resume(run=run, extra_budget=extra_budget)
         else:
+            run_selectors.run_for_user(request.user, run_id, control=True)
             index = form.cleaned_data["candidate"]
             if index is None:
                 index = run.best_candidate.index if run.best_candidate is not None else 0

@@ -356,3 +356,37 @@ def test_the_fork_service_refuses_anyone_who_does_not_control_the_run(
     with pytest.raises(PermissionDenied):
         services.run_fork(run=run, candidate_index=0, owner=other_user)
     assert Run.objects.count() == 1
+
+
+def test_a_read_only_sharer_cannot_stop_a_run_and_is_told_why(
+    user_client, other_client, other_user, task_set
+):
+    """Plain sharing is read-only: stop, cancel and resume are a 403 that says
+    so (the run is visible to them, so a 404 would be a lie), and nothing changes."""
+    run_id = post(user_client, "/api/runs/", {"config": run_config(task_set)}).json()["id"]
+    Run.objects.get(pk=run_id).shared_with.add(other_user)
+    for action in ("stop", "cancel"):
+        refused = other_client.post(f"/api/runs/{run_id}/{action}")
+        assert refused.status_code == 403, refused.content
+        assert "shared with you read-only" in refused.json()["detail"]
+    assert Run.objects.get(pk=run_id).status == RunStatus.QUEUED
+
+
+def test_a_sharer_with_steering_rights_stops_and_resumes_but_cannot_fork_or_add_budget(
+    user_client, other_client, other_user, task_set
+):
+    """Steering rights: stop and resume within the budget the owner set; more
+    budget, a fork, an edit or a delete spend or change what is the owner's."""
+    run_id = post(user_client, "/api/runs/", {"config": run_config(task_set)}).json()["id"]
+    Candidate.objects.create(run_id=run_id, index=0, components={"instructions": "Be brief."})
+    Run.objects.get(pk=run_id).steered_by.add(other_user)
+    assert other_client.get(f"/api/runs/{run_id}").status_code == 200
+    stopped = other_client.post(f"/api/runs/{run_id}/stop")
+    assert stopped.status_code == 200 and stopped.json()["status"] == "stopped"
+    assert post(other_client, f"/api/runs/{run_id}/resume", {"extra_budget": 10}).status_code == 404
+    resumed = post(other_client, f"/api/runs/{run_id}/resume", {})
+    assert resumed.status_code == 200 and resumed.json()["status"] == "queued"
+    assert post(other_client, f"/api/runs/{run_id}/fork", {"candidate_index": 0}).status_code == 404
+    assert other_client.delete(f"/api/runs/{run_id}").status_code == 404
+    run = Run.objects.get(pk=run_id)
+    assert run.budget_total == resumed.json()["budget_total"] and Run.objects.count() == 1

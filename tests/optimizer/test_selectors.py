@@ -7,7 +7,7 @@ from django.http import Http404
 from optimizer import selectors
 from optimizer.api import RunOut
 from optimizer.config import DEMO_TASK_LM
-from optimizer.models import RunStatus
+from optimizer.models import Run, RunStatus
 from optimizer.runs.summary import run_list_row, run_summary
 from tests.factories import recorded_run
 
@@ -137,3 +137,18 @@ def test_simulator_limits_are_computed_only_for_a_run_that_reflects_with_the_sim
     assert selectors.run_simulator_limits(run) is None
     run.config["reflection_lm"] = "demo"
     assert selectors.run_simulator_limits(run) is not None
+
+
+def test_steering_rights_let_a_user_see_and_steer_a_run_but_not_control_it(user, other_user):
+    from django.core.exceptions import PermissionDenied
+
+    run = recorded_run(owner=other_user, candidates=1, val_tasks=1)
+    run.shared_with.add(user)
+    with pytest.raises(PermissionDenied, match="shared with you read-only"):
+        selectors.run_for_user(user, run.pk, steer=True)
+    run.shared_with.remove(user)
+    run.steered_by.add(user)
+    assert selectors.run_for_user(user, run.pk, steer=True) == run
+    assert list(Run.objects.visible_to(user)) == [run]
+    with pytest.raises(Http404):
+        selectors.run_for_user(user, run.pk, control=True)

@@ -103,16 +103,31 @@ def test_a_user_a_run_is_shared_with_can_watch_it_but_not_control_it(
     page = other_client.get(reverse("runs:detail", args=[run.pk]))
     assert page.status_code == 200
     assert 'data-control="stop"' not in page.content.decode()
-    assert other_client.post(reverse("runs:control", args=[run.pk, "stop"])).status_code == 404
+    assert other_client.post(reverse("runs:control", args=[run.pk, "stop"])).status_code == 403
     assert (
         other_client.post(
             reverse("runs:control", args=[run.pk, "fork"]), {"candidate": "0"}
         ).status_code
-        == 404
+        == 403
     )
     run.refresh_from_db()
     assert not run.stop_requested
     assert Run.objects.count() == 1
+
+
+def test_a_user_with_steering_rights_sees_stop_and_resume_but_not_fork_or_more_budget(
+    other_client, user, other_user
+):
+    run = recorded_run(owner=user, candidates=2, val_tasks=2, status=RunStatus.RUNNING)
+    run.steered_by.add(other_user)
+    page = other_client.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    assert 'data-control="stop"' in page and 'data-control="resume"' in page
+    assert 'data-control="fork"' not in page and 'name="extra_budget"' not in page
+    fork = other_client.post(reverse("runs:control", args=[run.pk, "fork"]), {"candidate": "0"})
+    assert fork.status_code == 404 and Run.objects.count() == 1
+    assert other_client.post(reverse("runs:control", args=[run.pk, "stop"])).status_code == 302
+    run.refresh_from_db()
+    assert run.stop_requested and run.status == RunStatus.STOPPING
 
 
 def test_the_run_page_carries_the_snapshot_and_websocket_addresses(user_client, user):
