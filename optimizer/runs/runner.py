@@ -15,6 +15,7 @@ gepa (so gepa does not write its checkpoint either) and ends without a word.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +27,14 @@ import gepa
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
+from gepa.proposer.reflective_mutation.base import CandidateSelector
+from gepa.strategies.batch_sampler import EpochShuffledBatchSampler
+from gepa.strategies.candidate_selector import (
+    CurrentBestCandidateSelector,
+    EpsilonGreedyCandidateSelector,
+    ParetoCandidateSelector,
+    TopKParetoCandidateSelector,
+)
 from gepa.strategies.proposal_sampling import IndependentSampling
 
 from dashboard.lib.db_retry import retry_db
@@ -39,9 +48,15 @@ from optimizer.lm import (
     build_lm,
 )
 from optimizer.lm.config import coerce_config
-from optimizer.models import Candidate, Run, RunStatus
+from optimizer.models import Candidate, Evaluation, Run, RunStatus
 from optimizer.runs import event_types as ev
-from optimizer.runs.adapter import EvalRecord, FrontierAdapter, SystemicFailure
+from optimizer.runs.adapter import (
+    MODEL_FAILED,
+    EvalRecord,
+    FrontierAdapter,
+    SystemicFailure,
+    candidate_digest,
+)
 from optimizer.runs.budget import (
     BudgetGuard,
     BudgetReached,
@@ -50,7 +65,7 @@ from optimizer.runs.budget import (
     UsageMeter,
     UsageSnapshot,
 )
-from optimizer.runs.checkpoint import LeanCheckpoint, State
+from optimizer.runs.checkpoint import CarriedState, LeanCheckpoint, State, carry_randomness
 from optimizer.runs.claims import ClaimLost, RunClaim, process_lock
 from optimizer.runs.events import (
     publish_run_event,
@@ -233,7 +248,10 @@ def _optimize(run: Run, run_claim: RunClaim, heartbeat: Heartbeat) -> str | None
         patience=config.early_stop.after_iterations_without_improvement,
         used_at_start=run.budget_used,
     )
+    carried = CarriedState()
+    carried.add("early_stop", limits.carried, limits.restore)
     adapter = FrontierAdapter(
+        carried=carried,
         task_lm=MeteredLM(build_lm(resolved_lm(config.task_lm)), meter, "task", limits=limits),
         scorer=scorer,
         concurrency=config.concurrency,
@@ -243,6 +261,10 @@ def _optimize(run: Run, run_claim: RunClaim, heartbeat: Heartbeat) -> str | None
         meter=meter,
         limits=limits,
     )
+    if resuming:
+        adapter.answer_from_records(
+            retry_db(lambda: _recorded_seed(run), what=f"run {run.pk}: read") or {}
+        )
     task_pks = (
         dict(run.task_set.tasks.values_list("task_id", "pk")) if run.task_set is not None else {}
     )
@@ -269,9 +291,38 @@ def _optimize(run: Run, run_claim: RunClaim, heartbeat: Heartbeat) -> str | None
             heartbeat,
             meter,
             limits,
+            carried,
         )
     finally:
         adapter.close()
+
+
+def _recorded_seed(run: Run) -> dict[tuple[str, str], EvalRecord]:
+    """The seed's recorded val evaluations, keyed as the adapter keys its records.
+    A resume asks for them again (gepa 0.1.4 evaluates the seed on every resume
+    and keeps nothing of it): the adapter answers them from here, for free."""
+    seed = Candidate.objects.filter(run=run, index=0).first()
+    if seed is None:
+        return {}
+    digest = candidate_digest(seed.components)
+    return {
+        (digest, e.task_key): EvalRecord(
+            task_key=e.task_key,
+            output=e.output,
+            score=e.score,
+            verdict=e.verdict,
+            passed=e.passed,
+            result=e.result,
+            feedback=e.feedback,
+            objective_scores={
+                str(v.get("id")): float(v.get("score", 0.0))
+                for v in (e.result or {}).get("verifiers", [])
+                if isinstance(v, dict)
+            },
+            failed=not e.output and e.feedback.startswith(MODEL_FAILED),
+        )
+        for e in Evaluation.objects.filter(candidate=seed, split=Split.VAL)
+    }
 
 
 def _run_gepa(
@@ -286,9 +337,11 @@ def _run_gepa(
     heartbeat: Heartbeat,
     meter: UsageMeter,
     limits: BudgetGuard,
+    carried: CarriedState,
 ) -> str | None:
     """gepa.optimize with our adapter, recorder and stopper, then the holdout and the final status."""
-    reflection = _reflection_kwargs(config, recorder, meter, limits)
+    reflection = _reflection_kwargs(config, recorder, meter, limits, carried)
+    selector, sampler = _randomness(config, carried)
 
     def stop_requested(gepa_state: State) -> bool:
         """gepa asks before each iteration, just before it writes its checkpoint.
@@ -314,9 +367,9 @@ def _run_gepa(
                 trainset=trainset,
                 valset=valset,
                 adapter=adapter,
-                candidate_selection_strategy=config.candidate_selection,
+                candidate_selection_strategy=selector,
+                batch_sampler=sampler,
                 frontier_type=config.frontier_type,
-                reflection_minibatch_size=config.minibatch_size,
                 module_selector=config.module_selector,
                 use_merge=config.use_merge,
                 max_merge_invocations=config.max_merge_invocations,
@@ -378,6 +431,27 @@ def _run_gepa(
     return _finish(
         run_claim, heartbeat, phase=f"finished: {reason}" if reason else "finished", reason=reason
     )
+
+
+def _randomness(
+    config: RunConfig, carried: CarriedState
+) -> tuple[CandidateSelector, EpochShuffledBatchSampler[Any, Any]]:
+    """gepa's candidate selector and minibatch sampler, built here as gepa.optimize
+    builds them from the config's names (one generator seeded with the run's seed),
+    so the generator and the sampler's place can be carried across a pause
+    (checkpoint.carry_randomness): a resumed run draws what the uninterrupted one would."""
+    rng = random.Random(config.seed)
+    selectors: dict[str, Callable[[], CandidateSelector]] = {
+        "pareto": lambda: ParetoCandidateSelector(rng=rng),
+        "current_best": CurrentBestCandidateSelector,
+        "epsilon_greedy": lambda: EpsilonGreedyCandidateSelector(epsilon=0.1, rng=rng),
+        "top_k_pareto": lambda: TopKParetoCandidateSelector(k=5, rng=rng),
+    }
+    sampler: EpochShuffledBatchSampler[Any, Any] = EpochShuffledBatchSampler(
+        minibatch_size=config.minibatch_size, rng=rng
+    )
+    carry_randomness(carried, rng, sampler)
+    return selectors[config.candidate_selection](), sampler
 
 
 def _save_usage(run_id: int, recorder: RunRecorder) -> None:
@@ -450,6 +524,7 @@ def _reflection_kwargs(
     recorder: RunRecorder,
     meter: UsageMeter,
     limits: BudgetGuard,
+    carried: CarriedState,
 ) -> dict[str, Any]:
     """gepa.optimize's reflection arguments. The demo simulator proposes directly;
     a real model reflects through gepa's prompt (metered: its tokens come from the
@@ -459,6 +534,12 @@ def _reflection_kwargs(
     # any: the simulator must not take an earlier one as rejected.
     proposer = build_candidate_proposer(reflection, remember=config.parallel_proposals == 1)
     if proposer is not None:
+        remembered, recall = (
+            getattr(proposer, "remembered", None),
+            getattr(proposer, "recall", None),
+        )
+        if remembered is not None and recall is not None:  # the simulator's memory of its proposals
+            carried.add("proposer", remembered, recall)
         recorder.proposer_reasoning = lambda: str(getattr(proposer, "last_reasoning", "") or "")
         return {"custom_candidate_proposer": _Noting(_metered_proposer(proposer, meter), recorder)}
     lm = MeteredLM(build_lm(reflection), meter, "reflection", limits=limits)
