@@ -214,7 +214,7 @@ def _evaluation_rows_html(rows: list[dict]) -> str:
 
 @require_POST
 def run_control(request, run_id: int, action: str):
-    """stop / cancel / resume (optionally with more budget) / fork from a candidate."""
+    """stop / cancel / pause / resume (optionally with more budget) / fork from a candidate."""
     run = run_selectors.run_for_user(request.user, run_id, control=True)
     target = run
     form = RunControlForm(request.POST)
@@ -226,6 +226,8 @@ def run_control(request, run_id: int, action: str):
             services.run_stop(run=run)
         elif action == "cancel":
             services.run_cancel(run=run)
+        elif action == "pause":
+            services.run_pause(run=run, by=request.user)
         elif action == "resume":
             services.run_resume(run=run, extra_budget=form.cleaned_data["extra_budget"] or 0)
         else:

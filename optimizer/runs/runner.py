@@ -74,7 +74,7 @@ from optimizer.runs.events import (
 )
 from optimizer.runs.recorder import RunRecorder
 from optimizer.runs.recording_thread import RecorderThread
-from optimizer.runs.status import run_set_status
+from optimizer.runs.status import run_set_paused, run_set_status
 from optimizer.runs.verify_loop import Judge, llm_judge, verifier_judge
 from optimizer.tasksets.models import Split
 from verifiers_app.engine import Scorer, SpecError, compile_specs
@@ -122,9 +122,16 @@ def claim(run_id: int) -> tuple[Run, RunClaim] | None:
         )
         if run is None or run.imported or run.is_external or run.status in RunStatus.finished():
             return None
+        if run.status == RunStatus.PAUSED:
+            return None  # paused before a worker took it: a resume queues it again
         alive = run.heartbeat_at and now - run.heartbeat_at < STALE_AFTER
         if run.status in (RunStatus.RUNNING, RunStatus.STOPPING) and alive:
             return None  # a live worker has it: a duplicate delivery
+        if run.pause_requested and not run.stop_requested:
+            # Its worker was lost on the way to the pause: the run pauses here, at its
+            # last checkpoint (a resume runs again the iteration that was in flight).
+            run_set_paused(run, iteration=None)
+            return None
         run.status = RunStatus.STOPPING if run.stop_requested else RunStatus.RUNNING
         run.started_at = run.started_at or now
         run.claim = RunClaim.new_token()
@@ -187,31 +194,54 @@ def _execute(run_id: int) -> str | None:
     if claimed is None:
         return None
     run, run_claim = claimed
-    heartbeat = Heartbeat(run_claim)
-    heartbeat.start()
-    try:
-        # The engine thread writes each event to the database; a background thread
-        # sends it to the browsers (in order), off the critical path of the run.
-        with publishing_in_background():
-            return _optimize(run, run_claim, heartbeat)
-    except Exception as error:
-        if run_claim.lost.is_set():
-            log.warning(
-                "run %s: stopped on this worker, another one holds it (%s)",
-                run_id,
-                type(error).__name__,
+    while True:
+        heartbeat = Heartbeat(run_claim)
+        heartbeat.start()
+        try:
+            # The engine thread writes each event to the database; a background thread
+            # sends it to the browsers (in order), off the critical path of the run.
+            with publishing_in_background():
+                status = _optimize(run, run_claim, heartbeat)
+            if not isinstance(status, _GoOn):
+                return status
+        except Exception as error:
+            return _failed(run_id, run_claim, heartbeat, error)
+        finally:
+            heartbeat.done.set()
+            heartbeat.join()
+        # The pause was withdrawn (resumed) after gepa had stopped for it: go on from its checkpoint.
+        run = (
+            retry_db(
+                lambda: Run.objects.select_related("progress").get(pk=run_id),
+                what=f"run {run_id}: read",
             )
-            return None
-        if isinstance(error, (SystemicFailure, LMError, SpecError)):
-            return _finish(run_claim, heartbeat, failure=str(error))
-        log.exception("run %s failed", run_id)
-        return _finish(run_claim, heartbeat, failure=f"{type(error).__name__}: {error}")
-    finally:
-        heartbeat.done.set()
-        heartbeat.join()
+            or run
+        )
 
 
-def _optimize(run: Run, run_claim: RunClaim, heartbeat: Heartbeat) -> str | None:
+def _failed(run_id: int, run_claim: RunClaim, heartbeat: Heartbeat, error: Exception) -> str | None:
+    """The run's end when the runner raised: nothing if another worker holds it now."""
+    if run_claim.lost.is_set():
+        log.warning(
+            "run %s: stopped on this worker, another one holds it (%s)",
+            run_id,
+            type(error).__name__,
+        )
+        return None
+    if isinstance(error, (SystemicFailure, LMError, SpecError)):
+        return _finish(run_claim, heartbeat, failure=str(error))
+    log.exception("run %s failed", run_id, exc_info=error)
+    return _finish(run_claim, heartbeat, failure=f"{type(error).__name__}: {error}")
+
+
+class _GoOn:
+    """What _optimize returns when the run is not over: its pause was withdrawn."""
+
+
+GO_ON = _GoOn()
+
+
+def _optimize(run: Run, run_claim: RunClaim, heartbeat: Heartbeat) -> str | _GoOn | None:
     config = parse_run_config(run.config)
     directory = run_dir(run.pk)
     directory.mkdir(parents=True, exist_ok=True)
@@ -338,24 +368,33 @@ def _run_gepa(
     meter: UsageMeter,
     limits: BudgetGuard,
     carried: CarriedState,
-) -> str | None:
-    """gepa.optimize with our adapter, recorder and stopper, then the holdout and the final status."""
+) -> str | _GoOn | None:
+    """gepa.optimize with our adapter, recorder and stopper, then the holdout and the
+    final status, or the pause."""
     reflection = _reflection_kwargs(config, recorder, meter, limits, carried)
     selector, sampler = _randomness(config, carried)
+    boundary = Boundary()
 
     def stop_requested(gepa_state: State) -> bool:
         """gepa asks before each iteration, just before it writes its checkpoint.
         A lost claim raises out of gepa.optimize, so that checkpoint (and the
-        final one) is never written by a worker that no longer holds the run."""
+        final one) is never written by a worker that no longer holds the run.
+        What the users asked of the run is read here, between two iterations."""
         if run_claim.lost.is_set():
             raise ClaimLost(f"run {run.pk} is held by another worker")
         flags = retry_db(
-            lambda: run_claim.runs().values_list("stop_requested", flat=True).first(),
+            lambda: run_claim.runs().values("stop_requested", "pause_requested").first(),
             what=f"run {run.pk}: stop check",
         )
         if flags is None:
             run_claim.give_up()
-        return flags or heartbeat.cancelled.is_set()
+            return True  # give_up raised: not reached
+        if flags["stop_requested"] or heartbeat.cancelled.is_set():
+            return True
+        if flags["pause_requested"]:
+            boundary.pause_at = gepa_state.i
+            return True
+        return False
 
     # The recorder's writes run on their own thread, and so does the writing of
     # gepa's checkpoint, behind them (recording.barrier, the first stopper, sets it up).
@@ -416,6 +455,8 @@ def _run_gepa(
         return _finish(
             run_claim, heartbeat, phase="stopped by the user", reason="stopped by the user"
         )
+    if boundary.pause_at is not None:
+        return _pause(run_claim, heartbeat, iteration=boundary.pause_at)
     reason = limits.reason or ""
     if config.splits.holdout:
         retry_db(
@@ -431,6 +472,45 @@ def _run_gepa(
     return _finish(
         run_claim, heartbeat, phase=f"finished: {reason}" if reason else "finished", reason=reason
     )
+
+
+class Boundary:
+    """What the stopper decided at the last iteration boundary, for after gepa
+    returns. The boundary is where users' requests to a running run take effect
+    (stop, pause): work added there belongs in the stopper too."""
+
+    def __init__(self) -> None:
+        # gepa's iteration count (state.i) where the run stopped to pause; None: no pause.
+        self.pause_at: int | None = None
+
+
+def _pause(run_claim: RunClaim, heartbeat: Heartbeat, *, iteration: int) -> str | _GoOn | None:
+    """gepa stopped at a boundary to pause and wrote its checkpoint: release the run
+    (run_set_paused) unless the pause was withdrawn meanwhile (a resume came
+    first): then the run goes on (GO_ON). The heartbeat ends first, so no beat
+    lands after the run is nobody's."""
+    heartbeat.done.set()
+    heartbeat.join()
+
+    def pause() -> bool:
+        with transaction.atomic():
+            run_claim.hold()
+            if not run_claim.runs().filter(pause_requested=True).exists():
+                return False
+            # gepa counts iterations from 0; the run page and events from 1 (state.i + 1).
+            run_set_paused(run_claim, iteration=iteration + 1)
+            return True
+
+    try:
+        paused = retry_db(pause, what=f"run {run_claim.run_id}: pause")
+    except ClaimLost:
+        return None
+    if paused is None:
+        return None
+    log.info(
+        "Run %s %s.", run_claim.run_id, "paused" if paused else "goes on: its pause was withdrawn"
+    )
+    return RunStatus.PAUSED if paused else GO_ON
 
 
 def _randomness(
