@@ -534,14 +534,15 @@ def run_resume(*, run: Run, extra_budget: int = 0) -> Run:
             raise RunStateError("extra_budget: a completed run continues only with more budget")
         if run.status == RunStatus.RUNNING and run.pause_requested and not crashed:
             # Resumed before it reached its pause: the pause is withdrawn, the run goes on
-            # (a runner that has already left gepa for it picks the run up again).
+            # (a runner that has already left gepa for it picks the run up again). Its
+            # worker set its budget when it started: more budget waits for the pause.
+            if extra_budget:
+                raise RunStateError(
+                    f"extra_budget: run {run.pk} is still running (pausing); "
+                    "add budget once it is paused"
+                )
             run_set_status(
-                run,
-                RunStatus.RUNNING,
-                "optimizing",
-                pause_requested=False,
-                paused_by_id=None,
-                budget_total=run.budget_total + extra_budget,
+                run, RunStatus.RUNNING, "optimizing", pause_requested=False, paused_by_id=None
             )
             return run
         resumable = (RunStatus.STOPPED, RunStatus.FAILED, RunStatus.COMPLETED, RunStatus.PAUSED)

@@ -276,6 +276,8 @@ def test_stopping_a_paused_run_ends_it_at_once(user, task_set):
 def test_a_resume_before_the_pause_boundary_withdraws_the_pause(user, task_set):
     run = _running(run_launch(owner=user, config=run_config(task_set)))
     services.run_pause(run=run, by=user)
+    with pytest.raises(RunStateError, match="add budget once it is paused"):
+        run_resume(run=Run.objects.get(pk=run.pk), extra_budget=10)
     run = run_resume(run=Run.objects.get(pk=run.pk))
     run = Run.objects.get(pk=run.pk)
     assert (run.status, run.phase, run.pause_requested, run.claim) == (
