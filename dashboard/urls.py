@@ -23,7 +23,9 @@ run_patterns = [
     path("<int:run_id>/candidates/<int:index>/", runs.candidate_detail, name="candidate"),
     # Spelled out so /runs/<id>/compare/ (the compare namespace) is never shadowed.
     re_path(
-        r"^(?P<run_id>\d+)/(?P<action>stop|cancel|resume|fork)/$", runs.run_control, name="control"
+        r"^(?P<run_id>\d+)/(?P<action>stop|cancel|pause|resume|fork)/$",
+        runs.run_control,
+        name="control",
     ),
     path("<int:run_id>/annotate/", runs.run_annotate, name="annotate"),
     path("<int:run_id>/archive/", runs.run_archive, name="archive"),

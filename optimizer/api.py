@@ -200,6 +200,10 @@ class RunOut(Schema):
     stop_reason: str = Field(
         "", description='Why the run ended: "budget reached", "cost cap reached", …'
     )
+    pause_requested: bool = Field(
+        False,
+        description="A pause was asked and the run is finishing its iteration (it is paused after it)",
+    )
 
     @staticmethod
     def of(run: Run) -> dict:
@@ -428,10 +432,21 @@ def cancel_run(request, run_id: int):
     return _control(services.run_cancel, request, run_id)
 
 
+@router.post("/{run_id}/pause", response={200: RunOut, 409: ErrorOut})
+def pause_run(request, run_id: int):
+    """Pause after the iteration in flight: gepa checkpoints, the worker lets the run go
+    (status "paused": holds no worker, is not an active run); resume continues it. A
+    queued run pauses at once; a run paused or pausing already is answered as it is.
+    409 for a run that is not queued or running, and for an external run (observe-only)."""
+    return _control(services.run_pause, request, run_id, by=request.user)
+
+
 @router.post("/{run_id}/resume", response={200: RunOut, 409: ErrorOut})
 def resume_run(request, run_id: int, body: ResumeIn):
-    """Resume a stopped, failed or crashed run; continue a completed one with extra_budget
-    (more budget spends the owner's endpoints: the owner's to give)."""
+    """Resume a paused, stopped, failed or crashed run from its checkpoint (nothing already
+    evaluated is paid for again); continue a completed one with extra_budget (more budget
+    spends the owner's endpoints: the owner's to give). A run asked to pause and still
+    running keeps running (the pause is withdrawn)."""
     if body.extra_budget:
         _controllable(request, run_id)
     return _control(services.run_resume, request, run_id, extra_budget=body.extra_budget)

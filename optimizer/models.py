@@ -104,6 +104,9 @@ class RunStatus(models.TextChoices):
     FAILED = "failed", "failed"
     # An external run whose tracker went silent for FRONTIER_EXTERNAL_SILENT_SECONDS.
     ABANDONED = "abandoned", "abandoned"
+    # Checkpointed between two iterations and holding no worker: not finished (a
+    # resume continues it where it was), and not active (no worker, no run limit).
+    PAUSED = "paused", "paused"
 
     @classmethod
     def active(cls) -> list[str]:
@@ -163,6 +166,18 @@ class Run(models.Model):
     stop_requested = models.BooleanField(default=False)
     cancel_requested = models.BooleanField(
         default=False, help_text="Abort now, without finishing the iteration"
+    )
+    pause_requested = models.BooleanField(
+        default=False,
+        help_text="Pause at the next iteration boundary: checkpoint, release the worker, keep the place",
+    )
+    paused_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="Who asked for the pause in effect (none: the command line)",
     )
     claim = models.CharField(
         max_length=32,

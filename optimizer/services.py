@@ -1,4 +1,4 @@
-"""Run workflows: launch, dry-run, stop, cancel, resume, fork.
+"""Run workflows: launch, dry-run, stop, cancel, pause, resume, fork.
 
 A run freezes at launch everything it reads later: the resolved model configs,
 every verifier spec and the task rows, so later edits never change it.
@@ -36,7 +36,7 @@ from optimizer.runs.limits import (
     launch_problems,
     run_limits_for,
 )
-from optimizer.runs.status import run_set_status
+from optimizer.runs.status import run_set_paused, run_set_status
 from optimizer.tasksets.models import TaskSet
 from verifiers_app.engine import SpecError, compile_specs, validate_task
 from verifiers_app.engine.fns import registered as registered_fns
@@ -373,23 +373,58 @@ def _enqueue(run: Run) -> None:
     transaction.on_commit(lambda: enqueue_run(run.pk))
 
 
+def _stop_unheld(
+    run: Run, phase: str, *, reason: str = "stopped by the user", **fields: Any
+) -> None:
+    """Stop a run no worker holds (queued or paused) at once. A paused run ends
+    as a stopped run would (its run.finished event says what it had found)."""
+    paused = run.status == RunStatus.PAUSED
+    run_set_status(
+        run,
+        RunStatus.STOPPED,
+        phase,
+        stop_requested=True,
+        pause_requested=False,
+        stop_reason=reason if paused else "",
+        finished_at=timezone.now(),
+        **fields,
+    )
+    if paused:
+        publish_run_event(
+            run.pk,
+            ev.RUN_FINISHED,
+            {
+                "status": RunStatus.STOPPED,
+                "best_index": run.best_candidate.index if run.best_candidate else None,
+                "best_score": run.best_score,
+                "seed_score": run.seed_score,
+                "metric_calls": run.budget_used,
+                "cost": round(run.cost, 8),
+                "stop_reason": reason,
+            },
+        )
+
+
 def run_stop(*, run: Run) -> Run:
-    """Stop between iterations (a queued run stops at once)."""
+    """Stop between iterations (a queued or paused run stops at once)."""
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run.pk)
-        if run.status == RunStatus.QUEUED:
-            run_set_status(
+        if run.status in (RunStatus.QUEUED, RunStatus.PAUSED):
+            _stop_unheld(
                 run,
-                RunStatus.STOPPED,
-                "stopped before it started",
-                stop_requested=True,
-                finished_at=timezone.now(),
+                "stopped before it started"
+                if run.status == RunStatus.QUEUED
+                else "stopped while paused",
             )
         elif external_run_end_if_silent(run, cancel=False):
             run.refresh_from_db()
         elif run.status in (RunStatus.RUNNING, RunStatus.STOPPING):
             run_set_status(
-                run, RunStatus.STOPPING, "stopping after this iteration", stop_requested=True
+                run,
+                RunStatus.STOPPING,
+                "stopping after this iteration",
+                stop_requested=True,
+                pause_requested=False,
             )
         else:
             raise RunStateError(
@@ -398,24 +433,63 @@ def run_stop(*, run: Run) -> Run:
     return run
 
 
+EXTERNAL_PAUSE_PROBLEM = "an external run's callbacks are observe-only: it can only be stopped"
+
+
+def run_pause(*, run: Run, by: Any = None) -> Run:
+    """Pause a native run at its next iteration boundary: the iteration in flight
+    finishes, gepa writes its checkpoint and the worker lets the run go (status
+    paused: no worker, not an active run). A queued run pauses at once. Asking
+    again while it pauses, or once it is paused, changes nothing. `by`: the user
+    who asked (None: the command line)."""
+    with transaction.atomic():
+        run = Run.objects.select_related("progress").select_for_update(of=("self",)).get(pk=run.pk)
+        if run.is_external:
+            raise RunStateError(f"run {run.pk} cannot be paused: {EXTERNAL_PAUSE_PROBLEM}")
+        if run.imported:
+            raise RunStateError(f"run {run.pk} was imported, not executed here; fork it instead")
+        if run.status == RunStatus.PAUSED or (
+            run.status == RunStatus.RUNNING and run.pause_requested
+        ):
+            return run
+        by_pk = getattr(by, "pk", None)
+        if run.status == RunStatus.QUEUED:
+            Run.objects.filter(pk=run.pk).update(paused_by_id=by_pk)
+            run_set_paused(run, iteration=None)
+        elif run.status == RunStatus.RUNNING:
+            name = getattr(by, "username", "") or ""
+            run_set_status(
+                run,
+                RunStatus.RUNNING,
+                f"pausing after this iteration (asked by {name})"
+                if name
+                else "pausing after this iteration",
+                pause_requested=True,
+                paused_by_id=by_pk,
+            )
+        else:
+            raise RunStateError(
+                f"run {run.pk} is {run.status}; only a queued or running run can be paused"
+            )
+    return run
+
+
 def run_cancel(*, run: Run) -> Run:
     """Abort now: the evaluation in flight is abandoned, what was recorded stays."""
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run.pk)
-        if run.status == RunStatus.QUEUED:
-            run_set_status(
-                run,
-                RunStatus.STOPPED,
-                "cancelled",
-                stop_requested=True,
-                cancel_requested=True,
-                finished_at=timezone.now(),
-            )
+        if run.status in (RunStatus.QUEUED, RunStatus.PAUSED):
+            _stop_unheld(run, "cancelled", reason="cancelled", cancel_requested=True)
         elif external_run_end_if_silent(run, cancel=True):
             run.refresh_from_db()
         elif run.status in (RunStatus.RUNNING, RunStatus.STOPPING):
             run_set_status(
-                run, RunStatus.STOPPING, "cancelling", stop_requested=True, cancel_requested=True
+                run,
+                RunStatus.STOPPING,
+                "cancelling",
+                stop_requested=True,
+                cancel_requested=True,
+                pause_requested=False,
             )
         else:
             raise RunStateError(
@@ -425,8 +499,9 @@ def run_cancel(*, run: Run) -> Run:
 
 
 def run_resume(*, run: Run, extra_budget: int = 0) -> Run:
-    """Resume a stopped, failed or crashed run from its checkpoint, or continue a
-    completed one with `extra_budget` more metric calls."""
+    """Resume a paused, stopped, failed or crashed run from its checkpoint, or
+    continue a completed one with `extra_budget` more metric calls. A running run
+    asked to pause and not paused yet keeps running (the pause is withdrawn)."""
     from optimizer.runs.runner import STALE_AFTER
 
     if extra_budget < 0:
@@ -457,12 +532,23 @@ def run_resume(*, run: Run, extra_budget: int = 0) -> Run:
             )
         if run.status == RunStatus.COMPLETED and extra_budget == 0:
             raise RunStateError("extra_budget: a completed run continues only with more budget")
-        if (
-            run.status not in (RunStatus.STOPPED, RunStatus.FAILED, RunStatus.COMPLETED)
-            and not crashed
-        ):
+        if run.status == RunStatus.RUNNING and run.pause_requested and not crashed:
+            # Resumed before it reached its pause: the pause is withdrawn, the run goes on
+            # (a runner that has already left gepa for it picks the run up again). Its
+            # worker set its budget when it started: more budget waits for the pause.
+            if extra_budget:
+                raise RunStateError(
+                    f"extra_budget: run {run.pk} is still running (pausing); "
+                    "add budget once it is paused"
+                )
+            run_set_status(
+                run, RunStatus.RUNNING, "optimizing", pause_requested=False, paused_by_id=None
+            )
+            return run
+        resumable = (RunStatus.STOPPED, RunStatus.FAILED, RunStatus.COMPLETED, RunStatus.PAUSED)
+        if run.status not in resumable and not crashed:
             raise RunStateError(
-                f"run {run.pk} is {run.status}; only a stopped, failed, completed or crashed run resumes"
+                f"run {run.pk} is {run.status}; only a paused, stopped, failed, completed or crashed run resumes"
             )
         run_set_status(
             run,
@@ -470,6 +556,8 @@ def run_resume(*, run: Run, extra_budget: int = 0) -> Run:
             "queued to resume",
             stop_requested=False,
             cancel_requested=False,
+            pause_requested=False,
+            paused_by_id=None,
             error="",
             stop_reason="",
             finished_at=None,

@@ -215,9 +215,9 @@ def _evaluation_rows_html(rows: list[dict]) -> str:
 
 @require_POST
 def run_control(request, run_id: int, action: str):
-    """stop / cancel / resume (optionally with more budget) / fork from a candidate.
-    Who steers the run stops and resumes it; more budget and a fork spend the
-    owner's endpoints beyond what the owner set, so they take control."""
+    """stop / cancel / pause / resume (optionally with more budget) / fork from a candidate.
+    Who steers the run stops, pauses and resumes it; more budget and a fork spend
+    the owner's endpoints beyond what the owner set, so they take control."""
     run = run_selectors.run_for_user(request.user, run_id, steer=True)
     target = run
     form = RunControlForm(request.POST)
@@ -229,6 +229,8 @@ def run_control(request, run_id: int, action: str):
             services.run_stop(run=run)
         elif action == "cancel":
             services.run_cancel(run=run)
+        elif action == "pause":
+            services.run_pause(run=run, by=request.user)
         elif action == "resume":
             extra_budget = form.cleaned_data["extra_budget"] or 0
             if extra_budget:

@@ -22,7 +22,7 @@ import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import Any, Protocol, TypedDict
 
 from gepa import EvaluationBatch
 from gepa.core.adapter import ProposalFn
@@ -43,6 +43,14 @@ EMPTY_OUTPUT = "empty output (the task model answered with no text)"
 # The feedback of an example the task model failed (then its Evaluation has no output).
 MODEL_FAILED = "The task model failed: "
 ROW_VERIFIER_ID = "row"
+
+
+class Carried(Protocol):
+    """What the adapter hands gepa to keep in its checkpoint (optimizer.runs.checkpoint.CarriedState)."""
+
+    def snapshot(self) -> dict[str, Any]: ...
+
+    def restore(self, saved: dict[str, Any]) -> None: ...
 
 
 class SystemicFailure(RuntimeError):
@@ -128,8 +136,13 @@ class FrontierAdapter:
         dead_endpoint_seconds: float = DEAD_ENDPOINT_SECONDS,
         meter: UsageMeter | None = None,
         limits: BudgetGuard | None = None,
+        carried: Carried | None = None,
     ) -> None:
         self.task_lm = task_lm
+        self.carried = carried
+        # Evaluations already recorded, answered from their record with no model call
+        # (answer_from_records): keyed like `records`, each used once.
+        self.recorded: dict[tuple[str, str], EvalRecord] = {}
         self.scorer = scorer
         self.concurrency = concurrency
         self.judge_factory = judge_factory
@@ -177,13 +190,12 @@ class FrontierAdapter:
         with self._lock:
             if self._last_answer_at is None:
                 self._last_answer_at = time.monotonic()
-        prompts = [system_prompt(candidate) for candidate, _ in items]
         calls = [
-            (prompt, row)
-            for prompt, (_, batch) in zip(prompts, items, strict=True)
+            (candidate_digest(candidate), system_prompt(candidate), row)
+            for candidate, batch in items
             for row in batch
         ]
-        flat = iter(list(self._pool.map(lambda call: self._run_one(call[1], call[0]), calls)))
+        flat = iter(list(self._pool.map(lambda call: self._answer_one(*call), calls)))
         results: list[Batch] = []
         for candidate, batch in items:
             records = [next(flat) for _ in batch]
@@ -220,6 +232,15 @@ class FrontierAdapter:
             objective_scores=[r.objective_scores for r in records],
         )
 
+    def get_adapter_state(self) -> dict[str, Any]:
+        """What gepa keeps in its checkpoint for us (0.1.4 asks before every save)."""
+        return self.carried.snapshot() if self.carried is not None else {}
+
+    def set_adapter_state(self, state: dict[str, Any]) -> None:
+        """What the checkpoint kept for us, handed back on resume (before the first iteration)."""
+        if self.carried is not None:
+            self.carried.restore(state)
+
     def make_reflective_dataset(
         self, candidate: dict[str, str], eval_batch: Batch, components_to_update: list[str]
     ) -> dict[str, list[JSONObject]]:
@@ -253,6 +274,22 @@ class FrontierAdapter:
     def forget_records(self) -> None:
         with self._lock:
             self.records.clear()
+
+    def answer_from_records(self, records: dict[tuple[str, str], EvalRecord]) -> None:
+        """Evaluations already recorded, keyed (candidate_digest, task_key): asked for
+        again, each is answered once from its record, with no model call and nothing
+        metered. On resume gepa 0.1.4 evaluates the seed on the whole valset again
+        and throws the result away (docs/gepa-notes.md §6): that costs nothing then."""
+        with self._lock:
+            self.recorded.update(records)
+
+    def _answer_one(self, digest: str, prompt: str, row: JSONObject) -> EvalRecord:
+        if self.recorded:
+            with self._lock:
+                known = self.recorded.pop((digest, row["task_id"]), None)
+            if known is not None:
+                return known
+        return self._run_one(row, prompt)
 
     def _run_one(self, row: JSONObject, prompt: str) -> EvalRecord:
         if self.should_abort():

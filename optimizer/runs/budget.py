@@ -425,6 +425,9 @@ class BudgetGuard:
         self._iterations = 0
         self._best: float | None = None
         self._since_best = 0
+        # gepa's iteration count (state.i) at the last check: a resumed run checks the
+        # boundary its checkpoint was written at again, and must not count it twice.
+        self._checked_at: int | None = None
 
     # -- gepa's stopper ----------------------------------------------------------
 
@@ -441,7 +444,10 @@ class BudgetGuard:
     def _reason_to_stop(self, state: GEPAState[Any, Any]) -> str | None:
         scores = list(getattr(state, "program_full_scores_val_set", []) or [])
         best = max(scores) if scores else None
-        if best is not None:
+        at = getattr(state, "i", None)
+        again = at is not None and at == self._checked_at
+        self._checked_at = at
+        if best is not None and not again:
             if self._best is None or best > self._best:
                 self._best, self._since_best = best, 0
             elif self._iterations:
@@ -458,6 +464,15 @@ class BudgetGuard:
         ):
             return REASON_COST
         return None
+
+    def carried(self) -> dict[str, Any]:
+        """The early-stop counters, carried in the checkpoint (optimizer.runs.checkpoint.CarriedState)."""
+        return {"best": self._best, "since_best": self._since_best, "checked_at": self._checked_at}
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        self._best = saved.get("best")
+        self._since_best = int(saved.get("since_best") or 0)
+        self._checked_at = saved.get("checked_at")
 
     def expected_iteration_cost(self) -> float:
         """What the next iteration should cost, from what this worker has observed."""

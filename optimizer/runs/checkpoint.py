@@ -27,8 +27,10 @@ tests/optimizer/runs/test_checkpoint.py fail if a new version moves them.
 
 from __future__ import annotations
 
+import copy
 import os
 import pickle
+import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -133,3 +135,60 @@ if not hasattr(GEPAEngine._log_candidate_tree, "frontier_original"):
     # The patch of gepa 0.1.4's private method the module docstring describes: mypy refuses
     # assigning to a method, and our wrapper is not generic as gepa's method is.
     GEPAEngine._log_candidate_tree = _wrap_candidate_tree(GEPAEngine._log_candidate_tree)  # type: ignore[method-assign,assignment]
+
+
+class CarriedState:
+    """What our side of a run must carry across a pause or a stop for the resumed
+    run to go on exactly as the uninterrupted one would: gepa's random generator
+    (0.1.4 does not persist it: docs/gepa-notes.md §6) and the minibatch sampler's
+    place, the simulator's memory of its proposals, the early-stop counters.
+
+    Each part is a (name, read, restore) pair. gepa 0.1.4 asks the adapter's
+    `get_adapter_state` before every save of its checkpoint and keeps the answer
+    in the pickle (GEPAState.adapter_state); after loading it, it hands it back
+    to `set_adapter_state`, before the first iteration. Parts read what is true
+    between two iterations; a part a checkpoint does not hold (one written
+    before it existed) is left as it starts."""
+
+    def __init__(self) -> None:
+        self._parts: dict[str, tuple[Callable[[], Any], Callable[[Any], None]]] = {}
+
+    def add(self, name: str, read: Callable[[], Any], restore: Callable[[Any], None]) -> None:
+        self._parts[name] = (read, restore)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {name: read() for name, (read, _) in self._parts.items()}
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        for name, (_, restore) in self._parts.items():
+            if name in saved:
+                restore(saved[name])
+
+
+# The fields of gepa 0.1.4's EpochShuffledBatchSampler (strategies/batch_sampler.py)
+# that say where it is in its epoch; its generator is carried apart (shared).
+SAMPLER_FIELDS = (
+    "shuffled_ids",
+    "epoch",
+    "id_freqs",
+    "last_trainset_size",
+    "_current_iteration",
+    "_calls_in_iteration",
+)
+
+
+def carry_randomness(carried: CarriedState, rng: random.Random, sampler: object) -> None:
+    """Carry the generator the run's candidate selector and minibatch sampler draw
+    from (the runner builds both around it: gepa.optimize builds its own, which
+    only its merge proposer then uses) and the sampler's place in its epoch."""
+    carried.add("rng", rng.getstate, rng.setstate)
+
+    def read() -> dict[str, Any]:
+        return {name: copy.copy(getattr(sampler, name)) for name in SAMPLER_FIELDS}
+
+    def restore(saved: dict[str, Any]) -> None:
+        for name, value in saved.items():
+            if name in SAMPLER_FIELDS:
+                setattr(sampler, name, value)
+
+    carried.add("minibatch_sampler", read, restore)

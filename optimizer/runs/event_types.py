@@ -35,10 +35,13 @@ PROPOSAL = "proposal"
 TRIALS = "trials"
 ERROR = "error"
 RUN_FINISHED = "run.finished"
+RUN_PAUSED = "run.paused"
 HOLDOUT_SCORED = "holdout.scored"
 WORKER_PING = "worker.ping"
 
-Status = Literal["queued", "running", "stopping", "stopped", "completed", "failed", "abandoned"]
+Status = Literal[
+    "queued", "running", "stopping", "stopped", "completed", "failed", "abandoned", "paused"
+]
 Verdict = Literal["pass", "borderline", "fail"]
 SplitName = Literal["train", "val", "holdout"]
 
@@ -215,6 +218,22 @@ class RunFinishedData(_Payload):
     )
 
 
+class RunPausedData(_Payload):
+    """The run paused between two iterations: its checkpoint is written and it
+    holds no worker. Not an end: a resume continues it from there (a `run.status`
+    event with the status "paused" comes with it)."""
+
+    type: ClassVar[str] = RUN_PAUSED
+    by: str = Field(description='who asked for the pause ("" from the command line)')
+    iteration: int | None = Field(
+        description="the last iteration finished before the pause (None: paused before it started, "
+        "or after its worker was lost)"
+    )
+    metric_calls: int = Field(
+        description="metric calls spent so far (nothing more is spent paused)"
+    )
+
+
 class HoldoutScoredData(_Payload):
     """The promotion report, when the run has a holdout split: the seed and the
     best candidate scored on it at the end (their Evaluations carry split "holdout")."""
@@ -245,6 +264,7 @@ PAYLOADS: dict[str, type[_Payload]] = {
         TrialsData,
         ErrorData,
         RunFinishedData,
+        RunPausedData,
         HoldoutScoredData,
         WorkerPingData,
     )

@@ -15,6 +15,7 @@ gepa (so gepa does not write its checkpoint either) and ends without a word.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +27,14 @@ import gepa
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
+from gepa.proposer.reflective_mutation.base import CandidateSelector
+from gepa.strategies.batch_sampler import EpochShuffledBatchSampler
+from gepa.strategies.candidate_selector import (
+    CurrentBestCandidateSelector,
+    EpsilonGreedyCandidateSelector,
+    ParetoCandidateSelector,
+    TopKParetoCandidateSelector,
+)
 from gepa.strategies.proposal_sampling import IndependentSampling
 
 from dashboard.lib.db_retry import retry_db
@@ -39,9 +48,15 @@ from optimizer.lm import (
     build_lm,
 )
 from optimizer.lm.config import coerce_config
-from optimizer.models import Candidate, Run, RunStatus
+from optimizer.models import Candidate, Evaluation, Run, RunStatus
 from optimizer.runs import event_types as ev
-from optimizer.runs.adapter import EvalRecord, FrontierAdapter, SystemicFailure
+from optimizer.runs.adapter import (
+    MODEL_FAILED,
+    EvalRecord,
+    FrontierAdapter,
+    SystemicFailure,
+    candidate_digest,
+)
 from optimizer.runs.budget import (
     BudgetGuard,
     BudgetReached,
@@ -50,7 +65,7 @@ from optimizer.runs.budget import (
     UsageMeter,
     UsageSnapshot,
 )
-from optimizer.runs.checkpoint import LeanCheckpoint, State
+from optimizer.runs.checkpoint import CarriedState, LeanCheckpoint, State, carry_randomness
 from optimizer.runs.claims import ClaimLost, RunClaim, process_lock
 from optimizer.runs.events import (
     publish_run_event,
@@ -59,7 +74,7 @@ from optimizer.runs.events import (
 )
 from optimizer.runs.recorder import RunRecorder
 from optimizer.runs.recording_thread import RecorderThread
-from optimizer.runs.status import run_set_status
+from optimizer.runs.status import run_set_paused, run_set_status
 from optimizer.runs.verify_loop import Judge, llm_judge, verifier_judge
 from optimizer.tasksets.models import Split
 from verifiers_app.engine import Scorer, SpecError, compile_specs
@@ -107,9 +122,16 @@ def claim(run_id: int) -> tuple[Run, RunClaim] | None:
         )
         if run is None or run.imported or run.is_external or run.status in RunStatus.finished():
             return None
+        if run.status == RunStatus.PAUSED:
+            return None  # paused before a worker took it: a resume queues it again
         alive = run.heartbeat_at and now - run.heartbeat_at < STALE_AFTER
         if run.status in (RunStatus.RUNNING, RunStatus.STOPPING) and alive:
             return None  # a live worker has it: a duplicate delivery
+        if run.pause_requested and not run.stop_requested:
+            # Its worker was lost on the way to the pause: the run pauses here, at its
+            # last checkpoint (a resume runs again the iteration that was in flight).
+            run_set_paused(run, iteration=None)
+            return None
         run.status = RunStatus.STOPPING if run.stop_requested else RunStatus.RUNNING
         run.started_at = run.started_at or now
         run.claim = RunClaim.new_token()
@@ -172,31 +194,54 @@ def _execute(run_id: int) -> str | None:
     if claimed is None:
         return None
     run, run_claim = claimed
-    heartbeat = Heartbeat(run_claim)
-    heartbeat.start()
-    try:
-        # The engine thread writes each event to the database; a background thread
-        # sends it to the browsers (in order), off the critical path of the run.
-        with publishing_in_background():
-            return _optimize(run, run_claim, heartbeat)
-    except Exception as error:
-        if run_claim.lost.is_set():
-            log.warning(
-                "run %s: stopped on this worker, another one holds it (%s)",
-                run_id,
-                type(error).__name__,
+    while True:
+        heartbeat = Heartbeat(run_claim)
+        heartbeat.start()
+        try:
+            # The engine thread writes each event to the database; a background thread
+            # sends it to the browsers (in order), off the critical path of the run.
+            with publishing_in_background():
+                status = _optimize(run, run_claim, heartbeat)
+            if not isinstance(status, _GoOn):
+                return status
+        except Exception as error:
+            return _failed(run_id, run_claim, heartbeat, error)
+        finally:
+            heartbeat.done.set()
+            heartbeat.join()
+        # The pause was withdrawn (resumed) after gepa had stopped for it: go on from its checkpoint.
+        run = (
+            retry_db(
+                lambda: Run.objects.select_related("progress").get(pk=run_id),
+                what=f"run {run_id}: read",
             )
-            return None
-        if isinstance(error, (SystemicFailure, LMError, SpecError)):
-            return _finish(run_claim, heartbeat, failure=str(error))
-        log.exception("run %s failed", run_id)
-        return _finish(run_claim, heartbeat, failure=f"{type(error).__name__}: {error}")
-    finally:
-        heartbeat.done.set()
-        heartbeat.join()
+            or run
+        )
 
 
-def _optimize(run: Run, run_claim: RunClaim, heartbeat: Heartbeat) -> str | None:
+def _failed(run_id: int, run_claim: RunClaim, heartbeat: Heartbeat, error: Exception) -> str | None:
+    """The run's end when the runner raised: nothing if another worker holds it now."""
+    if run_claim.lost.is_set():
+        log.warning(
+            "run %s: stopped on this worker, another one holds it (%s)",
+            run_id,
+            type(error).__name__,
+        )
+        return None
+    if isinstance(error, (SystemicFailure, LMError, SpecError)):
+        return _finish(run_claim, heartbeat, failure=str(error))
+    log.exception("run %s failed", run_id, exc_info=error)
+    return _finish(run_claim, heartbeat, failure=f"{type(error).__name__}: {error}")
+
+
+class _GoOn:
+    """What _optimize returns when the run is not over: its pause was withdrawn."""
+
+
+GO_ON = _GoOn()
+
+
+def _optimize(run: Run, run_claim: RunClaim, heartbeat: Heartbeat) -> str | _GoOn | None:
     config = parse_run_config(run.config)
     directory = run_dir(run.pk)
     directory.mkdir(parents=True, exist_ok=True)
@@ -233,7 +278,10 @@ def _optimize(run: Run, run_claim: RunClaim, heartbeat: Heartbeat) -> str | None
         patience=config.early_stop.after_iterations_without_improvement,
         used_at_start=run.budget_used,
     )
+    carried = CarriedState()
+    carried.add("early_stop", limits.carried, limits.restore)
     adapter = FrontierAdapter(
+        carried=carried,
         task_lm=MeteredLM(build_lm(resolved_lm(config.task_lm)), meter, "task", limits=limits),
         scorer=scorer,
         concurrency=config.concurrency,
@@ -243,6 +291,10 @@ def _optimize(run: Run, run_claim: RunClaim, heartbeat: Heartbeat) -> str | None
         meter=meter,
         limits=limits,
     )
+    if resuming:
+        adapter.answer_from_records(
+            retry_db(lambda: _recorded_seed(run), what=f"run {run.pk}: read") or {}
+        )
     task_pks = (
         dict(run.task_set.tasks.values_list("task_id", "pk")) if run.task_set is not None else {}
     )
@@ -269,9 +321,38 @@ def _optimize(run: Run, run_claim: RunClaim, heartbeat: Heartbeat) -> str | None
             heartbeat,
             meter,
             limits,
+            carried,
         )
     finally:
         adapter.close()
+
+
+def _recorded_seed(run: Run) -> dict[tuple[str, str], EvalRecord]:
+    """The seed's recorded val evaluations, keyed as the adapter keys its records.
+    A resume asks for them again (gepa 0.1.4 evaluates the seed on every resume
+    and keeps nothing of it): the adapter answers them from here, for free."""
+    seed = Candidate.objects.filter(run=run, index=0).first()
+    if seed is None:
+        return {}
+    digest = candidate_digest(seed.components)
+    return {
+        (digest, e.task_key): EvalRecord(
+            task_key=e.task_key,
+            output=e.output,
+            score=e.score,
+            verdict=e.verdict,
+            passed=e.passed,
+            result=e.result,
+            feedback=e.feedback,
+            objective_scores={
+                str(v.get("id")): float(v.get("score", 0.0))
+                for v in (e.result or {}).get("verifiers", [])
+                if isinstance(v, dict)
+            },
+            failed=not e.output and e.feedback.startswith(MODEL_FAILED),
+        )
+        for e in Evaluation.objects.filter(candidate=seed, split=Split.VAL)
+    }
 
 
 def _run_gepa(
@@ -286,23 +367,34 @@ def _run_gepa(
     heartbeat: Heartbeat,
     meter: UsageMeter,
     limits: BudgetGuard,
-) -> str | None:
-    """gepa.optimize with our adapter, recorder and stopper, then the holdout and the final status."""
-    reflection = _reflection_kwargs(config, recorder, meter, limits)
+    carried: CarriedState,
+) -> str | _GoOn | None:
+    """gepa.optimize with our adapter, recorder and stopper, then the holdout and the
+    final status, or the pause."""
+    reflection = _reflection_kwargs(config, recorder, meter, limits, carried)
+    selector, sampler = _randomness(config, carried)
+    boundary = Boundary()
 
     def stop_requested(gepa_state: State) -> bool:
         """gepa asks before each iteration, just before it writes its checkpoint.
         A lost claim raises out of gepa.optimize, so that checkpoint (and the
-        final one) is never written by a worker that no longer holds the run."""
+        final one) is never written by a worker that no longer holds the run.
+        What the users asked of the run is read here, between two iterations."""
         if run_claim.lost.is_set():
             raise ClaimLost(f"run {run.pk} is held by another worker")
         flags = retry_db(
-            lambda: run_claim.runs().values_list("stop_requested", flat=True).first(),
+            lambda: run_claim.runs().values("stop_requested", "pause_requested").first(),
             what=f"run {run.pk}: stop check",
         )
         if flags is None:
             run_claim.give_up()
-        return flags or heartbeat.cancelled.is_set()
+            return True  # give_up raised: not reached
+        if flags["stop_requested"] or heartbeat.cancelled.is_set():
+            return True
+        if flags["pause_requested"]:
+            boundary.pause_at = gepa_state.i
+            return True
+        return False
 
     # The recorder's writes run on their own thread, and so does the writing of
     # gepa's checkpoint, behind them (recording.barrier, the first stopper, sets it up).
@@ -314,9 +406,9 @@ def _run_gepa(
                 trainset=trainset,
                 valset=valset,
                 adapter=adapter,
-                candidate_selection_strategy=config.candidate_selection,
+                candidate_selection_strategy=selector,
+                batch_sampler=sampler,
                 frontier_type=config.frontier_type,
-                reflection_minibatch_size=config.minibatch_size,
                 module_selector=config.module_selector,
                 use_merge=config.use_merge,
                 max_merge_invocations=config.max_merge_invocations,
@@ -363,6 +455,8 @@ def _run_gepa(
         return _finish(
             run_claim, heartbeat, phase="stopped by the user", reason="stopped by the user"
         )
+    if boundary.pause_at is not None:
+        return _pause(run_claim, heartbeat, iteration=boundary.pause_at)
     reason = limits.reason or ""
     if config.splits.holdout:
         retry_db(
@@ -378,6 +472,66 @@ def _run_gepa(
     return _finish(
         run_claim, heartbeat, phase=f"finished: {reason}" if reason else "finished", reason=reason
     )
+
+
+class Boundary:
+    """What the stopper decided at the last iteration boundary, for after gepa
+    returns. The boundary is where users' requests to a running run take effect
+    (stop, pause): work added there belongs in the stopper too."""
+
+    def __init__(self) -> None:
+        # gepa's iteration count (state.i) where the run stopped to pause; None: no pause.
+        self.pause_at: int | None = None
+
+
+def _pause(run_claim: RunClaim, heartbeat: Heartbeat, *, iteration: int) -> str | _GoOn | None:
+    """gepa stopped at a boundary to pause and wrote its checkpoint: release the run
+    (run_set_paused) unless the pause was withdrawn meanwhile (a resume came
+    first): then the run goes on (GO_ON). The heartbeat ends first, so no beat
+    lands after the run is nobody's."""
+    heartbeat.done.set()
+    heartbeat.join()
+
+    def pause() -> bool:
+        with transaction.atomic():
+            run_claim.hold()
+            if not run_claim.runs().filter(pause_requested=True).exists():
+                return False
+            # gepa counts iterations from 0; the run page and events from 1 (state.i + 1).
+            run_set_paused(run_claim, iteration=iteration + 1)
+            return True
+
+    try:
+        paused = retry_db(pause, what=f"run {run_claim.run_id}: pause")
+    except ClaimLost:
+        return None
+    if paused is None:
+        return None
+    log.info(
+        "Run %s %s.", run_claim.run_id, "paused" if paused else "goes on: its pause was withdrawn"
+    )
+    return RunStatus.PAUSED if paused else GO_ON
+
+
+def _randomness(
+    config: RunConfig, carried: CarriedState
+) -> tuple[CandidateSelector, EpochShuffledBatchSampler[Any, Any]]:
+    """gepa's candidate selector and minibatch sampler, built here as gepa.optimize
+    builds them from the config's names (one generator seeded with the run's seed),
+    so the generator and the sampler's place can be carried across a pause
+    (checkpoint.carry_randomness): a resumed run draws what the uninterrupted one would."""
+    rng = random.Random(config.seed)
+    selectors: dict[str, Callable[[], CandidateSelector]] = {
+        "pareto": lambda: ParetoCandidateSelector(rng=rng),
+        "current_best": CurrentBestCandidateSelector,
+        "epsilon_greedy": lambda: EpsilonGreedyCandidateSelector(epsilon=0.1, rng=rng),
+        "top_k_pareto": lambda: TopKParetoCandidateSelector(k=5, rng=rng),
+    }
+    sampler: EpochShuffledBatchSampler[Any, Any] = EpochShuffledBatchSampler(
+        minibatch_size=config.minibatch_size, rng=rng
+    )
+    carry_randomness(carried, rng, sampler)
+    return selectors[config.candidate_selection](), sampler
 
 
 def _save_usage(run_id: int, recorder: RunRecorder) -> None:
@@ -450,6 +604,7 @@ def _reflection_kwargs(
     recorder: RunRecorder,
     meter: UsageMeter,
     limits: BudgetGuard,
+    carried: CarriedState,
 ) -> dict[str, Any]:
     """gepa.optimize's reflection arguments. The demo simulator proposes directly;
     a real model reflects through gepa's prompt (metered: its tokens come from the
@@ -459,6 +614,12 @@ def _reflection_kwargs(
     # any: the simulator must not take an earlier one as rejected.
     proposer = build_candidate_proposer(reflection, remember=config.parallel_proposals == 1)
     if proposer is not None:
+        remembered, recall = (
+            getattr(proposer, "remembered", None),
+            getattr(proposer, "recall", None),
+        )
+        if remembered is not None and recall is not None:  # the simulator's memory of its proposals
+            carried.add("proposer", remembered, recall)
         recorder.proposer_reasoning = lambda: str(getattr(proposer, "last_reasoning", "") or "")
         return {"custom_candidate_proposer": _Noting(_metered_proposer(proposer, meter), recorder)}
     lm = MeteredLM(build_lm(reflection), meter, "reflection", limits=limits)

@@ -1,7 +1,7 @@
 """The one writer of a run's status: the row's status, phase and companion fields
 and the `run.status` event, in one transaction.
 
-Two callers hold the run differently. The services (stop, cancel, resume) hold
+Two callers hold the run differently. The services (stop, cancel, pause, resume) hold
 the row lock (SELECT ... FOR UPDATE) and pass the Run. The runner passes its
 RunClaim: the UPDATE is then conditional on this worker still holding the run
 (optimizer/runs/claims.py), and a worker that lost it raises ClaimLost and writes
@@ -52,3 +52,40 @@ def run_set_status(
                 for name, value in progress.items():
                     setattr(holder.progress, name, value)
             publish_run_event(holder.pk, ev.RUN_STATUS, payload)
+
+
+def pause_phase(by: str) -> str:
+    """A paused run's phase: who paused it (no one named: the command line)."""
+    return f"paused by {by}" if by else "paused"
+
+
+def run_set_paused(holder: Run | RunClaim, *, iteration: int | None) -> None:
+    """Pause the run: publish `run.paused`, then `run.status` paused, clear the
+    pause request and the heartbeat and release the run (no claim), in one
+    transaction. The caller holds the run: the row lock (a Run) or its claim
+    (the runner, whose writes raise ClaimLost if another worker took the run).
+    Nothing is finished: the run keeps its checkpoint, a resume continues it."""
+    run_id = holder.pk if isinstance(holder, Run) else holder.run_id
+    with transaction.atomic():
+        if isinstance(holder, RunClaim):
+            holder.hold()
+        by, used = (
+            Run.objects.filter(pk=run_id)
+            .values_list("paused_by__username", "progress__budget_used")
+            .get()
+        )
+        by = by or ""
+        claim = holder if isinstance(holder, RunClaim) else None
+        publish_run_event(
+            run_id,
+            ev.RUN_PAUSED,
+            {"by": by, "iteration": iteration, "metric_calls": used},
+            claim=claim,
+        )
+        run_set_status(
+            holder, RunStatus.PAUSED, pause_phase(by), pause_requested=False, heartbeat_at=None
+        )
+        if claim is not None:
+            claim.update(claim="")  # the last write of this worker: the run is nobody's now
+        else:
+            Run.objects.filter(pk=run_id).update(claim="")

@@ -77,6 +77,7 @@ def run_summary(run: Run) -> JSONObject:
         "forked_from_candidate": run.forked_from_candidate,
         "error": run.error,
         "stop_requested": run.stop_requested,
+        "pause_requested": run.pause_requested,
         "model": run_model_label(run),
         "task_set": run.task_set.name if run.task_set is not None else "",
         "owner": run.owner.get_username(),

@@ -79,6 +79,10 @@ const redraws = {
   },
   trials: (/** @type {Trials} */ d) => { for (const item of d.items || []) renderTrial(item, d.candidate, d.split); },
   error: (/** @type {RunError} */ d) => renderError(d),
+  "run.paused": () => {
+    renderHeader();
+    doingFromStatus();
+  },
   "run.finished": () => {
     renderHeader();
     doingFromStatus();

@@ -103,6 +103,7 @@ def test_verifier_specs_task_rows_runs_candidates_evaluations_and_events_are_typ
         "completed",
         "failed",
         "abandoned",
+        "paused",
     }
     assert schemas["CandidateOut"]["properties"]["origin"]["$ref"].endswith("/Origin")
     assert {"score", "verdict", "output", "feedback", "tokens_in"} <= set(

@@ -130,6 +130,51 @@ def test_a_script_with_only_a_token_creates_imports_launches_follows_stops_resum
     ) == len(events)
 
 
+def test_a_script_with_only_a_token_pauses_and_resumes_a_run_twice(api, frontier_server):
+    """Pause asked mid-run: the run ends its iteration and says "paused" (no
+    run.finished); a second pause changes nothing; resume needs no budget and
+    the run goes on; after each pause budget_used equals the task calls the run
+    counted. A finished run's pause is a 409 naming its status."""
+    status, body, _ = api.call("POST", "/api/verifiers/", {"spec": {**SPEC, "id": "pause-refund"}})
+    assert status == 201, body
+    config = {
+        "task_set_id": import_tasks(api, "pause tasks"),
+        "verifier_ids": ["pause-refund"],
+        "budget": {"max_metric_calls": 120},
+        "task_lm": {"provider": "demo", "model": "demo-task", "simulated_latency_ms": 100},
+    }
+    status, run, _ = api.call("POST", "/api/runs/", {"config": config})
+    assert status == 201, run
+    run_id = run["id"]
+    for _ in range(2):
+        wait_until(
+            lambda: (
+                api.call("GET", f"/api/runs/{run_id}")[1]["status"] == "running"
+                and len(api.call("GET", f"/api/runs/{run_id}")[1]["candidates"]) >= 1
+            ),
+            what="the run to be running",
+            timeout=60,
+        )
+        status, body, _ = api.call("POST", f"/api/runs/{run_id}/pause")
+        assert status == 200 and body["status"] in ("running", "paused"), body
+        status, again, _ = api.call("POST", f"/api/runs/{run_id}/pause")
+        assert status == 200, again
+        wait_until(lambda: run_status(api, run_id) == "paused", what="the pause", timeout=60)
+        status, paused, _ = api.call("GET", f"/api/runs/{run_id}")
+        assert paused["budget_used"] == paused["usage"]["task"]["calls"], paused
+        assert paused["phase"] == f"paused by {E2E_USERNAME}" and not paused["pause_requested"]
+        status, body, _ = api.call("POST", f"/api/runs/{run_id}/resume", {})
+        assert status == 200 and body["status"] == "queued", body
+    wait_until(lambda: run_status(api, run_id) in FINISHED, what="the run to end", timeout=120)
+    status, events, _ = api.call("GET", f"/api/runs/{run_id}/events?after=0&limit=5000")
+    types = [e["type"] for e in events]
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert types.count("run.paused") == 2 and types.count("run.finished") == 1
+    status, body, _ = api.call("POST", f"/api/runs/{run_id}/pause")
+    assert status == 409, body
+    assert body["detail"].endswith("; only a queued or running run can be paused"), body
+
+
 def test_a_check_type_typo_is_saved_with_a_warning_that_dry_run_and_launch_repeat(api):
     """Scoring skips an unknown check type (its weight gone): the script is told
     where it typed it and what it probably meant, wherever the spec is used."""

@@ -2,7 +2,8 @@
 launched from the form (the embedded worker executes it with the offline
 simulator, slowed down so it can be watched) fills the charts over the
 websocket; a reload shows the same data; a dropped socket catches up with no
-gap; the Stop button stops it; a lineage node opens its candidate."""
+gap; the Stop button stops it; Pause and Resume change the page live; a
+lineage node opens its candidate."""
 
 import re
 import time
@@ -234,6 +235,44 @@ def test_the_owner_stops_resumes_and_cancels_a_run_from_its_page_and_sees_each_l
     page.get_by_role("button", name="Cancel").click()
     expect(page.locator("[data-field=status]")).to_have_text("stopped", timeout=60_000)
     assert "Cancel this run now?" in dialogs[0]
+
+
+def test_the_owner_pauses_and_resumes_a_run_and_the_page_turns_pause_into_resume_live(
+    page, demo_data
+):
+    """Pause (a form post, like Stop) asks the run to pause after its iteration:
+    the page that loads says so, then turns to "paused" and swaps Pause for
+    Resume over the websocket, with no reload; Resume brings it back to running
+    the same way."""
+    launch_demo_run(page, budget=2000, latency_ms=800)
+    wait_until(lambda: state(page)["points"] >= 1, what="the seed candidate")
+    status = page.locator("[data-field=status]")
+    pause = page.get_by_role("button", name="Pause")
+    resume = page.get_by_role("button", name="Resume")
+    expect(resume).to_be_hidden()
+    pause.click()
+    page.wait_for_load_state()
+    page.evaluate("() => { window.__sameDocument = true; }")
+    expect(status).to_have_text("paused", timeout=60_000)
+    expect(resume).to_be_visible()
+    expect(pause).to_be_hidden()
+    expect(page.get_by_role("button", name="Stop")).to_be_visible()  # a paused run can be stopped
+    expect(page.locator("[data-field=phase]")).to_have_text(f"paused by {E2E_USERNAME}")
+    assert page.evaluate("() => window.__sameDocument === true"), "the page reloaded"
+    page.screenshot(path=str(ARTIFACTS / "live-run-paused.png"), full_page=True)
+
+    paused_points = state(page)["points"]
+    resume.click()
+    page.wait_for_load_state()
+    page.evaluate("() => { window.__sameDocument = true; }")
+    expect(status).to_have_text("running", timeout=30_000)
+    expect(pause).to_be_visible()
+    expect(resume).to_be_hidden()
+    wait_until(lambda: state(page)["points"] > paused_points, what="new candidates after resuming")
+    assert page.evaluate("() => window.__sameDocument === true"), "the page reloaded"
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Cancel").click()
+    expect(status).to_have_text("stopped", timeout=60_000)
 
 
 def test_clicking_a_lineage_node_opens_that_candidate(page, demo_data):

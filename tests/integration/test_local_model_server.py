@@ -24,7 +24,7 @@ from playwright.sync_api import expect
 
 from optimizer.models import Evaluation, ModelEndpoint, Run, RunEvent, RunStatus
 from optimizer.runs.budget import format_cost
-from optimizer.services import run_launch
+from optimizer.services import run_launch, run_pause, run_resume
 from optimizer.tasksets.models import Task
 from tests.e2e.conftest import chromium, progress_only
 from tests.integration.conftest import (
@@ -326,3 +326,46 @@ def test_optimize_run_wait_against_the_real_server_shows_a_clean_bar_and_the_sum
         summary["best_candidate_index"]
         == Run.objects.get(pk=summary["run_id"]).best_candidate.index
     )
+
+
+def completions_served(llama_server) -> int:
+    """The server's own count of chat completions it answered (its access log)."""
+    return llama_server.log().count('"POST /v1/chat/completions HTTP/1.1" 200')
+
+
+def test_a_run_on_the_real_server_paused_and_resumed_pays_each_call_once(
+    llama_server, celery_worker, user
+):
+    """Paused once it has its seed, resumed at once: at the pause and at the
+    end, the model calls the run counted (task and reflection) are the
+    completions the server answered for it, and budget_used is its task calls:
+    the resume asked the server nothing again (gepa 0.1.4 would have scored the
+    seed on the valset a second time)."""
+    refund_verifier(user)
+    task_set = refund_task_set(user)
+    priced_endpoint(llama_server)
+    before = completions_served(llama_server)
+    run = run_launch(
+        owner=user,
+        config=run_config(
+            task_set, task_lm="smol", reflection_lm="smol", budget={"max_metric_calls": 20}
+        ),
+    )
+    wait_until(run.candidates.exists, timeout=240, what="the seed's val evaluation", interval=0.5)
+    run_pause(run=run, by=user)
+    wait_until(
+        lambda: Run.objects.filter(pk=run.pk, status=RunStatus.PAUSED).exists(),
+        timeout=240,
+        what=f"the pause\n{celery_worker.log()[-3000:]}",
+        interval=0.5,
+    )
+    for moment in ("paused", "finished"):
+        run = Run.objects.select_related("progress").get(pk=run.pk)
+        calls = run.usage["task"]["calls"] + run.usage["reflection"]["calls"]
+        assert completions_served(llama_server) - before == calls, moment
+        assert run.budget_used == run.usage["task"]["calls"], moment
+        if moment == "paused":
+            run_resume(run=run)
+            run = finished_run(run, celery_worker, llama_server)
+            assert run.status == RunStatus.COMPLETED, run.error
+    assert run.events.filter(type="run.paused").count() == 1

@@ -304,6 +304,28 @@ def test_stop_from_another_process_ends_the_run_between_iterations(site):
     assert summary["status"] == "stopped" and summary["metric_calls"] < 2000
 
 
+def test_pause_from_another_process_ends_the_wait_paused_and_resume_wait_completes_it(site):
+    """`optimize pause` lets the iteration finish and the run holds nothing: the
+    `--wait` that ran it returns with the status "paused"; `optimize resume
+    --wait` goes on to the end, its budget_used the task calls it counted."""
+    waiting, run_id = launch(site, "--model", "slow-demo", "--budget", "400")
+    wait_until(lambda: len(site.candidates(run_id)) >= 1, what="the seed", interval=0.05)
+    paused = site.manage("optimize", "pause", str(run_id))
+    assert paused.returncode == 0 and json.loads(paused.stdout)["run_id"] == run_id, paused.stderr
+    out, err = waiting.communicate(timeout=60)
+    assert json.loads(out)["status"] == "paused", err[-2000:]
+    assert site.query("SELECT status, claim FROM optimizer_run WHERE id = ?", run_id) == [
+        ("paused", "")
+    ]
+    resumed = site.manage("optimize", "resume", str(run_id), "--wait")
+    assert json.loads(resumed.stdout)["status"] == "completed", resumed.stderr[-2000:]
+    ((used, usage),) = site.query(
+        "SELECT budget_used, usage FROM optimizer_runprogress WHERE run_id = ?", run_id
+    )
+    assert used == json.loads(usage)["task"]["calls"]
+    assert len(site.events(run_id, "run.paused")) == 1
+
+
 def test_cancel_aborts_without_waiting_for_the_iteration(site):
     # 4 s per model call: after the seed, the parent's minibatch (one wave) and the
     # reflection take 8 s before the child's minibatch starts. The cancel (a process

@@ -2,7 +2,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
-  addScoresPage, bestIndex, bestSoFar, leadCount, leadCounts, lineageEdges, lineageSummary, mergeEvent, moreRows, recomputeMembers, role, tableRowsNext, unzip, verdictCounts,
+  addScoresPage, bestIndex, bestSoFar, controlShown, leadCount, leadCounts, lineageEdges, lineageSummary, mergeEvent, moreRows, recomputeMembers, role, tableRowsNext, unzip, verdictCounts,
 } from "../../static/js/run/state.js";
 import { candidateNew, loaded } from "./snapshot.mjs";
 
@@ -288,4 +288,22 @@ test("a big run's lineage summary keeps the front, the best, the seed and the to
   S.members = new Set();
   assert.deepEqual(lineageSummary(S, 1), [0, 1, 2, 3, 4]);
   assert.deepEqual(lineageSummary(S, 0), [0, 1, 2, 3, 4]); // the best alone
+});
+
+test("a paused run offers Resume and Stop, a running one Pause and Stop, a finished one Resume", () => {
+  const S = loaded({ candidates: [seed] });
+  const shown = () => ["queued running", "active paused", "finished", "active"].filter((when) => controlShown(when, S.run));
+  mergeEvent(S, { type: "run.status", seq: 1, data: { status: "running", phase: "optimizing" } }, NOW);
+  assert.deepEqual(shown(), ["queued running", "active paused", "active"]);
+  mergeEvent(S, { type: "run.status", seq: 2, data: { status: "running", phase: "pausing after this iteration (asked by alice)" } }, NOW);
+  assert.equal(S.run.pause_requested, true);
+  mergeEvent(S, { type: "run.paused", seq: 3, data: { by: "alice", iteration: 2, metric_calls: 30 } }, NOW);
+  mergeEvent(S, { type: "run.status", seq: 4, data: { status: "paused", phase: "paused by alice" } }, NOW);
+  assert.equal(S.run.active, false);
+  assert.equal(S.run.pause_requested, false);
+  assert.deepEqual(shown(), ["active paused", "finished"]);
+  mergeEvent(S, { type: "run.status", seq: 5, data: { status: "queued", phase: "queued to resume" } }, NOW);
+  assert.deepEqual(shown(), ["queued running", "active paused", "active"]);
+  mergeEvent(S, { type: "run.finished", seq: 6, data: { status: "completed", best_index: 0, best_score: 0.4 } }, NOW);
+  assert.deepEqual(shown(), ["finished"]);
 });

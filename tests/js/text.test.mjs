@@ -130,6 +130,8 @@ test("what GEPA is doing: one line per status", () => {
   assert.equal(statusLine({ status: "running", phase: "" }), "Running: starting.");
   assert.match(statusLine({ status: "running", phase: "resuming" }), /^Resuming: everything recorded so far stays/);
   assert.equal(statusLine({ status: "completed" }), "Finished: the budget is spent.");
+  assert.equal(statusLine({ status: "running", phase: "pausing after this iteration (asked by alice)" }), "Pausing: GEPA finishes the current iteration, then pauses.");
+  assert.match(statusLine({ status: "paused", phase: "paused by alice" }), /^Paused: GEPA's checkpoint is saved and no worker is held/);
   assert.equal(statusLine({ status: "weird" }), "weird");
 });
 

@@ -124,3 +124,40 @@ def run_demo_with_holdout(owner, *, task_set: TaskSet | None = None, **config) -
     run.refresh_from_db()
     assert status == RunStatus.COMPLETED, run.error
     return run
+
+
+def act_at_iterations(monkeypatch, iterations, action) -> None:
+    """Call `action(iteration)` while gepa reports the end of each of `iterations`
+    (mid-run: what a user's click does between two of gepa's events)."""
+    from dashboard.lib.db_retry import retry_db
+    from optimizer.runs.recording_thread import RecorderThread
+
+    ended = RecorderThread.on_iteration_end
+
+    def hooked(self, event):
+        ended(self, event)
+        if event["iteration"] in iterations:
+            retry_db(lambda: action(event["iteration"]), what="act")
+
+    monkeypatch.setattr(RecorderThread, "on_iteration_end", hooked)
+
+
+def run_outcome(run: Run) -> dict:
+    """What a run found and spent, as a user compares two runs: its status, metric
+    calls, model calls and tokens, and every candidate (texts, parents, val score,
+    metric calls at birth)."""
+    from optimizer.models import Candidate
+
+    run = Run.objects.select_related("progress").get(pk=run.pk)
+    return {
+        "status": run.status,
+        "budget_used": run.budget_used,
+        "task_calls": run.usage["task"]["calls"],
+        "reflection_calls": run.usage["reflection"]["calls"],
+        "tokens": run.usage["total"]["tokens_in"] + run.usage["total"]["tokens_out"],
+        "best_score": run.best_score,
+        "candidates": [
+            (c.index, c.components, c.parents, round(c.val_score, 9), c.metric_calls)
+            for c in Candidate.objects.filter(run=run).order_by("index")
+        ],
+    }

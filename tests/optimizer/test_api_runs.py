@@ -1,4 +1,4 @@
-"""/api/runs: launch, dry-run, list, get, stop, cancel, resume, fork."""
+"""/api/runs: launch, dry-run, list, get, stop, cancel, pause, resume, fork."""
 
 from __future__ import annotations
 
@@ -177,6 +177,27 @@ def test_stopping_a_queued_run_stops_it_and_a_second_stop_is_a_409(user_client, 
     )
 
 
+def test_pause_and_resume_through_the_api(user_client, other_client, task_set):
+    """A queued run pauses at once; a resume needs no budget; a finished run's
+    pause is a 409 naming its status; who cannot control the run gets a 404."""
+    run_id = post(user_client, "/api/runs/", {"config": run_config(task_set)}).json()["id"]
+    assert other_client.post(f"/api/runs/{run_id}/pause").status_code == 404
+    paused = user_client.post(f"/api/runs/{run_id}/pause")
+    assert paused.status_code == 200, paused.content
+    assert (paused.json()["status"], paused.json()["phase"]) == ("paused", "paused by alice")
+    again = user_client.post(f"/api/runs/{run_id}/pause")
+    assert again.status_code == 200 and again.json()["status"] == "paused"
+    resumed = post(user_client, f"/api/runs/{run_id}/resume", {})
+    assert resumed.status_code == 200 and resumed.json()["status"] == "queued"
+    Run.objects.filter(pk=run_id).update(status=RunStatus.COMPLETED)
+    refused = user_client.post(f"/api/runs/{run_id}/pause")
+    assert refused.status_code == 409
+    assert (
+        refused.json()["detail"]
+        == f"run {run_id} is completed; only a queued or running run can be paused"
+    )
+
+
 def test_a_completed_run_continues_only_with_more_budget(user_client, task_set):
     run_id = post(user_client, "/api/runs/", {"config": run_config(task_set)}).json()["id"]
     Run.objects.filter(pk=run_id).update(status=RunStatus.COMPLETED)
@@ -326,7 +347,7 @@ def test_a_status_filter_that_is_no_status_is_a_400_naming_it(user_client):
         [problem] = response.json()["problems"]
         assert (
             problem["field"] == "status"
-            and "'queued', 'running', 'stopping', 'stopped', 'completed', 'failed' or 'abandoned'"
+            and "'queued', 'running', 'stopping', 'stopped', 'completed', 'failed', 'abandoned' or 'paused'"
             in problem["message"]
         )
     assert user_client.get("/api/runs/", {"status": "running"}).json() == []

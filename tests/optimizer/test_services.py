@@ -61,7 +61,7 @@ def test_a_running_run_resumes_only_once_its_worker_is_gone(user, task_set):
     Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING)
     run_progress(run.pk).update(heartbeat_at=timezone.now())
     with pytest.raises(
-        RunStateError, match="only a stopped, failed, completed or crashed run resumes"
+        RunStateError, match="only a paused, stopped, failed, completed or crashed run resumes"
     ):
         run_resume(run=run)
     run_progress(run.pk).update(
@@ -181,3 +181,123 @@ def test_the_demo_simulator_is_refused_as_an_llm_judge_by_launch_and_dry_run_nam
     # The run's verifiers as judge work offline with the demo models.
     config = run_config(task_set, verify={"enabled": True, "judge": "verifiers"})
     assert run_dry_run(owner=user, config=config) == []
+
+
+def _running(run: Run) -> Run:
+    """The run as a live worker holds it."""
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, claim="worker-token")
+    run_progress(run.pk).update(heartbeat_at=timezone.now())
+    return Run.objects.get(pk=run.pk)
+
+
+def test_a_queued_run_pauses_at_once_and_a_resume_queues_it_again(user, task_set):
+    run = run_launch(owner=user, config=run_config(task_set))
+    run = services.run_pause(run=run, by=user)
+    run = Run.objects.select_related("progress").get(pk=run.pk)
+    assert (run.status, run.phase, run.claim, run.finished_at) == (
+        RunStatus.PAUSED,
+        "paused by alice",
+        "",
+        None,
+    )
+    types = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("type", flat=True))
+    assert types == [ev.RUN_STATUS, ev.RUN_PAUSED, ev.RUN_STATUS]
+    assert run_resume(run=run).status == RunStatus.QUEUED  # no extra budget needed
+    assert Run.objects.get(pk=run.pk).paused_by is None
+
+
+def test_a_running_run_is_asked_to_pause_at_its_next_iteration_boundary(user, task_set):
+    run = _running(run_launch(owner=user, config=run_config(task_set)))
+    run = services.run_pause(run=run, by=user)
+    assert (run.status, run.phase, run.pause_requested) == (
+        RunStatus.RUNNING,
+        "pausing after this iteration (asked by alice)",
+        True,
+    )
+    assert run.claim == "worker-token"  # the worker still holds it until the boundary
+    services.run_pause(run=run, by=user)  # asked twice: one request, one event
+    assert RunEvent.objects.filter(run=run, type=ev.RUN_STATUS).count() == 2
+
+
+@pytest.mark.parametrize("status", [RunStatus.COMPLETED, RunStatus.STOPPED, RunStatus.FAILED])
+def test_only_a_queued_or_running_run_can_be_paused(user, task_set, status):
+    run = run_launch(owner=user, config=run_config(task_set))
+    Run.objects.filter(pk=run.pk).update(status=status)
+    with pytest.raises(
+        RunStateError,
+        match=rf"^run {run.pk} is {status}; only a queued or running run can be paused$",
+    ):
+        services.run_pause(run=run, by=user)
+
+
+def test_an_external_run_cannot_be_paused_and_says_why(user, task_set):
+    run = run_launch(owner=user, config=run_config(task_set))
+    Run.objects.filter(pk=run.pk).update(kind="external", status=RunStatus.RUNNING)
+    with pytest.raises(
+        RunStateError, match="an external run's callbacks are observe-only: it can only be stopped"
+    ):
+        services.run_pause(run=run, by=user)
+
+
+def test_a_paused_run_does_not_count_as_an_active_run(user, task_set, settings):
+    """A paused run holds no worker: it frees its owner's active-run slot, and
+    the watchdog neither re-queues it nor takes it for a crashed one."""
+    from optimizer.celery_tasks import release_unheld_runs, requeue_orphaned_runs
+    from optimizer.runs.limits import active_runs_problem, run_limits_for
+
+    settings.FRONTIER_MAX_ACTIVE_RUNS_PER_USER = 1
+    settings.RUNS_DIR = str(settings.DATA_DIR)
+    run = run_launch(owner=user, config=run_config(task_set))
+    assert active_runs_problem(user, run_limits_for(user))
+    services.run_pause(run=run, by=user)
+    assert active_runs_problem(user, run_limits_for(user)) is None
+    Run.objects.filter(pk=run.pk).update(enqueued_at=timezone.now() - timedelta(days=1))
+    assert requeue_orphaned_runs(include_queued=True) == []
+    assert release_unheld_runs() == []
+    assert Run.objects.get(pk=run.pk).status == RunStatus.PAUSED
+
+
+def test_stopping_a_paused_run_ends_it_at_once(user, task_set):
+    run = run_launch(owner=user, config=run_config(task_set))
+    services.run_pause(run=run, by=user)
+    run = services.run_stop(run=Run.objects.get(pk=run.pk))
+    run = Run.objects.get(pk=run.pk)
+    assert (run.status, run.phase, run.stop_reason) == (
+        RunStatus.STOPPED,
+        "stopped while paused",
+        "stopped by the user",
+    )
+    finished = RunEvent.objects.filter(run=run, type=ev.RUN_FINISHED).get()
+    assert finished.payload["status"] == "stopped"
+    seqs = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, len(seqs) + 1))
+
+
+def test_a_resume_before_the_pause_boundary_withdraws_the_pause(user, task_set):
+    run = _running(run_launch(owner=user, config=run_config(task_set)))
+    services.run_pause(run=run, by=user)
+    with pytest.raises(RunStateError, match="add budget once it is paused"):
+        run_resume(run=Run.objects.get(pk=run.pk), extra_budget=10)
+    run = run_resume(run=Run.objects.get(pk=run.pk))
+    run = Run.objects.get(pk=run.pk)
+    assert (run.status, run.phase, run.pause_requested, run.claim) == (
+        RunStatus.RUNNING,
+        "optimizing",
+        False,
+        "worker-token",
+    )
+
+
+def test_a_stop_while_pausing_wins_over_the_pause(user, task_set):
+    run = _running(run_launch(owner=user, config=run_config(task_set)))
+    services.run_pause(run=run, by=user)
+    run = services.run_stop(run=Run.objects.get(pk=run.pk))
+    assert (run.status, run.stop_requested, run.pause_requested) == (
+        RunStatus.STOPPING,
+        True,
+        False,
+    )
+    with pytest.raises(
+        RunStateError, match="is stopping; only a queued or running run can be paused"
+    ):
+        services.run_pause(run=run, by=user)

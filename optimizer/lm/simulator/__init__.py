@@ -138,6 +138,16 @@ class DemoCandidateProposer:
     def __repr__(self) -> str:
         return "DemoCandidateProposer()"
 
+    def remembered(self) -> list[list[str]]:
+        """What it remembers, as plain lists (a paused run carries it in its checkpoint)."""
+        return [[*key, text] for key, text in self._proposed.items()]
+
+    def recall(self, saved: list[list[str]]) -> None:
+        """Remember again what `remembered` gave (a resumed run)."""
+        self._proposed = {
+            (name, text, feedback): proposal for name, text, feedback, proposal in saved
+        }
+
     def __call__(
         self,
         candidate: dict[str, str],

@@ -1,8 +1,8 @@
-"""`manage.py optimize run|status|stop|cancel|resume` (docs/architecture.md "Public contracts").
+"""`manage.py optimize run|status|stop|cancel|pause|resume` (docs/architecture.md "Public contracts").
 
     optimize run --verifier ID|FILE [--verifier …] --tasks SET|FILE --model M
                  [--reflection-model M] --budget N|light|medium|heavy [--wait]
-    optimize status ID · optimize stop ID · optimize cancel ID
+    optimize status ID · optimize stop ID · optimize cancel ID · optimize pause ID
     optimize resume ID [--extra-budget N] [--wait]
     optimize import-gepa RUN_DIR|gepa_state.bin [--name N] [--user U]
 
@@ -41,6 +41,7 @@ from optimizer.services import (
     RunStateError,
     run_cancel,
     run_launch,
+    run_pause,
     run_resume,
     run_snapshot_warnings,
     run_stop,
@@ -100,12 +101,17 @@ class Command(BaseCommand):
             ("status", "print a run's summary, phase and error as JSON"),
             ("stop", "stop a run after the iteration in flight"),
             ("cancel", "abort a run now, abandoning the evaluation in flight"),
+            (
+                "pause",
+                "pause a run after the iteration in flight (it holds no worker); resume continues it",
+            ),
         ):
             sub.add_parser(name, help=help_text).add_argument(
                 "run_id", type=int, help="the run's id"
             )
         resume = sub.add_parser(
-            "resume", help="resume a stopped/failed/crashed run, or continue a completed one"
+            "resume",
+            help="resume a paused/stopped/failed/crashed run, or continue a completed one",
         )
         resume.add_argument("run_id", type=int, help="the run's id")
         resume.add_argument(
@@ -147,6 +153,8 @@ class Command(BaseCommand):
                     run = run_stop(run=run)
                 elif action == "cancel":
                     run = run_cancel(run=run)
+                elif action == "pause":
+                    run = run_pause(run=run)
                 elif action == "resume":
                     run = run_resume(run=run, extra_budget=options["extra_budget"])
             except RunStateError as error:
@@ -278,8 +286,9 @@ class Command(BaseCommand):
             while True:
                 run.refresh_from_db()
                 self._draw(run)
-                if run.status in RunStatus.finished() and (worker is None or not worker.is_alive()):
-                    break
+                settled = run.status in RunStatus.finished() or run.status == RunStatus.PAUSED
+                if settled and (worker is None or not worker.is_alive()):
+                    break  # finished, or paused (`optimize resume` goes on)
                 if (
                     worker is not None
                     and not worker.is_alive()

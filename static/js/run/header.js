@@ -2,7 +2,7 @@
 // The run page's header (status, best score, budget, cost, clock, an external
 // run's client) and its explainer card (templates/runs/_explainer.html: the
 // best prompt, what GEPA is doing now). Text reaches the DOM through textContent.
-import { bestIndex } from "./state.js";
+import { bestIndex, controlShown } from "./state.js";
 import { clientLine, clock, headerFigures, promptText, proposalLine, statusLine } from "./text.js";
 import { $, S, candidateUrl, root } from "./page.js";
 
@@ -25,7 +25,7 @@ export function renderHeader() {
   $("tokens").textContent = figures.tokens;
   $("cost-split").textContent = figures.costSplit;
   $("stop-reason").textContent = r.stop_reason || "–";
-  for (const control of /** @type {NodeListOf<HTMLElement>} */ (root.querySelectorAll("[data-when]"))) control.hidden = (control.dataset.when === "active") !== r.active;
+  for (const control of /** @type {NodeListOf<HTMLElement>} */ (root.querySelectorAll("[data-when]"))) control.hidden = !controlShown(control.dataset.when || "", r);
   $("error").textContent = r.error || "";
   $("error-panel").hidden = !r.error;
   renderClock();

@@ -37,6 +37,7 @@ import { clip } from "../format.js";
  * @property {string} pricing "priced", "unpriced", "simulator" or "not_reported"
  * @property {number} tokens
  * @property {Usage} usage
+ * @property {boolean} [pause_requested] a pause was asked: the run pauses after its iteration
  * @property {number | null} [eta_seconds] from run.budget events
  * @property {string | null} [client_seen_at] an external run's: ISO 8601
  * @property {number} [silent_after] an external run's: seconds
@@ -193,6 +194,14 @@ import { clip } from "../format.js";
  */
 
 const ACTIVE = ["queued", "running", "stopping"];
+
+// Which run controls the page shows. A control's data-when lists, space-separated,
+// when it applies: "active" (queued, running, stopping), "finished" (anything
+// else, a paused run included), or a status by name ("paused", "running" …).
+/** @param {string} when @param {Run} run */
+export function controlShown(when, run) {
+  return when.split(/\s+/).some((token) => (token === "active" ? run.active : token === "finished" ? !run.active : token === run.status));
+}
 /** @type {Record<string, string>} */
 const VERDICT_LETTERS = { pass: "p", borderline: "b", fail: "f" };
 
@@ -451,6 +460,7 @@ const merges = {
     Object.assign(S.run, { status: d.status, phase: d.phase ?? S.run.phase, active: ACTIVE.includes(d.status) });
     if (d.error) S.run.error = d.error;
     if (S.run.active) { S.run.finished_at = null; S.finishedAt = null; S.run.error = d.error || ""; S.run.stop_reason = ""; } // resumed: run_resume clears the error and the stop reason
+    S.run.pause_requested = d.status === "running" && (d.phase ?? "").startsWith("pausing");
     if (!S.run.started_at && d.status === "running") S.run.started_at = new Date(now).toISOString();
     return S.run;
   },
@@ -474,6 +484,10 @@ const merges = {
     if (d.best_index !== undefined && d.best_index !== null) S.run.best_index = d.best_index;
     if (d.best_score !== undefined) S.run.best_score = d.best_score;
     return S.leaders;
+  },
+  "run.paused": (S) => {
+    S.run.pause_requested = false;
+    return S.run;
   },
   "run.finished": (S, /** @type {{status: string, best_index: number | null, best_score: number | null, seed_score?: number | null, cost?: number, stop_reason?: string}} */ d, now) => {
     Object.assign(S.run, { status: d.status, active: false, best_index: d.best_index, best_score: d.best_score, seed_score: d.seed_score === undefined ? S.run.seed_score : d.seed_score });

@@ -146,12 +146,14 @@ const STATUS_LINES = {
   completed: "Finished: the budget is spent.",
   failed: "Failed: see the error below.",
   abandoned: "Abandoned: its tracker went silent, so the run ended with what it had sent.",
+  paused: "Paused: GEPA's checkpoint is saved and no worker is held. Resume goes on where it stopped, paying nothing again for what was already evaluated.",
 };
 
 /** @param {Run} run */
 export function statusLine(run) {
   // A server that starts (or a worker that takes a run over) says so before GEPA goes on.
   if (run.status === "running" && run.phase === "resuming") return "Resuming: everything recorded so far stays, and GEPA goes on where it stopped.";
+  if (run.status === "running" && (run.phase || "").startsWith("pausing")) return "Pausing: GEPA finishes the current iteration, then pauses.";
   if (run.status === "running") return run.phase === "optimizing" ? "Optimizing: GEPA picks a parent from the front, reflects on its misses and proposes a rewrite." : `Running: ${run.phase || "starting"}.`;
   return STATUS_LINES[run.status] || run.status;
 }

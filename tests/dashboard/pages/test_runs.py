@@ -1,5 +1,6 @@
 """Run pages, the snapshot endpoint, the launch form's JSON endpoints and the controls."""
 
+import html
 import json
 import socket
 import threading
@@ -93,6 +94,35 @@ def test_another_user_gets_a_404_for_a_run_that_is_not_shared_with_them(other_cl
         reverse("runs:candidate", args=[run.pk, 0]),
     ]:
         assert other_client.get(url).status_code == 404, url
+
+
+def test_a_running_run_offers_pause_beside_stop_and_a_paused_one_resume(user_client, user):
+    run = recorded_run(owner=user, candidates=2, val_tasks=2, status=RunStatus.RUNNING)
+    page = user_client.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    assert (
+        f'<form method="post" action="/runs/{run.pk}/pause/" data-control="pause" data-when="queued running" >'
+        in page
+    )
+    response = user_client.post(reverse("runs:control", args=[run.pk, "pause"]))
+    assert response.status_code == 302
+    run.refresh_from_db()
+    assert run.pause_requested and run.phase == "pausing after this iteration (asked by alice)"
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.PAUSED)
+    page = user_client.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    assert 'data-control="pause" data-when="queued running" hidden' in page
+    assert 'data-control="resume" data-when="finished" >' in page
+    assert 'data-control="stop" data-when="active paused" >' in page
+
+
+def test_an_external_run_offers_no_pause_and_says_why(user_client, user):
+    run = recorded_run(owner=user, candidates=2, val_tasks=2, status=RunStatus.RUNNING)
+    Run.objects.filter(pk=run.pk).update(kind="external")
+    page = html.unescape(user_client.get(reverse("runs:detail", args=[run.pk])).content.decode())
+    assert 'data-control="pause"' not in page and 'data-control="stop"' in page
+    assert (
+        "No Pause here: an external run's callbacks are observe-only, so it can only be stopped."
+        in page
+    )
 
 
 def test_a_user_a_run_is_shared_with_can_watch_it_but_not_control_it(

@@ -237,3 +237,50 @@ def test_an_endpoint_that_answers_nothing_for_a_while_is_a_systemic_failure_nami
             match=rf"has not answered for \d+ s: m @ 127.0.0.1:{port} \(http://127.0.0.1:{port}/v1\) did not answer",
         ):
             adapter.evaluate(ROWS[:4], SEED)
+
+
+class CallCountingLM:
+    """A model that counts its calls."""
+
+    def __init__(self, lm):
+        self.lm, self.calls = lm, 0
+
+    def complete(self, messages):
+        self.calls += 1
+        return self.lm.complete(messages)
+
+
+def test_an_evaluation_already_recorded_is_answered_from_its_record_once_without_a_model_call():
+    lm = CallCountingLM(build_lm({"provider": "demo", "model": "demo"}))
+    adapter = FrontierAdapter(task_lm=lm, scorer=compile_specs([REFUND_SPEC]))
+    first = adapter.evaluate(ROWS[:2], SEED)
+    recorded = adapter.take_all_records()
+    assert lm.calls == 2
+
+    adapter.answer_from_records(recorded)
+    again = adapter.evaluate(ROWS[:2], SEED)
+    assert lm.calls == 2  # nothing asked of the model
+    assert (again.outputs, again.scores, again.objective_scores) == (
+        first.outputs,
+        first.scores,
+        first.objective_scores,
+    )
+    adapter.evaluate(ROWS[:2], SEED)
+    assert lm.calls == 4  # each record answers once; another prompt is never answered from it
+    adapter.answer_from_records(recorded)
+    adapter.evaluate(ROWS[:2], {"instructions": "Another prompt."})
+    assert lm.calls == 6
+
+
+def test_the_adapter_hands_gepa_what_it_carries_and_takes_it_back():
+    from optimizer.runs.checkpoint import CarriedState
+
+    carried = CarriedState()
+    box = {"n": 1}
+    carried.add("box", lambda: box["n"], lambda saved: box.update(n=saved))
+    adapter = demo_adapter(carried=carried)
+    assert adapter.get_adapter_state() == {"box": 1}
+    adapter.set_adapter_state({"box": 7, "gone": 3})
+    assert box["n"] == 7
+    adapter.set_adapter_state({})  # a checkpoint written before the part existed
+    assert box["n"] == 7

@@ -386,3 +386,29 @@ def test_parallel_proposals_stay_within_the_budget(user, task_set):
     assert run.budget_total - run.budget_used < 2 * (
         2 * 1 + 4
     )  # less than one round of two proposals left
+
+
+class _State:
+    def __init__(self, i, scores, evals=10):
+        self.i, self.program_full_scores_val_set, self.total_num_evals = i, scores, evals
+
+
+def test_the_early_stop_count_carried_across_a_resume_counts_each_boundary_once():
+    """gepa checks the boundary its checkpoint was written at again on resume:
+    the counter carried in the checkpoint must not count that boundary twice."""
+
+    def guard():
+        return BudgetGuard(budget_total=1000, iteration_cost=5, meter=UsageMeter(), patience=3)
+
+    straight = guard()
+    for i in range(-1, 2):  # gepa's state.i: -1 before the first iteration
+        assert straight(_State(i, [0.5])) is False
+    assert straight(_State(2, [0.5])) is True  # 3 iterations without a better score
+
+    first = guard()
+    for i in range(-1, 2):  # paused at the boundary of state.i == 1
+        first(_State(i, [0.5]))
+    resumed = guard()
+    resumed.restore(first.carried())
+    assert resumed(_State(1, [0.5])) is False  # the boundary paused at, checked again
+    assert resumed(_State(2, [0.5])) is True

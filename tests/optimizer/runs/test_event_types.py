@@ -147,6 +147,7 @@ def test_the_catalogue_names_each_model_under_its_own_type():
         ev.TRIALS,
         ev.ERROR,
         ev.RUN_FINISHED,
+        ev.RUN_PAUSED,
         ev.HOLDOUT_SCORED,
         ev.WORKER_PING,
     )

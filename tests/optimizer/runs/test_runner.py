@@ -27,10 +27,12 @@ from optimizer.runs.runner import execute_run
 from optimizer.services import run_launch, run_resume, run_stop
 from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer, completion, error_body
 from tests.optimizer.run_helpers import (
+    act_at_iterations,
     endpoint,
     refund_task_set,
     refund_verifier,
     run_config,
+    run_outcome,
 )
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("runs_dir")]
@@ -311,6 +313,30 @@ def test_stop_ends_the_run_after_the_iteration_in_flight(user, task_set, monkeyp
     assert run.budget_used < 2000
     statuses = [e.payload["status"] for e in events(run, ev.RUN_STATUS)]
     assert statuses[-2:] == ["stopping", "stopped"]
+
+
+def test_a_run_stopped_and_resumed_spends_and_finds_what_the_uninterrupted_run_does(
+    user, task_set, monkeypatch
+):
+    """Stop at iteration 3, then Resume (no extra budget): the same candidates
+    (texts, parents, scores, metric calls at birth), budget used, task calls and
+    tokens as the same seeded run straight through; budget_used equals the task
+    calls counted after the stop and at the end (gepa 0.1.4 evaluates the seed
+    again on resume: answered from its records, and the generator, the
+    minibatch sampler and the simulator's memory carried in the checkpoint)."""
+    straight = launch(user, task_set, budget={"max_metric_calls": 150})
+    assert execute_run(straight.pk) == RunStatus.COMPLETED
+    expected = run_outcome(straight)
+    assert expected["budget_used"] == expected["task_calls"]
+
+    run = launch(user, task_set, budget={"max_metric_calls": 150})
+    act_at_iterations(monkeypatch, {3}, lambda _: run_stop(run=run))
+    assert execute_run(run.pk) == RunStatus.STOPPED
+    stopped = run_outcome(run)
+    assert stopped["budget_used"] == stopped["task_calls"] < expected["budget_used"]
+    run_resume(run=run)
+    assert execute_run(run.pk) == RunStatus.COMPLETED
+    assert run_outcome(run) == expected
 
 
 def test_a_failing_reflection_model_surfaces_as_error_events(user, task_set, monkeypatch):
