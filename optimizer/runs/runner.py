@@ -57,6 +57,7 @@ from optimizer.runs.events import (
     publish_run_events,
     publishing_in_background,
 )
+from optimizer.runs.injections import InjectionBoundary
 from optimizer.runs.recorder import RunRecorder
 from optimizer.runs.recording_thread import RecorderThread
 from optimizer.runs.status import run_set_status
@@ -302,11 +303,23 @@ def _run_gepa(
         )
         if flags is None:
             run_claim.give_up()
-        return flags or heartbeat.cancelled.is_set()
+        if flags or heartbeat.cancelled.is_set():
+            return True
+        return steer(gepa_state)
 
     # The recorder's writes run on their own thread, and so does the writing of
     # gepa's checkpoint, behind them (recording.barrier, the first stopper, sets it up).
     recording = RecorderThread(recorder)
+    # A run going on takes its users' candidates here, before gepa saves its state.
+    steer = InjectionBoundary(
+        run_id=run.pk,
+        budget_total=run.budget_total,
+        valset=valset,
+        adapter=adapter,
+        limits=limits,
+        meter=meter,
+        relay=recording.relay_injection,
+    )
     try:
         try:
             gepa.optimize(
