@@ -356,3 +356,52 @@ def test_the_fork_service_refuses_anyone_who_does_not_control_the_run(
     with pytest.raises(PermissionDenied):
         services.run_fork(run=run, candidate_index=0, owner=other_user)
     assert Run.objects.count() == 1
+
+
+EDITED = 'You answer customer questions for a shop. Always include "30 days" and "receipt".'
+
+
+def test_an_edited_candidate_is_accepted_with_a_202_and_listed_with_the_run(
+    user_client, other_client, task_set
+):
+    """202 with the pending injection (what it costs: one metric call per val task);
+    GET /injections lists it; someone who does not control the run gets a 404."""
+    run_id = post(user_client, "/api/runs/", {"config": run_config(task_set)}).json()["id"]
+    body = {"components": {"instructions": EDITED}, "edited_from": 0}
+    response = post(user_client, f"/api/runs/{run_id}/candidates", body)
+    assert response.status_code == 202, response.content
+    out = response.json()
+    assert out["status"] == "pending" and out["author"] == "alice" and out["metric_calls"] == 4
+    assert out["edited_from"] == 0 and out["candidate"] is None and out["fork_url"] is None
+    listed = user_client.get(f"/api/runs/{run_id}/injections").json()
+    assert [i["id"] for i in listed] == [out["id"]]
+    assert post(other_client, f"/api/runs/{run_id}/candidates", body).status_code == 404
+
+
+def test_a_bad_edited_candidate_is_a_400_naming_the_component(user_client, task_set):
+    run_id = post(user_client, "/api/runs/", {"config": run_config(task_set)}).json()["id"]
+    response = post(
+        user_client,
+        f"/api/runs/{run_id}/candidates",
+        {"components": {"instructions": "", "tone": "calm"}},
+    )
+    assert response.status_code == 400
+    fields = {p["field"] for p in response.json()["problems"]}
+    assert fields == {"components.instructions", "components.tone"}
+
+
+def test_an_edited_candidate_for_an_ended_run_is_a_409_offering_a_fork_from_its_text(
+    user_client, task_set
+):
+    run_id = post(user_client, "/api/runs/", {"config": run_config(task_set)}).json()["id"]
+    post(user_client, f"/api/runs/{run_id}/stop", {})
+    response = post(
+        user_client, f"/api/runs/{run_id}/candidates", {"components": {"instructions": EDITED}}
+    )
+    assert response.status_code == 409
+    body = response.json()
+    assert "has ended (stopped)" in body["detail"]
+    fork_url = body["injection"]["fork_url"]
+    assert fork_url == f"/runs/new/?fork={run_id}&candidate=0&injection={body['injection']['id']}"
+    page = user_client.get(fork_url)
+    assert page.status_code == 200 and "30 days" in page.content.decode()
