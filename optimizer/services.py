@@ -554,7 +554,8 @@ def _injection_problems(
 ) -> tuple[list[tuple[str, str]], dict[str, str] | None]:
     """What is wrong with an edited candidate for `run` (fields named as the API's
     body: `components.<name>`, `edited_from`), and the components it was edited from."""
-    names = list(parse_run_config(run.config).seed_components)
+    seed = dict(parse_run_config(run.config).seed_components)
+    names = list(seed)
     problems: list[tuple[str, str]] = []
     if not isinstance(components, dict):
         problems.append(("components", "must be an object: component name → text"))
@@ -591,7 +592,7 @@ def _injection_problems(
         if candidate is not None:
             parent = candidate.components
         elif index == 0:
-            parent = dict(parse_run_config(run.config).seed_components)
+            parent = seed
         else:
             problems.append(("edited_from", f"run {run.pk} has no candidate {index}"))
     if not problems and parent is not None and components == parent:
