@@ -13,6 +13,7 @@ from typing import Any
 
 from django.db import transaction
 from django.http import Http404
+from django.urls import reverse
 from ninja import Field, Query, Router, Schema, Status
 
 from dashboard.lib.api_errors import ErrorOut, Problem
@@ -181,6 +182,10 @@ class CandidateOut(Schema):
     edited_from: int | None = Field(
         None, description="origin human: the candidate it was edited from"
     )
+    compare_url: str | None = Field(
+        None,
+        description="origin human: the compare view of it beside the candidate it was edited from",
+    )
     iteration: int
     metric_calls: int
     val_score: float | None
@@ -304,12 +309,14 @@ class EventOut(Schema):
 
 def _candidate(c: Candidate) -> dict:
     human = c.origin == Origin.HUMAN
+    parent = (c.parents[0] if c.parents else 0) if human else None
     return {
         "index": c.index,
         "parents": c.parents,
         "origin": c.origin,
         "author": (c.author.username if c.author is not None else "") if human else None,
-        "edited_from": (c.parents[0] if c.parents else 0) if human else None,
+        "edited_from": parent,
+        "compare_url": compare_url(c.run_id, parent, c.index) if parent is not None else None,
         "iteration": c.iteration,
         "metric_calls": c.metric_calls,
         "val_score": c.val_score,
@@ -426,15 +433,15 @@ def get_candidate(request, run_id: int, index: int):
     return {**_candidate(candidate), "reflection": candidate.reflection, "evaluations": evaluations}
 
 
-def _injection(injection: CandidateInjection, valset_size: int) -> dict:
-    from django.urls import reverse
+def compare_url(run_id: int, first: int, second: int) -> str:
+    """The compare view of two candidates of a run (the diff of their texts)."""
+    return reverse("compare:compare", args=[run_id]) + f"?c={first}&c={second}"
 
+
+def _injection(injection: CandidateInjection, valset_size: int) -> dict:
     compare = fork = None
     if injection.status == InjectionStatus.APPLIED and injection.candidate_index is not None:
-        compare = (
-            reverse("compare:compare", args=[injection.run_id])
-            + f"?c={injection.parent}&c={injection.candidate_index}"
-        )
+        compare = compare_url(injection.run_id, injection.parent, injection.candidate_index)
     if injection.status == InjectionStatus.REFUSED:
         fork = (
             reverse("runs:new")

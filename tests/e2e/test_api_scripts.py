@@ -164,6 +164,7 @@ def test_a_script_adds_an_edited_candidate_to_a_running_run_and_sees_it_join_the
     assert done["compare_url"] == f"/runs/{run['id']}/compare/?c=0&c={index}"
     status, human, _ = api.call("GET", f"/api/runs/{run['id']}/candidates/{index}")
     assert human["origin"] == "human" and human["edited_from"] == 0 and human["author"]
+    assert human["compare_url"] == done["compare_url"]
     assert human["components"] == edited
     assert sorted(e["task_key"] for e in human["evaluations"] if e["split"] == "val") == [
         "t3",

@@ -405,3 +405,18 @@ def test_an_edited_candidate_for_an_ended_run_is_a_409_offering_a_fork_from_its_
     assert fork_url == f"/runs/new/?fork={run_id}&candidate=0&injection={body['injection']['id']}"
     page = user_client.get(fork_url)
     assert page.status_code == 200 and "30 days" in page.content.decode()
+
+
+def test_a_human_candidate_in_the_api_says_who_edited_it_from_which_and_links_the_diff(
+    user, user_client
+):
+    from tests.factories import recorded_run
+
+    run = recorded_run(user, candidates=4, val_tasks=3, status=RunStatus.COMPLETED)
+    Candidate.objects.filter(run=run, index=3).update(origin="human", author=user, parents=[1])
+    human = user_client.get(f"/api/runs/{run.pk}/candidates/3").json()
+    assert (human["origin"], human["author"], human["edited_from"]) == ("human", "alice", 1)
+    assert human["compare_url"] == f"/runs/{run.pk}/compare/?c=1&c=3"
+    listed = {c["index"]: c for c in user_client.get(f"/api/runs/{run.pk}").json()["candidates"]}
+    assert listed[3]["author"] == "alice" and listed[2]["author"] is None
+    assert listed[2]["compare_url"] is None
