@@ -140,7 +140,10 @@ class InjectIn(Schema):
         ..., description="Component name → text: every component of the run, each non-empty"
     )
     edited_from: int | None = Field(
-        None, description="The candidate index it was edited from (null or 0: the seed)"
+        None,
+        ge=0,
+        le=2**31 - 1,
+        description="The candidate index it was edited from (null or 0: the seed)",
     )
 
 

@@ -583,7 +583,9 @@ def _injection_problems(
                 problems.append((field, "must not contain a NUL character"))
     parent: dict[str, str] | None = None
     if edited_from is not None and (
-        isinstance(edited_from, bool) or not isinstance(edited_from, int) or edited_from < 0
+        isinstance(edited_from, bool)
+        or not isinstance(edited_from, int)
+        or not 0 <= edited_from < 2**31
     ):
         problems.append(("edited_from", "must be a candidate index (0: the seed) or null"))
     else:
