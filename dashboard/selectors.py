@@ -28,13 +28,17 @@ from optimizer.models import (
     Candidate,
     Evaluation,
     ModelEndpoint,
+    Origin,
     RejectedProposal,
     Run,
     RunEvent,
+    RunStatus,
 )
 from optimizer.runs import event_types as ev
 from optimizer.runs.budget import format_cost, run_pricing
+from optimizer.runs.injections import run_valset_size
 from optimizer.runs.summary import run_summary
+from optimizer.services import EXTERNAL_OBSERVE_ONLY
 from optimizer.tasksets.models import Split, TaskSet
 from optimizer.val_summary import fill_val_summaries
 from verifiers_app.models import Verifier
@@ -77,6 +81,7 @@ CANDIDATE_COLUMNS = (
     "verdict_counts",
     "preview",
     "cost",
+    "author",
 )
 
 
@@ -115,11 +120,14 @@ def _stream_tails(run: Run) -> dict:
     """The last proposals, trial items and errors, oldest first, texts clipped."""
     # Only events up to the summary's last_seq: the page's socket asks for the rest.
     events = RunEvent.objects.filter(run=run, seq__lte=run.last_seq)
-    proposals = list(
-        events.filter(type=ev.PROPOSAL)
+    # Users' edited candidates (candidate.injected) share the proposals stream: one query.
+    streamed = list(
+        events.filter(type__in=(ev.PROPOSAL, ev.CANDIDATE_INJECTED))
         .order_by("-seq")
-        .values_list("seq", "payload")[:PROPOSALS_TAIL]
+        .values_list("seq", "type", "payload")[: 2 * PROPOSALS_TAIL]
     )
+    proposals = [(s, p) for s, t, p in streamed if t == ev.PROPOSAL][:PROPOSALS_TAIL]
+    injected = [(s, p) for s, t, p in streamed if t == ev.CANDIDATE_INJECTED][:PROPOSALS_TAIL]
     errors = list(
         events.filter(type=ev.ERROR).order_by("-seq").values_list("seq", "payload")[:ERRORS_TAIL]
     )
@@ -162,6 +170,7 @@ def _stream_tails(run: Run) -> dict:
         "proposals": [dict(_clip_proposal(p), seq=s) for s, p in reversed(proposals)],
         "trials": list(reversed(trials[:TRIAL_ITEMS_TAIL])),
         "errors": [dict(p, seq=s) for s, p in reversed(errors)],
+        "injections": [dict(p, seq=s) for s, p in reversed(injected)],
     }
 
 
@@ -259,11 +268,12 @@ def run_snapshot(run: Run) -> dict:
             JsonText("objective_scores"),
             "on_front",
             "cost",
+            "author__username",
             *(SqlCast(KT(f"val_summary__{path}"), field()) for path, field in SUMMARY_PATHS),
         )
     )
     columns = [list(column) for column in zip(*values)] or [
-        [] for _ in range(10 + len(SUMMARY_PATHS))
+        [] for _ in range(11 + len(SUMMARY_PATHS))
     ]
     (
         pks,
@@ -276,9 +286,10 @@ def run_snapshot(run: Run) -> dict:
         objectives,
         on_front,
         costs,
-    ) = columns[:10]
+        authors,
+    ) = columns[:11]
     summaries = columns[
-        10:
+        11:
     ]  # prompt_tokens, mean_output_tokens, mean_latency_ms, pass, borderline, fail
     unsummarised = [pk for pk, tokens in zip(pks, summaries[0]) if tokens is None]
     if (
@@ -340,6 +351,11 @@ def run_snapshot(run: Run) -> dict:
                 [list(counts) for counts in zip(*summaries[3:])],
                 previews,
                 costs,
+                # origin human: who wrote it ("" once the user is deleted); null for the engine's.
+                [
+                    (author or "") if origin == Origin.HUMAN else None
+                    for author, origin in zip(authors, origins, strict=True)
+                ],
             ),
             strict=True,
         )
@@ -482,6 +498,29 @@ def candidate_detail(run: Run, index: int) -> dict | None:
             for role, u in (candidate.usage or {}).items()
             if role != "total" and u.get("calls")
         ],
+    }
+
+
+def injection_offer(run: Run, user) -> dict:
+    """What the candidate page's "Edit and add to run" says: whether it is offered
+    (a native run, to who steers it), why not, and what adding costs now."""
+    if run.is_external:
+        return {
+            "offered": False,
+            "why_not": EXTERNAL_OBSERVE_ONLY[:1].upper() + EXTERNAL_OBSERVE_ONLY[1:] + ".",
+        }
+    if not run.steerable_by(user):
+        return {"offered": False, "why_not": ""}
+    size = run_valset_size(run)
+    left = max(0, run.budget_total - run.budget_used)
+    return {
+        "offered": True,
+        "why_not": "",
+        "cost": (
+            f"Evaluating it on the {size} val tasks costs {size} metric call{'s' if size != 1 else ''}; "
+            f"{left} left."
+        ),
+        "ended": run.imported or run.status not in RunStatus.steerable(),
     }
 
 

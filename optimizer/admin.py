@@ -2,6 +2,7 @@ from django.contrib import admin
 
 from optimizer.models import (
     Candidate,
+    CandidateInjection,
     Evaluation,
     ModelEndpoint,
     RejectedProposal,
@@ -57,6 +58,13 @@ class RunProgressAdmin(admin.ModelAdmin):
 @admin.register(Candidate)
 class CandidateAdmin(admin.ModelAdmin):
     list_display = ["run", "index", "origin", "val_score", "on_front"]
+
+
+@admin.register(CandidateInjection)
+class CandidateInjectionAdmin(admin.ModelAdmin):
+    list_display = ["run", "id", "status", "edited_from", "author", "candidate_index", "created_at"]
+    list_filter = ["status"]
+    list_select_related = ["run", "author"]
 
 
 @admin.register(Evaluation)

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.db import transaction
 from django.http import Http404
+from django.urls import reverse
 from ninja import Field, Query, Router, Schema, Status
 
 from dashboard.lib.api_errors import ErrorOut, Problem
@@ -20,8 +21,9 @@ from optimizer import selectors, services
 from optimizer.config import MAX_METRIC_CALLS, RunConfig
 from optimizer.downloads import run_export_download
 from optimizer.export import RunDocument
-from optimizer.models import Candidate, Origin, Run, RunStatus
+from optimizer.models import Candidate, CandidateInjection, InjectionStatus, Origin, Run, RunStatus
 from optimizer.runs import event_types as ev
+from optimizer.runs.injections import run_valset_size
 from optimizer.runs.summary import RUN_JOINS, run_summary
 
 router = Router()
@@ -133,10 +135,60 @@ class RunPatchIn(Schema):
     )
 
 
+class InjectIn(Schema):
+    components: dict[str, str] = Field(
+        ..., description="Component name → text: every component of the run, each non-empty"
+    )
+    edited_from: int | None = Field(
+        None,
+        ge=0,
+        le=2**31 - 1,
+        description="The candidate index it was edited from (null or 0: the seed)",
+    )
+
+
+class InjectionOut(Schema):
+    id: int
+    status: InjectionStatus = Field(
+        description='"pending" (evaluated at the run\'s next iteration boundary), "applied" or "refused"'
+    )
+    reason: str = Field(description="Why it was refused; empty otherwise")
+    edited_from: int = Field(description="The candidate it was edited from (0: the seed)")
+    author: str
+    components: dict[str, str]
+    candidate: int | None = Field(description="The candidate index it became, once applied")
+    metric_calls: int = Field(
+        description="What adding it costs (or cost): one metric call per val task"
+    )
+    created_at: datetime
+    compare_url: str | None = Field(
+        description="Once applied: the compare view of it beside the candidate it was edited from"
+    )
+    fork_url: str | None = Field(
+        description="Once refused: the launch form, prefilled to fork the run from this text"
+    )
+
+
+class InjectionRefusedOut(ErrorOut):
+    injection: InjectionOut | None = Field(
+        None, description="The edited candidate, kept as refused (fork from it: fork_url)"
+    )
+
+
 class CandidateOut(Schema):
     index: int
     parents: list[int]
     origin: Origin
+    author: str | None = Field(
+        None, description="origin human: the user who wrote it (edited from parents[0])"
+    )
+    edited_from: int | None = Field(
+        None, description="origin human: the candidate it was edited from"
+    )
+    compare_url: str | None = Field(
+        None,
+        description="origin human: the compare view of it beside the candidate it was edited from",
+    )
     iteration: int
     metric_calls: int
     val_score: float | None
@@ -263,10 +315,15 @@ class EventOut(Schema):
 
 
 def _candidate(c: Candidate) -> dict:
+    human = c.origin == Origin.HUMAN
+    parent = (c.parents[0] if c.parents else 0) if human else None
     return {
         "index": c.index,
         "parents": c.parents,
         "origin": c.origin,
+        "author": (c.author.username if c.author is not None else "") if human else None,
+        "edited_from": parent,
+        "compare_url": compare_url(c.run_id, parent, c.index) if parent is not None else None,
         "iteration": c.iteration,
         "metric_calls": c.metric_calls,
         "val_score": c.val_score,
@@ -282,7 +339,9 @@ def _detail(run: Run) -> dict:
     # The stored per-task scores are the run page's (thousands of numbers per candidate), not the API's.
     candidates = [
         _candidate(c)
-        for c in run.candidates.order_by("index").defer("val_task_scores", "val_summary")
+        for c in run.candidates.order_by("index")
+        .select_related("author")
+        .defer("val_task_scores", "val_summary")
     ]
     verifier_ids = [spec.get("id", "") for spec in run.verifier_specs]
     return {
@@ -383,6 +442,69 @@ def get_candidate(request, run_id: int, index: int):
         for e in candidate.evaluations.order_by("split", "task_key")
     ]
     return {**_candidate(candidate), "reflection": candidate.reflection, "evaluations": evaluations}
+
+
+def compare_url(run_id: int, first: int, second: int) -> str:
+    """The compare view of two candidates of a run (the diff of their texts)."""
+    return reverse("compare:compare", args=[run_id]) + f"?c={first}&c={second}"
+
+
+def _injection(injection: CandidateInjection, valset_size: int) -> dict:
+    compare = fork = None
+    if injection.status == InjectionStatus.APPLIED and injection.candidate_index is not None:
+        compare = compare_url(injection.run_id, injection.parent, injection.candidate_index)
+    if injection.status == InjectionStatus.REFUSED:
+        fork = (
+            reverse("runs:new")
+            + f"?fork={injection.run_id}&candidate={injection.parent}&injection={injection.pk}"
+        )
+    return {
+        "id": injection.pk,
+        "status": injection.status,
+        "reason": injection.reason,
+        "edited_from": injection.parent,
+        "author": injection.author.username if injection.author is not None else "",
+        "components": injection.components,
+        "candidate": injection.candidate_index,
+        "metric_calls": valset_size,
+        "created_at": injection.created_at,
+        "compare_url": compare,
+        "fork_url": fork,
+    }
+
+
+@router.post(
+    "/{run_id}/candidates",
+    response={202: InjectionOut, 400: ErrorOut, 409: InjectionRefusedOut},
+)
+def inject_candidate(request, run_id: int, body: InjectIn):
+    """Add an edited candidate to a queued, running or paused native run (who steers
+    the run only). 202: it waits as `pending`; at the run's next iteration boundary it
+    is evaluated on every val task (one metric call each, charged to the run's budget),
+    joins gepa's pool as origin human, and its injection becomes `applied` (watch the
+    `candidate.injected` event or GET /injections). 400 names the bad field
+    (`components.<name>`, `edited_from`). 409 when the run has ended, is ending, or its
+    budget cannot pay a val evaluation (the text is kept: `injection.fork_url`), or is
+    an external run (its callbacks are observe-only)."""
+    run = _steerable(request, run_id)
+    try:
+        injection = services.run_inject_candidate(
+            run=run, components=body.components, edited_from=body.edited_from, user=request.user
+        )
+    except services.RunStateError as error:
+        return Status(409, {"detail": str(error), "problems": [], "injection": None})
+    out = _injection(injection, run_valset_size(run))
+    if injection.status == InjectionStatus.REFUSED:
+        return Status(409, {"detail": injection.reason, "problems": [], "injection": out})
+    return Status(202, out)
+
+
+@router.get("/{run_id}/injections", response=list[InjectionOut])
+def list_injections(request, run_id: int):
+    """The edited candidates users added to the run, oldest first, with their status."""
+    run = _visible(request, run_id)
+    size = run_valset_size(run)
+    return [_injection(i, size) for i in run.injections.select_related("author")]
 
 
 @router.get("/{run_id}/events", response=list[EventOut])

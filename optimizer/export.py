@@ -142,6 +142,8 @@ class CandidateIn(_Strict):
     components: dict[Key, Text]
     parents: list[Count] = []
     origin: Origin = Origin.REFLECTION
+    # origin human: who wrote it where it was run (a name only: not a user of this server).
+    author: Annotated[str, Field(max_length=150)] | None = None
     iteration: int = Field(default=0, ge=-(2**31), le=2**31 - 1)
     metric_calls: Count = 0
     # Any finite score: an external run's adapter may give a candidate any
@@ -326,6 +328,7 @@ def _candidates(run: Run):
         "components",
         "parents",
         "origin",
+        "author__username",
         "iteration",
         "metric_calls",
         "val_score",
@@ -344,6 +347,7 @@ def _candidates(run: Run):
                         "components",
                         "parents",
                         "origin",
+                        "author",
                         "iteration",
                         "metric_calls",
                         "val_score",
@@ -443,6 +447,14 @@ def _csv_cell(value: str) -> str:
     return f"'{value}" if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
 
 
+def _csv_column(index: int, origin: str, parents: list[int], author: str | None) -> str:
+    """A candidate's score column: `candidate_N`, and who wrote it for origin human."""
+    if origin != Origin.HUMAN:
+        return f"candidate_{index}"
+    edited = f"edited from {parents[0]}" if parents else "written"
+    return _csv_cell(f"candidate_{index} (human: {edited} by {author or 'a deleted user'})")
+
+
 class _Line:
     """A file-like `csv.writer` target that hands back what one row wrote."""
 
@@ -456,10 +468,14 @@ def run_export_csv_stream(run: Run):
     candidate, so only one task row is held at a time."""
     writer = csv.writer(_Line())
     with transaction.atomic():
-        candidates = list(run.candidates.order_by("index").values_list("pk", "index"))
-        column = {pk: i for i, (pk, _) in enumerate(candidates)}
+        candidates = list(
+            run.candidates.order_by("index").values_list(
+                "pk", "index", "origin", "parents", "author__username"
+            )
+        )
+        column = {pk: i for i, (pk, *_) in enumerate(candidates)}
         yield writer.writerow(
-            ["task_key", "split", *(f"candidate_{index}" for _, index in candidates)]
+            ["task_key", "split", *(_csv_column(*c[1:]) for c in candidates)]
         ).encode()
         split_order = Case(
             *(When(split=value, then=Value(n)) for n, value in enumerate(Split.values)),

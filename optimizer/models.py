@@ -116,6 +116,12 @@ class RunStatus(models.TextChoices):
     def finished(cls) -> list[str]:
         return [cls.STOPPED, cls.COMPLETED, cls.FAILED, cls.ABANDONED]
 
+    @classmethod
+    def steerable(cls) -> list[str]:
+        """The statuses in which a native run takes a human-written candidate:
+        it has not ended and is not ending (a paused run takes it when it resumes)."""
+        return [cls.QUEUED, cls.RUNNING, cls.PAUSED]
+
 
 class RunKind(models.TextChoices):
     NATIVE = "native", "native"
@@ -357,6 +363,8 @@ class Origin(models.TextChoices):
     REFLECTION = "reflection", "reflection"
     MERGE = "merge", "merge"
     IMPORTED = "imported", "imported"
+    # Written by a user (CandidateInjection) and evaluated on the val set like any other.
+    HUMAN = "human", "human"
 
 
 class Candidate(models.Model):
@@ -381,6 +389,14 @@ class Candidate(models.Model):
         help_text="What finding it cost: the iteration that proposed and scored it, per role",
     )
     cost = models.FloatField(default=0)
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="Who wrote it (origin human); null for the engine's candidates",
+    )
     # What the run page draws, stored when the val evaluation is recorded
     # (optimizer/val_summary.py); null for a candidate not summarised yet.
     val_task_scores = models.JSONField(null=True, blank=True, help_text="Val task key → score")
@@ -399,6 +415,57 @@ class Candidate(models.Model):
 
     def __str__(self) -> str:
         return f"candidate {self.index} of run {self.run_id}"
+
+
+class InjectionStatus(models.TextChoices):
+    PENDING = "pending", "pending"
+    APPLIED = "applied", "applied"
+    REFUSED = "refused", "refused"
+
+
+class CandidateInjection(models.Model):
+    """A candidate a user wrote (edited from one of the run's candidates) to add to
+    a running, queued or paused native run. Stored first, as `pending`: the runner
+    evaluates it on the val set at its next iteration boundary and adds it to gepa's
+    pool, and marks it `applied` in the transaction that records its Candidate
+    (exactly once, even across a worker crash); a run that ends first marks it
+    `refused` with the reason (optimizer/runs/injections.py)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="injections")
+    components = models.JSONField(help_text="Component name → text, every component of the run")
+    edited_from = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The candidate index it was edited from (null: the seed)"
+    )
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    status = models.CharField(
+        max_length=10, choices=InjectionStatus.choices, default=InjectionStatus.PENDING
+    )
+    reason = models.CharField(max_length=300, blank=True, help_text="Why it was refused")
+    candidate_index = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The candidate it became, once applied"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "created_at", "pk"]
+        indexes = [models.Index(fields=["run", "status"], name="injection_run_status")]
+        constraints = [
+            models.CheckConstraint(
+                condition=~Q(status="applied") | Q(candidate_index__isnull=False),
+                name="injection_applied_has_candidate",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"injection {self.pk} into run {self.run_id} ({self.status})"
+
+    @property
+    def parent(self) -> int:
+        """The candidate it was edited from (the seed when none was named)."""
+        return self.edited_from if self.edited_from is not None else 0
 
 
 class Evaluation(models.Model):

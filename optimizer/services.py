@@ -1,4 +1,4 @@
-"""Run workflows: launch, dry-run, stop, cancel, pause, resume, fork.
+"""Run workflows: launch, dry-run, stop, cancel, pause, resume, fork, inject a candidate.
 
 A run freezes at launch everything it reads later: the resolved model configs,
 every verifier spec and the task rows, so later edits never change it.
@@ -19,6 +19,7 @@ from optimizer.config import (
     DEMO_MODEL_NAME,
     DEMO_REFLECTION_LM,
     DEMO_TASK_LM,
+    MAX_COMPONENT_CHARS,
     MAX_METRIC_CALLS,
     LMRef,
     RunConfig,
@@ -27,9 +28,22 @@ from optimizer.config import (
 )
 from optimizer.external.services import external_run_end_if_silent
 from optimizer.lm import LMConfig, check_endpoint
-from optimizer.models import Candidate, ModelEndpoint, Run, RunStatus
+from optimizer.models import (
+    Candidate,
+    CandidateInjection,
+    InjectionStatus,
+    ModelEndpoint,
+    Run,
+    RunStatus,
+)
 from optimizer.runs import event_types as ev
-from optimizer.runs.events import publish_run_event
+from optimizer.runs.events import publish_run_event, publish_run_events
+from optimizer.runs.injections import (
+    budget_refusal,
+    injection_event,
+    pending_injections,
+    run_valset_size,
+)
 from optimizer.runs.limits import (
     active_runs_problem,
     budget_problem,
@@ -359,9 +373,7 @@ def run_snapshot_warnings(run: Run) -> list[str]:
 
 
 def run_budget_warning(run: Run) -> str | None:
-    config = parse_run_config(run.config)
-    valset = sum(1 for row in run.tasks_snapshot if row.get("split") == config.splits.val)
-    return config.budget_warning(valset)
+    return parse_run_config(run.config).budget_warning(run_valset_size(run))
 
 
 def _enqueue(run: Run) -> None:
@@ -593,9 +605,20 @@ def run_fork(*, run: Run, candidate_index: int, owner) -> Run:
     )
 
 
-def run_fork_config(*, run: Run, candidate_index: int) -> dict:
+def run_fork_config(
+    *, run: Run, candidate_index: int, injection: CandidateInjection | None = None
+) -> dict:
     """The config the launch form opens with to fork `run` from one candidate (the
-    user changes budget, models … before launching), or RunConfigError."""
+    user changes budget, models … before launching), or RunConfigError. With an
+    `injection` of the run (one it refused), the fork starts from that edited text."""
+    if injection is not None:
+        if injection.run_id != run.pk:
+            raise RunConfigError([("injection", f"run {run.pk} has no such injection")])
+        return dict(
+            run.config,
+            name=f"{run.name} · fork of an edit of candidate {injection.parent}",
+            seed_components=injection.components,
+        )
     candidate = Candidate.objects.filter(run=run, index=candidate_index).first()
     if candidate is None:
         raise RunConfigError(
@@ -606,6 +629,124 @@ def run_fork_config(*, run: Run, candidate_index: int) -> dict:
         name=f"{run.name} · fork of candidate {candidate_index}",
         seed_components=candidate.components,
     )
+
+
+EXTERNAL_OBSERVE_ONLY = (
+    "an external run's callbacks are observe-only: gepa runs in its owner's process, "
+    "so a candidate cannot be added to it from here (Stop still works)"
+)
+
+
+def _injection_problems(
+    run: Run, components: Any, edited_from: Any
+) -> tuple[list[tuple[str, str]], dict[str, str] | None]:
+    """What is wrong with an edited candidate for `run` (fields named as the API's
+    body: `components.<name>`, `edited_from`), and the components it was edited from."""
+    seed = dict(parse_run_config(run.config).seed_components)
+    names = list(seed)
+    problems: list[tuple[str, str]] = []
+    if not isinstance(components, dict):
+        problems.append(("components", "must be an object: component name → text"))
+    else:
+        for name in components:
+            if name not in names:
+                problems.append(
+                    (
+                        f"components.{str(name)[:80]}",
+                        f"is not a component of run {run.pk} (its components: {', '.join(names)})",
+                    )
+                )
+        for name in names:
+            text = components.get(name)
+            field = f"components.{name}"
+            if text is None:
+                problems.append((field, "is missing: give the text of every component"))
+            elif not isinstance(text, str):
+                problems.append((field, "must be text"))
+            elif not text.strip():
+                problems.append((field, "must not be empty"))
+            elif len(text) > MAX_COMPONENT_CHARS:
+                problems.append((field, f"is longer than {MAX_COMPONENT_CHARS:,} characters"))
+            elif "\x00" in text:
+                problems.append((field, "must not contain a NUL character"))
+    parent: dict[str, str] | None = None
+    if edited_from is not None and (
+        isinstance(edited_from, bool)
+        or not isinstance(edited_from, int)
+        or not 0 <= edited_from < 2**31
+    ):
+        problems.append(("edited_from", "must be a candidate index (0: the seed) or null"))
+    else:
+        index = edited_from or 0
+        candidate = Candidate.objects.filter(run=run, index=index).only("components").first()
+        if candidate is not None:
+            parent = candidate.components
+        elif index == 0:
+            parent = seed
+        else:
+            problems.append(("edited_from", f"run {run.pk} has no candidate {index}"))
+    if not problems and parent is not None and components == parent:
+        problems.append(
+            ("components", f"are the text of candidate {edited_from or 0}: edit them first")
+        )
+    return problems, parent
+
+
+def run_inject_candidate(
+    *, run: Run, components: Any, edited_from: int | None, user
+) -> CandidateInjection:
+    """Add a user's edited candidate to a queued, running or paused native run.
+
+    Stored `pending` and announced (candidate.injected); the runner evaluates it
+    on the whole val set at its next iteration boundary, charged to the run's
+    budget, and adds it to gepa's pool (optimizer/runs/injections.py). A bad
+    candidate is a RunConfigError naming `components.<name>` or `edited_from`
+    (nothing stored); an external run a RunStateError (its callbacks are
+    observe-only). A run that has ended or is ending, or whose budget left
+    (after the injections already waiting) cannot pay one val evaluation, gets
+    the injection stored `refused` with the reason, so the text is kept and the
+    page can offer to fork from it."""
+    problems, _ = _injection_problems(run, components, edited_from)
+    if problems:
+        raise RunConfigError(problems)
+    with transaction.atomic():
+        run = Run.objects.select_related("progress").select_for_update(of=("self",)).get(pk=run.pk)
+        if run.is_external:
+            raise RunStateError(EXTERNAL_OBSERVE_ONLY)
+        reason = ""
+        if run.imported:
+            reason = (
+                f"run {run.pk} was imported, not executed here: fork it to go on from this text"
+            )
+        elif run.status not in RunStatus.steerable():
+            ended = (
+                "is stopping" if run.status == RunStatus.STOPPING else f"has ended ({run.status})"
+            )
+            reason = f"run {run.pk} {ended}: fork it to go on from this text"
+        else:
+            valset = run_valset_size(run)
+            waiting = pending_injections(run.pk).count()
+            refusal = budget_refusal(
+                valset_size=valset,
+                budget_total=run.budget_total,
+                budget_used=run.budget_used + waiting * valset,
+            )
+            if refusal:
+                queued = (
+                    f" ({waiting} edited candidates already wait for theirs)" if waiting else ""
+                )
+                reason = f"{refusal}{queued}: resume the run with more budget, or fork it"
+        injection = CandidateInjection.objects.create(
+            run=run,
+            components=dict(components),
+            edited_from=edited_from,
+            author=user,
+            status=InjectionStatus.REFUSED if reason else InjectionStatus.PENDING,
+            reason=reason[:300],
+            decided_at=timezone.now() if reason else None,
+        )
+        publish_run_events(run.pk, [injection_event(injection, author=user.username)])
+    return injection
 
 
 MAX_TAGS = 20

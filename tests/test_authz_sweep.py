@@ -275,6 +275,7 @@ def api_body(path: str, owned) -> dict:
             "config": {"task_set_id": owned["task_set"].pk, "budget": {"max_metric_calls": 20}},
             "candidate_index": 0,
             "extra_budget": 10,
+            "components": {"instructions": "probe"},  # an edited candidate (POST …/candidates)
         }
     if path.endswith("/events"):  # a well-formed batch aimed at the owner's run
         return {"seq": 1, "events": [{"type": "budget", "used": 1}]}

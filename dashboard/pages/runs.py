@@ -21,7 +21,7 @@ from dashboard.lib.storable import JsonTooDeep, parse_json, without_nul
 from optimizer import selectors as run_selectors
 from optimizer import services
 from optimizer.config import DEMO_MODEL_NAME, RunConfigError
-from optimizer.models import Run, RunStatus
+from optimizer.models import CandidateInjection, Run, RunStatus
 from optimizer.runs.summary import run_client_status, run_list_row, run_summary
 
 LIST_LIMIT = 200
@@ -173,7 +173,12 @@ def candidate_detail(request, run_id: int, index: int):
     return render(
         request,
         "runs/candidate.html",
-        {"run": run, **detail, "rows_html": _evaluation_rows_html(detail["rows"])},
+        {
+            "run": run,
+            **detail,
+            "rows_html": _evaluation_rows_html(detail["rows"]),
+            "inject": selectors.injection_offer(run, request.user),
+        },
     )
 
 
@@ -345,9 +350,11 @@ def run_new(request):
             "simulated_latency_ms": FORM_SIMULATED_LATENCY_MS,
         }
         if fork_of is not None:
+            injection = _fork_injection(request, fork_of)
+            context["fork_injection"] = injection
             try:
                 context["prefill"] = services.run_fork_config(
-                    run=fork_of, candidate_index=fork_candidate
+                    run=fork_of, candidate_index=fork_candidate, injection=injection
                 )
             except RunConfigError as error:
                 messages.error(
@@ -376,6 +383,17 @@ def run_new(request):
     return JsonResponse(
         {"run_id": run.pk, "redirect": reverse("runs:detail", args=[run.pk])}, status=201
     )
+
+
+def _fork_injection(request, run: Run) -> CandidateInjection | None:
+    """`&injection=<id>`: fork from a user's edited text the run refused (its components)."""
+    raw = request.GET.get("injection", "")
+    if not raw.isdigit():
+        return None
+    injection = CandidateInjection.objects.filter(run=run, pk=int(raw)).first()
+    if injection is None:
+        raise Http404("No such edited candidate in this run")
+    return injection
 
 
 def _fork_source(request) -> tuple[Run | None, int]:

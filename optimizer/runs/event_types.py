@@ -30,6 +30,7 @@ PREVIEW_CHARS = 2000
 RUN_STATUS = "run.status"
 RUN_BUDGET = "run.budget"
 CANDIDATE_NEW = "candidate.new"
+CANDIDATE_INJECTED = "candidate.injected"
 FRONT_UPDATED = "front.updated"
 PROPOSAL = "proposal"
 TRIALS = "trials"
@@ -101,13 +102,16 @@ class RunBudgetData(_Payload):
 
 
 class CandidateNewData(_Payload):
-    """A candidate entered the pool (the seed, an accepted reflection or a merge)
-    and was scored on the valset."""
+    """A candidate entered the pool (the seed, an accepted reflection, a merge, or
+    one a user wrote: origin human) and was scored on the valset."""
 
     type: ClassVar[str] = CANDIDATE_NEW
     index: int = Field(description="gepa's candidate index")
-    parents: list[int]
-    origin: Literal["seed", "reflection", "merge"]
+    parents: list[int] = Field(description="for origin human: [the candidate it was edited from]")
+    origin: Literal["seed", "reflection", "merge", "human"]
+    author: str | None = Field(
+        None, description="origin human: the user who wrote it; absent for the engine's candidates"
+    )
     iteration: int
     metric_calls: int = Field(description="metric calls spent when it was found")
     val_score: float = Field(description="mean score on the val tasks")
@@ -128,6 +132,23 @@ class CandidateNewData(_Payload):
         description="what the iteration that found it spent, its valset scoring included"
     )
     cost: float
+
+
+class CandidateInjectedData(_Payload):
+    """A user's edited candidate for the run: `pending` when submitted (the run
+    evaluates it on the val set at its next iteration boundary), `applied` once it
+    is candidate `candidate` (whose candidate.new comes in the same batch), or
+    `refused` with the reason (the budget cannot cover a val evaluation, the run
+    ended first)."""
+
+    type: ClassVar[str] = CANDIDATE_INJECTED
+    injection: int = Field(description="the injection's id (GET /api/runs/{id}/injections)")
+    status: Literal["pending", "applied", "refused"]
+    edited_from: int = Field(description="the candidate it was edited from (0: the seed)")
+    author: str
+    reason: str = Field(description="why it was refused; empty otherwise")
+    candidate: int | None = Field(description="the candidate index it became, once applied")
+    components: dict[str, str] = Field(description="component name → text (preview)")
 
 
 class FrontUpdatedData(_Payload):
@@ -259,6 +280,7 @@ PAYLOADS: dict[str, type[_Payload]] = {
         RunStatusData,
         RunBudgetData,
         CandidateNewData,
+        CandidateInjectedData,
         FrontUpdatedData,
         ProposalData,
         TrialsData,

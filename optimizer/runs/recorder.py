@@ -39,6 +39,7 @@ from optimizer.runs.adapter import MODEL_FAILED, EvalRecord, FrontierAdapter, ca
 from optimizer.runs.budget import BudgetGuard, BudgetReached, UsageMeter, UsageSnapshot
 from optimizer.runs.claims import ClaimLost, RunClaim
 from optimizer.runs.events import publish_run_event, publish_run_events
+from optimizer.runs.injections import Injected, mark_applied, refuse
 from optimizer.tasksets.models import Split
 from optimizer.val_summary import val_summary
 from verifiers_app.engine.json_types import JSONObject
@@ -147,6 +148,9 @@ class NewCandidate(TypedDict):
     reflection: str
     usage: JSONObject
     cost: float
+    author: int | None  # origin human: the user's id, and the injection it came from
+    author_name: str | None
+    injection: int | None
 
 
 class PendingCandidate(TypedDict):
@@ -163,6 +167,20 @@ def scored(failed: Iterable[bool]) -> bool:
     model refuses (a request over its context) scores 0 beside the others."""
     flags = list(failed)
     return not flags or not all(flags)
+
+
+def unrecorded(task_key: str, score: float) -> EvalRecord:
+    """A val task whose evaluation record is not at hand (gepa's score only)."""
+    return EvalRecord(
+        task_key=task_key,
+        output="",
+        score=score,
+        verdict="fail",
+        passed=False,
+        result={},
+        feedback="",
+        objective_scores={},
+    )
 
 
 class RunRecorder:
@@ -420,16 +438,7 @@ class RunRecorder:
         records: dict[str, EvalRecord] = {}
         for val_id, score in event["scores_by_val_id"].items():
             key = self.valset[val_id]["task_id"]
-            records[key] = self._take_record(components, key) or EvalRecord(
-                task_key=key,
-                output="",
-                score=score,
-                verdict="fail",
-                passed=False,
-                result={},
-                feedback="",
-                objective_scores={},
-            )
+            records[key] = self._take_record(components, key) or unrecorded(key, score)
         candidate: NewCandidate = {
             "index": index,
             "components": components,
@@ -442,12 +451,57 @@ class RunRecorder:
             "reflection": "",
             "usage": spent.as_dict(),
             "cost": spent.cost,
+            "author": None,
+            "author_name": None,
+            "injection": None,
         }
         if index == 0:
             self._record_candidate(**candidate)
         else:
             # Recorded once gepa has checkpointed it (_flush_pending).
             self.pending.append({"candidate": candidate, "proposal": None})
+
+    def on_candidate_injected(self, event: CallbackEvent) -> None:
+        """A user's candidate the runner added to gepa's state at an iteration
+        boundary (optimizer/runs/injections.py). Recorded, and its injection marked
+        applied, once gepa's checkpoint holds it (_flush_pending), like any other."""
+        injected: Injected = event["frontier_injected"]
+        waiting = {p["candidate"]["index"] for p in self.pending}
+        if injected.index in self.components or injected.index in waiting:
+            return  # recorded already, or handed over twice
+        self.records.update(injected.records)
+        records: dict[str, EvalRecord] = {}
+        for val_id, score in injected.scores_by_val_id.items():
+            key = self.valset[val_id]["task_id"]
+            records[key] = self._take_record(injected.components, key) or unrecorded(key, score)
+        scores = list(injected.scores_by_val_id.values())
+        spent = injected.spent
+        candidate: NewCandidate = {
+            "index": injected.index,
+            "components": injected.components,
+            "parents": injected.parents,
+            "origin": Origin.HUMAN,
+            "iteration": injected.iteration,
+            "metric_calls": self.metric_calls,
+            "val_score": fmean(scores) if scores else 0.0,
+            "records": records,
+            "reflection": "",
+            "usage": spent.as_dict() if spent is not None else {},
+            "cost": spent.cost if spent is not None else 0.0,
+            "author": injected.author_id,
+            "author_name": injected.author,
+            "injection": injected.injection,
+        }
+        self.pending.append({"candidate": candidate, "proposal": None})
+
+    @writes
+    def on_injection_refused(self, event: CallbackEvent) -> None:
+        """The runner could not apply an injection (the budget no longer covers a val evaluation)."""
+        injection, reason = event["frontier_refusal"]
+        with transaction.atomic():
+            refused = refuse(injection, reason)
+            if refused:
+                self._publish(*refused)
 
     def on_candidate_accepted(self, event: CallbackEvent) -> None:
         waiting = next(
@@ -676,6 +730,9 @@ class RunRecorder:
         reflection: str,
         usage: JSONObject,
         cost: float,
+        author: int | None = None,
+        author_name: str | None = None,
+        injection: int | None = None,
         then: Sequence[ev.Event] = (),
     ) -> None:
         objective_ids = sorted({vid for r in records.values() for vid in r.objective_scores})
@@ -718,6 +775,7 @@ class RunRecorder:
                 cost=cost,
                 val_task_scores=stored_scores,
                 val_summary=summary,
+                author_id=author,
             )
             on_front = Candidate.objects.filter(run_id=self.run_id)
             on_front.filter(index__in=self.members - set(members)).update(on_front=False)
@@ -751,6 +809,7 @@ class RunRecorder:
                     "components": {name: preview(text) for name, text in components.items()},
                     "usage": usage,
                     "cost": round(cost, 8),
+                    **({"author": author_name or ""} if origin == Origin.HUMAN else {}),
                 },
             )
             trials = self.record_evaluations(
@@ -768,7 +827,8 @@ class RunRecorder:
                     "best_score": None if best_index is None else val_scores[best_index],
                 },
             )
-            self._publish(announced, trials, front_event, *then)
+            applied = mark_applied(injection, index) if injection is not None else []
+            self._publish(announced, trials, front_event, *applied, *then)
         self.components[index] = components
         self.val_scores = val_scores
         self.front = front

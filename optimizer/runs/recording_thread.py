@@ -161,6 +161,17 @@ class RecorderThread:
     def on_error(self, event: GepaEvent) -> None:
         self._relay("on_error", event)
 
+    def relay_injection(self, name: str, payload: Any) -> None:
+        """The runner's injection boundary (optimizer/runs/injections.py), in gepa's
+        order with its callbacks: "candidate_injected" (an Injected) or
+        "injection_refused" ((injection id, reason))."""
+        if name == "candidate_injected":
+            self._relay("on_candidate_injected", {}, injected=payload)
+        elif name == "injection_refused":
+            self._relay("on_injection_refused", {}, refusal=payload)
+        else:
+            raise ValueError(f"not an injection event: {name!r}")
+
     def barrier(self, gepa_state: State | None = None) -> bool:
         """gepa's first stopper, called before each save of its state: from now on
         that save is handed to the writer, behind everything reported so far

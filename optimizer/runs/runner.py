@@ -72,6 +72,8 @@ from optimizer.runs.events import (
     publish_run_events,
     publishing_in_background,
 )
+from optimizer.runs.injections import STATE_KEY as INJECTIONS_STATE_KEY
+from optimizer.runs.injections import InjectionBoundary
 from optimizer.runs.recorder import RunRecorder
 from optimizer.runs.recording_thread import RecorderThread
 from optimizer.runs.status import run_set_paused, run_set_status
@@ -394,11 +396,22 @@ def _run_gepa(
         if flags["pause_requested"]:
             boundary.pause_at = gepa_state.i
             return True
-        return False
+        return steer(gepa_state)
 
     # The recorder's writes run on their own thread, and so does the writing of
     # gepa's checkpoint, behind them (recording.barrier, the first stopper, sets it up).
     recording = RecorderThread(recorder)
+    # A run going on takes its users' candidates here, before gepa saves its state.
+    steer = InjectionBoundary(
+        run_id=run.pk,
+        budget_total=run.budget_total,
+        valset=valset,
+        adapter=adapter,
+        limits=limits,
+        meter=meter,
+        relay=recording.relay_injection,
+    )
+    carried.add(INJECTIONS_STATE_KEY, lambda: dict(steer.placed), steer.placed.update)
     try:
         try:
             gepa.optimize(

@@ -18,7 +18,8 @@ from django.utils import timezone
 from optimizer.models import PROGRESS_FIELDS, Run, RunStatus, run_progress
 from optimizer.runs import event_types as ev
 from optimizer.runs.claims import RunClaim
-from optimizer.runs.events import publish_run_event
+from optimizer.runs.events import publish_run_event, publish_run_events
+from optimizer.runs.injections import refuse_pending
 
 
 def run_set_status(
@@ -27,7 +28,10 @@ def run_set_status(
     """Write `status`, `phase` and `fields`, and publish `run.status` (with the
     error when there is one). `error=None` leaves the error text alone. A
     finished status also stamps `finished_at` (unless given) and clears the
-    heartbeat. A Run instance passed in is updated in memory too."""
+    heartbeat, and refuses the run's pending injections in the same transaction
+    (optimizer/runs/injections.py: one submitted before this commit is refused
+    here, one after it finds the run ended). A Run instance passed in is updated
+    in memory too."""
     fields = {"status": status, "phase": phase, **fields}
     payload = {"status": status, "phase": phase}
     if error is not None:
@@ -37,10 +41,12 @@ def run_set_status(
     if status in RunStatus.finished():
         fields.setdefault("finished_at", timezone.now())
         fields.setdefault("heartbeat_at", None)
+    finished = status in RunStatus.finished()
     with transaction.atomic():
         if isinstance(holder, RunClaim):
             holder.update(**fields)
-            publish_run_event(holder.run_id, ev.RUN_STATUS, payload, claim=holder)
+            refused = refuse_pending(holder.run_id) if finished else []
+            publish_run_events(holder.run_id, [(ev.RUN_STATUS, payload), *refused], claim=holder)
         else:
             progress = {name: fields.pop(name) for name in list(fields) if name in PROGRESS_FIELDS}
             Run.objects.filter(pk=holder.pk).update(**fields)
@@ -51,7 +57,8 @@ def run_set_status(
             if Run.progress.is_cached(holder):
                 for name, value in progress.items():
                     setattr(holder.progress, name, value)
-            publish_run_event(holder.pk, ev.RUN_STATUS, payload)
+            refused = refuse_pending(holder.pk) if finished else []
+            publish_run_events(holder.pk, [(ev.RUN_STATUS, payload), *refused])
 
 
 def pause_phase(by: str) -> str:

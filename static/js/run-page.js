@@ -20,7 +20,7 @@ import { $, S, root } from "./run/page.js";
 import * as charts from "./run/charts.js";
 import { doing, doingFromProposal, doingFromStatus, pollClient, renderBestPrompt, renderClock, renderHeader } from "./run/header.js";
 import { refreshRows, renderSelection, renderTableNote, showTableRows, toggleSelected } from "./run/table.js";
-import { renderError, renderProposal, renderTrial } from "./run/streams.js";
+import { renderError, renderInjection, renderProposal, renderTrial } from "./run/streams.js";
 
 /**
  * @typedef {import("./run/state.js").Candidate} Candidate
@@ -77,6 +77,7 @@ const redraws = {
     if (S.run.active) doingFromProposal(d);
     if (!d.accepted) charts.extendRejected(d);
   },
+  "candidate.injected": (/** @type {import("./run/state.js").Injection} */ d) => renderInjection(d),
   trials: (/** @type {Trials} */ d) => { for (const item of d.items || []) renderTrial(item, d.candidate, d.split); },
   error: (/** @type {RunError} */ d) => renderError(d),
   "run.paused": () => {
@@ -181,7 +182,14 @@ async function boot() {
   root.querySelector('[data-action="more-table-rows"]')?.addEventListener("click", () => { showTableRows(S.tableShown + S.limits.table_rows); refreshRows(); });
   root.querySelector('[data-action="all-table-rows"]')?.addEventListener("click", () => { showTableRows(Infinity); refreshRows(); });
   mark("table");
-  snap.proposals.forEach(renderProposal);
+  // Proposals and users' edited candidates share a stream, in seq order.
+  const injections = snap.injections || [];
+  let next = 0;
+  for (const p of snap.proposals) {
+    while (next < injections.length && (injections[next].seq ?? 0) < (p.seq ?? 0)) renderInjection(injections[next++]);
+    renderProposal(p);
+  }
+  injections.slice(next).forEach(renderInjection);
   snap.trials.forEach((t) => renderTrial(t, t.candidate, t.split));
   snap.errors.forEach(renderError);
   refreshRows();

@@ -599,3 +599,66 @@ def test_the_api_docs_work_offline_for_a_logged_in_browser(page, frontier_server
     assert outside == []
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "api-docs-offline.png"))
+
+
+def test_a_script_adds_an_edited_candidate_to_a_running_run_and_sees_it_join_the_pool(api):
+    """With only a token: a running run takes the edited seed (202, pending); it is
+    evaluated on the 3 val tasks at the next boundary (budget_used up by exactly 3
+    over what gepa spent), recorded as origin human with its author, and exported;
+    the ended run then refuses another edit with a 409 that offers a fork."""
+    status, body, _ = api.call("POST", "/api/verifiers/", {"spec": {**SPEC, "id": "inject-refund"}})
+    assert status == 201, body
+    task_set = import_tasks(api, "script inject tasks")
+    config = {
+        "task_set_id": task_set,
+        "verifier_ids": ["inject-refund"],
+        "budget": {"max_metric_calls": 60},
+        "task_lm": {"provider": "demo", "model": "demo-task", "simulated_latency_ms": 100},
+    }
+    status, run, _ = api.call("POST", "/api/runs/", {"config": config})
+    assert status == 201, run
+    wait_until(lambda: run_status(api, run["id"]) == "running", what="the run to start", timeout=60)
+    edited = {"instructions": "Always offer a refund, and say the refund takes 5 days."}
+    status, injection, _ = api.call(
+        "POST", f"/api/runs/{run['id']}/candidates", {"components": edited, "edited_from": 0}
+    )
+    assert status == 202 and injection["status"] == "pending", injection
+    assert injection["metric_calls"] == 3
+
+    def applied():
+        listed = api.call("GET", f"/api/runs/{run['id']}/injections")[1]
+        return listed[0] if listed[0]["status"] != "pending" else None
+
+    done = wait_until(applied, what="the edited candidate to be evaluated", timeout=90)
+    assert done["status"] == "applied", done
+    index = done["candidate"]
+    assert done["compare_url"] == f"/runs/{run['id']}/compare/?c=0&c={index}"
+    status, human, _ = api.call("GET", f"/api/runs/{run['id']}/candidates/{index}")
+    assert human["origin"] == "human" and human["edited_from"] == 0 and human["author"]
+    assert human["compare_url"] == done["compare_url"]
+    assert human["components"] == edited
+    assert sorted(e["task_key"] for e in human["evaluations"] if e["split"] == "val") == [
+        "t3",
+        "t4",
+        "t5",
+    ]
+    wait_until(lambda: run_status(api, run["id"]) in FINISHED, what="the run to end", timeout=120)
+    status, detail, _ = api.call("GET", f"/api/runs/{run['id']}")
+    assert detail["budget_used"] <= detail["budget_total"]
+    status, document, _ = api.call("GET", f"/api/runs/{run['id']}/export")
+    exported = next(c for c in document["candidates"] if c["index"] == index)
+    assert exported["origin"] == "human" and exported["author"] == human["author"]
+
+    status, refused, _ = api.call(
+        "POST", f"/api/runs/{run['id']}/candidates", {"components": edited, "edited_from": index}
+    )
+    assert status == 400 and refused["problems"][0]["field"] == "components", refused
+    status, refused, _ = api.call(
+        "POST",
+        f"/api/runs/{run['id']}/candidates",
+        {"components": {"instructions": "Say refund twice."}, "edited_from": index},
+    )
+    assert status == 409 and "has ended" in refused["detail"], refused
+    assert refused["injection"]["fork_url"].startswith(
+        f"/runs/new/?fork={run['id']}&candidate={index}&injection="
+    )

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { clip, duration, esc, fmt } from "../../static/js/format.js";
 import { mergeEvent } from "../../static/js/run/state.js";
 import {
-  candidateLine, clientLine, clock, headerFigures, hover, leadText, minibatchMean, promptText, proposalLine, rowsNote, statusLine, tableNote, lineageNote,
+  candidateLine, clientLine, clock, headerFigures, hover, injectionText, leadText, originText, minibatchMean, promptText, proposalLine, rowsNote, statusLine, tableNote, lineageNote,
   trialJudgments,
 } from "../../static/js/run/text.js";
 import { candidateNew, loaded } from "./snapshot.mjs";
@@ -41,6 +41,22 @@ test("clipped text keeps the limit, the ellipsis included", () => {
 test("a candidate's hover escapes its origin and preview and breaks the preview's lines", () => {
   const text = hover({ index: 3, origin: "<b>x</b>", val_score: 0.5, parents: [1, 2], metric_calls: 40, preview: "a <script>\nb" });
   assert.equal(text, "<b>#3</b> &lt;b&gt;x&lt;/b&gt; · val 0.500<br>parents #1 + #2 · 40 calls<br>a &lt;script&gt;<br>b");
+});
+
+test("a human candidate says whom it was edited by and from which candidate, escaped in the hover", () => {
+  const c = { index: 5, origin: "human", author: "<al>", val_score: 0.75, parents: [2], metric_calls: 48, preview: "p" };
+  assert.equal(originText(c), "human · edited from #2 by <al>");
+  assert.equal(originText({ ...c, author: "" }), "human · edited from #2 by a deleted user");
+  assert.equal(originText({ ...c, origin: "merge" }), "merge");
+  assert.match(hover(c), /^<b>#5<\/b> human · edited from #2 by &lt;al&gt; · val 0.750/);
+});
+
+test("an edited candidate's stream line follows its status", () => {
+  const d = { injection: 1, status: "pending", edited_from: 0, author: "alice", reason: "", candidate: null };
+  assert.equal(injectionText(d), "alice's edit of #0: waits for the next iteration boundary");
+  assert.equal(injectionText({ ...d, status: "applied", candidate: 7 }), "alice's edit of #0 → #7: evaluated on the val set, in the pool");
+  assert.equal(injectionText({ ...d, status: "refused", reason: "the run ended before it could be evaluated" }),
+    "alice's edit of #0: refused, the run ended before it could be evaluated");
 });
 
 test("the elapsed clock runs while the run is active and the ETA follows its pace", () => {

@@ -411,3 +411,67 @@ def test_a_sharer_with_steering_rights_stops_and_resumes_but_cannot_fork_or_add_
     assert other_client.delete(f"/api/runs/{run_id}").status_code == 404
     run = Run.objects.get(pk=run_id)
     assert run.budget_total == resumed.json()["budget_total"] and Run.objects.count() == 1
+
+
+EDITED = 'You answer customer questions for a shop. Always include "30 days" and "receipt".'
+
+
+def test_an_edited_candidate_is_accepted_with_a_202_and_listed_with_the_run(
+    user_client, other_client, task_set
+):
+    """202 with the pending injection (what it costs: one metric call per val task);
+    GET /injections lists it; someone who does not control the run gets a 404."""
+    run_id = post(user_client, "/api/runs/", {"config": run_config(task_set)}).json()["id"]
+    body = {"components": {"instructions": EDITED}, "edited_from": 0}
+    response = post(user_client, f"/api/runs/{run_id}/candidates", body)
+    assert response.status_code == 202, response.content
+    out = response.json()
+    assert out["status"] == "pending" and out["author"] == "alice" and out["metric_calls"] == 4
+    assert out["edited_from"] == 0 and out["candidate"] is None and out["fork_url"] is None
+    listed = user_client.get(f"/api/runs/{run_id}/injections").json()
+    assert [i["id"] for i in listed] == [out["id"]]
+    assert post(other_client, f"/api/runs/{run_id}/candidates", body).status_code == 404
+
+
+def test_a_bad_edited_candidate_is_a_400_naming_the_component(user_client, task_set):
+    run_id = post(user_client, "/api/runs/", {"config": run_config(task_set)}).json()["id"]
+    response = post(
+        user_client,
+        f"/api/runs/{run_id}/candidates",
+        {"components": {"instructions": "", "tone": "calm"}},
+    )
+    assert response.status_code == 400
+    fields = {p["field"] for p in response.json()["problems"]}
+    assert fields == {"components.instructions", "components.tone"}
+
+
+def test_an_edited_candidate_for_an_ended_run_is_a_409_offering_a_fork_from_its_text(
+    user_client, task_set
+):
+    run_id = post(user_client, "/api/runs/", {"config": run_config(task_set)}).json()["id"]
+    post(user_client, f"/api/runs/{run_id}/stop", {})
+    response = post(
+        user_client, f"/api/runs/{run_id}/candidates", {"components": {"instructions": EDITED}}
+    )
+    assert response.status_code == 409
+    body = response.json()
+    assert "has ended (stopped)" in body["detail"]
+    fork_url = body["injection"]["fork_url"]
+    assert fork_url == f"/runs/new/?fork={run_id}&candidate=0&injection={body['injection']['id']}"
+    page = user_client.get(fork_url)
+    assert page.status_code == 200 and "30 days" in page.content.decode()
+
+
+def test_a_human_candidate_in_the_api_says_who_edited_it_from_which_and_links_the_diff(
+    user, user_client
+):
+    from tests.factories import recorded_run
+
+    run = recorded_run(user, candidates=4, val_tasks=3, status=RunStatus.COMPLETED)
+    Candidate.objects.filter(run=run, index=3).update(origin="human", author=user, parents=[1])
+    human = user_client.get(f"/api/runs/{run.pk}/candidates/3").json()
+    assert (human["origin"], human["author"], human["edited_from"]) == ("human", "alice", 1)
+    assert human["compare_url"] == f"/runs/{run.pk}/compare/?c=1&c=3"
+    listed = {c["index"]: c for c in user_client.get(f"/api/runs/{run.pk}").json()["candidates"]}
+    assert listed[3]["author"] == "alice" and listed[2]["author"] is None
+    assert listed[2]["compare_url"] is None

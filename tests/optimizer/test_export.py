@@ -391,3 +391,18 @@ def test_an_import_the_file_refuses_says_why_not_that_the_json_is_invalid(user, 
     assert response.status_code == 400
     text = response.content.decode()
     assert "run.verifier_specs.0.id" in text and "not valid JSON" not in text
+
+
+def test_a_candidate_a_user_wrote_is_exported_as_human_with_its_author(run, user, other_user):
+    """JSON: origin human and the author's name; CSV: its column says who edited it
+    from which candidate; the file imports back elsewhere (where the name is no user)."""
+    Candidate.objects.filter(run=run, index=2).update(origin="human", author=user, parents=[1])
+    document = run_export(run)
+    human = next(c for c in document["candidates"] if c["index"] == 2)
+    assert (human["origin"], human["author"], human["parents"]) == ("human", "alice", [1])
+    assert all(c["author"] is None for c in document["candidates"] if c["index"] != 2)
+    header = next(csv.reader(io.StringIO(run_export_csv(run))))
+    assert "candidate_2 (human: edited from 1 by alice)" in header
+    assert "candidate_1" in header
+    copy_ = run_import(owner=other_user, data=document)
+    assert copy_.candidates.get(index=2).origin == "human"

@@ -62,6 +62,7 @@ import { clip } from "../format.js";
  * @property {string} [verdicts] a live candidate's: a letter (p, b, f or -) per val task
  * @property {string} preview
  * @property {number} cost
+ * @property {string | null} [author] origin human: the user who wrote it (edited from parents[0])
  * @property {Array<number | null> | null} scores per val task (S.tasks); null until its heatmap row is loaded
  * @property {boolean} [unscored] a live candidate's: the task model answered none of its val tasks (its 0 is no score)
  */
@@ -109,6 +110,7 @@ import { clip } from "../format.js";
  * @typedef {ProposalScores & {
  *   iteration: number, accepted: boolean, candidate: number | null, components?: string[],
  *   texts?: Record<string, string>, reasoning?: string, usage?: Usage, cost?: number,
+ *   seq?: number,
  * }} Proposal
  */
 
@@ -153,6 +155,7 @@ import { clip } from "../format.js";
  * @property {Judging} judging
  * @property {Columns<ProposalScores>} rejected
  * @property {Proposal[]} proposals
+ * @property {Injection[]} [injections] users' edited candidates, oldest first
  * @property {Array<TrialItem & {candidate: number | null, split: string}>} trials
  * @property {RunError[]} errors
  */
@@ -309,6 +312,21 @@ export const moreRows = (S) => S.rows.length < S.order.length && S.rowsCursor !=
  * @property {number} mean_latency_ms
  * @property {Record<string, string>} [components] component name → text (preview)
  * @property {number} [cost]
+ * @property {string | null} [author] origin human: who wrote it
+ */
+
+/**
+ * A candidate.injected event's data (and the snapshot's injections): a user's
+ * edited candidate, pending, applied (as candidate `candidate`) or refused.
+ * @typedef {object} Injection
+ * @property {number} injection
+ * @property {"pending" | "applied" | "refused"} status
+ * @property {number} edited_from
+ * @property {string} author
+ * @property {string} reason
+ * @property {number | null} candidate
+ * @property {Record<string, string>} [components]
+ * @property {number} [seq]
  */
 
 // A candidate.new event's data in the snapshot's shape.
@@ -324,6 +342,7 @@ export function candidateFromEvent(S, d) {
     scores: S.tasks.map((key) => (key in (d.task_scores || {}) ? Math.round(/** @type {Record<string, number>} */ (d.task_scores)[key] * 1000) / 1000 : null)),
     verdicts: S.tasks.map((key) => VERDICT_LETTERS[(d.verdicts || {})[key]] || "-").join(""),
     unscored: d.scored === false,
+    author: d.author ?? null,
   };
 }
 

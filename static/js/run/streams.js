@@ -4,7 +4,7 @@
 // page showed. Untrusted text reaches the DOM through textContent only.
 import { clip, fmt } from "../format.js";
 import { money, tokens } from "../money.js";
-import { minibatchSize, trialJudgments } from "./text.js";
+import { injectionText, minibatchSize, trialJudgments } from "./text.js";
 import { S, el } from "./page.js";
 
 /**
@@ -32,6 +32,16 @@ export function renderProposal(p) {
   for (const [name, text] of Object.entries(p.texts || {})) { details.append(el("div", name, "muted"), el("pre", clip(text, S.limits.text))); }
   if (p.reasoning) details.append(el("div", "reasoning", "muted"), el("pre", clip(p.reasoning, S.limits.text)));
   li.append(details);
+  pushStream("proposals", li);
+}
+
+// A user's edited candidate (candidate.injected): one line per status change.
+/** @param {import("./state.js").Injection} d */
+export function renderInjection(d) {
+  const li = el("li", undefined, `injection injection-${d.status}`);
+  li.dataset.injection = String(d.injection);
+  li.append(el("strong", d.status === "applied" ? `human → #${d.candidate}` : `human (${d.status})`),
+    el("span", ` ${injectionText(d)}`, "muted"));
   pushStream("proposals", li);
 }
 

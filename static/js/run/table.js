@@ -4,7 +4,7 @@
 import { fmt } from "../format.js";
 import { money } from "../money.js";
 import { bestIndex, leadCounts, role, tableRowsNext } from "./state.js";
-import { leadText, tableNote } from "./text.js";
+import { leadText, originText, tableNote } from "./text.js";
 import { drawScatter, restyleLineage, restyleSelected } from "./charts.js";
 import { $, S, candidateUrl, root } from "./page.js";
 
@@ -22,7 +22,15 @@ export function candidateRow(c) {
   /** @param {string} text @param {string} [cls] */
   const td = (text, cls) => { const el = document.createElement("td"); el.textContent = text; if (cls) el.className = cls; return el; };
   const idCell = td("", "num"); idCell.append(link);
-  cells.push(idCell, td(c.origin), td(c.parents.map((p) => `#${p}`).join(" + ") || "–"), td(fmt(c.val_score), "num"),
+  const origin = td(originText(c), "origin");
+  if (c.origin === "human") {
+    // One click to what the user changed: the compare view of its parent and it.
+    const diff = document.createElement("a");
+    diff.href = `${root.dataset.compareUrl}?c=${c.parents[0] ?? 0}&c=${c.index}`;
+    diff.textContent = "diff"; diff.className = "diff-link";
+    origin.append(" · ", diff);
+  }
+  cells.push(idCell, origin, td(c.parents.map((p) => `#${p}`).join(" + ") || "–"), td(fmt(c.val_score), "num"),
     td(leadText(S, c.index), "num lead-count"), td(String(c.metric_calls), "num"),
     td(money(c.cost, S.run.pricing), "num cost"), td("", "front-mark"));
   tr.append(...cells);

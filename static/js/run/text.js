@@ -17,11 +17,28 @@ import { bestIndex, leadCount } from "./state.js";
 
 export const VERDICT_NAMES = { p: "pass", b: "borderline", f: "fail" };
 
+// Where a candidate came from, in words: its origin, and for one a user wrote,
+// "human · edited from #N by <user>" (plain text: escape it for markup).
+/** @param {Candidate} c */
+export function originText(c) {
+  if (c.origin !== "human") return c.origin;
+  return `human · edited from #${c.parents[0] ?? 0} by ${c.author || "a deleted user"}`;
+}
+
+// A user's edited candidate in the proposals stream (plain text).
+/** @param {import("./state.js").Injection} d */
+export function injectionText(d) {
+  const who = `${d.author || "a user"}'s edit of #${d.edited_from}`;
+  if (d.status === "applied") return `${who} → #${d.candidate}: evaluated on the val set, in the pool`;
+  if (d.status === "refused") return `${who}: refused, ${d.reason}`;
+  return `${who}: waits for the next iteration boundary`;
+}
+
 // A candidate's hover text (Plotly markup).
 /** @param {Candidate} c */
 export function hover(c) {
   const parents = c.parents.length ? c.parents.map((p) => `#${p}`).join(" + ") : "none";
-  return `<b>#${c.index}</b> ${esc(c.origin)} · val ${fmt(c.val_score)}<br>parents ${parents} · ${c.metric_calls} calls<br>${escLines(c.preview)}`;
+  return `<b>#${c.index}</b> ${esc(originText(c))} · val ${fmt(c.val_score)}<br>parents ${parents} · ${c.metric_calls} calls<br>${escLines(c.preview)}`;
 }
 
 // A scored task's two judgments, each with what decides it (docs/verifier-semantics.md

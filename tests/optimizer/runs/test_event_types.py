@@ -142,6 +142,7 @@ def test_the_catalogue_names_each_model_under_its_own_type():
         ev.RUN_STATUS,
         ev.RUN_BUDGET,
         ev.CANDIDATE_NEW,
+        ev.CANDIDATE_INJECTED,
         ev.FRONT_UPDATED,
         ev.PROPOSAL,
         ev.TRIALS,
