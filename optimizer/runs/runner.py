@@ -40,6 +40,7 @@ from optimizer.lm import (
 )
 from optimizer.lm.config import coerce_config
 from optimizer.models import Candidate, Run, RunStatus
+from optimizer.reviewer_notes import notes_on_tasks
 from optimizer.runs import event_types as ev
 from optimizer.runs.adapter import EvalRecord, FrontierAdapter, SystemicFailure
 from optimizer.runs.budget import (
@@ -242,6 +243,7 @@ def _optimize(run: Run, run_claim: RunClaim, heartbeat: Heartbeat) -> str | None
         should_abort=lambda: heartbeat.cancelled.is_set() or run_claim.lost.is_set(),
         meter=meter,
         limits=limits,
+        notes_source=_notes_source(run.pk),
     )
     task_pks = (
         dict(run.task_set.tasks.values_list("task_id", "pk")) if run.task_set is not None else {}
@@ -378,6 +380,19 @@ def _run_gepa(
     return _finish(
         run_claim, heartbeat, phase=f"finished: {reason}" if reason else "finished", reason=reason
     )
+
+
+def _notes_source(run_id: int) -> Callable[[list[str]], dict[str, list[JSONObject]]]:
+    """The run's reviewer notes on some tasks, read from the database each time a
+    reflective dataset is built: a note saved while the run runs reaches the
+    next reflection on its task, with no restart (optimizer/reviewer_notes.py)."""
+
+    def read(task_keys: list[str]) -> dict[str, list[JSONObject]]:
+        return (
+            retry_db(lambda: notes_on_tasks(run_id, task_keys), what=f"run {run_id}: notes") or {}
+        )
+
+    return read
 
 
 def _save_usage(run_id: int, recorder: RunRecorder) -> None:

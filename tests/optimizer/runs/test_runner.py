@@ -68,6 +68,7 @@ PROPOSAL_KEYS = {
     "metric_calls",
     "usage",
     "cost",
+    "notes",
 }
 
 
