@@ -32,6 +32,7 @@ from optimizer.models import (
     Run,
     RunEvent,
 )
+from optimizer.reviewer_notes import notes_refusal, run_notes
 from optimizer.runs import event_types as ev
 from optimizer.runs.budget import format_cost, run_pricing
 from optimizer.runs.summary import run_summary
@@ -379,6 +380,9 @@ def run_snapshot(run: Run) -> dict:
             "table_rows": TABLE_ROWS,
         },
         **_stream_tails(run),
+        # What GEPA's reflection reads beside the verifiers' feedback (live: note.* events).
+        "reviewer_notes": run_notes(run),
+        "notes_refusal": notes_refusal(run),
     }
 
 

@@ -21,6 +21,7 @@ import * as charts from "./run/charts.js";
 import { doing, doingFromProposal, doingFromStatus, pollClient, renderBestPrompt, renderClock, renderHeader } from "./run/header.js";
 import { refreshRows, renderSelection, renderTableNote, showTableRows, toggleSelected } from "./run/table.js";
 import { renderError, renderProposal, renderTrial } from "./run/streams.js";
+import { NoteList, NotesApi, renderNotes } from "./reviewer-notes.js";
 
 /**
  * @typedef {import("./run/state.js").Candidate} Candidate
@@ -30,6 +31,22 @@ import { renderError, renderProposal, renderTrial } from "./run/streams.js";
  * @typedef {import("./run/state.js").Snapshot} Snapshot
  * @typedef {import("./run/state.js").Trials} Trials
  */
+
+// The run's reviewer notes: the snapshot's, then note.saved / note.deleted events.
+const notes = new NoteList();
+/** @type {string | null} why the run takes no notes (external, imported) */
+let notesRefusal = null;
+const notesApi = new NotesApi(String(root.dataset.runId), /** @type {HTMLInputElement} */ (root.querySelector("#reviewer-notes [name=csrfmiddlewaretoken]")).value);
+function drawNotes() {
+  const all = notes.all();
+  const writable = root.dataset.notesWritable === "true" && !notesRefusal;
+  renderNotes(/** @type {HTMLElement} */ (document.getElementById("notes-list")), all,
+    (note) => !notesRefusal && (writable || note.author === root.dataset.user),
+    async (note) => {
+      try { await notesApi.remove(note.id); notes.deleted(note); drawNotes(); } catch (error) { $("notes-empty").textContent = String(error instanceof Error ? error.message : error); $("notes-empty").hidden = false; }
+    });
+  $("notes-empty").hidden = all.length > 0;
+}
 
 // Whole-pool redraws: at most once per animation frame (run/frames.js).
 const later = frameBatcher((draw) => requestAnimationFrame(draw));
@@ -79,6 +96,8 @@ const redraws = {
   },
   trials: (/** @type {Trials} */ d) => { for (const item of d.items || []) renderTrial(item, d.candidate, d.split); },
   error: (/** @type {RunError} */ d) => renderError(d),
+  "note.saved": (/** @type {import("./reviewer-notes.js").Note} */ d) => { notes.saved(d); drawNotes(); },
+  "note.deleted": (/** @type {{id: number}} */ d) => { notes.deleted(d); drawNotes(); },
   "run.finished": () => {
     renderHeader();
     doingFromStatus();
@@ -180,6 +199,26 @@ async function boot() {
   snap.proposals.forEach(renderProposal);
   snap.trials.forEach((t) => renderTrial(t, t.candidate, t.split));
   snap.errors.forEach(renderError);
+  notesRefusal = snap.notes_refusal;
+  notes.load(snap.reviewer_notes || []);
+  drawNotes();
+  // "Note for GEPA" in a trial's row (run/streams.js): your note on that task, written or edited.
+  document.getElementById("stream-trials")?.addEventListener("click", async (event) => {
+    const button = /** @type {HTMLElement} */ (event.target).closest('[data-action="save-note"]');
+    const box = /** @type {HTMLElement | null} */ (button?.closest(".gepa-note") ?? null);
+    if (!box) return;
+    const taskKey = box.dataset.taskKey || "";
+    const status = /** @type {HTMLElement} */ (box.querySelector('[data-field="note-status"]'));
+    const mine = notes.onTask(taskKey).filter((n) => n.author === root.dataset.user).pop();
+    status.textContent = "saving…";
+    try {
+      notes.saved(await notesApi.save(taskKey, /** @type {HTMLTextAreaElement} */ (box.querySelector("textarea")).value, mine ? mine.id : null));
+      status.textContent = "saved: the next reflections on this task read it";
+      drawNotes();
+    } catch (error) {
+      status.textContent = error instanceof Error ? error.message : String(error);
+    }
+  });
   refreshRows();
   mark("streams");
   renderHeader();
