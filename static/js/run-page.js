@@ -48,6 +48,39 @@ function drawNotes() {
   $("notes-empty").hidden = all.length > 0;
 }
 
+// "Note for GEPA" on a trial (run/streams.js) opens the notes card's editor on that
+// task, in a place that stays put while the streams grow: your note there, written or edited.
+/** @param {HTMLFormElement} editor */
+function wireNoteEditor(editor) {
+  const area = /** @type {HTMLTextAreaElement} */ (editor.querySelector("textarea"));
+  const status = /** @type {HTMLElement} */ (editor.querySelector('[data-field="note-status"]'));
+  const yours = () => notes.onTask(editor.dataset.taskKey || "").filter((n) => n.author === root.dataset.user).pop();
+  document.getElementById("stream-trials")?.addEventListener("click", (event) => {
+    const button = /** @type {HTMLElement} */ (event.target).closest('[data-action="note-for-gepa"]');
+    if (!(button instanceof HTMLElement)) return;
+    editor.dataset.taskKey = button.dataset.taskKey || "";
+    $("note-task").textContent = editor.dataset.taskKey;
+    area.setAttribute("aria-label", `Note for GEPA on ${editor.dataset.taskKey}`);
+    area.value = yours()?.text || "";
+    status.textContent = "";
+    editor.hidden = false;
+    area.focus();
+  });
+  editor.querySelector('[data-action="cancel-note"]')?.addEventListener("click", () => { editor.hidden = true; });
+  editor.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const mine = yours();
+    status.textContent = "saving…";
+    try {
+      notes.saved(await notesApi.save(editor.dataset.taskKey || "", area.value, mine ? mine.id : null));
+      status.textContent = "saved: the next reflections on this task read it";
+      drawNotes();
+    } catch (error) {
+      status.textContent = error instanceof Error ? error.message : String(error);
+    }
+  });
+}
+
 // Whole-pool redraws: at most once per animation frame (run/frames.js).
 const later = frameBatcher((draw) => requestAnimationFrame(draw));
 
@@ -202,23 +235,8 @@ async function boot() {
   notesRefusal = snap.notes_refusal;
   notes.load(snap.reviewer_notes || []);
   drawNotes();
-  // "Note for GEPA" in a trial's row (run/streams.js): your note on that task, written or edited.
-  document.getElementById("stream-trials")?.addEventListener("click", async (event) => {
-    const button = /** @type {HTMLElement} */ (event.target).closest('[data-action="save-note"]');
-    const box = /** @type {HTMLElement | null} */ (button?.closest(".gepa-note") ?? null);
-    if (!box) return;
-    const taskKey = box.dataset.taskKey || "";
-    const status = /** @type {HTMLElement} */ (box.querySelector('[data-field="note-status"]'));
-    const mine = notes.onTask(taskKey).filter((n) => n.author === root.dataset.user).pop();
-    status.textContent = "saving…";
-    try {
-      notes.saved(await notesApi.save(taskKey, /** @type {HTMLTextAreaElement} */ (box.querySelector("textarea")).value, mine ? mine.id : null));
-      status.textContent = "saved: the next reflections on this task read it";
-      drawNotes();
-    } catch (error) {
-      status.textContent = error instanceof Error ? error.message : String(error);
-    }
-  });
+  const editor = /** @type {HTMLFormElement | null} */ (document.getElementById("note-editor"));
+  if (editor) wireNoteEditor(editor);
   refreshRows();
   mark("streams");
   renderHeader();

@@ -43,7 +43,7 @@ def demo_data(frontier_server):
 def test_a_note_written_in_a_live_run_s_drill_down_is_listed_everywhere_and_read_by_gepa(
     page, demo_data
 ):
-    """Writes "Note for GEPA" under a minibatch trial; a second open page of the
+    """Writes "Note for GEPA" from a minibatch trial; a second open page of the
     run lists the note without a reload, then shows a later proposal that read it."""
     run_id = launch_demo_run(page, budget=2000, latency_ms=250)
     other = page.context.new_page()
@@ -51,13 +51,17 @@ def test_a_note_written_in_a_live_run_s_drill_down_is_listed_everywhere_and_read
     expect(other.locator("[data-field=live]")).to_have_text("● live")
     other.evaluate("window.__noReload = true")
 
-    trial = page.locator("#stream-trials > li", has=page.locator(".gepa-note")).first
-    expect(trial).to_be_visible(timeout=60_000)
-    task_key = trial.locator(".gepa-note").get_attribute("data-task-key")
-    trial.locator("summary", has_text="Note for GEPA").click()
-    trial.get_by_label(f"Note for GEPA on {task_key}").fill('should mention "tracking number"')
-    trial.get_by_role("button", name="Save note").click()
-    expect(trial.locator("[data-field=note-status]")).to_contain_text("saved")
+    button = page.locator("#stream-trials [data-action=note-for-gepa]").first
+    expect(button).to_be_visible(timeout=60_000)
+    task_key = button.get_attribute("data-task-key")
+    page.locator(
+        f"#stream-trials [data-action=note-for-gepa][data-task-key='{task_key}']"
+    ).first.click()
+    editor = page.locator("#note-editor")
+    expect(editor.locator("[data-field=note-task]")).to_have_text(task_key)
+    editor.get_by_label(f"Note for GEPA on {task_key}").fill('should mention "tracking number"')
+    editor.get_by_role("button", name="Save note").click()
+    expect(editor.locator("[data-field=note-status]")).to_contain_text("saved")
 
     listed = other.locator("#notes-list > li")
     expect(listed).to_have_count(1)
@@ -73,6 +77,21 @@ def test_a_note_written_in_a_live_run_s_drill_down_is_listed_everywhere_and_read
     # Removed from the list on one page: gone from the other too, still without a reload.
     page.locator("#notes-list > li").first.get_by_role("button", name="Remove").click()
     expect(other.locator("#notes-list > li")).to_have_count(0)
+
+    # A candidate's page: "Note for GEPA" in a task's row (a val task: it says no
+    # reflection of this run reads it), listed live on the run page too.
+    candidate = page.context.new_page()
+    candidate.goto(f"/runs/{run_id}/candidates/0/")
+    box = candidate.locator("details.gepa-note").first
+    val_key = box.get_attribute("data-task-key")
+    box.locator("summary").click()
+    expect(box.locator("[data-field=not-reflected]")).to_be_visible()
+    box.get_by_label(f"Note for GEPA on {val_key}").fill("the seed's answer is fine here")
+    box.get_by_role("button", name="Save note").click()
+    expect(box.locator("[data-field=note-status]")).to_contain_text("saved")
+    expect(box.get_by_role("button", name="Remove")).to_be_visible()
+    expect(other.locator("#notes-list > li")).to_have_count(1)
+    expect(other.locator("#notes-list > li").first).to_contain_text(val_key)
     page.get_by_role("button", name="Stop").click()
     expect(page.locator("[data-field=status]")).to_have_text(re.compile("stopp"))
 

@@ -51,7 +51,7 @@ export function renderTrial(item, candidate, split) {
   const reasons = (item.reasons || []).slice(0, S.limits.reasons);
   if (reasons.length) { const ul = el("ul", undefined, "reasons"); for (const r of reasons) ul.append(el("li", r)); li.append(ul); }
   // A minibatch task (the train split: what reflections read): the drill-down's "Note for GEPA".
-  if (split === "train" && root.dataset.notesWritable === "true") li.append(noteBox(item.task_key));
+  if (split === "train" && root.dataset.notesWritable === "true") li.append(noteButton(item.task_key));
   pushStream("trials", li);
 }
 
@@ -62,21 +62,11 @@ export function renderError(e) {
   pushStream("errors", li);
 }
 
-/** "Note for GEPA" on a task: run-page.js saves it (one listener for the whole stream). @param {string} taskKey */
-function noteBox(taskKey) {
-  const box = el("details", undefined, "gepa-note");
-  box.dataset.taskKey = taskKey;
-  const area = el("textarea");
-  area.rows = 2;
-  area.maxLength = 2000;
-  area.setAttribute("aria-label", `Note for GEPA on ${taskKey}`);
-  area.placeholder = "What should the reflection know about this output?";
-  const save = el("button", "Save note");
-  save.type = "button";
-  save.dataset.action = "save-note";
-  const status = el("span", "", "muted");
-  status.dataset.field = "note-status";
-  status.setAttribute("role", "status");
-  box.append(el("summary", "Note for GEPA"), area, save, el("span", " "), status);
-  return box;
+/** "Note for GEPA" on a task: run-page.js opens the notes card's editor on it (one listener for the stream). @param {string} taskKey */
+function noteButton(taskKey) {
+  const button = el("button", "Note for GEPA", "note-for-gepa");
+  button.type = "button";
+  button.dataset.action = "note-for-gepa";
+  button.dataset.taskKey = taskKey;
+  return button;
 }
