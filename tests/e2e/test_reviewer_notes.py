@@ -134,9 +134,10 @@ def test_a_script_with_a_token_writes_edits_and_removes_a_note_that_the_run_read
         )
 
     proposal = wait_until(read_it, what="a proposal that read the note", timeout=120)
-    assert proposal["notes"] == [
-        {"id": note["id"], "task_key": "t0", "author": note["author"], "text": edited["text"]}
-    ]
+    # As the note was when that reflection read it (the edit may have come just after).
+    [read] = proposal["notes"]
+    assert (read["id"], read["task_key"], read["author"]) == (note["id"], "t0", note["author"])
+    assert read["text"] in (note["text"], edited["text"])
     assert "t0" in proposal["minibatch"]
     status, document, _ = api.call("GET", f"/api/runs/{run['id']}/export")
     assert status == 200 and [n["text"] for n in document["reviewer_notes"]] == [edited["text"]]
