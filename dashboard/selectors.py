@@ -34,6 +34,7 @@ from optimizer.models import (
     RunEvent,
     RunStatus,
 )
+from optimizer.reviewer_notes import notes_refusal, run_notes
 from optimizer.runs import event_types as ev
 from optimizer.runs.budget import format_cost, run_pricing
 from optimizer.runs.injections import run_valset_size
@@ -395,6 +396,9 @@ def run_snapshot(run: Run) -> dict:
             "table_rows": TABLE_ROWS,
         },
         **_stream_tails(run),
+        # What GEPA's reflection reads beside the verifiers' feedback (live: note.* events).
+        "reviewer_notes": run_notes(run),
+        "notes_refusal": notes_refusal(run),
     }
 
 

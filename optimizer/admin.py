@@ -6,6 +6,7 @@ from optimizer.models import (
     Evaluation,
     ModelEndpoint,
     RejectedProposal,
+    ReviewerNote,
     Run,
     RunEvent,
     RunProgress,
@@ -82,3 +83,10 @@ class RunEventAdmin(admin.ModelAdmin):
 class RejectedProposalAdmin(admin.ModelAdmin):
     list_display = ["run", "seq", "metric_calls", "parent", "before", "after", "minibatch_size"]
     list_select_related = ["run"]
+
+
+@admin.register(ReviewerNote)
+class ReviewerNoteAdmin(admin.ModelAdmin):
+    list_display = ["run", "task_key", "author_name", "updated_at"]
+    list_select_related = ["run"]
+    search_fields = ["task_key", "author_name", "text"]

@@ -11,17 +11,26 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.http import Http404
 from django.urls import reverse
 from ninja import Field, Query, Router, Schema, Status
 
 from dashboard.lib.api_errors import ErrorOut, Problem
-from optimizer import selectors, services
+from optimizer import reviewer_notes, selectors, services
 from optimizer.config import MAX_METRIC_CALLS, RunConfig
 from optimizer.downloads import run_export_download
 from optimizer.export import RunDocument
-from optimizer.models import Candidate, CandidateInjection, InjectionStatus, Origin, Run, RunStatus
+from optimizer.models import (
+    Candidate,
+    CandidateInjection,
+    InjectionStatus,
+    Origin,
+    ReviewerNote,
+    Run,
+    RunStatus,
+)
 from optimizer.runs import event_types as ev
 from optimizer.runs.injections import run_valset_size
 from optimizer.runs.summary import RUN_JOINS, run_summary
@@ -609,3 +618,106 @@ def delete_run(request, run_id: int):
     except services.RunStateError as error:
         return Status(409, {"detail": str(error), "problems": []})
     return Status(204, None)
+
+
+class NoteIn(Schema):
+    task_key: str = Field(
+        ..., max_length=200, description="A task of the run's frozen task rows (any split)"
+    )
+    text: str = Field(
+        ...,
+        max_length=10 * reviewer_notes.MAX_NOTE_CHARS,
+        description=f"What the reflection should know, at most {reviewer_notes.MAX_NOTE_CHARS:,} "
+        "characters once trimmed",
+    )
+
+
+class NotePatchIn(Schema):
+    text: str = Field(..., max_length=10 * reviewer_notes.MAX_NOTE_CHARS)
+
+
+class NoteOut(Schema):
+    id: int
+    task_key: str
+    text: str
+    author: str = Field(description="The username of who wrote it")
+    created_at: datetime
+    updated_at: datetime
+
+
+class NotesOut(Schema):
+    notes: list[NoteOut]
+    writable: bool = Field(description="Whether you may add notes to this run")
+    refusal: str | None = Field(
+        description="Why this run takes no notes (an external or imported run), else null"
+    )
+
+
+def _note_call(action, **kwargs):
+    """A note service call as the API answers it: refusals are 403 / 404 / 409 with a sentence."""
+    try:
+        return action(**kwargs)
+    except PermissionDenied as error:
+        return Status(403, {"detail": str(error), "problems": []})
+    except ReviewerNote.DoesNotExist as error:
+        raise Http404(str(error)) from None
+    except reviewer_notes.NoteStateError as error:
+        return Status(409, {"detail": str(error), "problems": []})
+
+
+@router.get("/{run_id}/notes", response=NotesOut)
+def list_notes(request, run_id: int):
+    """The run's reviewer notes, oldest first: what GEPA's reflection reads beside the
+    verifiers' feedback whenever a note's task is in its minibatch."""
+    run = _visible(request, run_id)
+    refusal = reviewer_notes.notes_refusal(run)
+    return {
+        "notes": reviewer_notes.run_notes(run),
+        "writable": refusal is None and run.controllable_by(request.user),
+        "refusal": refusal,
+    }
+
+
+@router.post(
+    "/{run_id}/notes", response={201: NoteOut, 400: ErrorOut, 403: ErrorOut, 409: ErrorOut}
+)
+def create_note(request, run_id: int, body: NoteIn):
+    """Write a note on one task for GEPA: from now on every reflection whose minibatch holds
+    that task reads it. Who controls the run writes notes (403 for a read-only sharer);
+    an external or imported run takes none (409)."""
+    run = _visible(request, run_id)
+    note = _note_call(
+        reviewer_notes.reviewer_note_create,
+        run=run,
+        user=request.user,
+        task_key=body.task_key,
+        text=body.text,
+    )
+    return note if isinstance(note, Status) else Status(201, note.as_dict())
+
+
+@router.patch(
+    "/{run_id}/notes/{note_id}",
+    response={200: NoteOut, 400: ErrorOut, 403: ErrorOut, 409: ErrorOut},
+)
+def update_note(request, run_id: int, note_id: int, body: NotePatchIn):
+    """Replace a note's text (its author or who controls the run)."""
+    run = _visible(request, run_id)
+    note = _note_call(
+        reviewer_notes.reviewer_note_edit,
+        run=run,
+        note_id=note_id,
+        user=request.user,
+        text=body.text,
+    )
+    return note if isinstance(note, Status) else Status(200, note.as_dict())
+
+
+@router.delete("/{run_id}/notes/{note_id}", response={204: None, 403: ErrorOut, 409: ErrorOut})
+def delete_note(request, run_id: int, note_id: int):
+    """Remove a note (its author or who controls the run): no later reflection reads it."""
+    run = _visible(request, run_id)
+    done = _note_call(
+        reviewer_notes.reviewer_note_delete, run=run, note_id=note_id, user=request.user
+    )
+    return done if isinstance(done, Status) else Status(204, None)

@@ -2,7 +2,7 @@
 
 The JSON holds everything needed to view the run on another installation:
 config, frozen verifier specs and task rows, candidates with lineage and
-components, every evaluation, and the event log. Import validates the whole
+components, every evaluation, the event log and the reviewer notes. Import validates the whole
 document with pydantic first (errors name the field), then writes it in one
 transaction, so a broken file leaves nothing behind. Import only stores data:
 nothing in the file is executed, and the run is marked `imported`.
@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 from django.db import connection, transaction
 from django.db.models import Case, Value, When
 from django.db.models.functions import Collate
+from django.utils import timezone
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -40,12 +41,14 @@ from optimizer.models import (
     Candidate,
     Evaluation,
     Origin,
+    ReviewerNote,
     Run,
     RunEvent,
     RunStatus,
     run_progress,
     store_rejected_marks,
 )
+from optimizer.reviewer_notes import MAX_NOTE_CHARS, MAX_NOTES_PER_RUN, run_notes
 from optimizer.tasksets.models import Split
 from optimizer.val_summary import fill_val_summaries
 from verifiers_app.engine.errors import validation_problems
@@ -217,12 +220,29 @@ class RunIn(_Strict):
         return value
 
 
+class ReviewerNoteIn(_Strict):
+    """A reviewer's note on one task (optimizer/reviewer_notes.py); `id` is the
+    exporting installation's, which the proposal events that read it name."""
+
+    id: Count | None = None
+    task_key: Key
+    text: Annotated[str, Field(min_length=1, max_length=MAX_NOTE_CHARS)]
+    author: Annotated[str, Field(max_length=150)] = ""
+    created_at: Moment = None
+    updated_at: Moment = None
+
+
 class RunDocument(_Strict):
     format: Literal["frontier.run"]
     version: Literal[1]
     run: RunIn
     candidates: list[CandidateIn] = Field(min_length=1)
     events: list[EventIn] = []
+    reviewer_notes: list[ReviewerNoteIn] = Field(
+        default=[],
+        max_length=MAX_NOTES_PER_RUN,
+        description="What reviewers wrote on tasks for GEPA's reflection to read",
+    )
 
     @model_validator(mode="after")
     def _references_resolve(self):
@@ -394,6 +414,7 @@ def run_export(run: Run) -> dict:
         "run": _run_meta(run),
         "candidates": candidates,
         "events": list(_events(run)),
+        "reviewer_notes": run_notes(run),
     }
 
 
@@ -438,7 +459,7 @@ def run_export_stream(run: Run, *, piece_bytes: int = 256 * 1024):
         for n, event in enumerate(_events(run)):
             if put((", " if n else "") + dumps(event)):
                 yield flush()
-        put("]}")
+        put(f'], "reviewer_notes": {dumps(run_notes(run))}}}')
         yield flush()
 
 
@@ -641,6 +662,9 @@ _HEADER: dict[str, TypeAdapter[Any]] = {
     "format": TypeAdapter(Literal["frontier.run"]),
     "version": TypeAdapter(Literal[1]),
     "run": TypeAdapter(RunIn),
+    "reviewer_notes": TypeAdapter(
+        Annotated[list[ReviewerNoteIn], Field(max_length=MAX_NOTES_PER_RUN)]
+    ),
 }
 _CANDIDATE, _EVENT = TypeAdapter(CandidateIn), TypeAdapter(EventIn)
 
@@ -817,6 +841,19 @@ def _import_document(stream: _JsonStream, owner) -> Run:
         finished_at=meta.finished_at,
         best_candidate_id=pks.get(meta.best_index),
         chosen_candidate_id=pks.get(meta.chosen_index),
+    )
+    ReviewerNote.objects.bulk_create(
+        [
+            ReviewerNote(
+                run=run,
+                task_key=note.task_key,
+                text=note.text,
+                author_name=note.author,
+                created_at=note.created_at or timezone.now(),
+                updated_at=note.updated_at or note.created_at or timezone.now(),
+            )
+            for note in header.get("reviewer_notes", [])
+        ]
     )
     run_progress(run.pk).update(
         budget_used=meta.budget_used,

@@ -13,6 +13,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models, transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from optimizer.tasksets.models import Split, Task, TaskSet
 from verifiers_app.engine.json_types import JSONObject
@@ -604,3 +605,50 @@ def store_rejected_marks(events: Iterable[RunEvent]) -> None:
     ]
     if marks:
         RejectedProposal.objects.bulk_create(marks, batch_size=500)
+
+
+class ReviewerNote(models.Model):
+    """A reviewer's note on one task of a run, which GEPA's reflection reads
+    beside the verifiers' feedback whenever that task is in its minibatch
+    (optimizer/runs/adapter.py, `make_reflective_dataset`). Only a native run
+    executed here takes notes: an external run's reflection is its owner's
+    process, and an imported run keeps the notes it came with."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="reviewer_notes")
+    task_key = models.CharField(
+        max_length=200, help_text="The task's task_id in the run's frozen snapshot"
+    )
+    text = models.TextField()
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="reviewer_notes",
+    )
+    author_name = models.CharField(
+        max_length=150, help_text="Who wrote it (kept when the user is gone, or from an import)"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["run", "task_key", "created_at", "pk"]
+        indexes = [models.Index(fields=["run", "task_key"], name="reviewer_note_run_task")]
+        constraints = [
+            models.CheckConstraint(condition=~Q(text=""), name="reviewer_note_text_not_empty"),
+        ]
+
+    def __str__(self) -> str:
+        return f"note on {self.task_key} of run {self.run_id}"
+
+    def as_dict(self) -> JSONObject:
+        """The note as the API, its events and the export show it."""
+        return {
+            "id": self.pk,
+            "task_key": self.task_key,
+            "text": self.text,
+            "author": self.author_name,
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+        }

@@ -36,6 +36,7 @@ from optimizer.models import (
     Run,
     RunStatus,
 )
+from optimizer.reviewer_notes import reviewer_notes_copy
 from optimizer.runs import event_types as ev
 from optimizer.runs.events import publish_run_event, publish_run_events
 from optimizer.runs.injections import (
@@ -262,7 +263,8 @@ def run_launch(
     forked_from: Run | None = None,
     forked_from_candidate: int | None = None,
 ) -> Run:
-    """Freeze the config, verifiers and tasks into a queued Run and queue it after commit.
+    """Freeze the config, verifiers and tasks into a queued Run and queue it after commit;
+    a fork (`forked_from`) takes the run's reviewer notes on the tasks it still has.
     Raises RunConfigError (problems naming each field) and saves nothing when invalid."""
     prepared = _prepare(owner=owner, config=config, trusted_lms=trusted_lms)
     task_set = prepared.task_set
@@ -289,6 +291,9 @@ def run_launch(
             enqueued_at=timezone.now(),
         )
         run.verifiers.set(prepared.verifiers)
+        if forked_from is not None:
+            # What reviewers noticed still holds for the same tasks: the fork's reflections read it too.
+            reviewer_notes_copy(source=forked_from, target=run)
         Verifier.objects.filter(pk__in=[v.pk for v in prepared.verifiers]).update(
             last_used_at=timezone.now()
         )
@@ -581,7 +586,8 @@ def run_resume(*, run: Run, extra_budget: int = 0) -> Run:
 
 
 def run_fork(*, run: Run, candidate_index: int, owner) -> Run:
-    """A new run with the same configuration, seeded from one candidate's components.
+    """A new run with the same configuration, seeded from one candidate's components,
+    with the run's reviewer notes on the tasks it still has (authors kept).
     Only who controls the run forks it: the fork runs on the run's frozen endpoints."""
     if not run.controllable_by(owner):
         raise PermissionDenied(f"only the owner of run {run.pk} can fork it")

@@ -24,6 +24,7 @@ from dashboard.account_services import api_token_create
 from dashboard.api import api
 from dashboard.asgi import application
 from optimizer.models import Run, RunStatus
+from optimizer.reviewer_notes import reviewer_note_create
 from tests.dashboard.test_embedded_mode import session_headers
 from tests.factories import recorded_run
 from tests.url_patterns import argument_names, url_patterns
@@ -64,7 +65,11 @@ def owned(user):
         verifier=verifier, spec={**verifier.spec, "passThreshold": 0.5}, user=user
     )  # a diff to show
     token, _ = api_token_create(user=user, name=f"{MARKER} token")
+    note = reviewer_note_create(
+        run=run, user=user, task_key=run.tasks_snapshot[0]["task_id"], text=f"{MARKER} note"
+    )
     return {
+        "note": note,
         "run": run,
         "task_set": task_set,
         "task": task_set.tasks.first(),
@@ -104,7 +109,7 @@ def fingerprint() -> dict:
     """The owner's rows, as a write by someone else would change them (the others
     may create rows of their own)."""
     from dashboard.models import ApiToken
-    from optimizer.models import Candidate
+    from optimizer.models import Candidate, ReviewerNote
     from optimizer.tasksets.models import Task, TaskSet
 
     return {
@@ -137,6 +142,11 @@ def fingerprint() -> dict:
             .values_list("pk", "split", "task_id")
         ),
         "candidates": Candidate.objects.filter(run__owner__username="alice").count(),
+        "reviewer_notes": list(
+            ReviewerNote.objects.filter(run__owner__username="alice")
+            .order_by("pk")
+            .values_list("pk", "task_key", "text")
+        ),
         "tokens": list(
             ApiToken.objects.filter(user__username="alice")
             .order_by("pk")
@@ -264,6 +274,7 @@ def api_url(path: str, owned) -> str:
         .replace("{slug}", owned["verifier"].slug)
         .replace("{taskset_id}", str(owned["task_set"].pk))
         .replace("{index}", "0")
+        .replace("{note_id}", str(owned["note"].pk))
     )
 
 
@@ -276,6 +287,8 @@ def api_body(path: str, owned) -> dict:
             "candidate_index": 0,
             "extra_budget": 10,
             "components": {"instructions": "probe"},  # an edited candidate (POST …/candidates)
+            "task_key": owned["note"].task_key,
+            "text": "x",
         }
     if path.endswith("/events"):  # a well-formed batch aimed at the owner's run
         return {"seq": 1, "events": [{"type": "budget", "used": 1}]}
@@ -344,7 +357,7 @@ def test_another_users_token_and_session_reach_nothing_of_the_owner_through_the_
                 response.status_code,
                 response.content[:300],
             )
-            if re.search(r"\{(run_id|slug|taskset_id|index)\}", path):
+            if re.search(r"\{(run_id|slug|taskset_id|index|note_id)\}", path):
                 assert response.status_code in (403, 404), (method, path, response.status_code)
     assert fingerprint() == before
     assert not Run.objects.filter(owner=other_user).exists()  # no run on the owner's task set

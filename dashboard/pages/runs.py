@@ -22,6 +22,7 @@ from optimizer import selectors as run_selectors
 from optimizer import services
 from optimizer.config import DEMO_MODEL_NAME, RunConfigError
 from optimizer.models import CandidateInjection, Run, RunStatus
+from optimizer.reviewer_notes import MAX_NOTE_CHARS, notes_refusal, train_task_keys
 from optimizer.runs.summary import run_client_status, run_list_row, run_summary
 
 LIST_LIMIT = 200
@@ -126,6 +127,7 @@ def run_detail(request, run_id: int):
             "can_control": run.controllable_by(request.user),
             "can_steer": run.steerable_by(request.user),
             "simulator_limits": run_selectors.run_simulator_limits(run),
+            "notes_refusal": notes_refusal(run),
         },
     )
 
@@ -170,19 +172,51 @@ def candidate_detail(request, run_id: int, index: int):
     detail = selectors.candidate_detail(run, index)
     if detail is None:
         raise Http404("No such candidate in this run.")
+    refusal = notes_refusal(run)
     return render(
         request,
         "runs/candidate.html",
         {
             "run": run,
             **detail,
-            "rows_html": _evaluation_rows_html(detail["rows"]),
+            "rows_html": _evaluation_rows_html(
+                detail["rows"], notes=None if refusal is not None else train_task_keys(run)
+            ),
             "inject": selectors.injection_offer(run, request.user),
+            "notes_refusal": refusal,
+            "notes_writable": refusal is None and run.steerable_by(request.user),
         },
     )
 
 
-def _evaluation_row_html(e: dict) -> str:
+# A note on a task GEPA never draws into a minibatch is kept (exports, forks), but no reflection reads it.
+NOT_REFLECTED = (
+    "GEPA's reflections draw their minibatches from the run's train split, which this task is not "
+    "in: no reflection of this run reads a note on it (a fork with other splits would)."
+)
+
+
+def _note_cell_html(task_key: str, *, reflected: bool) -> str:
+    """The drill-down's "Note for GEPA" on one task (static/js/candidate-notes.js fills it in)."""
+    key = html.escape(task_key)
+    hint = (
+        ""
+        if reflected
+        else f'<p class="muted" data-field="not-reflected">{html.escape(NOT_REFLECTED)}</p>'
+    )
+    return (
+        f'<td class="gepa-note-cell"><details class="gepa-note" data-task-key="{key}">'
+        f"<summary>Note for GEPA</summary>{hint}"
+        '<ul class="task-notes"></ul>'
+        f'<textarea rows="3" maxlength="{MAX_NOTE_CHARS}" aria-label="Note for GEPA on {key}" '
+        'placeholder="What should the reflection know about this output?"></textarea>'
+        '<div class="note-actions"><button type="button" data-action="save-note">Save note</button> '
+        '<button type="button" data-action="remove-note" hidden>Remove</button> '
+        '<span class="muted" data-field="note-status" role="status"></span></div></details></td>'
+    )
+
+
+def _evaluation_row_html(e: dict, *, notes: set[str] | None = None) -> str:
     esc = (
         html.escape
     )  # what django.utils.html.escape does, without its lazy-string wrapper (7,000 calls a page)
@@ -207,15 +241,18 @@ def _evaluation_row_html(e: dict) -> str:
         f'<td class="num">{esc(e["score"])}</td><td class="judgments"><span class="verdict-{esc(e["verdict"])}" data-field="verdict">verdict {esc(e["verdict"])}</span>'
         f' <span class="muted" data-field="verdict-why">({esc(e["verdict_why"])})</span><ul class="passed">{passed}</ul></td>'
         f'<td><ul class="checks">{checks}</ul>{no_checks}</td><td class="num">{esc(e["tokens"])}{judge}</td>'
-        f"<td><details><summary>{esc(e['output_short'])}</summary><pre>{esc(e['output'])}</pre></details></td></tr>"
+        f"<td><details><summary>{esc(e['output_short'])}</summary><pre>{esc(e['output'])}</pre></details></td>"
+        f"{_note_cell_html(e['task_key'], reflected=e['task_key'] in notes) if notes is not None else ''}</tr>"
     )
 
 
-def _evaluation_rows_html(rows: list[dict]) -> str:
+def _evaluation_rows_html(rows: list[dict], *, notes: set[str] | None = None) -> str:
     """The candidate page's evaluation rows, built here: through the template
     engine, 300 rows × their checks were most of the page's time. Every value is
-    escaped (outputs and reasons are untrusted)."""
-    return mark_safe("\n".join(_evaluation_row_html(e) for e in rows))  # noqa: S308 - every value above is escaped
+    escaped (outputs and reasons are untrusted). `notes` (a run that takes
+    reviewer notes: the keys of its train tasks, those reflections read): each
+    row ends with its task's "Note for GEPA"."""
+    return mark_safe("\n".join(_evaluation_row_html(e, notes=notes) for e in rows))  # noqa: S308 - every value above is escaped
 
 
 @require_POST

@@ -60,6 +60,7 @@ class SystemicFailure(RuntimeError):
 class Trace(TypedDict):
     """What gepa keeps of one evaluation to reflect on (EvaluationBatch.trajectories)."""
 
+    task_key: str
     input: str
     output: str
     score: float
@@ -69,6 +70,17 @@ class Trace(TypedDict):
 
 #: What an evaluation gives gepa: a trace per task, the output text as its rollout.
 Batch = EvaluationBatch[Trace, str]
+
+#: The reviewer notes a reflection reads now, per task key: each note's `id`,
+#: `task_key`, `author` and `text` (optimizer/reviewer_notes.py, `notes_on_tasks`).
+NotesSource = Callable[[list[str]], dict[str, list[JSONObject]]]
+
+
+class NotesRead(TypedDict):
+    """What one reflective dataset held: its minibatch and the notes in it."""
+
+    minibatch: list[str]
+    notes: list[JSONObject]
 
 
 class Spent(TypedDict):
@@ -137,12 +149,17 @@ class FrontierAdapter:
         meter: UsageMeter | None = None,
         limits: BudgetGuard | None = None,
         carried: Carried | None = None,
+        notes_source: NotesSource | None = None,
     ) -> None:
         self.task_lm = task_lm
         self.carried = carried
         # Evaluations already recorded, answered from their record with no model call
         # (answer_from_records): keyed like `records`, each used once.
         self.recorded: dict[tuple[str, str], EvalRecord] = {}
+        self.notes_source = notes_source
+        # The notes the last reflective dataset held, taken by the recorder's relay
+        # with the proposal that read them (optimizer/runs/recording_thread.py).
+        self.notes_read: NotesRead | None = None
         self.scorer = scorer
         self.concurrency = concurrency
         self.judge_factory = judge_factory
@@ -217,6 +234,7 @@ class FrontierAdapter:
         if capture_traces:
             trajectories = [
                 {
+                    "task_key": r.task_key,
                     "input": row["input"],
                     "output": r.output,
                     "score": r.score,
@@ -244,15 +262,34 @@ class FrontierAdapter:
     def make_reflective_dataset(
         self, candidate: dict[str, str], eval_batch: Batch, components_to_update: list[str]
     ) -> dict[str, list[JSONObject]]:
-        records: list[JSONObject] = [
-            {
+        """One record per minibatch task: its input, the output and the verifiers'
+        feedback, then any reviewer notes on that task as they are now, each under
+        its own heading (gepa's reflection prompt renders every key of a record
+        as a "## key" section: docs/gepa-notes.md §18)."""
+        self.notes_read = None
+        traces = list(eval_batch.trajectories or [])
+        keys = [str(trace.get("task_key", "")) for trace in traces]
+        notes = self.notes_source([k for k in keys if k]) if self.notes_source else {}
+        records: list[JSONObject] = []
+        read: list[JSONObject] = []
+        for key, trace in zip(keys, traces, strict=True):
+            record: JSONObject = {
                 "Inputs": {"task": trace["input"]},
                 "Generated Outputs": trace["output"],
                 "Feedback": feedback_with_score(trace),
             }
-            for trace in eval_batch.trajectories or []
-        ]
+            on_task = notes.get(key, []) if key else []
+            for n, note in enumerate(on_task, start=1):
+                record[note_heading(str(note["author"]), n, len(on_task))] = note["text"]
+            read.extend(on_task)
+            records.append(record)
+        self.notes_read = {"minibatch": keys, "notes": read}
         return dict.fromkeys(components_to_update, records)
+
+    def take_notes_read(self) -> NotesRead | None:
+        """The notes of the reflective dataset built last (once: then None)."""
+        read, self.notes_read = self.notes_read, None
+        return read
 
     # -- our side -------------------------------------------------------------
 
@@ -420,6 +457,15 @@ class FrontierAdapter:
             cost=cost,  # an empty answer was still paid for
             failed=True,
         )
+
+
+REVIEWER_NOTE = "Reviewer note"
+
+
+def note_heading(author: str, n: int, of: int) -> str:
+    """A note's key in its reflective-dataset record: marked as a reviewer's, not a verifier's."""
+    number = f" {n}" if of > 1 else ""
+    return f"{REVIEWER_NOTE}{number} (from {author or 'a reviewer'})"
 
 
 def feedback_with_score(trace: Trace) -> str:

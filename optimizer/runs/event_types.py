@@ -39,6 +39,8 @@ RUN_FINISHED = "run.finished"
 RUN_PAUSED = "run.paused"
 HOLDOUT_SCORED = "holdout.scored"
 WORKER_PING = "worker.ping"
+NOTE_SAVED = "note.saved"
+NOTE_DELETED = "note.deleted"
 
 Status = Literal[
     "queued", "running", "stopping", "stopped", "completed", "failed", "abandoned", "paused"
@@ -171,6 +173,15 @@ class FrontUpdatedData(_Payload):
     best_score: float | None
 
 
+class NoteRead(_Payload):
+    """A reviewer's note a reflection read (its text as it was then, preview)."""
+
+    id: int
+    task_key: str
+    author: str
+    text: str
+
+
 class ProposalData(_Payload):
     """A reflection proposal, accepted or rejected. External runs send no `usage` or `cost`."""
 
@@ -188,6 +199,11 @@ class ProposalData(_Payload):
     metric_calls: int
     usage: Usage = Field({}, description="what the iteration spent up to the decision")
     cost: float = 0.0
+    notes: list[NoteRead] = Field(
+        [],
+        description="the reviewer notes its reflective dataset held beside the verifiers' "
+        "feedback (on tasks of its minibatch); none on external runs",
+    )
 
 
 class TrialItem(_Payload):
@@ -274,6 +290,27 @@ class WorkerPingData(_Payload):
     note: str
 
 
+class NoteSavedData(_Payload):
+    """A reviewer's note on a task was written or edited: every reflection whose
+    minibatch holds that task reads it from now on."""
+
+    type: ClassVar[str] = NOTE_SAVED
+    id: int
+    task_key: str
+    text: str
+    author: str
+    created_at: str = Field(description="ISO 8601")
+    updated_at: str = Field(description="ISO 8601")
+
+
+class NoteDeletedData(_Payload):
+    """A reviewer's note was removed: no later reflection reads it."""
+
+    type: ClassVar[str] = NOTE_DELETED
+    id: int
+    task_key: str
+
+
 PAYLOADS: dict[str, type[_Payload]] = {
     model.type: model
     for model in (
@@ -289,6 +326,8 @@ PAYLOADS: dict[str, type[_Payload]] = {
         RunPausedData,
         HoldoutScoredData,
         WorkerPingData,
+        NoteSavedData,
+        NoteDeletedData,
     )
 }
 CATALOGUE = tuple(PAYLOADS)

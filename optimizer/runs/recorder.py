@@ -128,6 +128,7 @@ class Slot:
     reasoning: str = ""
     after: list[float] | None = None
     resolved: bool = False  # accepted or rejected: published
+    notes: list[JSONObject] | None = None  # the reviewer notes its reflection read
 
     def child(self, components: dict[int, dict[str, str]]) -> dict[str, str]:
         parent = components.get(self.parent, {}) if self.parent is not None else {}
@@ -357,6 +358,24 @@ class RunRecorder:
 
     def on_proposal_start(self, event: CallbackEvent) -> None:
         self.proposal_starts += 1
+        read = event.get("frontier_notes")
+        if not read:
+            return
+        # The slot whose minibatch the reflective dataset was built from (with
+        # parallel proposals, the first such slot still without its notes).
+        slot = next(
+            (s for s in self.slots if s.notes is None and s.minibatch == read["minibatch"]), None
+        )
+        if slot is not None:
+            slot.notes = [
+                {
+                    "id": note["id"],
+                    "task_key": note["task_key"],
+                    "author": note["author"],
+                    "text": preview(note["text"]),
+                }
+                for note in read["notes"]
+            ]
 
     def on_proposal_end(self, event: CallbackEvent) -> None:
         self.proposal_ends += 1
@@ -663,6 +682,7 @@ class RunRecorder:
             "metric_calls": self.metric_calls,
             "usage": spent.as_dict(),
             "cost": round(spent.cost, 8),
+            "notes": slot.notes or [],
         }
 
     def record_evaluations(

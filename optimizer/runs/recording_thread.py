@@ -107,7 +107,8 @@ class RecorderThread:
         self._relay("on_evaluation_end", event, records=self.adapter.take_all_records())
 
     def on_proposal_start(self, event: GepaEvent) -> None:
-        self._relay("on_proposal_start", event)
+        # gepa builds the reflective dataset just before: the notes in it are this proposal's.
+        self._relay("on_proposal_start", event, notes=self.adapter.take_notes_read())
 
     def on_proposal_end(self, event: GepaEvent) -> None:
         self._relay("on_proposal_end", event, reasoning=self.recorder.proposer_reasoning())

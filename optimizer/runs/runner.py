@@ -49,6 +49,7 @@ from optimizer.lm import (
 )
 from optimizer.lm.config import coerce_config
 from optimizer.models import Candidate, Evaluation, Run, RunStatus
+from optimizer.reviewer_notes import notes_on_tasks
 from optimizer.runs import event_types as ev
 from optimizer.runs.adapter import (
     MODEL_FAILED,
@@ -292,6 +293,7 @@ def _optimize(run: Run, run_claim: RunClaim, heartbeat: Heartbeat) -> str | _GoO
         should_abort=lambda: heartbeat.cancelled.is_set() or run_claim.lost.is_set(),
         meter=meter,
         limits=limits,
+        notes_source=_notes_source(run.pk),
     )
     if resuming:
         adapter.answer_from_records(
@@ -545,6 +547,19 @@ def _randomness(
     )
     carry_randomness(carried, rng, sampler)
     return selectors[config.candidate_selection](), sampler
+
+
+def _notes_source(run_id: int) -> Callable[[list[str]], dict[str, list[JSONObject]]]:
+    """The run's reviewer notes on some tasks, read from the database each time a
+    reflective dataset is built: a note saved while the run runs reaches the
+    next reflection on its task, with no restart (optimizer/reviewer_notes.py)."""
+
+    def read(task_keys: list[str]) -> dict[str, list[JSONObject]]:
+        return (
+            retry_db(lambda: notes_on_tasks(run_id, task_keys), what=f"run {run_id}: notes") or {}
+        )
+
+    return read
 
 
 def _save_usage(run_id: int, recorder: RunRecorder) -> None:

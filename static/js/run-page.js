@@ -21,6 +21,7 @@ import * as charts from "./run/charts.js";
 import { doing, doingFromProposal, doingFromStatus, pollClient, renderBestPrompt, renderClock, renderHeader } from "./run/header.js";
 import { refreshRows, renderSelection, renderTableNote, showTableRows, toggleSelected } from "./run/table.js";
 import { renderError, renderInjection, renderProposal, renderTrial } from "./run/streams.js";
+import { NoteList, NotesApi, renderNotes } from "./reviewer-notes.js";
 
 /**
  * @typedef {import("./run/state.js").Candidate} Candidate
@@ -30,6 +31,55 @@ import { renderError, renderInjection, renderProposal, renderTrial } from "./run
  * @typedef {import("./run/state.js").Snapshot} Snapshot
  * @typedef {import("./run/state.js").Trials} Trials
  */
+
+// The run's reviewer notes: the snapshot's, then note.saved / note.deleted events.
+const notes = new NoteList();
+/** @type {string | null} why the run takes no notes (external, imported) */
+let notesRefusal = null;
+const notesApi = new NotesApi(String(root.dataset.runId), /** @type {HTMLInputElement} */ (root.querySelector("#reviewer-notes [name=csrfmiddlewaretoken]")).value);
+function drawNotes() {
+  const all = notes.all();
+  const writable = root.dataset.notesWritable === "true" && !notesRefusal;
+  renderNotes(/** @type {HTMLElement} */ (document.getElementById("notes-list")), all,
+    (note) => !notesRefusal && (writable || note.author === root.dataset.user),
+    async (note) => {
+      try { await notesApi.remove(note.id); notes.deleted(note); drawNotes(); } catch (error) { $("notes-empty").textContent = String(error instanceof Error ? error.message : error); $("notes-empty").hidden = false; }
+    });
+  $("notes-empty").hidden = all.length > 0;
+}
+
+// "Note for GEPA" on a trial (run/streams.js) opens the notes card's editor on that
+// task, in a place that stays put while the streams grow: your note there, written or edited.
+/** @param {HTMLFormElement} editor */
+function wireNoteEditor(editor) {
+  const area = /** @type {HTMLTextAreaElement} */ (editor.querySelector("textarea"));
+  const status = /** @type {HTMLElement} */ (editor.querySelector('[data-field="note-status"]'));
+  const yours = () => notes.onTask(editor.dataset.taskKey || "").filter((n) => n.author === root.dataset.user).pop();
+  document.getElementById("stream-trials")?.addEventListener("click", (event) => {
+    const button = /** @type {HTMLElement} */ (event.target).closest('[data-action="note-for-gepa"]');
+    if (!(button instanceof HTMLElement)) return;
+    editor.dataset.taskKey = button.dataset.taskKey || "";
+    $("note-task").textContent = editor.dataset.taskKey;
+    area.setAttribute("aria-label", `Note for GEPA on ${editor.dataset.taskKey}`);
+    area.value = yours()?.text || "";
+    status.textContent = "";
+    editor.hidden = false;
+    area.focus();
+  });
+  editor.querySelector('[data-action="cancel-note"]')?.addEventListener("click", () => { editor.hidden = true; });
+  editor.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const mine = yours();
+    status.textContent = "saving…";
+    try {
+      notes.saved(await notesApi.save(editor.dataset.taskKey || "", area.value, mine ? mine.id : null));
+      status.textContent = "saved: the next reflections on this task read it";
+      drawNotes();
+    } catch (error) {
+      status.textContent = error instanceof Error ? error.message : String(error);
+    }
+  });
+}
 
 // Whole-pool redraws: at most once per animation frame (run/frames.js).
 const later = frameBatcher((draw) => requestAnimationFrame(draw));
@@ -84,6 +134,8 @@ const redraws = {
     renderHeader();
     doingFromStatus();
   },
+  "note.saved": (/** @type {import("./reviewer-notes.js").Note} */ d) => { notes.saved(d); drawNotes(); },
+  "note.deleted": (/** @type {{id: number}} */ d) => { notes.deleted(d); drawNotes(); },
   "run.finished": () => {
     renderHeader();
     doingFromStatus();
@@ -192,6 +244,11 @@ async function boot() {
   injections.slice(next).forEach(renderInjection);
   snap.trials.forEach((t) => renderTrial(t, t.candidate, t.split));
   snap.errors.forEach(renderError);
+  notesRefusal = snap.notes_refusal;
+  notes.load(snap.reviewer_notes || []);
+  drawNotes();
+  const editor = /** @type {HTMLFormElement | null} */ (document.getElementById("note-editor"));
+  if (editor) wireNoteEditor(editor);
   refreshRows();
   mark("streams");
   renderHeader();

@@ -266,7 +266,7 @@ def test_the_snapshot_uses_the_same_few_queries_whatever_the_run_size(user):
         with CaptureQueriesContext(connection) as queries:
             selectors.run_snapshot(run)
         counts.append(len(queries))
-    assert counts[0] == counts[1] <= 6
+    assert counts[0] == counts[1] <= 7  # the seventh: the run's reviewer notes
 
 
 def test_a_run_of_300_candidates_by_100_tasks_snapshots_under_2_mb(user):

@@ -1,7 +1,8 @@
 """The simulated reflection: verifier feedback in, a prompt with sharper rules out.
 
 For each component to update it reads the reflective dataset's records
-(``Inputs``, ``Generated Outputs``, ``Feedback``), turns every feedback text into
+(``Inputs``, ``Generated Outputs``, ``Feedback`` and any ``Reviewer note …``,
+read as one more line of feedback), turns every feedback text into
 asks (see ``feedback.py``) and edits the prompt:
 
 - an ask that no rule covers yet becomes a new rule (written at level 2, e.g.
@@ -78,6 +79,22 @@ def _flatten(value: Any, budget: int = MAX_FIELD_CHARS) -> str:
     return "\n".join(p for p in parts if p)[:budget]
 
 
+# The heading a reviewer's note has in a record (optimizer/runs/adapter.py, note_heading).
+REVIEWER_NOTE_PREFIX = "Reviewer note"
+
+
+def _with_notes(item: Mapping[str, Any]) -> str:
+    """The record's feedback, then each reviewer's note on it as one more line:
+    the simulated reflection reads a note as it reads a verifier's reason."""
+    feedback = _flatten(item.get("Feedback", item.get("feedback", "")))
+    notes = [
+        _flatten(value)
+        for key, value in item.items()
+        if isinstance(key, str) and key.startswith(REVIEWER_NOTE_PREFIX)
+    ]
+    return "\n".join([feedback, *notes])[:MAX_FIELD_CHARS] if notes else feedback
+
+
 def records_from_dataset(items: Sequence[Mapping[str, Any]] | None) -> list[Record]:
     records: list[Record] = []
     for item in list(items or [])[:MAX_RECORDS]:
@@ -87,7 +104,7 @@ def records_from_dataset(items: Sequence[Mapping[str, Any]] | None) -> list[Reco
             Record(
                 input_text=_flatten(item.get("Inputs", item.get("inputs", ""))),
                 output_text=_flatten(item.get("Generated Outputs", item.get("outputs", ""))),
-                feedback=_flatten(item.get("Feedback", item.get("feedback", ""))),
+                feedback=_with_notes(item),
             )
         )
     return records

@@ -111,6 +111,7 @@ import { clip } from "../format.js";
  *   iteration: number, accepted: boolean, candidate: number | null, components?: string[],
  *   texts?: Record<string, string>, reasoning?: string, usage?: Usage, cost?: number,
  *   seq?: number,
+ *   notes?: {id: number, task_key: string, author: string, text: string}[],
  * }} Proposal
  */
 
@@ -158,6 +159,8 @@ import { clip } from "../format.js";
  * @property {Injection[]} [injections] users' edited candidates, oldest first
  * @property {Array<TrialItem & {candidate: number | null, split: string}>} trials
  * @property {RunError[]} errors
+ * @property {import("../reviewer-notes.js").Note[]} reviewer_notes what GEPA's reflection reads beside the feedback
+ * @property {string | null} notes_refusal why the run takes no notes (external, imported), else null
  */
 
 /**

@@ -5,7 +5,8 @@
 import { clip, fmt } from "../format.js";
 import { money, tokens } from "../money.js";
 import { injectionText, minibatchSize, trialJudgments } from "./text.js";
-import { S, el } from "./page.js";
+import { S, el, root } from "./page.js";
+import { notesReadLine } from "../reviewer-notes.js";
 
 /**
  * @typedef {import("./state.js").Proposal} Proposal
@@ -27,10 +28,13 @@ export function renderProposal(p) {
   li.append(el("strong", p.accepted ? `accepted → #${p.candidate}` : "rejected"),
     el("span", ` it. ${p.iteration} · from #${p.parent} · minibatch ${fmt(p.before / n, 2)} → ${fmt(p.after / n, 2)} · ${(p.components || []).join(", ")}`, "muted"),
     el("span", p.usage ? ` · ${money(p.cost, S.run.pricing)} · ${tokens(p.usage.total?.tokens_in + p.usage.total?.tokens_out)} tokens (reflection ${tokens(p.usage.reflection?.tokens_in + p.usage.reflection?.tokens_out)})` : "", "muted proposal-cost"));
+  const read = notesReadLine(p.notes || []);
+  if (read) li.append(el("div", read, "notes-read"));
   const details = el("details");
   details.append(el("summary", "proposed text"));
   for (const [name, text] of Object.entries(p.texts || {})) { details.append(el("div", name, "muted"), el("pre", clip(text, S.limits.text))); }
   if (p.reasoning) details.append(el("div", "reasoning", "muted"), el("pre", clip(p.reasoning, S.limits.text)));
+  for (const note of p.notes || []) details.append(el("div", `reviewer note on ${note.task_key} (from ${note.author || "a reviewer"})`, "muted"), el("pre", clip(note.text, S.limits.text)));
   li.append(details);
   pushStream("proposals", li);
 }
@@ -56,6 +60,8 @@ export function renderTrial(item, candidate, split) {
   li.append(el("pre", clip(item.output || "", S.limits.text)));
   const reasons = (item.reasons || []).slice(0, S.limits.reasons);
   if (reasons.length) { const ul = el("ul", undefined, "reasons"); for (const r of reasons) ul.append(el("li", r)); li.append(ul); }
+  // A minibatch task (the train split: what reflections read): the drill-down's "Note for GEPA".
+  if (split === "train" && root.dataset.notesWritable === "true") li.append(noteButton(item.task_key));
   pushStream("trials", li);
 }
 
@@ -64,4 +70,13 @@ export function renderError(e) {
   const li = el("li", undefined, "error");
   li.append(el("strong", e.where), el("span", ` ${e.iteration === null || e.iteration === undefined ? "" : `it. ${e.iteration} · `}`, "muted"), el("span", e.message));
   pushStream("errors", li);
+}
+
+/** "Note for GEPA" on a task: run-page.js opens the notes card's editor on it (one listener for the stream). @param {string} taskKey */
+function noteButton(taskKey) {
+  const button = el("button", "Note for GEPA", "note-for-gepa");
+  button.type = "button";
+  button.dataset.action = "note-for-gepa";
+  button.dataset.taskKey = taskKey;
+  return button;
 }

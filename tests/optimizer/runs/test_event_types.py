@@ -151,5 +151,7 @@ def test_the_catalogue_names_each_model_under_its_own_type():
         ev.RUN_PAUSED,
         ev.HOLDOUT_SCORED,
         ev.WORKER_PING,
+        ev.NOTE_SAVED,
+        ev.NOTE_DELETED,
     )
     assert all(ev.PAYLOADS[type].type == type for type in ev.CATALOGUE)

@@ -70,6 +70,7 @@ PROPOSAL_KEYS = {
     "metric_calls",
     "usage",
     "cost",
+    "notes",
 }
 
 
