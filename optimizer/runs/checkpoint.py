@@ -74,6 +74,14 @@ def write_checkpoint(run_dir: str | Path, data: bytes) -> None:
     os.replace(target + ".tmp", target)
 
 
+def checkpoint_metric_calls(run_dir: str | Path) -> int:
+    """The metric calls gepa's checkpoint in `run_dir` counts: what a resume goes on
+    from (0 without a checkpoint: a resume starts over)."""
+    if not os.path.exists(os.path.join(run_dir, CHECKPOINT_FILE)):
+        return 0
+    return int(GEPAState.load(str(run_dir)).total_num_evals)
+
+
 def save_through(state: State, write: Callable[[str, bytes], None]) -> None:
     """From now on `state.save(run_dir)` snapshots the state on the calling thread
     and passes (run_dir, bytes) to `write` instead of writing the file itself.

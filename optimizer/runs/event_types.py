@@ -267,7 +267,10 @@ class RunPausedData(_Payload):
         "or after its worker was lost)"
     )
     metric_calls: int = Field(
-        description="metric calls spent so far (nothing more is spent paused)"
+        description=(
+            "metric calls its checkpoint counts, the budget line from now on (after a lost "
+            "worker, fewer than the last run.budget said: a resume runs that iteration again)"
+        )
     )
 
 

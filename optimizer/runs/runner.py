@@ -66,7 +66,13 @@ from optimizer.runs.budget import (
     UsageMeter,
     UsageSnapshot,
 )
-from optimizer.runs.checkpoint import CarriedState, LeanCheckpoint, State, carry_randomness
+from optimizer.runs.checkpoint import (
+    CarriedState,
+    LeanCheckpoint,
+    State,
+    carry_randomness,
+    checkpoint_metric_calls,
+)
 from optimizer.runs.claims import ClaimLost, RunClaim, process_lock
 from optimizer.runs.events import (
     publish_run_event,
@@ -133,6 +139,11 @@ def claim(run_id: int) -> tuple[Run, RunClaim] | None:
         if run.pause_requested and not run.stop_requested:
             # Its worker was lost on the way to the pause: the run pauses here, at its
             # last checkpoint (a resume runs again the iteration that was in flight).
+            # Its budget line goes back to what the checkpoint counts: the lost
+            # iteration's calls are not the run's record, and a resume goes on from
+            # that count (otherwise the line would drop back at the resume).
+            run.progress.budget_used = checkpoint_metric_calls(run_dir(run.pk))
+            run.progress.save(update_fields=["budget_used"])
             run_set_paused(run, iteration=None)
             return None
         run.status = RunStatus.STOPPING if run.stop_requested else RunStatus.RUNNING

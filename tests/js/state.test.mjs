@@ -290,6 +290,13 @@ test("a big run's lineage summary keeps the front, the best, the seed and the to
   assert.deepEqual(lineageSummary(S, 0), [0, 1, 2, 3, 4]); // the best alone
 });
 
+test("a pause sets the budget line to the metric calls of the checkpoint it paused at", () => {
+  const S = loaded({ candidates: [seed] });
+  mergeEvent(S, { type: "run.budget", seq: 1, data: { used: 14, total: 150 } }, NOW);
+  mergeEvent(S, { type: "run.paused", seq: 2, data: { by: "alice", iteration: null, metric_calls: 12 } }, NOW);
+  assert.equal(S.run.budget_used, 12);
+});
+
 test("a paused run offers Resume and Stop, a running one Pause and Stop, a finished one Resume", () => {
   const S = loaded({ candidates: [seed] });
   const shown = () => ["queued running", "active paused", "finished", "active"].filter((when) => controlShown(when, S.run));

@@ -507,8 +507,11 @@ const merges = {
     if (d.best_score !== undefined) S.run.best_score = d.best_score;
     return S.leaders;
   },
-  "run.paused": (S) => {
+  // Its metric calls are the budget line at the checkpoint it paused at (lower than the
+  // last run.budget when a lost worker's iteration was not recorded).
+  "run.paused": (S, /** @type {{metric_calls?: number}} */ d) => {
     S.run.pause_requested = false;
+    if (typeof d.metric_calls === "number") S.run.budget_used = d.metric_calls;
     return S.run;
   },
   "run.finished": (S, /** @type {{status: string, best_index: number | null, best_score: number | null, seed_score?: number | null, cost?: number, stop_reason?: string}} */ d, now) => {

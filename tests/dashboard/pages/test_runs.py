@@ -160,6 +160,22 @@ def test_a_user_with_steering_rights_sees_stop_and_resume_but_not_fork_or_more_b
     assert run.stop_requested and run.status == RunStatus.STOPPING
 
 
+def test_the_run_page_offers_note_for_gepa_to_who_steers_the_run_only(
+    client, other_client, user, other_user, django_user_model
+):
+    """Steering rights include writing reviewer notes (Run.steerable_by): the run
+    page's trials offer "Note for GEPA" to a steering sharer, not to a read-only one."""
+    run = recorded_run(owner=user, candidates=2, val_tasks=2, status=RunStatus.RUNNING)
+    run.steered_by.add(other_user)
+    watcher = django_user_model.objects.create_user("watcher", password="x")
+    run.shared_with.add(watcher)
+    client.force_login(watcher)
+    steering = other_client.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    read_only = client.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    assert 'data-notes-writable="true"' in steering
+    assert 'data-notes-writable="false"' in read_only
+
+
 def test_the_run_page_carries_the_snapshot_and_websocket_addresses(user_client, user):
     run = recorded_run(owner=user, candidates=2, val_tasks=2)
     html = user_client.get(reverse("runs:detail", args=[run.pk])).content.decode()

@@ -14,6 +14,7 @@ from optimizer.lm.simulator import DemoLanguageModel
 from optimizer.models import Run, RunEvent, RunStatus, run_progress
 from optimizer.runs import event_types as ev
 from optimizer.runs import runner
+from optimizer.runs.checkpoint import checkpoint_metric_calls
 from optimizer.runs.runner import execute_run
 from optimizer.services import run_launch, run_pause, run_resume
 from tests.optimizer.run_helpers import (
@@ -167,7 +168,8 @@ def test_a_run_whose_worker_died_while_pausing_ends_paused_and_resumable(
 ):
     """Pause asked, then the worker is killed before the boundary: the
     watchdog's redelivery does not run it, the run ends paused (from its last
-    checkpoint), and a resume completes it."""
+    checkpoint, its budget line what that checkpoint counts), and a resume
+    completes it."""
     run = launch(user, task_set)
     original = DemoLanguageModel.complete
     calls = {"n": 0}
@@ -191,6 +193,10 @@ def test_a_run_whose_worker_died_while_pausing_ends_paused_and_resumable(
     run = Run.objects.get(pk=run.pk)
     assert run.status == RunStatus.PAUSED and run.claim == "" and run.phase == "paused by alice"
     assert [e.payload["iteration"] for e in events(run, ev.RUN_PAUSED)] == [None]
+    # Its budget line is the checkpoint's count, not the dead iteration's calls.
+    recorded = checkpoint_metric_calls(runner.run_dir(run.pk))
+    assert run.budget_used == recorded < run.usage["task"]["calls"]
+    assert [e.payload["metric_calls"] for e in events(run, ev.RUN_PAUSED)] == [recorded]
     run_resume(run=run)
     assert execute_run(run.pk) == RunStatus.COMPLETED
     run = Run.objects.select_related("progress").get(pk=run.pk)
