@@ -25,6 +25,7 @@ from django.db.models.functions import Cast
 from dashboard import judgments
 from optimizer.config import DEMO_MODEL_LABEL, lm_is_simulator
 from optimizer.models import (
+    EXTERNAL_OBSERVE_ONLY,
     Candidate,
     Evaluation,
     ModelEndpoint,
@@ -39,7 +40,6 @@ from optimizer.runs import event_types as ev
 from optimizer.runs.budget import format_cost, run_pricing
 from optimizer.runs.injections import run_valset_size
 from optimizer.runs.summary import run_summary
-from optimizer.services import EXTERNAL_OBSERVE_ONLY
 from optimizer.tasksets.models import Split, TaskSet
 from optimizer.val_summary import fill_val_summaries
 from verifiers_app.models import Verifier

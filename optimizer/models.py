@@ -129,6 +129,14 @@ class RunKind(models.TextChoices):
     EXTERNAL = "external", "external"
 
 
+# Why an external run offers no steering, said the same way wherever one is refused.
+EXTERNAL_OBSERVE_ONLY = (
+    "an external run's callbacks are observe-only: gepa runs in its owner's process, so "
+    "Frontier can watch and stop it but not pause it, add a candidate to it or change "
+    "what its reflection reads"
+)
+
+
 class RunQuerySet(models.QuerySet["Run"]):
     def visible_to(self, user: User) -> Self:
         """Runs a user may see: their own and those shared with them, read-only or

@@ -23,7 +23,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from optimizer.config import RunConfigError
-from optimizer.models import ReviewerNote, Run
+from optimizer.models import EXTERNAL_OBSERVE_ONLY, ReviewerNote, Run
 from optimizer.runs import event_types as ev
 from optimizer.runs.events import publish_run_event
 from verifiers_app.engine.json_types import JSONObject
@@ -37,9 +37,7 @@ MAX_NOTE_CHARS = 2000
 MAX_NOTES_PER_TASK = 5
 MAX_NOTES_PER_RUN = 1000
 
-EXTERNAL_REFUSAL = (
-    "an external run's callbacks are observe-only: Frontier cannot change what its reflection reads"
-)
+EXTERNAL_REFUSAL = EXTERNAL_OBSERVE_ONLY
 IMPORTED_REFUSAL = "an imported run was not executed here: nothing reads its notes; fork it instead"
 
 

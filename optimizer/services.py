@@ -29,6 +29,7 @@ from optimizer.config import (
 from optimizer.external.services import external_run_end_if_silent
 from optimizer.lm import LMConfig, check_endpoint
 from optimizer.models import (
+    EXTERNAL_OBSERVE_ONLY,
     Candidate,
     CandidateInjection,
     InjectionStatus,
@@ -450,9 +451,6 @@ def run_stop(*, run: Run) -> Run:
     return run
 
 
-EXTERNAL_PAUSE_PROBLEM = "an external run's callbacks are observe-only: it can only be stopped"
-
-
 def run_pause(*, run: Run, by: Any = None) -> Run:
     """Pause a native run at its next iteration boundary: the iteration in flight
     finishes, gepa writes its checkpoint and the worker lets the run go (status
@@ -462,7 +460,7 @@ def run_pause(*, run: Run, by: Any = None) -> Run:
     with transaction.atomic():
         run = Run.objects.select_related("progress").select_for_update(of=("self",)).get(pk=run.pk)
         if run.is_external:
-            raise RunStateError(f"run {run.pk} cannot be paused: {EXTERNAL_PAUSE_PROBLEM}")
+            raise RunStateError(f"run {run.pk} cannot be paused: {EXTERNAL_OBSERVE_ONLY}")
         if run.imported:
             raise RunStateError(f"run {run.pk} was imported, not executed here; fork it instead")
         if run.status == RunStatus.PAUSED or (
@@ -637,12 +635,6 @@ def run_fork_config(
     )
 
 
-EXTERNAL_OBSERVE_ONLY = (
-    "an external run's callbacks are observe-only: gepa runs in its owner's process, "
-    "so a candidate cannot be added to it from here (Stop still works)"
-)
-
-
 def _injection_problems(
     run: Run, components: Any, edited_from: Any
 ) -> tuple[list[tuple[str, str]], dict[str, str] | None]:
@@ -718,7 +710,7 @@ def run_inject_candidate(
     with transaction.atomic():
         run = Run.objects.select_related("progress").select_for_update(of=("self",)).get(pk=run.pk)
         if run.is_external:
-            raise RunStateError(EXTERNAL_OBSERVE_ONLY)
+            raise RunStateError(f"run {run.pk} takes no added candidate: {EXTERNAL_OBSERVE_ONLY}")
         reason = ""
         if run.imported:
             reason = (

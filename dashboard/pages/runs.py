@@ -21,7 +21,7 @@ from dashboard.lib.storable import JsonTooDeep, parse_json, without_nul
 from optimizer import selectors as run_selectors
 from optimizer import services
 from optimizer.config import DEMO_MODEL_NAME, RunConfigError
-from optimizer.models import CandidateInjection, Run, RunStatus
+from optimizer.models import EXTERNAL_OBSERVE_ONLY, CandidateInjection, Run, RunStatus
 from optimizer.reviewer_notes import MAX_NOTE_CHARS, notes_refusal, train_task_keys
 from optimizer.runs.summary import run_client_status, run_list_row, run_summary
 
@@ -128,6 +128,7 @@ def run_detail(request, run_id: int):
             "can_steer": run.steerable_by(request.user),
             "simulator_limits": run_selectors.run_simulator_limits(run),
             "notes_refusal": notes_refusal(run),
+            "external_observe_only": EXTERNAL_OBSERVE_ONLY,
         },
     )
 

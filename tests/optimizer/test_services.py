@@ -234,7 +234,7 @@ def test_an_external_run_cannot_be_paused_and_says_why(user, task_set):
     run = run_launch(owner=user, config=run_config(task_set))
     Run.objects.filter(pk=run.pk).update(kind="external", status=RunStatus.RUNNING)
     with pytest.raises(
-        RunStateError, match="an external run's callbacks are observe-only: it can only be stopped"
+        RunStateError, match="cannot be paused: an external run's callbacks are observe-only"
     ):
         services.run_pause(run=run, by=user)
 

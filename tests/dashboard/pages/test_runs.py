@@ -120,8 +120,8 @@ def test_an_external_run_offers_no_pause_and_says_why(user_client, user):
     page = html.unescape(user_client.get(reverse("runs:detail", args=[run.pk])).content.decode())
     assert 'data-control="pause"' not in page and 'data-control="stop"' in page
     assert (
-        "No Pause here: an external run's callbacks are observe-only, so it can only be stopped."
-        in page
+        "No Pause here: an external run's callbacks are observe-only: gepa runs in its owner's "
+        "process, so Frontier can watch and stop it but not pause it" in page
     )
 
 
