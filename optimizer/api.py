@@ -11,7 +11,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.http import Http404
 from django.urls import reverse
@@ -654,11 +653,10 @@ class NotesOut(Schema):
 
 
 def _note_call(action, **kwargs):
-    """A note service call as the API answers it: refusals are 403 / 404 / 409 with a sentence."""
+    """A note service call as the API answers it: refusals are 404 / 409 with a sentence
+    (PermissionDenied is the API's 403 everywhere: dashboard/api.py)."""
     try:
         return action(**kwargs)
-    except PermissionDenied as error:
-        return Status(403, {"detail": str(error), "problems": []})
     except ReviewerNote.DoesNotExist as error:
         raise Http404(str(error)) from None
     except reviewer_notes.NoteStateError as error:
@@ -673,7 +671,7 @@ def list_notes(request, run_id: int):
     refusal = reviewer_notes.notes_refusal(run)
     return {
         "notes": reviewer_notes.run_notes(run),
-        "writable": refusal is None and run.controllable_by(request.user),
+        "writable": refusal is None and run.steerable_by(request.user),
         "refusal": refusal,
     }
 
@@ -683,7 +681,7 @@ def list_notes(request, run_id: int):
 )
 def create_note(request, run_id: int, body: NoteIn):
     """Write a note on one task for GEPA: from now on every reflection whose minibatch holds
-    that task reads it. Who controls the run writes notes (403 for a read-only sharer);
+    that task reads it. Who steers the run writes notes (403 for a read-only sharer);
     an external or imported run takes none (409)."""
     run = _visible(request, run_id)
     note = _note_call(
@@ -701,7 +699,7 @@ def create_note(request, run_id: int, body: NoteIn):
     response={200: NoteOut, 400: ErrorOut, 403: ErrorOut, 409: ErrorOut},
 )
 def update_note(request, run_id: int, note_id: int, body: NotePatchIn):
-    """Replace a note's text (its author or who controls the run)."""
+    """Replace a note's text (its author or who steers the run)."""
     run = _visible(request, run_id)
     note = _note_call(
         reviewer_notes.reviewer_note_edit,
@@ -715,7 +713,7 @@ def update_note(request, run_id: int, note_id: int, body: NotePatchIn):
 
 @router.delete("/{run_id}/notes/{note_id}", response={204: None, 403: ErrorOut, 409: ErrorOut})
 def delete_note(request, run_id: int, note_id: int):
-    """Remove a note (its author or who controls the run): no later reflection reads it."""
+    """Remove a note (its author or who steers the run): no later reflection reads it."""
     run = _visible(request, run_id)
     done = _note_call(
         reviewer_notes.reviewer_note_delete, run=run, note_id=note_id, user=request.user

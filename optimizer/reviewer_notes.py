@@ -22,7 +22,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
-from optimizer.config import RunConfigError
+from optimizer.config import RunConfigError, parse_run_config
 from optimizer.models import EXTERNAL_OBSERVE_ONLY, ReviewerNote, Run
 from optimizer.runs import event_types as ev
 from optimizer.runs.events import publish_run_event
@@ -60,7 +60,7 @@ def _task_keys(run: Run) -> set[str]:
 
 def train_task_keys(run: Run) -> set[str]:
     """The tasks GEPA draws reflection minibatches from: the only ones whose notes it reads."""
-    train = ((run.config or {}).get("splits") or {}).get("train", "train")
+    train = parse_run_config(run.config).splits.train
     return {
         str(row.get("task_id"))
         for row in run.tasks_snapshot or []
@@ -133,7 +133,7 @@ def reviewer_note_edit(*, run: Run, note_id: int, user: User, text: Any) -> Revi
         if note is None:
             raise ReviewerNote.DoesNotExist(f"run {run.pk} has no note {note_id}")
         if not _may_change(note, run, user):
-            raise PermissionDenied("only the note's author or who controls the run edits it")
+            raise PermissionDenied("only the note's author or who steers the run edits it")
         note.text = cleaned
         note.updated_at = timezone.now()
         note.save(update_fields=["text", "updated_at"])
@@ -149,7 +149,7 @@ def reviewer_note_delete(*, run: Run, note_id: int, user: User) -> None:
         if note is None:
             raise ReviewerNote.DoesNotExist(f"run {run.pk} has no note {note_id}")
         if not _may_change(note, run, user):
-            raise PermissionDenied("only the note's author or who controls the run removes it")
+            raise PermissionDenied("only the note's author or who steers the run removes it")
         publish_run_event(run.pk, ev.NOTE_DELETED, {"id": note.pk, "task_key": note.task_key})
         note.delete()
 

@@ -92,6 +92,16 @@ def test_a_read_only_sharer_cannot_write_edit_or_remove_notes(run, user, other_u
     assert note.text == "the owner's note"
 
 
+def test_a_sharer_with_steering_rights_is_told_they_may_write_notes_and_does(
+    run, user, other_user, other_client
+):
+    """The list says `writable` for whom a write would succeed: who steers the run."""
+    run.steered_by.add(other_user)
+    assert other_client.get(notes_url(run)).json()["writable"] is True
+    written = post(other_client, notes_url(run), {"task_key": "t000", "text": "cite the order"})
+    assert written.status_code == 201 and written.json()["author"] == other_user.username
+
+
 def test_someone_who_cannot_see_the_run_gets_a_404(run, user, other_client):
     note = reviewer_note_create(run=run, user=user, task_key="t000", text="private")
     assert other_client.get(notes_url(run)).status_code == 404
