@@ -41,13 +41,13 @@ from optimizer.models import Candidate, Origin, Run, RunKind, RunStatus, run_pro
 from optimizer.runs import event_types as ev
 from optimizer.runs.adapter import MAX_OUTPUT_CHARS, EvalRecord
 from optimizer.runs.claims import RunClaim
+from optimizer.runs.event_types import preview
 from optimizer.runs.events import publish_run_event
 from optimizer.runs.limits import active_runs_problem, run_limits_for
 from optimizer.runs.recorder import (
     MAX_REASONING_CHARS,
     RunRecorder,
     item_payload,
-    preview,
 )
 from optimizer.runs.summary import SILENT_AFTER_SECONDS
 from optimizer.tasksets.models import Split, TaskSet

@@ -27,6 +27,13 @@ from verifiers_app.engine.json_types import JSONObject
 
 PREVIEW_CHARS = 2000
 
+
+def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
+    """`text` cut to `limit` characters with an ellipsis (what an event carries of it)."""
+    text = text or ""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 RUN_STATUS = "run.status"
 RUN_BUDGET = "run.budget"
 CANDIDATE_NEW = "candidate.new"

@@ -98,8 +98,7 @@ def injection_event(injection: CandidateInjection, author: str | None = None) ->
         "reason": injection.reason,
         "candidate": injection.candidate_index,
         "components": {
-            component: text if len(text) <= ev.PREVIEW_CHARS else text[: ev.PREVIEW_CHARS - 1] + "…"
-            for component, text in injection.components.items()
+            component: ev.preview(text) for component, text in injection.components.items()
         },
     }
 
@@ -283,21 +282,15 @@ class InjectionBoundary:
             num_metric_calls_by_discovery_of_new_program=discovered_at,
         )
         placed[injection.pk] = index
-        self.relayed.add(injection.pk)
-        self.relay(
-            "candidate_injected",
-            Injected(
-                injection=injection.pk,
-                author_id=injection.author_id,
-                author=self._author(injection),
-                index=index,
-                components=components,
-                parents=[parent],
-                iteration=state.i + 1,
-                scores_by_val_id=dict(evaluation.scores_by_val_id),
-                records=records,
-                spent=spent,
-            ),
+        self._relay_injected(
+            state,
+            injection,
+            index=index,
+            components=components,
+            parents=[parent],
+            scores_by_val_id=dict(evaluation.scores_by_val_id),
+            records=records,
+            spent=spent,
         )
         log.info(
             "Run %s: candidate %s (written by %s) added after %s metric calls, val score %.3f.",
@@ -312,6 +305,21 @@ class InjectionBoundary:
         self, state: GEPAState[Any, Any], injection: CandidateInjection, index: int
     ) -> None:
         """The checkpoint has its candidate, the database does not yet: record it from the state."""
+        self._relay_injected(
+            state,
+            injection,
+            index=index,
+            components=dict(state.program_candidates[index]),
+            parents=[p for p in state.parent_program_for_candidate[index] if p is not None],
+            scores_by_val_id=dict(state.prog_candidate_val_subscores[index]),
+            records={},
+            spent=None,
+        )
+
+    def _relay_injected(
+        self, state: GEPAState[Any, Any], injection: CandidateInjection, **facts: Any
+    ) -> None:
+        """Hand the recorder the candidate `injection` became (this worker relays it once)."""
         self.relayed.add(injection.pk)
         self.relay(
             "candidate_injected",
@@ -319,12 +327,7 @@ class InjectionBoundary:
                 injection=injection.pk,
                 author_id=injection.author_id,
                 author=self._author(injection),
-                index=index,
-                components=dict(state.program_candidates[index]),
-                parents=[p for p in state.parent_program_for_candidate[index] if p is not None],
                 iteration=state.i + 1,
-                scores_by_val_id=dict(state.prog_candidate_val_subscores[index]),
-                records={},
-                spent=None,
+                **facts,
             ),
         )

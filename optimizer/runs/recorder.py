@@ -38,6 +38,7 @@ from optimizer.runs import event_types as ev
 from optimizer.runs.adapter import MODEL_FAILED, EvalRecord, FrontierAdapter, candidate_digest
 from optimizer.runs.budget import BudgetGuard, BudgetReached, UsageMeter, UsageSnapshot
 from optimizer.runs.claims import ClaimLost, RunClaim
+from optimizer.runs.event_types import preview
 from optimizer.runs.events import publish_run_event, publish_run_events
 from optimizer.runs.injections import Injected, mark_applied, refuse
 from optimizer.tasksets.models import Split
@@ -54,11 +55,6 @@ MAX_REASONS = 5
 #: A gepa callback event as the recorder gets it: gepa's keys plus the `frontier_*`
 #: ones optimizer.runs.recording_thread adds (records, usage readings, reasoning).
 CallbackEvent = dict[str, Any]
-
-
-def preview(text: str, limit: int = ev.PREVIEW_CHARS) -> str:
-    text = text or ""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def front_change(
