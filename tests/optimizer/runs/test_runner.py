@@ -272,9 +272,13 @@ def test_a_worker_that_lost_its_claim_to_another_worker_stops_without_writing_an
         accepted(self, event)
         if event["new_candidate_idx"] == 2 and not taken:
             # The watchdog gave the run to another worker: this one looked dead (a long DB outage).
-            Run.objects.filter(pk=run.pk).update(claim="another-worker")
-            run_progress(run.pk).update(heartbeat_at=timezone.now())
-            taken["last_seq"] = Run.objects.get(pk=run.pk).last_seq
+            # The test database locks whole tables, and the recorder may be writing: retry as it does.
+            def take_over() -> None:
+                Run.objects.filter(pk=run.pk).update(claim="another-worker")
+                run_progress(run.pk).update(heartbeat_at=timezone.now())
+                taken["last_seq"] = Run.objects.get(pk=run.pk).last_seq
+
+            retry_db(take_over, what="take over")
             taken["checkpoint"] = (runner.run_dir(run.pk) / "gepa_state.bin").stat().st_mtime_ns
 
     monkeypatch.setattr(RunRecorder, "on_candidate_accepted", taken_over_at_candidate_two)
