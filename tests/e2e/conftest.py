@@ -310,6 +310,11 @@ def chromium():
 
 @pytest.fixture(scope="session")
 def browser():
+    from playwright.sync_api import expect
+
+    # CI shares two cores between the server, its worker and Chromium: a live page
+    # may take longer than Playwright's 5 s to show what a click asked for.
+    expect.set_options(timeout=10_000)
     with chromium() as browser:
         yield browser
 
