@@ -16,7 +16,8 @@ from django.db.models import Q
 
 from dashboard import judgments
 from dashboard.lib.storable import without_nul
-from optimizer.models import Candidate, Evaluation, Origin, Run
+from optimizer.models import Candidate, Evaluation, Run
+from optimizer.promotion import best_candidate, seed_candidate
 from optimizer.textdiff import LineageNode, sentence_origins, word_diff
 
 MAX_COMPARED = 8
@@ -55,19 +56,6 @@ def compare_candidates(run: Run, raw_indices: list[str]) -> list[Candidate]:
     if missing:
         raise CompareError(f"c: run {run.pk} has no candidate {missing[0]}.")
     return [found[i] for i in indices]
-
-
-def seed_candidate(run: Run) -> Candidate | None:
-    return (
-        run.candidates.filter(origin=Origin.SEED).order_by("index").first()
-        or run.candidates.order_by("index").first()
-    )
-
-
-def best_candidate(run: Run) -> Candidate | None:
-    if run.best_candidate_id:
-        return run.best_candidate
-    return run.candidates.exclude(val_score=None).order_by("-val_score", "index").first()
 
 
 @dataclass

@@ -17,6 +17,7 @@ from dashboard import compare_selectors as sel
 from dashboard import judgments
 from dashboard.forms import PromotionForm, RunImportForm
 from dashboard.lib.storable import JsonTooDeep, parse_json
+from optimizer.confidence import LEVEL, METHOD, MIN_PAIRS
 from optimizer.downloads import run_export_download
 from optimizer.export import RunImportError, run_import, run_import_stream
 from optimizer.external.replay import run_replay_gepa_state
@@ -28,6 +29,10 @@ from optimizer.runs.summary import RUN_JOINS, run_summary
 from optimizer.selectors import run_for_user
 
 MAX_IMPORT_BYTES = 50 * 1024 * 1024
+
+
+# How every interval on these pages is made, said once per page (templates/compare/_method.html).
+CONFIDENCE = {"method": METHOD, "level": f"{LEVEL:.0%}", "min_pairs": MIN_PAIRS}
 
 
 def _candidate_for(run: Run, index: int):
@@ -306,6 +311,7 @@ def promotion(request, run_id: int):
             "report": report,
             "margin": margin,
             "can_promote": run.controllable_by(request.user),
+            "confidence": CONFIDENCE,
         },
     )
 
