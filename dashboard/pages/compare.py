@@ -89,6 +89,8 @@ def compare(request, run_id: int):
             "base_query": query.urlencode(),
             "c_query": urlencode([("c", c.index) for c in candidates]),
             "lift": sel.lift_breakdown(run),
+            "pair_lifts": sel.pair_lifts(candidates, table.filters.baseline),
+            "confidence": CONFIDENCE,
             "diff_choices": _diff_choices(run, candidates, request.GET.get("diff", "")),
         },
     )
@@ -334,7 +336,8 @@ def compare_runs(request):
         sel.check_same_task_set(a, b)
     except sel.CompareError as exc:
         return _bad_request(request, str(exc))
-    best_a, best_b, page = sel.best_vs_best(a, b, request.GET.get("page", "1"))
+    pair = sel.best_vs_best(a, b, request.GET.get("page", "1"))
+    best_a, best_b = pair.best_a, pair.best_b
     return render(
         request,
         "compare/runs.html",
@@ -343,7 +346,9 @@ def compare_runs(request):
             "b": b,
             "best_a": best_a,
             "best_b": best_b,
-            "page": page,
+            "page": pair.page,
+            "lift": pair.lift,
+            "confidence": CONFIDENCE,
             "config_diff": sel.config_diff(a.config, b.config),
             "figure": sel.score_curves([a, b]),
             "prompt_diff": sel.prompt_diff(best_a, best_b) if best_a and best_b else [],
