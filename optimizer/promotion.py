@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
+from pydantic import BaseModel, ConfigDict, Field
 
 from optimizer.confidence import TOO_FEW, Lift, lift_of_pairs, paired_lift
 from optimizer.models import Candidate, Evaluation, Origin, Run, RunStatus
@@ -64,6 +65,40 @@ def candidate_lift(a: Candidate, b: Candidate, split: str) -> Lift:
     """B against A on the `split` tasks both were scored on, with its interval."""
     scores_a, scores_b = split_scores([a, b], split)
     return paired_lift(scores_a, scores_b)
+
+
+class LiftDoc(BaseModel):
+    """`Lift.as_dict()` as JSON (exports, API): B − A over the tasks both were scored on."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tasks: int = Field(ge=0, description="Tasks both were scored on")
+    mean_a: float | None
+    mean_b: float | None
+    difference: float | None = Field(description="Mean of b − a over those tasks")
+    low: float | None = Field(description="The interval's low end; null below MIN_PAIRS tasks")
+    high: float | None
+    improved: int = Field(ge=0)
+    worse: int = Field(ge=0)
+    unchanged: int = Field(ge=0)
+    level: float = Field(description="0.95: a 95 % interval")
+    resamples: int
+    seed: int
+    enough: bool = Field(description="Enough tasks for an interval (else too few to tell)")
+    confirmed: bool = Field(description="The interval lies above 0")
+    method: str
+    text: str = Field(description="The one line the pages show")
+
+
+class SeedVsBestDoc(BaseModel):
+    """The run's best candidate against its seed, per split (null: no shared task)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seed_index: int
+    best_index: int
+    val: LiftDoc | None
+    holdout: LiftDoc | None
 
 
 def seed_vs_best(run: Run) -> dict[str, Any] | None:
