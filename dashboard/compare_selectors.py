@@ -16,7 +16,14 @@ from django.db.models import Q
 
 from dashboard import judgments
 from dashboard.lib.storable import without_nul
-from optimizer.models import Candidate, Evaluation, Origin, Run
+from optimizer.confidence import Lift, lift_of_pairs, paired_lift
+from optimizer.models import Candidate, Evaluation, Run
+from optimizer.promotion import (
+    LIFT_SPLITS,
+    best_candidate,
+    seed_candidate,
+    split_scores,
+)
 from optimizer.textdiff import LineageNode, sentence_origins, word_diff
 
 MAX_COMPARED = 8
@@ -55,19 +62,6 @@ def compare_candidates(run: Run, raw_indices: list[str]) -> list[Candidate]:
     if missing:
         raise CompareError(f"c: run {run.pk} has no candidate {missing[0]}.")
     return [found[i] for i in indices]
-
-
-def seed_candidate(run: Run) -> Candidate | None:
-    return (
-        run.candidates.filter(origin=Origin.SEED).order_by("index").first()
-        or run.candidates.order_by("index").first()
-    )
-
-
-def best_candidate(run: Run) -> Candidate | None:
-    if run.best_candidate_id:
-        return run.best_candidate
-    return run.candidates.exclude(val_score=None).order_by("-val_score", "index").first()
 
 
 @dataclass
@@ -379,6 +373,7 @@ class LiftTable:
     up: int
     down: int
     same: int
+    lift: Lift  # best − seed score on this split's tasks, with its interval
 
     @property
     def rows(self) -> list[tuple[str, list[int]]]:
@@ -386,33 +381,67 @@ class LiftTable:
 
 
 def lift_breakdown(run: Run) -> list[LiftTable]:
-    """Seed → best verdict transitions per scored split (val, then holdout)."""
+    """Seed → best verdict transitions per scored split (val, then holdout),
+    each with the paired interval of the mean score difference."""
     seed, best = seed_candidate(run), best_candidate(run)
     if seed is None or best is None:
         return []
     tables = []
-    for split in ("val", "holdout"):
-        verdicts: dict[str, dict[int, str]] = {}
-        for cand_id, key, verdict in Evaluation.objects.filter(
+    for split in LIFT_SPLITS:
+        scored: dict[str, dict[int, tuple[float, str]]] = {}
+        for cand_id, key, score, verdict in Evaluation.objects.filter(
             candidate__in=[seed, best], split=split
-        ).values_list("candidate_id", "task_key", "verdict"):
-            verdicts.setdefault(key, {})[cand_id] = verdict
+        ).values_list("candidate_id", "task_key", "score", "verdict"):
+            scored.setdefault(key, {})[cand_id] = (score, verdict)
         counts = [[0] * 3 for _ in VERDICTS]
-        for pair in verdicts.values():
-            if (
-                seed.pk in pair
-                and best.pk in pair
-                and pair[seed.pk] in VERDICTS
-                and pair[best.pk] in VERDICTS
-            ):
-                counts[VERDICTS.index(pair[seed.pk])][VERDICTS.index(pair[best.pk])] += 1
+        pairs: dict[str, tuple[float, float]] = {}
+        for key, pair in scored.items():
+            if seed.pk in pair and best.pk in pair:
+                pairs[key] = (pair[seed.pk][0], pair[best.pk][0])
+                before, after = pair[seed.pk][1], pair[best.pk][1]
+                if before in VERDICTS and after in VERDICTS:
+                    counts[VERDICTS.index(before)][VERDICTS.index(after)] += 1
         if any(map(any, counts)):
             up = sum(counts[i][j] for i in range(3) for j in range(3) if j > i)
             down = sum(counts[i][j] for i in range(3) for j in range(3) if j < i)
+            lift = lift_of_pairs(pairs[k] for k in sorted(pairs))
             tables.append(
-                LiftTable(split, seed, best, counts, up, down, sum(counts[i][i] for i in range(3)))
+                LiftTable(
+                    split, seed, best, counts, up, down, sum(counts[i][i] for i in range(3)), lift
+                )
             )
     return tables
+
+
+@dataclass
+class PairLift:
+    """One compared candidate against the baseline; a split is None where the
+    two share no scored task."""
+
+    index: int
+    baseline: int
+    val: Lift | None
+    holdout: Lift | None
+
+
+def pair_lifts(candidates: list[Candidate], baseline: int | None) -> list[PairLift]:
+    """Each compared candidate against the baseline on val and holdout: the
+    paired interval and improved / worse / unchanged. Only these pairs (at most
+    MAX_COMPARED − 1, two splits each), never all pairs of the compared
+    candidates: a bootstrap of 300 tasks costs tens of milliseconds."""
+    val, holdout = (split_scores(candidates, split) for split in LIFT_SPLITS)
+    # No baseline chosen: the first candidate, as TaskFilters.from_query chooses.
+    base = next((i for i, c in enumerate(candidates) if c.index == baseline), 0)
+
+    def lift(scores: list[dict[str, float]], i: int) -> Lift | None:
+        found = paired_lift(scores[base], scores[i])
+        return found if found.tasks else None
+
+    return [
+        PairLift(cand.index, candidates[base].index, lift(val, i), lift(holdout, i))
+        for i, cand in enumerate(candidates)
+        if i != base
+    ]
 
 
 # ---------------------------------------------------------------- compare runs
@@ -493,8 +522,17 @@ def score_curves(runs: list[Run]) -> dict:
     return json.loads(fig.to_json())
 
 
-def best_vs_best(a: Run, b: Run, page: str) -> tuple[Candidate | None, Candidate | None, Page]:
-    """The two runs' best candidates scored task by task on the validation split."""
+@dataclass
+class BestVsBest:
+    best_a: Candidate | None
+    best_b: Candidate | None
+    page: Page
+    lift: Lift  # b's best − a's best on the val tasks both were scored on
+
+
+def best_vs_best(a: Run, b: Run, page: str) -> BestVsBest:
+    """The two runs' best candidates scored task by task on the validation
+    split, with the paired interval of b's best over a's."""
     best_a, best_b = best_candidate(a), best_candidate(b)
     pair = [c for c in (best_a, best_b) if c is not None]
     by_task: dict[str, list[Cell | None]] = {}
@@ -507,9 +545,13 @@ def best_vs_best(a: Run, b: Run, page: str) -> tuple[Candidate | None, Candidate
         row = by_task.setdefault(key, [None, None])
         row[slot] = Cell(slot, score, verdict, None)
     rows = []
+    pairs = []
     for key in sorted(by_task):
         ca, cb = by_task[key]
         if ca and cb:
             cb.delta = cb.score - ca.score
+            pairs.append((ca.score, cb.score))
         rows.append(TaskRow(key, [ca, cb]))
-    return best_a, best_b, Paginator(rows, PAGE_SIZE).get_page(page)
+    return BestVsBest(
+        best_a, best_b, Paginator(rows, PAGE_SIZE).get_page(page), lift_of_pairs(pairs)
+    )

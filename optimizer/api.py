@@ -15,6 +15,7 @@ from django.db import transaction
 from django.http import Http404
 from django.urls import reverse
 from ninja import Field, Query, Router, Schema, Status
+from ninja.errors import HttpError
 
 from dashboard.lib.api_errors import ErrorOut, Problem
 from optimizer import reviewer_notes, selectors, services
@@ -29,6 +30,14 @@ from optimizer.models import (
     ReviewerNote,
     Run,
     RunStatus,
+)
+from optimizer.promotion import (
+    DEFAULT_MIN_IMPROVEMENT,
+    LiftDoc,
+    best_candidate,
+    candidate_lift,
+    promotion_report,
+    seed_candidate,
 )
 from optimizer.runs import event_types as ev
 from optimizer.runs.injections import run_valset_size
@@ -525,6 +534,98 @@ def list_events(
     """The run's event log after seq `after` (the websocket's messages, for polling clients)."""
     run = _visible(request, run_id)
     return [e.as_message() for e in run.events.filter(seq__gt=after).order_by("seq")[:limit]]
+
+
+class CompareOut(Schema):
+    a: int = Field(description="The baseline candidate's index")
+    b: int
+    val: LiftDoc | None = Field(description="b − a on val; null when they share no scored task")
+    holdout: LiftDoc | None = Field(description="b − a on holdout; null likewise")
+    url: str = Field(description="The compare view of the two")
+
+
+class PromotionTaskOut(Schema):
+    task_key: str
+    seed_score: float
+    seed_verdict: str
+    score: float
+    verdict: str
+
+
+class PromotionOut(Schema):
+    seed_index: int
+    candidate_index: int
+    split: str = Field(description='"holdout": the report reads only tasks GEPA never optimised on')
+    margin: float
+    promote: bool = Field(
+        description="The holdout interval lies above 0 (at least 10 tasks) and the mean ≥ margin"
+    )
+    reason: str = Field(description="Why, in one sentence, as the report page says it")
+    lift: LiftDoc
+    tasks: list[PromotionTaskOut]
+
+
+# The largest candidate index the database column holds.
+MAX_INDEX = 2**31 - 1
+
+
+def _candidate_of(run: Run, index: int) -> Candidate:
+    candidate = run.candidates.filter(index=index).first()
+    if candidate is None:
+        raise Http404(f"run {run.pk} has no candidate {index}")
+    return candidate
+
+
+@router.get("/{run_id}/compare", response=CompareOut)
+def compare_candidates(
+    request,
+    run_id: int,
+    a: int | None = Query(None, ge=0, le=MAX_INDEX, description="The baseline (required)"),
+    b: int | None = Query(None, ge=0, le=MAX_INDEX, description="The candidate (required)"),
+):
+    """Candidate b against candidate a, per split: the mean score difference with
+    its 95 % paired bootstrap interval and the tasks improved / worse / unchanged."""
+    run = _visible(request, run_id)  # before the parameters: another's run is only a 404
+    if a is None or b is None:
+        raise HttpError(400, "a, b: give the two candidate indices to compare")
+    first, second = _candidate_of(run, a), _candidate_of(run, b)
+    lifts = {split: candidate_lift(first, second, split) for split in ("val", "holdout")}
+    return {
+        "a": a,
+        "b": b,
+        **{split: lift.as_dict() if lift.tasks else None for split, lift in lifts.items()},
+        "url": compare_url(run.pk, a, b),
+    }
+
+
+@router.get("/{run_id}/promotion", response={200: PromotionOut, 409: ErrorOut})
+def promotion(
+    request,
+    run_id: int,
+    c: int | None = Query(
+        None, ge=0, le=MAX_INDEX, description="The candidate; the best by default"
+    ),
+    margin: float = Query(DEFAULT_MIN_IMPROVEMENT, ge=0, le=1),
+):
+    """The promotion report: candidate c (the best by default) against the seed
+    on the holdout tasks both were scored on (the report page's rule)."""
+    run = _visible(request, run_id)
+    seed = seed_candidate(run)
+    candidate = best_candidate(run) if c is None else _candidate_of(run, c)
+    report = (
+        promotion_report(seed=seed, candidate=candidate, margin=margin)
+        if seed is not None and candidate is not None
+        else None
+    )
+    if report is None:
+        return Status(
+            409,
+            {
+                "detail": f"run {run.pk} has no holdout evaluations of the seed and the candidate",
+                "problems": [],
+            },
+        )
+    return report.as_dict()
 
 
 @router.get("/{run_id}/export", response={200: RunDocument, 409: ErrorOut})

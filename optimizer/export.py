@@ -2,7 +2,10 @@
 
 The JSON holds everything needed to view the run on another installation:
 config, frozen verifier specs and task rows, candidates with lineage and
-components, every evaluation, the event log and the reviewer notes. Import validates the whole
+components, every evaluation, the event log and the reviewer notes, and the
+best candidate's lift on the seed (val, holdout) with its paired bootstrap
+interval: derived from the evaluations, so an import checks it and keeps
+nothing of it (its pages compute their own). Import validates the whole
 document with pydantic first (errors name the field), then writes it in one
 transaction, so a broken file leaves nothing behind. Import only stores data:
 nothing in the file is executed, and the run is marked `imported`.
@@ -48,6 +51,7 @@ from optimizer.models import (
     run_progress,
     store_rejected_marks,
 )
+from optimizer.promotion import SeedVsBestDoc, seed_vs_best
 from optimizer.reviewer_notes import MAX_NOTE_CHARS, MAX_NOTES_PER_RUN, run_notes
 from optimizer.tasksets.models import Split
 from optimizer.val_summary import fill_val_summaries
@@ -236,6 +240,11 @@ class RunDocument(_Strict):
     format: Literal["frontier.run"]
     version: Literal[1]
     run: RunIn
+    lift: SeedVsBestDoc | None = Field(
+        default=None,
+        description="Best vs seed on val and holdout with the paired bootstrap interval; "
+        "derived from the evaluations (an import reads it and computes its own)",
+    )
     candidates: list[CandidateIn] = Field(min_length=1)
     events: list[EventIn] = []
     reviewer_notes: list[ReviewerNoteIn] = Field(
@@ -412,6 +421,7 @@ def run_export(run: Run) -> dict:
         "format": FORMAT,
         "version": VERSION,
         "run": _run_meta(run),
+        "lift": seed_vs_best(run),
         "candidates": candidates,
         "events": list(_events(run)),
         "reviewer_notes": run_notes(run),
@@ -444,7 +454,8 @@ def run_export_stream(run: Run, *, piece_bytes: int = 256 * 1024):
 
     with transaction.atomic():
         put(
-            f'{{"format": {dumps(FORMAT)}, "version": {VERSION}, "run": {dumps(_run_meta(run))}, "candidates": ['
+            f'{{"format": {dumps(FORMAT)}, "version": {VERSION}, "run": {dumps(_run_meta(run))}, '
+            f'"lift": {dumps(seed_vs_best(run))}, "candidates": ['
         )
         for n, (candidate, pk) in enumerate(_candidates(run)):
             head = dumps({**candidate, "evaluations": []})
@@ -662,6 +673,7 @@ _HEADER: dict[str, TypeAdapter[Any]] = {
     "format": TypeAdapter(Literal["frontier.run"]),
     "version": TypeAdapter(Literal[1]),
     "run": TypeAdapter(RunIn),
+    "lift": TypeAdapter(SeedVsBestDoc | None),  # derived: checked, never stored
     "reviewer_notes": TypeAdapter(
         Annotated[list[ReviewerNoteIn], Field(max_length=MAX_NOTES_PER_RUN)]
     ),

@@ -17,6 +17,7 @@ from dashboard import compare_selectors as sel
 from dashboard import judgments
 from dashboard.forms import PromotionForm, RunImportForm
 from dashboard.lib.storable import JsonTooDeep, parse_json
+from optimizer.confidence import LEVEL, METHOD, MIN_PAIRS
 from optimizer.downloads import run_export_download
 from optimizer.export import RunImportError, run_import, run_import_stream
 from optimizer.external.replay import run_replay_gepa_state
@@ -28,6 +29,10 @@ from optimizer.runs.summary import RUN_JOINS, run_summary
 from optimizer.selectors import run_for_user
 
 MAX_IMPORT_BYTES = 50 * 1024 * 1024
+
+
+# How every interval on these pages is made, said once per page (templates/compare/_method.html).
+CONFIDENCE = {"method": METHOD, "level": f"{LEVEL:.0%}", "min_pairs": MIN_PAIRS}
 
 
 def _candidate_for(run: Run, index: int):
@@ -84,6 +89,8 @@ def compare(request, run_id: int):
             "base_query": query.urlencode(),
             "c_query": urlencode([("c", c.index) for c in candidates]),
             "lift": sel.lift_breakdown(run),
+            "pair_lifts": sel.pair_lifts(candidates, table.filters.baseline),
+            "confidence": CONFIDENCE,
             "diff_choices": _diff_choices(run, candidates, request.GET.get("diff", "")),
         },
     )
@@ -306,6 +313,7 @@ def promotion(request, run_id: int):
             "report": report,
             "margin": margin,
             "can_promote": run.controllable_by(request.user),
+            "confidence": CONFIDENCE,
         },
     )
 
@@ -328,7 +336,8 @@ def compare_runs(request):
         sel.check_same_task_set(a, b)
     except sel.CompareError as exc:
         return _bad_request(request, str(exc))
-    best_a, best_b, page = sel.best_vs_best(a, b, request.GET.get("page", "1"))
+    pair = sel.best_vs_best(a, b, request.GET.get("page", "1"))
+    best_a, best_b = pair.best_a, pair.best_b
     return render(
         request,
         "compare/runs.html",
@@ -337,7 +346,9 @@ def compare_runs(request):
             "b": b,
             "best_a": best_a,
             "best_b": best_b,
-            "page": page,
+            "page": pair.page,
+            "lift": pair.lift,
+            "confidence": CONFIDENCE,
             "config_diff": sel.config_diff(a.config, b.config),
             "figure": sel.score_curves([a, b]),
             "prompt_diff": sel.prompt_diff(best_a, best_b) if best_a and best_b else [],

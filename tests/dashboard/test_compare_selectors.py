@@ -2,6 +2,7 @@ import pytest
 from django.http import QueryDict
 
 from dashboard import compare_selectors as sel
+from optimizer.confidence import paired_lift
 from optimizer.export import run_export, run_import
 from optimizer.models import Evaluation
 from tests.factories import parents_of, recorded_run
@@ -268,3 +269,55 @@ def test_on_a_real_run_each_sentence_is_credited_to_the_ancestor_that_first_wrot
             f'#{index} <span class="muted">iteration {by_index[index].iteration}, reflection</span>'
             in html
         )
+
+
+def _scores(candidate, split):
+    return dict(
+        Evaluation.objects.filter(candidate=candidate, split=split).values_list("task_key", "score")
+    )
+
+
+@pytest.fixture
+def wide_run(user):
+    """Enough val and holdout tasks for an interval (MIN_PAIRS)."""
+    return recorded_run(
+        user, candidates=4, val_tasks=14, holdout_tasks=11, name="wide", task_prefix="val-"
+    )
+
+
+def test_each_compared_candidate_carries_its_interval_against_the_baseline_per_split(wide_run):
+    cands = sel.compare_candidates(wide_run, ["0", "2", "3"])
+    lifts = sel.pair_lifts(cands, 2)
+    assert [(p.index, p.baseline) for p in lifts] == [(0, 2), (3, 2)]
+    base = cands[1]
+    for pair, cand in zip(lifts, [cands[0], cands[2]]):
+        assert pair.val == paired_lift(_scores(base, "val"), _scores(cand, "val"))
+        assert pair.holdout == paired_lift(_scores(base, "holdout"), _scores(cand, "holdout"))
+        assert pair.val.tasks == 14 and pair.val.enough
+        assert pair.holdout.tasks == 11 and pair.holdout.low is not None
+
+
+def test_a_split_the_two_candidates_share_no_task_of_has_no_lift(wide_run):
+    Evaluation.objects.filter(candidate__run=wide_run, candidate__index=3, split="holdout").delete()
+    (pair,) = sel.pair_lifts(sel.compare_candidates(wide_run, ["0", "3"]), None)
+    assert pair.baseline == 0 and pair.val is not None and pair.holdout is None
+
+
+def test_the_lift_breakdown_carries_the_interval_of_best_minus_seed(wide_run, run):
+    for split, table in {t.split: t for t in sel.lift_breakdown(wide_run)}.items():
+        assert table.lift == paired_lift(_scores(table.seed, split), _scores(table.best, split))
+        assert table.lift.enough
+    # The small run's 4 holdout tasks are too few to tell.
+    holdout = next(t for t in sel.lift_breakdown(run) if t.split == "holdout")
+    assert holdout.lift.tasks == 4 and not holdout.lift.enough and holdout.lift.low is None
+
+
+def test_best_vs_best_of_two_runs_carries_the_interval_on_their_shared_val_tasks(user, wide_run):
+    other = recorded_run(
+        user, candidates=3, seed=11, name="other", task_set=wide_run.task_set, task_prefix="val-"
+    )
+    pair = sel.best_vs_best(wide_run, other, "1")
+    assert pair.lift == paired_lift(
+        _scores(wide_run.best_candidate, "val"), _scores(other.best_candidate, "val")
+    )
+    assert pair.lift.tasks == 14

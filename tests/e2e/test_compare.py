@@ -260,3 +260,55 @@ def test_a_run_whose_verifier_has_a_very_long_name_exports_and_imports_back(page
     expect(page.locator(".messages")).to_contain_text(
         "Imported long verifier name with 2 candidates"
     )
+
+
+LIFT_OF = """
+from optimizer.models import Run
+from optimizer.promotion import candidate_lift
+run = Run.objects.get(pk={run_id})
+a, b = (run.candidates.get(index=i) for i in ({a}, {b}))
+print(candidate_lift(a, b, {split!r}).describe())
+"""
+
+
+def test_the_compare_view_of_two_candidates_shows_each_split_s_interval_and_counts(
+    page, frontier_server
+):
+    result = frontier_server.manage(
+        "shell",
+        "-c",
+        SEED_RUN.format(username=E2E_USERNAME, name="Interval e2e").replace(
+            "val_tasks=6", "val_tasks=12"
+        ),
+    )
+    run_id = int(result.stdout.strip().splitlines()[-1])
+
+    def lift_of(a: int, b: int, split: str) -> str:
+        out = frontier_server.manage(
+            "shell", "-c", LIFT_OF.format(run_id=run_id, a=a, b=b, split=split)
+        )
+        return out.stdout.strip().splitlines()[-1]
+
+    page.goto(f"/runs/{run_id}/compare/?c=0&c=3")
+    pair = page.locator('[data-pair="0-3"]')
+    val = pair.locator('[data-lift="val"]')
+    expect(val).to_have_text(
+        re.compile(
+            r"^[+-]\d\.\d{3} \[[+-]\d\.\d{3}, [+-]\d\.\d{3}\] \(95% interval, 12 tasks\)"
+            r" · \d+ improved · \d+ worse · \d+ unchanged$"
+        )
+    )
+    assert val.text_content() == lift_of(0, 3, "val")  # the server's paired_lift, as it is
+    holdout = pair.locator('[data-lift="holdout"]')
+    expect(holdout).to_contain_text("too few tasks to tell")
+    assert holdout.text_content() == lift_of(0, 3, "holdout")
+    expect(page.locator('[data-field="confidence-method"]')).to_contain_text(
+        "paired bootstrap, percentile, 10,000 resamples, seed 0"
+    )
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "compare-intervals.png"), full_page=True)
+
+    # The other way round: candidate 3 as the baseline turns the lift's sign.
+    page.get_by_label("Baseline").select_option("3")
+    page.wait_for_url(re.compile(r"baseline=3"))
+    expect(page.locator('[data-pair="3-0"] [data-lift="val"]')).to_have_text(lift_of(3, 0, "val"))

@@ -7,6 +7,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
+from optimizer.confidence import paired_lift
 from optimizer.export import (
     RunImportError,
     run_export,
@@ -87,6 +88,42 @@ def test_the_streamed_json_is_byte_for_byte_the_document_in_small_pieces(run):
     )  # a piece is at most one row past the mark
 
 
+def _split_scores(candidate, split):
+    return dict(
+        Evaluation.objects.filter(candidate=candidate, split=split).values_list("task_key", "score")
+    )
+
+
+def test_the_json_export_carries_best_vs_seed_on_val_and_holdout_with_its_interval(user):
+    run = recorded_run(user, candidates=4, val_tasks=12, holdout_tasks=10, task_prefix="val-")
+    seed, best = run.candidates.get(index=0), run.best_candidate
+    lift = run_export(run)["lift"]
+    assert (lift["seed_index"], lift["best_index"]) == (0, best.index) and best.index != 0
+    for split, tasks in (("val", 12), ("holdout", 10)):
+        expected = paired_lift(_split_scores(seed, split), _split_scores(best, split))
+        assert lift[split] == expected.as_dict()
+        assert lift[split]["tasks"] == tasks and lift[split]["low"] is not None
+        assert lift[split]["method"] == "paired bootstrap, percentile, 10,000 resamples, seed 0"
+
+
+def test_a_run_without_holdout_tasks_exports_no_holdout_lift(user):
+    run = recorded_run(user, candidates=3, val_tasks=4, holdout_tasks=0)
+    lift = run_export(run)["lift"]
+    assert lift["holdout"] is None
+    assert lift["val"]["tasks"] == 4 and lift["val"]["low"] is None  # too few to tell
+
+
+def test_an_import_computes_its_own_lift_and_reads_files_without_one(run, other_user):
+    data = json.loads(json.dumps(run_export(run)))
+    told = copy.deepcopy(data["lift"])
+    data["lift"]["val"].update(confirmed=True, text="a lift of +0.900, surely")
+    copy_of_run = run_import(owner=other_user, data=data)
+    assert run_export(copy_of_run)["lift"] == told
+    del data["lift"]  # written before exports carried it
+    data["run"]["name"] = "older file"
+    assert run_export(run_import(owner=other_user, data=data))["lift"] == told
+
+
 def test_the_csv_sorts_task_keys_by_code_point_like_the_document(run):
     for n, key in enumerate(["b", "B", "a", "ä", "_x"]):
         Evaluation.objects.filter(candidate__run=run, task_key=f"val-00{n}").update(task_key=key)
@@ -147,6 +184,7 @@ def _broken(run, mutate):
         ),
         (lambda d: d["run"].update(best_index=99), "run.best_index"),
         (lambda d: d["events"][1].update(seq=1), "events.1.seq"),
+        (lambda d: d["lift"]["val"].update(improved=-1), "lift.val.improved"),
         (
             lambda d: d["candidates"][0]["components"].update(system_prompt="x" * 200_001),
             "candidates.0.components.system_prompt",

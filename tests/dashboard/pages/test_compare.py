@@ -218,11 +218,106 @@ def test_the_promotion_report_shows_the_rule_verdict_and_per_task_deltas(user_cl
     assert html.count("<td>hold-") == 4
 
 
-def test_a_huge_margin_turns_the_verdict_to_keep(user_client, run):
-    html = user_client.get(
-        reverse("compare:promotion", args=[run.pk]) + "?margin=1"
-    ).content.decode()
+@pytest.fixture
+def wide_run(user):
+    """12 val and 12 holdout tasks, candidate 2 a steady +0.1 over the seed on
+    each (scores with three decimals, as the pages show them)."""
+    run = recorded_run(
+        user, candidates=3, val_tasks=12, holdout_tasks=12, name="wide", task_prefix="val-"
+    )
+    run.best_candidate = run.candidates.get(index=2)
+    run.save(update_fields=["best_candidate"])
+    for split, prefix in (("val", "val-"), ("holdout", "hold-")):
+        for i in range(12):
+            seed = round(0.3 + 0.05 * (i % 5), 3)
+            best = round(seed + (0.1 if i % 4 else -0.05) + 0.001 * i, 3)
+            for index, score in ((0, seed), (2, best)):
+                Evaluation.objects.filter(
+                    candidate__run=run,
+                    candidate__index=index,
+                    split=split,
+                    task_key=f"{prefix}{i:03d}",
+                ).update(score=score)
+    return run
+
+
+def test_the_promotion_report_promotes_a_confirmed_lift_and_a_huge_margin_turns_it_to_keep(
+    user_client, wide_run
+):
+    url = reverse("compare:promotion", args=[wide_run.pk])
+    html = user_client.get(url).content.decode()
+    assert 'data-verdict="promote"' in html and "Promote: the lift is confirmed" in html
+    assert '<span class="interval delta-up" data-lift="holdout" data-tasks="12"' in html
+    assert "paired bootstrap, percentile, 10,000 resamples, seed 0" in html
+    html = user_client.get(url + "?margin=1").content.decode()
+    assert 'data-verdict="keep"' in html and "below the margin 1" in html
+
+
+def test_with_four_holdout_tasks_the_promotion_report_says_too_few_tasks_to_tell(user_client, run):
+    html = user_client.get(reverse("compare:promotion", args=[run.pk])).content.decode()
     assert 'data-verdict="keep"' in html
+    assert "Do not promote: too few tasks to tell (fewer than 10 paired tasks)" in html
+    assert 'data-lift="holdout" data-tasks="4" data-enough="false"' in html
+
+
+def _page_pairs(html: str, baseline: int, other: int) -> list[tuple[float, float]]:
+    """The (baseline, other) scores the per-task table shows, in its row order."""
+    import re
+
+    heads = re.findall(r'<th class="num">#(\d+)', html.split('class="data tasks"')[1])
+    a, b = heads.index(str(baseline)), heads.index(str(other))
+    pairs = []
+    for row in re.findall(r'data-task="[^"]+">(.*?)</tr>', html, re.S):
+        scores = re.findall(r"(\d\.\d{3}) <span class=\"verdict-", row)
+        pairs.append((float(scores[a]), float(scores[b])))
+    return pairs
+
+
+def test_the_interval_the_compare_view_shows_is_scipy_s_bootstrap_of_the_scores_it_shows(
+    user_client, wide_run
+):
+    import re
+
+    import numpy as np
+    from scipy import stats
+
+    from optimizer import confidence
+
+    html = user_client.get(_compare(wide_run, 0, 2)).content.decode()
+    pairs = _page_pairs(html, 0, 2)
+    assert len(pairs) == 12
+    seed, best = np.asarray(pairs).T
+    result = stats.bootstrap(
+        (seed, best),
+        lambda x, y, axis=-1: np.mean(y - x, axis=axis),
+        paired=True,
+        vectorized=True,
+        n_resamples=confidence.RESAMPLES,
+        confidence_level=confidence.LEVEL,
+        method="percentile",
+        rng=np.random.default_rng(confidence.SEED),
+    )
+    low, high = result.confidence_interval
+    improved = int(((best - seed) > 1e-9).sum())
+    worse = int(((best - seed) < -1e-9).sum())
+    row = html.split('data-pair="0-2"')[1].split("</tr>")[0]
+    shown = re.search(r'data-lift="val"[^>]*>([^<]*)</span>', row).group(1)
+    assert shown == (
+        f"{np.mean(best - seed):+.3f} [{low:+.3f}, {high:+.3f}] (95% interval, 12 tasks) · "
+        f"{improved} improved · {worse} worse · {12 - improved - worse} unchanged"
+    )
+    assert low > 0  # the steady lift is confirmed: a real interval, not a degenerate one
+
+
+def test_the_compare_view_shows_each_candidate_s_interval_per_split_against_the_baseline(
+    user_client, run
+):
+    html = user_client.get(_compare(run, 0, 2, 3, baseline=2)).content.decode()
+    section = html.split('data-section="pair-lifts"')[1].split("</section>")[0]
+    assert 'data-pair="2-0"' in section and 'data-pair="2-3"' in section
+    assert section.count('data-lift="val" data-tasks="6" data-enough="false"') == 2
+    assert section.count('data-lift="holdout" data-tasks="4"') == 2
+    assert "too few tasks to tell" in section
 
 
 def test_the_owner_promotes_a_candidate_as_the_chosen_prompt(user_client, run):
@@ -485,6 +580,7 @@ def test_two_real_runs_on_one_task_set_compare_best_vs_best_with_their_config_di
     )
     rows = html.split("Best vs best per task (val)")[1]
     assert [k for k in val_keys if f"<td>{k}</td>" in rows] == val_keys and len(val_keys) == 3
+    assert 'data-lift="val" data-tasks="3" data-enough="false"' in rows  # too few to tell
     for run in (a, b):
         assert f"best #{run.best_candidate.index} (val {run.best_score:.3f})" in html
     figure = json.loads(
