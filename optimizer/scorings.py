@@ -120,6 +120,23 @@ def scoring_verifier_spec(
     return stored.spec, {"id": verifier.slug, "version": version}
 
 
+def scoring_source(
+    *, user: Any, verifier_id: str | None = None, version: int | None = None, spec: Any = None
+) -> tuple[list[JSONObject], list[JSONObject]]:
+    """(specs, source) for a scoring from exactly one of: a saved verifier (at
+    `version`) or an edited spec (a spec object or a list of them). SpecError
+    naming the field."""
+    if (verifier_id is None) == (spec is None):
+        raise SpecError("verifier_id: give either a verifier_id or a spec (not both)")
+    if spec is not None:
+        if version is not None:
+            raise SpecError("version: only with a verifier_id")
+        specs = scoring_specs(spec)
+        return specs, [{"edited": True} for _ in specs]
+    one, source = scoring_verifier_spec(user=user, verifier_id=str(verifier_id), version=version)
+    return [one], [source]
+
+
 def _rules(run: Run) -> tuple[Any, Any, str]:
     """The run's aggregator, thresholds and val split name (an external run's are the defaults)."""
     if run.kind == RunKind.NATIVE:
