@@ -21,6 +21,7 @@ counted (`kept`).
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Iterator
@@ -32,7 +33,6 @@ from django.utils import timezone
 
 from dashboard.lib.storable import storage_problems
 from optimizer.config import RunConfigError, parse_run_config
-from optimizer.external.replay import OUTPUT_CHARS as REPLAY_OUTPUT_CHARS
 from optimizer.front import front_members
 from optimizer.models import (
     Candidate,
@@ -57,9 +57,16 @@ MAX_SCORINGS_PER_RUN = 50
 MAX_SPECS = 20
 PROGRESS_EVERY_SECONDS = 1.0
 MOVED_SHOWN = 10
-# The tracker client cuts an output to its `max_output_chars` (4,000 by default,
-# as the checkpoint replay does) and ends it with an ellipsis.
-EXTERNAL_CUT_LENGTHS = frozenset({REPLAY_OUTPUT_CHARS, MAX_OUTPUT_CHARS})
+
+
+@functools.cache
+def _external_cut_lengths() -> frozenset[int]:
+    """The lengths the tracker client (`max_output_chars`, 4,000 by default) and the
+    checkpoint replay cut an output to, ending it with an ellipsis. Read when first
+    needed: optimizer.external imports the run export, which imports this module."""
+    from optimizer.external.replay import OUTPUT_CHARS
+
+    return frozenset({OUTPUT_CHARS, MAX_OUTPUT_CHARS})
 
 
 class ScoringRefused(ValueError):
@@ -72,7 +79,7 @@ def output_was_cut(output: str, *, external: bool) -> bool:
     the checkpoint replay keep the first characters and end them with "…". An
     external client set to another `max_output_chars` is not recognised."""
     if external:
-        return output.endswith("…") and len(output) in EXTERNAL_CUT_LENGTHS
+        return output.endswith("…") and len(output) in _external_cut_lengths()
     return len(output) >= MAX_OUTPUT_CHARS
 
 
@@ -508,3 +515,11 @@ def scoring_out(scoring: Scoring, *, candidates: bool = False) -> JSONObject:
             for c in scoring.candidates.order_by("rank", "index")
         ]
     return out
+
+
+def scorings_export(run: Run) -> list[JSONObject]:
+    """The run's finished re-scorings as the run export writes them (every candidate's row)."""
+    return [
+        scoring_out(s, candidates=True)
+        for s in run.scorings.filter(status=ScoringStatus.DONE).select_related("created_by")
+    ]

@@ -218,3 +218,22 @@ def test_the_cut_rule_knows_each_writer():
     assert output_was_cut("a" * 3999 + "…", external=True)
     assert not output_was_cut("a" * 3999 + "…", external=False)
     assert not output_was_cut("short…", external=True)
+
+
+def test_the_run_export_carries_its_scorings_and_an_import_keeps_them(user, other_user):
+    from optimizer.export import RunDocument, run_export, run_import
+
+    run = recorded_run(user, candidates=4, val_tasks=3)
+    scoring = _rescore(run, user, [WINDOW_ONLY], name="window")
+    document = run_export(run)
+    RunDocument.model_validate(document)
+    assert [s["name"] for s in document["scorings"]] == ["window"]
+    assert len(document["scorings"][0]["candidates"]) == 4
+
+    copy_ = run_import(owner=other_user, data=document)
+
+    imported = copy_.scorings.get()
+    assert imported.name == "window" and imported.summary == scoring.summary
+    assert {c.index: c.task_scores for c in imported.candidates.all()} == {
+        c.index: c.task_scores for c in scoring.candidates.all()
+    }
