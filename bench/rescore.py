@@ -119,7 +119,8 @@ def main() -> None:
         from django.core.management import call_command
 
         from optimizer.models import Evaluation
-        from optimizer.scorings import scoring_create, scoring_execute
+        from optimizer.scorings.execute import scoring_execute
+        from optimizer.scorings.services import scoring_create
 
         call_command("migrate", verbosity=0)
         user = get_user_model().objects.create_user("bench", password="x")

@@ -17,7 +17,7 @@ from django.urls import reverse
 from ninja import Field, Query, Router, Schema, Status
 
 from dashboard.lib.api_errors import ErrorOut, Problem
-from optimizer import reviewer_notes, scorings, selectors, services
+from optimizer import reviewer_notes, selectors, services
 from optimizer.config import MAX_METRIC_CALLS, RunConfig
 from optimizer.downloads import run_export_download
 from optimizer.export import RunDocument
@@ -34,6 +34,8 @@ from optimizer.models import (
 from optimizer.runs import event_types as ev
 from optimizer.runs.injections import run_valset_size
 from optimizer.runs.summary import RUN_JOINS, run_summary
+from optimizer.scorings import reads as scoring_reads
+from optimizer.scorings import services as scorings
 
 router = Router()
 
@@ -802,14 +804,14 @@ def create_scoring(request, run_id: int, body: ScoringIn):
         )
     except scorings.ScoringRefused as error:
         return Status(409, {"detail": str(error), "problems": []})
-    return Status(202, scorings.scoring_out(scoring))
+    return Status(202, scoring_reads.scoring_out(scoring))
 
 
 @router.get("/{run_id}/scorings", response=list[ScoringOut])
 def list_scorings(request, run_id: int):
     """The run's re-scorings, oldest first (the original is the run's own scores)."""
     run = _visible(request, run_id)
-    return [scorings.scoring_out(s) for s in run.scorings.select_related("created_by")]
+    return [scoring_reads.scoring_out(s) for s in run.scorings.select_related("created_by")]
 
 
 @router.get("/{run_id}/scorings/{scoring_id}", response=ScoringDetailOut)
@@ -819,4 +821,4 @@ def get_scoring(request, run_id: int, scoring_id: int):
     scoring = run.scorings.select_related("created_by").filter(pk=scoring_id).first()
     if scoring is None:
         raise Http404("No such scoring of this run")
-    return scorings.scoring_out(scoring, candidates=True)
+    return scoring_reads.scoring_out(scoring, candidates=True)

@@ -74,7 +74,7 @@ def enqueue_run(run_id: int) -> bool:
 )
 def rescore_run(scoring_id: int) -> str:
     """Re-score a run's stored outputs (optimizer/scorings.py); no model is called."""
-    from optimizer.scorings import scoring_execute
+    from optimizer.scorings.execute import scoring_execute
 
     return scoring_execute(scoring_id)
 

@@ -52,7 +52,7 @@ from optimizer.models import (
     store_rejected_marks,
 )
 from optimizer.reviewer_notes import MAX_NOTE_CHARS, MAX_NOTES_PER_RUN, run_notes
-from optimizer.scorings import MAX_SCORINGS_PER_RUN, MAX_SPECS, scorings_export
+from optimizer.scorings.reads import MAX_SCORINGS_PER_RUN, MAX_SPECS, scorings_export
 from optimizer.tasksets.models import Split
 from optimizer.val_summary import fill_val_summaries
 from verifiers_app.engine.errors import validation_problems

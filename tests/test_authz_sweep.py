@@ -25,7 +25,8 @@ from dashboard.api import api
 from dashboard.asgi import application
 from optimizer.models import Run, RunStatus
 from optimizer.reviewer_notes import reviewer_note_create
-from optimizer.scorings import scoring_create, scoring_execute
+from optimizer.scorings.execute import scoring_execute
+from optimizer.scorings.services import scoring_create
 from tests.dashboard.test_embedded_mode import session_headers
 from tests.factories import recorded_run
 from tests.url_patterns import argument_names, url_patterns

@@ -18,12 +18,8 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from dashboard.lib.api_errors import split_problem
 from optimizer import selectors as run_selectors
 from optimizer.models import Run, Scoring, ScoringStatus
-from optimizer.scorings import (
-    ScoringRefused,
-    scoring_create,
-    scoring_out,
-    scoring_source,
-)
+from optimizer.scorings.reads import scoring_out
+from optimizer.scorings.services import ScoringRefused, scoring_create, scoring_source
 from verifiers_app.engine import SpecError
 from verifiers_app.models import Verifier
 from verifiers_app.services import spec_from_json, verifier_upsert

@@ -18,11 +18,10 @@ from optimizer.models import (
     ScoringStatus,
 )
 from optimizer.runs.adapter import MAX_OUTPUT_CHARS, MODEL_FAILED
-from optimizer.scorings import (
+from optimizer.scorings.execute import EXTERNAL_CUT_LENGTHS, output_was_cut, scoring_execute
+from optimizer.scorings.services import (
     ScoringRefused,
-    output_was_cut,
     scoring_create,
-    scoring_execute,
     scoring_specs,
     scoring_verifier_spec,
 )
@@ -218,6 +217,16 @@ def test_the_cut_rule_knows_each_writer():
     assert output_was_cut("a" * 3999 + "…", external=True)
     assert not output_was_cut("a" * 3999 + "…", external=False)
     assert not output_was_cut("short…", external=True)
+
+
+def test_the_cut_lengths_are_the_external_writers_own():
+    import inspect
+
+    from frontier_tracker import FrontierTracker
+    from optimizer.external.replay import OUTPUT_CHARS
+
+    default = inspect.signature(FrontierTracker.__init__).parameters["max_output_chars"].default
+    assert {OUTPUT_CHARS, default, MAX_OUTPUT_CHARS} == set(EXTERNAL_CUT_LENGTHS)
 
 
 def test_the_run_export_carries_its_scorings_and_an_import_keeps_them(user, other_user):

@@ -250,12 +250,9 @@ class Command(BaseCommand):
 
     def _rescore(self, options) -> None:
         from optimizer.models import ScoringStatus
-        from optimizer.scorings import (
-            ScoringRefused,
-            scoring_create,
-            scoring_execute,
-            scoring_out,
-        )
+        from optimizer.scorings.execute import scoring_execute
+        from optimizer.scorings.reads import scoring_out
+        from optimizer.scorings.services import ScoringRefused, scoring_create
 
         run = Run.objects.filter(pk=options["run_id"]).select_related("owner").first()
         if run is None:

@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 
 from optimizer.models import Scoring, ScoringStatus
-from optimizer.scorings import scoring_execute
+from optimizer.scorings.execute import scoring_execute
 from tests.factories import recorded_run
 from verifiers_app.models import Verifier
 

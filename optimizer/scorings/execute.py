@@ -1,37 +1,18 @@
-"""Re-scoring a run: a new, named scoring of its stored val outputs with other
-verifier specs, with no model call (docs/guide.md "Re-scoring a run").
-
-Nothing measured is overwritten: the run's Evaluation and Candidate rows (the
-"original" scoring) are only read. A Scoring row is made when asked for
-(`scoring_create`), a worker fills it (`scoring_execute`, one pass over the
-outputs, progress written about once a second) and writes one
-ScoringCandidate per candidate plus the summary the page shows, in one
-transaction at the end.
-
-Each output is scored exactly as the run scored it: one compiled scorer (the
-specs, with the run's aggregator and thresholds), the run's frozen task rows
-(their expectations and row verifiers), the candidate's system prompt. With the
-run's own specs a re-scoring gives back every stored score.
-
-An output stored cut for size is scored as stored and flagged (`cut_tasks`); an
-evaluation with no stored output (the task model failed, or an external
-client sent none) cannot be scored again: it keeps its original score and is
-counted (`kept`).
-"""
+"""The worker's side of a re-scoring: one ordered pass over the run's stored val
+outputs, each scored as the run scored it, then the ranks, fronts, best and
+movers, written with one ScoringCandidate per candidate in one transaction."""
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections.abc import Iterator
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from dashboard.lib.storable import storage_problems
 from optimizer.config import RunConfigError, parse_run_config
 from optimizer.front import front_members
 from optimizer.models import (
@@ -39,38 +20,24 @@ from optimizer.models import (
     Evaluation,
     Run,
     RunKind,
-    RunStatus,
     Scoring,
     ScoringCandidate,
     ScoringStatus,
 )
 from optimizer.runs.adapter import MAX_OUTPUT_CHARS, system_prompt
 from optimizer.tasksets.models import Split
-from verifiers_app.engine import Scorer, SpecError, compile_specs
+from verifiers_app.engine import Scorer, compile_specs
 from verifiers_app.engine.json_types import JSONObject
-from verifiers_app.models import Verifier, VerifierVersion
-from verifiers_app.services import MAX_SPEC_BYTES, spec_validate
 
 log = logging.getLogger(__name__)
 
-MAX_SCORINGS_PER_RUN = 50
-MAX_SPECS = 20
 PROGRESS_EVERY_SECONDS = 1.0
 MOVED_SHOWN = 10
 
-
-@functools.cache
-def _external_cut_lengths() -> frozenset[int]:
-    """The lengths the tracker client (`max_output_chars`, 4,000 by default) and the
-    checkpoint replay cut an output to, ending it with an ellipsis. Read when first
-    needed: optimizer.external imports the run export, which imports this module."""
-    from optimizer.external.replay import OUTPUT_CHARS
-
-    return frozenset({OUTPUT_CHARS, MAX_OUTPUT_CHARS})
-
-
-class ScoringRefused(ValueError):
-    """The run cannot be re-scored now (still running, no outputs, too many scorings)."""
+# The lengths the tracker client (its `max_output_chars`, 4,000 by default) and the
+# checkpoint replay (optimizer/external/replay.py OUTPUT_CHARS) cut an output to,
+# ending it with an ellipsis (tests/optimizer/test_scorings.py holds them equal).
+EXTERNAL_CUT_LENGTHS = frozenset({4_000, MAX_OUTPUT_CHARS})
 
 
 def output_was_cut(output: str, *, external: bool) -> bool:
@@ -79,69 +46,8 @@ def output_was_cut(output: str, *, external: bool) -> bool:
     the checkpoint replay keep the first characters and end them with "…". An
     external client set to another `max_output_chars` is not recognised."""
     if external:
-        return output.endswith("…") and len(output) in _external_cut_lengths()
+        return output.endswith("…") and len(output) in EXTERNAL_CUT_LENGTHS
     return len(output) >= MAX_OUTPUT_CHARS
-
-
-def _prefixed(error: SpecError, prefix: str) -> SpecError:
-    return SpecError([f"{prefix}{problem}" for problem in error.problems])
-
-
-def scoring_specs(spec: Any) -> list[JSONObject]:
-    """An edited spec (a spec object, or a list of them) checked as the verifier
-    editor checks one; SpecError naming `spec.<field>` (`spec[i].<field>`)."""
-    specs = spec if isinstance(spec, list) else [spec]
-    if not specs:
-        raise SpecError("spec: give a verifier spec (or a list of them)")
-    if len(specs) > MAX_SPECS:
-        raise SpecError(f"spec: at most {MAX_SPECS} verifier specs")
-    if len(repr(specs)) > MAX_SPEC_BYTES * 2:
-        raise SpecError(f"spec: larger than {MAX_SPEC_BYTES // 1024} KB")
-    problems: list[str] = []
-    for i, one in enumerate(specs):
-        prefix = f"spec[{i}]." if isinstance(spec, list) else "spec."
-        try:
-            spec_validate(one)
-        except SpecError as error:
-            problems += _prefixed(error, prefix).problems
-    if problems:
-        raise SpecError(problems)
-    return list(specs)
-
-
-def scoring_verifier_spec(
-    *, user: Any, verifier_id: str, version: int | None = None
-) -> tuple[JSONObject, JSONObject]:
-    """(spec, source) of a saved verifier the user can see, at `version` (default:
-    its current one); SpecError naming `verifier_id` or `version`."""
-    verifier = Verifier.objects.visible_to(user).lookup(user, verifier_id)
-    if verifier is None:
-        raise SpecError(f'verifier_id: no verifier with id "{verifier_id}" that you can use')
-    if version is None or version == verifier.version:
-        return verifier.spec, {"id": verifier.slug, "version": verifier.version}
-    stored = VerifierVersion.objects.filter(verifier=verifier, number=version).first()
-    if stored is None:
-        raise SpecError(
-            f'version: verifier "{verifier.slug}" has versions 1 to {verifier.version}, not {version}'
-        )
-    return stored.spec, {"id": verifier.slug, "version": version}
-
-
-def scoring_source(
-    *, user: Any, verifier_id: str | None = None, version: int | None = None, spec: Any = None
-) -> tuple[list[JSONObject], list[JSONObject]]:
-    """(specs, source) for a scoring from exactly one of: a saved verifier (at
-    `version`) or an edited spec (a spec object or a list of them). SpecError
-    naming the field."""
-    if (verifier_id is None) == (spec is None):
-        raise SpecError("verifier_id: give either a verifier_id or a spec (not both)")
-    if spec is not None:
-        if version is not None:
-            raise SpecError("version: only with a verifier_id")
-        specs = scoring_specs(spec)
-        return specs, [{"edited": True} for _ in specs]
-    one, source = scoring_verifier_spec(user=user, verifier_id=str(verifier_id), version=version)
-    return [one], [source]
 
 
 def _rules(run: Run) -> tuple[Any, Any, str]:
@@ -161,67 +67,7 @@ def scoring_scorer(run: Run, specs: list[JSONObject]) -> Scorer:
     return compile_specs(specs, aggregator=aggregator, thresholds=thresholds)
 
 
-def _default_name(run: Run, source: list[JSONObject]) -> str:
-    if any(s.get("edited") for s in source):
-        base = "edited spec"
-    else:
-        base = " + ".join(f"{s['id']} v{s['version']}" for s in source)
-    taken = set(run.scorings.values_list("name", flat=True))
-    name, n = base[:190], 2
-    while name in taken:
-        name, n = f"{base[:185]} ({n})", n + 1
-    return name
-
-
-def scoring_create(
-    *,
-    run: Run,
-    user: Any,
-    specs: list[JSONObject],
-    source: list[JSONObject],
-    name: str = "",
-) -> Scoring:
-    """Ask for a re-scoring of `run`'s stored val outputs with `specs` (already
-    checked: scoring_specs / scoring_verifier_spec). Refused (ScoringRefused) while
-    the run runs, when it stored no output, or past MAX_SCORINGS_PER_RUN; a spec
-    that cannot score with the run's aggregator is a SpecError. Queued for a
-    worker once the transaction commits."""
-    if run.status not in (*RunStatus.finished(), RunStatus.PAUSED):
-        raise ScoringRefused(
-            f"run {run.pk} is {run.status}: re-score it once it has finished or is paused"
-        )
-    scoring_scorer(run, specs)  # the aggregator's gates must name verifiers of these specs
-    problems = storage_problems(specs, "spec")
-    if problems:
-        raise SpecError(problems)
-    name = name.strip()[:200]
-    if not run.scorings.count() < MAX_SCORINGS_PER_RUN:
-        raise ScoringRefused(
-            f"run {run.pk} has {MAX_SCORINGS_PER_RUN} scorings already; delete the run's copy or export it"
-        )
-    outputs = _val_evaluations(run)
-    total = outputs.count()
-    if not outputs.exclude(output="").exists():
-        raise ScoringRefused(f"run {run.pk} stored no val outputs: there is nothing to re-score")
-    try:
-        with transaction.atomic():
-            scoring = Scoring.objects.create(
-                run=run,
-                name=name or _default_name(run, source),
-                specs=specs,
-                source=source,
-                created_by=user if getattr(user, "pk", None) else None,
-                total=total,
-            )
-    except IntegrityError:
-        raise SpecError(f'name: run {run.pk} already has a scoring named "{name}"') from None
-    from optimizer.celery_tasks import enqueue_scoring
-
-    transaction.on_commit(lambda: enqueue_scoring(scoring.pk))
-    return scoring
-
-
-def _val_evaluations(run: Run) -> QuerySet[Evaluation]:
+def val_evaluations(run: Run) -> QuerySet[Evaluation]:
     return Evaluation.objects.filter(candidate__run=run, split=Split.VAL)
 
 
@@ -265,7 +111,7 @@ def _rows_by_candidate(
     """(candidate pk, [(task key, output, score)]) read in one ordered
     pass over the run's val evaluations (a server-side cursor on PostgreSQL)."""
     rows = (
-        _val_evaluations(run)
+        val_evaluations(run)
         .order_by("candidate_id", "task_key")
         .values_list("candidate_id", "task_key", "output", "score")
         .iterator(chunk_size=4000)
@@ -475,51 +321,3 @@ def _point(
         "rank": new_rank[index],
         "original_rank": old_rank[index],
     }
-
-
-def scoring_for_run(run: Run, scoring_id: int) -> Scoring:
-    """One scoring of the run, or Scoring.DoesNotExist."""
-    return run.scorings.get(pk=scoring_id)
-
-
-def scoring_out(scoring: Scoring, *, candidates: bool = False) -> JSONObject:
-    """A scoring as the API, the page's poll and the export show it; with
-    `candidates`, every candidate's row in ranking order (task scores included)."""
-    out: JSONObject = {
-        "id": scoring.pk,
-        "name": scoring.name,
-        "status": scoring.status,
-        "done": scoring.done,
-        "total": scoring.total,
-        "error": scoring.error,
-        "specs": scoring.specs,
-        "source": scoring.source,
-        "created_by": scoring.created_by.username if scoring.created_by else "",
-        "created_at": scoring.created_at.isoformat(),
-        "finished_at": scoring.finished_at.isoformat() if scoring.finished_at else None,
-        "summary": scoring.summary,
-    }
-    if candidates:
-        out["candidates"] = [
-            {
-                "index": c.index,
-                "score": c.val_score,
-                "original_score": c.original_score,
-                "rank": c.rank,
-                "original_rank": c.original_rank,
-                "on_front": c.on_front,
-                "cut_tasks": c.cut_tasks,
-                "kept": c.kept,
-                "task_scores": c.task_scores,
-            }
-            for c in scoring.candidates.order_by("rank", "index")
-        ]
-    return out
-
-
-def scorings_export(run: Run) -> list[JSONObject]:
-    """The run's finished re-scorings as the run export writes them (every candidate's row)."""
-    return [
-        scoring_out(s, candidates=True)
-        for s in run.scorings.filter(status=ScoringStatus.DONE).select_related("created_by")
-    ]
