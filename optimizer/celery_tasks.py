@@ -100,6 +100,20 @@ def enqueue_scoring(scoring_id: int) -> bool:
         return False
 
 
+def requeue_interrupted_scorings() -> list[int]:
+    """Embedded mode, as the server starts: the scorings the last server had queued
+    or was scoring (its in-memory queue went with it) are sent again; a scoring
+    starts over from the stored outputs, which never change."""
+    from optimizer.models import Scoring, ScoringStatus
+
+    ids = list(
+        Scoring.objects.filter(
+            status__in=[ScoringStatus.QUEUED, ScoringStatus.RUNNING]
+        ).values_list("pk", flat=True)
+    )
+    return [pk for pk in ids if enqueue_scoring(pk)]
+
+
 def release_unheld_runs() -> list[int]:
     """Embedded mode: a running run that no process on this machine holds
     (claims.process_lock) lost its runner, to a Ctrl-C or a crash. It says
@@ -177,6 +191,7 @@ def _watch(stop: threading.Event) -> None:
             # test's factory) and fall under the heartbeat rule like any other.
             if include_queued:
                 release_unheld_runs()
+                requeue_interrupted_scorings()
             requeue_orphaned_runs(include_queued=include_queued)
             _abandon_silent_external_runs()
         except Exception:  # the next round tries again

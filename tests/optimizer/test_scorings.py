@@ -246,3 +246,16 @@ def test_the_run_export_carries_its_scorings_and_an_import_keeps_them(user, othe
     assert {c.index: c.task_scores for c in imported.candidates.all()} == {
         c.index: c.task_scores for c in scoring.candidates.all()
     }
+
+
+def test_a_server_starting_sends_again_the_scorings_the_last_one_left(user, monkeypatch):
+    from optimizer.celery_tasks import requeue_interrupted_scorings
+
+    monkeypatch.setitem(app.conf, "task_always_eager", True)
+    run = recorded_run(user, candidates=3, val_tasks=2)
+    left = scoring_create(run=run, user=user, specs=[WINDOW_ONLY], source=[])
+    Scoring.objects.filter(pk=left.pk).update(status=ScoringStatus.RUNNING, done=2)
+
+    assert requeue_interrupted_scorings() == [left.pk]
+    left.refresh_from_db()
+    assert left.status == ScoringStatus.DONE and left.done == 6
