@@ -7,7 +7,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 
 from dashboard.api import api
-from dashboard.pages import accounts, compare, home, runs, tasksets, verifiers
+from dashboard.pages import accounts, compare, home, runs, scorings, tasksets, verifiers
 from dashboard.pages.login import LoginView
 
 run_patterns = [
@@ -28,6 +28,12 @@ run_patterns = [
         name="control",
     ),
     path("<int:run_id>/annotate/", runs.run_annotate, name="annotate"),
+    path("<int:run_id>/scorings/new/", scorings.scoring_new, name="scoring_new"),
+    path("<int:run_id>/scorings/<int:scoring_id>/", scorings.scoring_detail, name="scoring"),
+    path("<int:run_id>/scorings/<int:scoring_id>.json", scorings.scoring_json, name="scoring_json"),
+    path(
+        "<int:run_id>/scorings/<int:scoring_id>/fork/", scorings.scoring_fork, name="scoring_fork"
+    ),
     path("<int:run_id>/archive/", runs.run_archive, name="archive"),
     path("<int:run_id>/delete/", runs.run_delete, name="delete"),
 ]

@@ -10,6 +10,8 @@ from optimizer.models import (
     Run,
     RunEvent,
     RunProgress,
+    Scoring,
+    ScoringCandidate,
     UserRunLimits,
 )
 
@@ -90,3 +92,18 @@ class ReviewerNoteAdmin(admin.ModelAdmin):
     list_display = ["run", "task_key", "author_name", "updated_at"]
     list_select_related = ["run"]
     search_fields = ["task_key", "author_name", "text"]
+
+
+@admin.register(Scoring)
+class ScoringAdmin(admin.ModelAdmin):
+    list_display = ["run", "name", "status", "done", "total", "created_by", "created_at"]
+    list_filter = ["status"]
+    list_select_related = ["run", "created_by"]
+    raw_id_fields = ["run", "created_by"]
+
+
+@admin.register(ScoringCandidate)
+class ScoringCandidateAdmin(admin.ModelAdmin):
+    list_display = ["scoring", "index", "val_score", "original_score", "rank", "original_rank"]
+    list_select_related = ["scoring"]
+    raw_id_fields = ["scoring", "candidate"]

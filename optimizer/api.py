@@ -30,6 +30,7 @@ from optimizer.models import (
     ReviewerNote,
     Run,
     RunStatus,
+    ScoringStatus,
 )
 from optimizer.promotion import (
     DEFAULT_MIN_IMPROVEMENT,
@@ -42,6 +43,8 @@ from optimizer.promotion import (
 from optimizer.runs import event_types as ev
 from optimizer.runs.injections import run_valset_size
 from optimizer.runs.summary import RUN_JOINS, run_summary
+from optimizer.scorings import reads as scoring_reads
+from optimizer.scorings import services as scorings
 
 router = Router()
 
@@ -820,3 +823,103 @@ def delete_note(request, run_id: int, note_id: int):
         reviewer_notes.reviewer_note_delete, run=run, note_id=note_id, user=request.user
     )
     return done if isinstance(done, Status) else Status(204, None)
+
+
+class ScoringIn(Schema):
+    name: str = Field(
+        "", max_length=200, description="What to call it (default: the verifier and version)"
+    )
+    verifier_id: str | None = Field(
+        None, max_length=100, description="A saved verifier you can use (or give `spec`)"
+    )
+    version: int | None = Field(
+        None, ge=1, le=2**31 - 1, description="Its version (default: the current one)"
+    )
+    spec: dict[str, Any] | list[dict[str, Any]] | None = Field(
+        None,
+        description="An edited verifier spec, or a list of them, checked as the verifier "
+        "editor checks one (or give `verifier_id`)",
+    )
+
+
+class ScoringCandidateOut(Schema):
+    index: int
+    score: float | None = Field(description="Mean of its val task scores under this scoring")
+    original_score: float | None = Field(description="Its val score as the run measured it")
+    rank: int | None = Field(description="1 = best under this scoring")
+    original_rank: int | None
+    on_front: bool
+    cut_tasks: list[str] = Field(
+        description="Val tasks whose stored output was cut for size: scored as stored"
+    )
+    kept: int = Field(
+        description="Val tasks with no stored output (the model failed, or an external client "
+        "sent none): their original score is kept"
+    )
+    task_scores: dict[str, float]
+
+
+class ScoringOut(Schema):
+    id: int
+    name: str
+    status: ScoringStatus
+    done: int = Field(description="Outputs scored so far")
+    total: int = Field(description="Stored val outputs to score")
+    error: str
+    specs: list[dict[str, Any]]
+    source: list[dict[str, Any]] = Field(
+        description="Per spec: {id, version} of a saved verifier, or {edited: true}"
+    )
+    created_by: str
+    created_at: datetime
+    finished_at: datetime | None
+    summary: dict[str, Any] = Field(
+        description="Once done: candidates, outputs, rescored, kept, cut, changed, best and "
+        "original_best (index, score, original_score, rank, original_rank), front and "
+        "original_front, best_tasks (per-task deltas of the new best), best_counts, tasks "
+        "(per-task means), moved (the candidates that moved most), seconds"
+    )
+
+
+class ScoringDetailOut(ScoringOut):
+    candidates: list[ScoringCandidateOut] = Field(
+        description="Every candidate, best first under this scoring (empty until done)"
+    )
+
+
+@router.post("/{run_id}/scorings", response={202: ScoringOut, 400: ErrorOut, 409: ErrorOut})
+def create_scoring(request, run_id: int, body: ScoringIn):
+    """Re-score every stored val output of a finished (or paused) run with another
+    verifier — a saved one (`verifier_id`, `version`) or an edited spec — without
+    calling any model (the run's owner only). 202: a worker scores it; poll
+    GET …/scorings/{id} for `done` / `total` and the results. The run's own scores
+    are never changed. 400 names the bad field; 409 when the run is still running
+    or stored no outputs."""
+    run = _controllable(request, run_id)
+    specs, source = scorings.scoring_source(
+        user=request.user, verifier_id=body.verifier_id, version=body.version, spec=body.spec
+    )
+    try:
+        scoring = scorings.scoring_create(
+            run=run, user=request.user, specs=specs, source=source, name=body.name
+        )
+    except scorings.ScoringRefused as error:
+        return Status(409, {"detail": str(error), "problems": []})
+    return Status(202, scoring_reads.scoring_out(scoring))
+
+
+@router.get("/{run_id}/scorings", response=list[ScoringOut])
+def list_scorings(request, run_id: int):
+    """The run's re-scorings, oldest first (the original is the run's own scores)."""
+    run = _visible(request, run_id)
+    return [scoring_reads.scoring_out(s) for s in run.scorings.select_related("created_by")]
+
+
+@router.get("/{run_id}/scorings/{scoring_id}", response=ScoringDetailOut)
+def get_scoring(request, run_id: int, scoring_id: int):
+    """One re-scoring: its status and progress, and once done its summary and every candidate."""
+    run = _visible(request, run_id)
+    scoring = run.scorings.select_related("created_by").filter(pk=scoring_id).first()
+    if scoring is None:
+        raise Http404("No such scoring of this run")
+    return scoring_reads.scoring_out(scoring, candidates=True)

@@ -66,6 +66,54 @@ def enqueue_run(run_id: int) -> bool:
         return False
 
 
+@shared_task(
+    name="optimizer.rescore_run",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    ignore_result=True,
+)
+def rescore_run(scoring_id: int) -> str:
+    """Re-score a run's stored outputs (optimizer/scorings.py); no model is called."""
+    from optimizer.scorings.execute import scoring_execute
+
+    return scoring_execute(scoring_id)
+
+
+def enqueue_scoring(scoring_id: int) -> bool:
+    """Hand a scoring to the workers; with the broker unreachable it is marked
+    failed, saying so (asking again makes a new one). Never raises."""
+    try:
+        rescore_run.delay(scoring_id)
+        return True
+    except Exception as error:
+        log.warning("scoring %s not sent: the broker is unreachable (%s)", scoring_id, error)
+        from optimizer.models import Scoring, ScoringStatus
+
+        try:
+            Scoring.objects.filter(pk=scoring_id, status=ScoringStatus.QUEUED).update(
+                status=ScoringStatus.FAILED,
+                error=f"the workers could not be reached ({error}); re-score again",
+                finished_at=timezone.now(),
+            )
+        except Exception:
+            log.exception("could not mark scoring %s as not sent", scoring_id)
+        return False
+
+
+def requeue_interrupted_scorings() -> list[int]:
+    """Embedded mode, as the server starts: the scorings the last server had queued
+    or was scoring (its in-memory queue went with it) are sent again; a scoring
+    starts over from the stored outputs, which never change."""
+    from optimizer.models import Scoring, ScoringStatus
+
+    ids = list(
+        Scoring.objects.filter(
+            status__in=[ScoringStatus.QUEUED, ScoringStatus.RUNNING]
+        ).values_list("pk", flat=True)
+    )
+    return [pk for pk in ids if enqueue_scoring(pk)]
+
+
 def release_unheld_runs() -> list[int]:
     """Embedded mode: a running run that no process on this machine holds
     (claims.process_lock) lost its runner, to a Ctrl-C or a crash. It says
@@ -143,6 +191,7 @@ def _watch(stop: threading.Event) -> None:
             # test's factory) and fall under the heartbeat rule like any other.
             if include_queued:
                 release_unheld_runs()
+                requeue_interrupted_scorings()
             requeue_orphaned_runs(include_queued=include_queued)
             _abandon_silent_external_runs()
         except Exception:  # the next round tries again

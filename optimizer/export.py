@@ -48,11 +48,15 @@ from optimizer.models import (
     Run,
     RunEvent,
     RunStatus,
+    Scoring,
+    ScoringCandidate,
+    ScoringStatus,
     run_progress,
     store_rejected_marks,
 )
 from optimizer.promotion import SeedVsBestDoc, seed_vs_best
 from optimizer.reviewer_notes import MAX_NOTE_CHARS, MAX_NOTES_PER_RUN, run_notes
+from optimizer.scorings.reads import MAX_SCORINGS_PER_RUN, MAX_SPECS, scorings_export
 from optimizer.tasksets.models import Split
 from optimizer.val_summary import fill_val_summaries
 from verifiers_app.engine.errors import validation_problems
@@ -236,6 +240,39 @@ class ReviewerNoteIn(_Strict):
     updated_at: Moment = None
 
 
+class ScoringCandidateIn(_Strict):
+    """One candidate under a re-scoring (optimizer/scorings.py)."""
+
+    index: Count
+    score: Annotated[float, Field(ge=0, le=1)] | None = None
+    original_score: float | None = None
+    rank: Count | None = None
+    original_rank: Count | None = None
+    on_front: bool = False
+    cut_tasks: list[Key] = []
+    kept: Count = 0
+    task_scores: dict[Key, Annotated[float, Field(ge=0, le=1)]] = {}
+
+
+class ScoringIn(_Strict):
+    """A finished re-scoring of the run's stored outputs with other verifier specs;
+    `id` is the exporting installation's."""
+
+    id: Count | None = None
+    name: Annotated[str, Field(min_length=1, max_length=200)]
+    status: Literal["done"] = "done"
+    done: Count = 0
+    total: Count = 0
+    error: Annotated[str, Field(max_length=2000)] = ""
+    specs: list[dict[str, Any]] = Field(min_length=1, max_length=MAX_SPECS)
+    source: list[dict[str, Any]] = []
+    created_by: Annotated[str, Field(max_length=150)] = ""
+    created_at: Moment = None
+    finished_at: Moment = None
+    summary: dict[str, Any] = {}
+    candidates: list[ScoringCandidateIn] = []
+
+
 class RunDocument(_Strict):
     format: Literal["frontier.run"]
     version: Literal[1]
@@ -251,6 +288,12 @@ class RunDocument(_Strict):
         default=[],
         max_length=MAX_NOTES_PER_RUN,
         description="What reviewers wrote on tasks for GEPA's reflection to read",
+    )
+    scorings: list[ScoringIn] = Field(
+        default=[],
+        max_length=MAX_SCORINGS_PER_RUN,
+        description="Finished re-scorings of the stored outputs with other verifiers "
+        "(the run's own scores are the original)",
     )
 
     @model_validator(mode="after")
@@ -274,6 +317,47 @@ class RunDocument(_Strict):
                 raise ValueError(f"events.{i}.seq: seq {e.seq} appears twice")
             seqs.add(e.seq)
         return self
+
+
+def scorings_import(run: Run, scorings: list[ScoringIn], pks: dict[int, int]) -> None:
+    """The file's re-scorings, kept as they were measured (never scored again here)."""
+    for n, item in enumerate(scorings):
+        problem = storage_problems(item.model_dump(mode="json"), f"scorings.{n}", dotted=True)
+        if problem:
+            raise RunImportError(problem[0])
+        scoring = Scoring.objects.create(
+            run=run,
+            name=item.name,
+            specs=item.specs,
+            source=item.source,
+            status=ScoringStatus.DONE,
+            done=item.done,
+            total=max(item.total, item.done),
+            summary=item.summary,
+            finished_at=item.finished_at or timezone.now(),
+        )
+        rows = []
+        for k, c in enumerate(item.candidates):
+            if c.index not in pks:
+                raise RunImportError(
+                    f"scorings.{n}.candidates.{k}.index: candidate {c.index} is not in the file"
+                )
+            rows.append(
+                ScoringCandidate(
+                    scoring=scoring,
+                    candidate_id=pks[c.index],
+                    index=c.index,
+                    val_score=c.score,
+                    original_score=c.original_score,
+                    task_scores=c.task_scores,
+                    rank=c.rank,
+                    original_rank=c.original_rank,
+                    on_front=c.on_front,
+                    cut_tasks=c.cut_tasks,
+                    kept=c.kept,
+                )
+            )
+        ScoringCandidate.objects.bulk_create(rows, batch_size=500)
 
 
 def _unstorable(data) -> str | None:
@@ -425,6 +509,7 @@ def run_export(run: Run) -> dict:
         "candidates": candidates,
         "events": list(_events(run)),
         "reviewer_notes": run_notes(run),
+        "scorings": scorings_export(run),
     }
 
 
@@ -470,7 +555,8 @@ def run_export_stream(run: Run, *, piece_bytes: int = 256 * 1024):
         for n, event in enumerate(_events(run)):
             if put((", " if n else "") + dumps(event)):
                 yield flush()
-        put(f'], "reviewer_notes": {dumps(run_notes(run))}}}')
+        put(f'], "reviewer_notes": {dumps(run_notes(run))}')
+        put(f', "scorings": {dumps(scorings_export(run))}}}')
         yield flush()
 
 
@@ -677,6 +763,7 @@ _HEADER: dict[str, TypeAdapter[Any]] = {
     "reviewer_notes": TypeAdapter(
         Annotated[list[ReviewerNoteIn], Field(max_length=MAX_NOTES_PER_RUN)]
     ),
+    "scorings": TypeAdapter(Annotated[list[ScoringIn], Field(max_length=MAX_SCORINGS_PER_RUN)]),
 }
 _CANDIDATE, _EVENT = TypeAdapter(CandidateIn), TypeAdapter(EventIn)
 
@@ -867,6 +954,7 @@ def _import_document(stream: _JsonStream, owner) -> Run:
             for note in header.get("reviewer_notes", [])
         ]
     )
+    scorings_import(run, header.get("scorings", []), pks)
     run_progress(run.pk).update(
         budget_used=meta.budget_used,
         cost=meta.cost,

@@ -660,3 +660,87 @@ class ReviewerNote(models.Model):
             "created_at": self.created_at.isoformat(),
             "updated_at": self.updated_at.isoformat(),
         }
+
+
+class ScoringStatus(models.TextChoices):
+    QUEUED = "queued", "queued"
+    RUNNING = "running", "running"
+    DONE = "done", "done"
+    FAILED = "failed", "failed"
+
+
+class Scoring(models.Model):
+    """A named re-scoring of a run's stored val outputs with other verifier specs
+    (optimizer/scorings.py): no model is called, and the run's own scores — the
+    Evaluation and Candidate rows, "the original" — are never touched. Its
+    results are one ScoringCandidate per candidate and the `summary` written
+    when it finishes."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="scorings")
+    name = models.CharField(max_length=200)
+    specs = models.JSONField(help_text="The verifier specs it scores with, frozen when asked for")
+    source = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Where each spec came from: {id, version} of a saved verifier, or {edited: true}",
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    status = models.CharField(
+        max_length=10, choices=ScoringStatus.choices, default=ScoringStatus.QUEUED
+    )
+    done = models.PositiveIntegerField(default=0, help_text="Outputs scored so far")
+    total = models.PositiveIntegerField(default=0, help_text="Outputs to score")
+    error = models.TextField(blank=True)
+    summary = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "created_at", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "name"], name="scoring_unique_name_per_run"),
+            models.CheckConstraint(
+                condition=Q(done__lte=models.F("total")) | Q(total=0),
+                name="scoring_done_within_total",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"scoring {self.name!r} of run {self.run_id}"
+
+
+class ScoringCandidate(models.Model):
+    """One candidate under one Scoring: its val score and per-task scores, its
+    place in the ranking (and in the original's), and which of its outputs were
+    cut for size before they were stored (scored as stored: a verifier reading
+    their end may judge them differently than the full answer)."""
+
+    scoring = models.ForeignKey(Scoring, on_delete=models.CASCADE, related_name="candidates")
+    candidate = models.ForeignKey(Candidate, on_delete=models.CASCADE, related_name="+")
+    index = models.PositiveIntegerField(help_text="The candidate's index in the run")
+    val_score = models.FloatField(null=True, blank=True)
+    original_score = models.FloatField(null=True, blank=True)
+    task_scores = models.JSONField(default=dict, help_text="Val task key → score")
+    rank = models.PositiveIntegerField(null=True, blank=True, help_text="1 = best")
+    original_rank = models.PositiveIntegerField(null=True, blank=True)
+    on_front = models.BooleanField(default=False)
+    cut_tasks = models.JSONField(
+        default=list, blank=True, help_text="Val tasks whose stored output was cut for size"
+    )
+    kept = models.PositiveIntegerField(
+        default=0,
+        help_text="Val tasks with no stored output (the model failed, or an external client sent none): their original score is kept",
+    )
+
+    class Meta:
+        ordering = ["scoring", "index"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["scoring", "index"], name="scoring_candidate_unique_index"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"candidate {self.index} under {self.scoring}"

@@ -25,6 +25,8 @@ from dashboard.api import api
 from dashboard.asgi import application
 from optimizer.models import Run, RunStatus
 from optimizer.reviewer_notes import reviewer_note_create
+from optimizer.scorings.execute import scoring_execute
+from optimizer.scorings.services import scoring_create
 from tests.dashboard.test_embedded_mode import session_headers
 from tests.factories import recorded_run
 from tests.url_patterns import argument_names, url_patterns
@@ -68,8 +70,17 @@ def owned(user):
     note = reviewer_note_create(
         run=run, user=user, task_key=run.tasks_snapshot[0]["task_id"], text=f"{MARKER} note"
     )
+    scoring = scoring_create(
+        run=run,
+        user=user,
+        specs=[verifier.spec],
+        source=[{"id": verifier.slug, "version": verifier.version}],
+        name=f"{MARKER} scoring",
+    )
+    scoring_execute(scoring.pk)
     return {
         "note": note,
+        "scoring": scoring,
         "run": run,
         "task_set": task_set,
         "task": task_set.tasks.first(),
@@ -85,6 +96,7 @@ def fill(name: str, arguments: list[str], owned) -> list[dict]:
         "index": 0,
         "slug": owned["verifier"].slug,
         "task_pk": owned["task"].pk,
+        "scoring_id": owned["scoring"].pk,
         "pk": owned["token"].pk if name.startswith("account:") else owned["task_set"].pk,
     }
     kwargs = {arg: values[arg] for arg in arguments if arg != "action"}
@@ -109,7 +121,7 @@ def fingerprint() -> dict:
     """The owner's rows, as a write by someone else would change them (the others
     may create rows of their own)."""
     from dashboard.models import ApiToken
-    from optimizer.models import Candidate, ReviewerNote
+    from optimizer.models import Candidate, ReviewerNote, Scoring
     from optimizer.tasksets.models import Task, TaskSet
 
     return {
@@ -146,6 +158,11 @@ def fingerprint() -> dict:
             ReviewerNote.objects.filter(run__owner__username="alice")
             .order_by("pk")
             .values_list("pk", "task_key", "text")
+        ),
+        "scorings": list(
+            Scoring.objects.filter(run__owner__username="alice")
+            .order_by("pk")
+            .values_list("pk", "name", "status", "summary")
         ),
         "tokens": list(
             ApiToken.objects.filter(user__username="alice")
@@ -275,6 +292,7 @@ def api_url(path: str, owned) -> str:
         .replace("{taskset_id}", str(owned["task_set"].pk))
         .replace("{index}", "0")
         .replace("{note_id}", str(owned["note"].pk))
+        .replace("{scoring_id}", str(owned["scoring"].pk))
     )
 
 

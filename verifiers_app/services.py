@@ -46,7 +46,7 @@ def spec_from_json(text: str | bytes, *, source: str = "spec") -> object:
         ) from None
 
 
-def _validated(spec: object) -> dict:
+def spec_validate(spec: object) -> dict:
     """The normalized spec, also checking that its id can name a verifier in a URL."""
     normalized = validate_spec(spec)
     problems = storage_problems(spec, "")
@@ -132,7 +132,7 @@ def verifier_create(
     *, owner, spec: object, shared: bool = False, test_cases: object = None
 ) -> Verifier:
     """Create a verifier from a spec (its `id` becomes the verifier's id) with version 1."""
-    normalized = _validated(spec)
+    normalized = spec_validate(spec)
     cases = validate_test_cases(test_cases) if test_cases is not None else []
     taken = SpecError(
         f'id: a verifier with id "{normalized["id"]}" already exists; edit it or choose another id'
@@ -159,7 +159,7 @@ def verifier_update(
     """Save an edited spec as a new version; return False (and write nothing) when
     the spec means the same as the stored one and `shared` and the test cases are
     unchanged. Test cases are stored with the verifier, not versioned."""
-    normalized = _validated(spec)
+    normalized = spec_validate(spec)
     if normalized["id"] != verifier.slug:
         raise SpecError(
             f'id: a verifier\'s id cannot change (it is "{verifier.slug}"); duplicate it to use a new id'
@@ -197,7 +197,7 @@ def verifier_update(
 def verifier_upsert(*, owner, spec: object) -> tuple[Verifier, str]:
     """Create or update by the spec's id (CLI, imports, examples); returns the
     verifier and "Created", "Updated" or "Unchanged"."""
-    normalized = _validated(spec)
+    normalized = spec_validate(spec)
     existing = Verifier.objects.filter(owner=owner, slug=normalized["id"]).first()
     if existing is None:
         # The same spec shared by someone else is used as it is, not copied.

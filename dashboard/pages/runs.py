@@ -24,6 +24,7 @@ from optimizer.config import DEMO_MODEL_NAME, RunConfigError
 from optimizer.models import EXTERNAL_OBSERVE_ONLY, CandidateInjection, Run, RunStatus
 from optimizer.reviewer_notes import MAX_NOTE_CHARS, notes_refusal, train_task_keys
 from optimizer.runs.summary import run_client_status, run_list_row, run_summary
+from verifiers_app.models import Verifier
 
 LIST_LIMIT = 200
 
@@ -394,6 +395,9 @@ def run_new(request):
                 context["prefill"] = services.run_fork_config(
                     run=fork_of, candidate_index=fork_candidate, injection=injection
                 )
+                verifier_ids = _fork_verifiers(request)
+                if verifier_ids:  # from a re-scoring: its best under its verifiers
+                    context["prefill"]["verifier_ids"] = verifier_ids
             except RunConfigError as error:
                 messages.error(
                     request, "; ".join(f"{field}: {problem}" for field, problem in error.problems)
@@ -432,6 +436,15 @@ def _fork_injection(request, run: Run) -> CandidateInjection | None:
     if injection is None:
         raise Http404("No such edited candidate in this run")
     return injection
+
+
+def _fork_verifiers(request) -> list[str]:
+    """`&verifiers=a,b`: the verifier ids a fork launches with instead of the run's
+    (the ones the user can use; "launch from this best under the new verifier")."""
+    raw = without_nul(request.GET.get("verifiers", ""))[:2000]
+    wanted = [slug for slug in raw.split(",") if slug][:20]
+    visible = Verifier.objects.visible_to(request.user)
+    return [slug for slug in wanted if visible.lookup(request.user, slug) is not None]
 
 
 def _fork_source(request) -> tuple[Run | None, int]:

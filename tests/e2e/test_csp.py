@@ -38,12 +38,18 @@ verifier_update(verifier=verifier, spec={{**verifier.spec, "passThreshold": 0.5}
 token, _ = api_token_create(user=owner, name="csp sweep")
 from optimizer.tasksets.models import TaskSet
 example = TaskSet.objects.filter(owner=owner, tasks__split="train").exclude(pk=run.task_set_id).order_by("pk").first()
+from optimizer.scorings.execute import scoring_execute
+from optimizer.scorings.services import scoring_create
+scoring = scoring_create(run=run, user=owner, specs=run.verifier_specs, source=[], name="CSP sweep")
+scoring_execute(scoring.pk)
 print(json.dumps({{"example_set": example.pk, "run_id": run.pk, "index": 0, "slug": verifier.slug, "pk": run.task_set_id,
-                  "task_pk": run.task_set.tasks.first().pk, "token_pk": token.pk}}))
+                  "task_pk": run.task_set.tasks.first().pk, "token_pk": token.pk, "scoring_id": scoring.pk}}))
 """
 # Not pages: POST-only actions and file downloads.
 NOT_PAGES = {
     "runs:control",
+    "runs:scoring_fork",
+    "runs:scoring_json",
     "verifiers:delete",
     "verifiers:duplicate",
     "account:revoke",

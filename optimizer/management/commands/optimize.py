@@ -1,10 +1,11 @@
-"""`manage.py optimize run|status|stop|cancel|pause|resume` (docs/architecture.md "Public contracts").
+"""`manage.py optimize run|status|stop|cancel|pause|resume|rescore` (docs/architecture.md "Public contracts").
 
     optimize run --verifier ID|FILE [--verifier …] --tasks SET|FILE --model M
                  [--reflection-model M] --budget N|light|medium|heavy [--wait]
     optimize status ID · optimize stop ID · optimize cancel ID · optimize pause ID
     optimize resume ID [--extra-budget N] [--wait]
     optimize import-gepa RUN_DIR|gepa_state.bin [--name N] [--user U]
+    optimize rescore ID --verifier ID|FILE [--verifier …] [--name N] [--wait]
 
 With --wait a progress bar goes to stderr and the JSON summary
 {"run_id", "status", "seed_score", "best_score", "best_candidate", "metric_calls"}
@@ -124,6 +125,25 @@ class Command(BaseCommand):
         resume.add_argument(
             "--wait", action="store_true", help="follow the run and print a JSON summary"
         )
+        rescore = sub.add_parser(
+            "rescore",
+            help="re-score a finished run's stored outputs with another verifier (no model calls)",
+        )
+        rescore.add_argument("run_id", type=int, help="the run's id")
+        rescore.add_argument(
+            "--verifier",
+            action="append",
+            required=True,
+            help="verifier id or spec JSON file (repeatable), resolved as `optimize run` does",
+        )
+        rescore.add_argument(
+            "--name", default="", help="the scoring's name (default: the verifiers)"
+        )
+        rescore.add_argument(
+            "--wait",
+            action="store_true",
+            help="follow the scoring and print its summary (embedded mode always scores here)",
+        )
         replay = sub.add_parser(
             "import-gepa", help="replay a gepa run_dir (its gepa_state.bin) as an external run"
         )
@@ -136,6 +156,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, action, **options):
+        if action == "rescore":
+            self._rescore(options)
+            return
         if action == "import-gepa":
             run = self._replay(options)
         elif action == "run":
@@ -224,6 +247,53 @@ class Command(BaseCommand):
         for warning in run_snapshot_warnings(run):
             self.stderr.write(f"warning: {warning}")
         return run
+
+    def _rescore(self, options) -> None:
+        from optimizer.models import ScoringStatus
+        from optimizer.scorings.execute import scoring_execute
+        from optimizer.scorings.reads import scoring_out
+        from optimizer.scorings.services import ScoringRefused, scoring_create
+
+        run = Run.objects.filter(pk=options["run_id"]).select_related("owner").first()
+        if run is None:
+            raise bad_input(f"run_id: there is no run {options['run_id']}")
+        try:
+            with transaction.atomic():  # a spec file saved on the way goes with a refused scoring
+                verifiers = [verifier_resolve(ref, owner=run.owner) for ref in options["verifier"]]
+                scoring = scoring_create(
+                    run=run,
+                    user=run.owner,
+                    specs=[v.spec for v in verifiers],
+                    source=[{"id": v.slug, "version": v.version} for v in verifiers],
+                    name=options["name"],
+                )
+        except (SpecError, LookupError) as error:
+            raise bad_input(f"--verifier: {str(error).removeprefix('verifier: ')}") from None
+        except ScoringRefused as error:
+            raise bad_input(f"run_id: {error}") from None
+        if options["wait"] or settings.EMBEDDED:
+            if settings.EMBEDDED:  # this process's queue has no worker: it scores here
+                threading.Thread(target=scoring_execute, args=(scoring.pk,), daemon=True).start()
+            while True:
+                scoring.refresh_from_db()
+                total = max(scoring.total, 1)
+                filled = round(BAR_WIDTH * min(scoring.done, total) / total)
+                self.stderr.write(
+                    f"\r[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {scoring.done}/{scoring.total} outputs · {scoring.status}",
+                    ending="",
+                )
+                self.stderr.flush()
+                if scoring.status in (ScoringStatus.DONE, ScoringStatus.FAILED):
+                    break
+                time.sleep(0.25)
+            self.stderr.write("")
+        else:
+            self.stderr.write(f"scoring {scoring.pk} of run {run.pk}: {scoring.status}")
+        out = scoring_out(scoring)
+        self.stdout.write(json.dumps({"run_id": run.pk, **out}))
+        if scoring.status == ScoringStatus.FAILED:
+            self.stderr.write(f"scoring {scoring.pk} failed: {scoring.error}")
+            sys.exit(1)
 
     def _replay(self, options) -> Run:
         from optimizer.external.replay import run_replay_gepa_state

@@ -1,0 +1,52 @@
+"""A re-scoring as the API, the pages and the run export show it."""
+
+from __future__ import annotations
+
+from optimizer.models import Run, Scoring, ScoringStatus
+from verifiers_app.engine.json_types import JSONObject
+
+MAX_SCORINGS_PER_RUN = 50
+MAX_SPECS = 20
+
+
+def scoring_out(scoring: Scoring, *, candidates: bool = False) -> JSONObject:
+    """A scoring as the API, the page's poll and the export show it; with
+    `candidates`, every candidate's row in ranking order (task scores included)."""
+    out: JSONObject = {
+        "id": scoring.pk,
+        "name": scoring.name,
+        "status": scoring.status,
+        "done": scoring.done,
+        "total": scoring.total,
+        "error": scoring.error,
+        "specs": scoring.specs,
+        "source": scoring.source,
+        "created_by": scoring.created_by.username if scoring.created_by else "",
+        "created_at": scoring.created_at.isoformat(),
+        "finished_at": scoring.finished_at.isoformat() if scoring.finished_at else None,
+        "summary": scoring.summary,
+    }
+    if candidates:
+        out["candidates"] = [
+            {
+                "index": c.index,
+                "score": c.val_score,
+                "original_score": c.original_score,
+                "rank": c.rank,
+                "original_rank": c.original_rank,
+                "on_front": c.on_front,
+                "cut_tasks": c.cut_tasks,
+                "kept": c.kept,
+                "task_scores": c.task_scores,
+            }
+            for c in scoring.candidates.order_by("rank", "index")
+        ]
+    return out
+
+
+def scorings_export(run: Run) -> list[JSONObject]:
+    """The run's finished re-scorings as the run export writes them (every candidate's row)."""
+    return [
+        scoring_out(s, candidates=True)
+        for s in run.scorings.filter(status=ScoringStatus.DONE).select_related("created_by")
+    ]

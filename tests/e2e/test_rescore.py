@@ -1,0 +1,88 @@
+"""Re-scoring a finished run in a real browser: from the run page, edit the
+run's own verifier in the form, watch the worker score the stored outputs,
+see the ranking change beside the original, switch between the scorings, and
+launch a new run from the new best under the edited verifier."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.e2e.conftest import E2E_USERNAME
+
+pytestmark = pytest.mark.e2e
+
+MAKE_RUN = """
+from django.contrib.auth import get_user_model
+from tests.factories import REFUND_POLICY, recorded_run
+owner = get_user_model().objects.get(username="{username}")
+run = recorded_run(owner, candidates=12, val_tasks=6, name="rescore me", verifiers=(REFUND_POLICY,))
+print(run.pk)
+"""
+# The run's verifier edited down to its window check, as a regex: another ranking.
+EDITED = {
+    "id": "refund-window",
+    "name": "Refund window only",
+    "kind": "native",
+    "checks": [{"id": "window", "type": "regex", "params": {"pattern": r"\b30 days\b"}}],
+}
+
+
+@pytest.fixture(scope="module")
+def finished_run(frontier_server) -> int:
+    out = frontier_server.manage("shell", "-c", MAKE_RUN.format(username=E2E_USERNAME)).stdout
+    return int(out.strip().splitlines()[-1])
+
+
+def test_rescoring_a_finished_run_with_an_edited_verifier_changes_the_ranking(page, finished_run):
+    page.goto(f"/runs/{finished_run}/")
+    switch = page.locator("[data-field=scorings]")
+    expect(switch).to_contain_text("original")
+    switch.locator("[data-action=rescore]").click()
+
+    spec = page.locator("textarea[name=spec]")
+    expect(spec).to_contain_text('"id": "refund-policy"')  # starts from the run's own verifier
+    spec.fill(
+        json.dumps({**EDITED, "checks": [{"id": "w", "type": "regex", "params": {"pattern": "("}}]})
+    )
+    page.locator("input[name=name]").fill("window only")
+    page.locator("[data-action=start-rescore]").click()
+    expect(page.locator("[data-field=problems]")).to_contain_text("spec.checks[0].params.pattern")
+
+    page.locator("textarea[name=spec]").fill(json.dumps(EDITED))
+    page.locator("[data-action=start-rescore]").click()
+
+    ranking = page.locator("[data-field=ranking]")
+    expect(ranking).to_be_visible(timeout=60_000)  # the page reloads once the worker is done
+    expect(page.locator("h1")).to_contain_text("window only")
+    rows = ranking.locator("tbody tr")
+    expect(rows).to_have_count(12)
+    pairs = [
+        (
+            row.locator("[data-field=rank]").inner_text(),
+            row.locator("[data-field=original-rank]").inner_text(),
+        )
+        for row in rows.all()
+    ]
+    assert any(new != old.rstrip(" ★") for new, old in pairs), pairs
+    expect(page.locator("[data-field=best]")).to_contain_text("original")
+
+    # The run page switches to the scoring and back.
+    page.goto(f"/runs/{finished_run}/")
+    page.locator("[data-field=scorings] a", has_text="window only").click()
+    expect(page.locator("[data-field=ranking]")).to_be_visible()
+    page.locator("[data-field=scorings] a", has_text="original").click()
+    expect(page).to_have_url(re.compile(rf"/runs/{finished_run}/$"))
+
+    # Launch from the new best under the edited verifier: the fork form is prefilled.
+    page.locator("[data-field=scorings] a", has_text="window only").click()
+    best = page.locator("[data-field=best] a").inner_text().lstrip("#")
+    page.locator("[data-action=fork-from-scoring]").click()
+    expect(page).to_have_url(
+        re.compile(rf"/runs/new/\?fork={finished_run}&candidate={best}&verifiers=refund-window$")
+    )
+    prefill = json.loads(page.locator("#launch-prefill").text_content())
+    assert prefill["verifier_ids"] == ["refund-window"]

@@ -1,0 +1,55 @@
+"""`manage.py optimize rescore RUN --verifier ID|FILE`: a new scoring of a run's stored outputs."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from optimizer.models import Candidate
+from tests.factories import recorded_run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+WINDOW_ONLY = {
+    "id": "window-only",
+    "name": "Window only",
+    "kind": "native",
+    "checks": [{"id": "window", "type": "contains", "params": {"value": "30 days"}}],
+}
+
+
+def test_a_spec_file_rescores_the_run_and_prints_the_summary(user, tmp_path):
+    run = recorded_run(user, candidates=5, val_tasks=3)
+    before = list(Candidate.objects.filter(run=run).values_list("index", "val_score"))
+    spec = tmp_path / "window.json"
+    spec.write_text(json.dumps(WINDOW_ONLY))
+    out, err = io.StringIO(), io.StringIO()
+
+    call_command(
+        "optimize",
+        "rescore",
+        str(run.pk),
+        "--verifier",
+        str(spec),
+        "--wait",
+        stdout=out,
+        stderr=err,
+    )
+
+    printed = json.loads(out.getvalue())
+    assert printed["run_id"] == run.pk and printed["status"] == "done"
+    assert printed["name"] == "window-only v1"
+    assert printed["summary"]["outputs"] == 15
+    assert "15/15 outputs" in err.getvalue()
+    assert list(Candidate.objects.filter(run=run).values_list("index", "val_score")) == before
+
+
+def test_an_unknown_verifier_exits_2_naming_the_option(user):
+    run = recorded_run(user, candidates=2, val_tasks=2)
+    with pytest.raises(CommandError, match="^--verifier: no verifier") as error:
+        call_command("optimize", "rescore", str(run.pk), "--verifier", "nope")
+    assert error.value.returncode == 2
