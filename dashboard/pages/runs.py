@@ -24,6 +24,7 @@ from optimizer.config import DEMO_MODEL_NAME, RunConfigError
 from optimizer.models import EXTERNAL_OBSERVE_ONLY, CandidateInjection, Run, RunStatus
 from optimizer.reviewer_notes import MAX_NOTE_CHARS, notes_refusal, train_task_keys
 from optimizer.runs.summary import run_client_status, run_list_row, run_summary
+from optimizer.tasksets.files import rule_text
 from verifiers_app.models import Verifier
 
 LIST_LIMIT = 200
@@ -387,6 +388,7 @@ def run_new(request):
             "lm_fields": LM_FIELDS,
             "demo_choice": DEMO_CHOICE,
             "simulated_latency_ms": FORM_SIMULATED_LATENCY_MS,
+            "split_rule": rule_text(),
         }
         if fork_of is not None:
             injection = _fork_injection(request, fork_of)

@@ -145,7 +145,7 @@ const splitNow = /** @type {HTMLElement} */ (form.querySelector("[data-split-now
   const status = /** @type {HTMLElement} */ (splitNow.querySelector('[data-field="split-now-result"]'));
   const setId = /** @type {HTMLSelectElement} */ (form.elements.namedItem("task_set_id")).value;
   const url = /** @type {string} */ (splitNow.dataset.splitUrl).replace("/0/", `/${encodeURIComponent(setId)}/`);
-  const body = new URLSearchParams({ train: "0.6", val: "0.4", holdout: "0", seed: "0" });
+  const body = new URLSearchParams({ seed: "0" }); // no ratios: the default rule deals them
   status.textContent = "splitting…";
   const response = await fetch(url, { method: "POST", headers: { "X-CSRFToken": csrf }, body });
   if (!response.ok) {
