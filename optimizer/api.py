@@ -99,6 +99,19 @@ class PlanCallOut(Schema):
     source: str = Field(description='"past evaluations (n)", "probe call", "simulator" or "guess"')
 
 
+class PlanHoldoutOut(Schema):
+    """The seed and the best candidate scored on the held-out split when the run ends."""
+
+    split: str
+    tasks: int
+    evaluations: int = Field(description="At most 2 × tasks (one set when the best is the seed)")
+    metric_calls: int = Field(description="Always 0: the metric-call budget is the search's alone")
+    calls: dict[str, list[int]] = Field(description="task and judge model calls, each [low, high]")
+    tokens: list[int]
+    cost: list[float] = Field(description="Inside the run's cost cap, like every model call")
+    seconds: list[float]
+
+
 class PlanOut(Schema):
     """What a run will do; every pair is a [low, high] range (all proposals accepted … all rejected)."""
 
@@ -118,6 +131,11 @@ class PlanOut(Schema):
         description="Wall time from the endpoint's observed latency and the run's concurrency"
     )
     per_task_call: PlanCallOut
+    holdout: PlanHoldoutOut | None = Field(
+        None,
+        description="The held-out evaluation at the end, apart from the metric-call budget; "
+        "null when the run has no held-out split or evaluate_holdout is off",
+    )
     warnings: list[str]
 
 
