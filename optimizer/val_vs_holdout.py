@@ -109,7 +109,8 @@ def run_val_vs_holdout(run: Run) -> dict[str, Any]:
     elif run.status in RunStatus.finished():
         report["state"] = "not_scored"
         report["message"] = (
-            f"the run ended {run.status} before its held-out evaluation: its val lift is unchecked"
+            f"the run ended ({run.stop_reason or run.status}) without its held-out scores: "
+            "its val lift is unchecked"
         )
     else:
         report["state"] = "pending"

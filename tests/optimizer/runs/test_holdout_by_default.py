@@ -23,9 +23,8 @@ def task_set(user):
 
 
 def finished(user, task_set, **overrides):
-    run = run_launch(
-        owner=user, config=run_config(task_set, budget={"max_metric_calls": 30}, **overrides)
-    )
+    overrides = {"budget": {"max_metric_calls": 30}} | overrides
+    run = run_launch(owner=user, config=run_config(task_set, **overrides))
     assert execute_run(run.pk) == RunStatus.COMPLETED
     run.refresh_from_db()
     return run
@@ -93,3 +92,33 @@ def test_the_plan_lists_the_holdout_calls_apart_from_the_metric_call_budget(user
     assert off["holdout"] is None
     for same in ("budget", "metric_calls", "calls", "iterations"):
         assert on[same] == off[same]
+
+
+def test_the_cost_cap_holds_for_the_held_out_evaluation_too(user, task_set, monkeypatch):
+    """$1 a task call: the seed's 3 val tasks cost $3 and the budget buys nothing
+    more, so the held-out scoring (2 more calls) would pass a $4 cap. It is cut
+    short: the run keeps its stop reason (the search ended on its budget), the
+    errors say the held-out evaluation was cut, and the panel that the val lift
+    went unchecked."""
+    from optimizer.val_vs_holdout import run_val_vs_holdout
+    from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer
+    from tests.optimizer.run_helpers import endpoint
+    from tests.optimizer.runs.test_budget import fake_lm
+
+    monkeypatch.setenv(KEY_ENV, "sk-test")
+    with FakeOpenAIServer() as server:
+        dear = endpoint(
+            "dear", fake_lm(server, price_in_per_million=1e6 / 11, price_out_per_million=0)
+        )
+        run = finished(user, task_set, task_lm=dear, budget={"max_metric_calls": 3, "max_cost": 4})
+    assert run.cost <= 4 and run.budget_used == 3 and run.stop_reason == "budget reached"
+    assert not RunEvent.objects.filter(run=run, type=ev.HOLDOUT_SCORED).exists()
+    cut = RunEvent.objects.filter(run=run, type=ev.ERROR).values_list("payload", flat=True)
+    assert [e["message"] for e in cut] == [
+        "held-out evaluation cut short: cost cap reached; the val lift is unchecked"
+    ]
+    report = run_val_vs_holdout(run)
+    assert report["state"] == "not_scored"
+    assert report["message"] == (
+        "the run ended (budget reached) without its held-out scores: its val lift is unchecked"
+    )
