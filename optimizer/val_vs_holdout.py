@@ -13,28 +13,21 @@ on each split, the paired lift on each with its bootstrap interval
   interval reaches 0 or below, or there are too few tasks to tell;
 - "no_lift": the best is the seed, or does no better on val: nothing to confirm.
 
-Numbers come from what the recorder stored (the candidates' val task scores,
-the held-out Evaluations); nothing here writes.
+Numbers come from the Evaluations the recorder stored, read and paired as the
+promotion report reads them (optimizer/promotion.py `candidate_lift`);
+nothing here writes.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from optimizer.confidence import MIN_PAIRS, Lift, paired_lift
-from optimizer.models import Candidate, Evaluation, Run, RunEvent, RunStatus
+from optimizer.confidence import MIN_PAIRS, Lift
+from optimizer.models import Run, RunEvent, RunStatus
+from optimizer.promotion import best_candidate, candidate_lift, seed_candidate
 from optimizer.runs import event_types as ev
 
 NOT_CONFIRMED = "val lift not confirmed on held-out"
-
-
-def _val_scores(candidate: Candidate) -> dict[str, float]:
-    if candidate.val_task_scores is not None:
-        return {key: float(score) for key, score in candidate.val_task_scores.items()}
-    rows = Evaluation.objects.filter(candidate=candidate, split="val").values_list(
-        "task_key", "score"
-    )
-    return dict(rows)
 
 
 def _side(lift: Lift) -> dict[str, Any]:
@@ -54,49 +47,39 @@ def run_val_vs_holdout(run: Run) -> dict[str, Any]:
     enabled = bool(config.get("evaluate_holdout", True))
     planned = sum(1 for row in run.tasks_snapshot or [] if split and row.get("split") == split)
     # The best the run scored on held-out is the one holdout.scored names (the best
-    # when the run ended); before that, the run's best so far. The seed is #0.
+    # when the run ended); before that, the run's best so far.
     scored = (
         RunEvent.objects.filter(run=run, type=ev.HOLDOUT_SCORED)
         .order_by("-seq")
         .values_list("payload", flat=True)
         .first()
     )
-    best_index = (
-        scored["best_index"]
-        if scored
-        else (run.best_candidate.index if run.best_candidate else None)
+    seed = seed_candidate(run)
+    best = (
+        run.candidates.filter(index=scored["best_index"]).first() if scored else best_candidate(run)
     )
-    held: dict[int, dict[str, float]] = {}
-    for index, task_key, score in Evaluation.objects.filter(
-        candidate__run=run, candidate__index__in={0, best_index or 0}, split="holdout"
-    ).values_list("candidate__index", "task_key", "score"):
-        held.setdefault(index, {})[task_key] = score
+    val = candidate_lift(seed, best, "val") if seed and best else None
+    holdout = candidate_lift(seed, best, "holdout") if seed and best else None
+    best_is_seed = seed is not None and best is not None and seed.pk == best.pk
     report: dict[str, Any] = {
         "split": split,
         "enabled": enabled,
         "planned_tasks": planned,
         # The seed and the best on every held-out task; once only when the best is the seed.
-        "planned_evaluations": planned * (1 if best_index == 0 else 2),
-        "evaluations": sum(len(scores) for scores in held.values()),
-        "seed_index": 0,
-        "best_index": best_index,
-        "val": None,
+        "planned_evaluations": planned * (1 if best_is_seed else 2),
+        "evaluations": (holdout.tasks if holdout else 0) * (1 if best_is_seed else 2),
+        "seed_index": seed.index if seed else 0,
+        "best_index": best.index if best else None,
+        "val": _side(val) if val is not None and val.tasks else None,
         "holdout": None,
         "state": "",
         "verdict": None,
         "message": "",
     }
-    candidates = {
-        c.index: c for c in Candidate.objects.filter(run=run, index__in={0, best_index or 0})
-    }
-    seed, best = candidates.get(0), candidates.get(best_index or 0)
-    val = paired_lift(_val_scores(seed), _val_scores(best)) if seed and best else None
-    report["val"] = _side(val) if val is not None and val.tasks else None
-    if scored and 0 in held and (best_index or 0) in held:
-        holdout = paired_lift(held[0], held[best_index or 0])
+    if scored and holdout is not None and holdout.tasks:
         report["holdout"] = _side(holdout)
         report["state"] = "scored"
-        report["verdict"], report["message"] = _verdict(val, holdout, best_index or 0)
+        report["verdict"], report["message"] = _verdict(val, holdout, best_is_seed)
     elif not enabled:
         report["state"] = "off"
         report["message"] = "held-out evaluation is off for this run: its val lift is unchecked"
@@ -120,8 +103,8 @@ def run_val_vs_holdout(run: Run) -> dict[str, Any]:
     return report
 
 
-def _verdict(val: Lift | None, holdout: Lift, best_index: int) -> tuple[str, str]:
-    if best_index == 0 or val is None or val.difference is None or val.difference <= 0:
+def _verdict(val: Lift | None, holdout: Lift, best_is_seed: bool) -> tuple[str, str]:
+    if best_is_seed or val is None or val.difference is None or val.difference <= 0:
         return "no_lift", "the best is no better than the seed on val: no lift to confirm"
     if holdout.confirmed:
         return "confirmed", "held-out confirms the val lift: its 95 % interval lies above 0"
