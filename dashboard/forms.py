@@ -12,7 +12,6 @@ from django.core import validators
 
 from dashboard.lib.storable import without_nul
 from optimizer.tasksets.files import (
-    DEFAULT_SPLIT_RATIOS,
     FORMATS,
     DefaultSplit,
     FieldMapping,
@@ -127,7 +126,10 @@ class SplitForm(ProblemsForm):
     holdout = forms.FloatField(required=False, min_value=0, error_messages=NUMBER)
     seed = forms.IntegerField(required=False, error_messages=WHOLE)
 
-    def ratios(self) -> dict[str, float]:
+    def ratios(self) -> dict[str, float] | None:
+        """The ratios given (an empty one is 0), or None when none is: by the default rule."""
+        if all(self.cleaned_data.get(split) is None for split in Split.values):
+            return None
         return {split: self.cleaned_data[split] or 0.0 for split in Split.values}
 
 
@@ -179,7 +181,7 @@ class TaskImportForm(ProblemsForm):
             self.fields[f"{name}_field"] = Text(
                 allow_nul=True
             )  # a key name: NULs dropped, cut at 200 (options)
-        for split in DEFAULT_SPLIT_RATIOS:
+        for split in Split.values:
             self.fields[f"default_{split}"] = forms.FloatField(
                 required=False, min_value=0, error_messages=NUMBER
             )
@@ -187,15 +189,13 @@ class TaskImportForm(ProblemsForm):
     def clean(self) -> dict[str, Any]:
         super().clean()
         data = self.cleaned_data
-        # A ratio the form did not send keeps its default; one sent empty is 0.
-        ratios = {
-            split: (
-                DEFAULT_SPLIT_RATIOS[split]
-                if f"default_{split}" not in self.data
-                else data.get(f"default_{split}") or 0.0
-            )
-            for split in DEFAULT_SPLIT_RATIOS
-        }
+        # No ratio given: the default rule (rule_ratios). Once one is given, an empty one is 0.
+        given = {split: data.get(f"default_{split}") for split in Split.values}
+        ratios = (
+            None
+            if all(r is None for r in given.values())
+            else {split: r or 0.0 for split, r in given.items()}
+        )
         try:
             data["default_split"] = DefaultSplit(ratios=ratios, seed=data.get("split_seed") or 0)
         except SpecError as exc:

@@ -19,6 +19,7 @@ run_patterns = [
     path("<int:run_id>/", runs.run_detail, name="detail"),
     path("<int:run_id>/snapshot.json", runs.run_snapshot, name="snapshot"),
     path("<int:run_id>/scores.json", runs.run_scores, name="scores"),
+    path("<int:run_id>/val-vs-holdout.json", runs.run_val_vs_holdout_json, name="val_vs_holdout"),
     path("<int:run_id>/client.json", runs.run_client_json, name="client"),
     path("<int:run_id>/candidates/<int:index>/", runs.candidate_detail, name="candidate"),
     # Spelled out so /runs/<id>/compare/ (the compare namespace) is never shadowed.

@@ -9,7 +9,7 @@ OpenAPI document; every problem comes back as a 400 ErrorOut
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from django.db import transaction
 from django.http import Http404
@@ -45,6 +45,7 @@ from optimizer.runs.injections import run_valset_size
 from optimizer.runs.summary import RUN_JOINS, run_summary
 from optimizer.scorings import reads as scoring_reads
 from optimizer.scorings import services as scorings
+from optimizer.val_vs_holdout import run_val_vs_holdout
 
 router = Router()
 
@@ -99,6 +100,19 @@ class PlanCallOut(Schema):
     source: str = Field(description='"past evaluations (n)", "probe call", "simulator" or "guess"')
 
 
+class PlanHoldoutOut(Schema):
+    """The seed and the best candidate scored on the held-out split when the run ends."""
+
+    split: str
+    tasks: int
+    evaluations: int = Field(description="At most 2 × tasks (one set when the best is the seed)")
+    metric_calls: int = Field(description="Always 0: the metric-call budget is the search's alone")
+    calls: dict[str, list[int]] = Field(description="task and judge model calls, each [low, high]")
+    tokens: list[int]
+    cost: list[float] = Field(description="Inside the run's cost cap, like every model call")
+    seconds: list[float]
+
+
 class PlanOut(Schema):
     """What a run will do; every pair is a [low, high] range (all proposals accepted … all rejected)."""
 
@@ -118,6 +132,11 @@ class PlanOut(Schema):
         description="Wall time from the endpoint's observed latency and the run's concurrency"
     )
     per_task_call: PlanCallOut
+    holdout: PlanHoldoutOut | None = Field(
+        None,
+        description="The held-out evaluation at the end, apart from the metric-call budget; "
+        "null when the run has no held-out split or evaluate_holdout is off",
+    )
     warnings: list[str]
 
 
@@ -292,12 +311,43 @@ class RunOut(Schema):
         }
 
 
+class HoldoutSideOut(Schema):
+    tasks: int
+    seed_mean: float | None
+    best_mean: float | None
+    lift: LiftDoc
+
+
+class HoldoutOut(Schema):
+    """The seed and the best on val and on the held-out split, side by side."""
+
+    split: str | None = Field(description="The held-out split the run scores at the end, if any")
+    enabled: bool = Field(description="The run's evaluate_holdout switch")
+    planned_tasks: int = Field(description="Tasks in the held-out split")
+    planned_evaluations: int = Field(
+        description="2 × planned_tasks (the seed and the best; once when the best is the seed)"
+    )
+    evaluations: int = Field(description="Held-out evaluations recorded (not metric calls)")
+    seed_index: int
+    best_index: int | None
+    val: HoldoutSideOut | None
+    holdout: HoldoutSideOut | None
+    state: Literal["scored", "pending", "not_scored", "off", "none"]
+    verdict: Literal["confirmed", "not_confirmed", "no_lift"] | None = Field(
+        description="scored only: does held-out confirm the val lift"
+    )
+    message: str
+
+
 class RunDetailOut(RunOut):
     config: RunConfig | dict[str, Any] = Field(
         description="The config frozen at launch (model names resolved into LM configs); an imported run's may be partial"
     )
     verifier_ids: list[str]
     candidates: list[CandidateOut]
+    holdout: HoldoutOut = Field(
+        description="Val vs held-out: the seed's and the best's means and lifts on each split"
+    )
 
 
 class EvaluationOut(Schema):
@@ -369,6 +419,7 @@ def _detail(run: Run) -> dict:
         "config": run.config,
         "verifier_ids": verifier_ids,
         "candidates": candidates,
+        "holdout": run_val_vs_holdout(run),
     }
 
 

@@ -83,7 +83,9 @@ class Splits(_Strict):
         default="val", min_length=1, description="Split every accepted candidate is scored on."
     )
     holdout: str | None = Field(
-        default=None, description="Optional split scored at the end for the seed and the best."
+        default=None,
+        description="Split scored at the end for the seed and the best; empty: the set's "
+        '"holdout" split when it has tasks and evaluate_holdout is on.',
     )
 
     @model_validator(mode="after")
@@ -238,6 +240,12 @@ class RunConfig(_Strict):
         "(gepa's IndependentSampling); 1 is classic GEPA.",
     )
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
+    evaluate_holdout: bool = Field(
+        default=True,
+        description="Evaluate the seed and the best candidate on the held-out split at the end "
+        "(splits.holdout, or the set's holdout split): 2 × its tasks, apart from the metric-call "
+        "budget. Off: no held-out evaluation.",
+    )
     verify: VerifyLoop = Field(default_factory=VerifyLoop)
     early_stop: EarlyStop = Field(default_factory=EarlyStop)
 

@@ -53,7 +53,7 @@ from optimizer.runs.limits import (
     run_limits_for,
 )
 from optimizer.runs.status import run_set_paused, run_set_status
-from optimizer.tasksets.models import TaskSet
+from optimizer.tasksets.models import Split, TaskSet
 from verifiers_app.engine import SpecError, compile_specs, validate_task
 from verifiers_app.engine.fns import registered as registered_fns
 from verifiers_app.engine.quoting import quote
@@ -122,6 +122,29 @@ def _resolve_lm(
         return ref
 
 
+def _holdout_split(
+    config: RunConfig, rows: list[dict], problems: list[tuple[str, str]]
+) -> str | None:
+    """The split the run scores its seed and best on at the end: the one named,
+    else the set's "holdout" split when it has tasks (held out by the import's
+    default rule), unless evaluate_holdout is off."""
+    named = config.splits.holdout
+    if not config.evaluate_holdout:
+        if named:
+            problems.append(
+                (
+                    "splits.holdout",
+                    f'names the split "{named}" but evaluate_holdout is off: clear one of them',
+                )
+            )
+        return None
+    if named:
+        return named
+    if Split.HOLDOUT in (config.splits.train, config.splits.val):
+        return None
+    return Split.HOLDOUT.value if any(row["split"] == Split.HOLDOUT for row in rows) else None
+
+
 def _prepare(*, owner, config: dict | RunConfig, trusted_lms: bool = False) -> _Prepared:
     """Validate and resolve a config. `trusted_lms`: its model configs were resolved by an
     earlier launch (a fork of a run executed here), so inline endpoints are allowed."""
@@ -145,6 +168,7 @@ def _prepare(*, owner, config: dict | RunConfig, trusted_lms: bool = False) -> _
                     )
                 )
 
+    holdout = _holdout_split(config, rows, problems)
     valset_size = sum(1 for row in rows if row["split"] == config.splits.val)
     exact = config.budget.max_metric_calls
     if valset_size and exact is not None and exact < valset_size:
@@ -183,6 +207,7 @@ def _prepare(*, owner, config: dict | RunConfig, trusted_lms: bool = False) -> _
             problems.append((f"task {row['task_id']}", str(error)))
 
     updates: dict[str, Any] = {
+        "splits": config.splits.model_copy(update={"holdout": holdout}),
         "task_lm": _resolve_lm(config.task_lm, "task_lm", problems, inline_endpoints=inline),
         "reflection_lm": _resolve_lm(
             config.reflection_lm, "reflection_lm", problems, inline_endpoints=inline

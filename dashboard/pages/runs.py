@@ -24,6 +24,8 @@ from optimizer.config import DEMO_MODEL_NAME, RunConfigError
 from optimizer.models import EXTERNAL_OBSERVE_ONLY, CandidateInjection, Run, RunStatus
 from optimizer.reviewer_notes import MAX_NOTE_CHARS, notes_refusal, train_task_keys
 from optimizer.runs.summary import run_client_status, run_list_row, run_summary
+from optimizer.tasksets.files import rule_text
+from optimizer.val_vs_holdout import run_val_vs_holdout
 from verifiers_app.models import Verifier
 
 LIST_LIMIT = 200
@@ -117,6 +119,7 @@ def run_list_json(request):
 @require_safe
 def run_detail(request, run_id: int):
     run = run_selectors.run_for_user(request.user, run_id)
+    val_vs_holdout = run_val_vs_holdout(run)
     return render(
         request,
         "runs/detail.html",
@@ -128,6 +131,11 @@ def run_detail(request, run_id: int):
             "can_control": run.controllable_by(request.user),
             "can_steer": run.steerable_by(request.user),
             "simulator_limits": run_selectors.run_simulator_limits(run),
+            "val_vs_holdout": val_vs_holdout,
+            "val_vs_holdout_rows": [
+                ("val", "Val", val_vs_holdout["val"]),
+                ("holdout", "Held-out", val_vs_holdout["holdout"]),
+            ],
             "notes_refusal": notes_refusal(run),
             "external_observe_only": EXTERNAL_OBSERVE_ONLY,
         },
@@ -159,6 +167,14 @@ def run_scores(request, run_id: int):
         return JsonResponse({"error": "after and limit must be whole numbers"}, status=400)
     limit = min(int(limit or selectors.SCORES_PAGE), selectors.SCORES_PAGE) or selectors.SCORES_PAGE
     return JsonResponse(selectors.run_scores_page(run, after=max(-1, int(after)), limit=limit))
+
+
+@require_safe
+def run_val_vs_holdout_json(request, run_id: int):
+    """The run page's "Val vs held-out" panel (optimizer/val_vs_holdout.py), asked
+    again when the held-out scores arrive over the websocket."""
+    run = run_selectors.run_for_user(request.user, run_id)
+    return JsonResponse(run_val_vs_holdout(run))
 
 
 @require_safe
@@ -387,6 +403,7 @@ def run_new(request):
             "lm_fields": LM_FIELDS,
             "demo_choice": DEMO_CHOICE,
             "simulated_latency_ms": FORM_SIMULATED_LATENCY_MS,
+            "split_rule": rule_text(),
         }
         if fork_of is not None:
             injection = _fork_injection(request, fork_of)

@@ -28,10 +28,11 @@ from optimizer.downloads import streaming_download
 from optimizer.import_uploads import upload_discard, upload_keep, upload_path
 from optimizer.tasksets.files import (
     DEFAULT_SOURCES,
-    DEFAULT_SPLIT_RATIOS,
     FORMATS,
     MAX_FILE_BYTES,
+    DefaultSplit,
     FieldMapping,
+    rule_text,
 )
 from optimizer.tasksets.models import Split, Task, TaskSet
 from optimizer.tasksets.services import (
@@ -85,10 +86,9 @@ def _form_context(data) -> dict:
             (name, f"{name}_field", data.get(f"{name}_field", ""), hints[name])
             for name in FieldMapping.names()
         ],
-        "ratio_inputs": [
-            (s, f"default_{s}", data.get(f"default_{s}", f"{r:g}"))
-            for s, r in DEFAULT_SPLIT_RATIOS.items()
-        ],
+        # Empty inputs: the default rule deals the rows (its words under them).
+        "ratio_inputs": [(s, f"default_{s}", data.get(f"default_{s}", "")) for s in SPLITS],
+        "split_rule": rule_text(),
     }
 
 
@@ -215,7 +215,7 @@ def taskset_import_confirm(request):
     messages.success(
         request,
         f"Imported {filename} into {task_set.name}: {counts['created']} new, "
-        f"{counts['updated']} updated, {counts['unchanged']} unchanged.",
+        f"{counts['updated']} updated, {counts['unchanged']} unchanged; {counts.split_rule}.",
     )
     return redirect("tasksets:detail", pk=task_set.pk)
 
@@ -275,6 +275,7 @@ def taskset_detail(request, pk):
             "split": split,
             "splits": SPLITS,
             "split_counts": [(s, counts.get(s, 0)) for s in SPLITS],
+            "split_rule": rule_text(),
             "can_edit": _can_edit(request, task_set),
         },
     )
@@ -292,11 +293,9 @@ def taskset_split_view(request, pk):
     except SpecError as exc:
         messages.error(request, f"Not split: {exc}.")
     else:
+        how = DefaultSplit(form.ratios(), seed).describe(sum(counts.values()))
         messages.success(
-            request,
-            "Split with seed {}: {}.".format(
-                seed, ", ".join(f"{n} {s}" for s, n in counts.items())
-            ),
+            request, f"Split {how}: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + "."
         )
     return redirect("tasksets:detail", pk=pk)
 

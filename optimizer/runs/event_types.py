@@ -282,8 +282,10 @@ class RunPausedData(_Payload):
 
 
 class HoldoutScoredData(_Payload):
-    """The promotion report, when the run has a holdout split: the seed and the
-    best candidate scored on it at the end (their Evaluations carry split "holdout")."""
+    """The seed and the best candidate scored on the run's holdout split at the end
+    (their Evaluations carry split "holdout"; a launch uses the set's holdout split
+    unless evaluate_holdout is off). The run page's "Val vs held-out" panel and the
+    promotion report read them."""
 
     type: ClassVar[str] = HOLDOUT_SCORED
     seed_score: float | None

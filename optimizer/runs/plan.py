@@ -171,6 +171,9 @@ def run_plan(config: RunConfig, rows: list[JSONObject], *, probe: bool = False) 
         return {"tokens": round(tokens), "cost": _round(cost), "seconds": round(seconds, 1)}
 
     low, high = spend(0), spend(1)
+    holdout = _holdout_plan(
+        config, splits.get("holdout", 0), task, task_lm, judge_lm, attempts, (judge_in, judge_out)
+    )
     warnings: list[str] = []
     budget_warning = config.budget_warning(V) if V else None
     if budget_warning:
@@ -189,6 +192,16 @@ def run_plan(config: RunConfig, rows: list[JSONObject], *, probe: bool = False) 
     if config.budget.max_cost is not None and low["cost"] > config.budget.max_cost:
         warnings.append(
             f"cost cap: {config.budget.max_cost} is below the lowest expected cost ({low['cost']}): the run will stop early."
+        )
+    if (
+        holdout
+        and config.budget.max_cost is not None
+        and high["cost"] + holdout["cost"][1] > config.budget.max_cost
+    ):
+        warnings.append(
+            f"cost cap: the held-out evaluation at the end (up to {holdout['cost'][1]}) comes out of "
+            f"the same cap of {config.budget.max_cost}; a run that spends most of it may not finish "
+            "scoring the seed and the best on the held-out split."
         )
     if task.source == "guess":
         warnings.append(
@@ -221,5 +234,51 @@ def run_plan(config: RunConfig, rows: list[JSONObject], *, probe: bool = False) 
             "latency_ms": round(task.latency_ms, 1),
             "source": task.source,
         },
+        "holdout": holdout,
         "warnings": warnings,
+    }
+
+
+def _holdout_plan(
+    config: RunConfig,
+    tasks: int,
+    task: CallStats,
+    task_lm: LMConfig,
+    judge_lm: LMConfig | None,
+    attempts: int,
+    judge_tokens: tuple[float, int],
+) -> JSONObject | None:
+    """The held-out evaluation at the end (optimizer/runs/runner.py `_score_holdout`):
+    the seed and the best candidate on every held-out task. They are not metric
+    calls (the budget in metric calls is the optimization's alone) but they are
+    model calls, so tokens, money and time count them. One set of evaluations
+    when the best is the seed; the plan shows the most."""
+    if not config.splits.holdout or not tasks:
+        return None
+    evaluations = 2 * tasks
+    task_calls = (evaluations, evaluations * attempts)
+    judging = config.verify.enabled and config.verify.judge == "llm"
+    judge_calls = task_calls if judging else (0, 0)
+    judge_in, judge_out = judge_tokens
+
+    def spend(i: int) -> dict[str, float]:
+        tokens = task_calls[i] * (task.tokens_in + task.tokens_out) + judge_calls[i] * (
+            judge_in + judge_out
+        )
+        cost = _cost(task_lm, task_calls[i], task.tokens_in, task.tokens_out) + _cost(
+            judge_lm, judge_calls[i], judge_in, judge_out
+        )
+        seconds = (task_calls[i] + judge_calls[i]) * task.latency_ms / 1000 / config.concurrency
+        return {"tokens": round(tokens), "cost": _round(cost), "seconds": round(seconds, 1)}
+
+    low, high = spend(0), spend(1)
+    return {
+        "split": config.splits.holdout,
+        "tasks": tasks,
+        "evaluations": evaluations,
+        "metric_calls": 0,
+        "calls": {"task": list(task_calls), "judge": list(judge_calls)},
+        "tokens": [low["tokens"], high["tokens"]],
+        "cost": [low["cost"], high["cost"]],
+        "seconds": [low["seconds"], high["seconds"]],
     }

@@ -492,8 +492,19 @@ def _run_gepa(
         limits.in_iteration = False  # holdout scoring is not metric calls; the cost cap still holds
         try:
             _score_holdout(run, run_claim, config, adapter, recorder)
-        except BudgetReached:
+        except BudgetReached as refused:
             reason = limits.reason or reason
+            # The stop reason stays why the search ended; the cut is said where errors are.
+            cut = {
+                "where": "runner",
+                "message": f"held-out evaluation cut short: {refused.reason}; "
+                "the val lift is unchecked",
+                "iteration": None,
+            }
+            retry_db(
+                lambda: publish_run_event(run.pk, ev.ERROR, cut, claim=run_claim),
+                what=f"run {run.pk}: holdout",
+            )
         retry_db(lambda: _save_usage(run.pk, recorder), what=f"run {run.pk}: usage")
     return _finish(
         run_claim, heartbeat, phase=f"finished: {reason}" if reason else "finished", reason=reason

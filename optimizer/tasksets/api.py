@@ -15,8 +15,8 @@ from dashboard.lib.authenticated import AuthenticatedHttpRequest
 from dashboard.lib.storable import without_nul
 from optimizer.selectors import taskset_for_user, taskset_list
 from optimizer.tasksets.files import (
-    DEFAULT_SPLIT_RATIOS,
     MAX_FILE_BYTES,
+    SPLITS,
     DefaultSplit,
     FieldMapping,
 )
@@ -49,11 +49,13 @@ class MappingIn(Schema):
 
 
 class DefaultSplitIn(Schema):
-    """How rows without a split are dealt (seeded)."""
+    """How rows without a split are dealt (seeded). No ratio given: by the rule,
+    train/val/holdout 50/30/20 from 10 rows to deal, 60/40/0 below; once one
+    ratio is given, a missing one is 0."""
 
-    train: float = DEFAULT_SPLIT_RATIOS["train"]
-    val: float = DEFAULT_SPLIT_RATIOS["val"]
-    holdout: float = DEFAULT_SPLIT_RATIOS["holdout"]
+    train: float | None = None
+    val: float | None = None
+    holdout: float | None = None
     seed: int = 0
 
 
@@ -86,7 +88,11 @@ class PreviewRowOut(Schema):
 
 
 class DefaultSplitOut(Schema):
-    ratios: dict[str, float]
+    ratios: dict[str, float] = Field(..., description="the ratios that deal the rows")
+    by_rule: bool = Field(
+        ..., description="true: no ratios were given, the default rule chose them"
+    )
+    rule: str = Field(..., description="how the rows without a split are dealt, in words")
     seed: int
     rows: int = Field(..., description="rows of the file without a split")
     dealt: dict[str, int] = Field(..., description="how the new ones among them were dealt")
@@ -130,6 +136,7 @@ class ImportOut(Schema):
     created: int
     updated: int
     unchanged: int
+    split_rule: str = Field("", description="how the rows without a split were dealt, in words")
 
 
 class TaskSetOut(Schema):
@@ -181,8 +188,12 @@ def import_tasks(request: AuthenticatedHttpRequest, body: ImportIn) -> Status[JS
     default_split = None
     if body.default_split:
         split = body.default_split.dict()
+        given = {s: split[s] for s in SPLITS}
         default_split = DefaultSplit(
-            ratios={s: split[s] for s in DEFAULT_SPLIT_RATIOS}, seed=split["seed"]
+            ratios=None
+            if all(r is None for r in given.values())
+            else {s: r or 0.0 for s, r in given.items()},
+            seed=split["seed"],
         )
     args: dict[str, Any] = {
         "owner": request.user,
@@ -198,7 +209,10 @@ def import_tasks(request: AuthenticatedHttpRequest, body: ImportIn) -> Status[JS
             200, taskset_import_preview(**args, page=body.page, page_size=body.page_size).as_json()
         )
     task_set, counts = taskset_import(**args, shared=body.shared)
-    return Status(201, {"id": task_set.pk, "name": task_set.name, **counts})
+    return Status(
+        201,
+        {"id": task_set.pk, "name": task_set.name, **counts, "split_rule": counts.split_rule},
+    )
 
 
 @router.get("/", response=list[TaskSetOut])

@@ -87,7 +87,13 @@ DEFAULT_SOURCES = {
     "expected": ("expected", "output", "answer", "completion", "target"),
     "split": ("split",),
 }
-DEFAULT_SPLIT_RATIOS = {"train": 0.6, "val": 0.4, "holdout": 0.0}
+#: The default rule for rows without a split: from HOLDOUT_MIN_ROWS rows to deal
+#: up, a fifth is held out (tasks GEPA never sees, scored at the end of a run to
+#: check its val lift); below that, a held-out split would be one or two tasks
+#: that confirm nothing, so every row goes to train and val.
+HOLDOUT_MIN_ROWS = 10
+RULE_RATIOS = {"train": 0.5, "val": 0.3, "holdout": 0.2}
+SMALL_SET_RATIOS = {"train": 0.6, "val": 0.4, "holdout": 0.0}
 
 
 @dataclass(frozen=True)
@@ -180,19 +186,49 @@ def _sources(mapping: FieldMapping, keys: tuple[object, ...]) -> dict[str, str]:
 @dataclass(frozen=True)
 class DefaultSplit:
     """How rows without a split are dealt: shuffled with `seed`, then dealt by
-    `ratios` (every split with a ratio > 0 gets at least one row when there are enough)."""
+    `ratios` (every split with a ratio > 0 gets at least one row when there are
+    enough). No `ratios`: by the default rule, `rule_ratios(rows to deal)`."""
 
-    ratios: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_SPLIT_RATIOS))
+    ratios: dict[str, float] | None = None
     seed: int = 0
 
     def __post_init__(self) -> None:
-        check_ratios(self.ratios)
+        if self.ratios is not None:
+            check_ratios(self.ratios)
 
-    def describe(self) -> str:
-        return (
-            ", ".join(f"{s} {self.ratios.get(s, 0):g}" for s in SPLITS if self.ratios.get(s, 0))
-            + f", seed {self.seed}"
-        )
+    @property
+    def by_rule(self) -> bool:
+        return self.ratios is None
+
+    def ratios_for(self, rows: int) -> dict[str, float]:
+        """The ratios that deal `rows` rows."""
+        return dict(self.ratios) if self.ratios is not None else rule_ratios(rows)
+
+    def describe(self, rows: int) -> str:
+        """How `rows` rows are dealt, in words: "by the rule: 50/30/20 from 10 rows, seed 0"."""
+        if self.ratios is None:
+            return f"by the rule: {rule_text(rows)}, seed {self.seed}"
+        given = ", ".join(f"{s} {self.ratios.get(s, 0):g}" for s in SPLITS if self.ratios.get(s, 0))
+        return f"as asked: {given}, seed {self.seed}"
+
+
+def rule_ratios(rows: int) -> dict[str, float]:
+    """The default rule's ratios for `rows` rows to deal."""
+    return dict(RULE_RATIOS if rows >= HOLDOUT_MIN_ROWS else SMALL_SET_RATIOS)
+
+
+def _percents(ratios: Mapping[str, float]) -> str:
+    return "/".join(f"{ratios[s] * 100:g}" for s in SPLITS)
+
+
+def rule_text(rows: int | None = None) -> str:
+    """The default rule in words (train/val/holdout percentages); with `rows`,
+    the branch those rows take."""
+    held = f"{_percents(RULE_RATIOS)} from {HOLDOUT_MIN_ROWS} rows"
+    small = f"{_percents(SMALL_SET_RATIOS)} below {HOLDOUT_MIN_ROWS} rows"
+    if rows is None:
+        return f"{held}, {small}"
+    return held if rows >= HOLDOUT_MIN_ROWS else small
 
 
 def check_ratios(ratios: Mapping[str, float]) -> None:
@@ -802,11 +838,10 @@ def parse_task_file(
     if report.problem_count:
         raise SpecError(report.problem_lines())
     default_split = default_split or DefaultSplit()
+    ratios = default_split.ratios_for(len(report.unsplit_ids))
     dealt = {
         task_id: split
-        for split, ids in deal_splits(
-            report.unsplit_ids, default_split.ratios, default_split.seed
-        ).items()
+        for split, ids in deal_splits(report.unsplit_ids, ratios, default_split.seed).items()
         for task_id in ids
     }
     return [

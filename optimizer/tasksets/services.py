@@ -59,6 +59,16 @@ class ImportPreview:
     _dealt: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
+    def dealt_rows(self) -> int:
+        """Rows the default split deals: new rows without a split (existing ones keep theirs)."""
+        return sum(self.dealt_counts.values())
+
+    @property
+    def split_rule(self) -> str:
+        """How the rows without a split are dealt, in words, with what they got."""
+        return split_statement(self.default_split, self.dealt_counts)
+
+    @property
     def ok(self) -> bool:
         return not self.problems
 
@@ -84,16 +94,38 @@ class ImportPreview:
             **self.counts,
             "split_counts": self.split_counts,
             "default_split": {
-                "ratios": self.default_split.ratios,
+                "ratios": self.default_split.ratios_for(self.dealt_rows),
+                "by_rule": self.default_split.by_rule,
                 "seed": self.default_split.seed,
                 "rows": len(r.unsplit_ids),
                 "dealt": self.dealt_counts,
+                "rule": self.split_rule,
             },
             "page": self.page,
             "page_size": self.page_size,
             "pages": self.pages,
             "rows": self.rows,
         }
+
+
+def split_statement(default_split: DefaultSplit, dealt: dict[str, int]) -> str:
+    """ "4 rows without a split dealt by the rule: 60/40/0 below 10 rows, seed 0
+    (2 train, 2 val)", or that there was no row to deal."""
+    rows = sum(dealt.values())
+    if not rows:
+        return "no row to deal: each names its split or keeps the one it has"
+    counts = ", ".join(f"{n} {s}" for s, n in dealt.items() if n)
+    return (
+        f"{rows} row{'s' if rows != 1 else ''} without a split dealt "
+        f"{default_split.describe(rows)} ({counts})"
+    )
+
+
+class ImportCounts(dict[str, int]):
+    """{"created", "updated", "unchanged"}, and in `split_rule` how the rows
+    without a split were dealt (`split_statement`)."""
+
+    split_rule: str = ""
 
 
 def _check_name(name: str) -> tuple[str, list[str]]:
@@ -159,7 +191,7 @@ def _plan(
         page_size=page_size,
     )
     new_unsplit = [task_id for task_id in report.unsplit_ids if task_id not in existing]
-    dealt = deal_splits(new_unsplit, default_split.ratios, default_split.seed)
+    dealt = deal_splits(new_unsplit, default_split.ratios_for(len(new_unsplit)), default_split.seed)
     preview._dealt = {task_id: split for split, ids in dealt.items() for task_id in ids}
     preview.dealt_counts = {split: len(ids) for split, ids in dealt.items() if ids}
     kept = Counter(existing[t][1]["split"] for t in report.unsplit_ids if t in existing)
@@ -222,13 +254,14 @@ def taskset_import(
     mapping: FieldMapping | None = None,
     default_split: DefaultSplit | None = None,
     shared: bool | None = None,
-) -> tuple[TaskSet, dict[str, int]]:
+) -> tuple[TaskSet, ImportCounts]:
     """Import a task file into the owner's set `name` (created if new): rows are
     added or updated by task_id, other tasks are kept; new rows without a split
-    are dealt by `default_split`, existing ones keep theirs. All or nothing: any
-    problem raises `SpecError` before a single row is written. Two passes over
-    the file (check, then write in batches), so memory stays bounded. Returns
-    the set and counts {"created", "updated", "unchanged"}."""
+    are dealt by `default_split` (by default the rule of `rule_ratios`), existing
+    ones keep theirs. All or nothing: any problem raises `SpecError` before a
+    single row is written. Two passes over the file (check, then write in
+    batches), so memory stays bounded. Returns the set and counts {"created",
+    "updated", "unchanged"} saying in `split_rule` how rows were dealt."""
     task_file = TaskFile(filename, content)
     preview, _ = _plan(
         owner=owner,
@@ -251,7 +284,8 @@ def taskset_import(
     existing = _existing_rows(task_set)  # again, under the lock
     position = task_set.tasks.order_by("-position").values_list("position", flat=True).first()
     position = -1 if position is None else position
-    counts = {"created": 0, "updated": 0, "unchanged": 0}
+    counts = ImportCounts(created=0, updated=0, unchanged=0)
+    counts.split_rule = preview.split_rule
     new: list[Task] = []
     changed: list[Task] = []
     for row in iter_task_rows(task_file, fmt=fmt, mapping=mapping):
@@ -401,13 +435,16 @@ def taskset_assign_split(*, task_set: TaskSet, task_ids: list[str], split: str) 
 
 
 @transaction.atomic
-def taskset_split(*, task_set: TaskSet, ratios: dict[str, float], seed: int) -> dict[str, int]:
+def taskset_split(
+    *, task_set: TaskSet, ratios: dict[str, float] | None, seed: int
+) -> dict[str, int]:
     """Shuffle the tasks with `seed` and deal them into splits by `ratios`
-    (e.g. {"train": 0.6, "val": 0.4}); the same seed gives the same split.
-    Returns how many tasks each split got."""
+    (e.g. {"train": 0.6, "val": 0.4}; None: by the default rule for this many
+    tasks); the same seed gives the same split. Returns how many tasks each split got."""
     tasks = list(task_set.tasks.order_by("position", "id").values_list("pk", flat=True))
     counts: dict[str, int] = {}
-    for split, ids in deal_splits(tasks, ratios, seed).items():
+    chosen = DefaultSplit(ratios, seed).ratios_for(len(tasks))
+    for split, ids in deal_splits(tasks, chosen, seed).items():
         for start in range(0, len(ids), _WRITE_BATCH):
             Task.objects.filter(pk__in=ids[start : start + _WRITE_BATCH]).update(split=split)
         counts[split] = len(ids)

@@ -32,7 +32,21 @@ import { money, tokens } from "./money.js";
  * @property {boolean} free
  * @property {[number, number]} seconds
  * @property {{tokens_in: number, tokens_out: number, latency_ms: number, source: string}} per_task_call
+ * @property {HoldoutPlan | null} holdout the held-out evaluation at the end; null when there is none
  * @property {string[]} warnings
+ */
+
+/**
+ * The seed and the best candidate scored on the held-out split when the run ends:
+ * apart from the metric-call budget, inside the cost cap.
+ * @typedef {object} HoldoutPlan
+ * @property {string} split
+ * @property {number} tasks
+ * @property {number} evaluations at most 2 × tasks (one set when the best is the seed)
+ * @property {{task: [number, number], judge: [number, number]}} calls
+ * @property {[number, number]} tokens
+ * @property {[number, number]} cost
+ * @property {[number, number]} seconds
  */
 
 /**
@@ -102,6 +116,7 @@ export function buildConfig() {
     concurrency: number("concurrency"),
     parallel_proposals: number("parallel_proposals"),
     seed: number("seed"),
+    evaluate_holdout: checked("evaluate_holdout"),
     verify: { enabled: checked("verify.enabled"), judge: value("verify.judge"), max_verify: number("verify.max_verify") },
     early_stop: {
       at_perfect_score: checked("early_stop.at_perfect_score"),
@@ -145,7 +160,7 @@ const splitNow = /** @type {HTMLElement} */ (form.querySelector("[data-split-now
   const status = /** @type {HTMLElement} */ (splitNow.querySelector('[data-field="split-now-result"]'));
   const setId = /** @type {HTMLSelectElement} */ (form.elements.namedItem("task_set_id")).value;
   const url = /** @type {string} */ (splitNow.dataset.splitUrl).replace("/0/", `/${encodeURIComponent(setId)}/`);
-  const body = new URLSearchParams({ train: "0.6", val: "0.4", holdout: "0", seed: "0" });
+  const body = new URLSearchParams({ seed: "0" }); // no ratios: the default rule deals them
   status.textContent = "splitting…";
   const response = await fetch(url, { method: "POST", headers: { "X-CSRFToken": csrf }, body });
   if (!response.ok) {
@@ -192,6 +207,11 @@ export function renderPlan(plan) {
   add("Tokens", range(plan.tokens, tokens) + ` (per task call ≈ ${plan.per_task_call.tokens_in} in / ${plan.per_task_call.tokens_out} out, from ${plan.per_task_call.source})`);
   add("Cost", plan.free ? money(0, "simulator") : range(plan.cost, (c) => money(c)));
   add("Wall time", range(plan.seconds, seconds) + (plan.per_task_call.latency_ms ? ` (${plan.per_task_call.latency_ms} ms per task call)` : ""));
+  const h = plan.holdout;
+  add("Held-out", h
+    ? `at the end: seed and best on the ${h.split} split, ${h.evaluations} evaluations (2 × ${h.tasks} tasks), not metric calls · task calls ${range(h.calls.task)}`
+      + (h.calls.judge[1] ? ` · judge ${range(h.calls.judge)}` : "") + ` · ${plan.free ? money(0, "simulator") : range(h.cost, (c) => money(c))} · ${range(h.seconds, seconds)}`
+    : "none: no held-out split (or the switch is off), so the val lift goes unchecked");
   /** @type {HTMLElement[]} */
   const children = [list];
   for (const w of plan.warnings) children.push(Object.assign(document.createElement("p"), { className: "warning", textContent: w }));
@@ -310,6 +330,7 @@ export function applyConfig(c) {
   setField("budget.preset", budget.preset || "");
   setField("budget.max_metric_calls", budget.max_metric_calls ?? "");
   for (const name of ["candidate_selection", "frontier_type", "minibatch_size", "use_merge", "max_merge_invocations", "concurrency", "seed"]) setField(name, c[name]);
+  setField("evaluate_holdout", c.evaluate_holdout ?? true);
   const verify = c.verify || {};
   setField("verify.enabled", verify.enabled);
   setField("verify.judge", verify.judge);

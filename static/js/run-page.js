@@ -10,6 +10,7 @@
 //   run/header.js   header, clock, explainer card
 //   run/table.js    candidate table and selection
 //   run/streams.js  proposals, trials, errors
+//   run/holdout.js  the "Val vs held-out" panel and the held-out budget line
 // Every untrusted string reaches the DOM through textContent and Plotly through esc().
 import { LiveSocket } from "./live-socket.js";
 import { wireCopyButtons } from "./clipboard.js";
@@ -22,6 +23,7 @@ import { doing, doingFromProposal, doingFromStatus, pollClient, renderBestPrompt
 import { refreshRows, renderSelection, renderTableNote, showTableRows, toggleSelected } from "./run/table.js";
 import { renderError, renderInjection, renderProposal, renderTrial } from "./run/streams.js";
 import { NoteList, NotesApi, renderNotes } from "./reviewer-notes.js";
+import { refreshValVsHoldout } from "./run/holdout.js";
 
 /**
  * @typedef {import("./run/state.js").Candidate} Candidate
@@ -136,7 +138,9 @@ const redraws = {
   },
   "note.saved": (/** @type {import("./reviewer-notes.js").Note} */ d) => { notes.saved(d); drawNotes(); },
   "note.deleted": (/** @type {{id: number}} */ d) => { notes.deleted(d); drawNotes(); },
+  "holdout.scored": () => { refreshValVsHoldout(); },
   "run.finished": () => {
+    refreshValVsHoldout();
     renderHeader();
     doingFromStatus();
     renderBestPrompt(); later(charts.restyleLineage); later(charts.drawVerdicts); refreshRows();

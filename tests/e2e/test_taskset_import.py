@@ -38,6 +38,9 @@ def test_a_broken_csv_is_refused_by_line_then_an_alpaca_file_is_previewed_and_sa
     expect(page.locator('[data-field="split-counts"]')).to_contain_text(
         "2 train · 2 val · 0 holdout"
     )
+    expect(page.locator('[data-field="split-rule"]')).to_have_text(
+        "4 rows without a split dealt by the rule: 60/40/0 below 10 rows, seed 0 (2 train, 2 val)."
+    )
     # Alpaca's answer column becomes `expected`, which only row verifiers read.
     expect(page.locator('[data-field="read-by"]')).to_contain_text(
         "expected ← output: read only by row verifiers"
@@ -58,7 +61,10 @@ def test_a_broken_csv_is_refused_by_line_then_an_alpaca_file_is_previewed_and_sa
     page.screenshot(path=str(ARTIFACTS / "taskset-import-preview.png"), full_page=True)
     page.get_by_role("button", name="Confirm import").click()
     expect(
-        page.get_by_text("Imported alpaca.jsonl into Alpaca tips: 4 new, 0 updated, 0 unchanged.")
+        page.get_by_text(
+            "Imported alpaca.jsonl into Alpaca tips: 4 new, 0 updated, 0 unchanged; 4 rows "
+            "without a split dealt as asked: train 0.75, val 0.25, seed 0 (3 train, 1 val)."
+        )
     ).to_be_visible()
     expect(page.locator("table.data tbody tr")).to_have_count(4)
     expect(page).to_have_url(re.compile(r"/tasksets/\d+/$"))

@@ -90,6 +90,13 @@ class Command(BaseCommand):
             help="proposals per iteration, evaluated together (default 1: classic GEPA)",
         )
         run.add_argument(
+            "--no-holdout",
+            dest="evaluate_holdout",
+            action="store_false",
+            help="do not evaluate the seed and the best on the set's holdout split at the end "
+            "(by default they are, when the set has holdout tasks; not metric calls)",
+        )
+        run.add_argument(
             "--name", default="", help="run name (default: the task set's name and the time)"
         )
         run.add_argument(
@@ -235,6 +242,7 @@ class Command(BaseCommand):
             "reflection_lm": reflection_lm,
             "budget": {"max_metric_calls": int(budget)} if budget.isdigit() else {"preset": budget},
             "parallel_proposals": options["parallel_proposals"],
+            "evaluate_holdout": options["evaluate_holdout"],
         }
         try:
             run = run_launch(owner=owner, config=config)

@@ -4,6 +4,7 @@ from urllib.parse import parse_qsl
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from optimizer.tasksets.files import DefaultSplit
 from optimizer.tasksets.models import Task, TaskSet
 from optimizer.tasksets.services import taskset_import
 
@@ -41,7 +42,10 @@ def test_importing_from_the_browser_previews_first_and_saves_only_on_confirm(use
     )
     assert not TaskSet.objects.exists()
     done = confirm(user_client, shown)
-    assert "Imported t.jsonl into Tickets: 3 new, 0 updated, 0 unchanged." in done.content.decode()
+    assert (
+        "Imported t.jsonl into Tickets: 3 new, 0 updated, 0 unchanged; 3 rows without a split "
+        "dealt by the rule: 60/40/0 below 10 rows, seed 0 (2 train, 1 val)."
+    ) in done.content.decode()
     assert TaskSet.objects.get().tasks.count() == 3
     again = confirm(user_client, shown)  # the kept upload is gone once imported
     assert "this preview has expired or was already imported" in again.content.decode()
@@ -83,9 +87,14 @@ def test_the_preview_pages_rows_on_the_server_and_the_default_split_can_be_chang
     url = shown.request["PATH_INFO"] + "?" + shown.request["QUERY_STRING"]
     third = user_client.get(url + "&page=3").content.decode()
     assert "<code>t40</code>" in third and "<code>t00</code>" not in third
-    assert "27 train · 18 val · 0 holdout" in shown.content.decode()
+    assert "22 train · 14 val · 9 holdout" in shown.content.decode()
+    assert (
+        "45 rows without a split dealt by the rule: 50/30/20 from 10 rows, seed 0 "
+        "(22 train, 14 val, 9 holdout)." in shown.content.decode()
+    )
     changed = user_client.get(url + "&default_train=0.8&default_val=0.2&split_seed=5")
     assert "36 train · 9 val · 0 holdout" in changed.content.decode()
+    assert "dealt as asked: train 0.8, val 0.2, seed 5" in changed.content.decode()
 
 
 def test_the_browse_page_is_paginated_and_searchable(user, user_client):
@@ -165,7 +174,13 @@ def test_editing_a_task_validates_it_and_names_the_bad_field(user, user_client):
 
 
 def test_splits_are_assigned_by_hand_and_by_a_seeded_random_split(user, user_client):
-    task_set, _ = taskset_import(owner=user, name="S", filename="t.jsonl", content=rows(10))
+    task_set, _ = taskset_import(
+        owner=user,
+        name="S",
+        filename="t.jsonl",
+        content=rows(10),
+        default_split=DefaultSplit(ratios={"train": 0.6, "val": 0.4}),
+    )
     user_client.post(
         f"/tasksets/{task_set.pk}/assign/", {"task_ids": ["t00", "t01"], "split": "holdout"}
     )
@@ -178,7 +193,14 @@ def test_splits_are_assigned_by_hand_and_by_a_seeded_random_split(user, user_cli
         {"train": "0.7", "val": "0.3", "holdout": "0", "seed": "3"},
         follow=True,
     )
-    assert "Split with seed 3: 7 train, 3 val." in response.content.decode()
+    assert (
+        "Split as asked: train 0.7, val 0.3, seed 3: 7 train, 3 val." in response.content.decode()
+    )
+    by_rule = user_client.post(f"/tasksets/{task_set.pk}/split/", {"seed": "3"}, follow=True)
+    assert (
+        "Split by the rule: 50/30/20 from 10 rows, seed 3: 5 train, 3 val, 2 holdout."
+        in by_rule.content.decode()
+    )
 
 
 def test_a_split_form_with_a_ratio_that_is_not_a_number_names_the_field_and_changes_nothing(

@@ -136,3 +136,24 @@ def test_a_dry_run_returns_the_preview_report_a_page_at_a_time_and_saves_nothing
     assert report["split_counts"] == {"train": 15, "val": 15, "holdout": 0}
     assert report["default_split"]["rows"] == 30
     assert not TaskSet.objects.exists()
+
+
+def test_an_import_without_ratios_is_dealt_by_the_stated_rule_and_given_ratios_win(user_client):
+    content = "\n".join(json.dumps({"question": f"Q{i}?", "answer": str(i)}) for i in range(10))
+    body = {"name": "Q", "filename": "q.jsonl", "content": content, "dry_run": True}
+    report = post(user_client, "/api/tasksets/import", body).json()
+    assert report["split_counts"] == {"train": 5, "val": 3, "holdout": 2}
+    assert report["default_split"]["by_rule"] is True
+    assert report["default_split"]["ratios"] == {"train": 0.5, "val": 0.3, "holdout": 0.2}
+    assert "dealt by the rule: 50/30/20 from 10 rows, seed 0" in report["default_split"]["rule"]
+    given = {**body, "default_split": {"train": 0.7, "val": 0.3}}
+    assert post(user_client, "/api/tasksets/import", given).json()["split_counts"] == {
+        "train": 7,
+        "val": 3,
+        "holdout": 0,
+    }
+    created = post(user_client, "/api/tasksets/import", {**body, "dry_run": False}).json()
+    assert created["split_rule"] == (
+        "10 rows without a split dealt by the rule: 50/30/20 from 10 rows, seed 0 "
+        "(5 train, 3 val, 2 holdout)"
+    )

@@ -26,10 +26,13 @@ def test_it_imports_a_file_into_a_named_set_owned_by_the_first_superuser(admin_u
     task_set = TaskSet.objects.get()
     assert (
         output
-        == f"Imported tickets.jsonl into task set 'Tickets' (id {task_set.pk}): 3 created, 0 updated, 0 unchanged"
+        == f"Imported tickets.jsonl into task set 'Tickets' (id {task_set.pk}): 3 created, 0 updated, 0 unchanged; "
+        "3 rows without a split dealt by the rule: 60/40/0 below 10 rows, seed 0 (2 train, 1 val)"
     )
     assert task_set.owner == admin_user
-    assert run(str(path), "--set", "Tickets").endswith("0 created, 0 updated, 3 unchanged")
+    assert run(str(path), "--set", "Tickets").endswith(
+        "0 created, 0 updated, 3 unchanged; no row to deal: each names its split or keeps the one it has"
+    )
 
 
 def test_a_bad_file_exits_2_listing_line_and_field_and_imports_nothing(admin_user, tmp_path):
@@ -123,4 +126,49 @@ def test_export_then_import_gives_the_same_tasks_and_split_reseeds(admin_user, t
     assert original == copy and len(copy) == 4
     said = StringIO()
     call_command("tasks", "split", "Copy", "--split-ratios", "train=0.75,val=0.25", stdout=said)
-    assert said.getvalue().strip() == "Split 'Copy' with seed 0: 3 train, 1 val"
+    assert (
+        said.getvalue().strip()
+        == "Split 'Copy' as asked: train 0.75, val 0.25, seed 0: 3 train, 1 val"
+    )
+
+
+def test_an_import_of_ten_rows_says_it_dealt_a_fifth_to_holdout_by_the_rule(admin_user, tmp_path):
+    path = tmp_path / "ten.jsonl"
+    path.write_text("".join(json.dumps({"input": f"Ticket {i}"}) + "\n" for i in range(10)))
+    said = run(str(path), "--set", "Ten")
+    assert said.endswith(
+        "10 rows without a split dealt by the rule: 50/30/20 from 10 rows, seed 0 "
+        "(5 train, 3 val, 2 holdout)"
+    )
+    assert TaskSet.objects.get(name="Ten").tasks.filter(split="holdout").count() == 2
+
+
+def test_a_dry_run_states_the_rule_and_split_ratios_given_on_the_command_line_win(
+    admin_user, tmp_path
+):
+    path = tmp_path / "ten.jsonl"
+    path.write_text("".join(json.dumps({"input": f"Ticket {i}"}) + "\n" for i in range(10)))
+    out, err = StringIO(), StringIO()
+    call_command("tasks", "import", str(path), "--set", "T", "--dry-run", stdout=out, stderr=err)
+    report = json.loads(out.getvalue())
+    assert report["default_split"]["by_rule"] is True
+    assert report["split_counts"] == {"train": 5, "val": 3, "holdout": 2}
+    assert "dealt by the rule: 50/30/20 from 10 rows, seed 0" in err.getvalue()
+    out = StringIO()
+    call_command(
+        "tasks",
+        "import",
+        str(path),
+        "--set",
+        "T",
+        "--dry-run",
+        "--split-ratios",
+        "train=0.7,val=0.3",
+        stdout=out,
+        stderr=StringIO(),
+    )
+    report = json.loads(out.getvalue())
+    assert report["split_counts"] == {"train": 7, "val": 3, "holdout": 0}
+    assert report["default_split"]["rule"] == (
+        "10 rows without a split dealt as asked: train 0.7, val 0.3, seed 0 (7 train, 3 val)"
+    )

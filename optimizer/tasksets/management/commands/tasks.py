@@ -18,10 +18,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from optimizer.tasksets.files import (
-    DEFAULT_SPLIT_RATIOS,
     FORMATS,
     DefaultSplit,
     FieldMapping,
+    rule_text,
 )
 from optimizer.tasksets.models import TaskSet
 from optimizer.tasksets.services import (
@@ -51,9 +51,8 @@ def parse_ratios(text: str) -> dict[str, float]:
 
 def _default_split(options: dict[str, Any]) -> DefaultSplit:
     try:
-        return DefaultSplit(
-            ratios=parse_ratios(options["split_ratios"]), seed=options["split_seed"]
-        )
+        ratios = parse_ratios(options["split_ratios"])
+        return DefaultSplit(ratios=ratios or None, seed=options["split_seed"])
     except SpecError as exc:
         raise CommandError(f"--split-ratios: {exc}", returncode=2) from None
 
@@ -63,7 +62,6 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         subparsers = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
-        default_ratios = ",".join(f"{s}={r:g}" for s, r in DEFAULT_SPLIT_RATIOS.items() if r)
         imp = subparsers.add_parser(
             "import", help="import a .jsonl, .json, .yaml/.yml, .csv or .tsv file into a task set"
         )
@@ -104,9 +102,10 @@ class Command(BaseCommand):
         for cmd in (imp, split):
             cmd.add_argument(
                 "--split-ratios",
-                default=default_ratios,
+                default="",
                 metavar="train=R,val=R[,holdout=R]",
-                help=f"how rows without a split are dealt (default {default_ratios})",
+                help="how rows without a split are dealt (default: by the rule, "
+                f"train/val/holdout {rule_text()}; a split not named gets 0)",
             )
             cmd.add_argument(
                 "--split-seed",
@@ -193,12 +192,13 @@ class Command(BaseCommand):
             self.stderr.write(
                 f"dry run: nothing written; {preview.report.total} rows would give "
                 f"{preview.counts['created']} created, {preview.counts['updated']} updated, "
-                f"{preview.counts['unchanged']} unchanged"
+                f"{preview.counts['unchanged']} unchanged; {preview.split_rule}"
             )
             return
         self.stdout.write(
             f"Imported {path.name} into task set {task_set.name!r} (id {task_set.pk}): "
-            f"{counts['created']} created, {counts['updated']} updated, {counts['unchanged']} unchanged"
+            f"{counts['created']} created, {counts['updated']} updated, {counts['unchanged']} unchanged; "
+            f"{counts.split_rule}"
         )
 
     def _export(self, options: dict[str, Any]) -> None:
@@ -220,6 +220,6 @@ class Command(BaseCommand):
             task_set=task_set, ratios=default_split.ratios, seed=default_split.seed
         )
         self.stdout.write(
-            f"Split {task_set.name!r} with seed {default_split.seed}: "
+            f"Split {task_set.name!r} {default_split.describe(sum(counts.values()))}: "
             + ", ".join(f"{n} {s}" for s, n in counts.items())
         )
