@@ -44,6 +44,38 @@ def scoring_out(scoring: Scoring, *, candidates: bool = False) -> JSONObject:
     return out
 
 
+def scoring_run_page(run: Run, wanted: str | None) -> tuple[Scoring | None, JSONObject | None, str]:
+    """The scoring the run page shows its candidate table and best under
+    (`?scoring=<id>`): (scoring, its table, "") for a finished scoring of this run,
+    (None, None, a sentence) for an id that names none, (None, None, "") when none
+    was asked for. The table is {"best", "front", "rows": {index: [score, rank,
+    on_front]}}, every candidate, without task scores."""
+    if not wanted:
+        return None, None, ""
+    scoring = (
+        run.scorings.filter(pk=int(wanted)).first()
+        if wanted.isdigit() and len(wanted) < 12
+        else None
+    )
+    if scoring is None or scoring.status != ScoringStatus.DONE:
+        what = "is not finished" if scoring else "is not a scoring of this run"
+        return None, None, f"scoring {wanted[:20]} {what}: showing the original scores"
+    rows = {
+        str(index): [score, rank, on_front]
+        for index, score, rank, on_front in scoring.candidates.values_list(
+            "index", "val_score", "rank", "on_front"
+        )
+    }
+    best = (scoring.summary or {}).get("best")
+    table: JSONObject = {
+        "name": scoring.name,
+        "best": best["index"] if best else None,
+        "front": (scoring.summary or {}).get("front", []),
+        "rows": rows,
+    }
+    return scoring, table, ""
+
+
 def scorings_export(run: Run) -> list[JSONObject]:
     """The run's finished re-scorings as the run export writes them (every candidate's row)."""
     return [
