@@ -877,7 +877,10 @@ class ScoringOut(Schema):
         description="Once done: candidates, outputs, rescored, kept, cut, changed, best and "
         "original_best (index, score, original_score, rank, original_rank), front and "
         "original_front, best_tasks (per-task deltas of the new best), best_counts, tasks "
-        "(per-task means), moved (the candidates that moved most), seconds"
+        "(per-task means), moved (the candidates that moved most), seconds, best_vs_seed "
+        "(the new best against the seed under this scoring) and original_best_vs_seed (the "
+        "original best against the seed under the original scores): {seed, best} and the "
+        "lift with its paired bootstrap interval, as the promotion report's"
     )
 
 

@@ -13,6 +13,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from optimizer.confidence import paired_lift
 from optimizer.config import RunConfigError, parse_run_config
 from optimizer.front import front_members
 from optimizer.models import (
@@ -24,6 +25,7 @@ from optimizer.models import (
     ScoringCandidate,
     ScoringStatus,
 )
+from optimizer.promotion import seed_candidate
 from optimizer.runs.adapter import MAX_OUTPUT_CHARS, system_prompt
 from optimizer.tasksets.models import Split
 from verifiers_app.engine import Scorer, compile_specs
@@ -271,6 +273,8 @@ def _record(
                 }
             )
     changed = sum(1 for i in new_tasks for k, v in new_tasks[i].items() if v != old_tasks[i][k])
+    seed = seed_candidate(scoring.run)
+    seed_index = seed.index if seed is not None else None
     summary: JSONObject = {
         "candidates": len(by_index),
         "outputs": sum(len(s) for s in new_tasks.values()),
@@ -290,6 +294,8 @@ def _record(
         },
         "tasks": per_task,
         "moved": [_point(i, new_scores, old_scores, new_rank, old_rank) for i in moved],
+        "best_vs_seed": _vs_seed(seed_index, best, new_tasks),
+        "original_best_vs_seed": _vs_seed(seed_index, original_best, old_tasks),
         "seconds": round(time.monotonic() - started, 2),
     }
     with transaction.atomic():
@@ -303,6 +309,18 @@ def _record(
             error="",
         )
     return summary
+
+
+def _vs_seed(
+    seed: int | None, best: int | None, task_scores: dict[int, dict[str, float]]
+) -> JSONObject | None:
+    """A best against the seed on the val tasks both have, under one scoring's task
+    scores, with its paired bootstrap interval (optimizer/confidence.py); None
+    without a seed or a best."""
+    if seed is None or best is None or seed not in task_scores or best not in task_scores:
+        return None
+    lift: JSONObject = paired_lift(task_scores[seed], task_scores[best]).as_dict()
+    return {"seed": seed, "best": best, **lift}
 
 
 def _point(

@@ -44,6 +44,10 @@ def test_an_edited_spec_rescores_the_run_and_the_results_are_read_back(
     assert detail["name"] == "window"
     assert [c["rank"] for c in detail["candidates"]] == list(range(1, 7))
     assert detail["summary"]["best"]["index"] == detail["candidates"][0]["index"]
+    for key in ("best_vs_seed", "original_best_vs_seed"):
+        assert detail["summary"][key]["seed"] == 0 and detail["summary"][key]["method"].startswith(
+            "paired bootstrap"
+        )
     listed = user_client.get(f"/api/runs/{run.pk}/scorings").json()
     assert [s["id"] for s in listed] == [detail["id"]]
 

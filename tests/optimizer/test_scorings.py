@@ -99,6 +99,29 @@ def test_an_edited_spec_changes_the_ranking_and_leaves_the_original_untouched(us
     assert scoring.summary["moved"][0]["rank"] != scoring.summary["moved"][0]["original_rank"]
 
 
+def test_the_summary_says_how_sure_each_best_is_against_the_seed_under_its_scoring(user):
+    from optimizer.confidence import paired_lift
+    from optimizer.promotion import candidate_lift, seed_candidate
+
+    run = recorded_run(user, candidates=12, val_tasks=12)
+    scoring = _rescore(run, user, [WINDOW_ONLY])
+
+    seed = seed_candidate(run)
+    rows = {c.index: c.task_scores for c in scoring.candidates.all()}
+    best = scoring.summary["best"]["index"]
+    new = scoring.summary["best_vs_seed"]
+    assert (new["seed"], new["best"]) == (seed.index, best)
+    expected = paired_lift(rows[seed.index], rows[best]).as_dict()
+    assert {k: new[k] for k in expected} == expected
+    assert new["low"] is not None and new["tasks"] == 12  # enough tasks for an interval
+
+    old = scoring.summary["original_best_vs_seed"]
+    assert (old["seed"], old["best"]) == (seed.index, run.best_candidate.index)
+    expected = candidate_lift(seed, run.best_candidate, "val").as_dict()
+    assert {k: old[k] for k in expected} == expected
+    assert old["text"] != new["text"]
+
+
 def test_a_second_scoring_is_kept_beside_the_first(user):
     run = recorded_run(user, candidates=4, val_tasks=3)
     first = _rescore(run, user, [WINDOW_ONLY])
@@ -238,6 +261,7 @@ def test_the_run_export_carries_its_scorings_and_an_import_keeps_them(user, othe
     RunDocument.model_validate(document)
     assert [s["name"] for s in document["scorings"]] == ["window"]
     assert len(document["scorings"][0]["candidates"]) == 4
+    assert document["scorings"][0]["summary"]["best_vs_seed"] == scoring.summary["best_vs_seed"]
 
     copy_ = run_import(owner=other_user, data=document)
 

@@ -50,6 +50,12 @@ def test_an_edited_spec_opens_the_scoring_page_with_the_ranking_beside_the_origi
     page = user_client.get(response["Location"]).content.decode()
     assert 'data-field="ranking"' in page and "Original rank" in page
     assert f'data-index="{scoring.summary["best"]["index"]}"' in page
+    for field, lift in (
+        ("best-vs-seed", scoring.summary["best_vs_seed"]),
+        ("original-best-vs-seed", scoring.summary["original_best_vs_seed"]),
+    ):
+        assert f'data-field="{field}">#{lift["best"]} against seed #{lift["seed"]}' in page
+        assert lift["text"].split(";")[0] in page
     run_page = user_client.get(reverse("runs:detail", args=[run.pk])).content.decode()
     assert f'href="{reverse("runs:detail", args=[run.pk])}?scoring={scoring.pk}"' in run_page
 
