@@ -7,11 +7,24 @@ from verifiers_app.engine.json_types import JSONObject
 
 MAX_SCORINGS_PER_RUN = 50
 MAX_SPECS = 20
+# GET /api/runs/{id}/scorings/{sid} pages its candidates: at most this many rows,
+# and this many with their per-task scores (?tasks=true; 300 tasks make a row ~6 KB).
+API_CANDIDATES = 1000
+API_CANDIDATES_WITH_TASKS = 200
 
 
-def scoring_out(scoring: Scoring, *, candidates: bool = False) -> JSONObject:
+def scoring_out(
+    scoring: Scoring,
+    *,
+    candidates: bool = False,
+    limit: int | None = None,
+    offset: int = 0,
+    tasks: bool = True,
+) -> JSONObject:
     """A scoring as the API, the page's poll and the export show it; with
-    `candidates`, every candidate's row in ranking order (task scores included)."""
+    `candidates`, the candidates' rows in ranking order: `limit` of them from
+    `offset` (all by default), their per-task scores only with `tasks`, and
+    `candidates_total`, `limit` and `offset` beside them when paged."""
     out: JSONObject = {
         "id": scoring.pk,
         "name": scoring.name,
@@ -27,6 +40,12 @@ def scoring_out(scoring: Scoring, *, candidates: bool = False) -> JSONObject:
         "summary": scoring.summary,
     }
     if candidates:
+        rows = scoring.candidates.order_by("rank", "index")
+        if not tasks:
+            rows = rows.defer("task_scores")
+        if limit is not None:
+            out.update(candidates_total=scoring.candidates.count(), limit=limit, offset=offset)
+            rows = rows[offset : offset + limit]
         out["candidates"] = [
             {
                 "index": c.index,
@@ -37,9 +56,9 @@ def scoring_out(scoring: Scoring, *, candidates: bool = False) -> JSONObject:
                 "on_front": c.on_front,
                 "cut_tasks": c.cut_tasks,
                 "kept": c.kept,
-                "task_scores": c.task_scores,
+                **({"task_scores": c.task_scores} if tasks else {}),
             }
-            for c in scoring.candidates.order_by("rank", "index")
+            for c in rows
         ]
     return out
 
