@@ -907,7 +907,9 @@ class ScoringCandidateOut(Schema):
         description="Val tasks with no stored output (the model failed, or an external client "
         "sent none): their original score is kept"
     )
-    task_scores: dict[str, float]
+    task_scores: dict[str, float] | None = Field(
+        None, description="Val task key → score under this scoring; only with ?tasks=true"
+    )
 
 
 class ScoringOut(Schema):
@@ -928,14 +930,21 @@ class ScoringOut(Schema):
         description="Once done: candidates, outputs, rescored, kept, cut, changed, best and "
         "original_best (index, score, original_score, rank, original_rank), front and "
         "original_front, best_tasks (per-task deltas of the new best), best_counts, tasks "
-        "(per-task means), moved (the candidates that moved most), seconds"
+        "(per-task means), moved (the candidates that moved most), seconds, best_vs_seed "
+        "(the new best against the seed under this scoring) and original_best_vs_seed (the "
+        "original best against the seed under the original scores): {seed, best} and the "
+        "lift with its paired bootstrap interval, as the promotion report's"
     )
 
 
 class ScoringDetailOut(ScoringOut):
     candidates: list[ScoringCandidateOut] = Field(
-        description="Every candidate, best first under this scoring (empty until done)"
+        description="A page of the candidates, best first under this scoring (empty until "
+        "done): `limit` of them from `offset`"
     )
+    candidates_total: int = Field(description="Candidates under this scoring, over all pages")
+    limit: int = Field(description="The page's size as served (the cap applied)")
+    offset: int
 
 
 @router.post("/{run_id}/scorings", response={202: ScoringOut, 400: ErrorOut, 409: ErrorOut})
@@ -967,10 +976,23 @@ def list_scorings(request, run_id: int):
 
 
 @router.get("/{run_id}/scorings/{scoring_id}", response=ScoringDetailOut)
-def get_scoring(request, run_id: int, scoring_id: int):
-    """One re-scoring: its status and progress, and once done its summary and every candidate."""
+def get_scoring(
+    request,
+    run_id: int,
+    scoring_id: int,
+    limit: int = Query(scoring_reads.API_CANDIDATES_WITH_TASKS, ge=1, le=2**31),
+    offset: int = Query(0, ge=0, le=2**31),
+    tasks: bool = False,
+):
+    """One re-scoring: its status and progress, and once done its summary and a page
+    of its candidates, best first: `limit` (at most 1,000; 200 with `tasks`) from
+    `offset`, with `candidates_total`. Each candidate's per-task scores only with
+    `?tasks=true` (the run export carries them all)."""
     run = _visible(request, run_id)
     scoring = run.scorings.select_related("created_by").filter(pk=scoring_id).first()
     if scoring is None:
         raise Http404("No such scoring of this run")
-    return scoring_reads.scoring_out(scoring, candidates=True)
+    cap = scoring_reads.API_CANDIDATES_WITH_TASKS if tasks else scoring_reads.API_CANDIDATES
+    return scoring_reads.scoring_out(
+        scoring, candidates=True, limit=min(limit, cap), offset=offset, tasks=tasks
+    )

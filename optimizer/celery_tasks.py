@@ -111,7 +111,30 @@ def requeue_interrupted_scorings() -> list[int]:
             status__in=[ScoringStatus.QUEUED, ScoringStatus.RUNNING]
         ).values_list("pk", flat=True)
     )
+    Scoring.objects.filter(pk__in=ids, status=ScoringStatus.RUNNING).update(
+        status=ScoringStatus.QUEUED, done=0, heartbeat_at=None
+    )
     return [pk for pk in ids if enqueue_scoring(pk)]
+
+
+def requeue_stale_scorings() -> list[int]:
+    """Queue again every scoring whose worker died (its heartbeat went stale, as
+    for runs): it starts over from the stored outputs, the results being written
+    in one transaction at the end. Each is sent by one watchdog per round (the
+    conditional UPDATE back to queued decides which); with the broker unreachable
+    it is marked failed, saying so (enqueue_scoring)."""
+    from optimizer.models import Scoring, ScoringStatus
+    from optimizer.scorings.execute import stale_scorings
+
+    sent = []
+    for pk in Scoring.objects.filter(stale_scorings()).values_list("pk", flat=True):
+        if Scoring.objects.filter(stale_scorings(), pk=pk).update(
+            status=ScoringStatus.QUEUED, done=0, heartbeat_at=None
+        ):
+            log.info("scoring %s lost its worker: sending it again", pk)
+            if enqueue_scoring(pk):
+                sent.append(pk)
+    return sent
 
 
 def release_unheld_runs() -> list[int]:
@@ -193,6 +216,7 @@ def _watch(stop: threading.Event) -> None:
                 release_unheld_runs()
                 requeue_interrupted_scorings()
             requeue_orphaned_runs(include_queued=include_queued)
+            requeue_stale_scorings()
             _abandon_silent_external_runs()
         except Exception:  # the next round tries again
             log.exception("could not look for orphaned runs")
@@ -205,8 +229,8 @@ def _watch(stop: threading.Event) -> None:
 @worker_ready.connect
 @test_worker_started.connect  # the embedded worker (dashboard/embedded.py) announces itself with this one
 def start_watchdog(**_kwargs) -> None:
-    """Each worker process looks for orphaned runs at startup and then every
-    STALE_AFTER / 2, so a run whose worker was killed resumes within a minute
+    """Each worker process looks for orphaned runs (and scorings) at startup and then
+    every STALE_AFTER / 2, so a run whose worker was killed resumes within a minute
     (in embedded mode, a run interrupted by a stopped server resumes as the
     server starts again)."""
     global _watchdog_stop

@@ -692,6 +692,12 @@ class Scoring(models.Model):
     )
     done = models.PositiveIntegerField(default=0, help_text="Outputs scored so far")
     total = models.PositiveIntegerField(default=0, help_text="Outputs to score")
+    heartbeat_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Written with `done` while a worker scores it: a running scoring whose "
+        "heartbeat is older than RUN_STALE_SECONDS lost its worker and is queued again",
+    )
     error = models.TextField(blank=True)
     summary = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

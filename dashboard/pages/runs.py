@@ -24,6 +24,7 @@ from optimizer.config import DEMO_MODEL_NAME, RunConfigError
 from optimizer.models import EXTERNAL_OBSERVE_ONLY, CandidateInjection, Run, RunStatus
 from optimizer.reviewer_notes import MAX_NOTE_CHARS, notes_refusal, train_task_keys
 from optimizer.runs.summary import run_client_status, run_list_row, run_summary
+from optimizer.scorings.reads import scoring_run_page
 from optimizer.tasksets.files import rule_text
 from optimizer.val_vs_holdout import run_val_vs_holdout
 from verifiers_app.models import Verifier
@@ -118,8 +119,12 @@ def run_list_json(request):
 
 @require_safe
 def run_detail(request, run_id: int):
+    """The run page; `?scoring=<id>` shows its candidate table and best under that re-scoring."""
     run = run_selectors.run_for_user(request.user, run_id)
     val_vs_holdout = run_val_vs_holdout(run)
+    shown_scoring, scoring_table, scoring_problem = scoring_run_page(
+        run, request.GET.get("scoring")
+    )
     return render(
         request,
         "runs/detail.html",
@@ -138,6 +143,9 @@ def run_detail(request, run_id: int):
             ],
             "notes_refusal": notes_refusal(run),
             "external_observe_only": EXTERNAL_OBSERVE_ONLY,
+            "shown_scoring": shown_scoring,
+            "scoring_table": scoring_table,
+            "scoring_problem": scoring_problem,
         },
     )
 

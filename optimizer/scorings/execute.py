@@ -10,9 +10,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from optimizer.confidence import paired_lift
 from optimizer.config import RunConfigError, parse_run_config
 from optimizer.front import front_members
 from optimizer.models import (
@@ -24,7 +25,9 @@ from optimizer.models import (
     ScoringCandidate,
     ScoringStatus,
 )
+from optimizer.promotion import seed_candidate
 from optimizer.runs.adapter import MAX_OUTPUT_CHARS, system_prompt
+from optimizer.runs.runner import STALE_AFTER
 from optimizer.tasksets.models import Split
 from verifiers_app.engine import Scorer, compile_specs
 from verifiers_app.engine.json_types import JSONObject
@@ -91,8 +94,16 @@ def _best(scores: dict[int, float | None], eligible: set[int]) -> int | None:
     return max(known, key=lambda i: (scores[i], -i)) if known else None
 
 
+def stale_scorings() -> Q:
+    """Running scorings whose worker stopped: no heartbeat for STALE_AFTER (as for runs)."""
+    return Q(status=ScoringStatus.RUNNING) & (
+        Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=timezone.now() - STALE_AFTER)
+    )
+
+
 class _Progress:
-    """Writes `done` about once a second (the page and the CLI poll it)."""
+    """Writes `done` and the heartbeat about once a second (the page and the CLI
+    poll `done`; the workers' watchdog reads the heartbeat)."""
 
     def __init__(self, scoring_id: int) -> None:
         self.scoring_id = scoring_id
@@ -102,7 +113,9 @@ class _Progress:
         now = time.monotonic()
         if force or now - self.at >= PROGRESS_EVERY_SECONDS:
             self.at = now
-            Scoring.objects.filter(pk=self.scoring_id).update(done=done)
+            Scoring.objects.filter(pk=self.scoring_id).update(
+                done=done, heartbeat_at=timezone.now()
+            )
 
 
 def _rows_by_candidate(
@@ -130,17 +143,22 @@ def _rows_by_candidate(
 
 def scoring_execute(scoring_id: int) -> str:
     """Score every stored val output of the scoring's run and write the results
-    (the worker's task). A scoring already done or failed is left as it is;
-    one found running (its worker died) starts over."""
+    (the worker's task). A queued scoring is taken, and so is one found running
+    whose heartbeat is stale (its worker died): it starts over, the results being
+    written in one transaction at the end. One done or failed, or running with a
+    live worker (a message delivered twice), is left as it is."""
+    takeable = Q(status=ScoringStatus.QUEUED) | stale_scorings()
+    taken = Scoring.objects.filter(takeable, pk=scoring_id).update(
+        status=ScoringStatus.RUNNING, done=0, heartbeat_at=timezone.now()
+    )
     scoring = Scoring.objects.select_related("run").filter(pk=scoring_id).first()
-    if scoring is None or scoring.status in (ScoringStatus.DONE, ScoringStatus.FAILED):
+    if not taken or scoring is None:
         return "skipped"
-    Scoring.objects.filter(pk=scoring.pk).update(status=ScoringStatus.RUNNING, done=0)
     try:
         _score_all(scoring, _Progress(scoring.pk), started=time.monotonic())
     except Exception as error:
         log.exception("scoring %s of run %s failed", scoring.pk, scoring.run_id)
-        Scoring.objects.filter(pk=scoring.pk).update(
+        Scoring.objects.filter(pk=scoring.pk).exclude(status=ScoringStatus.DONE).update(
             status=ScoringStatus.FAILED,
             error=f"{type(error).__name__}: {error}"[:2000],
             finished_at=timezone.now(),
@@ -271,6 +289,8 @@ def _record(
                 }
             )
     changed = sum(1 for i in new_tasks for k, v in new_tasks[i].items() if v != old_tasks[i][k])
+    seed = seed_candidate(scoring.run)
+    seed_index = seed.index if seed is not None else None
     summary: JSONObject = {
         "candidates": len(by_index),
         "outputs": sum(len(s) for s in new_tasks.values()),
@@ -290,9 +310,19 @@ def _record(
         },
         "tasks": per_task,
         "moved": [_point(i, new_scores, old_scores, new_rank, old_rank) for i in moved],
+        "best_vs_seed": _vs_seed(seed_index, best, new_tasks),
+        "original_best_vs_seed": _vs_seed(seed_index, original_best, old_tasks),
         "seconds": round(time.monotonic() - started, 2),
     }
     with transaction.atomic():
+        # A worker taken for dead that finished after all: the first result stands.
+        status = (
+            Scoring.objects.select_for_update()
+            .filter(pk=scoring.pk)
+            .values_list("status", flat=True)
+        )
+        if status.first() == ScoringStatus.DONE:
+            return summary
         ScoringCandidate.objects.filter(scoring=scoring).delete()  # a worker that died half-way
         ScoringCandidate.objects.bulk_create(rows, batch_size=500)
         Scoring.objects.filter(pk=scoring.pk).update(
@@ -303,6 +333,18 @@ def _record(
             error="",
         )
     return summary
+
+
+def _vs_seed(
+    seed: int | None, best: int | None, task_scores: dict[int, dict[str, float]]
+) -> JSONObject | None:
+    """A best against the seed on the val tasks both have, under one scoring's task
+    scores, with its paired bootstrap interval (optimizer/confidence.py); None
+    without a seed or a best."""
+    if seed is None or best is None or seed not in task_scores or best not in task_scores:
+        return None
+    lift: JSONObject = paired_lift(task_scores[seed], task_scores[best]).as_dict()
+    return {"seed": seed, "best": best, **lift}
 
 
 def _point(

@@ -7,11 +7,24 @@ from verifiers_app.engine.json_types import JSONObject
 
 MAX_SCORINGS_PER_RUN = 50
 MAX_SPECS = 20
+# GET /api/runs/{id}/scorings/{sid} pages its candidates: at most this many rows,
+# and this many with their per-task scores (?tasks=true; 300 tasks make a row ~6 KB).
+API_CANDIDATES = 1000
+API_CANDIDATES_WITH_TASKS = 200
 
 
-def scoring_out(scoring: Scoring, *, candidates: bool = False) -> JSONObject:
+def scoring_out(
+    scoring: Scoring,
+    *,
+    candidates: bool = False,
+    limit: int | None = None,
+    offset: int = 0,
+    tasks: bool = True,
+) -> JSONObject:
     """A scoring as the API, the page's poll and the export show it; with
-    `candidates`, every candidate's row in ranking order (task scores included)."""
+    `candidates`, the candidates' rows in ranking order: `limit` of them from
+    `offset` (all by default), their per-task scores only with `tasks`, and
+    `candidates_total`, `limit` and `offset` beside them when paged."""
     out: JSONObject = {
         "id": scoring.pk,
         "name": scoring.name,
@@ -27,6 +40,12 @@ def scoring_out(scoring: Scoring, *, candidates: bool = False) -> JSONObject:
         "summary": scoring.summary,
     }
     if candidates:
+        rows = scoring.candidates.order_by("rank", "index")
+        if not tasks:
+            rows = rows.defer("task_scores")
+        if limit is not None:
+            out.update(candidates_total=scoring.candidates.count(), limit=limit, offset=offset)
+            rows = rows[offset : offset + limit]
         out["candidates"] = [
             {
                 "index": c.index,
@@ -37,11 +56,43 @@ def scoring_out(scoring: Scoring, *, candidates: bool = False) -> JSONObject:
                 "on_front": c.on_front,
                 "cut_tasks": c.cut_tasks,
                 "kept": c.kept,
-                "task_scores": c.task_scores,
+                **({"task_scores": c.task_scores} if tasks else {}),
             }
-            for c in scoring.candidates.order_by("rank", "index")
+            for c in rows
         ]
     return out
+
+
+def scoring_run_page(run: Run, wanted: str | None) -> tuple[Scoring | None, JSONObject | None, str]:
+    """The scoring the run page shows its candidate table and best under
+    (`?scoring=<id>`): (scoring, its table, "") for a finished scoring of this run,
+    (None, None, a sentence) for an id that names none, (None, None, "") when none
+    was asked for. The table is {"best", "front", "rows": {index: [score, rank,
+    on_front]}}, every candidate, without task scores."""
+    if not wanted:
+        return None, None, ""
+    scoring = (
+        run.scorings.filter(pk=int(wanted)).first()
+        if wanted.isdigit() and len(wanted) < 12
+        else None
+    )
+    if scoring is None or scoring.status != ScoringStatus.DONE:
+        what = "is not finished" if scoring else "is not a scoring of this run"
+        return None, None, f"scoring {wanted[:20]} {what}: showing the original scores"
+    rows = {
+        str(index): [score, rank, on_front]
+        for index, score, rank, on_front in scoring.candidates.values_list(
+            "index", "val_score", "rank", "on_front"
+        )
+    }
+    best = (scoring.summary or {}).get("best")
+    table: JSONObject = {
+        "name": scoring.name,
+        "best": best["index"] if best else None,
+        "front": (scoring.summary or {}).get("front", []),
+        "rows": rows,
+    }
+    return scoring, table, ""
 
 
 def scorings_export(run: Run) -> list[JSONObject]:

@@ -22,12 +22,13 @@ owner = get_user_model().objects.get(username="{username}")
 run = recorded_run(owner, candidates=12, val_tasks=6, name="rescore me", verifiers=(REFUND_POLICY,))
 print(run.pk)
 """
-# The run's verifier edited down to its window check, as a regex: another ranking.
+# The run's verifier edited down to quoting the order number, as a regex: another
+# ranking, with another best (#2 where the original's is #5).
 EDITED = {
-    "id": "refund-window",
-    "name": "Refund window only",
+    "id": "refund-order",
+    "name": "Order number only",
     "kind": "native",
-    "checks": [{"id": "window", "type": "regex", "params": {"pattern": r"\b30 days\b"}}],
+    "checks": [{"id": "order", "type": "regex", "params": {"pattern": r"order #\d+"}}],
 }
 
 
@@ -70,19 +71,49 @@ def test_rescoring_a_finished_run_with_an_edited_verifier_changes_the_ranking(pa
     assert any(new != old.rstrip(" ★") for new, old in pairs), pairs
     expect(page.locator("[data-field=best]")).to_contain_text("original")
 
-    # The run page switches to the scoring and back.
+    best = page.locator("[data-field=best] a").inner_text().lstrip("#")
+    original_best = page.locator("[data-field=original-best] a").inner_text().lstrip("#")
+    assert best != original_best  # the edited verifier crowns another candidate
+    scores = {
+        row.get_attribute("data-index"): row.locator("[data-field=score]").inner_text()
+        for row in rows.all()
+    }
+
+    # The run page switches its candidate table to the scoring, kept in the URL, and back.
     page.goto(f"/runs/{finished_run}/")
+    table = page.locator("#candidate-rows")
+    expect(table.locator(f"tr[data-candidate-index='{original_best}'] .front-mark")).to_have_text(
+        "best"
+    )
     page.locator("[data-field=scorings] a", has_text="window only").click()
-    expect(page.locator("[data-field=ranking]")).to_be_visible()
+    expect(page).to_have_url(re.compile(rf"/runs/{finished_run}/\?scoring=\d+$"))
+    expect(page.locator("[data-field=scoring-shown]")).to_contain_text(
+        "Scores: re-scoring ‘window only’"
+    )
+    expect(page.locator("[data-field=scoring-charts-note]")).to_be_visible()
+    expect(page.locator("[data-field=scoring-best]")).to_contain_text(f"#{best}")
+    new_best_row = table.locator(f"tr[data-candidate-index='{best}']")
+    expect(new_best_row.locator(".front-mark")).to_have_text("best")
+    expect(new_best_row.locator(".val-score")).to_contain_text(f"{scores[best]} · rank 1")
+    expect(
+        table.locator(f"tr[data-candidate-index='{original_best}'] .front-mark")
+    ).not_to_have_text("best")
+    page.reload()  # the URL keeps the scoring
+    expect(new_best_row.locator(".front-mark")).to_have_text("best")
     page.locator("[data-field=scorings] a", has_text="original").click()
     expect(page).to_have_url(re.compile(rf"/runs/{finished_run}/$"))
+    expect(page.locator("[data-field=scoring-shown]")).to_have_count(0)
+    expect(table.locator(f"tr[data-candidate-index='{original_best}'] .front-mark")).to_have_text(
+        "best"
+    )
+    expect(new_best_row.locator(".val-score")).not_to_contain_text("rank")
 
     # Launch from the new best under the edited verifier: the fork form is prefilled.
-    page.locator("[data-field=scorings] a", has_text="window only").click()
-    best = page.locator("[data-field=best] a").inner_text().lstrip("#")
+    page.goto(page.locator("[data-field=scorings] a", has_text="window only").get_attribute("href"))
+    page.locator("[data-field=scoring-shown] a", has_text="its page").click()
     page.locator("[data-action=fork-from-scoring]").click()
     expect(page).to_have_url(
-        re.compile(rf"/runs/new/\?fork={finished_run}&candidate={best}&verifiers=refund-window$")
+        re.compile(rf"/runs/new/\?fork={finished_run}&candidate={best}&verifiers=refund-order$")
     )
     prefill = json.loads(page.locator("#launch-prefill").text_content())
-    assert prefill["verifier_ids"] == ["refund-window"]
+    assert prefill["verifier_ids"] == ["refund-order"]

@@ -99,6 +99,29 @@ def test_an_edited_spec_changes_the_ranking_and_leaves_the_original_untouched(us
     assert scoring.summary["moved"][0]["rank"] != scoring.summary["moved"][0]["original_rank"]
 
 
+def test_the_summary_says_how_sure_each_best_is_against_the_seed_under_its_scoring(user):
+    from optimizer.confidence import paired_lift
+    from optimizer.promotion import candidate_lift, seed_candidate
+
+    run = recorded_run(user, candidates=12, val_tasks=12)
+    scoring = _rescore(run, user, [WINDOW_ONLY])
+
+    seed = seed_candidate(run)
+    rows = {c.index: c.task_scores for c in scoring.candidates.all()}
+    best = scoring.summary["best"]["index"]
+    new = scoring.summary["best_vs_seed"]
+    assert (new["seed"], new["best"]) == (seed.index, best)
+    expected = paired_lift(rows[seed.index], rows[best]).as_dict()
+    assert {k: new[k] for k in expected} == expected
+    assert new["low"] is not None and new["tasks"] == 12  # enough tasks for an interval
+
+    old = scoring.summary["original_best_vs_seed"]
+    assert (old["seed"], old["best"]) == (seed.index, run.best_candidate.index)
+    expected = candidate_lift(seed, run.best_candidate, "val").as_dict()
+    assert {k: old[k] for k in expected} == expected
+    assert old["text"] != new["text"]
+
+
 def test_a_second_scoring_is_kept_beside_the_first(user):
     run = recorded_run(user, candidates=4, val_tasks=3)
     first = _rescore(run, user, [WINDOW_ONLY])
@@ -238,6 +261,7 @@ def test_the_run_export_carries_its_scorings_and_an_import_keeps_them(user, othe
     RunDocument.model_validate(document)
     assert [s["name"] for s in document["scorings"]] == ["window"]
     assert len(document["scorings"][0]["candidates"]) == 4
+    assert document["scorings"][0]["summary"]["best_vs_seed"] == scoring.summary["best_vs_seed"]
 
     copy_ = run_import(owner=other_user, data=document)
 
@@ -259,3 +283,62 @@ def test_a_server_starting_sends_again_the_scorings_the_last_one_left(user, monk
     assert requeue_interrupted_scorings() == [left.pk]
     left.refresh_from_db()
     assert left.status == ScoringStatus.DONE and left.done == 6
+
+
+def test_a_scoring_whose_worker_died_is_sent_again_by_the_watchdog_and_finished(user, monkeypatch):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from optimizer.celery_tasks import requeue_stale_scorings
+    from optimizer.runs.runner import STALE_AFTER
+
+    monkeypatch.setitem(app.conf, "task_always_eager", True)
+    run = recorded_run(user, candidates=3, val_tasks=2)
+    left = scoring_create(run=run, user=user, specs=[WINDOW_ONLY], source=[])
+    silent_since = timezone.now() - STALE_AFTER - timedelta(seconds=1)
+    Scoring.objects.filter(pk=left.pk).update(
+        status=ScoringStatus.RUNNING, done=2, heartbeat_at=silent_since
+    )
+
+    assert requeue_stale_scorings() == [left.pk]
+    left.refresh_from_db()
+    assert left.status == ScoringStatus.DONE and left.done == 6
+    assert left.candidates.count() == 3
+    assert requeue_stale_scorings() == []
+
+
+def test_a_scoring_with_a_live_worker_is_left_to_it(user):
+    from django.utils import timezone
+
+    from optimizer.celery_tasks import requeue_stale_scorings
+
+    run = recorded_run(user, candidates=3, val_tasks=2)
+    busy = scoring_create(run=run, user=user, specs=[WINDOW_ONLY], source=[])
+    Scoring.objects.filter(pk=busy.pk).update(
+        status=ScoringStatus.RUNNING, done=2, heartbeat_at=timezone.now()
+    )
+
+    assert requeue_stale_scorings() == []
+    assert scoring_execute(busy.pk) == "skipped"  # the same message delivered twice
+    busy.refresh_from_db()
+    assert busy.status == ScoringStatus.RUNNING and busy.done == 2
+
+
+def test_a_scoring_left_running_with_the_broker_down_fails_with_a_sentence(user, monkeypatch):
+    from optimizer import celery_tasks
+
+    def unreachable(*_args, **_kwargs):
+        raise ConnectionError("Error 111 connecting to 127.0.0.1:6379")
+
+    monkeypatch.setattr(celery_tasks.rescore_run, "delay", unreachable)
+    run = recorded_run(user, candidates=2, val_tasks=2)
+    left = scoring_create(run=run, user=user, specs=[WINDOW_ONLY], source=[])
+    Scoring.objects.filter(pk=left.pk).update(status=ScoringStatus.RUNNING, heartbeat_at=None)
+
+    assert celery_tasks.requeue_stale_scorings() == []
+    left.refresh_from_db()
+    assert left.status == ScoringStatus.FAILED
+    assert (
+        left.error.startswith("the workers could not be reached") and "re-score again" in left.error
+    )

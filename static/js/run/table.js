@@ -8,6 +8,24 @@ import { leadText, originText, tableNote } from "./text.js";
 import { drawScatter, restyleLineage, restyleSelected } from "./charts.js";
 import { $, S, candidateUrl, root } from "./page.js";
 
+/**
+ * The re-scoring the table shows (`?scoring=<id>`, written by
+ * templates/runs/_scorings.html), or null for the original: each candidate's
+ * [score, rank, on front] under it, by index, and its best.
+ * @typedef {{name: string, best: number | null, front: number[], rows: Record<string, [number | null, number | null, boolean]>}} ScoringTable
+ */
+const scoringNode = document.getElementById("scoring-table");
+/** @type {ScoringTable | null} */
+export const scoring = scoringNode ? JSON.parse(scoringNode.textContent || "null") : null;
+
+/** The score cell under the shown scoring: "0.812 · rank 3"; a candidate it did not score (born after it), "–". */
+/** @param {ScoringTable} table @param {number} index */
+export function scoringScoreText(table, index) {
+  const row = table.rows[String(index)];
+  if (!row) return "–";
+  return row[1] === null ? fmt(row[0]) : `${fmt(row[0])} · rank ${row[1]}`;
+}
+
 /** @param {import("./state.js").Candidate} c */
 export function candidateRow(c) {
   const tr = document.createElement("tr");
@@ -30,7 +48,8 @@ export function candidateRow(c) {
     diff.textContent = "diff"; diff.className = "diff-link";
     origin.append(" · ", diff);
   }
-  cells.push(idCell, origin, td(c.parents.map((p) => `#${p}`).join(" + ") || "–"), td(fmt(c.val_score), "num"),
+  cells.push(idCell, origin, td(c.parents.map((p) => `#${p}`).join(" + ") || "–"),
+    td(scoring ? scoringScoreText(scoring, c.index) : fmt(c.val_score), "num val-score"),
     td(leadText(S, c.index), "num lead-count"), td(String(c.metric_calls), "num"),
     td(money(c.cost, S.run.pricing), "num cost"), td("", "front-mark"));
   tr.append(...cells);
@@ -43,7 +62,9 @@ export function refreshRows() {
     const i = Number(tr.dataset.candidateIndex);
     // The cells candidateRow made.
     /** @type {HTMLElement} */ (tr.querySelector(".lead-count")).textContent = leadText(S, i, leads);
-    /** @type {HTMLElement} */ (tr.querySelector(".front-mark")).textContent = role(S, i, best) === "best" ? "best" : S.members.has(i) ? "★ front" : "";
+    /** @type {HTMLElement} */ (tr.querySelector(".front-mark")).textContent = scoring
+      ? (i === scoring.best ? "best" : scoring.rows[String(i)]?.[2] ? "★ front" : "")
+      : role(S, i, best) === "best" ? "best" : S.members.has(i) ? "★ front" : "";
     tr.classList.toggle("selected", S.selected.has(i));
     /** @type {HTMLInputElement} */ (tr.querySelector("input")).checked = S.selected.has(i);
   }

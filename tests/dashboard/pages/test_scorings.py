@@ -50,8 +50,45 @@ def test_an_edited_spec_opens_the_scoring_page_with_the_ranking_beside_the_origi
     page = user_client.get(response["Location"]).content.decode()
     assert 'data-field="ranking"' in page and "Original rank" in page
     assert f'data-index="{scoring.summary["best"]["index"]}"' in page
+    for field, lift in (
+        ("best-vs-seed", scoring.summary["best_vs_seed"]),
+        ("original-best-vs-seed", scoring.summary["original_best_vs_seed"]),
+    ):
+        assert f'data-field="{field}">#{lift["best"]} against seed #{lift["seed"]}' in page
+        assert lift["text"].split(";")[0] in page
     run_page = user_client.get(reverse("runs:detail", args=[run.pk])).content.decode()
-    assert f'href="{reverse("runs:scoring", args=[run.pk, scoring.pk])}"' in run_page
+    assert f'href="{reverse("runs:detail", args=[run.pk])}?scoring={scoring.pk}"' in run_page
+
+
+def test_the_run_page_switched_to_a_scoring_names_it_and_carries_its_table(user, user_client):
+    run = recorded_run(user, candidates=6, val_tasks=4)
+    _ask(user_client, run, WINDOW_ONLY, name="window")
+    scoring = Scoring.objects.get(run=run)
+    scoring_execute(scoring.pk)
+    scoring.refresh_from_db()
+    url = reverse("runs:detail", args=[run.pk])
+
+    page = user_client.get(url, {"scoring": scoring.pk}).content.decode()
+    assert "Scores: re-scoring ‘<strong>window</strong>’" in page
+    assert "The charts and the best score above show the original scoring." in page
+    start = page.index('<script id="scoring-table" type="application/json">') + 51
+    table = json.loads(page[start : page.index("</script>", start)])
+    best = scoring.summary["best"]["index"]
+    assert table["best"] == best
+    under = {c.index: [c.val_score, c.rank, c.on_front] for c in scoring.candidates.all()}
+    assert {int(i): row for i, row in table["rows"].items()} == under
+
+    original = user_client.get(url).content.decode()
+    assert 'id="scoring-table"' not in original and "Scores: re-scoring" not in original
+
+
+def test_the_run_page_says_when_the_asked_scoring_is_not_one_it_can_show(user, user_client):
+    run = recorded_run(user, candidates=2, val_tasks=2)
+    page = user_client.get(reverse("runs:detail", args=[run.pk]), {"scoring": "999"})
+    assert page.status_code == 200
+    assert "scoring 999 is not a scoring of this run: showing the original scores" in (
+        page.content.decode()
+    )
 
 
 def test_a_bad_spec_names_the_field_and_saves_nothing(user, user_client):
