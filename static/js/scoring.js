@@ -1,7 +1,6 @@
 // @ts-check
 // A re-scoring's page while a worker scores it: poll its status once a second,
 // move the progress bar, and reload the page (which shows the results) once done.
-export {}; // a module (loaded as one): its names stay its own
 const section = /** @type {HTMLElement | null} */ (document.getElementById("scoring"));
 const url = section?.dataset.statusUrl;
 
