@@ -4,25 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from optimizer import confidence
 from optimizer.confidence import lift_of_pairs, paired_lift
-
-
-def scipy_interval(a: list[float], b: list[float]) -> tuple[float, float]:
-    """scipy.stats.bootstrap, paired, percentile, with the seed and resamples Frontier states."""
-    result = stats.bootstrap(
-        (np.asarray(a), np.asarray(b)),
-        lambda x, y, axis=-1: np.mean(y - x, axis=axis),
-        paired=True,
-        vectorized=True,
-        n_resamples=confidence.RESAMPLES,
-        confidence_level=confidence.LEVEL,
-        method="percentile",
-        rng=np.random.default_rng(confidence.SEED),
-    )
-    return result.confidence_interval.low, result.confidence_interval.high
+from tests.bootstrap_reference import scipy_interval
 
 
 @pytest.mark.parametrize(

@@ -279,25 +279,14 @@ def test_the_interval_the_compare_view_shows_is_scipy_s_bootstrap_of_the_scores_
     import re
 
     import numpy as np
-    from scipy import stats
 
-    from optimizer import confidence
+    from tests.bootstrap_reference import scipy_interval
 
     html = user_client.get(_compare(wide_run, 0, 2)).content.decode()
     pairs = _page_pairs(html, 0, 2)
     assert len(pairs) == 12
     seed, best = np.asarray(pairs).T
-    result = stats.bootstrap(
-        (seed, best),
-        lambda x, y, axis=-1: np.mean(y - x, axis=axis),
-        paired=True,
-        vectorized=True,
-        n_resamples=confidence.RESAMPLES,
-        confidence_level=confidence.LEVEL,
-        method="percentile",
-        rng=np.random.default_rng(confidence.SEED),
-    )
-    low, high = result.confidence_interval
+    low, high = scipy_interval(seed, best)
     improved = int(((best - seed) > 1e-9).sum())
     worse = int(((best - seed) < -1e-9).sum())
     row = html.split('data-pair="0-2"')[1].split("</tr>")[0]
