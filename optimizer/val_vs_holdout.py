@@ -26,6 +26,7 @@ from optimizer.confidence import MIN_PAIRS, Lift
 from optimizer.models import Run, RunEvent, RunStatus
 from optimizer.promotion import best_candidate, candidate_lift, seed_candidate
 from optimizer.runs import event_types as ev
+from optimizer.tasksets.files import HOLDOUT_MIN_ROWS
 
 NOT_CONFIRMED = "val lift not confirmed on held-out"
 
@@ -87,7 +88,7 @@ def run_val_vs_holdout(run: Run) -> dict[str, Any]:
         report["state"] = "none"
         report["message"] = (
             "this run has no held-out split: its val lift is unchecked (a task set imported "
-            "with 10 or more rows without splits gets one by the default rule)"
+            f"with {HOLDOUT_MIN_ROWS} or more rows without splits gets one by the default rule)"
         )
     elif run.status in RunStatus.finished():
         report["state"] = "not_scored"
