@@ -96,7 +96,7 @@ def scoring_run_page(run: Run, wanted: str | None) -> tuple[Scoring | None, JSON
     """The scoring the run page shows its candidate table and best under
     (`?scoring=<id>`): (scoring, its table, "") for a finished scoring of this run,
     (None, None, a sentence) for an id that names none, (None, None, "") when none
-    was asked for. The table is {"best", "front", "rows": {index: [score, rank,
+    was asked for. The table is {"id", "name", "best", "front", "rows": {index: [score, rank,
     on_front]}}, every candidate, without task scores."""
     scoring, problem = finished_scoring(run, wanted)
     if scoring is None:
@@ -109,6 +109,7 @@ def scoring_run_page(run: Run, wanted: str | None) -> tuple[Scoring | None, JSON
     }
     best = (scoring.summary or {}).get("best")
     table: JSONObject = {
+        "id": scoring.pk,
         "name": scoring.name,
         "best": best["index"] if best else None,
         "front": (scoring.summary or {}).get("front", []),
