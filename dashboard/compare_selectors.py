@@ -219,19 +219,30 @@ class TaskTable:
     summaries: list[CandidateSummary] = field(default_factory=list)
 
 
-def task_table(run: Run, candidates: list[Candidate], filters: TaskFilters) -> TaskTable:
+def task_table(
+    run: Run,
+    candidates: list[Candidate],
+    filters: TaskFilters,
+    val_scores: dict[int, dict[str, float]] | None = None,
+) -> TaskTable:
     """One row per task of the split: each candidate's score and verdict and its
-    delta against the baseline, filtered, sorted and paginated server-side."""
+    delta against the baseline, filtered, sorted and paginated server-side.
+    With `val_scores` (a re-scoring's per-task scores by candidate index), the val
+    split's scores are those, and a candidate or task it has no score for is not
+    scored; the verdicts stay the recorded ones."""
     indices = [c.index for c in candidates]
     position = {c.pk: i for i, c in enumerate(candidates)}
+    rescored = val_scores if filters.split == "val" else None
     evals = Evaluation.objects.filter(candidate__in=candidates, split=filters.split).order_by()
     by_task: dict[str, list[Cell | None]] = {}
     for cand_id, key, score, verdict in evals.values_list(
         "candidate_id", "task_key", "score", "verdict"
     ):
-        by_task.setdefault(key, [None] * len(candidates))[position[cand_id]] = Cell(
-            indices[position[cand_id]], score, verdict, None
-        )
+        index = indices[position[cand_id]]
+        cells = by_task.setdefault(key, [None] * len(candidates))
+        shown = score if rescored is None else rescored.get(index, {}).get(key)
+        if shown is not None:
+            cells[position[cand_id]] = Cell(index, shown, verdict, None)
     # No baseline chosen: the first candidate, as TaskFilters.from_query chooses.
     base = indices.index(filters.baseline if filters.baseline is not None else indices[0])
     summaries = [CandidateSummary(i, None) for i in indices]
@@ -424,12 +435,22 @@ class PairLift:
     holdout: Lift | None
 
 
-def pair_lifts(candidates: list[Candidate], baseline: int | None) -> list[PairLift]:
+def pair_lifts(
+    candidates: list[Candidate],
+    baseline: int | None,
+    val_scores: dict[int, dict[str, float]] | None = None,
+) -> list[PairLift]:
     """Each compared candidate against the baseline on val and holdout: the
     paired interval and improved / worse / unchanged. Only these pairs (at most
     MAX_COMPARED − 1, two splits each), never all pairs of the compared
-    candidates: a bootstrap of 300 tasks costs tens of milliseconds."""
-    val, holdout = (split_scores(candidates, split) for split in LIFT_SPLITS)
+    candidates: a bootstrap of 300 tasks costs tens of milliseconds. With
+    `val_scores` (a re-scoring's, by candidate index) the val lifts are on those."""
+    val = (
+        split_scores(candidates, "val")
+        if val_scores is None
+        else [val_scores.get(c.index, {}) for c in candidates]
+    )
+    holdout = split_scores(candidates, "holdout")
     # No baseline chosen: the first candidate, as TaskFilters.from_query chooses.
     base = next((i for i, c in enumerate(candidates) if c.index == baseline), 0)
 

@@ -22,10 +22,11 @@ from optimizer.downloads import run_export_download
 from optimizer.export import RunImportError, run_import, run_import_stream
 from optimizer.external.replay import run_replay_gepa_state
 from optimizer.external.services import ExternalRunError
-from optimizer.models import Run
+from optimizer.models import Run, ScoringStatus
 from optimizer.promotion import DEFAULT_MIN_IMPROVEMENT, promotion_report, run_promote
 from optimizer.runs.budget import format_cost, run_pricing
 from optimizer.runs.summary import RUN_JOINS, run_summary
+from optimizer.scorings.reads import finished_scoring, scoring_val_scores
 from optimizer.selectors import run_for_user
 
 MAX_IMPORT_BYTES = 50 * 1024 * 1024
@@ -63,15 +64,19 @@ def compare(request, run_id: int):
                 "chosen": chosen,
             },
         )
+    scoring, scoring_problem = finished_scoring(run, request.GET.get("scoring"))
     try:
         candidates = sel.compare_candidates(run, chosen)
         filters = sel.TaskFilters.from_query(request.GET, candidates)
         diffs = sel.component_diffs(run, candidates, request.GET.get("diff", "parent"))
-        table = sel.task_table(run, candidates, filters)
+        val_scores = scoring_val_scores(scoring, candidates) if scoring else None
+        table = sel.task_table(run, candidates, filters, val_scores)
     except sel.CompareError as exc:
         return _bad_request(request, str(exc), run=run)
     query = request.GET.copy()
     query.pop("page", None)
+    if scoring is None:  # an id that names no finished scoring: the links show the original
+        query.pop("scoring", None)
     pricing = run_pricing(run.config or {}, run.external)
     for candidate_diff in diffs:
         candidate_diff.cost_label = format_cost(candidate_diff.candidate.cost, pricing)
@@ -89,11 +94,32 @@ def compare(request, run_id: int):
             "base_query": query.urlencode(),
             "c_query": urlencode([("c", c.index) for c in candidates]),
             "lift": sel.lift_breakdown(run),
-            "pair_lifts": sel.pair_lifts(candidates, table.filters.baseline),
+            "pair_lifts": sel.pair_lifts(candidates, table.filters.baseline, val_scores),
+            "scoring": scoring,
+            "scoring_problem": scoring_problem,
+            "scoring_links": _scoring_links(run, query),
+            "not_rescored": [c.index for c in candidates if c.index not in val_scores]
+            if val_scores is not None
+            else [],
             "confidence": CONFIDENCE,
             "diff_choices": _diff_choices(run, candidates, request.GET.get("diff", "")),
         },
     )
+
+
+def _scoring_links(run: Run, query) -> list[tuple[str, str, bool]]:
+    """The "Scoring: original | names" switch: (label, query string, shown) for the
+    original and each finished re-scoring, every other query parameter kept."""
+    shown = query.get("scoring", "")
+    finished = run.scorings.filter(status=ScoringStatus.DONE).values_list("pk", "name")
+    links = []
+    for pk, name in [("", "original"), *((str(pk), name) for pk, name in finished)]:
+        q = query.copy()
+        q.pop("scoring", None)
+        if pk:
+            q["scoring"] = pk
+        links.append((name, q.urlencode(), shown == pk))
+    return links
 
 
 def _diff_choices(run: Run, candidates, diff: str) -> list[int]:

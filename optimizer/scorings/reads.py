@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from optimizer.models import Run, Scoring, ScoringStatus
+from optimizer.models import Candidate, Run, Scoring, ScoringStatus
 from verifiers_app.engine.json_types import JSONObject
 
 MAX_SCORINGS_PER_RUN = 50
@@ -63,14 +63,12 @@ def scoring_out(
     return out
 
 
-def scoring_run_page(run: Run, wanted: str | None) -> tuple[Scoring | None, JSONObject | None, str]:
-    """The scoring the run page shows its candidate table and best under
-    (`?scoring=<id>`): (scoring, its table, "") for a finished scoring of this run,
-    (None, None, a sentence) for an id that names none, (None, None, "") when none
-    was asked for. The table is {"best", "front", "rows": {index: [score, rank,
-    on_front]}}, every candidate, without task scores."""
+def finished_scoring(run: Run, wanted: str | None) -> tuple[Scoring | None, str]:
+    """The scoring a page is asked to show its scores under (`?scoring=<id>`):
+    (scoring, "") for a finished scoring of this run, (None, a sentence) for an
+    id that names none, (None, "") when none was asked for."""
     if not wanted:
-        return None, None, ""
+        return None, ""
     scoring = (
         run.scorings.filter(pk=int(wanted)).first()
         if wanted.isdigit() and len(wanted) < 12
@@ -78,7 +76,31 @@ def scoring_run_page(run: Run, wanted: str | None) -> tuple[Scoring | None, JSON
     )
     if scoring is None or scoring.status != ScoringStatus.DONE:
         what = "is not finished" if scoring else "is not a scoring of this run"
-        return None, None, f"scoring {wanted[:20]} {what}: showing the original scores"
+        return None, f"scoring {wanted[:20]} {what}: showing the original scores"
+    return scoring, ""
+
+
+def scoring_val_scores(
+    scoring: Scoring, candidates: list[Candidate]
+) -> dict[int, dict[str, float]]:
+    """The candidates' val scores per task under `scoring`, by candidate index;
+    a candidate it did not score (one born after it) is absent."""
+    return dict(
+        scoring.candidates.filter(index__in=[c.index for c in candidates]).values_list(
+            "index", "task_scores"
+        )
+    )
+
+
+def scoring_run_page(run: Run, wanted: str | None) -> tuple[Scoring | None, JSONObject | None, str]:
+    """The scoring the run page shows its candidate table and best under
+    (`?scoring=<id>`): (scoring, its table, "") for a finished scoring of this run,
+    (None, None, a sentence) for an id that names none, (None, None, "") when none
+    was asked for. The table is {"id", "name", "best", "front", "rows": {index: [score, rank,
+    on_front]}}, every candidate, without task scores."""
+    scoring, problem = finished_scoring(run, wanted)
+    if scoring is None:
+        return None, None, problem
     rows = {
         str(index): [score, rank, on_front]
         for index, score, rank, on_front in scoring.candidates.values_list(
@@ -87,6 +109,7 @@ def scoring_run_page(run: Run, wanted: str | None) -> tuple[Scoring | None, JSON
     }
     best = (scoring.summary or {}).get("best")
     table: JSONObject = {
+        "id": scoring.pk,
         "name": scoring.name,
         "best": best["index"] if best else None,
         "front": (scoring.summary or {}).get("front", []),

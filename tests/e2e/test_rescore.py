@@ -117,3 +117,38 @@ def test_rescoring_a_finished_run_with_an_edited_verifier_changes_the_ranking(pa
     )
     prefill = json.loads(page.locator("#launch-prefill").text_content())
     assert prefill["verifier_ids"] == ["refund-order"]
+
+
+MAKE_SCORING = """
+from optimizer.models import Run
+from optimizer.scorings.execute import scoring_execute
+from optimizer.scorings.services import scoring_create
+run = Run.objects.get(pk={run})
+scoring = scoring_create(run=run, user=run.owner, specs=[{spec}], source=[{{"edited": True}}], name="order only")
+assert scoring_execute(scoring.pk) == "done"
+print(scoring.pk)
+"""
+
+
+def test_the_run_page_switched_to_a_rescoring_compares_under_it(page, frontier_server):
+    out = frontier_server.manage("shell", "-c", MAKE_RUN.format(username=E2E_USERNAME)).stdout
+    run = int(out.strip().splitlines()[-1])
+    out = frontier_server.manage(
+        "shell", "-c", MAKE_SCORING.format(run=run, spec=json.dumps(EDITED))
+    ).stdout
+    scoring = int(out.strip().splitlines()[-1])
+
+    page.goto(f"/runs/{run}/?scoring={scoring}")
+    table = page.locator("#candidate-rows")
+    for index in (0, 2):
+        table.locator(f"tr[data-candidate-index='{index}'] input").check()
+    page.locator("[data-action=compare]").click()
+
+    expect(page).to_have_url(re.compile(rf"/runs/{run}/compare/\?c=0&c=2&scoring={scoring}$"))
+    expect(page.locator("[data-field=scoring-shown]")).to_contain_text(
+        "Scores: re-scoring ‘order only’ (val)"
+    )
+    expect(page.locator("[data-field=scorings] strong")).to_have_text("order only")
+    page.locator("[data-field=scorings] a", has_text="original").click()
+    expect(page).to_have_url(re.compile(rf"/runs/{run}/compare/\?c=0&c=2$"))
+    expect(page.locator("[data-field=scoring-shown]")).to_have_count(0)

@@ -12,11 +12,13 @@ import { $, S, candidateUrl, root } from "./page.js";
  * The re-scoring the table shows (`?scoring=<id>`, written by
  * templates/runs/_scorings.html), or null for the original: each candidate's
  * [score, rank, on front] under it, by index, and its best.
- * @typedef {{name: string, best: number | null, front: number[], rows: Record<string, [number | null, number | null, boolean]>}} ScoringTable
+ * @typedef {{id: number, name: string, best: number | null, front: number[], rows: Record<string, [number | null, number | null, boolean]>}} ScoringTable
  */
 const scoringNode = document.getElementById("scoring-table");
 /** @type {ScoringTable | null} */
 export const scoring = scoringNode ? JSON.parse(scoringNode.textContent || "null") : null;
+/** The compare view's links carry the shown re-scoring: its val scores under it too. */
+const compareScoring = scoring ? `&scoring=${scoring.id}` : "";
 
 /** The score cell under the shown scoring: "0.812 · rank 3"; a candidate it did not score (born after it), "–". */
 /** @param {ScoringTable} table @param {number} index */
@@ -44,7 +46,7 @@ export function candidateRow(c) {
   if (c.origin === "human") {
     // One click to what the user changed: the compare view of its parent and it.
     const diff = document.createElement("a");
-    diff.href = `${root.dataset.compareUrl}?c=${c.parents[0] ?? 0}&c=${c.index}`;
+    diff.href = `${root.dataset.compareUrl}?c=${c.parents[0] ?? 0}&c=${c.index}${compareScoring}`;
     diff.textContent = "diff"; diff.className = "diff-link";
     origin.append(" · ", diff);
   }
@@ -104,7 +106,7 @@ export function renderSelection({ charts: redraw = true } = {}) {
   $("selection").textContent = chosen.length ? `Selected: ${chosen.map((i) => `#${i}`).join(", ")}` : "No candidates selected";
   const link = /** @type {HTMLAnchorElement} */ (root.querySelector('[data-action="compare"]'));
   const query = new URLSearchParams(chosen.map((i) => ["c", String(i)]));
-  link.href = `${root.dataset.compareUrl}?${query}`;
+  link.href = `${root.dataset.compareUrl}?${query}${compareScoring}`;
   link.setAttribute("aria-disabled", chosen.length < 2 ? "true" : "false");
   if (!redraw) return;
   restyleSelected(chosen.filter((i) => S.byIndex.has(i)).map((i) => S.byIndex.get(i)));

@@ -7,7 +7,7 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from optimizer.export import run_export
-from optimizer.models import Evaluation, Run
+from optimizer.models import Evaluation, Run, Scoring
 from tests.factories import recorded_run
 
 pytestmark = pytest.mark.django_db
@@ -600,3 +600,107 @@ def test_every_compare_page_showing_verdicts_names_the_thresholds_its_run_judged
         assert rule in html, url
     grid = user_client.get(_compare(run, 0, 3)).content.decode()
     assert grid.count(rule) == 2  # above the task grid and the lift table
+
+
+# Scores the refund window phrase only: a different score per task from the run's own verifiers.
+WINDOW_ONLY = {
+    "id": "window-only",
+    "name": "Window only",
+    "kind": "native",
+    "checks": [{"id": "window", "type": "regex", "params": {"pattern": r"\b30 days\b"}}],
+}
+
+
+@pytest.fixture
+def rescored(user):
+    """A run of 12 val and 4 holdout tasks and a finished re-scoring 'window' of it."""
+    from optimizer.scorings.execute import scoring_execute
+    from optimizer.scorings.services import scoring_create
+
+    run = recorded_run(user, candidates=4, val_tasks=12, holdout_tasks=4, task_prefix="val-")
+    scoring = scoring_create(
+        run=run, user=user, specs=[WINDOW_ONLY], source=[{"edited": True}], name="window"
+    )
+    assert scoring_execute(scoring.pk) == "done"
+    scoring.refresh_from_db()
+    return run, scoring
+
+
+def test_the_compare_view_under_a_rescoring_shows_its_scores_and_lift(user_client, rescored):
+    import re
+
+    from optimizer.confidence import paired_lift
+
+    run, scoring = rescored
+    under = dict(scoring.candidates.values_list("index", "task_scores"))
+    original = {
+        (e.candidate.index, e.task_key): e.score
+        for e in Evaluation.objects.filter(candidate__run=run, split="val").select_related(
+            "candidate"
+        )
+    }
+    assert any(  # the re-scoring changes what the page shows
+        abs(under[i][k] - original[(i, k)]) > 0.001 for i in (0, 3) for k in under[i]
+    )
+
+    html = user_client.get(_compare(run, 0, 3, scoring=scoring.pk)).content.decode()
+
+    assert "Scores: re-scoring ‘<strong>window</strong>’ (val)" in html
+    assert "outputs, verdicts and feedback as recorded" in html
+    keys = re.findall(r'data-task="([^"]+)">', html)
+    assert keys == sorted(under[0]) and len(keys) == 12
+    assert _page_pairs(html, 0, 3) == [(round(under[0][k], 3), round(under[3][k], 3)) for k in keys]
+    row = html.split('data-pair="0-3"')[1].split("</tr>")[0]
+    shown = re.search(r'data-lift="val"[^>]*>([^<]*)</span>', row).group(1)
+    assert shown == escape(paired_lift(under[0], under[3]).describe())
+    assert "[" in shown  # 12 tasks: an interval, not "too few tasks"
+
+
+def test_the_compare_view_under_a_rescoring_keeps_other_splits_original(user_client, rescored):
+    run, scoring = rescored
+    html = user_client.get(_compare(run, 0, 3, scoring=scoring.pk, split="holdout")).content
+    page = html.decode()
+    assert "covers the val split only: these holdout scores are the original's" in page
+    holdout = dict(
+        Evaluation.objects.filter(
+            candidate__run=run, candidate__index=0, split="holdout"
+        ).values_list("task_key", "score")
+    )
+    assert [a for a, _ in _page_pairs(page, 0, 3)] == [
+        round(holdout[k], 3) for k in sorted(holdout)
+    ]
+
+
+def test_the_compare_view_says_when_the_asked_scoring_is_not_one_it_can_show(user_client, rescored):
+    run, scoring = rescored
+    original = user_client.get(_compare(run, 0, 3)).content.decode()
+    for wanted in ("999999", "nonsense"):
+        response = user_client.get(_compare(run, 0, 3, scoring=wanted))
+        page = response.content.decode()
+        assert response.status_code == 200
+        assert f"scoring {wanted} is not a scoring of this run: showing the original scores" in page
+        assert _page_pairs(page, 0, 3) == _page_pairs(original, 0, 3)
+        assert f"scoring={wanted}" not in page  # its links show the original
+    Scoring.objects.filter(pk=scoring.pk).update(status="running")
+    page = user_client.get(_compare(run, 0, 3, scoring=scoring.pk)).content.decode()
+    assert f"scoring {scoring.pk} is not finished: showing the original scores" in page
+
+
+def test_the_compare_view_s_links_keep_the_chosen_scoring(user_client, rescored, monkeypatch):
+    from dashboard import compare_selectors
+
+    monkeypatch.setattr(compare_selectors, "PAGE_SIZE", 5)  # 12 tasks: three pages
+    run, scoring = rescored
+    html = user_client.get(
+        _compare(run, 0, 3, scoring=scoring.pk, sort="regression", page=2)
+    ).content.decode()
+    pager = html.split('class="pager"')[1].split("</nav>")[0]
+    for page in (1, 3):
+        assert f"c=0&amp;c=3&amp;scoring={scoring.pk}&amp;sort=regression&amp;page={page}" in pager
+    switch = html.split('data-field="scorings"')[1].split("</nav>")[0]
+    assert '<strong aria-current="page">window</strong>' in switch
+    assert 'href="?c=0&amp;c=3&amp;sort=regression">original</a>' in switch
+    assert f'<input type="hidden" name="scoring" value="{scoring.pk}">' in html
+    original = user_client.get(_compare(run, 0, 3, sort="regression")).content.decode()
+    switch = original.split('data-field="scorings"')[1].split("</nav>")[0]
+    assert f'href="?c=0&amp;c=3&amp;sort=regression&amp;scoring={scoring.pk}">window</a>' in switch
