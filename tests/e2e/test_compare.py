@@ -40,6 +40,7 @@ def _shift_click_lineage_node(page, index: int) -> None:
     point = page.evaluate(
         """(index) => {
           const el = document.getElementById('chart-lineage');
+          el.scrollIntoView({ block: "center" });  // below the fold on a 1000 px high window
           const layout = el._fullLayout, trace = el._fullData[1];
           const k = trace.customdata.indexOf(index);
           const box = el.getBoundingClientRect();

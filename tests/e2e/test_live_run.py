@@ -289,6 +289,7 @@ def test_clicking_a_lineage_node_opens_that_candidate(page, demo_data):
     point = page.evaluate(
         """() => {
           const el = document.getElementById('chart-lineage');
+          el.scrollIntoView({ block: "center" });  // below the fold on a 1000 px high window
           const layout = el._fullLayout, trace = el._fullData[1];
           // The seed: mid-chart (a best at 1.000 sits on the plot's top edge).
           const k = 0, box = el.getBoundingClientRect();
