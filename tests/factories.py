@@ -56,6 +56,13 @@ FORMAT = {
     "kind": "native",
     "checks": [{"id": "format-window", "type": "contains", "params": {"value": "30 days"}}],
 }
+# Another verifier to re-score a run with: the refund window alone changes the ranking.
+WINDOW_ONLY = {
+    "id": "window-only",
+    "name": "Window only",
+    "kind": "native",
+    "checks": [{"id": "window", "type": "regex", "params": {"pattern": r"\b30 days\b"}}],
+}
 # A single verifier doing both, for runs that must share a verifier id with a launchable one.
 REFUND_POLICY = {
     "id": "refund-policy",

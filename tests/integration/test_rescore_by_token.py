@@ -10,16 +10,9 @@ import urllib.error
 import urllib.request
 
 from optimizer.models import Candidate
-from tests.factories import recorded_run
+from tests.factories import WINDOW_ONLY, recorded_run
 from tests.integration.conftest import api_token
 from tests.polling import wait_until
-
-WINDOW_ONLY = {
-    "id": "window-only",
-    "name": "Window only",
-    "kind": "native",
-    "checks": [{"id": "window", "type": "regex", "params": {"pattern": r"\b30 days\b"}}],
-}
 
 
 def call(url: str, token: str, method: str = "GET", body: dict | None = None):

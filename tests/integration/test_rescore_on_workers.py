@@ -6,15 +6,9 @@ from __future__ import annotations
 
 from optimizer.models import Candidate, Scoring, ScoringStatus
 from optimizer.scorings.services import scoring_create
+from tests.factories import WINDOW_ONLY
 from tests.integration.conftest import start_worker
 from tests.polling import wait_until
-
-WINDOW_ONLY = {
-    "id": "window-only",
-    "name": "Window only",
-    "kind": "native",
-    "checks": [{"id": "window", "type": "regex", "params": {"pattern": r"\b30 days\b"}}],
-}
 
 
 def test_a_scoring_whose_worker_is_killed_is_finished_by_another_worker(

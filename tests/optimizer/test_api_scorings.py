@@ -6,17 +6,10 @@ import pytest
 
 from dashboard.celery import app
 from optimizer.models import RunStatus, Scoring
-from tests.factories import POLICY, recorded_run
+from tests.factories import POLICY, WINDOW_ONLY, recorded_run
 from verifiers_app.services import verifier_create
 
 pytestmark = pytest.mark.django_db
-
-WINDOW_ONLY = {
-    "id": "window-only",
-    "name": "Window only",
-    "kind": "native",
-    "checks": [{"id": "window", "type": "contains", "params": {"value": "30 days"}}],
-}
 
 
 @pytest.fixture

@@ -10,16 +10,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from optimizer.models import Candidate
-from tests.factories import recorded_run
+from tests.factories import WINDOW_ONLY, recorded_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-WINDOW_ONLY = {
-    "id": "window-only",
-    "name": "Window only",
-    "kind": "native",
-    "checks": [{"id": "window", "type": "contains", "params": {"value": "30 days"}}],
-}
 
 
 def test_a_spec_file_rescores_the_run_and_prints_the_summary(user, tmp_path):

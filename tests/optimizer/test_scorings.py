@@ -25,19 +25,13 @@ from optimizer.scorings.services import (
     scoring_specs,
     scoring_verifier_spec,
 )
-from tests.factories import FORMAT, POLICY, REFUND_POLICY, recorded_run
+from tests.factories import FORMAT, POLICY, REFUND_POLICY, WINDOW_ONLY, recorded_run
 from verifiers_app.engine import SpecError
 from verifiers_app.services import verifier_create, verifier_update
 
 pytestmark = pytest.mark.django_db
 
 # Scores the window phrase only: a different ranking from the run's own verifiers.
-WINDOW_ONLY = {
-    "id": "window-only",
-    "name": "Window only",
-    "kind": "native",
-    "checks": [{"id": "window", "type": "regex", "params": {"pattern": r"\b30 days\b"}}],
-}
 
 
 def _rescore(run, user, specs, source=None, name=""):

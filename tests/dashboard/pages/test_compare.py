@@ -8,7 +8,7 @@ from django.utils.html import escape
 
 from optimizer.export import run_export
 from optimizer.models import Evaluation, Run, Scoring
-from tests.factories import recorded_run
+from tests.factories import WINDOW_ONLY, recorded_run
 
 pytestmark = pytest.mark.django_db
 
@@ -603,12 +603,6 @@ def test_every_compare_page_showing_verdicts_names_the_thresholds_its_run_judged
 
 
 # Scores the refund window phrase only: a different score per task from the run's own verifiers.
-WINDOW_ONLY = {
-    "id": "window-only",
-    "name": "Window only",
-    "kind": "native",
-    "checks": [{"id": "window", "type": "regex", "params": {"pattern": r"\b30 days\b"}}],
-}
 
 
 @pytest.fixture

@@ -9,17 +9,10 @@ from django.urls import reverse
 
 from optimizer.models import Scoring, ScoringStatus
 from optimizer.scorings.execute import scoring_execute
-from tests.factories import recorded_run
+from tests.factories import WINDOW_ONLY, recorded_run
 from verifiers_app.models import Verifier
 
 pytestmark = pytest.mark.django_db
-
-WINDOW_ONLY = {
-    "id": "window-only",
-    "name": "Window only",
-    "kind": "native",
-    "checks": [{"id": "window", "type": "contains", "params": {"value": "30 days"}}],
-}
 
 
 def _ask(client, run, spec, **extra):
