@@ -325,6 +325,7 @@ def test_hostile_prompt_text_is_shown_literally_in_tooltips_and_nothing_runs(pag
     point = page.evaluate(
         """() => {
           const el = document.getElementById('chart-lineage');
+          el.scrollIntoView({ block: "center" });  // below the fold on a 1000 px high window
           const layout = el._fullLayout, trace = el._fullData[1], box = el.getBoundingClientRect();
           return { x: box.left + layout._size.l + layout.xaxis.l2p(trace.x[1]),
                    y: box.top + layout._size.t + layout.yaxis.l2p(trace.y[1]) };
