@@ -111,15 +111,19 @@ def test_every_checkpoint_gepa_writes_follows_the_rows_of_everything_it_holds(ru
 def test_the_next_model_calls_go_ahead_while_the_checkpoint_is_still_being_written(
     run, monkeypatch
 ):
+    """A slow disk: the first checkpoint's write finishes only once the engine has
+    gone on, with another model call or (when the writer fell so far behind that
+    gepa had no call left to make) by ending the optimization. An engine waiting
+    for the write does neither."""
     writing = threading.Event()  # a checkpoint is being written
-    called_after = threading.Event()  # and the run made a model call meanwhile
+    went_on = threading.Event()  # and meanwhile the engine made a model call, or ended
     blocked = {}
     write = recording_thread.write_checkpoint
 
     def slow_write(run_dir, data):
         if not blocked and pickle.loads(data)["i"] >= 0:
-            writing.set()  # a slow disk: this write finishes only once the run has made another model call
-            blocked["released"] = called_after.wait(timeout=10)
+            writing.set()
+            blocked["released"] = went_on.wait(timeout=10)
             writing.clear()
         write(run_dir, data)
 
@@ -127,11 +131,18 @@ def test_the_next_model_calls_go_ahead_while_the_checkpoint_is_still_being_writt
 
     def counting(self, messages):
         if writing.is_set():
-            called_after.set()
+            went_on.set()
         return complete(self, messages)
+
+    ended = RecorderThread.on_optimization_end
+
+    def ending(self, event):
+        went_on.set()  # on the engine's thread: gepa is done, nothing of it waits
+        ended(self, event)
 
     monkeypatch.setattr(recording_thread, "write_checkpoint", slow_write)
     monkeypatch.setattr(DemoLanguageModel, "complete", counting)
+    monkeypatch.setattr(RecorderThread, "on_optimization_end", ending)
     assert execute_run(run.pk) == RunStatus.COMPLETED
     assert blocked == {"released": True}
 
