@@ -13,12 +13,15 @@ on its own.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from .base import LanguageModel, LMConfigError, LMError, LMResponse, LMUnavailable
 from .config import DEMO_LABEL, LMConfig, coerce_config, format_config_error
+
+if TYPE_CHECKING:
+    from .simulator import DemoCandidateProposer
 
 __all__ = [
     "DEMO_LABEL",
@@ -33,8 +36,6 @@ __all__ = [
     "build_reflection_lm",
     "check_endpoint",
 ]
-
-CandidateProposer = Callable[[dict[str, str], dict[str, list[dict]], list[str]], dict[str, str]]
 
 
 def _config(config: LMConfig | dict) -> LMConfig:
@@ -90,8 +91,9 @@ def build_reflection_lm(config: LMConfig | dict) -> Callable[[str], str]:
 
 def build_candidate_proposer(
     config: LMConfig | dict, *, remember: bool = True
-) -> CandidateProposer | None:
-    """For ``demo``: a gepa ``custom_candidate_proposer`` (with ``last_reasoning``);
+) -> DemoCandidateProposer | None:
+    """For ``demo``: a gepa ``custom_candidate_proposer`` (with ``last_reasoning``,
+    and ``propose`` giving each proposal's own reasoning);
     ``remember``: sharpen a proposal asked for again (DemoCandidateProposer).
     For ``openai``: None — pass ``build_reflection_lm(config)`` to gepa instead."""
     config = _config(config)

@@ -9,6 +9,7 @@ reply is composed), ``feedback.py`` (how verifier reasons are read) and
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -28,6 +29,8 @@ __all__ = [
     "DemoCandidateProposer",
     "DemoLanguageModel",
     "DemoReflectionLM",
+    "labelled_reasoning",
+    "reasoning_text",
     "reflect",
     "simulate_reply",
 ]
@@ -112,7 +115,9 @@ class DemoReflectionLM:
 
 class DemoCandidateProposer:
     """gepa ``custom_candidate_proposer``: rewrites each component to update from the
-    Feedback of its reflective dataset. ``last_reasoning`` explains the last proposal.
+    Feedback of its reflective dataset. ``last_reasoning`` explains the last proposal;
+    ``propose`` returns each proposal with its own reasoning (what runs use, several
+    proposals of a round at once).
 
     It remembers what it proposed for each (component text, feedback): asked again
     about the same text with the same feedback, its last proposal evidently did not
@@ -134,33 +139,39 @@ class DemoCandidateProposer:
         self.last_reasoning = ""
         self.last_reasoning_by_component: dict[str, str] = {}
         self._proposed: dict[tuple[str, str, str], str] = {}
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return "DemoCandidateProposer()"
 
     def remembered(self) -> list[list[str]]:
         """What it remembers, as plain lists (a paused run carries it in its checkpoint)."""
-        return [[*key, text] for key, text in self._proposed.items()]
+        with self._lock:
+            return [[*key, text] for key, text in self._proposed.items()]
 
     def recall(self, saved: list[list[str]]) -> None:
         """Remember again what `remembered` gave (a resumed run)."""
-        self._proposed = {
-            (name, text, feedback): proposal for name, text, feedback, proposal in saved
-        }
+        with self._lock:
+            self._proposed = {
+                (name, text, feedback): proposal for name, text, feedback, proposal in saved
+            }
 
-    def __call__(
+    def propose(
         self,
         candidate: dict[str, str],
         reflective_dataset: Mapping[str, Sequence[Mapping[str, Any]]],
         components_to_update: list[str],
-    ) -> dict[str, str]:
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """(new texts, reasoning per component). Safe to call from several threads
+        at once (a round of parallel proposals): each call keeps its own reasoning."""
         proposal: dict[str, str] = {}
         reasons: dict[str, str] = {}
         for name in components_to_update:
             records = records_from_dataset(reflective_dataset.get(name))
             current = candidate.get(name, "")
             key = (name, digest(current), digest("\x00".join(r.feedback for r in records)))
-            previous = self._proposed.get(key) if self.remember else None
+            with self._lock:
+                previous = self._proposed.get(key) if self.remember else None
             if previous is not None and previous != current:
                 proposal[name], why = reflect(previous, records)
                 reasons[name] = (
@@ -169,14 +180,33 @@ class DemoCandidateProposer:
                 )
             else:
                 proposal[name], reasons[name] = reflect(current, records)
-            if self.remember and (
-                key in self._proposed or len(self._proposed) < self.MAX_REMEMBERED
-            ):
-                self._proposed[key] = proposal[name]
-        self.last_reasoning_by_component = reasons
-        if len(reasons) == 1:
-            self.last_reasoning = next(iter(reasons.values()))
-        else:
-            self.last_reasoning = "\n\n".join(f"[{name}]\n{why}" for name, why in reasons.items())
+            if self.remember:
+                with self._lock:
+                    if key in self._proposed or len(self._proposed) < self.MAX_REMEMBERED:
+                        self._proposed[key] = proposal[name]
         _pause(self.config)
+        return proposal, reasons
+
+    def __call__(
+        self,
+        candidate: dict[str, str],
+        reflective_dataset: Mapping[str, Sequence[Mapping[str, Any]]],
+        components_to_update: list[str],
+    ) -> dict[str, str]:
+        proposal, reasons = self.propose(candidate, reflective_dataset, components_to_update)
+        self.last_reasoning_by_component = reasons
+        self.last_reasoning = reasoning_text(reasons)
         return proposal
+
+
+def labelled_reasoning(reasons: Mapping[str, str]) -> dict[str, str]:
+    """Per-component reasoning labelled with its component when there are several,
+    so that their texts joined by a blank line read as one reasoning."""
+    if len(reasons) == 1:
+        return dict(reasons)
+    return {name: f"[{name}]\n{why}" for name, why in reasons.items()}
+
+
+def reasoning_text(reasons: Mapping[str, str]) -> str:
+    """A proposal's whole reasoning: its components' reasoning, labelled when several."""
+    return "\n\n".join(labelled_reasoning(reasons).values())
