@@ -2,9 +2,9 @@
 
 gepa's callbacks reach these methods through optimizer.runs.recording_thread: in
 gepa's order, on one writer thread, with what had to be read on the engine's
-thread at the time (the adapter's records, the meter's reading, the
-proposer's reasoning) in the event's `frontier_*` keys, and without gepa's
-live state (docs/gepa-notes.md §4). Every payload follows optimizer/runs/event_types.py.
+thread at the time (the adapter's records, the meter's reading) in the
+event's `frontier_*` keys, and without gepa's live state (docs/gepa-notes.md
+§4). Every payload follows optimizer/runs/event_types.py.
 
 A new candidate (and its accepted proposal) is recorded once gepa has
 checkpointed it (on_state_saved at the top of the next iteration, or the end of
@@ -53,7 +53,7 @@ BUDGET_PUBLISH_SECONDS = 1.0
 MAX_REASONS = 5
 
 #: A gepa callback event as the recorder gets it: gepa's keys plus the `frontier_*`
-#: ones optimizer.runs.recording_thread adds (records, usage readings, reasoning).
+#: ones optimizer.runs.recording_thread adds (records, usage readings).
 CallbackEvent = dict[str, Any]
 
 
@@ -247,8 +247,6 @@ class RunRecorder:
         self.pending: list[PendingCandidate] = []
         self.unpublished: list[ev.Event] = []
         self.published_at = time.monotonic()
-        # A custom proposer (the demo simulator) explains itself outside gepa's events.
-        self.proposer_reasoning: Callable[[], str] = lambda: ""
         self._reset_iteration()
 
     def _reset_iteration(self) -> None:
@@ -380,7 +378,7 @@ class RunRecorder:
         self.proposed.append(
             (
                 dict(event["new_instructions"]),
-                preview(raw or event["frontier_reasoning"], MAX_REASONING_CHARS),
+                preview(raw, MAX_REASONING_CHARS),
             )
         )
 

@@ -111,7 +111,7 @@ class RecorderThread:
         self._relay("on_proposal_start", event, notes=self.adapter.take_notes_read())
 
     def on_proposal_end(self, event: GepaEvent) -> None:
-        self._relay("on_proposal_end", event, reasoning=self.recorder.proposer_reasoning())
+        self._relay("on_proposal_end", event)
 
     def on_budget_updated(self, event: GepaEvent) -> None:
         limits = self.recorder.limits

@@ -28,6 +28,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 from gepa.proposer.reflective_mutation.base import CandidateSelector
+from gepa.proposer.reflective_mutation.reflection_lm import ReflectionProposal
 from gepa.strategies.batch_sampler import EpochShuffledBatchSampler
 from gepa.strategies.candidate_selector import (
     CurrentBestCandidateSelector,
@@ -40,7 +41,6 @@ from gepa.strategies.proposal_sampling import IndependentSampling
 from dashboard.lib.db_retry import retry_db
 from optimizer.config import LMRef, RunConfig, parse_run_config, resolved_lm
 from optimizer.lm import (
-    CandidateProposer,
     LMConfig,
     LMError,
     ReflectionCallable,
@@ -96,6 +96,7 @@ HEARTBEAT_SECONDS = 2.0
 STALE_AFTER = timedelta(seconds=settings.RUN_STALE_SECONDS)
 
 T = TypeVar("T")
+A = TypeVar("A")
 
 
 class GepaLogger:
@@ -656,59 +657,92 @@ def _reflection_kwargs(
     limits: BudgetGuard,
     carried: CarriedState,
 ) -> dict[str, Any]:
-    """gepa.optimize's reflection arguments. The demo simulator proposes directly;
-    a real model reflects through gepa's prompt (metered: its tokens come from the
-    provider's usage). Either way a failure is noted for the recorder (_Noting)."""
+    """gepa.optimize's reflection arguments. The demo simulator proposes directly
+    (through gepa's reflection_strategy); a real model reflects through gepa's
+    prompt (metered: its tokens come from the provider's usage). Either way a
+    round's proposals are asked for at once, within the run's concurrency, and a
+    failure is noted for the recorder (_Noting)."""
     reflection = resolved_lm(config.reflection_lm)
     # gepa asks a round's parallel proposals together, before it keeps or drops
     # any: the simulator must not take an earlier one as rejected.
     proposer = build_candidate_proposer(reflection, remember=config.parallel_proposals == 1)
     if proposer is not None:
-        remembered, recall = (
-            getattr(proposer, "remembered", None),
-            getattr(proposer, "recall", None),
-        )
-        if remembered is not None and recall is not None:  # the simulator's memory of its proposals
-            carried.add("proposer", remembered, recall)
-        recorder.proposer_reasoning = lambda: str(getattr(proposer, "last_reasoning", "") or "")
-        return {"custom_candidate_proposer": _Noting(_metered_proposer(proposer, meter), recorder)}
+        carried.add("proposer", proposer.remembered, proposer.recall)
+        propose = _Noting(_metered_proposer(proposer.propose, meter), recorder)
+        return {"reflection_strategy": ProposerReflection(propose, config.concurrency)}
     lm = MeteredLM(build_lm(reflection), meter, "reflection", limits=limits)
     reflection_lm = _Noting(ReflectionCallable(lm), recorder)
     if config.parallel_proposals > 1:
         # gepa sends a round's reflection prompts together when its LM has
-        # batch_complete (else one after another): ask them at once, within the
-        # run's concurrency. A failure fails the batch; gepa then retries per task.
+        # batch_complete (else one after another). A failure fails the batch;
+        # gepa then retries per task.
         def batch_complete(messages_list: list[list[dict[str, Any]]]) -> list[str]:
-            width = max(1, min(config.concurrency, len(messages_list)))
-            with ThreadPoolExecutor(
-                max_workers=width, thread_name_prefix="frontier-reflect"
-            ) as pool:
-                return list(pool.map(reflection_lm, messages_list))
+            return _at_once(reflection_lm, messages_list, config.concurrency)
 
         reflection_lm.batch_complete = batch_complete
     return {"reflection_lm": reflection_lm}
 
 
-def _metered_proposer(proposer: CandidateProposer, meter: UsageMeter) -> CandidateProposer:
+def _at_once(fn: Callable[[A], T], items: list[A], width: int) -> list[T]:
+    """`fn` over `items`, up to `width` at a time, results in order."""
+    if len(items) <= 1:
+        return [fn(item) for item in items]
+    with ThreadPoolExecutor(
+        max_workers=max(1, min(width, len(items))), thread_name_prefix="frontier-reflect"
+    ) as pool:
+        return list(pool.map(fn, items))
+
+
+Explained = tuple[dict[str, str], dict[str, str]]  # new texts, reasoning per component
+ExplainingProposer = Callable[[dict[str, str], Any, list[str]], Explained]
+
+
+class ProposerReflection:
+    """gepa's ReflectionLM (its `reflection_strategy`) over a proposer that explains
+    itself (the demo simulator). gepa hands it a round's proposals in one
+    `reflect_many` (else it would call a custom proposer once per proposal, one
+    after another): they are asked for at once, within `width`. Each proposal's
+    reasoning travels in its own `raw_lm_outputs`, the one per-proposal field of
+    gepa's on_proposal_end."""
+
+    def __init__(self, propose: ExplainingProposer, width: int) -> None:
+        self.propose = propose
+        self.width = width
+
+    def reflect(
+        self, candidate: dict[str, str], reflective_dataset: Any, components_to_update: list[str]
+    ) -> tuple[ReflectionProposal, ProposerReflection]:
+        return self.reflect_many([(candidate, reflective_dataset, components_to_update)])[0]
+
+    def reflect_many(
+        self, jobs: list[tuple[dict[str, str], Any, list[str]]]
+    ) -> list[tuple[ReflectionProposal, ProposerReflection]]:
+        from optimizer.lm.simulator import labelled_reasoning
+
+        answers = _at_once(lambda job: self.propose(*job), jobs, self.width)
+        return [
+            (ReflectionProposal(new_texts=texts, raw_lm_outputs=labelled_reasoning(why)), self)
+            for texts, why in answers
+        ]
+
+
+def _metered_proposer(propose: ExplainingProposer, meter: UsageMeter) -> ExplainingProposer:
     """The demo simulator's proposer is one (free) reflection call; its token counts are
     estimated like the simulated task model's, since no provider reports them."""
-    from optimizer.lm.simulator import approx_tokens
+    from optimizer.lm.simulator import approx_tokens, reasoning_text
 
-    def propose(
-        candidate: dict[str, str],
-        reflective_dataset: dict[str, list[JSONObject]],
-        components: list[str],
-    ) -> dict[str, str]:
-        texts = proposer(candidate, reflective_dataset, components)
+    def metered(
+        candidate: dict[str, str], reflective_dataset: Any, components: list[str]
+    ) -> Explained:
+        texts, why = propose(candidate, reflective_dataset, components)
         meter.record(
             "reflection",
             approx_tokens(str(candidate)) + approx_tokens(str(reflective_dataset)),
-            approx_tokens(str(texts))
-            + approx_tokens(str(getattr(proposer, "last_reasoning", "") or "")),
+            approx_tokens(str(texts)) + approx_tokens(reasoning_text(why)),
         )
-        return texts
+        return texts, why
 
-    return propose
+    return metered
 
 
 def _proposal_kwargs(config: RunConfig) -> dict[str, Any]:

@@ -4,13 +4,14 @@ user's dashboard reads."""
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
 from dashboard.lib.db_retry import retry_db
-from optimizer.lm.simulator import DemoLanguageModel
+from optimizer.lm.simulator import DemoCandidateProposer, DemoLanguageModel
 from optimizer.models import (
     Candidate,
     Evaluation,
@@ -497,6 +498,63 @@ def test_parallel_proposals_record_every_proposal_of_a_round_with_its_own_parent
             }
     seqs = [e.seq for e in events(run)]
     assert seqs == list(range(1, len(seqs) + 1))
+
+
+def test_a_round_of_parallel_proposals_asks_the_demo_reflection_at_once(
+    user, task_set, monkeypatch
+):
+    """The four reflections of a round wait out one reflection latency together,
+    not one after another (gepa would call a custom proposer once per proposal)."""
+    lock, in_flight, peak = threading.Lock(), [0], [0]
+    original = DemoCandidateProposer.propose
+
+    def propose(self, *args):
+        with lock:
+            in_flight[0] += 1
+            peak[0] = max(peak[0], in_flight[0])
+        try:
+            return original(self, *args)
+        finally:
+            with lock:
+                in_flight[0] -= 1
+
+    monkeypatch.setattr(DemoCandidateProposer, "propose", propose)
+    reflection = {"provider": "demo", "model": "demo", "simulated_latency_ms": 200}
+    run = launch(
+        user,
+        task_set,
+        parallel_proposals=4,
+        reflection_lm=reflection,
+        budget={"max_metric_calls": 60},
+    )
+    assert execute_run(run.pk) == RunStatus.COMPLETED
+    assert peak[0] == 4
+
+
+def test_each_parallel_proposal_keeps_its_own_reasoning(user, task_set):
+    """The demo reflection states each rule it writes ("… → rule"): every rule a
+    proposal's reasoning names is in that proposal's own texts, and a round's
+    proposals do not all share one reasoning."""
+    run = launch(user, task_set, parallel_proposals=4, budget={"max_metric_calls": 120})
+    assert execute_run(run.pk) == RunStatus.COMPLETED
+    proposals = [e.payload for e in events(run, ev.PROPOSAL)]
+    by_iteration: dict[int, list[dict]] = {}
+    for p in proposals:
+        by_iteration.setdefault(p["iteration"], []).append(p)
+        written = "\n".join(p["texts"].values())
+        rules = [
+            line.split(" → ", 1)[1]
+            for line in p["reasoning"].splitlines()
+            if " → " in line and not line.endswith("…")
+        ]
+        assert rules, p["reasoning"]
+        assert all(rule in written for rule in rules), (p["reasoning"], written)
+    distinct = [
+        round_
+        for round_ in by_iteration.values()
+        if len({tuple(sorted(p["texts"].items())) for p in round_}) > 1
+    ]
+    assert distinct and all(len({p["reasoning"] for p in round_}) > 1 for round_ in distinct)
 
 
 def test_a_run_whose_model_only_answers_empty_text_fails_and_says_so_once(
