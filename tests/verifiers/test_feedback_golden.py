@@ -234,6 +234,8 @@ OTHER_OUTPUTS = [
     'I will click: {"tool": "type", "text": "hi"}',
     "x" * 200,
     "Gift card? okay, refund of 555 dollars.",
+    '\ufeff{"a": 1, "b": 2}',
+    'Réponse: « OK » — "quoted" \\ back\tslash',
 ]
 
 
