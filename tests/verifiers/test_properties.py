@@ -107,3 +107,15 @@ def test_as_dict_is_always_json_serializable(output):
 
     data = SCORERS[1].score(output, TASK).as_dict()
     assert json.loads(json.dumps(data))["score"] == data["score"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(phrase=st.text())
+def test_a_quoted_phrase_is_its_json_string_literal(phrase):
+    """Reasons quote phrases as JSON string literals (quoting.py), built without json.dumps."""
+    import json
+
+    from verifiers_app.engine.quoting import quote
+
+    assert quote(phrase) == json.dumps(phrase, ensure_ascii=False)
+
