@@ -174,7 +174,9 @@ def search(
         )
     timeout = left if left < REGEX_TIMEOUT_SECONDS else REGEX_TIMEOUT_SECONDS
     try:
-        return compiled.search(text, timeout=timeout)
+        # search(string, pos, endpos, concurrent, partial, timeout), by position:
+        # parsing a keyword argument costs more than a short search.
+        return compiled.search(text, None, None, None, False, timeout)
     except TimeoutError:
         raise RegexTimeout(
             f"pattern {quote(compiled.pattern)} timed out after {timeout:.2g} s "
