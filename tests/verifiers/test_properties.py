@@ -119,3 +119,20 @@ def test_a_quoted_phrase_is_its_json_string_literal(phrase):
 
     assert quote(phrase) == json.dumps(phrase, ensure_ascii=False)
 
+
+@settings(max_examples=300, deadline=None)
+@given(output=outputs, scorer_index=st.integers(0, len(SCORERS) - 1), with_task=st.booleans())
+def test_feedback_read_first_is_the_feedback_of_the_details(output, scorer_index, with_task):
+    """The feedback text is built on its own when read first (as GEPA reads it);
+    it is the skipped and sub-perfect checks' lines of the full result, in order."""
+    scorer = SCORERS[scorer_index]
+    task = TASK if with_task else None
+    first = scorer.score(output, task).feedback
+    details = scorer.score(output, task)
+    lines = [
+        f"{v.id}/{c.id}: {c.reason}"
+        for v in details.verifiers
+        for c in v.checks
+        if c.skipped or c.score < 1.0
+    ]
+    assert first == "\n".join(lines) == details.as_dict()["feedback"]

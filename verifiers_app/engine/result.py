@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .verifiers import VerifierOutcome
+from .checks import Outcome
+from .verifiers import CompiledCheck, VerifierOutcome
 
 
 class CheckResult:
@@ -75,17 +76,33 @@ class Result:
     borderline / fail), ``passed`` (every verifier passed), ``verifiers``,
     ``hits``, ``misses`` and ``feedback``; ``as_dict()`` is the JSON shape."""
 
-    __slots__ = ("_lines", "_outcomes", "_verifiers", "passed", "score", "verdict")
+    __slots__ = (
+        "_feedback",
+        "_lines",
+        "_outcomes",
+        "_short",
+        "_verifiers",
+        "passed",
+        "score",
+        "verdict",
+    )
 
     def __init__(
-        self, score: float, verdict: str, passed: bool, outcomes: list[VerifierOutcome]
+        self,
+        score: float,
+        verdict: str,
+        passed: bool,
+        outcomes: list[VerifierOutcome],
+        short: list[tuple[CompiledCheck, Outcome | None]],
     ) -> None:
         self.score = score
         self.verdict = verdict
         self.passed = passed
         self._outcomes = outcomes
+        self._short = short  # (check, outcome or None when skipped) of each feedback line
         self._verifiers: list[VerifierResult] | None = None
         self._lines: tuple[list[str], list[str], list[str]] | None = None
+        self._feedback: str | None = None
 
     @property
     def verifiers(self) -> list[VerifierResult]:
@@ -117,13 +134,12 @@ class Result:
             feedback: list[str] = []
             for v, _, _, raws in self._outcomes:
                 for c, raw in zip(v.checks, raws):
-                    label = f"{v.id}/{c.id}"
                     if raw is None:
-                        feedback.append(f"{label}: {c.skip_reason}")
+                        feedback.append(f"{c.label}{c.skip_reason}")
                     elif raw[0] >= 1.0:
-                        hits.append(f"{label}: {c.hit}")
+                        hits.append(f"{c.label}{c.hit}")
                     else:
-                        line = f"{label}: {raw[1]}"
+                        line = f"{c.label}{raw[1]}"
                         misses.append(line)
                         feedback.append(line)
             self._lines = (hits, misses, feedback)
@@ -139,7 +155,14 @@ class Result:
 
     @property
     def feedback(self) -> str:
-        return "\n".join(self._collect()[2])
+        """One line per check that scored below 1 or was skipped, in order. Built
+        on first read, without the hits (what GEPA's reflection reads per output)."""
+        if self._feedback is None:
+            lines = []
+            for c, raw in self._short:
+                lines.append(f"{c.label}{c.skip_reason}" if raw is None else f"{c.label}{raw[1]}")
+            self._feedback = "\n".join(lines)
+        return self._feedback
 
     def as_dict(self) -> dict[str, Any]:
         return {

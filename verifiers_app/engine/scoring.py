@@ -14,7 +14,7 @@ from .quoting import quote
 from .result import Result
 from .specs import ROW_VERIFIER_ID, parse_spec
 from .task_rows import NO_TASK, CompiledTask, compile_task
-from .verifiers import CompiledVerifier, VerifierOutcome, build_verifier
+from .verifiers import CompiledCheck, CompiledVerifier, VerifierOutcome, build_verifier
 
 #: Compiled task rows kept per scorer (keyed by the task dict's identity).
 TASK_CACHE_SIZE = 4096
@@ -103,14 +103,17 @@ class Scorer:
 
         outcomes: list[VerifierOutcome] = []
         all_passed, forced_fail = True, False
+        # The checks that give a feedback line (scored below 1, or skipped), in order.
+        short: list[tuple[CompiledCheck, Outcome | None]] = []
         for verifier in verifiers:
             raws: list[Outcome | None] = []
-            total = acc = 0.0
+            acc = 0.0
             required_failed = False
             for check in verifier.checks:
                 run = check.run
                 if run is None:
                     raws.append(None)
+                    short.append((check, None))
                     continue
                 try:
                     raw = run(ctx)
@@ -122,11 +125,12 @@ class Scorer:
                 except Exception as exc:  # one broken check never crashes a run
                     value, raw = 0.0, (0.0, f"check raised {type(exc).__name__}: {exc}")
                 raws.append(raw)
-                weight = check.weight
-                total += weight
-                acc += weight * value
-                if check.required and value < 1.0:
-                    required_failed = True
+                acc += check.weight * value
+                if value < 1.0:
+                    short.append((check, raw))
+                    if check.required:
+                        required_failed = True
+            total = verifier.total_weight
             verifier_score = acc / total if total else 1.0
             passed = not required_failed and verifier_score >= verifier.pass_threshold - EPSILON
             if not passed:
@@ -140,7 +144,7 @@ class Scorer:
         else:
             final, gate_failed = self._aggregator.combine(outcomes)
         verdict = self._thresholds.verdict(final, forced_fail or gate_failed)
-        return Result(final, verdict, all_passed, outcomes)
+        return Result(final, verdict, all_passed, outcomes, short)
 
 
 def compile_specs(

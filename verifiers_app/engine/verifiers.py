@@ -18,7 +18,7 @@ from .specs import ROW_VERIFIER_ID
 
 
 class CompiledCheck:
-    __slots__ = ("hit", "id", "required", "run", "skip_reason", "type", "weight")
+    __slots__ = ("hit", "id", "label", "required", "run", "skip_reason", "type", "weight")
 
     def __init__(
         self,
@@ -34,6 +34,9 @@ class CompiledCheck:
         self.run = run  # None: skipped
         self.hit = hit
         self.skip_reason = skip_reason
+        self.label = (
+            ""  # "verifier-id/check-id: ", what its feedback lines start with; set by its verifier
+        )
 
 
 class CompiledVerifier:
@@ -46,6 +49,7 @@ class CompiledVerifier:
         "needs_lower",
         "pass_threshold",
         "required",
+        "total_weight",
         "weight",
     )
 
@@ -65,6 +69,12 @@ class CompiledVerifier:
         self.checks = tuple(checks)
         self.needs_lower = needs_lower
         self.needs_json = needs_json
+        # What every scoring divides by: the weights of the checks that run, summed in order.
+        self.total_weight = 0.0
+        for check in self.checks:
+            check.label = f"{self.id}/{check.id}: "
+            if check.run is not None:
+                self.total_weight += check.weight
 
 
 #: One verifier scored: ``(verifier, score, passed, [None (skipped) | (score, reason) per check])``.
