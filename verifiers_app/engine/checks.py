@@ -136,9 +136,6 @@ def _task_expectations(params: JSONObject) -> Built:
         if task.expectations_problems:
             raise SpecError(task.expectations_problems)
         expectations = task.expectations
-        total = expectations.total
-        if not total:
-            return PASS
         lower = ctx.lower
         reasons: list[str] | None = None
         for mention in expectations.mentions:
@@ -147,16 +144,24 @@ def _task_expectations(params: JSONObject) -> Built:
                     break
             else:
                 if reasons is None:
-                    reasons = []
-                reasons.append(mention.reason)
+                    reasons = [mention.reason]
+                else:
+                    reasons.append(mention.reason)
         for forbidden in expectations.forbidden:
+            for phrase in forbidden.lowered:
+                if phrase in lower:
+                    break
+            else:
+                continue  # none of its phrases is in the output
             found = [p for p, low in zip(forbidden.phrases, forbidden.lowered) if low in lower]
-            if found:
-                if reasons is None:
-                    reasons = []
-                reasons.append(f"{forbidden.message} (found: {quote_all(found)})")
-        if reasons is None:
+            reason = f"{forbidden.message} (found: {quote_all(found)})"
+            if reasons is None:
+                reasons = [reason]
+            else:
+                reasons.append(reason)
+        if reasons is None:  # also when the task expects nothing
             return PASS
+        total = expectations.total
         return (total - len(reasons)) / total, "; ".join(reasons)
 
     return Built(run, "every task expectation is met", needs_lower=True)
@@ -306,6 +311,13 @@ def _json_keys(params: JSONObject) -> Built:
     keys = tuple(params["requiredKeys"])
 
     def run(ctx: Context) -> Outcome:
+        value = ctx.json_value
+        if value.__class__ is dict and ctx.json_error is None:
+            for key in keys:
+                if key not in value:
+                    break
+            else:
+                return PASS
         return _missing_keys(ctx, keys)
 
     return Built(run, f"output is a JSON object with keys {quote_all(keys)}", needs_json=True)
