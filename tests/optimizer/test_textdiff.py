@@ -1,6 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
+from optimizer import textdiff
 from optimizer.textdiff import (
     ADDED,
     REMOVED,
@@ -115,7 +116,6 @@ def test_two_prompts_of_one_repeated_word_are_diffed_in_bounded_time():
 
 
 def test_a_word_diff_over_the_work_budget_falls_back_to_whole_sentences(monkeypatch):
-    import optimizer.textdiff as textdiff
 
     monkeypatch.setattr(textdiff, "MAX_MATCH_WORK", 2)  # the words in between need 4 pair visits
     old = "Be brief. Quote the policy now. Answer in English."
@@ -129,3 +129,63 @@ def test_a_word_diff_over_the_work_budget_falls_back_to_whole_sentences(monkeypa
     ]
     monkeypatch.setattr(textdiff, "MAX_MATCH_WORK", 0)
     assert word_diff(old, new) == [(REMOVED, old), (ADDED, new)]
+
+
+def _texts_to_diff():
+    """The pairs the tests above diff, a hypothesis-style handful of edge
+    cases, and big random prompts (~4,000 words, a Zipf-like vocabulary, ~5% of
+    the words and ~30% of the sentences rewritten) as GEPA's reflections make."""
+    import random
+
+    pairs = [
+        ("Answer the customer.", "Answer the customer politely."),
+        ("Always refund within 30 days.", "Always refund within 14 days."),
+        ("Be brief.\nQuote the policy.", "Be brief. Quote the policy."),
+        ("Be brief. Quote the policy now. Answer in English.", "Be brief. Cite the rule today."),
+        ("x " + "word " * 300, "word " * 300 + "y"),
+        ("", "Only new."),
+        ("Only old.", ""),
+        ("a b a b a b a b", "b a b a b a b a"),
+    ]
+    rng = random.Random(31)
+    vocab = [f"w{i}" for i in range(2000)]
+    weights = [1 / (i + 1) for i in range(2000)]
+    for _ in range(3):
+        sentences = [
+            " ".join(rng.choices(vocab, weights, k=rng.randint(6, 20))) + "." for _ in range(300)
+        ]
+        words = " ".join(sentences).split(" ")
+        reworded = [w if rng.random() > 0.05 else rng.choice(vocab) for w in words]
+        rewritten = [
+            s if rng.random() > 0.3 else " ".join(rng.choices(vocab, weights, k=9)) + "."
+            for s in sentences
+        ]
+        pairs += [(" ".join(words), " ".join(reworded)), (" ".join(sentences), " ".join(rewritten))]
+    return pairs
+
+
+def test_the_compiled_matcher_finds_the_same_opcodes_as_difflib():
+    """cydifflib is difflib's algorithm compiled: on word tokens of the same
+    texts both give the very same opcodes, so the compare view's diffs are
+    those difflib gives."""
+    import difflib
+
+    import cydifflib
+
+    from optimizer.textdiff import _TOKEN
+
+    for old, new in _texts_to_diff():
+        a, b = _TOKEN.findall(old), _TOKEN.findall(new)
+        ours = cydifflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+        theirs = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+        assert [tuple(op) for op in ours] == [tuple(op) for op in theirs]
+
+
+def test_word_diffs_are_the_same_as_with_difflibs_own_matcher(monkeypatch):
+    import difflib
+
+    pairs = _texts_to_diff()
+    ours = [word_diff(old, new) for old, new in pairs]
+    monkeypatch.setattr(textdiff, "SequenceMatcher", difflib.SequenceMatcher)
+    assert ours == [word_diff(old, new) for old, new in pairs]
+    assert any(len(ops) > 200 for ops in ours)  # the big prompts are diffed word by word
