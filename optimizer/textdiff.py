@@ -7,6 +7,7 @@ cydifflib (the same algorithm, so the same matches, several times faster).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Mapping
@@ -49,6 +50,24 @@ def word_diff(old: str, new: str) -> list[tuple[str, str]]:
     else line by line, else the whole of `old` removed and the whole of `new`
     added."""
     old, new = old or "", new or ""
+    if len(old) + len(new) > MAX_CACHED_CHARS:
+        return _diff(old, new)
+    return list(_cached_diff(old, new))
+
+
+# A candidate's prompt never changes, and the compare page diffs the same pairs
+# again on every filter, sort and page of its task table: the last diffs are
+# kept (two pages' worth of 8 candidates). Each holds its two texts and its
+# pieces, so at most 16 × 2 × MAX_CACHED_CHARS characters in all.
+MAX_CACHED_CHARS = 200_000
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_diff(old: str, new: str) -> tuple[tuple[str, str], ...]:
+    return tuple(_diff(old, new))
+
+
+def _diff(old: str, new: str) -> list[tuple[str, str]]:
     a, b = _TOKEN.findall(old), _TOKEN.findall(new)
     if len(a) + len(b) <= MAX_WORD_TOKENS:  # beyond ~10,000 words a side, diff whole lines
         ops = _bounded_diff(a, b, MAX_MATCH_WORK)

@@ -1,3 +1,4 @@
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -11,6 +12,14 @@ from optimizer.textdiff import (
     split_sentences,
     word_diff,
 )
+
+
+@pytest.fixture(autouse=True)
+def _no_remembered_diffs():
+    """Each test computes its diffs (some change the budget or the matcher)."""
+    textdiff._cached_diff.cache_clear()
+    yield
+    textdiff._cached_diff.cache_clear()
 
 
 def _side(ops, keep):
@@ -128,6 +137,7 @@ def test_a_word_diff_over_the_work_budget_falls_back_to_whole_sentences(monkeypa
         (SAME, " Answer in English."),
     ]
     monkeypatch.setattr(textdiff, "MAX_MATCH_WORK", 0)
+    textdiff._cached_diff.cache_clear()
     assert word_diff(old, new) == [(REMOVED, old), (ADDED, new)]
 
 
@@ -187,5 +197,21 @@ def test_word_diffs_are_the_same_as_with_difflibs_own_matcher(monkeypatch):
     pairs = _texts_to_diff()
     ours = [word_diff(old, new) for old, new in pairs]
     monkeypatch.setattr(textdiff, "SequenceMatcher", difflib.SequenceMatcher)
+    textdiff._cached_diff.cache_clear()
     assert ours == [word_diff(old, new) for old, new in pairs]
     assert any(len(ops) > 200 for ops in ours)  # the big prompts are diffed word by word
+
+
+def test_a_diff_asked_for_again_is_not_computed_again_and_cannot_be_changed_by_its_caller():
+    """The compare page diffs the same prompts on every filter and page."""
+    old, new = "Always refund within 30 days.", "Always refund within 14 days."
+    first = word_diff(old, new)
+    first.clear()  # a caller's change stays its own
+    misses = textdiff._cached_diff.cache_info().misses
+    assert word_diff(old, new) == [
+        (SAME, "Always refund within"),
+        (REMOVED, " 30"),
+        (ADDED, " 14"),
+        (SAME, " days."),
+    ]
+    assert textdiff._cached_diff.cache_info().misses == misses
