@@ -17,7 +17,7 @@ from dashboard import compare_selectors as sel
 from dashboard import judgments
 from dashboard.forms import PromotionForm, RunImportForm
 from dashboard.lib.storable import JsonTooDeep, parse_json
-from optimizer.confidence import LEVEL, METHOD, MIN_PAIRS
+from optimizer.confidence import LEVEL, METHOD, MIN_PAIRS, shared_draws
 from optimizer.downloads import run_export_download
 from optimizer.export import RunImportError, run_import, run_import_stream
 from optimizer.external.replay import run_replay_gepa_state
@@ -80,6 +80,9 @@ def compare(request, run_id: int):
     pricing = run_pricing(run.config or {}, run.external)
     for candidate_diff in diffs:
         candidate_diff.cost_label = format_cost(candidate_diff.candidate.cost, pricing)
+    with shared_draws():  # the lifts over the same tasks draw their resamples once
+        lift = sel.lift_breakdown(run)
+        pair_lifts = sel.pair_lifts(candidates, table.filters.baseline, val_scores)
     return render(
         request,
         "compare/compare.html",
@@ -93,8 +96,8 @@ def compare(request, run_id: int):
             "filters": filters,
             "base_query": query.urlencode(),
             "c_query": urlencode([("c", c.index) for c in candidates]),
-            "lift": sel.lift_breakdown(run),
-            "pair_lifts": sel.pair_lifts(candidates, table.filters.baseline, val_scores),
+            "lift": lift,
+            "pair_lifts": pair_lifts,
             "scoring": scoring,
             "scoring_problem": scoring_problem,
             "scoring_links": _scoring_links(run, query),

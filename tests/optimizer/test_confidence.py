@@ -69,3 +69,25 @@ def test_the_result_states_its_method_seed_and_resamples():
     data = lift_of_pairs([(0.2, 0.4)] * 10).as_dict()
     assert data["resamples"] == confidence.RESAMPLES and data["seed"] == confidence.SEED
     assert "paired bootstrap" in data["method"] and data["text"].startswith("+0.200 [")
+
+
+def test_lifts_over_the_same_tasks_on_one_page_draw_once_and_keep_their_intervals(monkeypatch):
+    """The compare page bootstraps up to 7 pairs of the same tasks: inside
+    shared_draws the 10,000 resamples are drawn once per number of tasks, and
+    every interval is exactly the one computed alone."""
+    rng = np.random.default_rng(9)
+    pairs = [
+        list(zip(rng.uniform(0, 1, n).round(3), rng.uniform(0, 1, n).round(3)))
+        for n in (300, 300, 300, 40)
+    ]
+    alone = [lift_of_pairs(p) for p in pairs]
+    confidence._interval.cache_clear()
+    draws = []
+    default_rng = np.random.default_rng
+    monkeypatch.setattr(
+        confidence.np.random, "default_rng", lambda seed: draws.append(seed) or default_rng(seed)
+    )
+    with confidence.shared_draws():
+        together = [lift_of_pairs(p) for p in pairs]
+    assert together == alone
+    assert len(draws) == 2  # 300 tasks, then 40
