@@ -24,7 +24,6 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from django.db import connection, transaction
-from django.db.models import Case, Value, When
 from django.db.models.functions import Collate
 from django.utils import timezone
 from pydantic import (
@@ -582,8 +581,10 @@ class _Line:
 
 def run_export_csv_stream(run: Run):
     """One row per task (and split), one score column per candidate, as a
-    generator of UTF-8 lines: evaluations stream sorted by split, task and
-    candidate, so only one task row is held at a time."""
+    generator of UTF-8 lines. Evaluations stream split by split, each sorted
+    by task and candidate as an index holds them (migration
+    0021_evaluation_csv_order), so the first row goes out without the run
+    being sorted first and only one task row is held at a time."""
     writer = csv.writer(_Line())
     with transaction.atomic():
         candidates = list(
@@ -595,25 +596,24 @@ def run_export_csv_stream(run: Run):
         yield writer.writerow(
             ["task_key", "split", *(_csv_column(*c[1:]) for c in candidates)]
         ).encode()
-        split_order = Case(
-            *(When(split=value, then=Value(n)) for n, value in enumerate(Split.values)),
-            default=Value(len(Split.values)),
-        )
         # Code point order, as Python sorts strings (PostgreSQL's default collation may not be).
         binary = "C" if connection.vendor == "postgresql" else "BINARY"
-        evals = (
-            Evaluation.objects.filter(candidate__run=run)
-            .order_by(split_order, Collate("task_key", binary), "candidate_id")
-            .values_list("candidate_id", "task_key", "split", "score")
-        )
+        evals = Evaluation.objects.filter(candidate__run=run)
+        # The splits in their declared order, then any other split value together.
+        parts = [evals.filter(split=split) for split in Split.values]
+        parts.append(evals.exclude(split__in=Split.values))
         current: tuple[str, str] | None = None
         scores: list[str] = []
-        for cand_id, key, split, score in evals.iterator(chunk_size=CHUNK_ROWS * 4):
-            if (split, key) != current:
-                if current is not None:
-                    yield writer.writerow([_csv_cell(current[1]), current[0], *scores]).encode()
-                current, scores = (split, key), [""] * len(candidates)
-            scores[column[cand_id]] = repr(score)
+        for part in parts:
+            rows = part.order_by(Collate("task_key", binary), "candidate_id").values_list(
+                "candidate_id", "task_key", "split", "score"
+            )
+            for cand_id, key, split, score in rows.iterator(chunk_size=CHUNK_ROWS * 4):
+                if (split, key) != current:
+                    if current is not None:
+                        yield writer.writerow([_csv_cell(current[1]), current[0], *scores]).encode()
+                    current, scores = (split, key), [""] * len(candidates)
+                scores[column[cand_id]] = repr(score)
         if current is not None:
             yield writer.writerow([_csv_cell(current[1]), current[0], *scores]).encode()
 

@@ -156,6 +156,72 @@ def test_a_task_key_that_looks_like_a_formula_is_defused_in_the_csv(run):
     assert "'=HYPERLINK" in text and "\n=HYPERLINK" not in text
 
 
+def _csv_as_a_whole_table(run) -> str:
+    """The CSV as a pivot of every evaluation sorted at once (how the export
+    was first written): split in declared order then any other, task key by
+    code point, one column per candidate by index, missing scores empty."""
+    from optimizer.export import _csv_cell, _csv_column
+    from optimizer.tasksets.models import Split
+
+    candidates = list(
+        run.candidates.order_by("index").values_list(
+            "pk", "index", "origin", "parents", "author__username"
+        )
+    )
+    column = {pk: n for n, (pk, *_) in enumerate(candidates)}
+    table: dict[tuple[int, str, str], list[str]] = {}
+    for cand, key, split, score in Evaluation.objects.filter(candidate__run=run).values_list(
+        "candidate_id", "task_key", "split", "score"
+    ):
+        rank = Split.values.index(split) if split in Split.values else len(Split.values)
+        table.setdefault((rank, key, split), [""] * len(candidates))[column[cand]] = repr(score)
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["task_key", "split", *(_csv_column(*c[1:]) for c in candidates)])
+    for (_, key, split), scores in sorted(table.items()):
+        writer.writerow([_csv_cell(key), split, *scores])
+    return out.getvalue()
+
+
+def test_the_streamed_csv_is_the_whole_table_byte_for_byte_with_gaps_and_every_split(
+    run, user, other_user
+):
+    """Rows stream in index order; the file is the one a pivot of the whole run
+    gives: held-out and train rows, a task some candidates lack, a candidate
+    with no scores, a human candidate's column, keys needing quotes or
+    defusing, and another run's evaluations on the same keys left out."""
+    other = recorded_run(other_user, candidates=3, val_tasks=5, holdout_tasks=2, task_prefix="val-")
+    first = run.candidates.get(index=0)
+    Evaluation.objects.filter(
+        candidate__run=run, task_key="val-001", candidate__index__gt=1
+    ).delete()
+    Evaluation.objects.filter(candidate__run=run, task_key="val-003", candidate__index=0).delete()
+    Evaluation.objects.filter(candidate__run=run, candidate__index=2).delete()
+    for key, split, score in [
+        ("train-b", "train", 0.25),
+        ("train-a", "train", 1.0),
+        ('with "quotes", commas', "val", 0.1),
+        ("-1 minus", "holdout", 0.0),
+        ("ü umlaut", "val", 1 / 3),
+        ("Zebra", "val", 0.5),
+    ]:
+        Evaluation.objects.create(
+            candidate=first, task_key=key, split=split, score=score, verdict="pass"
+        )
+    Candidate.objects.filter(run=run, index=3).update(origin="human", author=user, parents=[1])
+    text = run_export_csv(run)
+    assert text == _csv_as_a_whole_table(run)
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows[0][-1] == "candidate_3 (human: edited from 1 by alice)"
+    assert [row[:2] for row in rows[1:3]] == [["train-a", "train"], ["train-b", "train"]]
+    assert rows[-1][1] == "holdout" and ["'-1 minus", "holdout", "0.0", "", "", ""] in rows
+    gap = next(row for row in rows if row[0] == "val-001")
+    assert gap[2] and gap[3] and gap[4:] == ["", ""]
+    assert all(row[4] == "" for row in rows[1:])  # candidate 2 has no scores
+    assert len(rows) == 1 + 2 + 5 + 3 + 3 + 1  # header, train, val, extra val keys, holdout
+    assert other.candidates.count() == 3
+
+
 def _broken(run, mutate):
     data = json.loads(json.dumps(run_export(run)))
     mutate(data)
