@@ -14,10 +14,17 @@ channels-redis layer), and, --repeats times:
    process's RSS every 100 ms, with the same viewers and events going;
 3. the same for `/runs/<id>/export.csv`.
 
-Prints, per download, the bytes, seconds, the web process's CPU seconds and
-RSS before / peak during (growth), and the viewers' p95 idle vs during (and
-their ratio); then, per export, the medians over the repeats with their
-spread.
+Prints, per download, the bytes, seconds, the time to the first byte and
+(CSV) to the first row as curl receives them over HTTP, the web process's
+CPU seconds and RSS before / peak during (growth), and the viewers' p95 idle
+vs during (and their ratio); then, per export, the medians over the repeats
+with their spread.
+
+--baseline PATH serves another checkout (e.g. `git worktree add
+../frontier-main main`) beside ours on the same database, its downloads
+alternating with ours. --insert-cost N then times N bulk inserts of one
+candidate's evaluations (as the run's writer makes them) with the CSV-order
+index, without it, and with it rebuilt.
 
 --switch-intervals compares GIL switch intervals: `default` is the web
 process as served (Python's 5 ms), a number (ms) starts another web process
@@ -26,7 +33,8 @@ on the same database with that interval (set at start-up by a bench-only
 
     .venv/bin/python bench/export.py [--sizes 100,400] [--candidates 400] [--tasks 300] [--viewers 20]
                                      [--repeats 3] [--kinds json,csv] [--rate 20M] [--hogs 0]
-                                     [--switch-intervals default,0.5]
+                                     [--switch-intervals default,0.5] [--baseline PATH]
+                                     [--insert-cost N]
 
 --rate limits curl's download rate (curl's --limit-rate: 20M is 20 MiB/s);
 --hogs starts that many CPU-bound processes for the whole bench (a loaded
@@ -105,7 +113,9 @@ def build_big_run(owner, *, candidates: int, tasks: int, megabytes: float):
             f"WHERE e.candidate_id = %s",
             [pad, run.pk, template.pk],
         )
-        cursor.execute("ANALYZE")
+        # A settled table, as autovacuum leaves it after a run's inserts: statistics
+        # and the visibility map (an index-only scan reads no table page).
+        cursor.execute("VACUUM ANALYZE optimizer_evaluation")
     return run
 
 
@@ -163,47 +173,117 @@ async def watch(user, port: int, run, viewers: int, phases: dict, stop: threadin
         task.cancel()
 
 
+def insert_cost(run, repeats: int) -> None:
+    """What the CSV-order index (migration 0021_evaluation_csv_order) costs the
+    run's writer: bulk_create of one candidate's evaluations (as the recorder
+    writes them, copies of candidate 0's) with the index, without it (dropped),
+    and with it again (rebuilt concurrently), `repeats` times each."""
+    import importlib
+
+    from django.db import connection
+
+    from optimizer.models import Candidate, Evaluation
+
+    index = importlib.import_module("optimizer.migrations.0021_evaluation_csv_order")
+    rows = list(Evaluation.objects.filter(candidate__run=run, candidate__index=0))
+    template = run.candidates.get(index=0)
+    top = run.candidates.count()
+
+    def one_candidate(n: int) -> float:
+        candidate = Candidate.objects.create(
+            run=run,
+            index=top + n,
+            components=template.components,
+            parents=[0],
+            origin="reflection",
+            val_score=0.5,
+        )
+        copies = []
+        for row in rows:
+            row.pk, row.candidate = None, candidate
+            copies.append(
+                Evaluation(
+                    **{f.attname: getattr(row, f.attname) for f in Evaluation._meta.concrete_fields}
+                )
+            )
+        started = time.perf_counter()
+        Evaluation.objects.bulk_create(copies)
+        return time.perf_counter() - started
+
+    class _Editor:  # what the migration's functions use of a schema editor
+        def __init__(self):
+            self.connection = connection
+
+        def execute(self, sql):
+            with connection.cursor() as cursor:
+                cursor.execute(sql)
+
+    times: dict[str, list[float]] = {"with the index": [], "without it": [], "with it again": []}
+    n = 0
+    for label in times:
+        if label == "without it":
+            index.drop(None, _Editor())
+        elif label == "with it again":
+            started = time.perf_counter()
+            index.create(None, _Editor())
+            print(f"index rebuilt concurrently in {time.perf_counter() - started:.1f} s")
+        for _ in range(repeats):
+            n += 1
+            times[label].append(one_candidate(n) * 1000)
+    print(f"bulk_create of one candidate's {len(rows)} evaluations, median (min-max) of {repeats}:")
+    for label, values in times.items():
+        print(f"  {label}: {spread(values, ' ms', 1)}")
+    with_index = statistics.median(times["with the index"] + times["with it again"])
+    print(f"  with / without: {with_index / statistics.median(times['without it']):.3f}")
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time `pid` has used (its children not counted)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def download(
-    url: str, cookie: str, pid: int, rate: str = ""
-) -> tuple[int, float, float, float, float]:
-    """(bytes, seconds, RSS before, peak RSS, CPU seconds) of one curl download
-    from the web process `pid`."""
+def download(url: str, cookie: str, pid: int, rate: str = "") -> dict:
+    """One curl download from the web process `pid`: bytes, seconds, seconds
+    to the first byte and to the end of the first line after the header (the
+    first row of a CSV; None for JSON), RSS before and peak, CPU seconds. The
+    body is read from curl's stdout as it arrives (and thrown away)."""
     before = rss_mb(pid)
     cpu = cpu_seconds(pid)
     peak = before
-    started = time.perf_counter()
     limit = ["--limit-rate", rate] if rate else []
+    started = time.perf_counter()
     curl = subprocess.Popen(
-        [
-            "curl",
-            "-sS",
-            *limit,
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{size_download}",
-            "-H",
-            f"Cookie: {cookie}",
-            url,
-        ],
+        ["curl", "-sS", "--fail", *limit, "-o", "-", "-H", f"Cookie: {cookie}", url],
         stdout=subprocess.PIPE,
     )
-    while curl.poll() is None:
+    got = {"bytes": 0, "first_byte": None, "first_row": None}
+
+    def read() -> None:
+        lines = 0
+        while chunk := curl.stdout.read1(1 << 16):
+            if got["first_byte"] is None:
+                got["first_byte"] = time.perf_counter() - started
+            got["bytes"] += len(chunk)
+            if got["first_row"] is None and url.endswith(".csv"):
+                lines += chunk.count(b"\n")
+                if lines >= 2:
+                    got["first_row"] = time.perf_counter() - started
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    while reader.is_alive():
         peak = max(peak, rss_mb(pid))
-        time.sleep(0.1)
-    return (
-        int(curl.stdout.read() or 0),
-        time.perf_counter() - started,
-        before,
-        peak,
-        cpu_seconds(pid) - cpu,
-    )
+        reader.join(0.1)
+    if curl.wait() != 0:
+        raise SystemExit(f"curl {url} failed ({curl.returncode})")
+    return {
+        **got,
+        "seconds": time.perf_counter() - started,
+        "before": before,
+        "peak": peak,
+        "cpu": cpu_seconds(pid) - cpu,
+    }
 
 
 def spread(values: list[float], unit: str = "", digits: int = 0) -> str:
@@ -225,14 +305,25 @@ def main() -> None:
         "--rate", default="", help="curl --limit-rate for the exports (a slow client), e.g. 20M"
     )
     parser.add_argument(
+        "--baseline",
+        default="",
+        help="another checkout (e.g. a worktree of main) served beside ours on the same database",
+    )
+    parser.add_argument(
+        "--insert-cost",
+        type=int,
+        default=0,
+        help="also time this many bulk inserts of one candidate's evaluations with and without the CSV-order index",
+    )
+    parser.add_argument(
         "--switch-intervals",
         default="default",
         help="comma-separated: default, or a GIL switch interval in ms (one web process each, alternated)",
     )
     args = parser.parse_args()
-    modes = args.switch_intervals.split(",")
+    modes = args.switch_intervals.split(",") + (["baseline"] if args.baseline else [])
     try:
-        [float(mode) for mode in modes if mode != "default"]
+        [float(mode) for mode in modes if mode not in ("default", "baseline")]
     except ValueError:
         parser.error("--switch-intervals: default or numbers of milliseconds")
 
@@ -277,18 +368,23 @@ def main() -> None:
         client.force_login(user)
         cookie = f"sessionid={client.cookies['sessionid'].value}"
         for mode in modes:
-            switch = (
-                {}
-                if mode == "default"
-                else {
+            root = live.ROOT
+            if mode == "baseline":
+                root = Path(args.baseline).resolve()
+                switch = {
+                    "PYTHONPATH": os.pathsep.join([str(root), str(root / "clients" / "python")])
+                }
+            elif mode == "default":
+                switch = {}
+            else:
+                switch = {
                     "BENCH_SWITCH_INTERVAL": str(float(mode) / 1000),
                     "PYTHONPATH": os.pathsep.join(
                         filter(None, [custom, os.environ.get("PYTHONPATH")])
                     ),
                 }
-            )
             port = live.free_port()
-            webs[mode] = (port, live.start_web(port, extra_env=switch))
+            webs[mode] = (port, live.start_web(port, extra_env=switch, root=root))
             # warm up: imports, connections
             download(
                 f"http://127.0.0.1:{port}/runs/{watched.pk}/export.json", cookie, webs[mode][1].pid
@@ -314,12 +410,13 @@ def main() -> None:
                     time.sleep(6)
                     phases["now"] = "export"
                     load = os.getloadavg()[0]
-                    got, seconds, before, peak, cpu = download(
+                    got = download(
                         f"http://127.0.0.1:{port}/runs/{run.pk}/export.{kind}",
                         cookie,
                         web.pid,
                         args.rate,
                     )
+                    before, peak, seconds = got["before"], got["peak"], got["seconds"]
                     phases["now"] = "after"
                     stop.set()
                     viewers.join()
@@ -327,9 +424,11 @@ def main() -> None:
                     p95_idle, p95_during = live.pct(idle, 0.95), live.pct(during, 0.95)
                     results.setdefault((mode, size, kind), []).append(
                         {
-                            "mb": got / 1e6,
+                            "mb": got["bytes"] / 1e6,
                             "seconds": seconds,
-                            "cpu": cpu,
+                            "first_byte": got["first_byte"],
+                            "first_row": got["first_row"] or 0.0,
+                            "cpu": got["cpu"],
                             "growth": peak - before,
                             "idle": p95_idle,
                             "during": p95_during,
@@ -337,9 +436,11 @@ def main() -> None:
                             "load": load,
                         }
                     )
+                    row_note = f", first row {got['first_row']:.2f} s" if kind == "csv" else ""
                     print(
-                        f"[{mode} #{repeat + 1}] export.{kind} of the ~{size:g} MB run {speed}: {got / 1e6:.1f} MB in "
-                        f"{seconds:.1f} s (web process CPU {cpu:.1f} s); its RSS {before:.0f} MB before, peak {peak:.0f} MB "
+                        f"[{mode} #{repeat + 1}] export.{kind} of the ~{size:g} MB run {speed}: {got['bytes'] / 1e6:.1f} MB in "
+                        f"{seconds:.1f} s, first byte {got['first_byte']:.2f} s"
+                        f"{row_note} (web process CPU {got['cpu']:.1f} s); its RSS {before:.0f} MB before, peak {peak:.0f} MB "
                         f"(+{peak - before:.0f} MB); {args.viewers} viewers' "
                         f"event p95 {p95_idle:.0f} ms idle (median {statistics.median(idle):.0f}), "
                         f"{p95_during:.0f} ms during (median {statistics.median(during):.0f}, "
@@ -351,11 +452,14 @@ def main() -> None:
             of = {name: [row[name] for row in rows] for name in rows[0]}
             print(
                 f"[{mode}] export.{kind} of the ~{size:g} MB run {speed}, median (min-max) of {len(rows)}: "
-                f"{spread(of['mb'], ' MB', 1)} in {spread(of['seconds'], ' s', 1)}, web process CPU {spread(of['cpu'], ' s', 1)}, "
+                f"{spread(of['mb'], ' MB', 1)} in {spread(of['seconds'], ' s', 1)}, first byte {spread(of['first_byte'], ' s', 2)}, "
+                f"{'first row ' + spread(of['first_row'], ' s', 2) + ', ' if kind == 'csv' else ''}web process CPU {spread(of['cpu'], ' s', 1)}, "
                 f"RSS growth {spread(of['growth'], ' MB')}; viewers' p95 {spread(of['idle'], ' ms')} idle, "
                 f"{spread(of['during'], ' ms')} during, ratio {spread(of['ratio'], 'x', 2)}; "
                 f"load average {min(of['load']):.1f}-{max(of['load']):.1f}"
             )
+        if args.insert_cost:
+            insert_cost(runs[-1][1], args.insert_cost)
     finally:
         shutil.rmtree(custom, ignore_errors=True)
         for process in [web for _, web in webs.values()] + hogs:

@@ -97,11 +97,12 @@ def bench_snapshot(run) -> None:
 
 
 def start_web(
-    port: int, server: str = "uvicorn", extra_env: dict | None = None
+    port: int, server: str = "uvicorn", extra_env: dict | None = None, root: Path = ROOT
 ) -> subprocess.Popen:
     """A web process on `port` serving this database: Frontier's own (`manage.py
     serve`, uvicorn), or with --server daphne the previous server, plain
-    (`pip install daphne==4.2.3`), for side-by-side figures."""
+    (`pip install daphne==4.2.3`), for side-by-side figures; `root` is the
+    checkout it serves (another one: its code beside ours, same database)."""
     command = {
         "uvicorn": [
             sys.executable,
@@ -125,7 +126,7 @@ def start_web(
     }[server]
     process = subprocess.Popen(
         command,
-        cwd=ROOT,
+        cwd=root,
         env={**os.environ, **ENV, **(extra_env or {})},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
