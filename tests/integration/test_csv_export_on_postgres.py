@@ -22,13 +22,16 @@ def test_the_csv_on_postgresql_is_the_whole_table_in_code_point_order(user, othe
         Evaluation.objects.filter(candidate__run=run, task_key=f"val-00{n}").update(task_key=key)
     Evaluation.objects.filter(candidate__run=run, task_key="a", candidate__index=2).delete()
     first = run.candidates.get(index=0)
-    Evaluation.objects.create(
-        candidate=first, task_key="t", split="train", score=0.5, verdict="pass"
-    )
+    for key, split in [("t", "train"), ("odd", "Val"), ("x", "dev"), ("y", "trains")]:
+        Evaluation.objects.create(
+            candidate=first, task_key=key, split=split, score=0.5, verdict="pass"
+        )
     text = run_export_csv(run)
     assert text == _csv_as_a_whole_table(run)
     keys = [line.split(",")[0] for line in text.splitlines()[1:] if ",val," in line]
     assert keys == ["'=1+1", "B", "_x", "a", "b", "ä"]
+    others = [line.split(",")[:2] for line in text.splitlines()[-3:]]
+    assert others == [["odd", "Val"], ["x", "dev"], ["y", "trains"]]
 
 
 def test_the_csv_order_index_is_built_and_valid():

@@ -204,6 +204,9 @@ def test_the_streamed_csv_is_the_whole_table_byte_for_byte_with_gaps_and_every_s
         ("-1 minus", "holdout", 0.0),
         ("ü umlaut", "val", 1 / 3),
         ("Zebra", "val", 0.5),
+        ("not a known split", "dev", 0.75),
+        ("after every known split", "zz", 0.5),
+        ("between two", "test", 0.25),
     ]:
         Evaluation.objects.create(
             candidate=first, task_key=key, split=split, score=score, verdict="pass"
@@ -214,11 +217,12 @@ def test_the_streamed_csv_is_the_whole_table_byte_for_byte_with_gaps_and_every_s
     rows = list(csv.reader(io.StringIO(text)))
     assert rows[0][-1] == "candidate_3 (human: edited from 1 by alice)"
     assert [row[:2] for row in rows[1:3]] == [["train-a", "train"], ["train-b", "train"]]
-    assert rows[-1][1] == "holdout" and ["'-1 minus", "holdout", "0.0", "", "", ""] in rows
+    assert [row[1] for row in rows[-3:]] == ["zz", "test", "dev"]  # other splits last, by key
+    assert ["'-1 minus", "holdout", "0.0", "", "", ""] in rows
     gap = next(row for row in rows if row[0] == "val-001")
     assert gap[2] and gap[3] and gap[4:] == ["", ""]
     assert all(row[4] == "" for row in rows[1:])  # candidate 2 has no scores
-    assert len(rows) == 1 + 2 + 5 + 3 + 3 + 1  # header, train, val, extra val keys, holdout
+    assert len(rows) == 1 + 2 + 5 + 3 + 3 + 1 + 3  # header, train, val, extras, holdout, others
     assert other.candidates.count() == 3
 
 
