@@ -247,6 +247,10 @@ class RunRecorder:
         self.pending: list[PendingCandidate] = []
         self.unpublished: list[ev.Event] = []
         self.published_at = time.monotonic()
+        # While set (a batch of callbacks the writer writes in one transaction),
+        # what is published waits in `unpublished` for `publish_waiting`.
+        self.deferring = False
+        self.progress_due: dict[str, Any] | None = None  # the progress row's last reading, then
         self._reset_iteration()
 
     def _reset_iteration(self) -> None:
@@ -390,8 +394,13 @@ class RunRecorder:
         waiting there), and sent on its own only when nothing was published for
         BUDGET_PUBLISH_SECONDS, so a slow iteration still moves the budget bar."""
         self.metric_calls = event["metric_calls_used"]
-        with transaction.atomic():
-            budget = self.save_usage(event["frontier_usage"], event["frontier_eta"])
+        if self.deferring:  # the batch writes the last reading once (publish_waiting)
+            self.progress_due, budget = self._progress(
+                event["frontier_usage"], event["frontier_eta"]
+            )
+        else:
+            with transaction.atomic():
+                budget = self.save_usage(event["frontier_usage"], event["frontier_eta"])
         self.unpublished = [e for e in self.unpublished if e[0] != ev.RUN_BUDGET]
         self.unpublished.append(budget)
         if time.monotonic() - self.published_at >= BUDGET_PUBLISH_SECONDS:
@@ -400,27 +409,40 @@ class RunRecorder:
     def save_usage(self, at: UsageSnapshot | None = None, eta: float | None = None) -> ev.Event:
         """Write the run's metric calls, tokens and cost (the meter's reading `at`
         the budget update, else now); returns the RUN_BUDGET event to publish."""
-        usage = at.as_dict() if at is not None else self.meter.totals()
-        total = usage["total"]
-        progress = {"budget_used": self.metric_calls, "usage": usage, "cost": total["cost"]}
+        progress, budget = self._progress(at, eta)
+        self._write_progress(progress)
+        return budget
+
+    def _write_progress(self, progress: dict[str, Any]) -> None:
         if self.claim is not None:
             self.claim.update(
                 **progress
             )  # the narrow progress row, while this worker holds the run
         else:
             run_progress(self.run_id).update(**progress)
+
+    def _progress(
+        self, at: UsageSnapshot | None = None, eta: float | None = None
+    ) -> tuple[dict[str, Any], ev.Event]:
+        """The progress row's fields and the RUN_BUDGET event for the meter's reading `at`."""
+        usage = at.as_dict() if at is not None else self.meter.totals()
+        total = usage["total"]
+        progress = {"budget_used": self.metric_calls, "usage": usage, "cost": total["cost"]}
         limits = self.limits
         if at is None and limits is not None:
             eta = limits.eta_seconds()
-        return ev.RUN_BUDGET, {
-            "used": self.metric_calls,
-            "total": self.budget_total,
-            "cost": total["cost"],
-            "max_cost": limits.max_cost if limits else None,
-            "tokens": total["tokens_in"] + total["tokens_out"],
-            "usage": usage,
-            "eta_seconds": round(eta, 1) if eta is not None else None,
-        }
+        return progress, (
+            ev.RUN_BUDGET,
+            {
+                "used": self.metric_calls,
+                "total": self.budget_total,
+                "cost": total["cost"],
+                "max_cost": limits.max_cost if limits else None,
+                "tokens": total["tokens_in"] + total["tokens_out"],
+                "usage": usage,
+                "eta_seconds": round(eta, 1) if eta is not None else None,
+            },
+        )
 
     def spent_this_iteration(self, now: UsageSnapshot) -> UsageSnapshot:
         """What the iteration has spent up to `now` (the meter's reading when gepa reported)."""
@@ -639,12 +661,27 @@ class RunRecorder:
         """Publish what waits in `unpublished`, then `events`, as one batch
         (one transaction and one channel-layer call: cheaper per iteration).
         `unpublished` is emptied only once the batch is written (after the
-        commit when inside a transaction), so a retried callback loses nothing."""
+        commit when inside a transaction), so a retried callback loses nothing.
+        While `deferring`, the events only join `unpublished`."""
+        if self.deferring:
+            self.unpublished.extend(events)
+            return
         publish_run_events(self.run_id, [*self.unpublished, *events], claim=self.claim)
         if transaction.get_connection().in_atomic_block:
             transaction.on_commit(self._published)
         else:
             self._published()
+
+    @writes
+    def publish_waiting(self, event: CallbackEvent) -> None:
+        """End `deferring`: write the progress row's last reading and publish
+        what waits, as one batch of events."""
+        self.deferring = False
+        if self.progress_due is not None:
+            self._write_progress(self.progress_due)
+            self.progress_due = None
+        if self.unpublished:
+            self._publish()
 
     def _published(self) -> None:
         self.unpublished.clear()

@@ -23,6 +23,18 @@ iteration is recorded just after the checkpoint that holds it
 no checkpoint, and raises ClaimLost at its next stop check; a checkpoint that
 cannot be written fails the run there too (or when the writer closes).
 
+Backpressure: the queue holds at most MAX_WAITING items. With a model that
+answers in a few ms gepa reports faster than one connection can commit, and
+an unbounded queue (each item holding a checkpoint's bytes or an evaluation's
+records) grows without bound; at the bound the engine's thread waits in
+`_relay` until the writer has taken an item, so nothing is dropped and the
+order stays gepa's. The writer takes what is waiting (up to MAX_BATCH items)
+and writes the callbacks that only move the budget and publish events in one
+transaction (fewer commits per iteration, so it keeps up). A checkpoint and the
+callbacks that record candidates or injections are written on their own, as
+before: the batch is committed before them, so the checkpoint still follows
+the rows of everything gepa reported before it.
+
 A run executed inside an open transaction (a test that wraps everything in
 one) is recorded on the calling thread: another thread's connection
 could not see the rows that transaction has not committed.
@@ -36,8 +48,9 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 
+from dashboard.lib.db_retry import is_transient
 from optimizer.runs.budget import UsageSnapshot
 from optimizer.runs.checkpoint import State, save_through, write_checkpoint
 from optimizer.runs.claims import ClaimLost
@@ -49,6 +62,34 @@ log = logging.getLogger(__name__)
 # gepa passes its live state in these; the writer must never see it (docs/gepa-notes.md §4).
 LIVE_STATE_KEYS = ("state", "final_state", "trainset_loader")
 CHECKPOINT = "checkpoint"  # a queue item that is gepa's state to write, not a callback
+#: At most this many items wait for the writer; then the engine waits (see the module docstring).
+MAX_WAITING = 200
+#: The writer takes at most this many waiting items at a time.
+MAX_BATCH = 100
+#: The callbacks written together in one transaction when several wait (with
+#: on_state_saved when no candidate waits for it, see `_batched`): none writes
+#: more than the run's progress row (its last reading, once a batch) and events
+#: kept in the recorder until a commit (RunRecorder.deferring), so a batch
+#: rolled back by a lost connection loses nothing the next commit does not
+#: write again. Every other item (a checkpoint, a candidate's recording, an
+#: injection) is written on its own, with its own retries.
+BATCHED = frozenset(
+    {
+        "on_iteration_start",
+        "on_candidate_selected",
+        "on_evaluation_start",
+        "on_evaluation_end",
+        "on_proposal_start",
+        "on_proposal_end",
+        "on_budget_updated",
+        "on_merge_attempted",
+        "on_candidate_accepted",
+        "on_candidate_rejected",
+        "on_iteration_end",
+    }
+)
+#: How often a waiting engine checks that the writer is still alive.
+WAIT_CHECK_SECONDS = 1.0
 
 #: What the writer is given: (callback name, event), (CHECKPOINT, (run_dir, bytes)), or None: stop.
 WriterItem = tuple[str, CallbackEvent | tuple[str, bytes]] | None
@@ -66,7 +107,7 @@ class RecorderThread:
             )
         self.recorder = recorder
         self.adapter = recorder.adapter
-        self.queue: queue.Queue[WriterItem] = queue.Queue()
+        self.queue: queue.Queue[WriterItem] = queue.Queue(maxsize=MAX_WAITING)
         self.thread: threading.Thread | None = None
         self.failure: BaseException | None = None  # a checkpoint the writer could not write
         # The runner's background publisher sends what the writer commits, too (in commit order).
@@ -87,7 +128,19 @@ class RecorderThread:
         if self.thread is None:
             self._record(name, relayed)
         else:
-            self.queue.put((name, relayed))
+            self._put((name, relayed))
+
+    def _put(self, item: WriterItem) -> None:
+        """Hand `item` to the writer, waiting while MAX_WAITING items wait for it."""
+        while True:
+            try:
+                self.queue.put(item, timeout=WAIT_CHECK_SECONDS)
+                return
+            except queue.Full:
+                if self.thread is None or not self.thread.is_alive():
+                    raise RuntimeError(
+                        f"run {self.recorder.run_id}: the recorder's writer ended"
+                    ) from None
 
     def _usage(self) -> UsageSnapshot:
         return self.recorder.meter.snapshot()
@@ -191,7 +244,7 @@ class RecorderThread:
         if self.thread is None:
             self._write_checkpoint(run_dir, data)
         else:
-            self.queue.put((CHECKPOINT, (run_dir, data)))
+            self._put((CHECKPOINT, (run_dir, data)))
 
     def raise_failure(self) -> None:
         if self.failure is not None:
@@ -200,7 +253,7 @@ class RecorderThread:
     def close(self) -> None:
         """Let the writer finish what it was given (the last checkpoint included), then end it."""
         if self.thread is not None:
-            self.queue.put(None)
+            self._put(None)
             self.thread.join()
 
     # -- on the writer thread --------------------------------------------------------
@@ -214,13 +267,70 @@ class RecorderThread:
 
     def _work_through_queue(self) -> None:
         while True:
-            item = self.queue.get()
+            items = [self.queue.get()]
+            while items[-1] is not None and len(items) < MAX_BATCH:
+                try:
+                    items.append(self.queue.get_nowait())
+                except queue.Empty:
+                    break
             try:
-                if item is None:
-                    return
-                self._record(*item)
+                self._write(items)
             finally:
-                self.queue.task_done()
+                for _ in items:
+                    self.queue.task_done()
+            if items[-1] is None:
+                return
+
+    def _write(self, items: list[WriterItem]) -> None:
+        """Write `items` in order: runs of BATCHED callbacks in one transaction
+        each (one alone goes as before), the others one by one."""
+        batch: list[tuple[str, CallbackEvent]] = []
+        for item in items:
+            if item is None:
+                break
+            name, event = item
+            if self._batched(name):
+                batch.append((name, event))  # type: ignore[arg-type]  # not a CHECKPOINT
+                continue
+            self._write_batch(batch)
+            batch = []
+            self._record(name, event)
+        self._write_batch(batch)
+
+    def _batched(self, name: str) -> bool:
+        """Whether the callback `name`, next in gepa's order, may go in a batch:
+        the first iteration's start announces the run's phase, and a saved
+        state records the candidates it holds (each on its own)."""
+        if name == "on_iteration_start":
+            return self.recorder.optimizing
+        if name == "on_state_saved":
+            return not self.recorder.pending
+        return name in BATCHED
+
+    def _write_batch(self, batch: list[tuple[str, CallbackEvent]]) -> None:
+        # SQLite has one writer for the whole database, and its shared-cache
+        # readers (the tests') fail at once on a table another connection is
+        # writing: there, each callback keeps its own short transaction.
+        if len(batch) <= 1 or connection.vendor == "sqlite":
+            for name, event in batch:
+                self._record(name, event)
+            return
+        recorder = self.recorder
+        try:
+            with transaction.atomic():
+                recorder.deferring = True  # their events go out together, at the end
+                for name, event in batch:
+                    self._record(name, event, batched=True)
+                recorder.publish_waiting({})
+        except Exception as error:
+            # The progress row and the unpublished events are written again by the next commit.
+            if not is_transient(error):
+                log.exception("run %s: recording a batch failed", self.recorder.run_id)
+            else:
+                log.warning("run %s: a batch was rolled back: %s", self.recorder.run_id, error)
+                connection.close()
+        finally:
+            recorder.deferring = False
 
     def _write_checkpoint(self, run_dir: str, data: bytes) -> None:
         claim = self.recorder.claim
@@ -232,7 +342,9 @@ class RecorderThread:
             log.exception("run %s: writing the checkpoint failed", self.recorder.run_id)
             self.failure = self.failure or error
 
-    def _record(self, name: str, event: CallbackEvent | tuple[str, bytes]) -> None:
+    def _record(
+        self, name: str, event: CallbackEvent | tuple[str, bytes], *, batched: bool = False
+    ) -> None:
         if self.failure is not None:
             return  # the checkpoint was not written: nothing after it may reach the database (the run fails)
         if isinstance(event, tuple):  # name is CHECKPOINT
@@ -240,5 +352,7 @@ class RecorderThread:
             return
         try:
             getattr(self.recorder, name)(event)
-        except Exception:  # as gepa does with a failing callback: say so, go on
+        except Exception as error:  # as gepa does with a failing callback: say so, go on
+            if batched and is_transient(error):
+                raise  # the batch's connection is gone: _write_batch rolls it back
             log.exception("run %s: recording %s failed", self.recorder.run_id, name)

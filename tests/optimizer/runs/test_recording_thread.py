@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pickle
 import threading
+import time
 
 import pytest
 
@@ -177,3 +178,41 @@ def test_the_writers_events_reach_the_channel_layer_from_the_background_publishe
     assert {name for name, _ in sent} == {"run-event-publisher"}
     seqs = [seq for _, batch in sent for seq in batch]
     assert seqs == sorted(seqs) and seqs[-1] == RunEvent.objects.filter(run=run).count()
+
+
+def test_the_engine_waits_for_a_writer_that_is_behind_and_nothing_is_lost_or_reordered(
+    run, monkeypatch
+):
+    """A slow database and a model that answers at once: the engine outruns the
+    writer. The items waiting for the writer never exceed the bound (the engine
+    waits instead), and the writer is handed every callback, in gepa's order."""
+    bound = 8
+    monkeypatch.setattr(recording_thread, "MAX_WAITING", bound, raising=False)
+    relayed, recorded, waiting = [], [], []
+    relay, record = RecorderThread._relay, RecorderThread._record
+    write_budget = RunRecorder.on_budget_updated
+
+    def relaying(self, name, event, **facts):
+        relayed.append((name, event.get("iteration")))
+        relay(self, name, event, **facts)
+        waiting.append(self.queue.qsize())
+
+    def recording(self, name, event, **kwargs):
+        if name != recording_thread.CHECKPOINT:
+            recorded.append((name, event.get("iteration")))
+        record(self, name, event, **kwargs)
+
+    def slow_write(self, event):
+        time.sleep(0.01)
+        write_budget(self, event)
+
+    monkeypatch.setattr(RecorderThread, "_relay", relaying)
+    monkeypatch.setattr(RecorderThread, "_record", recording)
+    monkeypatch.setattr(RunRecorder, "on_budget_updated", slow_write)
+    assert execute_run(run.pk) == RunStatus.COMPLETED
+    assert max(waiting) <= bound
+    assert recorded == relayed and len(relayed) > 5 * bound
+    run.refresh_from_db()
+    assert run_progress(run.pk).get().budget_used == run.budget_used > 0
+    seqs = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, len(seqs) + 1))
