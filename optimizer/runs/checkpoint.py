@@ -19,6 +19,18 @@ is written; any other gepa run in the process keeps gepa's behaviour.
 and hands the bytes to a writer (the run's recorder thread, which writes them
 after the rows of everything gepa reported before: optimizer/runs/recording_thread.py).
 
+The pickle holds gepa's whole trace (an entry per iteration), so it grows with
+the run, and gepa saves before every iteration: with a model that answers in
+a few ms, pickling was most of the engine's time. So a save is taken only when
+the pool of candidates changed since the last one written (the recorder
+announces a candidate only once a checkpoint holds it) or CHECKPOINT_SECONDS
+have passed; `ThrottledSave.flush` takes the one skipped last, which the
+recorder thread calls at the end of the optimization (right after gepa's final
+save). A worker killed in between resumes from a checkpoint at most
+CHECKPOINT_SECONDS older than its last iteration and runs those iterations
+again, as it runs again the iteration that was in flight (docs/gepa-notes.md §6);
+they only ever rejected proposals, which the recorder does not publish twice.
+
 This reaches into private names of gepa 0.1.4 (`GEPAState._atomic_write_json`,
 `_EXCLUDED_FROM_SERIALIZATION`, `_VALIDATION_SCHEMA_VERSION`,
 `GEPAEngine._log_candidate_tree`); pyproject pins gepa==0.1.4, and the tests in
@@ -31,6 +43,7 @@ import copy
 import os
 import pickle
 import random
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -46,6 +59,8 @@ LogCandidateTree = Callable[[Engine, State], None]
 # What gepa writes next to gepa_state.bin for people to read.
 HUMAN_READABLE_FILES = ("run_log.json", "candidates.json", "candidate_tree.html")
 CHECKPOINT_FILE = "gepa_state.bin"
+#: A save that adds no candidate is skipped when the last one written is younger than this.
+CHECKPOINT_SECONDS = 1.0
 
 
 def _exclude(state: State, *names: str) -> None:
@@ -82,23 +97,64 @@ def checkpoint_metric_calls(run_dir: str | Path) -> int:
     return int(GEPAState.load(str(run_dir)).total_num_evals)
 
 
-def save_through(state: State, write: Callable[[str, bytes], None]) -> None:
-    """From now on `state.save(run_dir)` snapshots the state on the calling thread
-    and passes (run_dir, bytes) to `write` instead of writing the file itself.
-    Idempotent; the pickle stays loadable without this module."""
-    if "save" in state.__dict__:
-        return
+class ThrottledSave:
+    """gepa's `state.save` for one state (see `save_through`)."""
 
-    def save(run_dir: str | None, *, use_cloudpickle: bool = False) -> None:
+    def __init__(
+        self,
+        state: State,
+        write: Callable[[str, bytes], None],
+        *,
+        every: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.state = state
+        self.write = write
+        self.every = every
+        self.clock = clock
+        self.pool: int | None = None  # candidates in the last snapshot written
+        self.written_at = 0.0
+        self.skipped: str | None = None  # the run_dir of a save skipped since
+
+    def __call__(self, run_dir: str | None, *, use_cloudpickle: bool = False) -> None:
         if run_dir is None:
             return
         if use_cloudpickle:  # not ours: gepa writes it itself
-            GEPAState.save(state, run_dir, use_cloudpickle=True)
+            GEPAState.save(self.state, run_dir, use_cloudpickle=True)
             return
-        write(run_dir, state_snapshot(state))
+        pool = len(self.state.program_candidates)
+        if pool == self.pool and self.clock() - self.written_at < self.every:
+            self.skipped = run_dir
+            return
+        self._snapshot(run_dir)
 
+    def flush(self) -> None:
+        """Take the save skipped last, if any (the state is as it was then: gepa's final save)."""
+        if self.skipped is not None:
+            self._snapshot(self.skipped)
+
+    def _snapshot(self, run_dir: str) -> None:
+        self.write(run_dir, state_snapshot(self.state))
+        self.pool = len(self.state.program_candidates)
+        self.written_at = self.clock()
+        self.skipped = None
+
+
+def save_through(
+    state: State, write: Callable[[str, bytes], None], *, every: float = CHECKPOINT_SECONDS
+) -> ThrottledSave:
+    """From now on `state.save(run_dir)` snapshots the state on the calling thread
+    and passes (run_dir, bytes) to `write` instead of writing the file itself,
+    skipping the saves that add no candidate within `every` seconds of the last
+    one written. Idempotent (returns the state's ThrottledSave); the pickle stays
+    loadable without this module."""
+    save = state.__dict__.get("save")
+    if isinstance(save, ThrottledSave):
+        return save
+    save = ThrottledSave(state, write, every=every)
     state.__dict__["save"] = save  # this instance's save, in front of GEPAState.save
     _exclude(state, "save")
+    return save
 
 
 def _skip_json(run_dir: str, filename: str, data: Any) -> None:

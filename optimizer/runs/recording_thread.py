@@ -52,7 +52,7 @@ from django.db import connection, transaction
 
 from dashboard.lib.db_retry import is_transient
 from optimizer.runs.budget import UsageSnapshot
-from optimizer.runs.checkpoint import State, save_through, write_checkpoint
+from optimizer.runs.checkpoint import State, ThrottledSave, save_through, write_checkpoint
 from optimizer.runs.claims import ClaimLost
 from optimizer.runs.events import background_publisher, publishing_through
 from optimizer.runs.recorder import CallbackEvent, RunRecorder
@@ -110,6 +110,8 @@ class RecorderThread:
         self.queue: queue.Queue[WriterItem] = queue.Queue(maxsize=MAX_WAITING)
         self.thread: threading.Thread | None = None
         self.failure: BaseException | None = None  # a checkpoint the writer could not write
+        # gepa's save of its state (optimizer/runs/checkpoint.py), once the barrier set it up.
+        self.save: ThrottledSave | None = None
         # The runner's background publisher sends what the writer commits, too (in commit order).
         self.publisher = background_publisher()
         if not connection.in_atomic_block:
@@ -210,6 +212,8 @@ class RecorderThread:
         )
 
     def on_optimization_end(self, event: GepaEvent) -> None:
+        if self.save is not None:
+            self.save.flush()  # gepa's final save, if it was skipped: ahead of the last candidates
         self._relay("on_optimization_end", event)
 
     def on_error(self, event: GepaEvent) -> None:
@@ -233,7 +237,7 @@ class RecorderThread:
         this worker no longer holds it, and the error of a checkpoint the
         writer could not write."""
         if gepa_state is not None:
-            save_through(gepa_state, self._checkpoint)
+            self.save = save_through(gepa_state, self._checkpoint)
         self.raise_failure()
         claim = self.recorder.claim
         if claim is not None and claim.lost.is_set():

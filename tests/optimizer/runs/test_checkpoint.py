@@ -12,7 +12,7 @@ from gepa import EvaluationBatch
 
 from optimizer.models import Candidate, RunStatus
 from optimizer.runs import runner
-from optimizer.runs.checkpoint import HUMAN_READABLE_FILES
+from optimizer.runs.checkpoint import HUMAN_READABLE_FILES, ThrottledSave
 from optimizer.runs.runner import execute_run
 from optimizer.services import run_launch
 from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
@@ -78,3 +78,48 @@ def test_another_gepa_run_in_the_same_process_still_writes_gepas_own_files(tmp_p
         display_progress_bar=False,
     )
     assert {p.name for p in tmp_path.iterdir()} >= {"gepa_state.bin", *HUMAN_READABLE_FILES}
+
+
+class PoolState:
+    """What a ThrottledSave reads of gepa's state: its pool, and what its pickle leaves out."""
+
+    _EXCLUDED_FROM_SERIALIZATION = frozenset({"save"})
+
+    def __init__(self) -> None:
+        self.program_candidates = [{"instructions": "seed"}]
+        self.i = -1
+
+
+def test_a_save_that_adds_no_candidate_waits_for_the_interval_and_the_last_one_is_kept():
+    """gepa saves before every iteration; only the saves that add a candidate,
+    or come CHECKPOINT_SECONDS after the last one written, are pickled, and the
+    one skipped last is written when the optimization ends."""
+    now = [0.0]
+    written = []
+    state = PoolState()
+    save = ThrottledSave(
+        state,  # type: ignore[arg-type]
+        lambda run_dir, data: written.append(pickle.loads(data)["i"]),
+        every=1.0,
+        clock=lambda: now[0],
+    )
+
+    def iteration(seconds: float, *, accepted: bool = False) -> None:
+        save("/runs/1")
+        state.i += 1
+        if accepted:
+            state.program_candidates.append({"instructions": f"child {state.i}"})
+        now[0] += seconds
+
+    iteration(0.1)  # i -1, the first save: written
+    iteration(0.1)  # i 0: nothing new within the second: skipped
+    iteration(0.1, accepted=True)  # i 1: skipped; the candidate it adds is in the next save
+    iteration(0.9)  # i 2: holds a new candidate: written at once
+    iteration(0.5)  # i 3: 0.9 s after the last one written: skipped
+    iteration(0.1)  # i 4: 1.4 s after it: written
+    iteration(0.1)  # i 5: skipped
+    save("/runs/1")  # gepa's final save, after the last iteration: skipped too
+    assert written == [-1, 2, 4]
+    save.flush()  # at the end of the optimization: the final state is written
+    save.flush()  # and only once
+    assert written == [-1, 2, 4, 6]
