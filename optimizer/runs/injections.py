@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from statistics import fmean
 from typing import TYPE_CHECKING, Any
 
-from django.db.models import QuerySet
+from django.db.models import Exists, QuerySet
 from django.utils import timezone
 
 from dashboard.lib.db_retry import retry_db
@@ -107,6 +107,11 @@ def pending_injections(run_id: int) -> QuerySet[CandidateInjection]:
     return CandidateInjection.objects.filter(
         run_id=run_id, status=InjectionStatus.PENDING
     ).select_related("author")
+
+
+def any_pending(run_id: int) -> Exists:
+    """Whether the run has a pending injection, as an expression of the stop check's query."""
+    return Exists(CandidateInjection.objects.filter(run_id=run_id, status=InjectionStatus.PENDING))
 
 
 def refuse_pending(run_id: int, reason: str = REASON_RUN_ENDED) -> list[ev.Event]:
@@ -203,9 +208,12 @@ class InjectionBoundary:
         # runner carries it in the checkpoint (CarriedState part STATE_KEY).
         self.placed: dict[int, int] = {}
 
-    def __call__(self, state: GEPAState[Any, Any]) -> bool:
+    def __call__(self, state: GEPAState[Any, Any], *, any_pending: bool = True) -> bool:
         """Apply the run's pending injections to `state`; True when what is left of
-        the budget no longer covers an iteration (the run stops, as BudgetGuard would)."""
+        the budget no longer covers an iteration (the run stops, as BudgetGuard would).
+        `any_pending` False: the caller's query just found none (nothing is read)."""
+        if not any_pending:
+            return False
         pending = retry_db(
             lambda: list(pending_injections(self.run_id)),
             what=f"run {self.run_id}: pending injections",

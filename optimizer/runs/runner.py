@@ -80,7 +80,7 @@ from optimizer.runs.events import (
     publishing_in_background,
 )
 from optimizer.runs.injections import STATE_KEY as INJECTIONS_STATE_KEY
-from optimizer.runs.injections import InjectionBoundary
+from optimizer.runs.injections import InjectionBoundary, any_pending
 from optimizer.runs.recorder import RunRecorder
 from optimizer.runs.recording_thread import RecorderThread
 from optimizer.runs.status import run_set_paused, run_set_status
@@ -395,11 +395,17 @@ def _run_gepa(
         """gepa asks before each iteration, just before it writes its checkpoint.
         A lost claim raises out of gepa.optimize, so that checkpoint (and the
         final one) is never written by a worker that no longer holds the run.
-        What the users asked of the run is read here, between two iterations."""
+        What the users asked of the run is read here, between two iterations, in
+        one query (its flags, and whether an injection is pending)."""
         if run_claim.lost.is_set():
             raise ClaimLost(f"run {run.pk} is held by another worker")
         flags = retry_db(
-            lambda: run_claim.runs().values("stop_requested", "pause_requested").first(),
+            lambda: (
+                run_claim.runs()
+                .annotate(injection_pending=any_pending(run.pk))
+                .values("stop_requested", "pause_requested", "injection_pending")
+                .first()
+            ),
             what=f"run {run.pk}: stop check",
         )
         if flags is None:
@@ -410,7 +416,7 @@ def _run_gepa(
         if flags["pause_requested"]:
             boundary.pause_at = gepa_state.i
             return True
-        return steer(gepa_state)
+        return steer(gepa_state, any_pending=flags["injection_pending"])
 
     # The recorder's writes run on their own thread, and so does the writing of
     # gepa's checkpoint, behind them (recording.barrier, the first stopper, sets it up).
