@@ -17,9 +17,15 @@ current instructions plus one more line "Mention token-NNN.". Every task row
 expects all tokens (task_expectations, partial credit), so each proposal
 improves and is accepted.
 
-1. Throughput at equal concurrency (docs/gepa-notes.md §12): valset 30, trainset 30, budget
-   300 metric calls, 100 ms per call, seed 0, concurrency 16, each contender run
-   `--repeats` times (median and every run printed).
+1. Throughput at equal concurrency and equal work (docs/gepa-notes.md §12): valset 30,
+   trainset 30, budget 300 metric calls, 100 ms per call, seed 0, concurrency 16,
+   each contender run `--repeats` times (median and every run printed). Every
+   contender stops by our runner's rule (optimizer.runs.budget.BudgetGuard):
+   before an iteration the rest of the budget could not pay for (2 minibatches
+   + the valset). gepa's own max_metric_calls checks only that the budget is
+   not spent yet, so plain gepa would run one more iteration than ours (318
+   calls against 282 at budget 300) and the times would compare unequal work.
+   Each line prints the metric calls it made and the best val score it reached.
    (a) plain gepa as its users configure it: DefaultAdapter with a litellm model
        string ("openai/echo", api_base = the local endpoint) and
        max_litellm_workers = 16, reflection_lm the same string (needs litellm:
@@ -75,6 +81,7 @@ from django.core.management import call_command
 from gepa.adapters.default_adapter.default_adapter import DefaultAdapter, EvaluationResult
 from gepa.core.engine import GEPAEngine
 
+from optimizer.config import iteration_cost
 from optimizer.lm import ReflectionCallable, build_lm, build_reflection_lm
 from optimizer.models import Run, Task, TaskSet
 from optimizer.runs import runner
@@ -256,6 +263,13 @@ def spread(times: list[float]) -> str:
     )
 
 
+def equal_work(ours: int, theirs: int) -> str:
+    """What a time ratio means: equal metric calls, or a warning that it compares unequal work."""
+    if ours == theirs:
+        return f" at equal work ({ours} metric calls each)"
+    return f"  (UNEQUAL work: {ours} metric calls against {theirs}; the ratio is not comparable)"
+
+
 def fair_throughput(
     owner, server: EchoServer, *, repeats: int = 3, latency_s: float = 0.1, concurrency: int = 16
 ) -> None:
@@ -271,6 +285,13 @@ def fair_throughput(
     def as_default(row):
         return {"input": row["input"], "additional_context": {}, "answer": "", "row": row}
 
+    budget, minibatch = 300, 3
+    cost = iteration_cost(len(val), minibatch)
+
+    def as_ours(state) -> bool:
+        """Our runner's budget rule: no iteration the rest of the budget may not cover."""
+        return budget - state.total_num_evals < cost
+
     def plain_gepa(adapter, reflection_lm, **extra) -> tuple[float, object]:
         started = time.perf_counter()
         result = gepa.optimize(
@@ -279,8 +300,9 @@ def fair_throughput(
             valset=[as_default(r) for r in val],
             adapter=adapter,
             reflection_lm=reflection_lm,
-            reflection_minibatch_size=3,
-            max_metric_calls=300,
+            reflection_minibatch_size=minibatch,
+            max_metric_calls=budget,
+            stop_callbacks=[as_ours],
             logger=Quiet(),
             seed=0,
             **extra,
@@ -312,8 +334,8 @@ def fair_throughput(
             val,
             task_lm=lm_config,
             reflection_lm=lm_config,
-            budget={"max_metric_calls": 300},
-            minibatch_size=3,
+            budget={"max_metric_calls": budget},
+            minibatch_size=minibatch,
             concurrency=concurrency,
             seed=0,
         )
@@ -395,8 +417,9 @@ def fair_throughput(
     best = ours_runs[-1]
     ours = statistics.median(ours_times)
     print(
-        f"1. Throughput at equal concurrency ({concurrency}): valset 30, budget 300 metric calls, "
-        f"{latency_s * 1000:.0f} ms per call, seed 0, median of {repeats}"
+        f"1. Throughput at equal concurrency ({concurrency}) and equal work: valset 30, budget {budget} "
+        f"metric calls, every contender stopping by our runner's rule (no iteration the rest may not "
+        f"cover: {cost} calls), {latency_s * 1000:.0f} ms per call, seed 0, median of {repeats}"
     )
     print(
         f"   (c) latency floor: {rounds.count} sequential LM rounds x {latency_s * 1000:.0f} ms = {floor:6.2f} s"
@@ -412,7 +435,10 @@ def fair_throughput(
             f"  = {plain / floor:.2f}x the floor; {litellm_result.total_metric_calls} metric calls, "
             f"{len(litellm_result.candidates)} candidates, best {max(litellm_result.val_aggregate_scores):.3f}"
         )
-        print(f"       ours / plain gepa (litellm): {ours / plain:.2f}")
+        print(
+            f"       ours / plain gepa (litellm): {ours / plain:.2f}"
+            f"{equal_work(best.budget_used, litellm_result.total_metric_calls)}"
+        )
     else:
         print(
             "   (a) plain gepa with litellm: skipped, litellm is not installed (make install-bench)"
@@ -423,7 +449,10 @@ def fair_throughput(
         f"  = {threaded / floor:.2f}x the floor; {threaded_result.total_metric_calls} metric calls, "
         f"{len(threaded_result.candidates)} candidates, best {max(threaded_result.val_aggregate_scores):.3f}"
     )
-    print(f"       ours / plain gepa (threads): {ours / threaded:.2f}")
+    print(
+        f"       ours / plain gepa (threads): {ours / threaded:.2f}"
+        f"{equal_work(best.budget_used, threaded_result.total_metric_calls)}"
+    )
 
 
 class Timers:
