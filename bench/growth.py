@@ -1,25 +1,37 @@
 """Growth benchmark: what a long run costs the database
-and the worker as it goes.
+and the worker as it goes, and what our recording costs against bare gepa.
 
-Runs one demo-simulator run of --calls metric calls (default 20,000) in a
+Runs demo-simulator runs of --calls metric calls (default 20,000) in a
 worker process (`optimizer.runs.runner.execute_run`, what the Celery task runs) on a
 scratch PostgreSQL database, and prints:
 
 - per table, `pg_total_relation_size` growth per 1,000 metric calls, for the
-  first and the second half of the run (flat: the second half costs what the
-  first did);
-- the worker's RSS at 10 %, 25 %, 50 %, 75 % and 100 % of the budget.
+  first and the second half of the first run (flat: the second half costs what
+  the first did);
+- the worker's RSS at 10 %, 25 %, 50 %, 75 % and 100 % of the budget, and its
+  peak, for each simulated task-model latency of --latencies (default 0 and 20
+  ms; the reflection is the demo's, 0 ms). With a model that answers at once
+  gepa reports faster than the recorder commits: the engine then waits for it
+  (optimizer/runs/recording_thread.py), so the worker's memory stays flat;
+- wall time with the 0 ms model, --repeats times interleaved: our runner
+  against bare gepa on the same budget. "Bare gepa" is gepa.optimize with our
+  adapter (the same demo task model and verifier scoring), the demo
+  simulator's proposer, the run's seed, minibatch size and budget, and
+  nothing of ours around it: no recorder, no run_dir (no checkpoint), no
+  stoppers. Medians with the spread (min-max) and the ratio of the medians.
 
-Usage:  .venv/bin/python bench/growth.py [--calls 20000]
+Usage:  .venv/bin/python bench/growth.py [--calls 20000] [--latencies 0,20] [--repeats 3]
 
 Needs PostgreSQL and Redis (BENCH_POSTGRES_URL, BENCH_REDIS_URL: give your own
-Redis DB number); uses a scratch database, queue and channel prefix, removed at the end.
+Redis DB number); uses a scratch database, queue and channel prefix, removed at
+the end, also when the bench fails (the worker process is stopped first).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -38,7 +50,11 @@ TABLES = (
     "optimizer_evaluation",
     "optimizer_runevent",
 )
-WORKER = "import sys, django; django.setup(); from optimizer.runs.runner import execute_run; print(execute_run(int(sys.argv[1])))"
+WORKER = (
+    "import sys, time, django; django.setup(); from optimizer.runs.runner import execute_run; "
+    "started = time.perf_counter(); status = execute_run(int(sys.argv[1])); "
+    "print(status, time.perf_counter() - started)"
+)
 
 
 def rss_mb(pid: int) -> float | None:
@@ -61,13 +77,117 @@ def table_sizes() -> dict[str, int]:
         }
 
 
+def bare_gepa(run_id: int) -> None:
+    """In a process of its own: gepa.optimize on run `run_id`'s tasks, model,
+    scoring, seed and budget, with nothing of ours around it; prints its time."""
+    import django
+
+    django.setup()
+    import gepa
+
+    from optimizer.config import parse_run_config, resolved_lm
+    from optimizer.lm import build_candidate_proposer, build_lm
+    from optimizer.models import Run
+    from optimizer.runs.adapter import FrontierAdapter
+    from optimizer.runs.runner import task_rows
+    from verifiers_app.engine import compile_specs
+
+    run = Run.objects.get(pk=run_id)
+    config = parse_run_config(run.config)
+    trainset = task_rows(run, config.splits.train)
+    valset = task_rows(run, config.splits.val)
+    adapter = FrontierAdapter(
+        task_lm=build_lm(resolved_lm(config.task_lm)),
+        scorer=compile_specs(
+            run.verifier_specs,
+            aggregator=config.aggregator,
+            thresholds=config.thresholds.as_engine(),
+        ),
+        concurrency=config.concurrency,
+    )
+    proposer = build_candidate_proposer(resolved_lm(config.reflection_lm))
+
+    class Quiet:
+        def log(self, message: str) -> None:
+            pass
+
+    started = time.perf_counter()
+    result = gepa.optimize(
+        seed_candidate=dict(config.seed_components),
+        trainset=trainset,
+        valset=valset,
+        adapter=adapter,
+        custom_candidate_proposer=proposer,
+        reflection_minibatch_size=config.minibatch_size,
+        candidate_selection_strategy=config.candidate_selection,
+        max_metric_calls=run.budget_total,
+        logger=Quiet(),
+        seed=config.seed,
+        track_best_outputs=False,
+        display_progress_bar=False,
+    )
+    seconds = time.perf_counter() - started
+    adapter.close()
+    print(f"{result.total_metric_calls} {seconds}")
+
+
+class Child:
+    """A child process of the bench, its peak RSS sampled; stopped if the bench ends first."""
+
+    def __init__(self, *args: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, *args],
+            cwd=HERE.parent,
+            env=dict(os.environ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.peak = 0.0
+
+    def sample(self) -> float | None:
+        rss = rss_mb(self.process.pid)
+        if rss is not None:
+            self.peak = max(self.peak, rss)
+        return rss
+
+    def finish(self) -> tuple[str, str]:
+        while self.process.poll() is None:
+            self.sample()
+            time.sleep(0.2)
+        return self.process.communicate()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def spread(values: list[float], unit: str = "s") -> str:
+    return (
+        f"median {statistics.median(values):.1f} {unit} "
+        f"(min {min(values):.1f}, max {max(values):.1f}; runs {', '.join(f'{v:.1f}' for v in values)})"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=20_000)
+    parser.add_argument(
+        "--latencies", default="0,20", help="simulated task-model latencies in ms, comma-separated"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="interleaved wall-time runs (0 ms) of each side"
+    )
+    parser.add_argument("--bare-run", type=int, help=argparse.SUPPRESS)  # the bare gepa child
     args = parser.parse_args()
+    if args.bare_run is not None:
+        bare_gepa(args.bare_run)
+        return
 
     env = {**live.ENV, "FRONTIER_QUEUE": live.TAG, "FRONTIER_RUNS_DIR": f"/tmp/{live.TAG}-runs"}
     os.environ.update(env)
+    children: list[Child] = []
     live.create_database()
     try:
         import django
@@ -76,63 +196,113 @@ def main() -> None:
         from django.contrib.auth import get_user_model
         from django.core.management import call_command
 
-        from optimizer.models import run_progress
+        from optimizer.models import Run, run_progress
         from optimizer.services import run_launch
         from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
 
         call_command("migrate", verbosity=0)
-        user = get_user_model().objects.create_user("bench", password="x")
+        # An operator: may give the simulated model's latency inline.
+        user = get_user_model().objects.create_superuser("bench")
         refund_verifier(user)
-        run = run_launch(
-            owner=user,
-            config=run_config(refund_task_set(user), budget={"max_metric_calls": args.calls}),
-        )
-        before = table_sizes()
-        started = time.perf_counter()
-        worker = subprocess.Popen(
-            [sys.executable, "-c", WORKER, str(run.pk)],
-            cwd=HERE.parent,
-            env={**os.environ, **env},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        samples: list[tuple[int, float]] = []  # (metric calls, worker RSS MB)
-        half = None
-        while worker.poll() is None:
-            used = run_progress(run.pk).values_list("budget_used", flat=True).get()
-            rss = rss_mb(worker.pid)
-            if rss is not None:
-                samples.append((used, rss))
-            if half is None and used >= args.calls / 2:
-                half = (used, table_sizes())
-            time.sleep(0.5)
-        out, err = worker.communicate()
-        seconds = time.perf_counter() - started
-        run.refresh_from_db()
-        after = table_sizes()
-        print(
-            f"run of {run.budget_used} metric calls ({run.status}, {run.candidates.count()} candidates, "
-            f"{run.last_seq} events) in {seconds:.0f} s; worker said {out.strip() or err.strip()[-500:]}"
-        )
-        if half is None:
-            half = (run.budget_used, after)
-        used_half, sizes_half = half
-        print(f"{'table':<24} {'bytes / 1,000 calls':>20} {'1st half':>12} {'2nd half':>12}")
-        for t in TABLES:
-            whole = (after[t] - before[t]) * 1000 / max(1, run.budget_used)
-            first = (sizes_half[t] - before[t]) * 1000 / max(1, used_half)
-            second = (after[t] - sizes_half[t]) * 1000 / max(1, run.budget_used - used_half)
-            print(f"{t:<24} {whole:>20,.0f} {first:>12,.0f} {second:>12,.0f}")
-        marks = []
-        for fraction in (0.1, 0.25, 0.5, 0.75, 1.0):
-            hit = next(
-                ((u, r) for u, r in samples if u >= fraction * run.budget_used),
-                samples[-1] if samples else (0, 0),
+        task_set = refund_task_set(user)
+
+        def launch(latency_ms: float) -> Run:
+            lm = {"provider": "demo", "model": "demo-task", "simulated_latency_ms": latency_ms}
+            return run_launch(
+                owner=user,
+                config=run_config(task_set, task_lm=lm, budget={"max_metric_calls": args.calls}),
             )
-            marks.append(f"{fraction:.0%} ({hit[0]} calls): {hit[1]:.0f} MB")
-        print("worker RSS at " + ", ".join(marks) + f"; load average {os.getloadavg()[0]:.1f}")
+
+        def frontier(latency_ms: float, *, growth: bool = False) -> tuple[float, float]:
+            """One run in a worker: prints its RSS (and table growth); returns (seconds, peak MB)."""
+            run = launch(latency_ms)
+            before = table_sizes()
+            worker = Child("-c", WORKER, str(run.pk))
+            children.append(worker)
+            samples: list[tuple[int, float]] = []  # (metric calls, worker RSS MB)
+            half = None
+            while worker.process.poll() is None:
+                used = run_progress(run.pk).values_list("budget_used", flat=True).get()
+                rss = worker.sample()
+                if rss is not None:
+                    samples.append((used, rss))
+                if growth and half is None and used >= args.calls / 2:
+                    half = (used, table_sizes())
+                time.sleep(0.5)
+            out, err = worker.finish()
+            _, _, seconds = out.strip().rpartition("\n")[-1].partition(" ")
+            if not seconds:
+                raise SystemExit(f"the worker failed: {err.strip()[-2000:]}")
+            run.refresh_from_db()
+            after = table_sizes()
+            print(
+                f"{latency_ms:g} ms model: run of {run.budget_used} metric calls ({run.status}, "
+                f"{run.candidates.count()} candidates, {run.last_seq} events) in {float(seconds):.1f} s"
+            )
+            if growth:
+                if half is None:
+                    half = (run.budget_used, after)
+                used_half, sizes_half = half
+                print(
+                    f"  {'table':<24} {'bytes / 1,000 calls':>20} {'1st half':>12} {'2nd half':>12}"
+                )
+                for t in TABLES:
+                    whole = (after[t] - before[t]) * 1000 / max(1, run.budget_used)
+                    first = (sizes_half[t] - before[t]) * 1000 / max(1, used_half)
+                    second = (after[t] - sizes_half[t]) * 1000 / max(1, run.budget_used - used_half)
+                    print(f"  {t:<24} {whole:>20,.0f} {first:>12,.0f} {second:>12,.0f}")
+            marks = []
+            for fraction in (0.1, 0.25, 0.5, 0.75, 1.0):
+                hit = next(
+                    ((u, r) for u, r in samples if u >= fraction * run.budget_used),
+                    samples[-1] if samples else (0, 0),
+                )
+                marks.append(f"{fraction:.0%} ({hit[0]} calls): {hit[1]:.0f} MB")
+            print(
+                f"  worker RSS at {', '.join(marks)}; peak {worker.peak:.0f} MB; "
+                f"load average {os.getloadavg()[0]:.1f}"
+            )
+            return float(seconds), worker.peak
+
+        def bare(run: Run) -> float:
+            child = Child(str(HERE / "growth.py"), "--bare-run", str(run.pk))
+            children.append(child)
+            out, err = child.finish()
+            calls, _, seconds = out.strip().rpartition("\n")[-1].partition(" ")
+            if not seconds:
+                raise SystemExit(f"bare gepa failed: {err.strip()[-2000:]}")
+            print(
+                f"  bare gepa (0 ms): {calls} metric calls in {float(seconds):.1f} s; "
+                f"peak RSS {child.peak:.0f} MB"
+            )
+            return float(seconds)
+
+        latencies = [float(x) for x in args.latencies.split(",") if x.strip()]
+        peaks: dict[float, list[float]] = {}
+        ours_times: list[float] = []
+        bare_times: list[float] = []
+        for repeat in range(max(1, args.repeats)):  # interleaved: a busy neighbour slows both
+            seconds, peak = frontier(0.0, growth=repeat == 0)
+            ours_times.append(seconds)
+            peaks.setdefault(0.0, []).append(peak)
+            bare_times.append(bare(launch(0.0)))
+        for latency in latencies:
+            if latency != 0.0:
+                peaks.setdefault(latency, []).append(frontier(latency)[1])
+        print(f"\nworker peak RSS over {args.calls} metric calls (target <= 300 MB):")
+        for latency, values in sorted(peaks.items()):
+            print(f"  {latency:g} ms model: {spread(values, 'MB')}")
+        ours, plain = statistics.median(ours_times), statistics.median(bare_times)
+        print(f"wall time, 0 ms model, {len(ours_times)} interleaved runs of each:")
+        print(f"  our runner: {spread(ours_times)}")
+        print(f"  bare gepa:  {spread(bare_times)}")
+        print(
+            f"  ours / bare gepa: {ours / plain:.2f}x (target <= 1.2x; per pair "
+            f"{', '.join(f'{o / b:.2f}' for o, b in zip(ours_times, bare_times, strict=True))})"
+        )
     finally:
+        for child in children:
+            child.stop()
         from django.db import connections
 
         connections.close_all()
@@ -140,7 +310,7 @@ def main() -> None:
         import redis
 
         r = redis.Redis.from_url(live.REDIS)
-        keys = list(r.scan_iter(f"{live.TAG}*"))
+        keys = list(r.scan_iter(f"*{live.TAG}*"))
         if keys:
             r.delete(*keys)
         subprocess.run(["rm", "-rf", f"/tmp/{live.TAG}-runs"], check=False)
