@@ -203,6 +203,10 @@ RUN_STALE_SECONDS = env_int("FRONTIER_RUN_STALE_SECONDS", 30)
 # commits; a worker's watchdog (every RUN_STALE_SECONDS / 2) sends it again if the
 # broker was down then, or if it was sent this long ago and has not started.
 RUN_QUEUED_RESEND_SECONDS = env_int("FRONTIER_RUN_QUEUED_RESEND_SECONDS", 600)
+# How often, at most, a run's engine reads what its users asked of it (stop, pause,
+# injected candidates) between two iterations: a read is a database round trip,
+# as long as a whole iteration with a fast local model. 0: before every iteration.
+FRONTIER_STEERING_CHECK_MS = env_int("FRONTIER_STEERING_CHECK_MS", 200)
 
 # Per-user run limits (site defaults; an admin sets other values per user in
 # "User run limits"). Checked at launch, fork and resume (optimizer/runs/limits.py).

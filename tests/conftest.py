@@ -35,6 +35,15 @@ def _fresh_login_throttle():
     yield
 
 
+@pytest.fixture(autouse=True)
+def _steering_read_before_every_iteration(settings):
+    """Runs executed in-process read stop, pause and injections before every
+    iteration, so a test that asks at iteration N sees it acted on at N
+    (settings.FRONTIER_STEERING_CHECK_MS; servers and workers started as
+    processes keep the default)."""
+    settings.FRONTIER_STEERING_CHECK_MS = 0
+
+
 @pytest.fixture
 def runs_dir(settings, tmp_path, monkeypatch):
     """For tests that execute runs in-process: gepa's run directories go under

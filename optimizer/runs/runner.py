@@ -15,8 +15,10 @@ gepa (so gepa does not write its checkpoint either) and ends without a word.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -391,14 +393,24 @@ def _run_gepa(
     selector, sampler = _randomness(config, carried)
     boundary = Boundary()
 
+    steering_read_at = [-math.inf]  # when stop_requested last read the run's row
+
     def stop_requested(gepa_state: State) -> bool:
         """gepa asks before each iteration, just before it writes its checkpoint.
         A lost claim raises out of gepa.optimize, so that checkpoint (and the
         final one) is never written by a worker that no longer holds the run.
         What the users asked of the run is read here, between two iterations, in
-        one query (its flags, and whether an injection is pending)."""
+        one query (its flags, and whether an injection is pending), at most every
+        FRONTIER_STEERING_CHECK_MS: with a fast model that round trip would cost
+        as much as the iteration."""
         if run_claim.lost.is_set():
             raise ClaimLost(f"run {run.pk} is held by another worker")
+        if heartbeat.cancelled.is_set():
+            return True
+        now = time.monotonic()
+        if now - steering_read_at[0] < settings.FRONTIER_STEERING_CHECK_MS / 1000:
+            return False
+        steering_read_at[0] = now
         flags = retry_db(
             lambda: (
                 run_claim.runs()
@@ -411,7 +423,7 @@ def _run_gepa(
         if flags is None:
             run_claim.give_up()
             return True  # give_up raised: not reached
-        if flags["stop_requested"] or heartbeat.cancelled.is_set():
+        if flags["stop_requested"]:
             return True
         if flags["pause_requested"]:
             boundary.pause_at = gepa_state.i

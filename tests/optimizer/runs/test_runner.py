@@ -321,6 +321,34 @@ def test_stop_ends_the_run_after_the_iteration_in_flight(user, task_set, monkeyp
     assert statuses[-2:] == ["stopping", "stopped"]
 
 
+@pytest.mark.parametrize("every_ms, reads", [(0, "every iteration"), (60_000, "once")])
+def test_the_engine_reads_its_steering_at_most_as_often_as_set(
+    user, task_set, monkeypatch, settings, every_ms, reads
+):
+    """Reading stop, pause and injections is a database round trip: at most one
+    per FRONTIER_STEERING_CHECK_MS, the first before the first iteration."""
+    settings.FRONTIER_STEERING_CHECK_MS = every_ms
+    run = launch(user, task_set, budget={"max_metric_calls": 300})
+    counted = {"reads": 0, "checks": 0}
+    steer, limits_check = runner.InjectionBoundary.__call__, runner.BudgetGuard.__call__
+
+    def read(self, state, **kwargs):  # what follows each read of the run's flags
+        counted["reads"] += 1
+        return steer(self, state, **kwargs)
+
+    def check(self, state):
+        counted["checks"] += 1
+        return limits_check(self, state)
+
+    monkeypatch.setattr(runner.InjectionBoundary, "__call__", read)
+    monkeypatch.setattr(runner.BudgetGuard, "__call__", check)
+    assert execute_run(run.pk) == RunStatus.COMPLETED
+    assert counted["checks"] > 3
+    # gepa asks the limits first and the steering only while they let the run go on.
+    expected = counted["checks"] - 1 if reads == "every iteration" else 1
+    assert counted["reads"] == expected
+
+
 def test_a_run_stopped_and_resumed_spends_and_finds_what_the_uninterrupted_run_does(
     user, task_set, monkeypatch
 ):
