@@ -24,6 +24,7 @@ The latest figures: docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import atexit
 import http.client
 import os
 import shutil
@@ -38,6 +39,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+import scratch  # bench/, beside this file
 
 from tests.e2e.test_hostile_input import MB, PeakRss
 
@@ -99,17 +102,22 @@ def start_server(env: dict) -> subprocess.Popen:
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=True,  # scratch.stop stops it with what it starts
     )
-    for _ in range(300):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=2)
-            server.port = port
-            return server
-        except OSError:
-            if server.poll() is not None:
-                raise SystemExit("manage.py serve exited") from None
-            time.sleep(0.2)
-    raise SystemExit("manage.py serve did not answer within 60 s")
+    try:
+        for _ in range(300):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=2)
+                server.port = port
+                return server
+            except OSError:
+                if server.poll() is not None:
+                    raise SystemExit("manage.py serve exited") from None
+                time.sleep(0.2)
+        raise SystemExit("manage.py serve did not answer within 60 s")
+    except BaseException:
+        scratch.stop(server)
+        raise
 
 
 def spread(values: list[float], digits: int = 1) -> str:
@@ -122,7 +130,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="POSTs per server")
     parser.add_argument("--mb", type=int, default=40)
     args = parser.parse_args()
+    scratch.exit_on_signals()
     data_dir = tempfile.mkdtemp(prefix="frontier-bench-upload-")
+    atexit.register(shutil.rmtree, data_dir, ignore_errors=True)  # also if migrate fails
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
     env.update(FRONTIER_DATA_DIR=data_dir, DEBUG="1", DJANGO_SETTINGS_MODULE="dashboard.settings")
     subprocess.run(
@@ -163,8 +173,7 @@ def main() -> None:
                         first_answer_ms(server.port, headers, chunked) for _ in range(args.runs)
                     ]
                 finally:
-                    server.terminate()
-                    server.wait(timeout=15)
+                    scratch.stop(server, timeout=15)
         for label, got in figures.items():
             print(
                 f"{label:26} status {sorted(got['statuses'])}  peak RSS growth {spread(got['growth'])} MB  "

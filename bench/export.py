@@ -63,6 +63,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import live
+import scratch
 
 
 def rss_mb(pid: int) -> float:
@@ -272,9 +273,13 @@ def download(url: str, cookie: str, pid: int, rate: str = "") -> dict:
 
     reader = threading.Thread(target=read)
     reader.start()
-    while reader.is_alive():
-        peak = max(peak, rss_mb(pid))
-        reader.join(0.1)
+    try:
+        while reader.is_alive():
+            peak = max(peak, rss_mb(pid))
+            reader.join(0.1)
+    finally:
+        if reader.is_alive():  # the bench is stopped half-way: curl (and so its reader) ends
+            scratch.stop(curl)
     if curl.wait() != 0:
         raise SystemExit(f"curl {url} failed ({curl.returncode})")
     return {
@@ -328,14 +333,17 @@ def main() -> None:
         parser.error("--switch-intervals: default or numbers of milliseconds")
 
     os.environ.update(live.ENV)
-    live.create_database()
     webs: dict[str, tuple[int, subprocess.Popen]] = {}
     custom = tempfile.mkdtemp(prefix="bench-export-")
-    Path(custom, "sitecustomize.py").write_text(
-        "import os, sys\nsys.setswitchinterval(float(os.environ['BENCH_SWITCH_INTERVAL']))\n"
-    )
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.hogs)]
+    hogs: list[subprocess.Popen] = []
     try:
+        live.create_database()
+        Path(custom, "sitecustomize.py").write_text(
+            "import os, sys\nsys.setswitchinterval(float(os.environ['BENCH_SWITCH_INTERVAL']))\n"
+        )
+        hogs += [
+            subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.hogs)
+        ]
         import django
 
         django.setup()
@@ -407,19 +415,21 @@ def main() -> None:
                         )
                     )
                     viewers.start()
-                    time.sleep(6)
-                    phases["now"] = "export"
-                    load = os.getloadavg()[0]
-                    got = download(
-                        f"http://127.0.0.1:{port}/runs/{run.pk}/export.{kind}",
-                        cookie,
-                        web.pid,
-                        args.rate,
-                    )
+                    try:
+                        time.sleep(6)
+                        phases["now"] = "export"
+                        load = os.getloadavg()[0]
+                        got = download(
+                            f"http://127.0.0.1:{port}/runs/{run.pk}/export.{kind}",
+                            cookie,
+                            web.pid,
+                            args.rate,
+                        )
+                    finally:  # also when the bench is stopped: the viewers' publisher ends
+                        phases["now"] = "after"
+                        stop.set()
+                        viewers.join()
                     before, peak, seconds = got["before"], got["peak"], got["seconds"]
-                    phases["now"] = "after"
-                    stop.set()
-                    viewers.join()
                     idle, during = phases.get("idle", [0]), phases.get("export", [0])
                     p95_idle, p95_during = live.pct(idle, 0.95), live.pct(during, 0.95)
                     results.setdefault((mode, size, kind), []).append(
@@ -462,16 +472,7 @@ def main() -> None:
             insert_cost(runs[-1][1], args.insert_cost)
     finally:
         shutil.rmtree(custom, ignore_errors=True)
-        for process in [web for _, web in webs.values()] + hogs:
-            process.terminate()
-            process.wait(timeout=10)
-        live.drop_database()
-        import redis
-
-        r = redis.Redis.from_url(live.REDIS)
-        keys = list(r.scan_iter(f"{live.TAG}*"))
-        if keys:
-            r.delete(*keys)
+        live.clean_up([web for _, web in webs.values()] + hogs)
 
 
 if __name__ == "__main__":

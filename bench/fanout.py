@@ -155,9 +155,14 @@ async def viewers(
         cwd=str(HERE.parent),
         env={**os.environ, **live.ENV},
     )
-    await publisher.wait()
-    commits = {int(k): v for k, v in json.loads(out.read_text()).items()}
-    out.unlink()
+    try:
+        await publisher.wait()
+        commits = {int(k): v for k, v in json.loads(out.read_text()).items()}
+    finally:  # also when the bench is stopped: the publisher and its file go with it
+        if publisher.returncode is None:
+            publisher.kill()
+            await publisher.wait()
+        out.unlink(missing_ok=True)
     last = max(commits)
     deadline = time.time() + 60
     while time.time() < deadline and not all(last in a for a in arrivals):
@@ -237,9 +242,9 @@ def main() -> None:
     }
 
     os.environ.update(live.ENV)
-    live.create_database()
     webs: dict[str, list] = {}
     try:
+        live.create_database()
         import django
 
         django.setup()
@@ -284,16 +289,7 @@ def main() -> None:
                 f"{min(f['load'] for f in figures):.1f}-{max(f['load'] for f in figures):.1f}"
             )
     finally:
-        for web in [web for group in webs.values() for web in group]:
-            web.terminate()
-            web.wait(timeout=10)
-        live.drop_database()
-        import redis
-
-        r = redis.Redis.from_url(live.REDIS)
-        keys = list(r.scan_iter(f"{live.TAG}*"))
-        if keys:
-            r.delete(*keys)
+        live.clean_up([web for group in webs.values() for web in group])
 
 
 if __name__ == "__main__":

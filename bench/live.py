@@ -17,7 +17,8 @@ Usage:  .venv/bin/python bench/live.py [--clients 20] [--events 200] [--interval
 It needs PostgreSQL and Redis (BENCH_POSTGRES_URL, default
 postgres://postgres@127.0.0.1:5432/postgres; BENCH_REDIS_URL, default
 redis://127.0.0.1:6379/0). It creates a uniquely named scratch database and a
-unique channel prefix, and removes both at the end.
+unique channel prefix, and removes both at the end (`clean_up`), also when it
+fails or gets SIGTERM or Ctrl-C (bench/scratch.py).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+import scratch  # bench/, beside this file
 
 TAG = f"bench_live_{os.getpid()}_{uuid.uuid4().hex[:6]}"
 ADMIN_URL = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres")
@@ -60,8 +63,10 @@ def pct(values: list[float], q: float) -> float:
 
 
 def create_database() -> None:
+    """The scratch database; from here on SIGTERM exits through the bench's `finally`."""
     import psycopg
 
+    scratch.exit_on_signals()
     with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{TAG}"')
 
@@ -71,6 +76,18 @@ def drop_database() -> None:
 
     with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{TAG}" WITH (FORCE)')
+
+
+def clean_up(processes=(), *, redis: bool = True) -> None:
+    """What a bench's `finally` runs: its child processes stopped, the scratch
+    database dropped, every Redis key under its prefix deleted."""
+    try:
+        for process in processes:
+            scratch.stop(process)
+    finally:
+        drop_database()  # WITH (FORCE): the bench's own open connections are closed
+        if redis:
+            scratch.delete_keys(REDIS, TAG)
 
 
 def free_port() -> int:
@@ -130,19 +147,24 @@ def start_web(
         env={**os.environ, **ENV, **(extra_env or {})},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        start_new_session=True,  # scratch.stop stops it with what it starts
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return process
-        except OSError:
-            if process.poll() is not None:
-                raise SystemExit(
-                    f"{server} exited: {process.stderr.read().decode()[-2000:]}"
-                ) from None
-            time.sleep(0.1)
-    raise SystemExit(f"{server} did not start within 60 s")
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    return process
+            except OSError:
+                if process.poll() is not None:
+                    raise SystemExit(
+                        f"{server} exited: {process.stderr.read().decode()[-2000:]}"
+                    ) from None
+                time.sleep(0.1)
+        raise SystemExit(f"{server} did not start within 60 s")
+    except BaseException:
+        scratch.stop(process)
+        raise
 
 
 def publish_events(
@@ -154,6 +176,8 @@ def publish_events(
     from optimizer.runs.events import publish_run_event
 
     for i in range(count):
+        if scratch.stopping.is_set():  # the bench is stopped: its clean-up waits for this thread
+            return
         with transaction.atomic():
             # Registered before publish_run_event's own on_commit, so it runs first:
             # the timestamp is taken right after COMMIT, before the group_send.
@@ -268,9 +292,9 @@ def main() -> None:
     args = parser.parse_args()
 
     os.environ.update(ENV)
-    create_database()
     web = None
     try:
+        create_database()
         import django
 
         django.setup()
@@ -297,16 +321,7 @@ def main() -> None:
         )
         connections.close_all()
     finally:
-        if web is not None:
-            web.terminate()
-            web.wait(timeout=10)
-        drop_database()
-        import redis
-
-        r = redis.Redis.from_url(REDIS)
-        keys = list(r.scan_iter(f"{TAG}*"))
-        if keys:
-            r.delete(*keys)
+        clean_up([web] if web is not None else [])
 
 
 if __name__ == "__main__":

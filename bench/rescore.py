@@ -110,8 +110,8 @@ def main() -> None:
 
     os.environ.update({k: v for k, v in live.ENV.items() if k != "REDIS_URL"})
     os.environ.pop("REDIS_URL", None)
-    live.create_database()
     try:
+        live.create_database()
         import django
 
         django.setup()
@@ -154,10 +154,7 @@ def main() -> None:
             f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
         )
     finally:
-        from django.db import connections
-
-        connections.close_all()
-        live.drop_database()
+        live.clean_up(redis=False)
 
 
 if __name__ == "__main__":

@@ -27,10 +27,11 @@ the front by optimizer.front. Then it prints, each as the median of `--repeat`
 It uses its own database and Redis DB, never the defaults:
 BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/frontier_bench)
 and BENCH_REDIS_URL (default redis://127.0.0.1:6379/15). The database is
-created if missing and kept (`--reuse` measures a run of the same size built
-before instead of building another; `--drop` removes the database at the end).
+created if missing and dropped at the end, also when the bench fails or gets
+SIGTERM or Ctrl-C, unless `--keep` keeps it: `--reuse` then measures the run
+of the same size built before instead of building another.
 
-Usage: .venv/bin/python bench/scale.py [--sizes 2000x300] [--repeat 3] [--reuse] [--drop] [--no-browser] [--baseline PATH]
+Usage: .venv/bin/python bench/scale.py [--sizes 2000x300] [--repeat 3] [--keep] [--reuse] [--no-browser] [--baseline PATH]
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+import scratch  # bench/, beside this file
 
 DATABASE_URL = os.environ.get(
     "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/frontier_bench"
@@ -471,19 +474,24 @@ def start_daphne(port: int) -> subprocess.Popen:
         env={**os.environ, **ENV},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        start_new_session=True,  # scratch.stop stops it with what it starts
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return process
-        except OSError:
-            if process.poll() is not None:
-                raise SystemExit(
-                    f"the web process exited: {process.stderr.read().decode()[-2000:]}"
-                ) from None
-            time.sleep(0.2)
-    raise SystemExit("the web process did not start within 60 s")
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    return process
+            except OSError:
+                if process.poll() is not None:
+                    raise SystemExit(
+                        f"the web process exited: {process.stderr.read().decode()[-2000:]}"
+                    ) from None
+                time.sleep(0.2)
+        raise SystemExit("the web process did not start within 60 s")
+    except BaseException:
+        scratch.stop(process)
+        raise
 
 
 # Injected before any page script (an init script runs whatever the page's CSP):
@@ -614,8 +622,7 @@ def measure_page_live(
                         for _ in range(repeat)
                     ]
             finally:
-                server.terminate()
-                server.wait(timeout=20)
+                scratch.stop(server, timeout=20)
         browser.close()
     return out
 
@@ -660,7 +667,9 @@ def main() -> None:
         action="store_true",
         help="measure runs of these sizes built by an earlier invocation",
     )
-    parser.add_argument("--drop", action="store_true", help="drop the bench database at the end")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the bench database for a later --reuse"
+    )
     parser.add_argument("--no-browser", action="store_true")
     parser.add_argument(
         "--baseline",
@@ -671,8 +680,9 @@ def main() -> None:
 
     _refuse_defaults()
     os.environ.update(ENV)
-    ensure_database()
+    scratch.exit_on_signals()
     try:
+        ensure_database()
         import django
 
         django.setup()
@@ -757,14 +767,9 @@ def main() -> None:
                     )
         connections.close_all()
     finally:
-        if args.drop:
+        if not args.keep:
             drop_database()
-        import redis
-
-        r = redis.Redis.from_url(REDIS_URL)
-        stale = list(r.scan_iter(f"{PREFIX}*"))
-        if stale:
-            r.delete(*stale)
+        scratch.delete_keys(REDIS_URL, PREFIX)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,12 @@ bench measured that way overstates our own work.
 
 Usage, before `django.setup()`:  ``DATA_DIR = scratch.setup("cost")``
 (`debug=True` measures the development mode instead).
+
+What every bench that makes scratch things (databases, Redis keys, temporary
+directories, child processes) shares: `exit_on_signals` (SIGTERM and SIGHUP
+exit through the bench's `finally` blocks and atexit, as Ctrl-C does), `stop`
+(a child process and its process group, killed if it does not stop in time) and
+`delete_keys` (every Redis key holding the bench's unique tag).
 """
 
 from __future__ import annotations
@@ -14,8 +20,11 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def setup(name: str, *, debug: bool = False) -> str:
     """Point Django at a fresh SQLite database; returns the data directory."""
+    exit_on_signals()
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
@@ -33,3 +43,72 @@ def setup(name: str, *, debug: bool = False) -> str:
     os.environ["DEBUG"] = "1" if debug else "0"
     os.environ.setdefault("SECRET_KEY", "bench-only-secret-key")
     return data_dir
+
+
+# Set when a signal stops the bench: loops in other threads (which a signal
+# does not interrupt) check it, so the clean-up does not wait for them.
+stopping = threading.Event()
+
+
+def _exit(signum: int, frame: object) -> None:
+    if stopping.is_set():  # a second signal must not cut the clean-up short
+        return
+    stopping.set()
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise SystemExit(128 + signum)
+
+
+def exit_on_signals() -> None:
+    """SIGTERM, SIGHUP and SIGINT raise in the main thread (SystemExit, or
+    KeyboardInterrupt for SIGINT), so `finally` blocks, context managers and
+    atexit remove what the bench made; by default SIGTERM and SIGHUP end the
+    process on the spot. Signals that come during that clean-up are ignored."""
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(signum, _exit)
+
+
+def stop(process: subprocess.Popen, timeout: float = 10) -> None:
+    """Stop a child process: SIGTERM, then SIGKILL after `timeout` seconds; a
+    child started with `start_new_session=True` is stopped with its whole
+    process group (what it started in turn)."""
+    if process.poll() is not None:
+        return
+    try:
+        own_group = os.getpgid(process.pid) == process.pid
+    except ProcessLookupError:
+        own_group = False
+
+    def send(signum: int) -> None:
+        try:
+            if own_group:
+                os.killpg(process.pid, signum)
+            else:
+                process.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    send(signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        send(signal.SIGKILL)
+        process.wait(timeout=timeout)
+    if own_group:  # what the child left running in its group
+        send(signal.SIGKILL)
+
+
+def delete_keys(redis_url: str, tag: str) -> int:
+    """Delete every key in `redis_url`'s DB whose name holds `tag` (a bench's
+    unique channel prefix or queue name: Celery's bindings are named
+    `_kombu.binding.<queue>`); returns how many."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        keys = list(client.scan_iter(f"*{tag}*"))
+        if keys:
+            client.delete(*keys)
+        return len(keys)
+    finally:
+        client.close()

@@ -23,9 +23,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+import scratch  # bench/, beside this file
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 os.environ["FRONTIER_DATA_DIR"] = DATA_DIR = tempfile.mkdtemp(prefix="frontier-bench-timings-")
 atexit.register(shutil.rmtree, DATA_DIR, ignore_errors=True)
+scratch.exit_on_signals()  # SIGTERM too removes DATA_DIR (atexit)
 for name in ("DATABASE_URL", "REDIS_URL", "SQLITE_PATH", "FRONTIER_RUNS_DIR"):
     os.environ.pop(name, None)
 

@@ -1,0 +1,103 @@
+"""A bench stopped half-way leaves nothing behind (bench/scratch.py): no
+scratch database, no Redis keys under its prefix, no child process."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+import redis
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(child) for child in (task / "children").read_text().split()]
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def _wait_for(what, seconds: float, log: Path, message: str):
+    deadline = time.monotonic() + seconds
+    while not (found := what()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"{message} within {seconds:.0f} s:\n{log.read_text(errors='replace')}")
+        time.sleep(0.2)
+    return found
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_a_bench_stopped_half_way_leaves_no_database_keys_or_processes(signum, tmp_path):
+    """bench/live.py is stopped while its web process pushes events to websocket
+    clients through Redis: afterwards its scratch database, every Redis key
+    under its channel prefix and its web process are gone."""
+    db = settings.DATABASES["default"]
+    admin = f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/postgres"
+    env = {
+        **os.environ,
+        "BENCH_POSTGRES_URL": admin,
+        "BENCH_REDIS_URL": settings.REDIS_URL,
+        "PYTHONUNBUFFERED": "1",
+    }
+    log = tmp_path / "bench.log"
+    r = redis.Redis.from_url(settings.REDIS_URL)
+    tag, children = None, []
+    with open(log, "w") as out:
+        bench = subprocess.Popen(
+            [sys.executable, "bench/live.py", "--clients", "2", "--events", "3000"],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        tag = _wait_for(
+            lambda: (m := re.search(r"built the run \((\w+)\)", log.read_text())) and m[1],
+            180,
+            log,
+            "the bench built no run",
+        )
+        # Its clients have joined their groups: the channel layer's keys exist.
+        _wait_for(lambda: list(r.scan_iter(f"*{tag}*")), 120, log, "no Redis keys appeared")
+        children = _children(bench.pid)
+        assert children, "the bench's web process is running"
+
+        os.kill(bench.pid, signum)
+        bench.wait(timeout=60)
+
+        assert list(r.scan_iter(f"*{tag}*")) == []
+        with psycopg.connect(admin) as conn:
+            left = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [tag]).fetchall()
+        assert left == [], f"the scratch database {tag} is left"
+        time.sleep(0.5)  # an orphan is reaped by init
+        assert [pid for pid in children if _alive(pid)] == []
+    finally:  # what a failing bench left: removed here, so the test itself leaves nothing
+        for pid in [bench.pid, *children]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+        bench.wait(timeout=10)
+        if tag:
+            with psycopg.connect(admin, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{tag}" WITH (FORCE)')
+            for key in r.scan_iter(f"*{tag}*"):
+                r.delete(key)
+        r.close()
