@@ -129,10 +129,15 @@ class _BackgroundPublisher(threading.Thread):
         self.queue: queue.SimpleQueue[tuple[int, list[JSONObject]] | None] = queue.SimpleQueue()
 
     def run(self) -> None:
+        # One event loop for the thread's life: async_to_sync would start a loop
+        # per batch, and the channel layer opens its Redis connections per loop
+        # (with a fast model that was most of the worker's publishing time).
+        loop = asyncio.new_event_loop()
         try:
             while (item := self.queue.get()) is not None:
-                _send_now(*item)
+                _send_now(*item, loop=loop)
         finally:
+            loop.close()  # the channel layer closes this loop's connections with it
             connection.close()
 
     def close(self) -> None:
@@ -184,7 +189,10 @@ def _send(run_id: int, messages: list[JSONObject]) -> None:
         _send_now(run_id, messages)
 
 
-def _send_now(run_id: int, messages: list[JSONObject]) -> None:
+def _send_now(
+    run_id: int, messages: list[JSONObject], *, loop: asyncio.AbstractEventLoop | None = None
+) -> None:
+    """Send now, on `loop` (the caller's own, not running) or in a loop of asgiref's."""
     layer = get_channel_layer()
     if layer is None:
         return
@@ -194,7 +202,11 @@ def _send_now(run_id: int, messages: list[JSONObject]) -> None:
         # frame per event (the channel layer's cost is per message, and encoding
         # per viewer cost the web process 200× the work with 200 viewers).
         batch = [[m["seq"], json.dumps(m)] for m in messages]
-        async_to_sync(layer.group_send)(run_group(run_id), {"type": "run.events", "events": batch})
+        message = {"type": "run.events", "events": batch}
+        if loop is None:
+            async_to_sync(layer.group_send)(run_group(run_id), message)
+        else:
+            loop.run_until_complete(layer.group_send(run_group(run_id), message))
     except Exception:  # a notification only: the browser catches up from the DB
         log.exception(
             "could not publish events %s of run %s", [m.get("seq") for m in messages], run_id

@@ -59,9 +59,9 @@ def test_events_sent_from_the_background_publisher_reach_the_group_in_commit_ord
     sent_from: set[str] = set()
     send_now = events._send_now
 
-    def recording(run_id, messages):
+    def recording(run_id, messages, **kwargs):
         sent_from.add(threading.current_thread().name)
-        send_now(run_id, messages)
+        send_now(run_id, messages, **kwargs)
 
     with mock.patch.object(events, "_send_now", recording), publishing_in_background():
         for n in range(20):
