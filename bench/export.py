@@ -26,6 +26,12 @@ alternating with ours. --insert-cost N then times N bulk inserts of one
 candidate's evaluations (as the run's writer makes them) with the CSV-order
 index, without it, and with it rebuilt.
 
+--other-runs K builds K more runs of the same size in the same database
+before the downloads (the CSV-order index holds every run's evaluations;
+the exported run is the first built). --explain prints EXPLAIN (ANALYZE,
+BUFFERS) of the CSV export's query for the val split, as the server-side
+cursor the export reads it through.
+
 --switch-intervals compares GIL switch intervals: `default` is the web
 process as served (Python's 5 ms), a number (ms) starts another web process
 on the same database with that interval (set at start-up by a bench-only
@@ -34,7 +40,7 @@ on the same database with that interval (set at start-up by a bench-only
     .venv/bin/python bench/export.py [--sizes 100,400] [--candidates 400] [--tasks 300] [--viewers 20]
                                      [--repeats 3] [--kinds json,csv] [--rate 20M] [--hogs 0]
                                      [--switch-intervals default,0.5] [--baseline PATH]
-                                     [--insert-cost N]
+                                     [--insert-cost N] [--other-runs K] [--explain]
 
 --rate limits curl's download rate (curl's --limit-rate: 20M is 20 MiB/s);
 --hogs starts that many CPU-bound processes for the whole bench (a loaded
@@ -114,9 +120,10 @@ def build_big_run(owner, *, candidates: int, tasks: int, megabytes: float):
             f"WHERE e.candidate_id = %s",
             [pad, run.pk, template.pk],
         )
-        # A settled table, as autovacuum leaves it after a run's inserts: statistics
-        # and the visibility map (an index-only scan reads no table page).
-        cursor.execute("VACUUM ANALYZE optimizer_evaluation")
+        # Settled tables, as autovacuum leaves them after a run's inserts: statistics
+        # (the planner's estimate of a run's candidates and evaluations) and the
+        # visibility map (an index-only scan reads no table page).
+        cursor.execute("VACUUM ANALYZE optimizer_evaluation, optimizer_candidate")
     return run
 
 
@@ -238,6 +245,30 @@ def insert_cost(run, repeats: int) -> None:
     print(f"  with / without: {with_index / statistics.median(times['without it']):.3f}")
 
 
+def explain_csv(run) -> None:
+    """EXPLAIN (ANALYZE, BUFFERS) of the CSV export's query for `run`'s val
+    split as the export sends it (captured from run_export_csv_stream): the
+    DECLARE of its server-side cursor, for which the planner aims at the first
+    rows (cursor_tuple_fraction), so a plain SELECT can be planned otherwise."""
+    from django.db import connection, transaction
+    from django.test.utils import CaptureQueriesContext
+
+    from optimizer.export import run_export_csv_stream
+
+    with CaptureQueriesContext(connection) as queries:
+        for _ in run_export_csv_stream(run):
+            pass
+    sql = next(
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].startswith("DECLARE") and "= 'val'" in q["sql"]
+    )
+    print(f"the CSV export's query for the val split:\n  {sql}")
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS) {sql}")
+        print("\n".join("  " + row[0] for row in cursor.fetchall()), flush=True)
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time `pid` has used (its children not counted)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -321,6 +352,17 @@ def main() -> None:
         help="also time this many bulk inserts of one candidate's evaluations with and without the CSV-order index",
     )
     parser.add_argument(
+        "--other-runs",
+        type=int,
+        default=0,
+        help="build this many more runs of each size in the same database before the downloads",
+    )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="print EXPLAIN (ANALYZE, BUFFERS) of the CSV export's query for the val split",
+    )
+    parser.add_argument(
         "--switch-intervals",
         default="default",
         help="comma-separated: default, or a GIL switch interval in ms (one web process each, alternated)",
@@ -371,6 +413,16 @@ def main() -> None:
             print(
                 f"built a {args.candidates} × {args.tasks} run for ~{size:g} MB in {time.perf_counter() - started:.0f} s"
             )
+            for _ in range(args.other_runs):
+                started = time.perf_counter()
+                build_big_run(user, candidates=args.candidates, tasks=args.tasks, megabytes=size)
+                print(
+                    f"built another {args.candidates} × {args.tasks} run (not exported) in {time.perf_counter() - started:.0f} s",
+                    flush=True,
+                )
+        if args.explain:
+            for _, run in runs:
+                explain_csv(run)
         connections.close_all()
         client = Client()
         client.force_login(user)
