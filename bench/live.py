@@ -149,22 +149,7 @@ def start_web(
         stderr=subprocess.PIPE,
         start_new_session=True,  # scratch.stop stops it with what it starts
     )
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    return process
-            except OSError:
-                if process.poll() is not None:
-                    raise SystemExit(
-                        f"{server} exited: {process.stderr.read().decode()[-2000:]}"
-                    ) from None
-                time.sleep(0.1)
-        raise SystemExit(f"{server} did not start within 60 s")
-    except BaseException:
-        scratch.stop(process)
-        raise
+    return scratch.serving(process, port, server)
 
 
 def publish_events(

@@ -492,22 +492,7 @@ def start_daphne(port: int) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         start_new_session=True,  # scratch.stop stops it with what it starts
     )
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    return process
-            except OSError:
-                if process.poll() is not None:
-                    raise SystemExit(
-                        f"the web process exited: {process.stderr.read().decode()[-2000:]}"
-                    ) from None
-                time.sleep(0.2)
-        raise SystemExit("the web process did not start within 60 s")
-    except BaseException:
-        scratch.stop(process)
-        raise
+    return scratch.serving(process, port, "the web process")
 
 
 # Injected before any page script (an init script runs whatever the page's CSP):

@@ -21,10 +21,12 @@ import atexit
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,6 +68,29 @@ def exit_on_signals() -> None:
     process on the spot. Signals that come during that clean-up are ignored."""
     for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(signum, _exit)
+
+
+def serving(
+    process: subprocess.Popen, port: int, what: str, timeout: float = 60
+) -> subprocess.Popen:
+    """`process` once it accepts connections on 127.0.0.1:`port`; stopped (see
+    `stop`) and SystemExit with the end of its stderr if it exits or does not
+    listen within `timeout` seconds."""
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    return process
+            except OSError:
+                if process.poll() is not None:
+                    tail = process.stderr.read().decode()[-2000:] if process.stderr else ""
+                    raise SystemExit(f"{what} exited: {tail}") from None
+                time.sleep(0.1)
+        raise SystemExit(f"{what} did not start within {timeout:.0f} s")
+    except BaseException:
+        stop(process)
+        raise
 
 
 def stop(process: subprocess.Popen, timeout: float = 10) -> None:
