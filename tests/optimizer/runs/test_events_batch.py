@@ -57,10 +57,12 @@ def test_events_sent_from_the_background_publisher_reach_the_group_in_commit_ord
     channel = async_to_sync(layer.new_channel)()
     async_to_sync(layer.group_add)(run_group(run.pk), channel)
     sent_from: set[str] = set()
+    loops: set[object] = set()
     send_now = events._send_now
 
     def recording(run_id, messages, **kwargs):
         sent_from.add(threading.current_thread().name)
+        loops.add(kwargs.get("loop"))
         send_now(run_id, messages, **kwargs)
 
     with mock.patch.object(events, "_send_now", recording), publishing_in_background():
@@ -81,6 +83,8 @@ def test_events_sent_from_the_background_publisher_reach_the_group_in_commit_ord
     assert [m["seq"] for m in received] == list(range(1, 41))
     assert [m["data"]["note"] for m in received[:4]] == ["0a", "0b", "1a", "1b"]
     assert sent_from == {"run-event-publisher"}  # not the thread that committed them
+    # One event loop for all 20 sends (the channel layer's connections are per loop).
+    assert len(loops) == 1 and None not in loops
 
 
 def test_outside_the_block_events_are_sent_by_the_thread_that_commits_them(user):

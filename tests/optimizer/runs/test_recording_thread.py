@@ -168,9 +168,9 @@ def test_the_writers_events_reach_the_channel_layer_from_the_background_publishe
     sent = []
     send_now = events._send_now
 
-    def noting(run_id, messages):
+    def noting(run_id, messages, **kwargs):
         sent.append((threading.current_thread().name, [m["seq"] for m in messages]))
-        send_now(run_id, messages)
+        send_now(run_id, messages, **kwargs)
 
     monkeypatch.setattr(events, "_send_now", noting)
     assert execute_run(run.pk) == RunStatus.COMPLETED
