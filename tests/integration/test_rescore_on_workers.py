@@ -33,8 +33,10 @@ def test_a_scoring_whose_worker_is_killed_is_finished_by_another_worker(
     finally:
         first.stop()
     scoring.refresh_from_db()
-    assert scoring.status == ScoringStatus.RUNNING  # nobody told it: its worker just vanished
-    assert scoring.done < scoring.total
+    # Nobody told it: its worker vanished while scoring, or (the engine scores
+    # 200,000 of these outputs in a few seconds) while writing the results.
+    assert scoring.status == ScoringStatus.RUNNING
+    assert not scoring.candidates.exists()
 
     second = start_worker(services_env, tmp_path / "second-worker.log")
     try:
