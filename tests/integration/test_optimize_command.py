@@ -385,5 +385,8 @@ def test_ctrl_c_while_waiting_stops_the_run_and_still_prints_the_summary(site):
     waiting.send_signal(signal.SIGINT)
     out, err = waiting.communicate(timeout=60)
     assert waiting.returncode == 0, err
-    assert json.loads(out)["status"] == "stopped" and "stopping after the current iteration" in err
-    assert site.query("SELECT status FROM optimizer_run WHERE id = ?", run_id) == [("stopped",)]
+    stored = site.query("SELECT status, phase, error FROM optimizer_run WHERE id = ?", run_id)
+    # On a failure, what the command printed and what the database holds say which side erred.
+    assert json.loads(out)["status"] == "stopped", (stored, err)
+    assert "stopping after the current iteration" in err
+    assert stored[0][0] == "stopped", (stored, err)
