@@ -150,6 +150,8 @@ def _pattern(rng: random.Random) -> str:
         body = "^" + body
     if rng.random() < 0.3:
         body += "$"
+    if rng.random() < 0.2:  # the whole pattern a lookahead at the start: ^(?!R), ^(?=R)
+        body = f"^(?{rng.choice('!=')}{body})"
     return body
 
 
@@ -225,6 +227,10 @@ def test_a_class_escape_matches_the_same_code_points_in_both_engines(escape: str
         ("k", "\u212a", False),  # the Kelvin sign: no case folding without IGNORECASE
         ("k", "K", False),
         (r'"urgency":\s*"(high|medium|low)"', '{"urgency":\u3000"low"}', True),
+        (r"^(?!.*TODO)", "fine\nTODO", True),  # . stops at the newline
+        (r"^(?!.*TODO)", "a TODO", False),
+        (r"^(?!.*TODO)", "", True),
+        (r"^(?=\d)", "٣x", True),
     ],
 )
 def test_re2_agrees_with_the_regex_package_where_their_defaults_differ(
@@ -239,7 +245,11 @@ def test_re2_agrees_with_the_regex_package_where_their_defaults_differ(
 @pytest.mark.parametrize(
     "pattern",
     [
-        r"^(?!.*TODO)",  # lookahead
+        r"(?!.*TODO)",  # lookahead not at the start
+        r"a(?=b)",
+        r"^(?!a)|b",  # the lookahead is not the whole pattern
+        r"^(?!a)(b)",
+        r"^(?<!a)",  # lookbehind
         r"(a)\1",  # backreference
         r"\bword\b",  # RE2's \b is ASCII
         r"(?i)abc",  # inline flags
@@ -286,6 +296,21 @@ def test_a_regex_check_with_a_translatable_pattern_runs_no_timed_search(
     assert result.feedback == (
         'v/r: output does not match pattern "\\"urgency\\":\\\\s*\\"(high|medium|low)\\""'
     )
+
+
+def test_a_check_for_no_todo_on_the_first_line_runs_no_timed_search(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``^(?!.*TODO)``, a whole-pattern lookahead at the start, goes to RE2 too
+    (as the negation of ``^(?:.*TODO)``)."""
+
+    def timed(*args: object) -> None:
+        raise AssertionError("the timed regex search ran")
+
+    monkeypatch.setattr(regexes, "search", timed)
+    scorer = _regex_check(r"^(?!.*TODO)")
+    assert scorer.score("done\nTODO later").score == 1.0
+    assert scorer.score("TODO: call").feedback == 'v/r: output does not match pattern "^(?!.*TODO)"'
 
 
 @pytest.mark.parametrize(

@@ -352,17 +352,26 @@ def compile_linear(pattern: str) -> Contains | None:
     not None`` (V0, no flags) with RE2, or None when RE2 cannot: the pattern is
     outside the grammar, RE2 is not installed, or the program is too large.
     ``contains`` raises ``UnicodeEncodeError`` for a text holding a lone
-    surrogate; callers check :data:`MAX_TEXT` themselves."""
+    surrogate; callers check :data:`MAX_TEXT` themselves.
+
+    A whole pattern ``^(?!R)`` ("the output does not start with R": with ``.``
+    not crossing a newline, ``^(?!.*TODO)`` is "no TODO on the first line") is
+    found exactly when ``R`` matches at no start but the text's, so RE2 answers
+    it as the negation of ``^(?:R)``; ``^(?=R)`` as ``^(?:R)`` itself."""
     if re2 is None or not hasattr(re2, "FallbackPattern"):
         return None
-    translated = translate(pattern)
+    lookahead = pattern[:4] in ("^(?!", "^(?=") and pattern.endswith(")")
+    # R's translation has balanced groups, so the last ) closes the lookahead.
+    translated = translate(pattern[4:-1] if lookahead else pattern)
     if translated is None:
         return None
     try:
-        compiled = re2.compile(translated, 0, MAX_MEM)
+        compiled = re2.compile(f"^(?:{translated})" if lookahead else translated, 0, MAX_MEM)
     except re2.error:
         return None
     if not isinstance(compiled, re2.Pattern):  # pyre2 fell back to `re`
         return None
     contains: Contains = compiled.contains
+    if lookahead and pattern[3] == "!":
+        return lambda text: not contains(text)
     return contains
