@@ -11,6 +11,7 @@ differ (Unicode digits, spaces and letters, newlines, a final newline before
 from __future__ import annotations
 
 import random
+import string
 
 import pytest
 import regex
@@ -206,6 +207,14 @@ def test_a_class_escape_matches_the_same_code_points_in_both_engines(escape: str
     python = [m.span() for m in regex.finditer(pattern, every, flags=regex.V0)]
     ours = [m.span() for m in re2.compile(translated).finditer(every)]
     assert ours == python
+
+
+@pytest.mark.parametrize("char", sorted(string.punctuation + " "))
+def test_an_escaped_punctuation_character_is_that_character_in_both_engines(char: str) -> None:
+    contains = linear_regexes.compile_linear(f"\\{char}")
+    assert contains is not None
+    for text in [char, f"a{char}b", "a", "", "\\"]:
+        assert contains(text) is (regex.search(f"\\{char}", text, flags=regex.V0) is not None)
 
 
 @pytest.mark.parametrize(
