@@ -354,13 +354,14 @@ def _translate(pattern: str) -> str:
     return "".join(out)
 
 
-@functools.lru_cache(maxsize=1024)
 def compile_linear(pattern: str) -> Contains | None:
     """``contains(text) -> bool`` that answers ``regex.search(pattern, text) is
     not None`` (V0, no flags) with RE2, or None when RE2 cannot: the pattern is
     outside the grammar, RE2 is not installed, or the program is too large.
     ``contains`` raises ``UnicodeEncodeError`` for a text holding a lone
-    surrogate; callers check :data:`MAX_TEXT` themselves.
+    surrogate; callers check :data:`MAX_TEXT` themselves. Not cached here:
+    ``re2.compile`` keeps its last 100 patterns, and a pattern's DFA may hold
+    up to :data:`MAX_MEM`, so a check's pattern lives as long as its check.
 
     A whole pattern ``^(?!R)`` ("the output does not start with R": with ``.``
     not crossing a newline, ``^(?!.*TODO)`` is "no TODO on the first line") is
