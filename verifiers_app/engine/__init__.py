@@ -14,7 +14,8 @@ Rules: docs/verifier-semantics.md. Module map:
 ``expectations`` (task mustMention / mustNotMention), ``tasks`` (task rows),
 ``fns`` (fn registry), ``classes`` (verifier-class registry, plugins),
 ``verifiers`` (compiled form), ``aggregate`` (aggregators, verdicts),
-``result``, ``scoring``, ``regexes`` (time-limited regexes), ``quoting``,
+``result``, ``scoring``, ``regexes`` (time-limited regexes), ``linear_regexes``
+(the patterns RE2 answers exactly, no timeout), ``quoting``,
 ``json_types`` (``JSONObject``, the type of a parsed JSON object).
 
 Verifier ids in a result
