@@ -411,7 +411,7 @@ def build_scale_run(*, owner, candidates: int, val_tasks: int, seed: int = 11):
     task_pks = [t.pk for t in tasks]
     results = {}  # one engine result (the factory's shape) per distinct score, shared by rows
     copy_sql = (
-        "COPY optimizer_evaluation (candidate_id, task_id, task_key, split, output, score, verdict, passed, result, "
+        "COPY optimizer_evaluation (candidate_id, run_id, task_id, task_key, split, output, score, verdict, passed, result, "
         "feedback, attempts, latency_ms, tokens_in, tokens_out, judge_tokens_in, judge_tokens_out, cost, created_at) FROM STDIN"
     )
     now = timezone.now().isoformat()
@@ -424,7 +424,7 @@ def build_scale_run(*, owner, candidates: int, val_tasks: int, seed: int = 11):
                         json.dumps(_result(score, dict.fromkeys(VERIFIER_IDS, score)))
                     )
                 out.append(
-                    f"{pks[index]}\t{task_pk}\t{key}\tval\tRefunds are possible within 30 days (candidate {index}, {key}).\t"
+                    f"{pks[index]}\t{run.pk}\t{task_pk}\t{key}\tval\tRefunds are possible within 30 days (candidate {index}, {key}).\t"
                     f"{score}\t{_verdict(score)}\t{'t' if score >= 1.0 else 'f'}\t{results[score]}\t\t[]\t12.0\t60\t"
                     f"{30 + index % 20}\t0\t0\t0\t{now}\n"
                 )

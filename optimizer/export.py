@@ -886,7 +886,10 @@ def _import_document(stream: _JsonStream, owner) -> Run:
                     )
                     pks[c.index] = made.pk
                     Evaluation.objects.bulk_create(
-                        [Evaluation(candidate=made, **e.model_dump()) for e in c.evaluations],
+                        [
+                            Evaluation(candidate=made, run=made.run, **e.model_dump())
+                            for e in c.evaluations
+                        ],
                         batch_size=500,
                     )
                 else:

@@ -376,6 +376,7 @@ def recorded_run(
         [
             Evaluation(
                 candidate=by_index[index],
+                run=run,
                 task=task,
                 task_key=task.task_id,
                 split=task.split,

@@ -724,6 +724,7 @@ class RunRecorder:
             [
                 Evaluation(
                     candidate=candidate,
+                    run_id=candidate.run_id,
                     task_id=self.task_pks.get(r.task_key),
                     task_key=r.task_key,
                     split=split,

@@ -24,7 +24,7 @@ def test_the_csv_on_postgresql_is_the_whole_table_in_code_point_order(user, othe
     first = run.candidates.get(index=0)
     for key, split in [("t", "train"), ("odd", "Val"), ("x", "dev"), ("y", "trains")]:
         Evaluation.objects.create(
-            candidate=first, task_key=key, split=split, score=0.5, verdict="pass"
+            candidate=first, run=run, task_key=key, split=split, score=0.5, verdict="pass"
         )
     text = run_export_csv(run)
     assert text == _csv_as_a_whole_table(run)

@@ -209,7 +209,7 @@ def test_the_streamed_csv_is_the_whole_table_byte_for_byte_with_gaps_and_every_s
         ("between two", "test", 0.25),
     ]:
         Evaluation.objects.create(
-            candidate=first, task_key=key, split=split, score=score, verdict="pass"
+            candidate=first, run=run, task_key=key, split=split, score=score, verdict="pass"
         )
     Candidate.objects.filter(run=run, index=3).update(origin="human", author=user, parents=[1])
     text = run_export_csv(run)
