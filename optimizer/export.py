@@ -584,9 +584,10 @@ class _Line:
 def run_export_csv_stream(run: Run):
     """One row per task (and split), one score column per candidate, as a
     generator of UTF-8 lines. Evaluations stream split by split, each sorted
-    by task and candidate as an index holds them (migration
-    0021_evaluation_csv_order), so the first row goes out without the run
-    being sorted first and only one task row is held at a time."""
+    by task and candidate as an index led by the run holds them (migration
+    0023_evaluation_csv_order_by_run), so the first row goes out without the
+    run being sorted first or other runs' entries read, and only one task
+    row is held at a time."""
     writer = csv.writer(_Line())
     with transaction.atomic():
         candidates = list(
@@ -600,7 +601,7 @@ def run_export_csv_stream(run: Run):
         ).encode()
         # Code point order, as Python sorts strings (PostgreSQL's default collation may not be).
         binary = "C" if connection.vendor == "postgresql" else "BINARY"
-        evals = Evaluation.objects.filter(candidate__run=run)
+        evals = Evaluation.objects.filter(run=run)  # the index's first column: no join
         # The splits in their declared order, then any other split value together,
         # asked for as the ranges around the known values: the index finds none
         # at once where "not one of them" would read the whole run again. (The

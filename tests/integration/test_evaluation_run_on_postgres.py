@@ -1,6 +1,6 @@
 """Migration 0022_evaluation_run's PostgreSQL path (the column and its foreign
 key added NOT VALID, the backfill in batches, NOT NULL by way of a validated
-check): the test of
+check) and 0023's index built concurrently: the test of
 tests/optimizer/test_evaluation_run_migration.py, on PostgreSQL."""
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """Migration 0022_evaluation_run on a database made before it: every
 existing evaluation gets its candidate's run, batch by batch, rows written
-while the backfill runs too; the column ends NOT NULL; and it goes back. (Run on PostgreSQL too: tests/integration/test_evaluation_run_on_postgres.py.)"""
+while the backfill runs too; the column ends NOT NULL; migration 0023 puts
+the CSV export's index led by the run in place of the old one; and both go
+back. (Run on PostgreSQL too: tests/integration/test_evaluation_run_on_postgres.py.)"""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 
 BEFORE = [("optimizer", "0021_evaluation_csv_order")]
-AFTER = [("optimizer", "0022_evaluation_run")]
+AFTER = [("optimizer", "0023_evaluation_csv_order_by_run")]
 BACKFILL = importlib.import_module("optimizer.migrations.0022_evaluation_run")
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -95,8 +97,18 @@ def test_existing_evaluations_get_their_candidates_run_and_the_column_ends_not_n
                 constraints = cursor.fetchall()
             assert all(valid for *_, valid in constraints), constraints
             assert "run_id IS NOT NULL" not in str(constraints)  # the check was dropped
-        apps = migrate(BEFORE)  # and back: the column gone, 0021's index as it was
-        assert "evaluation_csv_order" in indexes()
+        found = indexes()
+        assert "evaluation_csv_order" not in found
+        assert found["evaluation_csv_order_by_run"][:4] == [
+            "run_id",
+            "split",
+            "task_key",
+            "candidate_id",
+        ]
+
+        apps = migrate(BEFORE)  # and back: the column and the new index gone, the old one back
+        found = indexes()
+        assert "evaluation_csv_order" in found and "evaluation_csv_order_by_run" not in found
         with connection.cursor() as cursor:
             columns = connection.introspection.get_table_description(cursor, "optimizer_evaluation")
         assert "run_id" not in {c.name for c in columns}
