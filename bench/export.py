@@ -27,10 +27,14 @@ candidate's evaluations (as the run's writer makes them) with the CSV-order
 index, without it, and with it rebuilt.
 
 --other-runs K builds K more runs of the same size in the same database
-before the downloads (the CSV-order index holds every run's evaluations;
-the exported run is the first built). --explain prints EXPLAIN (ANALYZE,
-BUFFERS) of the CSV export's query for the val split, as the server-side
-cursor the export reads it through.
+before the downloads (the exported run is the first built). --explain
+prints EXPLAIN (ANALYZE, BUFFERS) of the CSV export's query for the val
+split, as the server-side cursor the export reads it through.
+--statistics missing leaves the tables never analysed (autovacuum off for
+them; vacuumed, so the visibility map is set): the planner without column
+statistics, as just after a big import. --old-index also builds the
+CSV-order index the code before Evaluation.run read (migration 0021's, not
+led by the run), for a --baseline checkout of that code.
 
 --switch-intervals compares GIL switch intervals: `default` is the web
 process as served (Python's 5 ms), a number (ms) starts another web process
@@ -41,6 +45,7 @@ on the same database with that interval (set at start-up by a bench-only
                                      [--repeats 3] [--kinds json,csv] [--rate 20M] [--hogs 0]
                                      [--switch-intervals default,0.5] [--baseline PATH]
                                      [--insert-cost N] [--other-runs K] [--explain]
+                                     [--statistics fresh|missing] [--old-index]
 
 --rate limits curl's download rate (curl's --limit-rate: 20M is 20 MiB/s);
 --hogs starts that many CPU-bound processes for the whole bench (a loaded
@@ -79,7 +84,9 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-def build_big_run(owner, *, candidates: int, tasks: int, megabytes: float):
+def build_big_run(
+    owner, *, candidates: int, tasks: int, megabytes: float, statistics: str = "fresh"
+):
     from django.db import connection
 
     from optimizer.models import Candidate, Evaluation
@@ -122,9 +129,52 @@ def build_big_run(owner, *, candidates: int, tasks: int, megabytes: float):
         )
         # Settled tables, as autovacuum leaves them after a run's inserts: statistics
         # (the planner's estimate of a run's candidates and evaluations) and the
-        # visibility map (an index-only scan reads no table page).
-        cursor.execute("VACUUM ANALYZE optimizer_evaluation, optimizer_candidate")
+        # visibility map (an index-only scan reads no table page). `missing`:
+        # vacuumed (the visibility map, the tables' sizes) but never analysed, as
+        # just after a big import with autovacuum not yet come round.
+        analyse = "ANALYZE " if statistics == "fresh" else ""
+        cursor.execute(f"VACUUM {analyse}optimizer_evaluation, optimizer_candidate")
     return run
+
+
+STATISTICS_TABLES = ("optimizer_evaluation", "optimizer_candidate")
+
+
+def keep_statistics_away() -> None:
+    """Autovacuum kept from analysing the tables the CSV export reads (for
+    --statistics missing; before anything is written to them)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        for table in STATISTICS_TABLES:
+            cursor.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+
+
+def statistics_rows() -> int:
+    """pg_stats rows of the tables the CSV export reads (0: never analysed)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stats WHERE tablename = ANY(%s)", [list(STATISTICS_TABLES)]
+        )
+        return cursor.fetchone()[0]
+
+
+class _Editor:
+    """What the index migration's functions use of a schema editor."""
+
+    def execute(self, sql):
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute(sql)
+
+    @property
+    def connection(self):
+        from django.db import connection
+
+        return connection
 
 
 async def watch(user, port: int, run, viewers: int, phases: dict, stop: threading.Event) -> None:
@@ -182,17 +232,15 @@ async def watch(user, port: int, run, viewers: int, phases: dict, stop: threadin
 
 
 def insert_cost(run, repeats: int) -> None:
-    """What the CSV-order index (migration 0021_evaluation_csv_order) costs the
+    """What the CSV-order index (migration 0023_evaluation_csv_order_by_run) costs the
     run's writer: bulk_create of one candidate's evaluations (as the recorder
     writes them, copies of candidate 0's) with the index, without it (dropped),
     and with it again (rebuilt concurrently), `repeats` times each."""
     import importlib
 
-    from django.db import connection
-
     from optimizer.models import Candidate, Evaluation
 
-    index = importlib.import_module("optimizer.migrations.0021_evaluation_csv_order")
+    index = importlib.import_module("optimizer.migrations.0023_evaluation_csv_order_by_run")
     rows = list(Evaluation.objects.filter(candidate__run=run, candidate__index=0))
     template = run.candidates.get(index=0)
     top = run.candidates.count()
@@ -218,22 +266,14 @@ def insert_cost(run, repeats: int) -> None:
         Evaluation.objects.bulk_create(copies)
         return time.perf_counter() - started
 
-    class _Editor:  # what the migration's functions use of a schema editor
-        def __init__(self):
-            self.connection = connection
-
-        def execute(self, sql):
-            with connection.cursor() as cursor:
-                cursor.execute(sql)
-
     times: dict[str, list[float]] = {"with the index": [], "without it": [], "with it again": []}
     n = 0
     for label in times:
         if label == "without it":
-            index.drop(None, _Editor())
+            index.drop(_Editor())
         elif label == "with it again":
             started = time.perf_counter()
-            index.create(None, _Editor())
+            index.create(_Editor())
             print(f"index rebuilt concurrently in {time.perf_counter() - started:.1f} s")
         for _ in range(repeats):
             n += 1
@@ -358,6 +398,18 @@ def main() -> None:
         help="build this many more runs of each size in the same database before the downloads",
     )
     parser.add_argument(
+        "--statistics",
+        choices=("fresh", "missing"),
+        default="fresh",
+        help="fresh: the tables analysed after the bulk insert; missing: never analysed (autovacuum off)",
+    )
+    parser.add_argument(
+        "--old-index",
+        action="store_true",
+        help="also build the CSV-order index before the one led by the run (migration 0021's), "
+        "which a --baseline checkout of that code reads",
+    )
+    parser.add_argument(
         "--explain",
         action="store_true",
         help="print EXPLAIN (ANALYZE, BUFFERS) of the CSV export's query for the val split",
@@ -397,6 +449,8 @@ def main() -> None:
         from tests.factories import recorded_run
 
         call_command("migrate", verbosity=0)
+        if args.statistics == "missing":
+            keep_statistics_away()
         user = get_user_model().objects.create_user("bench", password="x")
         watched = recorded_run(owner=user, candidates=3, val_tasks=5, name="watched")
         runs = []
@@ -406,7 +460,11 @@ def main() -> None:
                 (
                     size,
                     build_big_run(
-                        user, candidates=args.candidates, tasks=args.tasks, megabytes=size
+                        user,
+                        candidates=args.candidates,
+                        tasks=args.tasks,
+                        megabytes=size,
+                        statistics=args.statistics,
                     ),
                 )
             )
@@ -415,11 +473,25 @@ def main() -> None:
             )
             for _ in range(args.other_runs):
                 started = time.perf_counter()
-                build_big_run(user, candidates=args.candidates, tasks=args.tasks, megabytes=size)
+                build_big_run(
+                    user,
+                    candidates=args.candidates,
+                    tasks=args.tasks,
+                    megabytes=size,
+                    statistics=args.statistics,
+                )
                 print(
                     f"built another {args.candidates} × {args.tasks} run (not exported) in {time.perf_counter() - started:.0f} s",
                     flush=True,
                 )
+        if args.old_index:
+            import importlib
+
+            index = importlib.import_module("optimizer.migrations.0023_evaluation_csv_order_by_run")
+            started = time.perf_counter()
+            index.create(_Editor(), index.OLD)
+            print(f"built the old CSV-order index in {time.perf_counter() - started:.0f} s")
+        print(f"statistics {args.statistics}: {statistics_rows()} pg_stats rows", flush=True)
         if args.explain:
             for _, run in runs:
                 explain_csv(run)
