@@ -17,10 +17,18 @@ scratch PostgreSQL database, and prints:
   against bare gepa on the same budget. "Bare gepa" is gepa.optimize with our
   adapter (the same demo task model and verifier scoring), the demo
   simulator's proposer, the run's seed, minibatch size and budget, and
-  nothing of ours around it: no recorder, no run_dir (no checkpoint), no
-  stoppers. Medians with the spread (min-max) and the ratio of the medians.
+  stoppers. Medians with the spread (min-max) and the ratio of the medians,
+  and each side's CPU seconds (the worker process's, PostgreSQL's not
+  counted): on a loaded machine wall time follows the CPU share a process
+  gets, CPU time less so.
+
+`--baseline PATH` runs the worker of another checkout (the code before a
+change, on the same database schema) beside ours in every interleaved
+round, so a change is measured against its ratio to bare gepa in one
+invocation.
 
 Usage:  .venv/bin/python bench/growth.py [--calls 20000] [--latencies 0,20] [--repeats 3]
+        [--baseline PATH]
 
 Needs PostgreSQL and Redis (BENCH_POSTGRES_URL, BENCH_REDIS_URL: give your own
 Redis DB number); uses a scratch database, queue and channel prefix, removed at
@@ -52,8 +60,8 @@ TABLES = (
 )
 WORKER = (
     "import sys, time, django; django.setup(); from optimizer.runs.runner import execute_run; "
-    "started = time.perf_counter(); status = execute_run(int(sys.argv[1])); "
-    "print(status, time.perf_counter() - started)"
+    "started, cpu = time.perf_counter(), time.process_time(); status = execute_run(int(sys.argv[1])); "
+    "print(status, time.perf_counter() - started, time.process_time() - cpu)"
 )
 
 
@@ -111,7 +119,7 @@ def bare_gepa(run_id: int) -> None:
         def log(self, message: str) -> None:
             pass
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     result = gepa.optimize(
         seed_candidate=dict(config.seed_components),
         trainset=trainset,
@@ -126,19 +134,22 @@ def bare_gepa(run_id: int) -> None:
         track_best_outputs=False,
         display_progress_bar=False,
     )
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     adapter.close()
-    print(f"{result.total_metric_calls} {seconds}")
+    print(f"{result.total_metric_calls} {seconds} {cpu}")
 
 
 class Child:
     """A child process of the bench, its peak RSS sampled; stopped if the bench ends first."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, checkout: Path = HERE.parent) -> None:
+        env = dict(os.environ)
+        if checkout != HERE.parent:  # another checkout's code (--baseline)
+            env["PYTHONPATH"] = os.pathsep.join([str(checkout), str(checkout / "clients/python")])
         self.process = subprocess.Popen(
             [sys.executable, *args],
-            cwd=HERE.parent,
-            env=dict(os.environ),
+            cwd=checkout,
+            env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -163,6 +174,11 @@ class Child:
             self.process.wait()
 
 
+def last_fields(out: str) -> list[str]:
+    """The first three fields of a child's last line of output ("" for those missing)."""
+    return [*out.strip().rpartition("\n")[-1].split(" "), "", "", ""][:3]
+
+
 def spread(values: list[float], unit: str = "s") -> str:
     return (
         f"median {statistics.median(values):.1f} {unit} "
@@ -178,6 +194,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--repeats", type=int, default=3, help="interleaved wall-time runs (0 ms) of each side"
+    )
+    parser.add_argument(
+        "--baseline", type=Path, help="another checkout whose worker runs beside ours"
     )
     parser.add_argument("--bare-run", type=int, help=argparse.SUPPRESS)  # the bare gepa child
     args = parser.parse_args()
@@ -213,11 +232,14 @@ def main() -> None:
                 config=run_config(task_set, task_lm=lm, budget={"max_metric_calls": args.calls}),
             )
 
-        def frontier(latency_ms: float, *, growth: bool = False) -> tuple[float, float]:
-            """One run in a worker: prints its RSS (and table growth); returns (seconds, peak MB)."""
+        def frontier(
+            latency_ms: float, *, growth: bool = False, checkout: Path = HERE.parent
+        ) -> tuple[float, float, float]:
+            """One run in a worker of `checkout`: prints its RSS (and table growth);
+            returns (seconds, peak MB, CPU seconds)."""
             run = launch(latency_ms)
             before = table_sizes()
-            worker = Child("-c", WORKER, str(run.pk))
+            worker = Child("-c", WORKER, str(run.pk), checkout=checkout)
             children.append(worker)
             samples: list[tuple[int, float]] = []  # (metric calls, worker RSS MB)
             half = None
@@ -230,14 +252,16 @@ def main() -> None:
                     half = (used, table_sizes())
                 time.sleep(0.5)
             out, err = worker.finish()
-            _, _, seconds = out.strip().rpartition("\n")[-1].partition(" ")
-            if not seconds:
+            _, seconds, cpu = last_fields(out)
+            if not cpu:
                 raise SystemExit(f"the worker failed: {err.strip()[-2000:]}")
             run.refresh_from_db()
             after = table_sizes()
+            who = "" if checkout == HERE.parent else f"baseline {checkout.name}, "
             print(
-                f"{latency_ms:g} ms model: run of {run.budget_used} metric calls ({run.status}, "
-                f"{run.candidates.count()} candidates, {run.last_seq} events) in {float(seconds):.1f} s"
+                f"{who}{latency_ms:g} ms model: run of {run.budget_used} metric calls ({run.status}, "
+                f"{run.candidates.count()} candidates, {run.last_seq} events) in {float(seconds):.1f} s, "
+                f"{float(cpu):.1f} CPU s"
             )
             if growth:
                 if half is None:
@@ -262,44 +286,62 @@ def main() -> None:
                 f"  worker RSS at {', '.join(marks)}; peak {worker.peak:.0f} MB; "
                 f"load average {os.getloadavg()[0]:.1f}"
             )
-            return float(seconds), worker.peak
+            return float(seconds), worker.peak, float(cpu)
 
-        def bare(run: Run) -> float:
+        def bare(run: Run) -> tuple[float, float]:
+            """bare gepa in a process of its own: (seconds, CPU seconds)."""
             child = Child(str(HERE / "growth.py"), "--bare-run", str(run.pk))
             children.append(child)
             out, err = child.finish()
-            calls, _, seconds = out.strip().rpartition("\n")[-1].partition(" ")
-            if not seconds:
+            calls, seconds, cpu = last_fields(out)
+            if not cpu:
                 raise SystemExit(f"bare gepa failed: {err.strip()[-2000:]}")
             print(
-                f"  bare gepa (0 ms): {calls} metric calls in {float(seconds):.1f} s; "
-                f"peak RSS {child.peak:.0f} MB"
+                f"  bare gepa (0 ms): {calls} metric calls in {float(seconds):.1f} s, "
+                f"{float(cpu):.1f} CPU s; peak RSS {child.peak:.0f} MB"
             )
-            return float(seconds)
+            return float(seconds), float(cpu)
 
         latencies = [float(x) for x in args.latencies.split(",") if x.strip()]
         peaks: dict[float, list[float]] = {}
-        ours_times: list[float] = []
-        bare_times: list[float] = []
-        for repeat in range(max(1, args.repeats)):  # interleaved: a busy neighbour slows both
-            seconds, peak = frontier(0.0, growth=repeat == 0)
-            ours_times.append(seconds)
-            peaks.setdefault(0.0, []).append(peak)
-            bare_times.append(bare(launch(0.0)))
+        sides = {"our runner": HERE.parent}
+        if args.baseline is not None:
+            sides["baseline"] = args.baseline.resolve()
+        times: dict[str, list[float]] = {name: [] for name in [*sides, "bare gepa"]}
+        cpus: dict[str, list[float]] = {name: [] for name in times}
+        for repeat in range(max(1, args.repeats)):  # interleaved: a busy neighbour slows every side
+            for name, checkout in sides.items():
+                ours = name == "our runner"
+                seconds, peak, cpu = frontier(0.0, growth=ours and repeat == 0, checkout=checkout)
+                times[name].append(seconds)
+                cpus[name].append(cpu)
+                if ours:
+                    peaks.setdefault(0.0, []).append(peak)
+            seconds, cpu = bare(launch(0.0))
+            times["bare gepa"].append(seconds)
+            cpus["bare gepa"].append(cpu)
         for latency in latencies:
             if latency != 0.0:
                 peaks.setdefault(latency, []).append(frontier(latency)[1])
         print(f"\nworker peak RSS over {args.calls} metric calls (target <= 300 MB):")
         for latency, values in sorted(peaks.items()):
             print(f"  {latency:g} ms model: {spread(values, 'MB')}")
-        ours, plain = statistics.median(ours_times), statistics.median(bare_times)
-        print(f"wall time, 0 ms model, {len(ours_times)} interleaved runs of each:")
-        print(f"  our runner: {spread(ours_times)}")
-        print(f"  bare gepa:  {spread(bare_times)}")
-        print(
-            f"  ours / bare gepa: {ours / plain:.2f}x (target <= 1.2x; per pair "
-            f"{', '.join(f'{o / b:.2f}' for o, b in zip(ours_times, bare_times, strict=True))})"
-        )
+        bare_times, bare_cpus = times["bare gepa"], cpus["bare gepa"]
+        for label, values in (("wall time", times), ("CPU time", cpus)):
+            print(f"{label}, 0 ms model, {len(bare_times)} interleaved runs of each:")
+            for name, seconds in values.items():
+                print(f"  {name + ':':<12} {spread(seconds)}")
+        for name in sides:
+            for label, values, plain in (
+                ("wall", times[name], bare_times),
+                ("CPU", cpus[name], bare_cpus),
+            ):
+                target = " (target <= 1.2x)" if label == "wall" else ""
+                print(
+                    f"  {name} / bare gepa, {label}: "
+                    f"{statistics.median(values) / statistics.median(plain):.2f}x{target}; per round "
+                    f"{', '.join(f'{o / b:.2f}' for o, b in zip(values, plain, strict=True))}"
+                )
     finally:
         for child in children:
             child.stop()
