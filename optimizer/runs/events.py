@@ -16,12 +16,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
+from django.utils import timezone
+from psycopg import sql
 
 from optimizer.models import RunEvent, run_progress, store_rejected_marks
 from optimizer.runs import event_types as ev
@@ -59,12 +62,16 @@ def publish_run_events(
     events: list[ev.Event],
     *,
     claim: RunClaim | None = None,
+    progress: dict[str, Any] | None = None,
 ) -> list[RunEvent]:
     """Append several events with consecutive seqs in one transaction and publish
     them, in order, after commit (one database round and one channel-layer call
     for the batch: the runner's per-iteration cost). With a `claim` (the
     runner's), nothing is written unless this worker still holds the run:
     ClaimLost is raised instead and the enclosing transaction rolls back.
+    `progress`: fields of the run's progress row (optimizer.models.PROGRESS_FIELDS)
+    written by the same UPDATE that takes the seqs (the runner's budget reading).
+    The rows returned are not read back: on PostgreSQL they have no pk.
     With FRONTIER_VALIDATE_EVENTS on (the tests), a payload that does not match
     its model in optimizer.runs.event_types raises EventPayloadError first."""
     if settings.FRONTIER_VALIDATE_EVENTS:
@@ -75,24 +82,49 @@ def publish_run_events(
         # optimizer.models.RunProgress), so concurrent publishers of one run get
         # consecutive seqs in commit order (PostgreSQL row lock; SQLite's
         # IMMEDIATE transactions serialise writers as a whole).
+        fields = {**(progress or {}), "last_seq": F("last_seq") + len(events)}
         if claim is not None:
-            claim.update(last_seq=F("last_seq") + len(events))
+            claim.update(**fields)
         else:
-            run_progress(run_id).update(last_seq=F("last_seq") + len(events))
+            run_progress(run_id).update(**fields)
         last = run_progress(run_id).values_list("last_seq", flat=True).get()
         first = last - len(events) + 1
-        rows = RunEvent.objects.bulk_create(
-            [
-                RunEvent(run_id=run_id, seq=first + n, type=type, payload=data)
-                for n, (type, data) in enumerate(events)
-            ]
-        )
+        rows = [
+            RunEvent(run_id=run_id, seq=first + n, type=type, payload=data)
+            for n, (type, data) in enumerate(events)
+        ]
+        _insert_events(rows)
         store_rejected_marks(
             rows
         )  # the score chart's numbers, so the run page need not unpack the payloads
         messages = [row.as_message() for row in rows]
         transaction.on_commit(lambda: _send(run_id, messages))
     return rows
+
+
+#: The RunEvent columns _insert_events copies, in this order.
+EVENT_COLUMNS = ("run", "seq", "type", "payload", "created_at")
+
+
+def _insert_events(rows: list[RunEvent]) -> None:
+    """INSERT the new event rows. On PostgreSQL with COPY (psycopg's `Cursor.copy`):
+    each payload is JSON-encoded once and no SQL is built per row; with a fast
+    model a run writes ~10,000 events, and Django's bulk_create, which quotes
+    every value into the statement, took a third of its writer thread's time."""
+    if connection.vendor != "postgresql":
+        RunEvent.objects.bulk_create(rows)
+        return
+    now = timezone.now()
+    columns = {f.name: f.column for f in RunEvent._meta.concrete_fields if f.column}
+    names: list[sql.Composable] = [sql.Identifier(columns[name]) for name in EVENT_COLUMNS]
+    statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
+        sql.Identifier(RunEvent._meta.db_table), sql.SQL(", ").join(names)
+    )
+    with connection.cursor() as cursor, cursor.copy(statement.as_string(cursor.connection)) as copy:
+        for row in rows:
+            row.created_at = now
+            # JSONField's own encoding (no encoder: json.dumps), the text a jsonb column parses.
+            copy.write_row((row.run_id, row.seq, row.type, json.dumps(row.payload), now))
 
 
 def publish_run_access_changed(run_id: int, *, lost_by: list[int]) -> None:

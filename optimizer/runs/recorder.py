@@ -657,16 +657,19 @@ class RunRecorder:
         """The run row, if this worker still holds it (all of it without a claim: tests)."""
         return self.claim.runs() if self.claim is not None else Run.objects.filter(pk=self.run_id)
 
-    def _publish(self, *events: ev.Event) -> None:
+    def _publish(self, *events: ev.Event, progress: dict[str, Any] | None = None) -> None:
         """Publish what waits in `unpublished`, then `events`, as one batch
-        (one transaction and one channel-layer call: cheaper per iteration).
+        (one transaction and one channel-layer call: cheaper per iteration),
+        with the progress row's `progress` fields in the same UPDATE.
         `unpublished` is emptied only once the batch is written (after the
         commit when inside a transaction), so a retried callback loses nothing.
         While `deferring`, the events only join `unpublished`."""
         if self.deferring:
             self.unpublished.extend(events)
             return
-        publish_run_events(self.run_id, [*self.unpublished, *events], claim=self.claim)
+        publish_run_events(
+            self.run_id, [*self.unpublished, *events], claim=self.claim, progress=progress
+        )
         if transaction.get_connection().in_atomic_block:
             transaction.on_commit(self._published)
         else:
@@ -674,14 +677,14 @@ class RunRecorder:
 
     @writes
     def publish_waiting(self, event: CallbackEvent) -> None:
-        """End `deferring`: write the progress row's last reading and publish
-        what waits, as one batch of events."""
+        """End `deferring`: publish what waits, as one batch of events, with the
+        progress row's last reading (one UPDATE for both)."""
         self.deferring = False
-        if self.progress_due is not None:
-            self._write_progress(self.progress_due)
-            self.progress_due = None
         if self.unpublished:
-            self._publish()
+            self._publish(progress=self.progress_due)
+        elif self.progress_due is not None:
+            self._write_progress(self.progress_due)
+        self.progress_due = None
 
     def _published(self) -> None:
         self.unpublished.clear()

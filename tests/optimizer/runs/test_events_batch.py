@@ -49,6 +49,52 @@ def test_a_batch_gets_consecutive_seqs_and_reaches_the_group_in_order(user):
     assert run.last_seq == 3
 
 
+def test_a_batchs_progress_fields_are_written_by_the_update_that_takes_its_seqs(user):
+    """The runner hands the progress row's budget reading with its batch: one
+    UPDATE of the progress row for both."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from optimizer.models import run_progress
+
+    run = Run.objects.create(owner=user)
+    with CaptureQueriesContext(connection) as queries:
+        publish_run_events(
+            run.pk,
+            [("worker.ping", {"host": "test", "note": "a"})],
+            progress={"budget_used": 7, "cost": 0.5},
+        )
+    updates = [q for q in queries if str(q["sql"]).lstrip().upper().startswith("UPDATE")]
+    assert len(updates) == 1
+    assert run_progress(run.pk).values_list("budget_used", "cost", "last_seq").get() == (7, 0.5, 1)
+
+
+def test_payloads_are_stored_as_given_whatever_characters_they_hold(user, settings):
+    """On PostgreSQL the rows go in with COPY, whose text format escapes
+    backslashes, tabs and newlines: every payload reads back as it was sent."""
+    settings.FRONTIER_VALIDATE_EVENTS = False  # a nested payload no event type has
+    run = Run.objects.create(owner=user)
+    awkward = 'tab\there, "quoted", back\\slash \\N, new\nline, \r, é, 雪, 🙂, \\x00 {}[]'
+    payloads = [
+        {"host": "test", "note": awkward},
+        {"host": "test", "note": ""},
+        {"host": "h\\", "note": "\\.", "nested": {"list": [1, 2.5, None, True, awkward]}},
+    ]
+    rows = publish_run_events(run.pk, [("worker.ping", p) for p in payloads])
+    stored = RunEvent.objects.filter(run=run).order_by("seq")
+    assert [e.payload for e in stored] == payloads
+    assert (
+        [(e.seq, e.type) for e in stored]
+        == [(r.seq, r.type) for r in rows]
+        == [
+            (1, "worker.ping"),
+            (2, "worker.ping"),
+            (3, "worker.ping"),
+        ]
+    )
+    assert all(e.created_at is not None for e in stored)
+
+
 def test_events_sent_from_the_background_publisher_reach_the_group_in_commit_order_before_the_block_ends(
     user,
 ):
