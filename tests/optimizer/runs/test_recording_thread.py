@@ -7,12 +7,14 @@ from __future__ import annotations
 import pickle
 import threading
 import time
+from unittest import mock
 
 import pytest
 
 from optimizer.lm.simulator import DemoLanguageModel
 from optimizer.models import Candidate, Run, RunEvent, RunStatus, run_progress
 from optimizer.runs import recording_thread, runner
+from optimizer.runs.adapter import FrontierAdapter
 from optimizer.runs.recorder import RunRecorder
 from optimizer.runs.recording_thread import RecorderThread
 from optimizer.runs.runner import execute_run
@@ -216,3 +218,41 @@ def test_the_engine_waits_for_a_writer_that_is_behind_and_nothing_is_lost_or_reo
     assert run_progress(run.pk).get().budget_used == run.budget_used > 0
     seqs = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", flat=True))
     assert seqs == list(range(1, len(seqs) + 1))
+
+
+def test_the_writer_writes_a_lone_item_at_once_and_gathers_what_follows_into_one_write(
+    run, monkeypatch
+):
+    """While items keep coming the writer starts a write at most every
+    GATHER_SECONDS, with everything that arrived meanwhile (fewer commits, each
+    costing the worker's GIL); an item after a quiet spell does not wait."""
+    monkeypatch.setattr(recording_thread, "GATHER_SECONDS", 0.5)
+    writes: list[tuple[float, list[str]]] = []
+
+    def noting(self, items):
+        writes.append((time.monotonic(), [item[0] if item else "stop" for item in items]))
+
+    monkeypatch.setattr(RecorderThread, "_write", noting)
+    recorder = RunRecorder(
+        run=run,
+        adapter=mock.Mock(spec=FrontierAdapter),
+        valset=[],
+        task_pks={},
+        budget_total=run.budget_total,
+    )
+    thread = RecorderThread(recorder)
+    put_at = time.monotonic()
+    thread._put(("on_candidate_selected", {}))
+    for name in ("on_evaluation_start", "on_evaluation_end", "on_budget_updated"):
+        time.sleep(0.1)
+        thread._put((name, {}))
+    time.sleep(0.6)
+    thread.close()
+    assert [names for _, names in writes] == [
+        ["on_candidate_selected"],
+        ["on_evaluation_start", "on_evaluation_end", "on_budget_updated"],
+        ["stop"],
+    ]
+    (first_at, _), (second_at, _), _ = writes
+    assert first_at - put_at < 0.3  # not held back: nothing was written just before it
+    assert second_at - first_at >= 0.5
