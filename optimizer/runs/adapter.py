@@ -250,8 +250,10 @@ class FrontierAdapter:
             objective_scores=[r.objective_scores for r in records],
         )
 
-    def get_adapter_state(self) -> dict[str, Any]:
-        """What gepa keeps in its checkpoint for us (0.1.4 asks before every save)."""
+    def carried_state(self) -> dict[str, Any]:
+        """What gepa keeps in its checkpoint for us, read for each checkpoint
+        written (optimizer.runs.checkpoint.ThrottledSave). Not gepa's
+        `get_adapter_state`, which gepa 0.1.4 reads before every save, written or not."""
         return self.carried.snapshot() if self.carried is not None else {}
 
     def set_adapter_state(self, state: dict[str, Any]) -> None:

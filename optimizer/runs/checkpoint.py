@@ -107,11 +107,13 @@ class ThrottledSave:
         *,
         every: float,
         clock: Callable[[], float] = time.monotonic,
+        adapter_state: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         self.state = state
         self.write = write
         self.every = every
         self.clock = clock
+        self.adapter_state = adapter_state
         self.pool: int | None = None  # candidates in the last snapshot written
         self.written_at = 0.0
         self.skipped: str | None = None  # the run_dir of a save skipped since
@@ -120,6 +122,7 @@ class ThrottledSave:
         if run_dir is None:
             return
         if use_cloudpickle:  # not ours: gepa writes it itself
+            self._read_adapter_state()
             GEPAState.save(self.state, run_dir, use_cloudpickle=True)
             return
         pool = len(self.state.program_candidates)
@@ -133,7 +136,15 @@ class ThrottledSave:
         if self.skipped is not None:
             self._snapshot(self.skipped)
 
+    def _read_adapter_state(self) -> None:
+        """What the adapter carries in the checkpoint (GEPAState.adapter_state), read
+        now, for a save that is written: gepa 0.1.4 reads it before every save,
+        skipped or not, from an adapter's `get_adapter_state`, which ours leaves to this."""
+        if self.adapter_state is not None:
+            self.state.adapter_state = dict(self.adapter_state())
+
     def _snapshot(self, run_dir: str) -> None:
+        self._read_adapter_state()
         self.write(run_dir, state_snapshot(self.state))
         self.pool = len(self.state.program_candidates)
         self.written_at = self.clock()
@@ -141,17 +152,22 @@ class ThrottledSave:
 
 
 def save_through(
-    state: State, write: Callable[[str, bytes], None], *, every: float = CHECKPOINT_SECONDS
+    state: State,
+    write: Callable[[str, bytes], None],
+    *,
+    every: float = CHECKPOINT_SECONDS,
+    adapter_state: Callable[[], dict[str, Any]] | None = None,
 ) -> ThrottledSave:
     """From now on `state.save(run_dir)` snapshots the state on the calling thread
     and passes (run_dir, bytes) to `write` instead of writing the file itself,
     skipping the saves that add no candidate within `every` seconds of the last
-    one written. Idempotent (returns the state's ThrottledSave); the pickle stays
-    loadable without this module."""
+    one written. `adapter_state` gives what the adapter carries in the pickle
+    (GEPAState.adapter_state), read for each save written. Idempotent (returns
+    the state's ThrottledSave); the pickle stays loadable without this module."""
     save = state.__dict__.get("save")
     if isinstance(save, ThrottledSave):
         return save
-    save = ThrottledSave(state, write, every=every)
+    save = ThrottledSave(state, write, every=every, adapter_state=adapter_state)
     state.__dict__["save"] = save  # this instance's save, in front of GEPAState.save
     _exclude(state, "save")
     return save
@@ -207,10 +223,12 @@ class CarriedState:
     (0.1.4 does not persist it: docs/gepa-notes.md §6) and the minibatch sampler's
     place, the simulator's memory of its proposals, the early-stop counters.
 
-    Each part is a (name, read, restore) pair. gepa 0.1.4 asks the adapter's
-    `get_adapter_state` before every save of its checkpoint and keeps the answer
-    in the pickle (GEPAState.adapter_state); after loading it, it hands it back
-    to `set_adapter_state`, before the first iteration. Parts read what is true
+    Each part is a (name, read, restore) pair. The snapshot is read for each
+    checkpoint written (ThrottledSave, `adapter_state`) and kept in the pickle
+    (GEPAState.adapter_state); after loading it, gepa 0.1.4 hands it back to the
+    adapter's `set_adapter_state`, before the first iteration. (gepa would also
+    read an adapter's `get_adapter_state` before every save, skipped or not:
+    with a fast model, 50 µs an iteration on the engine's thread.) Parts read what is true
     between two iterations; a part a checkpoint does not hold (one written
     before it existed) is left as it starts."""
 

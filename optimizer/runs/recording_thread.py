@@ -247,7 +247,9 @@ class RecorderThread:
         this worker no longer holds it, and the error of a checkpoint the
         writer could not write."""
         if gepa_state is not None:
-            self.save = save_through(gepa_state, self._checkpoint)
+            self.save = save_through(
+                gepa_state, self._checkpoint, adapter_state=self.adapter.carried_state
+            )
         self.raise_failure()
         claim = self.recorder.claim
         if claim is not None and claim.lost.is_set():

@@ -279,7 +279,7 @@ def test_the_adapter_hands_gepa_what_it_carries_and_takes_it_back():
     box = {"n": 1}
     carried.add("box", lambda: box["n"], lambda saved: box.update(n=saved))
     adapter = demo_adapter(carried=carried)
-    assert adapter.get_adapter_state() == {"box": 1}
+    assert adapter.carried_state() == {"box": 1}
     adapter.set_adapter_state({"box": 7, "gone": 3})
     assert box["n"] == 7
     adapter.set_adapter_state({})  # a checkpoint written before the part existed

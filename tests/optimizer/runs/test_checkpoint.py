@@ -123,3 +123,31 @@ def test_a_save_that_adds_no_candidate_waits_for_the_interval_and_the_last_one_i
     save.flush()  # at the end of the optimization: the final state is written
     save.flush()  # and only once
     assert written == [-1, 2, 4, 6]
+
+
+def test_what_the_adapter_carries_is_read_for_each_save_written_and_only_then():
+    """gepa saves (and used to ask the adapter for its state) before every
+    iteration; most saves are skipped, and so is the reading: each pickle
+    written holds the adapter's state as it was at that save."""
+    now = [0]  # in tenths of a second
+    written = []
+    carried = {"reads": 0}
+
+    def adapter_state() -> dict[str, int]:
+        carried["reads"] += 1
+        return {"at": now[0]}
+
+    state = PoolState()
+    save = ThrottledSave(
+        state,  # type: ignore[arg-type]
+        lambda run_dir, data: written.append(pickle.loads(data)["adapter_state"]),
+        every=1.0,
+        clock=lambda: now[0] / 10,
+        adapter_state=adapter_state,
+    )
+    for _ in range(25):  # 25 iterations of 0.1 s: a save written each second
+        save("/runs/1")
+        now[0] += 1
+    save.flush()  # the end: the last save skipped is written, with what is carried now
+    assert written == [{"at": 0}, {"at": 10}, {"at": 20}, {"at": 25}]
+    assert carried["reads"] == len(written)
