@@ -29,7 +29,8 @@ an unbounded queue (each item holding a checkpoint's bytes or an evaluation's
 records) grows without bound; at the bound the engine's thread waits in
 `_relay` until the writer has taken an item, so nothing is dropped and the
 order stays gepa's. The writer takes what arrives within GATHER_SECONDS of
-its last write (up to MAX_BATCH items; an item after a quiet spell at once)
+its last write (up to MAX_BATCH items; an item after a quiet spell, or one
+written on its own, at once)
 and writes the callbacks that only move the budget and publish events in one
 transaction (fewer commits, so it keeps up and holds the GIL the engine's
 thread needs less). A checkpoint and the
@@ -286,7 +287,7 @@ class RecorderThread:
         while True:
             items = [self.queue.get()]
             gathered_until = started + GATHER_SECONDS
-            while items[-1] is not None and len(items) < MAX_BATCH:
+            while self._gathering(items[-1]) and len(items) < MAX_BATCH:
                 wait = gathered_until - time.monotonic()
                 try:
                     items.append(
@@ -302,6 +303,12 @@ class RecorderThread:
                     self.queue.task_done()
             if items[-1] is None:
                 return
+
+    def _gathering(self, last: WriterItem) -> bool:
+        """Whether to wait for more items after `last`: not after the stop, nor
+        after an item written on its own (a checkpoint, a candidate, the run's
+        "optimizing" status), which is written now, as it was before gathering."""
+        return last is not None and self._batched(last[0])
 
     def _write(self, items: list[WriterItem]) -> None:
         """Write `items` in order: runs of BATCHED callbacks in one transaction

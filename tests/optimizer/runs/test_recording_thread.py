@@ -256,3 +256,42 @@ def test_the_writer_writes_a_lone_item_at_once_and_gathers_what_follows_into_one
     (first_at, _), (second_at, _), _ = writes
     assert first_at - put_at < 0.3  # not held back: nothing was written just before it
     assert second_at - first_at >= 0.5
+
+
+def test_an_item_written_on_its_own_ends_the_gathering_and_is_written_at_once(run, monkeypatch):
+    """A checkpoint, a candidate or the run's "optimizing" status does not wait
+    for the gathering interval: the write starts as soon as it arrives, with
+    what was gathered before it."""
+    monkeypatch.setattr(recording_thread, "GATHER_SECONDS", 5.0)
+    writes: list[tuple[float, list[str]]] = []
+    monkeypatch.setattr(
+        RecorderThread,
+        "_write",
+        lambda self, items: writes.append(
+            (time.monotonic(), [item[0] if item else "stop" for item in items])
+        ),
+    )
+    recorder = RunRecorder(
+        run=run,
+        adapter=mock.Mock(spec=FrontierAdapter),
+        valset=[],
+        task_pks={},
+        budget_total=run.budget_total,
+    )
+    recorder.optimizing = True
+    thread = RecorderThread(recorder)
+    thread._put(("on_candidate_selected", {}))  # written at once: nothing before it
+    deadline = time.monotonic() + 5
+    while not writes and time.monotonic() < deadline:
+        time.sleep(0.01)
+    thread._put(("on_evaluation_end", {}))
+    put_at = time.monotonic()
+    thread._put((recording_thread.CHECKPOINT, ("/nowhere", b"")))
+    while len(writes) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    thread.close()
+    assert [names for _, names in writes[:2]] == [
+        ["on_candidate_selected"],
+        ["on_evaluation_end", recording_thread.CHECKPOINT],
+    ]
+    assert writes[1][0] - put_at < 2.5  # not the 5 s interval
