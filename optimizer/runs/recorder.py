@@ -29,7 +29,7 @@ from statistics import fmean
 from typing import Any, TypedDict
 
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from dashboard.lib.db_retry import retry_db
 from optimizer.front import front_members
@@ -285,15 +285,19 @@ class RunRecorder:
 
     @writes
     def _announce_optimizing(self, event: CallbackEvent) -> None:
+        """The phase "optimizing", once gepa's first iteration starts, unless a
+        user asked to stop, pause or cancel meanwhile: this write may come after
+        that request (the writer's thread lags the engine's), whose phase stays."""
         with transaction.atomic():
-            self._runs().update(phase="optimizing")
-            status = Run.objects.values_list("status", flat=True).get(pk=self.run_id)
-            publish_run_event(
-                self.run_id,
-                ev.RUN_STATUS,
-                {"status": status, "phase": "optimizing"},
-                claim=self.claim,
-            )
+            asked = Q(stop_requested=True) | Q(pause_requested=True) | Q(cancel_requested=True)
+            if self._runs().exclude(asked).update(phase="optimizing"):
+                status = Run.objects.values_list("status", flat=True).get(pk=self.run_id)
+                publish_run_event(
+                    self.run_id,
+                    ev.RUN_STATUS,
+                    {"status": status, "phase": "optimizing"},
+                    claim=self.claim,
+                )
         self.optimizing = True
 
     def on_candidate_selected(self, event: CallbackEvent) -> None:

@@ -4,6 +4,7 @@ exactly as the same run would have gone on uninterrupted."""
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
@@ -15,6 +16,7 @@ from optimizer.models import Run, RunEvent, RunStatus, run_progress
 from optimizer.runs import event_types as ev
 from optimizer.runs import runner
 from optimizer.runs.checkpoint import checkpoint_metric_calls
+from optimizer.runs.recorder import RunRecorder, writes
 from optimizer.runs.runner import execute_run
 from optimizer.services import run_launch, run_pause, run_resume
 from tests.optimizer.run_helpers import (
@@ -73,6 +75,32 @@ def test_a_paused_run_holds_no_worker_and_is_not_active(user, task_set, monkeypa
     # A paused run delivered to a worker again (a duplicate message) is left alone.
     assert execute_run(run.pk) is None
     assert Run.objects.get(pk=run.pk).status == RunStatus.PAUSED
+
+
+def test_a_pause_asked_before_the_optimizing_phase_is_written_keeps_its_phase(
+    user, task_set, monkeypatch
+):
+    """The writer's thread lags the engine's: the run's "optimizing" phase
+    (written when gepa's first iteration starts) may reach the database after
+    a pause was asked. The pause's phase stays; no status event says
+    "optimizing" after it."""
+    run = launch(user, task_set)
+    asked = threading.Event()
+    announce = RunRecorder._announce_optimizing.__wrapped__
+
+    def late(self, event):
+        asked.wait(timeout=30)  # the writer gets here only once the pause was asked
+        announce(self, event)
+
+    monkeypatch.setattr(RunRecorder, "_announce_optimizing", writes(late))
+    act_at_iterations(monkeypatch, {1}, lambda _: (run_pause(run=run, by=user), asked.set()))
+    assert execute_run(run.pk) == RunStatus.PAUSED
+
+    phases = [(e.payload["status"], e.payload["phase"]) for e in events(run, ev.RUN_STATUS)]
+    assert phases[-2:] == [
+        ("running", "pausing after this iteration (asked by alice)"),
+        ("paused", "paused by alice"),
+    ]
 
 
 def test_a_run_paused_and_resumed_twice_spends_and_finds_what_the_uninterrupted_run_does(
