@@ -10,24 +10,14 @@ import importlib
 
 import pytest
 from django.db import IntegrityError, connection, transaction
-from django.db.migrations.executor import MigrationExecutor
+
+from tests.migrating import migrate, migrate_to_latest
 
 BEFORE = [("optimizer", "0021_evaluation_csv_order")]
 AFTER = [("optimizer", "0023_evaluation_csv_order_by_run")]
 BACKFILL = importlib.import_module("optimizer.migrations.0022_evaluation_run")
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def migrate(target):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(target)
-    return executor.loader.project_state(target).apps
-
-
-def latest():
-    migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
 
 
 def indexes() -> dict[str, list[str]]:
@@ -114,4 +104,4 @@ def test_existing_evaluations_get_their_candidates_run_and_the_column_ends_not_n
         assert "run_id" not in {c.name for c in columns}
         assert apps.get_model("optimizer", "Evaluation").objects.count() == len(rows)
     finally:
-        latest()
+        migrate_to_latest()

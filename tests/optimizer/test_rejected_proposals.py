@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from dashboard import selectors
 from optimizer.export import run_export, run_import
@@ -17,6 +15,7 @@ from optimizer.models import RejectedProposal, RunStatus, rejected_mark_fields
 from optimizer.runs import event_types as ev
 from optimizer.runs.events import publish_run_event, publish_run_events
 from tests.factories import recorded_run
+from tests.migrating import migrate, migrate_to_latest
 
 MARK = ("metric_calls", "parent", "before", "after", "minibatch_size")
 
@@ -100,13 +99,6 @@ BEFORE = [("optimizer", "0010_i16n_run_progress")]
 AFTER = [("optimizer", "0011_i16s_rejected_proposal")]
 
 
-def migrate(target):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(target)
-    return executor.loader.project_state(target).apps
-
-
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_stores_the_marks_of_the_runs_recorded_before_and_the_page_draws_the_same():
     apps = migrate(BEFORE)
@@ -133,7 +125,7 @@ def test_the_migration_stores_the_marks_of_the_runs_recorded_before_and_the_page
         stored = marks(run, apps.get_model("optimizer", "RejectedProposal"))
         assert stored == [(1, 10, 2, 2.0, 1.0, 3), (3, 30, None, 2.0, 1.5, 1)]
     finally:
-        migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+        migrate_to_latest()
     from optimizer.models import Run
 
     assert selectors.run_snapshot(Run.objects.get(pk=run.pk))["rejected"] == {

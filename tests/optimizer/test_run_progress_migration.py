@@ -4,20 +4,13 @@ usage, cost and last event number through the migration (and back)."""
 from __future__ import annotations
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
+
+from tests.migrating import migrate, migrate_to_latest
 
 BEFORE = [("optimizer", "0009_i16a_backfill_val_summary")]
 AFTER = [("optimizer", "0010_i16n_run_progress")]
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def migrate(target):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(target)
-    return executor.loader.project_state(target).apps
 
 
 def test_a_run_recorded_before_the_progress_row_keeps_its_figures_both_ways(django_user_model):
@@ -42,4 +35,4 @@ def test_a_run_recorded_before_the_progress_row_keeps_its_figures_both_ways(djan
         back = apps.get_model("optimizer", "Run").objects.get(pk=run.pk)
         assert (back.budget_used, back.usage, back.cost, back.last_seq) == (17, usage, 0.25, 42)
     finally:
-        migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+        migrate_to_latest()

@@ -7,27 +7,15 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.contenttypes.models import ContentType
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from optimizer.models import Evaluation, Run
 from optimizer.tasksets.models import Task, TaskSet
+from tests.migrating import migrate, migrate_to_latest
 
 BEFORE = [("optimizer", "0012_i16s_run_event_type_index"), ("tasksets", None)]
 AFTER = [("optimizer", "0013_task_sets_move_to_their_own_app")]
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def migrate(target):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(target)
-    return executor.loader.project_state([node for node in target if node[1] is not None]).apps
-
-
-def latest():
-    migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
 
 
 def test_task_sets_made_before_the_move_keep_their_tasks_and_links_both_ways():
@@ -63,7 +51,7 @@ def test_task_sets_made_before_the_move_keep_their_tasks_and_links_both_ways():
         old_type = ContentType.objects.get_or_create(app_label="optimizer", model="taskset")[0]
 
         migrate(AFTER)
-        latest()
+        migrate_to_latest()
         moved = TaskSet.objects.get(pk=task_set.pk)
         assert (moved.name, moved.shared, moved.owner.username) == ("support", True, "old")
         assert list(moved.tasks.values_list("task_id", "input", "expected", "split")) == [
@@ -84,4 +72,4 @@ def test_task_sets_made_before_the_move_keep_their_tasks_and_links_both_ways():
         )
         assert ContentType.objects.get(pk=old_type.pk).app_label == "optimizer"
     finally:
-        latest()
+        migrate_to_latest()
