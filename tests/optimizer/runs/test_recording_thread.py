@@ -20,6 +20,7 @@ from optimizer.runs.recording_thread import RecorderThread
 from optimizer.runs.runner import execute_run
 from optimizer.services import run_launch
 from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -220,33 +221,43 @@ def test_the_engine_waits_for_a_writer_that_is_behind_and_nothing_is_lost_or_reo
     assert seqs == list(range(1, len(seqs) + 1))
 
 
-def test_the_writer_writes_a_lone_item_at_once_and_gathers_what_follows_into_one_write(
-    run, monkeypatch
-):
-    """While items keep coming the writer starts a write at most every
-    GATHER_SECONDS, with everything that arrived meanwhile (fewer commits, each
-    costing the worker's GIL); an item after a quiet spell does not wait."""
-    monkeypatch.setattr(recording_thread, "GATHER_SECONDS", 0.5)
-    writes: list[tuple[float, list[str]]] = []
-
-    def noting(self, items):
-        writes.append((time.monotonic(), [item[0] if item else "stop" for item in items]))
-
-    monkeypatch.setattr(RecorderThread, "_write", noting)
-    recorder = RunRecorder(
+def bare_recorder(run) -> RunRecorder:
+    """A recorder of `run` with no claim and a stand-in adapter: for the writer's own tests."""
+    return RunRecorder(
         run=run,
         adapter=mock.Mock(spec=FrontierAdapter),
         valset=[],
         task_pks={},
         budget_total=run.budget_total,
     )
-    thread = RecorderThread(recorder)
+
+
+def noted_writes(monkeypatch) -> list[tuple[float, list[str]]]:
+    """The writer's writes, noted (when, and the items' names) instead of made."""
+    writes: list[tuple[float, list[str]]] = []
+
+    def noting(self, items):
+        writes.append((time.monotonic(), [item[0] if item else "stop" for item in items]))
+
+    monkeypatch.setattr(RecorderThread, "_write", noting)
+    return writes
+
+
+def test_the_writer_writes_a_lone_item_at_once_and_gathers_what_follows_into_one_write(
+    run, monkeypatch
+):
+    """While items keep coming the writer starts a write at most every
+    GATHER_SECONDS, with everything that arrived meanwhile (fewer commits, each
+    costing the worker's GIL); an item after a quiet spell does not wait."""
+    monkeypatch.setattr(recording_thread, "GATHER_SECONDS", 2.0)
+    writes = noted_writes(monkeypatch)
+    thread = RecorderThread(bare_recorder(run))
     put_at = time.monotonic()
     thread._put(("on_candidate_selected", {}))
+    wait_until(lambda: writes, what="the first write", interval=0.01)
     for name in ("on_evaluation_start", "on_evaluation_end", "on_budget_updated"):
-        time.sleep(0.1)
         thread._put((name, {}))
-    time.sleep(0.6)
+    wait_until(lambda: len(writes) == 2, what="the second write", interval=0.01)
     thread.close()
     assert [names for _, names in writes] == [
         ["on_candidate_selected"],
@@ -254,8 +265,8 @@ def test_the_writer_writes_a_lone_item_at_once_and_gathers_what_follows_into_one
         ["stop"],
     ]
     (first_at, _), (second_at, _), _ = writes
-    assert first_at - put_at < 0.3  # not held back: nothing was written just before it
-    assert second_at - first_at >= 0.5
+    assert first_at - put_at < 1.5  # not held back for the interval: nothing was written before it
+    assert second_at - first_at >= 2.0
 
 
 def test_an_item_written_on_its_own_ends_the_gathering_and_is_written_at_once(run, monkeypatch):
@@ -263,32 +274,16 @@ def test_an_item_written_on_its_own_ends_the_gathering_and_is_written_at_once(ru
     for the gathering interval: the write starts as soon as it arrives, with
     what was gathered before it."""
     monkeypatch.setattr(recording_thread, "GATHER_SECONDS", 5.0)
-    writes: list[tuple[float, list[str]]] = []
-    monkeypatch.setattr(
-        RecorderThread,
-        "_write",
-        lambda self, items: writes.append(
-            (time.monotonic(), [item[0] if item else "stop" for item in items])
-        ),
-    )
-    recorder = RunRecorder(
-        run=run,
-        adapter=mock.Mock(spec=FrontierAdapter),
-        valset=[],
-        task_pks={},
-        budget_total=run.budget_total,
-    )
+    writes = noted_writes(monkeypatch)
+    recorder = bare_recorder(run)
     recorder.optimizing = True
     thread = RecorderThread(recorder)
     thread._put(("on_candidate_selected", {}))  # written at once: nothing before it
-    deadline = time.monotonic() + 5
-    while not writes and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: writes, what="the first write", interval=0.01)
     thread._put(("on_evaluation_end", {}))
     put_at = time.monotonic()
     thread._put((recording_thread.CHECKPOINT, ("/nowhere", b"")))
-    while len(writes) < 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: len(writes) == 2, what="the second write", interval=0.01)
     thread.close()
     assert [names for _, names in writes[:2]] == [
         ["on_candidate_selected"],
