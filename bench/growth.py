@@ -17,6 +17,7 @@ scratch PostgreSQL database, and prints:
   against bare gepa on the same budget. "Bare gepa" is gepa.optimize with our
   adapter (the same demo task model and verifier scoring), the demo
   simulator's proposer, the run's seed, minibatch size and budget, and
+  nothing of ours around it: no recorder, no run_dir (no checkpoint), no
   stoppers. Medians with the spread (min-max) and the ratio of the medians,
   and each side's CPU seconds (the worker process's, PostgreSQL's not
   counted): on a loaded machine wall time follows the CPU share a process
