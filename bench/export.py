@@ -455,33 +455,22 @@ def main() -> None:
         watched = recorded_run(owner=user, candidates=3, val_tasks=5, name="watched")
         runs = []
         for size in (float(s) for s in args.sizes.split(",")):
-            started = time.perf_counter()
-            runs.append(
-                (
-                    size,
-                    build_big_run(
-                        user,
-                        candidates=args.candidates,
-                        tasks=args.tasks,
-                        megabytes=size,
-                        statistics=args.statistics,
-                    ),
-                )
-            )
-            print(
-                f"built a {args.candidates} × {args.tasks} run for ~{size:g} MB in {time.perf_counter() - started:.0f} s"
-            )
-            for _ in range(args.other_runs):
+            # The run exported first, then --other-runs more of the same size, not exported.
+            for other in range(1 + args.other_runs):
                 started = time.perf_counter()
-                build_big_run(
+                run = build_big_run(
                     user,
                     candidates=args.candidates,
                     tasks=args.tasks,
                     megabytes=size,
                     statistics=args.statistics,
                 )
+                if not other:
+                    runs.append((size, run))
+                which = "another" if other else "a"
                 print(
-                    f"built another {args.candidates} × {args.tasks} run (not exported) in {time.perf_counter() - started:.0f} s",
+                    f"built {which} {args.candidates} × {args.tasks} run for ~{size:g} MB"
+                    f"{' (not exported)' if other else ''} in {time.perf_counter() - started:.0f} s",
                     flush=True,
                 )
         if args.old_index:
