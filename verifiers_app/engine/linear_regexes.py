@@ -231,17 +231,18 @@ def _translate(pattern: str) -> str:
     i = 0
     # The size of what RE2 compiles, counted repeats multiplied out (as
     # regexes.check_pattern_cost counts): one frame per open group, [characters
-    # so far, characters of the last item, items so far, items of the last item].
-    frames: list[list[int]] = [[0, 0, 0, 0]]
+    # so far, items so far]. Only an atom is repeated (never a group), so a
+    # quantifier repeats the last atom: `last` characters, one item.
+    frames: list[list[int]] = [[0, 0]]
+    last = 0  # characters of the last atom
     repeatable = False  # the last item is an atom a quantifier may follow
 
     def atom(text: str) -> None:
+        nonlocal last
         out.append(text)
-        frame = frames[-1]
-        frame[0] += len(text)
-        frame[1] = len(text)
-        frame[2] += 1
-        frame[3] = 1
+        last = len(text)
+        frames[-1][0] += last
+        frames[-1][1] += 1
 
     while i < n:
         char = pattern[i]
@@ -282,24 +283,20 @@ def _translate(pattern: str) -> str:
             else:
                 i += 1
             out.append("(?:")  # no captures: only whether it is found is read
-            frames.append([3, 0, 0, 0])
+            frames.append([3, 0])
             repeatable = False
         elif char == ")":
             if len(frames) == 1:
                 raise _Untranslatable
             out.append(")")
             inner = frames.pop()
-            frame = frames[-1]
-            frame[0] += inner[0] + 1
-            frame[1] = inner[0] + 1
-            frame[2] += inner[2]
-            frame[3] = inner[2]
+            frames[-1][0] += inner[0] + 1
+            frames[-1][1] += inner[1]
             i += 1
             repeatable = False  # see the module's docstring: a group is not repeated
         elif char == "|":
             out.append("|")
             frames[-1][0] += 1
-            frames[-1][1] = frames[-1][3] = 0
             i += 1
             repeatable = False
         elif char == "^":
@@ -340,16 +337,14 @@ def _translate(pattern: str) -> str:
                 out.append("?")
                 i += 1
             frame = frames[-1]
-            frame[0] += frame[1] * (times - 1)
-            frame[1] *= times
-            frame[2] += frame[3] * (times - 1)
-            frame[3] *= times
-            if frame[0] > MAX_SIZE or frame[2] > MAX_ITEMS:
+            frame[0] += last * (times - 1)
+            frame[1] += times - 1
+            if frame[0] > MAX_SIZE or frame[1] > MAX_ITEMS:
                 raise _Untranslatable
             repeatable = False
         else:  # ] and } outside a class and a repeat
             raise _Untranslatable
-    if len(frames) != 1 or frames[0][0] > MAX_SIZE or frames[0][2] > MAX_ITEMS:
+    if len(frames) != 1 or frames[0][0] > MAX_SIZE or frames[0][1] > MAX_ITEMS:
         raise _Untranslatable
     return "".join(out)
 
