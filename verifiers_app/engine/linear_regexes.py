@@ -193,6 +193,8 @@ def _class_item(
 ) -> tuple[int | None, int]:
     """Add the class item at ``pattern[i]`` to ``ranges``: its code point (None
     for ``\\d``, ``\\s``, ``\\w``) and the index after it."""
+    if i >= len(pattern):  # `[a-` cut off by the pattern's end
+        raise _Untranslatable
     char = pattern[i]
     if char == "\\":
         if i + 1 >= len(pattern):
