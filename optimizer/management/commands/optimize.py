@@ -280,9 +280,21 @@ class Command(BaseCommand):
         except ScoringRefused as error:
             raise bad_input(f"run_id: {error}") from None
         if options["wait"] or settings.EMBEDDED:
+            here: threading.Thread | None = None
+            raised: list[Exception] = []
             if settings.EMBEDDED:  # this process's queue has no worker: it scores here
-                threading.Thread(target=scoring_execute, args=(scoring.pk,), daemon=True).start()
+
+                def score_here() -> None:
+                    try:
+                        scoring_execute(scoring.pk)
+                    except Exception as error:  # reported below, with the scoring's status
+                        raised.append(error)
+
+                here = threading.Thread(target=score_here, daemon=True)
+                here.start()
             while True:
+                # Read before the status: a thread that ended has settled the scoring, or never will.
+                ended = here is not None and not here.is_alive()
                 scoring.refresh_from_db()
                 total = max(scoring.total, 1)
                 filled = round(BAR_WIDTH * min(scoring.done, total) / total)
@@ -293,6 +305,16 @@ class Command(BaseCommand):
                 self.stderr.flush()
                 if scoring.status in (ScoringStatus.DONE, ScoringStatus.FAILED):
                     break
+                if ended:  # the scoring was not taken here, or taking it raised
+                    why = (
+                        f"{type(raised[0]).__name__}: {raised[0]}"
+                        if raised
+                        else "another worker holds it"
+                    )
+                    raise CommandError(
+                        f"\nscoring {scoring.pk} did not run here ({why}); it is {scoring.status}",
+                        returncode=1,
+                    )
                 time.sleep(0.25)
             self.stderr.write("")
         else:
