@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.factories import WINDOW_ONLY
 from tests.optimizer.run_helpers import REFUND_SPEC, REQUESTS
 from tests.polling import wait_until
 
@@ -390,3 +391,40 @@ def test_ctrl_c_while_waiting_stops_the_run_and_still_prints_the_summary(site):
     assert json.loads(out)["status"] == "stopped", (stored, err)
     assert "stopping after the current iteration" in err
     assert stored[0][0] == "stopped", (stored, err)
+
+
+def test_rescore_wait_scores_in_the_command_and_prints_the_summary(site):
+    """Embedded, `optimize rescore --wait` scores in a thread of its own while it
+    draws the bar from the database; both write and read the same SQLite file."""
+    done = site.manage(
+        "optimize",
+        "run",
+        "--verifier",
+        "refund.json",
+        "--tasks",
+        "refunds.jsonl",
+        "--budget",
+        "40",
+        "--wait",
+    )
+    run_id = json.loads(done.stdout)["run_id"]
+    before = site.query("SELECT id, val_score FROM optimizer_candidate WHERE run_id = ?", run_id)
+    outputs = site.query(
+        "SELECT count(*) FROM optimizer_evaluation WHERE run_id = ? AND split = 'val'", run_id
+    )[0][0]
+    (site.path / "window.json").write_text(json.dumps(WINDOW_ONLY))
+
+    rescored = site.manage(
+        "optimize", "rescore", str(run_id), "--verifier", "window.json", "--wait"
+    )
+
+    assert rescored.returncode == 0, rescored.stderr
+    printed = json.loads(rescored.stdout)
+    assert printed["run_id"] == run_id and printed["status"] == "done"
+    assert printed["name"] == "window-only v1"
+    assert printed["summary"]["outputs"] == outputs > 0
+    assert f"{outputs}/{outputs} outputs" in rescored.stderr
+    assert (
+        site.query("SELECT id, val_score FROM optimizer_candidate WHERE run_id = ?", run_id)
+        == before
+    )
