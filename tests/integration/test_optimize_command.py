@@ -393,6 +393,48 @@ def test_ctrl_c_while_waiting_stops_the_run_and_still_prints_the_summary(site):
     assert stored[0][0] == "stopped", (stored, err)
 
 
+# `optimize run --wait` whose Ctrl-C lands inside a query: the SELECT has run,
+# its rows are not read yet, and the cursor is held in a reference cycle (as a
+# traceback's frames can hold it) that the garbage collector has not freed.
+INTERRUPTED_INSIDE_A_QUERY = """
+import gc
+from django.core.management import call_command
+from django.db import connection
+from optimizer.management.commands import optimize
+
+draw = optimize.Command._draw
+
+def draw_then_interrupt(self, run):
+    draw(self, run)
+    if run.budget_used >= 20:
+        optimize.Command._draw = draw
+        cursor = connection.cursor()
+        cursor.execute("SELECT status FROM optimizer_run")
+        held = [cursor]
+        held.append(held)
+        gc.disable()
+        raise KeyboardInterrupt
+
+optimize.Command._draw = draw_then_interrupt
+call_command(
+    "optimize", "run", "--verifier", "refund.json", "--tasks", "refunds.jsonl",
+    "--model", "slow-demo", "--budget", "2000", "--wait",
+)
+"""
+
+
+def test_ctrl_c_inside_a_query_prints_the_status_the_run_ended_with(site):
+    """On SQLite a statement left open keeps its connection's snapshot: the
+    command printed "stopping" for a run the database held as stopped."""
+    run_id = last_run_id(site) + 1
+
+    done = site.manage("shell", "-c", INTERRUPTED_INSIDE_A_QUERY)
+
+    assert done.returncode == 0, done.stderr
+    assert site.query("SELECT status FROM optimizer_run WHERE id = ?", run_id) == [("stopped",)]
+    assert json.loads(done.stdout.splitlines()[-1])["status"] == "stopped"
+
+
 def test_rescore_wait_scores_in_the_command_and_prints_the_summary(site):
     """Embedded, `optimize rescore --wait` scores in a thread of its own while it
     draws the bar from the database; both write and read the same SQLite file."""

@@ -31,7 +31,7 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
-from django.db import transaction
+from django.db import connection, transaction
 
 from optimizer.config import RunConfigError
 from optimizer.models import Run, RunStatus
@@ -397,6 +397,11 @@ class Command(BaseCommand):
                     break  # not executed here (e.g. a live worker elsewhere holds it)
                 time.sleep(0.25)
         except KeyboardInterrupt:
+            # The interrupt can land inside a query. On SQLite the statement it left
+            # open keeps this connection's snapshot, until the garbage collector
+            # frees it: every later read would miss the run's end. A new
+            # connection reads what the database holds.
+            connection.close()
             self.stderr.write("\nstopping after the current iteration (Ctrl-C again to leave now)")
             with contextlib.suppress(RunStateError):  # it finished meanwhile
                 run_stop(run=run)
