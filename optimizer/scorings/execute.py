@@ -71,7 +71,8 @@ def scoring_scorer(run: Run, specs: list[JSONObject]) -> Scorer:
 
 
 def val_evaluations(run: Run) -> QuerySet[Evaluation]:
-    return Evaluation.objects.filter(candidate__run=run, split=Split.VAL)
+    """The run's stored val evaluations, read by their own run column (no join)."""
+    return Evaluation.objects.filter(run=run, split=Split.VAL)
 
 
 def _task_rows(run: Run, val: str) -> dict[str, JSONObject]:
