@@ -124,29 +124,22 @@ def last_run_id(site) -> int:
     return site.query("SELECT coalesce(max(id), 0) FROM optimizer_run")[0][0]
 
 
+RUN_WAIT = ("optimize", "run", "--verifier", "refund.json", "--tasks", "refunds.jsonl", "--wait")
+
+
+def run_wait(site, *extra: str) -> subprocess.CompletedProcess:
+    """`optimize run --wait` on the site's refund verifier and tasks, to its end."""
+    return site.manage(*RUN_WAIT, *extra)
+
+
 def launch(site, *extra: str) -> tuple[subprocess.Popen, int]:
     """Start `optimize run --wait`; returns the process and the id its run will get."""
     run_id = last_run_id(site) + 1
-    process = site.start(
-        "optimize", "run", "--verifier", "refund.json", "--tasks", "refunds.jsonl", "--wait", *extra
-    )
-    return process, run_id
+    return site.start(*RUN_WAIT, *extra), run_id
 
 
 def test_run_wait_prints_the_json_summary_on_stdout_and_progress_on_stderr(site):
-    done = site.manage(
-        "optimize",
-        "run",
-        "--verifier",
-        "refund.json",
-        "--tasks",
-        "refunds.jsonl",
-        "--model",
-        "demo",
-        "--budget",
-        "80",
-        "--wait",
-    )
+    done = run_wait(site, "--model", "demo", "--budget", "80")
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert set(summary) == SUMMARY_KEYS
@@ -162,17 +155,7 @@ def test_run_wait_prints_the_json_summary_on_stdout_and_progress_on_stderr(site)
 
 
 def test_a_preset_budget_below_a_few_proposals_is_warned_about(site):
-    done = site.manage(
-        "optimize",
-        "run",
-        "--verifier",
-        "refund.json",
-        "--tasks",
-        "refunds.jsonl",
-        "--budget",
-        "10",
-        "--wait",
-    )
+    done = run_wait(site, "--budget", "10")
     assert "warning: budget: 10 metric calls allow only 0 proposal(s)" in done.stderr
     assert json.loads(done.stdout)["status"] == "completed"
 
@@ -242,17 +225,7 @@ def test_bad_input_exits_2_with_one_line_naming_the_option(site, args, message):
 
 
 def test_resume_names_its_option_not_the_service_s_argument(site):
-    done = site.manage(
-        "optimize",
-        "run",
-        "--verifier",
-        "refund.json",
-        "--tasks",
-        "refunds.jsonl",
-        "--budget",
-        "20",
-        "--wait",
-    )
+    done = run_wait(site, "--budget", "20")
     run_id = json.loads(done.stdout)["run_id"]
     resumed = site.manage("optimize", "resume", str(run_id), "--extra-budget", "-5")
     assert resumed.returncode == 2 and "Traceback" not in resumed.stderr
@@ -438,17 +411,7 @@ def test_ctrl_c_inside_a_query_prints_the_status_the_run_ended_with(site):
 def test_rescore_wait_scores_in_the_command_and_prints_the_summary(site):
     """Embedded, `optimize rescore --wait` scores in a thread of its own while it
     draws the bar from the database; both write and read the same SQLite file."""
-    done = site.manage(
-        "optimize",
-        "run",
-        "--verifier",
-        "refund.json",
-        "--tasks",
-        "refunds.jsonl",
-        "--budget",
-        "40",
-        "--wait",
-    )
+    done = run_wait(site, "--budget", "40")
     run_id = json.loads(done.stdout)["run_id"]
     before = site.query("SELECT id, val_score FROM optimizer_candidate WHERE run_id = ?", run_id)
     outputs = site.query(
