@@ -51,6 +51,8 @@ MAX_REASONING_CHARS = 4000
 # A run.budget event waits for the iteration's next batch at most this long.
 BUDGET_PUBLISH_SECONDS = 1.0
 MAX_REASONS = 5
+#: The candidates' digests the recorder remembers (RunRecorder._digest), at most.
+MAX_DIGESTS = 256
 
 #: A gepa callback event as the recorder gets it: gepa's keys plus the `frontier_*`
 #: ones optimizer.runs.recording_thread adds (records, usage readings).
@@ -209,6 +211,7 @@ class RunRecorder:
         self.metric_calls = run.budget_used
         # Resume state, read back from the DB.
         self.components: dict[int, dict[str, str]] = {}
+        self._digests: dict[tuple[tuple[str, str], ...], str] = {}  # see _digest
         self.front: dict[
             str, tuple[float, list[int]]
         ] = {}  # task_key → (top score, candidates with it)
@@ -453,7 +456,18 @@ class RunRecorder:
         return now.minus(self.spent_before)
 
     def _take_record(self, candidate: dict[str, str], task_key: str) -> EvalRecord | None:
-        return self.records.pop((candidate_digest(candidate), task_key), None)
+        return self.records.pop((self._digest(candidate), task_key), None)
+
+    def _digest(self, candidate: dict[str, str]) -> str:
+        """candidate_digest, remembered per text: a run evaluates a few candidates
+        thousands of times, each time on its minibatch's tasks."""
+        key = tuple(candidate.items())
+        digest = self._digests.get(key)
+        if digest is None:
+            if len(self._digests) >= MAX_DIGESTS:
+                self._digests.clear()
+            digest = self._digests[key] = candidate_digest(candidate)
+        return digest
 
     def on_merge_attempted(self, event: CallbackEvent) -> None:
         self.merge_parents = list(event["parent_ids"])

@@ -14,6 +14,7 @@ import pytest
 
 from optimizer.lm.simulator import DemoLanguageModel
 from optimizer.models import Candidate, Run, RunEvent, RunStatus, run_progress
+from optimizer.runs import recorder as recorder_module
 from optimizer.runs import recording_thread, runner
 from optimizer.runs.adapter import FrontierAdapter
 from optimizer.runs.recorder import RunRecorder
@@ -322,3 +323,21 @@ def test_the_writer_sleeps_out_the_gathering_interval_instead_of_waking_for_each
     thread.close()
     assert writes[1][1] == ["on_budget_updated"] * 100
     assert woken < 10
+
+
+def test_the_writer_digests_each_candidates_text_once_however_often_it_is_evaluated(
+    run, monkeypatch
+):
+    """The writer finds an evaluation's records by its candidate's digest (a
+    JSON dump and a hash): remembered per text, not computed per task again."""
+    digested: list[dict[str, str]] = []
+    digest = recorder_module.candidate_digest
+
+    def noting(candidate):
+        digested.append(dict(candidate))
+        return digest(candidate)
+
+    monkeypatch.setattr(recorder_module, "candidate_digest", noting)
+    assert execute_run(run.pk) == RunStatus.COMPLETED
+    distinct = {tuple(sorted(c.items())) for c in digested}
+    assert digested and len(digested) == len(distinct)
