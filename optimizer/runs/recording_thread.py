@@ -71,7 +71,7 @@ from optimizer.runs.recorder import CallbackEvent, RunRecorder
 log = logging.getLogger(__name__)
 
 # gepa passes its live state in these; the writer must never see it (docs/gepa-notes.md §4).
-LIVE_STATE_KEYS = ("state", "final_state", "trainset_loader")
+LIVE_STATE_KEYS = frozenset({"state", "final_state", "trainset_loader"})
 CHECKPOINT = "checkpoint"  # a queue item that is gepa's state to write, not a callback
 #: At most this many items wait for the writer; then the engine waits (see the module docstring).
 MAX_WAITING = 1000
@@ -145,10 +145,14 @@ class RecorderThread:
     # -- on the engine's thread ----------------------------------------------------
 
     def _relay(self, name: str, event: GepaEvent, **facts: Any) -> None:
-        relayed: CallbackEvent = {
-            key: value for key, value in event.items() if key not in LIVE_STATE_KEYS
-        }
-        relayed.update({f"frontier_{key}": value for key, value in facts.items()})
+        """Hand gepa's `event` (a copy, without gepa's live state) to the writer,
+        with `facts` read now (their keys already `frontier_*`)."""
+        if LIVE_STATE_KEYS.isdisjoint(event):
+            relayed: CallbackEvent = dict(event)
+        else:
+            relayed = {key: value for key, value in event.items() if key not in LIVE_STATE_KEYS}
+        if facts:
+            relayed.update(facts)
         if self.thread is None:
             self._record(name, relayed)
         else:
@@ -191,7 +195,7 @@ class RecorderThread:
     def on_iteration_start(self, event: GepaEvent) -> None:
         # Records nobody took (a merge's subsample) go now; the writer forgets its own copies.
         self.adapter.forget_records()
-        self._relay("on_iteration_start", event, usage=self._usage())
+        self._relay("on_iteration_start", event, frontier_usage=self._usage())
 
     def on_candidate_selected(self, event: GepaEvent) -> None:
         self._relay("on_candidate_selected", event)
@@ -200,11 +204,11 @@ class RecorderThread:
         self._relay("on_evaluation_start", event)
 
     def on_evaluation_end(self, event: GepaEvent) -> None:
-        self._relay("on_evaluation_end", event, records=self.adapter.take_all_records())
+        self._relay("on_evaluation_end", event, frontier_records=self.adapter.take_all_records())
 
     def on_proposal_start(self, event: GepaEvent) -> None:
         # gepa builds the reflective dataset just before: the notes in it are this proposal's.
-        self._relay("on_proposal_start", event, notes=self.adapter.take_notes_read())
+        self._relay("on_proposal_start", event, frontier_notes=self.adapter.take_notes_read())
 
     def on_proposal_end(self, event: GepaEvent) -> None:
         self._relay("on_proposal_end", event)
@@ -217,7 +221,7 @@ class RecorderThread:
                 event["metric_calls_used"]
             )  # the adapter's guard checks the next batch against it now
             eta = limits.eta_seconds()
-        self._relay("on_budget_updated", event, usage=self._usage(), eta=eta)
+        self._relay("on_budget_updated", event, frontier_usage=self._usage(), frontier_eta=eta)
 
     def on_merge_attempted(self, event: GepaEvent) -> None:
         self._relay("on_merge_attempted", event)
@@ -226,15 +230,15 @@ class RecorderThread:
         self._relay(
             "on_valset_evaluated",
             event,
-            records=self.adapter.take_all_records(),
-            usage=self._usage(),
+            frontier_records=self.adapter.take_all_records(),
+            frontier_usage=self._usage(),
         )
 
     def on_candidate_accepted(self, event: GepaEvent) -> None:
-        self._relay("on_candidate_accepted", event, usage=self._usage())
+        self._relay("on_candidate_accepted", event, frontier_usage=self._usage())
 
     def on_candidate_rejected(self, event: GepaEvent) -> None:
-        self._relay("on_candidate_rejected", event, usage=self._usage())
+        self._relay("on_candidate_rejected", event, frontier_usage=self._usage())
 
     def on_state_saved(self, event: GepaEvent) -> None:
         self._relay("on_state_saved", event)
@@ -248,8 +252,8 @@ class RecorderThread:
         self._relay(
             "on_iteration_end",
             event,
-            reflection_errors=errors,
-            budget_stop=limits is not None and limits.reason is not None,
+            frontier_reflection_errors=errors,
+            frontier_budget_stop=limits is not None and limits.reason is not None,
         )
 
     def on_optimization_end(self, event: GepaEvent) -> None:
@@ -265,9 +269,9 @@ class RecorderThread:
         order with its callbacks: "candidate_injected" (an Injected) or
         "injection_refused" ((injection id, reason))."""
         if name == "candidate_injected":
-            self._relay("on_candidate_injected", {}, injected=payload)
+            self._relay("on_candidate_injected", {}, frontier_injected=payload)
         elif name == "injection_refused":
-            self._relay("on_injection_refused", {}, refusal=payload)
+            self._relay("on_injection_refused", {}, frontier_refusal=payload)
         else:
             raise ValueError(f"not an injection event: {name!r}")
 
