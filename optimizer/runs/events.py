@@ -82,12 +82,12 @@ def publish_run_events(
         # optimizer.models.RunProgress), so concurrent publishers of one run get
         # consecutive seqs in commit order (PostgreSQL row lock; SQLite's
         # IMMEDIATE transactions serialise writers as a whole).
-        fields = {**(progress or {}), "last_seq": F("last_seq") + len(events)}
-        if claim is not None:
-            claim.update(**fields)
+        if claim is not None:  # the runner's: one statement (UPDATE ... RETURNING)
+            last = claim.take_seqs(len(events), **(progress or {}))
         else:
+            fields = {**(progress or {}), "last_seq": F("last_seq") + len(events)}
             run_progress(run_id).update(**fields)
-        last = run_progress(run_id).values_list("last_seq", flat=True).get()
+            last = run_progress(run_id).values_list("last_seq", flat=True).get()
         first = last - len(events) + 1
         rows = [
             RunEvent(run_id=run_id, seq=first + n, type=type, payload=data)

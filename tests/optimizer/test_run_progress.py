@@ -88,3 +88,31 @@ def test_a_worker_that_lost_its_run_writes_no_heartbeat_budget_or_event(held):
     budget_update(recorder, 8)  # a gepa callback: it stops quietly
     assert run_claim.lost.is_set()
     assert run_progress(run.pk).values("heartbeat_at", "budget_used", "last_seq").get() == before
+
+
+def test_an_event_batch_takes_its_seqs_and_writes_the_budget_in_one_statement(held):
+    """The writer commits a batch of events every ~100 ms with a fast model: its
+    seqs and the progress row's budget come from one UPDATE ... RETURNING, not an
+    UPDATE and a SELECT, and still only while this worker holds the run."""
+    run, run_claim, recorder = held
+    seq = run_progress(run.pk).values_list("last_seq", flat=True).get()
+    recorder.deferring = True
+    budget_update(recorder, 5)
+    recorder.unpublished.append((ev.ERROR, {"where": "runner", "message": "m", "iteration": 1}))
+    with CaptureQueriesContext(connection) as queries:
+        recorder.publish_waiting({})
+    progress_statements = [q["sql"] for q in queries if "optimizer_runprogress" in q["sql"]]
+    assert len(progress_statements) == 1
+    assert "RETURNING" in progress_statements[0]
+    progress = run_progress(run.pk).get()
+    assert (progress.budget_used, progress.last_seq) == (5, seq + 2)
+    written = RunEvent.objects.filter(run=run, seq__gt=seq).order_by("seq")
+    assert list(written.values_list("seq", "type")) == [
+        (seq + 1, ev.RUN_BUDGET),
+        (seq + 2, ev.ERROR),
+    ]
+    assert progress.usage == recorder.meter.totals() and progress.cost == 0.0
+    Run.objects.filter(pk=run.pk).update(claim="another-worker")
+    with pytest.raises(ClaimLost):
+        run_claim.take_seqs(1, budget_used=6)
+    assert run_progress(run.pk).values_list("budget_used", "last_seq").get() == (5, seq + 2)
