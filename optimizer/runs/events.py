@@ -9,6 +9,7 @@ sees an event the database does not have.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import queue
@@ -115,16 +116,22 @@ def _insert_events(rows: list[RunEvent]) -> None:
         RunEvent.objects.bulk_create(rows)
         return
     now = timezone.now()
+    with connection.cursor() as cursor, cursor.copy(_copy_events_sql()) as copy:
+        for row in rows:
+            row.created_at = now
+            # JSONField's own encoding (no encoder: json.dumps), the text a jsonb column parses.
+            copy.write_row((row.run_id, row.seq, row.type, json.dumps(row.payload), now))
+
+
+@functools.cache
+def _copy_events_sql() -> str:
+    """_insert_events's COPY statement (built once: the writer copies a batch every ~100 ms)."""
     columns = {f.name: f.column for f in RunEvent._meta.concrete_fields if f.column}
     names: list[sql.Composable] = [sql.Identifier(columns[name]) for name in EVENT_COLUMNS]
     statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
         sql.Identifier(RunEvent._meta.db_table), sql.SQL(", ").join(names)
     )
-    with connection.cursor() as cursor, cursor.copy(statement.as_string(cursor.connection)) as copy:
-        for row in rows:
-            row.created_at = now
-            # JSONField's own encoding (no encoder: json.dumps), the text a jsonb column parses.
-            copy.write_row((row.run_id, row.seq, row.type, json.dumps(row.payload), now))
+    return statement.as_string()
 
 
 def publish_run_access_changed(run_id: int, *, lost_by: list[int]) -> None:
