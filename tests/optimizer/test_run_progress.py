@@ -116,3 +116,37 @@ def test_an_event_batch_takes_its_seqs_and_writes_the_budget_in_one_statement(he
     with pytest.raises(ClaimLost):
         run_claim.take_seqs(1, budget_used=6)
     assert run_progress(run.pk).values_list("budget_used", "last_seq").get() == (5, seq + 2)
+
+
+def test_a_batch_turns_only_its_last_budget_reading_into_the_progress_row_and_an_event(
+    held, monkeypatch
+):
+    """gepa reports the budget after every evaluation; a batch the writer
+    commits writes only the last reading, so only that one is turned into the
+    row's fields and its run.budget event, in the place the last one took."""
+    run, _, recorder = held
+    seq = run_progress(run.pk).values_list("last_seq", flat=True).get()
+    made = []
+    progress = RunRecorder._progress
+
+    def noting(self, *args, **kwargs):
+        made.append(args)
+        return progress(self, *args, **kwargs)
+
+    monkeypatch.setattr(RunRecorder, "_progress", noting)
+    recorder.deferring = True
+    error = (ev.ERROR, {"where": "runner", "message": "m", "iteration": 1})
+    for used in (2, 4):
+        budget_update(recorder, used)
+    recorder.unpublished.append(error)
+    budget_update(recorder, 6)
+    recorder.unpublished.append(error)
+    recorder.publish_waiting({})
+    assert len(made) == 1
+    written = RunEvent.objects.filter(run=run, seq__gt=seq).order_by("seq")
+    assert [(e.type, e.payload.get("used")) for e in written] == [
+        (ev.ERROR, None),
+        (ev.RUN_BUDGET, 6),
+        (ev.ERROR, None),
+    ]
+    assert run_progress(run.pk).values_list("budget_used", flat=True).get() == 6
