@@ -130,6 +130,10 @@ class RecorderThread:
         self.taken = threading.Event()  # the writer took items: room for a waiting engine
         self.idle = False  # the writer waits for the first item of its next write
         self.iterating = False  # the engine relayed gepa's first iteration start
+        # A candidate was relayed that waits for gepa's next saved state (see on_state_saved).
+        self.candidates_relayed = False
+        self.states_relayed = 0  # saved states relayed (on the engine's thread)
+        self.states_recorded = 0  # and recorded (on the writer's)
         self.thread: threading.Thread | None = None
         self.failure: BaseException | None = None  # a checkpoint the writer could not write
         # gepa's save of its state (optimizer/runs/checkpoint.py), once the barrier set it up.
@@ -227,6 +231,7 @@ class RecorderThread:
         self._relay("on_merge_attempted", event)
 
     def on_valset_evaluated(self, event: GepaEvent) -> None:
+        self.candidates_relayed = True  # a new candidate waits for the next saved state
         self._relay(
             "on_valset_evaluated",
             event,
@@ -241,7 +246,16 @@ class RecorderThread:
         self._relay("on_candidate_rejected", event, frontier_usage=self._usage())
 
     def on_state_saved(self, event: GepaEvent) -> None:
-        self._relay("on_state_saved", event)
+        # It matters to the writer only when a candidate waits for it
+        # (RunRecorder._flush_pending): one relayed since the last state relayed,
+        # or one still waiting there once the writer took every state relayed
+        # (its recording failed: it is tried again with this one).
+        if self.candidates_relayed or (
+            self.recorder.pending and self.states_recorded == self.states_relayed
+        ):
+            self.candidates_relayed = False
+            self.states_relayed += 1
+            self._relay("on_state_saved", event)
 
     def on_iteration_end(self, event: GepaEvent) -> None:
         errors = list(
@@ -269,6 +283,7 @@ class RecorderThread:
         order with its callbacks: "candidate_injected" (an Injected) or
         "injection_refused" ((injection id, reason))."""
         if name == "candidate_injected":
+            self.candidates_relayed = True  # waits for the next saved state, too
             self._relay("on_candidate_injected", {}, frontier_injected=payload)
         elif name == "injection_refused":
             self._relay("on_injection_refused", {}, frontier_refusal=payload)
@@ -429,3 +444,6 @@ class RecorderThread:
             if batched and is_transient(error):
                 raise  # the batch's connection is gone: _write_batch rolls it back
             log.exception("run %s: recording %s failed", self.recorder.run_id, name)
+        finally:
+            if name == "on_state_saved":  # done with it: what still waits, its recording left
+                self.states_recorded += 1

@@ -341,3 +341,21 @@ def test_the_writer_digests_each_candidates_text_once_however_often_it_is_evalua
     assert execute_run(run.pk) == RunStatus.COMPLETED
     distinct = {tuple(sorted(c.items())) for c in digested}
     assert digested and len(digested) == len(distinct)
+
+
+def test_a_saved_state_reaches_the_writer_only_when_a_candidate_waits_for_it(run, monkeypatch):
+    """gepa saves (or skips saving) its state before every iteration; the writer
+    needs it only to record the candidates the save holds, so the others do not
+    cross to its thread. Every candidate is still recorded after its checkpoint."""
+    relayed = []
+    relay = RecorderThread._relay
+
+    def noting(self, name, event, **facts):
+        relayed.append(name)
+        relay(self, name, event, **facts)
+
+    monkeypatch.setattr(RecorderThread, "_relay", noting)
+    assert execute_run(run.pk) == RunStatus.COMPLETED
+    candidates = Candidate.objects.filter(run=run).count()
+    assert relayed.count("on_iteration_start") > 2 * candidates > 2
+    assert 0 < relayed.count("on_state_saved") <= candidates
