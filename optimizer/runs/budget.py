@@ -237,6 +237,8 @@ class UsageMeter:
         # added to the totals when next read (deque.append and popleft are atomic: nothing is
         # lost or counted twice).
         self._pending: deque[tuple[str, int, int, bool]] = deque()
+        # The last snapshot, while no call was counted since (None: take a new one).
+        self._snapshot: UsageSnapshot | None = None
 
     def start_call(self, max_cost: float) -> bool:
         """Reserve a call; False (nothing reserved) when what is spent plus every call
@@ -272,6 +274,8 @@ class UsageMeter:
     def _add_pending(self) -> None:
         """Add the calls counted since the last reading to the totals (the lock held)."""
         pending = self._pending
+        if pending:
+            self._snapshot = None
         while pending:
             role, tokens_in, tokens_out, reserved = pending.popleft()
             if reserved:
@@ -288,17 +292,20 @@ class UsageMeter:
 
     def snapshot(self) -> UsageSnapshot:
         """A copy of the totals, cost rounded as stored (UsageSnapshot.of(as_dict()), without the JSON round trip:
-        taken on the engine's thread at every budget update)."""
+        taken on the engine's thread at every budget update and iteration start). While
+        no call was counted since, the same snapshot again: nobody changes one."""
         with self._lock:
             self._add_pending()
-            return UsageSnapshot(
-                {
-                    role: Usage(
-                        usage.calls, usage.tokens_in, usage.tokens_out, round(usage.cost, 8)
-                    )
-                    for role, usage in self._totals.roles.items()
-                }
-            )
+            if self._snapshot is None:
+                self._snapshot = UsageSnapshot(
+                    {
+                        role: Usage(
+                            usage.calls, usage.tokens_in, usage.tokens_out, round(usage.cost, 8)
+                        )
+                        for role, usage in self._totals.roles.items()
+                    }
+                )
+            return self._snapshot
 
     def totals(self) -> JSONObject:
         """The JSON of Run.usage (UsageSnapshot.as_dict), built once (written with every budget update)."""

@@ -9,6 +9,7 @@ sees an event the database does not have.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import queue
@@ -82,22 +83,26 @@ def publish_run_events(
         # optimizer.models.RunProgress), so concurrent publishers of one run get
         # consecutive seqs in commit order (PostgreSQL row lock; SQLite's
         # IMMEDIATE transactions serialise writers as a whole).
-        fields = {**(progress or {}), "last_seq": F("last_seq") + len(events)}
-        if claim is not None:
-            claim.update(**fields)
+        if claim is not None:  # the runner's: one statement (UPDATE ... RETURNING)
+            last = claim.take_seqs(len(events), **(progress or {}))
         else:
+            fields = {**(progress or {}), "last_seq": F("last_seq") + len(events)}
             run_progress(run_id).update(**fields)
-        last = run_progress(run_id).values_list("last_seq", flat=True).get()
+            last = run_progress(run_id).values_list("last_seq", flat=True).get()
         first = last - len(events) + 1
         rows = [
             RunEvent(run_id=run_id, seq=first + n, type=type, payload=data)
             for n, (type, data) in enumerate(events)
         ]
-        _insert_events(rows)
+        encoded = _insert_events(rows)
         store_rejected_marks(
             rows
         )  # the score chart's numbers, so the run page need not unpack the payloads
-        messages = [row.as_message() for row in rows]
+        messages: list[JSONObject] = [row.as_message() for row in rows]
+        if encoded is not None:  # the payloads' JSON, encoded once for the rows and the messages
+            messages = [
+                EncodedMessage(m, payload) for m, payload in zip(messages, encoded, strict=True)
+            ]
         transaction.on_commit(lambda: _send(run_id, messages))
     return rows
 
@@ -106,25 +111,57 @@ def publish_run_events(
 EVENT_COLUMNS = ("run", "seq", "type", "payload", "created_at")
 
 
-def _insert_events(rows: list[RunEvent]) -> None:
+def _insert_events(rows: list[RunEvent]) -> list[str] | None:
     """INSERT the new event rows. On PostgreSQL with COPY (psycopg's `Cursor.copy`):
     each payload is JSON-encoded once and no SQL is built per row; with a fast
     model a run writes ~10,000 events, and Django's bulk_create, which quotes
-    every value into the statement, took a third of its writer thread's time."""
+    every value into the statement, took a third of its writer thread's time.
+    Returns the payloads' JSON texts (on PostgreSQL; else None)."""
     if connection.vendor != "postgresql":
         RunEvent.objects.bulk_create(rows)
-        return
+        return None
     now = timezone.now()
+    encoded = []
+    with connection.cursor() as cursor, cursor.copy(_copy_events_sql()) as copy:
+        for row in rows:
+            row.created_at = now
+            # JSONField's own encoding (no encoder: json.dumps), the text a jsonb column parses.
+            payload = json.dumps(row.payload)
+            encoded.append(payload)
+            copy.write_row((row.run_id, row.seq, row.type, payload, now))
+    return encoded
+
+
+class EncodedMessage(dict[str, Any]):
+    """A websocket message (RunEvent.as_message) with its JSON text, made from its
+    payload's JSON already encoded for the row: the text json.dumps gives the
+    message, without encoding the payload a second time on the publisher's thread."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, message: JSONObject, payload: str) -> None:
+        super().__init__(message)
+        self.text: str | None = None  # another shape than this: json.dumps encodes it
+        if list(message) == ["seq", "type", "data"]:
+            seq, type = json.dumps(message["seq"]), json.dumps(message["type"])
+            self.text = f'{{"seq": {seq}, "type": {type}, "data": {payload}}}'
+
+
+def message_text(message: JSONObject) -> str:
+    """A message's JSON text, as the websocket sends it."""
+    text = getattr(message, "text", None)
+    return text if text is not None else json.dumps(message)
+
+
+@functools.cache
+def _copy_events_sql() -> str:
+    """_insert_events's COPY statement (built once: the writer copies a batch every ~100 ms)."""
     columns = {f.name: f.column for f in RunEvent._meta.concrete_fields if f.column}
     names: list[sql.Composable] = [sql.Identifier(columns[name]) for name in EVENT_COLUMNS]
     statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
         sql.Identifier(RunEvent._meta.db_table), sql.SQL(", ").join(names)
     )
-    with connection.cursor() as cursor, cursor.copy(statement.as_string(cursor.connection)) as copy:
-        for row in rows:
-            row.created_at = now
-            # JSONField's own encoding (no encoder: json.dumps), the text a jsonb column parses.
-            copy.write_row((row.run_id, row.seq, row.type, json.dumps(row.payload), now))
+    return statement.as_string()
 
 
 def publish_run_access_changed(run_id: int, *, lost_by: list[int]) -> None:
@@ -233,7 +270,7 @@ def _send_now(
         # once here: every viewer's consumer forwards the text as one websocket
         # frame per event (the channel layer's cost is per message, and encoding
         # per viewer cost the web process 200× the work with 200 viewers).
-        batch = [[m["seq"], json.dumps(m)] for m in messages]
+        batch = [[m["seq"], message_text(m)] for m in messages]
         message = {"type": "run.events", "events": batch}
         if loop is None:
             async_to_sync(layer.group_send)(run_group(run_id), message)

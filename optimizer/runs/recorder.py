@@ -51,6 +51,11 @@ MAX_REASONING_CHARS = 4000
 # A run.budget event waits for the iteration's next batch at most this long.
 BUDGET_PUBLISH_SECONDS = 1.0
 MAX_REASONS = 5
+#: Stands in `unpublished` for a batch's RUN_BUDGET event until it is published
+#: (RunRecorder._take_reading): a batch replaces it at every budget update.
+BUDGET_DUE: ev.Event = (ev.RUN_BUDGET, {})
+#: The candidates' digests the recorder remembers (RunRecorder._digest), at most.
+MAX_DIGESTS = 256
 
 #: A gepa callback event as the recorder gets it: gepa's keys plus the `frontier_*`
 #: ones optimizer.runs.recording_thread adds (records, usage readings).
@@ -209,6 +214,7 @@ class RunRecorder:
         self.metric_calls = run.budget_used
         # Resume state, read back from the DB.
         self.components: dict[int, dict[str, str]] = {}
+        self._digests: dict[tuple[tuple[str, str], ...], str] = {}  # see _digest
         self.front: dict[
             str, tuple[float, list[int]]
         ] = {}  # task_key → (top score, candidates with it)
@@ -251,6 +257,9 @@ class RunRecorder:
         # what is published waits in `unpublished` for `publish_waiting`.
         self.deferring = False
         self.progress_due: dict[str, Any] | None = None  # the progress row's last reading, then
+        # The batch's last budget reading (usage, eta, metric calls), until it is published:
+        # only the last one of a batch is written, so only that one becomes its fields and event.
+        self.reading_due: tuple[UsageSnapshot, float | None, int] | None = None
         self._reset_iteration()
 
     def _reset_iteration(self) -> None:
@@ -399,9 +408,8 @@ class RunRecorder:
         BUDGET_PUBLISH_SECONDS, so a slow iteration still moves the budget bar."""
         self.metric_calls = event["metric_calls_used"]
         if self.deferring:  # the batch writes the last reading once (publish_waiting)
-            self.progress_due, budget = self._progress(
-                event["frontier_usage"], event["frontier_eta"]
-            )
+            self.reading_due = (event["frontier_usage"], event["frontier_eta"], self.metric_calls)
+            budget = BUDGET_DUE  # its RUN_BUDGET event, made when the batch is published
         else:
             with transaction.atomic():
                 budget = self.save_usage(event["frontier_usage"], event["frontier_eta"])
@@ -426,19 +434,21 @@ class RunRecorder:
             run_progress(self.run_id).update(**progress)
 
     def _progress(
-        self, at: UsageSnapshot | None = None, eta: float | None = None
+        self, at: UsageSnapshot | None = None, eta: float | None = None, used: int | None = None
     ) -> tuple[dict[str, Any], ev.Event]:
-        """The progress row's fields and the RUN_BUDGET event for the meter's reading `at`."""
+        """The progress row's fields and the RUN_BUDGET event for the meter's reading
+        `at` (and `used` metric calls: by default the last count gepa reported)."""
         usage = at.as_dict() if at is not None else self.meter.totals()
         total = usage["total"]
-        progress = {"budget_used": self.metric_calls, "usage": usage, "cost": total["cost"]}
+        used = self.metric_calls if used is None else used
+        progress = {"budget_used": used, "usage": usage, "cost": total["cost"]}
         limits = self.limits
         if at is None and limits is not None:
             eta = limits.eta_seconds()
         return progress, (
             ev.RUN_BUDGET,
             {
-                "used": self.metric_calls,
+                "used": used,
                 "total": self.budget_total,
                 "cost": total["cost"],
                 "max_cost": limits.max_cost if limits else None,
@@ -453,7 +463,18 @@ class RunRecorder:
         return now.minus(self.spent_before)
 
     def _take_record(self, candidate: dict[str, str], task_key: str) -> EvalRecord | None:
-        return self.records.pop((candidate_digest(candidate), task_key), None)
+        return self.records.pop((self._digest(candidate), task_key), None)
+
+    def _digest(self, candidate: dict[str, str]) -> str:
+        """candidate_digest, remembered per text: a run evaluates a few candidates
+        thousands of times, each time on its minibatch's tasks."""
+        key = tuple(candidate.items())
+        digest = self._digests.get(key)
+        if digest is None:
+            if len(self._digests) >= MAX_DIGESTS:
+                self._digests.clear()
+            digest = self._digests[key] = candidate_digest(candidate)
+        return digest
 
     def on_merge_attempted(self, event: CallbackEvent) -> None:
         self.merge_parents = list(event["parent_ids"])
@@ -671,6 +692,7 @@ class RunRecorder:
         if self.deferring:
             self.unpublished.extend(events)
             return
+        self._take_reading()
         publish_run_events(
             self.run_id, [*self.unpublished, *events], claim=self.claim, progress=progress
         )
@@ -684,11 +706,21 @@ class RunRecorder:
         """End `deferring`: publish what waits, as one batch of events, with the
         progress row's last reading (one UPDATE for both)."""
         self.deferring = False
+        self._take_reading()
         if self.unpublished:
             self._publish(progress=self.progress_due)
         elif self.progress_due is not None:
             self._write_progress(self.progress_due)
         self.progress_due = None
+
+    def _take_reading(self) -> None:
+        """Turn the batch's last budget reading into the progress row's fields
+        (`progress_due`) and its RUN_BUDGET event, in its place in `unpublished`."""
+        reading, self.reading_due = self.reading_due, None
+        if reading is None or not any(e is BUDGET_DUE for e in self.unpublished):
+            return  # none, or a later one was written since (its event took the place)
+        self.progress_due, budget = self._progress(*reading)
+        self.unpublished = [budget if e is BUDGET_DUE else e for e in self.unpublished]
 
     def _published(self) -> None:
         self.unpublished.clear()

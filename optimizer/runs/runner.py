@@ -394,6 +394,7 @@ def _run_gepa(
     boundary = Boundary()
 
     steering_read_at = [-math.inf]  # when stop_requested last read the run's row
+    read_steering = _steering_reader(run_claim, run.pk)
 
     def stop_requested(gepa_state: State) -> bool:
         """gepa asks before each iteration, just before it writes its checkpoint.
@@ -411,15 +412,7 @@ def _run_gepa(
         if now - steering_read_at[0] < settings.FRONTIER_STEERING_CHECK_MS / 1000:
             return False
         steering_read_at[0] = now
-        flags = retry_db(
-            lambda: (
-                run_claim.runs()
-                .annotate(injection_pending=any_pending(run.pk))
-                .values("stop_requested", "pause_requested", "injection_pending")
-                .first()
-            ),
-            what=f"run {run.pk}: stop check",
-        )
+        flags = retry_db(read_steering, what=f"run {run.pk}: stop check")
         if flags is None:
             run_claim.give_up()
             return True  # give_up raised: not reached
@@ -528,6 +521,26 @@ def _run_gepa(
     return _finish(
         run_claim, heartbeat, phase=f"finished: {reason}" if reason else "finished", reason=reason
     )
+
+
+STEERING_FLAGS = ("stop_requested", "pause_requested", "injection_pending")
+
+
+def _steering_reader(run_claim: RunClaim, run_id: int) -> Callable[[], dict[str, bool] | None]:
+    """What the users asked of the run (STEERING_FLAGS), read in one query while
+    this worker holds it (None once it does not). The query's SQL is compiled
+    once: the engine's thread reads it every FRONTIER_STEERING_CHECK_MS, and
+    compiling it cost more of the thread's time than the round trip."""
+    query = run_claim.runs().annotate(injection_pending=any_pending(run_id)).values(*STEERING_FLAGS)
+    statement, params = query.query.sql_with_params()
+
+    def read() -> dict[str, bool] | None:
+        with connection.cursor() as cursor:
+            cursor.execute(statement, params)
+            row = cursor.fetchone()
+        return None if row is None else dict(zip(STEERING_FLAGS, map(bool, row), strict=True))
+
+    return read
 
 
 class Boundary:

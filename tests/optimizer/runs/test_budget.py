@@ -185,6 +185,21 @@ def test_each_evaluations_tally_counts_its_own_threads_calls_and_the_totals_coun
     assert meter.cost == pytest.approx(stored["total"]["cost"])
 
 
+def test_the_meter_hands_back_the_same_snapshot_until_a_call_is_counted():
+    """The engine's thread reads the meter at every budget update and iteration
+    start; a skipped iteration counts no call in between, so the reading is the
+    one taken before (nobody changes a snapshot), and a new one once a call is counted."""
+    meter = UsageMeter({"task": Price(0.15, 0.60)})
+    meter.record("task", 100, 20)
+    first = meter.snapshot()
+    assert meter.snapshot() is first
+    meter.record("task", 10, 5)
+    second = meter.snapshot()
+    assert second is not first
+    assert first.roles["task"].calls == 1 and second.roles["task"].calls == 2
+    assert second.roles["task"].tokens_in == 110
+
+
 def test_calls_counted_from_many_threads_while_the_totals_are_read_are_each_counted_once_and_end_their_reservations():
     meter = UsageMeter({"task": Price(0.15, 0.60), "reflection": Price(1.0, 2.0)})
     done = threading.Event()

@@ -11,6 +11,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from optimizer.models import Run, RunEvent
+from optimizer.runs import event_types as ev
 from optimizer.runs import events
 from optimizer.runs.events import publish_run_events, publishing_in_background, run_group
 
@@ -244,3 +245,26 @@ def test_no_runs_list_push_of_an_earlier_test_is_still_waiting_to_read_the_datab
     # A trailing push firing during the next test's database teardown deadlocked
     # PostgreSQL's flush (tests/conftest.py cancels them after each test).
     assert events.row_pushes.live_timers() == [] and not events.row_pushes.scheduled
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {},
+        {
+            "candidate": 3,
+            "split": "train",
+            "items": [{"task": "t-1", "score": 0.5, "passed": None}],
+        },
+        {"message": 'quotes " and \\ and \u00e9\u4e2d\U0001f600 and </script>', "cost": 1e-08},
+        {"nested": {"a": [1.0, 2, [True, False]], "b": None}},
+    ],
+)
+def test_a_message_sent_with_its_payloads_json_is_the_text_json_dumps_gives(payload):
+    """The writer encodes each payload once, for its row; the message sent to
+    the websockets is made from that text and is exactly what json.dumps gives."""
+    message = RunEvent(run_id=1, seq=42, type=ev.ERROR, payload=payload).as_message()
+    encoded = events.EncodedMessage(message, json.dumps(payload))
+    assert encoded == message
+    assert events.message_text(encoded) == json.dumps(message)
+    assert events.message_text(message) == json.dumps(message)
