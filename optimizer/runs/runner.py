@@ -112,6 +112,23 @@ def run_dir(run_id: int) -> Path:
     return Path(settings.RUNS_DIR) / str(run_id)
 
 
+def _set_aside_another_runs_checkpoint(run_id: int) -> None:
+    """A run no worker has started owns no checkpoint: one in its directory is
+    another run's that had the same id (the database was reset or restored while
+    the runs directory was kept, or SQLite gave a deleted run's id again) and
+    would be resumed as this one's. It is renamed, not deleted."""
+    state = run_dir(run_id) / "gepa_state.bin"
+    if state.exists():
+        aside = state.with_name(f"{state.name}.another-run-{timezone.now():%Y%m%dT%H%M%S%f}")
+        state.rename(aside)
+        log.warning(
+            "run %s: its directory held a checkpoint no worker of this run wrote; "
+            "it starts from its seed (the checkpoint is kept as %s)",
+            run_id,
+            aside,
+        )
+
+
 def task_rows(run: Run, split: str) -> list[JSONObject]:
     """The frozen task rows of one split, as the scoring engine reads them."""
     return [
@@ -149,6 +166,8 @@ def claim(run_id: int) -> tuple[Run, RunClaim] | None:
             run.progress.save(update_fields=["budget_used"])
             run_set_paused(run, iteration=None)
             return None
+        if run.started_at is None:
+            _set_aside_another_runs_checkpoint(run.pk)
         run.status = RunStatus.STOPPING if run.stop_requested else RunStatus.RUNNING
         run.started_at = run.started_at or now
         run.claim = RunClaim.new_token()

@@ -262,6 +262,37 @@ def test_a_run_whose_worker_died_resumes_from_its_checkpoint_without_duplicates(
     assert "resuming" in statuses
 
 
+def test_a_new_run_starts_from_its_seed_though_its_directory_holds_another_runs_state(
+    user, task_set
+):
+    """Reset the database and keep the runs directory, or let SQLite give a
+    deleted run's id again, and a new run's directory can hold another run's
+    gepa_state.bin. The new run resumed it: it finished at once, "budget
+    reached" with its seed alone (4 of its 120 calls). It now sets that file
+    aside and optimizes from its own seed."""
+    earlier = launch(user, task_set, seed_components={"instructions": "An earlier run's seed."})
+    assert execute_run(earlier.pk) == RunStatus.COMPLETED
+    run = launch(user, task_set)
+    left = runner.run_dir(run.pk)
+    left.mkdir(parents=True)
+    (left / "gepa_state.bin").write_bytes(
+        (runner.run_dir(earlier.pk) / "gepa_state.bin").read_bytes()
+    )
+
+    assert execute_run(run.pk) == RunStatus.COMPLETED
+
+    run.refresh_from_db()
+    assert run.budget_used > 100 and Candidate.objects.filter(run=run).count() > 1
+    seed = Candidate.objects.get(run=run, index=0)
+    assert seed.components == {"instructions": "You answer customer questions for a shop."}
+    assert [path.name.split(".another-run-")[0] for path in left.glob("*.another-run-*")] == [
+        "gepa_state.bin"
+    ]
+    seqs = [e.seq for e in events(run)]
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert "resuming" not in [e.payload["phase"] for e in events(run, ev.RUN_STATUS)]
+
+
 def test_a_worker_that_lost_its_claim_to_another_worker_stops_without_writing_anything_more(
     user, task_set, monkeypatch
 ):
