@@ -7,6 +7,7 @@ locked") instead of waiting for each other."""
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -48,3 +49,43 @@ def test_it_exits_1_when_scoring_here_raises_instead_of_waiting(user, tmp_path, 
     assert error.value.returncode == 1
     assert "OperationalError: database table is locked" in str(error.value)
     assert str(error.value).strip().endswith("it is queued")
+
+
+@pytest.mark.timeout(60)
+def test_a_scoring_another_process_took_is_followed_to_its_end(user, tmp_path, monkeypatch):
+    """The command's thread finds the scoring taken (a server's embedded worker
+    got there first) and returns: the command goes on drawing the bar until the
+    other process has scored it, here at the bar's second draw."""
+    import types
+
+    import optimizer.scorings.execute
+    from optimizer.management.commands import optimize
+    from optimizer.models import Scoring, ScoringStatus
+
+    monkeypatch.setattr(optimizer.scorings.execute, "scoring_execute", lambda pk: "skipped")
+    draws = []
+
+    def sleep(seconds):  # the other process, between two draws (on this thread: no lock race)
+        draws.append(seconds)
+        if len(draws) == 2:
+            Scoring.objects.update(status=ScoringStatus.DONE, done=4, total=4)
+
+    monkeypatch.setattr(optimize, "time", types.SimpleNamespace(sleep=sleep))
+    run = recorded_run(user, candidates=2, val_tasks=2)
+    spec = tmp_path / "window.json"
+    spec.write_text(json.dumps(WINDOW_ONLY))
+    out, err = io.StringIO(), io.StringIO()
+
+    call_command(
+        "optimize",
+        "rescore",
+        str(run.pk),
+        "--verifier",
+        str(spec),
+        "--wait",
+        stdout=out,
+        stderr=err,
+    )
+
+    assert json.loads(out.getvalue())["status"] == "done"
+    assert len(draws) == 2 and "4/4 outputs · done" in err.getvalue()

@@ -280,7 +280,6 @@ class Command(BaseCommand):
         except ScoringRefused as error:
             raise bad_input(f"run_id: {error}") from None
         if options["wait"] or settings.EMBEDDED:
-            here: threading.Thread | None = None
             raised: list[Exception] = []
             if settings.EMBEDDED:  # this process's queue has no worker: it scores here
 
@@ -290,11 +289,9 @@ class Command(BaseCommand):
                     except Exception as error:  # reported below, with the scoring's status
                         raised.append(error)
 
-                here = threading.Thread(target=score_here, daemon=True)
-                here.start()
+                threading.Thread(target=score_here, daemon=True).start()
             while True:
-                # Read before the status: a thread that ended has settled the scoring, or never will.
-                ended = here is not None and not here.is_alive()
+                failed_here = bool(raised)  # read before the status: it was not settled here
                 scoring.refresh_from_db()
                 total = max(scoring.total, 1)
                 filled = round(BAR_WIDTH * min(scoring.done, total) / total)
@@ -305,14 +302,10 @@ class Command(BaseCommand):
                 self.stderr.flush()
                 if scoring.status in (ScoringStatus.DONE, ScoringStatus.FAILED):
                     break
-                if ended:  # the scoring was not taken here, or taking it raised
-                    why = (
-                        f"{type(raised[0]).__name__}: {raised[0]}"
-                        if raised
-                        else "another worker holds it"
-                    )
+                if failed_here:  # before taking the scoring (one not taken here is followed)
                     raise CommandError(
-                        f"\nscoring {scoring.pk} did not run here ({why}); it is {scoring.status}",
+                        f"\nscoring {scoring.pk} did not run here ({type(raised[0]).__name__}: "
+                        f"{raised[0]}); it is {scoring.status}",
                         returncode=1,
                     )
                 time.sleep(0.25)
