@@ -411,12 +411,24 @@ class RunRecorder:
             self.reading_due = (event["frontier_usage"], event["frontier_eta"], self.metric_calls)
             budget = BUDGET_DUE  # its RUN_BUDGET event, made when the batch is published
         else:
+            self.reading_due = None  # superseded by this reading, written now
             with transaction.atomic():
                 budget = self.save_usage(event["frontier_usage"], event["frontier_eta"])
         self.unpublished = [e for e in self.unpublished if e[0] != ev.RUN_BUDGET]
         self.unpublished.append(budget)
         if time.monotonic() - self.published_at >= BUDGET_PUBLISH_SECONDS:
             self._publish()
+
+    def publish_usage(self) -> None:
+        """Write and publish what the meter reads now (the last calls: the final
+        reflection, a refused iteration's minibatch), with the events still
+        waiting; a budget reading or event still waiting is superseded by it.
+        Called by the runner once the writer has ended."""
+        self.reading_due = None
+        with transaction.atomic():
+            waiting = [e for e in self.unpublished if e[0] != ev.RUN_BUDGET]
+            publish_run_events(self.run_id, [*waiting, self.save_usage()], claim=self.claim)
+            self.unpublished = []
 
     def save_usage(self, at: UsageSnapshot | None = None, eta: float | None = None) -> ev.Event:
         """Write the run's metric calls, tokens and cost (the meter's reading `at`
@@ -715,10 +727,11 @@ class RunRecorder:
 
     def _take_reading(self) -> None:
         """Turn the batch's last budget reading into the progress row's fields
-        (`progress_due`) and its RUN_BUDGET event, in its place in `unpublished`."""
+        (`progress_due`) and its RUN_BUDGET event, in its place in `unpublished`
+        (BUDGET_DUE is there exactly while `reading_due` is set)."""
         reading, self.reading_due = self.reading_due, None
-        if reading is None or not any(e is BUDGET_DUE for e in self.unpublished):
-            return  # none, or a later one was written since (its event took the place)
+        if reading is None:
+            return
         self.progress_due, budget = self._progress(*reading)
         self.unpublished = [budget if e is BUDGET_DUE else e for e in self.unpublished]
 

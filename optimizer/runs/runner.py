@@ -78,7 +78,6 @@ from optimizer.runs.checkpoint import (
 from optimizer.runs.claims import ClaimLost, RunClaim, process_lock
 from optimizer.runs.events import (
     publish_run_event,
-    publish_run_events,
     publishing_in_background,
 )
 from optimizer.runs.injections import STATE_KEY as INJECTIONS_STATE_KEY
@@ -497,11 +496,11 @@ def _run_gepa(
             # A failed run keeps what it spent: the seed's valset counts before gepa's
             # first budget event, so a run failing in its first minibatch would say 0.
             if not run_claim.lost.is_set():
-                retry_db(lambda: _save_usage(run.pk, recorder), what=f"run {run.pk}: usage")
+                retry_db(recorder.publish_usage, what=f"run {run.pk}: usage")
             raise
     if run_claim.lost.is_set():
         raise ClaimLost(f"run {run.pk} is held by another worker")
-    retry_db(lambda: _save_usage(run.pk, recorder), what=f"run {run.pk}: usage")
+    retry_db(recorder.publish_usage, what=f"run {run.pk}: usage")
     retry_db(
         lambda: run.refresh_from_db(fields=["cancel_requested", "stop_requested"]),
         what=f"run {run.pk}: read",
@@ -536,7 +535,7 @@ def _run_gepa(
                 lambda: publish_run_event(run.pk, ev.ERROR, cut, claim=run_claim),
                 what=f"run {run.pk}: holdout",
             )
-        retry_db(lambda: _save_usage(run.pk, recorder), what=f"run {run.pk}: usage")
+        retry_db(recorder.publish_usage, what=f"run {run.pk}: usage")
     return _finish(
         run_claim, heartbeat, phase=f"finished: {reason}" if reason else "finished", reason=reason
     )
@@ -633,16 +632,6 @@ def _notes_source(run_id: int) -> Callable[[list[str]], dict[str, list[JSONObjec
         )
 
     return read
-
-
-def _save_usage(run_id: int, recorder: RunRecorder) -> None:
-    """What the last calls spent (the final reflection, a refused iteration's minibatch)."""
-    with transaction.atomic():
-        waiting = [
-            e for e in recorder.unpublished if e[0] != ev.RUN_BUDGET
-        ]  # superseded by this one
-        publish_run_events(run_id, [*waiting, recorder.save_usage()], claim=recorder.claim)
-        recorder.unpublished = []
 
 
 def _prices(config: RunConfig) -> dict[str, Price]:
