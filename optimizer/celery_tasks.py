@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from celery import shared_task
 from celery.contrib.testing.worker import test_worker_started, test_worker_stopped
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import worker_process_init, worker_ready, worker_shutdown
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from optimizer.models import Run, RunKind, RunStatus, run_progress
 from optimizer.runs.claims import process_lock
-from optimizer.runs.runner import STALE_AFTER, execute_run, run_dir
+from optimizer.runs.runner import STALE_AFTER, execute_run, run_dir, warm_up
 from optimizer.runs.status import run_set_status
 
 log = logging.getLogger(__name__)
@@ -224,6 +224,13 @@ def _watch(stop: threading.Event) -> None:
             connection.close()
         include_queued = False
         stop.wait(STALE_AFTER.total_seconds() / 2)
+
+
+@worker_process_init.connect
+def warm_up_worker_process(**_kwargs) -> None:
+    """A process that runs tasks (a prefork child, or a solo worker) loads what
+    runs need before it takes the first one (runner.warm_up)."""
+    warm_up()
 
 
 @worker_ready.connect

@@ -28,6 +28,7 @@ from typing import Any, Generic, TypeVar
 import gepa
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
+from django.urls import reverse
 from django.utils import timezone
 from gepa.proposer.reflective_mutation.base import CandidateSelector
 from gepa.proposer.reflective_mutation.reflection_lm import ReflectionProposal
@@ -89,6 +90,7 @@ from optimizer.runs.verify_loop import Judge, llm_judge, verifier_judge
 from optimizer.tasksets.models import Split
 from verifiers_app.engine import Scorer, SpecError, compile_specs
 from verifiers_app.engine.json_types import JSONObject
+from verifiers_app.engine.linear_regexes import compile_linear
 
 log = logging.getLogger(__name__)
 
@@ -209,6 +211,16 @@ class Heartbeat(threading.Thread):
                     log.exception("run %s: heartbeat failed", self.claim.run_id)
         finally:
             connection.close()
+
+
+def warm_up() -> None:
+    """Load now what a worker process's first run would load on its way, so
+    no run pays for it: the URLconf (a run's list-row pushes link to its
+    page; loading it imports the whole API, ~0.5 s of CPU the run's threads
+    would share) and RE2's Unicode classes (~0.13 s). A worker process calls
+    it once as it starts (optimizer/celery_tasks.py)."""
+    reverse("runs:detail", args=[1])
+    compile_linear(r"\d")
 
 
 def execute_run(run_id: int) -> str | None:

@@ -4,6 +4,7 @@ user's dashboard reads."""
 
 from __future__ import annotations
 
+import os
 import threading
 from datetime import timedelta
 
@@ -664,3 +665,37 @@ def test_a_seed_the_model_answered_some_val_tasks_for_keeps_its_score_when_the_r
     seed = Candidate.objects.get(run=run, index=0)
     assert run.best_candidate == seed and run.seed_score == run.best_score == seed.val_score > 0
     assert run.budget_used >= 4  # the seed's four val tasks at least
+
+
+WARM_UP_PROBE = """
+import sys, django
+django.setup()
+import optimizer.celery_tasks
+from celery.signals import worker_process_init
+from verifiers_app.engine import linear_regexes
+def loaded():
+    return "dashboard.urls" in sys.modules, linear_regexes._unicode_classes.cache_info().currsize
+before = loaded()
+worker_process_init.send(sender="worker@test")
+print(before, loaded())
+"""
+
+
+def test_a_worker_process_loads_what_runs_need_before_its_first_run():
+    """A fresh Celery worker process (a prefork child, or a solo worker) loads
+    the URLconf (which a run's list-row pushes reverse, and which imports the
+    whole API) and RE2's Unicode classes as it starts, not inside its first run,
+    where ~0.5 s of imports took CPU from the run's threads. Checked in a new
+    interpreter: this one has long loaded both."""
+    import subprocess
+    import sys
+
+    probe = subprocess.run(
+        [sys.executable, "-c", WARM_UP_PROBE],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "dashboard.settings"},
+    )
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    assert probe.stdout.split("\n")[-2] == "(False, 0) (True, 1)"
