@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from unittest import mock
@@ -16,6 +17,18 @@ from optimizer.runs import events
 from optimizer.runs.events import publish_run_events, publishing_in_background, run_group
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def receive(layer, channel: str, n: int) -> list[dict]:
+    """The next `n` messages of `channel`, received in one event loop, as a
+    consumer does. channels-redis hands a message it took on a loop that then
+    ends out again, so one async_to_sync call per message (a loop each) read
+    the first batch twice on Redis."""
+
+    async def taking() -> list[dict]:
+        return [await asyncio.wait_for(layer.receive(channel), 10) for _ in range(n)]
+
+    return async_to_sync(taking)()
 
 
 def test_a_batch_gets_consecutive_seqs_and_reaches_the_group_in_order(user):
@@ -38,9 +51,7 @@ def test_a_batch_gets_consecutive_seqs_and_reaches_the_group_in_order(user):
         (2, "b"),
         (3, "c"),
     ]
-    batches = [
-        async_to_sync(layer.receive)(channel) for _ in range(2)
-    ]  # one group message per batch
+    batches = receive(layer, channel, 2)  # one group message per batch
     assert [b["type"] for b in batches] == ["run.events", "run.events"] and [
         len(b["events"]) for b in batches
     ] == [1, 2]
@@ -122,11 +133,7 @@ def test_events_sent_from_the_background_publisher_reach_the_group_in_commit_ord
                 ],
             )
     # Leaving the block waited for every send: all 40 are in the channel now.
-    received = [
-        json.loads(text)
-        for _ in range(20)
-        for _, text in async_to_sync(layer.receive)(channel)["events"]
-    ]
+    received = [json.loads(text) for b in receive(layer, channel, 20) for _, text in b["events"]]
     assert [m["seq"] for m in received] == list(range(1, 41))
     assert [m["data"]["note"] for m in received[:4]] == ["0a", "0b", "1a", "1b"]
     assert sent_from == {"run-event-publisher"}  # not the thread that committed them
@@ -228,7 +235,7 @@ def test_a_batch_of_budget_events_sends_one_list_row_and_a_status_change_another
         for used in range(5):
             publish_run_events(run.pk, [("run.budget", {"used": used, "total": 10})])
         publish_run_events(run.pk, [("run.status", {"status": "running", "phase": "optimizing"})])
-        rows = [async_to_sync(layer.receive)(channel) for _ in range(2)]
+        rows = receive(layer, channel, 2)
         assert (
             not events.row_pushes.scheduled
         )  # the status push replaced the trailing one of the budget events
