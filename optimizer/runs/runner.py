@@ -423,7 +423,7 @@ def _run_gepa(
     selector, sampler = _randomness(config, carried)
     boundary = Boundary()
 
-    steering_read_at = [-math.inf]  # when stop_requested last read the run's row
+    steering_read_at = -math.inf  # when stop_requested last read the run's row
     read_steering = _steering_reader(run_claim, run.pk)
 
     def stop_requested(gepa_state: State) -> bool:
@@ -434,14 +434,15 @@ def _run_gepa(
         one query (its flags, and whether an injection is pending), at most every
         FRONTIER_STEERING_CHECK_MS: with a fast model that round trip would cost
         as much as the iteration."""
+        nonlocal steering_read_at
         if run_claim.lost.is_set():
             raise ClaimLost(f"run {run.pk} is held by another worker")
         if heartbeat.cancelled.is_set():
             return True
         now = time.monotonic()
-        if now - steering_read_at[0] < settings.FRONTIER_STEERING_CHECK_MS / 1000:
+        if now - steering_read_at < settings.FRONTIER_STEERING_CHECK_MS / 1000:
             return False
-        steering_read_at[0] = now
+        steering_read_at = now
         flags = retry_db(read_steering, what=f"run {run.pk}: stop check")
         if flags is None:
             run_claim.give_up()
