@@ -216,9 +216,10 @@ class Heartbeat(threading.Thread):
 def warm_up() -> None:
     """Load now what a worker process's first run would load on its way, so
     no run pays for it: the URLconf (a run's list-row pushes link to its
-    page; loading it imports the whole API, ~0.5 s of CPU the run's threads
-    would share) and RE2's Unicode classes (~0.13 s). A worker process calls
-    it once as it starts (optimizer/celery_tasks.py)."""
+    page; loading it imports the whole API: ~0.5 s of CPU in a process that
+    has only set Django up, taken from the run's threads) and RE2's Unicode
+    classes (~0.13 s). A worker process calls it once as it starts
+    (optimizer/celery_tasks.py)."""
     reverse("runs:detail", args=[1])
     compile_linear(r"\d")
 

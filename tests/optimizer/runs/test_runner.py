@@ -5,6 +5,8 @@ user's dashboard reads."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 from datetime import timedelta
 
@@ -685,11 +687,8 @@ def test_a_worker_process_loads_what_runs_need_before_its_first_run():
     """A fresh Celery worker process (a prefork child, or a solo worker) loads
     the URLconf (which a run's list-row pushes reverse, and which imports the
     whole API) and RE2's Unicode classes as it starts, not inside its first run,
-    where ~0.5 s of imports took CPU from the run's threads. Checked in a new
+    where the imports took CPU from the run's threads. Checked in a new
     interpreter: this one has long loaded both."""
-    import subprocess
-    import sys
-
     probe = subprocess.run(
         [sys.executable, "-c", WARM_UP_PROBE],
         capture_output=True,
