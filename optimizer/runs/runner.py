@@ -14,6 +14,7 @@ gepa (so gepa does not write its checkpoint either) and ends without a word.
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import random
@@ -219,9 +220,16 @@ def warm_up() -> None:
     page; loading it imports the whole API: ~0.5 s of CPU in a process that
     has only set Django up, taken from the run's threads) and RE2's Unicode
     classes (~0.13 s). A worker process calls it once as it starts
-    (optimizer/celery_tasks.py)."""
+    (optimizer/celery_tasks.py).
+
+    Then what is loaded is moved out of the cyclic garbage collector's sight
+    (`gc.freeze`, after a collection): it lives as long as the process, and
+    each full collection during a run walked all of it again (a 20,000-call
+    run with a 0 ms model: 7 of them, 0.45 s of CPU; 0.06 s frozen)."""
     reverse("runs:detail", args=[1])
     compile_linear(r"\d")
+    gc.collect()
+    gc.freeze()
 
 
 def execute_run(run_id: int) -> str | None:
