@@ -423,12 +423,13 @@ class RunRecorder:
         """Write and publish what the meter reads now (the last calls: the final
         reflection, a refused iteration's minibatch), with the events still
         waiting; a budget reading or event still waiting is superseded by it.
-        Called by the runner once the writer has ended."""
+        Called by the runner once the writer has ended. Like every batch, the
+        waiting events leave `unpublished` only once committed (`_publish`), so
+        a retry after a failed commit still sends them."""
         self.reading_due = None
+        self.unpublished = [e for e in self.unpublished if e[0] != ev.RUN_BUDGET]
         with transaction.atomic():
-            waiting = [e for e in self.unpublished if e[0] != ev.RUN_BUDGET]
-            publish_run_events(self.run_id, [*waiting, self.save_usage()], claim=self.claim)
-            self.unpublished = []
+            self._publish(self.save_usage())
 
     def save_usage(self, at: UsageSnapshot | None = None, eta: float | None = None) -> ev.Event:
         """Write the run's metric calls, tokens and cost (the meter's reading `at`
