@@ -28,8 +28,14 @@ change, on the same database schema) beside ours in every interleaved
 round, so a change is measured against its ratio to bare gepa in one
 invocation.
 
+`--resumable` adds, once, plain gepa as its users configure a run they can
+resume: the same bare gepa given a run_dir, where gepa.optimize saves its
+whole state (a pickle and its JSON logs) after every iteration. Ours is
+always resumable; this prints what that costs plain gepa (minutes at
+20,000 calls: its saves grow with the run).
+
 Usage:  .venv/bin/python bench/growth.py [--calls 20000] [--latencies 0,20] [--repeats 3]
-        [--baseline PATH]
+        [--baseline PATH] [--resumable]
 
 Needs PostgreSQL and Redis (BENCH_POSTGRES_URL, BENCH_REDIS_URL: give your own
 Redis DB number); uses a scratch database, queue and channel prefix, removed at
@@ -89,9 +95,10 @@ def table_sizes() -> dict[str, int]:
         }
 
 
-def bare_gepa(run_id: int) -> None:
+def bare_gepa(run_id: int, run_dir: str | None = None) -> None:
     """In a process of its own: gepa.optimize on run `run_id`'s tasks, model,
-    scoring, seed and budget, with nothing of ours around it; prints its time."""
+    scoring, seed and budget, with nothing of ours around it (but `run_dir`,
+    given: gepa's own checkpoint); prints its time."""
     import django
 
     django.setup()
@@ -137,6 +144,7 @@ def bare_gepa(run_id: int) -> None:
         seed=config.seed,
         track_best_outputs=False,
         display_progress_bar=False,
+        run_dir=run_dir,
     )
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     adapter.close()
@@ -202,10 +210,16 @@ def main() -> None:
     parser.add_argument(
         "--baseline", type=Path, help="another checkout whose worker runs beside ours"
     )
+    parser.add_argument(
+        "--resumable",
+        action="store_true",
+        help="once more: bare gepa with a run_dir (gepa's own checkpoint, which resume needs)",
+    )
     parser.add_argument("--bare-run", type=int, help=argparse.SUPPRESS)  # the bare gepa child
+    parser.add_argument("--bare-run-dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.bare_run is not None:
-        bare_gepa(args.bare_run)
+        bare_gepa(args.bare_run, args.bare_run_dir)
         return
 
     env = {**live.ENV, "FRONTIER_QUEUE": live.TAG, "FRONTIER_RUNS_DIR": f"/tmp/{live.TAG}-runs"}
@@ -292,16 +306,19 @@ def main() -> None:
             )
             return float(seconds), worker.peak, float(cpu)
 
-        def bare(run: Run) -> tuple[float, float]:
-            """bare gepa in a process of its own: (seconds, CPU seconds)."""
-            child = Child(str(HERE / "growth.py"), "--bare-run", str(run.pk))
+        def bare(run: Run, run_dir: str | None = None) -> tuple[float, float]:
+            """bare gepa in a process of its own (with gepa's checkpoint in
+            `run_dir`, given): (seconds, CPU seconds)."""
+            where = ["--bare-run-dir", run_dir] if run_dir else []
+            child = Child(str(HERE / "growth.py"), "--bare-run", str(run.pk), *where)
             children.append(child)
             out, err = child.finish()
             calls, seconds, cpu = last_fields(out)
             if not cpu:
                 raise SystemExit(f"bare gepa failed: {err.strip()[-2000:]}")
+            what = "with a run_dir" if run_dir else "(0 ms)"
             print(
-                f"  bare gepa (0 ms): {calls} metric calls in {float(seconds):.1f} s, "
+                f"  bare gepa {what}: {calls} metric calls in {float(seconds):.1f} s, "
                 f"{float(cpu):.1f} CPU s; peak RSS {child.peak:.0f} MB"
             )
             return float(seconds), float(cpu)
@@ -327,6 +344,9 @@ def main() -> None:
         for latency in latencies:
             if latency != 0.0:
                 peaks.setdefault(latency, []).append(frontier(latency)[1])
+        resumable = None
+        if args.resumable:
+            resumable = bare(launch(0.0), run_dir=f"/tmp/{live.TAG}-runs/bare-gepa")[0]
         print(f"\nworker peak RSS over {args.calls} metric calls (target <= 300 MB):")
         for latency, values in sorted(peaks.items()):
             print(f"  {latency:g} ms model: {spread(values, 'MB')}")
@@ -335,6 +355,12 @@ def main() -> None:
             print(f"{label}, 0 ms model, {len(bare_times)} interleaved runs of each:")
             for name, seconds in values.items():
                 print(f"  {name + ':':<12} {spread(seconds)}")
+        if resumable is not None:
+            print(
+                f"  bare gepa with a run_dir (once): {resumable:.1f} s, "
+                f"{resumable / statistics.median(bare_times):.1f}x bare gepa's median; our runner "
+                f"takes {statistics.median(times['our runner']) / resumable:.2f}x its time"
+            )
         for name in sides:
             for label, values, plain in (
                 ("wall", times[name], bare_times),
