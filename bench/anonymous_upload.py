@@ -45,12 +45,6 @@ import scratch  # bench/, beside this file
 from tests.e2e.test_hostile_input import MB, PeakRss
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def post(port: int, size: int, headers: dict, chunked: bool) -> int:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     conn.putrequest("POST", "/runs/import/")
@@ -95,7 +89,7 @@ def first_answer_ms(port: int, headers: dict, chunked: bool) -> float:
 
 
 def start_server(env: dict) -> subprocess.Popen:
-    port = free_port()
+    port = scratch.free_port()
     server = subprocess.Popen(
         [sys.executable, "manage.py", "serve", "--port", str(port)],
         cwd=ROOT,

@@ -504,7 +504,7 @@ def main() -> None:
                         filter(None, [custom, os.environ.get("PYTHONPATH")])
                     ),
                 }
-            port = live.free_port()
+            port = scratch.free_port()
             webs[mode] = (port, live.start_web(port, extra_env=switch, root=root))
             # warm up: imports, connections
             download(

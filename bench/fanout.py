@@ -45,6 +45,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import live
+import scratch
 
 PUBLISHER = r"""
 import json, random, sys, time
@@ -260,7 +261,7 @@ def main() -> None:
         connections.close_all()
         ports: dict[str, list[int]] = {}
         for server in servers:
-            ports[server] = [live.free_port() for _ in range(args.webs)]
+            ports[server] = [scratch.free_port() for _ in range(args.webs)]
             webs[server] = [live.start_web(port, server) for port in ports[server]]
         rounds: dict[tuple[str, str], list[dict]] = {variant: [] for variant in variants}
         for repeat in range(args.repeats):

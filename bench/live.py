@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -88,12 +87,6 @@ def clean_up(processes=(), *, redis: bool = True) -> None:
         drop_database()  # WITH (FORCE): the bench's own open connections are closed
         if redis:
             scratch.delete_keys(REDIS, TAG)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def bench_snapshot(run) -> None:
@@ -296,7 +289,7 @@ def main() -> None:
         print(f"built the run ({TAG}) in {time.perf_counter() - started:.1f} s")
         bench_snapshot(run)
 
-        port = free_port()
+        port = scratch.free_port()
         web = start_web(port)
         asyncio.run(
             bench_latency(run, user, port, args.clients, args.events, args.interval_ms / 1000)

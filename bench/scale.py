@@ -42,7 +42,6 @@ import argparse
 import json
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -477,12 +476,6 @@ def measure_view(client, url: str, repeat: int) -> tuple[list[float], int, int]:
     return times, len(body), len(queries)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_daphne(port: int) -> subprocess.Popen:
     process = subprocess.Popen(
         [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port)],
@@ -618,7 +611,7 @@ def measure_page_live(
         for label, root in roots.items():
             collect_static(root)
             ROOT = root  # start_daphne serves the checkout at ROOT (its `manage.py serve`)
-            port = free_port()
+            port = scratch.free_port()
             server = start_daphne(port)
             ROOT = ours
             base = f"http://127.0.0.1:{port}"

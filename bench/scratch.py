@@ -12,7 +12,8 @@ What every bench that makes scratch things (databases, Redis keys, temporary
 directories, child processes) shares: `exit_on_signals` (SIGTERM and SIGHUP
 exit through the bench's `finally` blocks and atexit, as Ctrl-C does), `stop`
 (a child process and its process group, killed if it does not stop in time) and
-`delete_keys` (every Redis key holding the bench's unique tag).
+`delete_keys` (every Redis key holding the bench's unique tag), and
+`free_port` for a server it starts.
 """
 
 from __future__ import annotations
@@ -68,6 +69,13 @@ def exit_on_signals() -> None:
     process on the spot. Signals that come during that clean-up are ignored."""
     for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(signum, _exit)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def serving(

@@ -16,7 +16,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
-import socket
 import statistics
 import sys
 import threading
@@ -25,6 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import gepa
+import scratch  # bench/, beside this file
 
 from frontier_tracker import FrontierTracker
 
@@ -82,12 +82,6 @@ def optimize(callbacks) -> float:
     return time.perf_counter() - started
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main() -> None:
     repeats = 3 if "--quick" in sys.argv else 7
     server = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
@@ -95,7 +89,7 @@ def main() -> None:
     cases = {
         "no tracker": list,
         "tracker, server unreachable": lambda: [
-            FrontierTracker(f"http://127.0.0.1:{free_port()}", "ft_x", max_backoff=0.5)
+            FrontierTracker(f"http://127.0.0.1:{scratch.free_port()}", "ft_x", max_backoff=0.5)
         ],
         "tracker, server answering": lambda: [
             FrontierTracker(f"http://127.0.0.1:{server.server_port}", "ft_x")
