@@ -126,9 +126,10 @@ def bootstrap_interval(differences: np.ndarray) -> tuple[float, float]:
 # The draws depend only on the number of tasks: within shared_draws(), intervals
 # over the same number of tasks draw once (n -> the draws, as counts: see _draws).
 _shared: ContextVar[dict[int, np.ndarray] | None] = ContextVar("shared_draws", default=None)
-# The draws are counted, and resampled means taken, this many resamples at a
-# time: a few hundred KB at once, not a RESAMPLES × n array of float64.
-_ROWS_AT_ONCE = 250
+# The draws are counted, and resampled means taken, a block of resamples at a
+# time: about this many draws at once (1 MB as int64 or float64), not
+# RESAMPLES × n of them.
+_DRAWS_AT_ONCE = 125_000
 
 
 @contextmanager
@@ -148,24 +149,28 @@ def _draws(n: int) -> np.ndarray:
     resample r drew task i. A resample's mean is then its row of counts times
     the differences, over n: a matrix product (BLAS), ~2 ms an interval of 500
     tasks once the counts are made, where indexing the differences with every
-    draw takes ~15 ms. A count is at most n, so the smallest unsigned type that
-    holds n holds them all (16 bits for 500 tasks: half the draws' memory)."""
+    draw takes ~15 ms. The counts overwrite the draws, block by block: no
+    memory beyond the draws'."""
     shared = _shared.get()
     if shared is not None and n in shared:
         return shared[n]
     # int32 draws the same numbers as scipy's int64 (every n here is < 2**31).
-    indices = np.random.default_rng(SEED).integers(0, n, (RESAMPLES, n), dtype=np.int32)
-    counts = np.empty((RESAMPLES, n), dtype=np.min_scalar_type(n))
-    # Each row's indices shifted into a range of its own, so one bincount counts a block of rows.
-    shift = np.arange(_ROWS_AT_ONCE, dtype=np.int64)[:, None] * n
-    for row in range(0, RESAMPLES, _ROWS_AT_ONCE):
-        block = indices[row : row + _ROWS_AT_ONCE]
-        counts[row : row + len(block)] = np.bincount(
+    draws = np.random.default_rng(SEED).integers(0, n, (RESAMPLES, n), dtype=np.int32)
+    rows = _rows_at_once(n)
+    # Each row's draws shifted into a range of its own, so one bincount counts a block of rows.
+    shift = np.arange(rows, dtype=np.int64)[:, None] * n
+    for row in range(0, RESAMPLES, rows):
+        block = draws[row : row + rows]
+        block[:] = np.bincount(
             (block + shift[: len(block)]).ravel(), minlength=len(block) * n
         ).reshape(len(block), n)
     if shared is not None:
-        shared[n] = counts
-    return counts
+        shared[n] = draws
+    return draws
+
+
+def _rows_at_once(n: int) -> int:
+    return max(1, _DRAWS_AT_ONCE // n)
 
 
 # A finished run's scores never change, and a compare page asks for the same pairs
@@ -174,11 +179,9 @@ def _draws(n: int) -> np.ndarray:
 def _interval(differences: bytes) -> tuple[float, float]:
     d = np.frombuffer(differences, dtype=float)
     counts = _draws(len(d))
+    rows = _rows_at_once(len(d))
     means = np.concatenate(
-        [
-            counts[row : row + _ROWS_AT_ONCE].astype(float) @ d
-            for row in range(0, RESAMPLES, _ROWS_AT_ONCE)
-        ]
+        [counts[row : row + rows].astype(float) @ d for row in range(0, RESAMPLES, rows)]
     ) / len(d)
     tail = (1 - LEVEL) / 2 * 100
     low, high = np.percentile(means, [tail, 100 - tail])
