@@ -11,9 +11,9 @@ Usage, before `django.setup()`:  ``DATA_DIR = scratch.setup("cost")``
 What every bench that makes scratch things (databases, Redis keys, temporary
 directories, child processes) shares: `exit_on_signals` (SIGTERM and SIGHUP
 exit through the bench's `finally` blocks and atexit, as Ctrl-C does), `stop`
-(a child process and its process group, killed if it does not stop in time) and
-`delete_keys` (every Redis key holding the bench's unique tag), and
-`free_port` for a server it starts.
+(a child process and its process group, killed if it does not stop in time),
+`delete_keys` (every Redis key holding the bench's unique tag) and `free_port`
+(a port for a server it starts).
 """
 
 from __future__ import annotations
