@@ -103,9 +103,13 @@ test-unit: install
 # Uses DATABASE_URL and REDIS_URL from the environment; the tests that need them
 # skip (with the reason) when they are not set, and fail instead when CI=true.
 # The `standalone` ones (they spawn processes: the CLI, `serve`, settings in a
-# fresh process) need neither and always run.
+# fresh process) need neither and always run. Each run has a Celery queue of
+# its own ($FRONTIER_TEST_QUEUE, else frontier-test-<pid>), which it purges
+# and whose Redis keys it deletes at the end (tests/integration/conftest.py):
+# two runs on one Redis never take or purge each other's tasks.
 test-integration: install
-	FRONTIER_QUEUE=frontier-test FRONTIER_CHANNEL_PREFIX=frontier-test $(PYTEST) tests/integration -q $(ALLOW_EMPTY)
+	queue=$${FRONTIER_TEST_QUEUE:-frontier-test-$$$$}; \
+	FRONTIER_QUEUE=$$queue FRONTIER_CHANNEL_PREFIX=$$queue $(PYTEST) tests/integration -q $(ALLOW_EMPTY)
 
 test-e2e: install
 	env -u DATABASE_URL -u REDIS_URL $(PYTEST) tests/e2e -q $(ALLOW_EMPTY)

@@ -48,6 +48,45 @@ def pytest_collection_modifyitems(items):
         item.add_marker(pytest.mark.skip(reason=message))
 
 
+#: The hostnames of the workers started on the project's Redis (start_worker).
+_WORKERS: list[str] = []
+#: What `make test-integration` names this run's queue: frontier-test-<pid or CI's name>.
+OWN_QUEUE_PREFIX = "frontier-test-"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _own_redis_keys_removed():
+    """At the end of the session, the keys Celery made in the project's Redis
+    for this run: its queue's (list and bindings, only for a queue named as
+    `make test-integration` names one per run) and its workers' control
+    bindings. Other runs' keys, and the sets Celery shares between workers,
+    are left as they are."""
+    yield
+    queue = settings.CELERY_TASK_DEFAULT_QUEUE
+    if not settings.REDIS_URL or (not queue.startswith(OWN_QUEUE_PREFIX) and not _WORKERS):
+        return
+    import redis
+
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    try:
+        if queue.startswith(OWN_QUEUE_PREFIX):
+            names = [queue, f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}"]
+            names += client.scan_iter(match=f"{queue}\x06\x16*")  # its priority lists
+            client.delete(*names)
+        pidbox = "_kombu.binding.celery.pidbox"
+        ours = [
+            member
+            for member in client.smembers(pidbox)
+            if member.decode(errors="replace").endswith(
+                tuple(f"{name}.celery.pidbox" for name in _WORKERS)
+            )
+        ]
+        if ours:
+            client.srem(pidbox, *ours)
+    finally:
+        client.close()
+
+
 def _missing_services() -> list[str]:
     problems = []
     if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
@@ -205,6 +244,8 @@ def start_worker(env: dict, log_path: Path) -> Process:
         env,
         log_path,
     )
+    if env["REDIS_URL"] == settings.REDIS_URL:
+        _WORKERS.append(hostname)
     deadline = time.monotonic() + 60
     with broker_control(env["REDIS_URL"]) as control:
         while not control.ping(destination=[hostname], timeout=0.5):
