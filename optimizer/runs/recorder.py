@@ -414,7 +414,7 @@ class RunRecorder:
             self.reading_due = None  # superseded by this reading, written now
             with transaction.atomic():
                 budget = self.save_usage(event["frontier_usage"], event["frontier_eta"])
-        self.unpublished = [e for e in self.unpublished if e[0] != ev.RUN_BUDGET]
+        self._drop_waiting_budget()
         self.unpublished.append(budget)
         if time.monotonic() - self.published_at >= BUDGET_PUBLISH_SECONDS:
             self._publish()
@@ -427,9 +427,13 @@ class RunRecorder:
         waiting events leave `unpublished` only once committed (`_publish`), so
         a retry after a failed commit still sends them."""
         self.reading_due = None
-        self.unpublished = [e for e in self.unpublished if e[0] != ev.RUN_BUDGET]
+        self._drop_waiting_budget()
         with transaction.atomic():
             self._publish(self.save_usage())
+
+    def _drop_waiting_budget(self) -> None:
+        """A newer reading supersedes the RUN_BUDGET event still waiting (or BUDGET_DUE)."""
+        self.unpublished = [e for e in self.unpublished if e[0] != ev.RUN_BUDGET]
 
     def save_usage(self, at: UsageSnapshot | None = None, eta: float | None = None) -> ev.Event:
         """Write the run's metric calls, tokens and cost (the meter's reading `at`
