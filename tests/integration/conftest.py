@@ -63,24 +63,20 @@ def _own_redis_keys_removed():
     are left as they are."""
     yield
     queue = settings.CELERY_TASK_DEFAULT_QUEUE
-    if not settings.REDIS_URL or (not queue.startswith(OWN_QUEUE_PREFIX) and not _WORKERS):
+    own_queue = queue.startswith(OWN_QUEUE_PREFIX)
+    if not settings.REDIS_URL or not (own_queue or _WORKERS):
         return
     import redis
 
     client = redis.Redis.from_url(settings.REDIS_URL)
     try:
-        if queue.startswith(OWN_QUEUE_PREFIX):
+        if own_queue:
             names = [queue, f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}"]
             names += client.scan_iter(match=f"{queue}\x06\x16*")  # its priority lists
             client.delete(*names)
         pidbox = "_kombu.binding.celery.pidbox"
-        ours = [
-            member
-            for member in client.smembers(pidbox)
-            if member.decode(errors="replace").endswith(
-                tuple(f"{name}.celery.pidbox" for name in _WORKERS)
-            )
-        ]
+        workers = tuple(f"{name}.celery.pidbox".encode() for name in _WORKERS)
+        ours = [member for member in client.smembers(pidbox) if member.endswith(workers)]
         if ours:
             client.srem(pidbox, *ours)
     finally:
