@@ -184,9 +184,25 @@ def served(client: Client, run, rounds: int = 5) -> bool:
     the target."""
     import subprocess
     import urllib.request
+    from urllib.parse import urlsplit
 
     url = reverse("compare:compare", args=[run.pk]) + "?" + "&".join(f"c={i}" for i in EIGHT)
     cookie = f"sessionid={client.cookies['sessionid'].value}"
+
+    def get(port: int, path: str) -> float:
+        """Seconds until the whole page has arrived."""
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}{path}", headers={"Cookie": cookie}
+        )
+        t0 = time.perf_counter()
+        with urllib.request.urlopen(request, timeout=60) as response:
+            response.read()
+        took = time.perf_counter() - t0
+        # A lost session is a redirect to the login page (urllib follows it).
+        if response.status != 200 or urlsplit(response.url).path != path.split("?")[0]:
+            raise SystemExit(f"GET {path}: {response.status} {response.url}")
+        return took
+
     times: dict[str, list[float]] = {"first view": [], "next page": [], "again": []}
     for _ in range(rounds):
         port = scratch.free_port()
@@ -200,25 +216,10 @@ def served(client: Client, run, rounds: int = 5) -> bool:
         )
         try:
             scratch.serving(web, port, "manage.py serve")
-
-            def get(path: str) -> float:
-                request = urllib.request.Request(
-                    f"http://127.0.0.1:{port}{path}", headers={"Cookie": cookie}
-                )
-                t0 = time.perf_counter()
-                with urllib.request.urlopen(request, timeout=60) as response:
-                    body = response.read()
-                    status = response.status
-                took = time.perf_counter() - t0
-                # A lost session would be a redirect to the login page (urllib follows it).
-                if status != 200 or b"Compare" not in body or b"login" in response.url.encode():
-                    raise SystemExit(f"GET {path}: {status} {response.url}")
-                return took
-
-            get(reverse("runs:list"))  # the process's first request: imports, templates
-            times["first view"].append(get(url))
-            times["next page"].append(get(url + "&page=2"))
-            times["again"].append(get(url))
+            get(port, reverse("runs:list"))  # the process's first request: imports, templates
+            times["first view"].append(get(port, url))
+            times["next page"].append(get(port, url + "&page=2"))
+            times["again"].append(get(port, url))
         finally:
             scratch.stop(web)
     print(
