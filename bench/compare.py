@@ -16,6 +16,11 @@ checkout (e.g. ``git worktree add ../frontier-main main``) beside this one:
 each side in its own process (its own database, the same data), alternated
 for 3 rounds, printing both medians with their spread and the ratio.
 ``--profile`` prints where that request spends its time (cProfile).
+``--intervals`` prints instead what one lift interval costs (the bootstrap:
+10,000 resamples) at 500, 2,000 and 10,000 tasks: its peak memory
+(tracemalloc, which numpy reports its arrays to) and wall time, alone and
+as one of 7 over the same tasks on a page (``shared_draws``); with
+``BENCH_CHECKOUT=PATH`` for another checkout's code.
 ``--served`` then times that case as a browser gets it: a web process
 (``manage.py serve``: uvicorn) on the same database, a plain HTTP client
 with the session cookie of a logged-in user, each round on a fresh server
@@ -92,6 +97,9 @@ def build() -> tuple[Client, object]:
 
 
 def main() -> int:
+    if "--intervals" in sys.argv:
+        intervals()
+        return 0
     if "--long-only" in sys.argv:  # one side of --baseline: the big-prompt times as JSON
         client, run = build()
         print("TIMES " + json.dumps(long_prompts(client, run, repeats=5)))
@@ -132,6 +140,50 @@ def main() -> int:
     if "--baseline" in sys.argv:
         side_by_side(Path(sys.argv[sys.argv.index("--baseline") + 1]).resolve())
     return 0 if worst_median < TARGET_S and diff_ok and long_ok else 1
+
+
+def intervals(repeats: int = 5) -> None:
+    """One interval's peak memory and time, alone and as one of a page's 7
+    (the draws shared): medians of `repeats` after one untimed (a fresh
+    process's first allocations cost more), each on new differences, the
+    time and the peak measured in two runs of the same work."""
+    import tracemalloc
+
+    import numpy as np
+
+    from optimizer import confidence
+
+    rng = np.random.default_rng(1)
+    print(f"{'one lift interval':24} {'peak MB':>8} {'ms':>7} {'ms min-max':>12}")
+    for n in (500, 2_000, 10_000):
+        for label, page in (("alone", False), ("7 on a page", True)):
+            peaks, times = [], []
+            for repeat in range(repeats + 1):  # the first one warms up, untimed
+                pairs = [rng.uniform(0, 1, (n, 2)).round(3) for _ in range(7 if page else 1)]
+
+                def lifts(pairs=pairs, page=page) -> None:
+                    confidence._interval.cache_clear()
+                    if page:
+                        with confidence.shared_draws():
+                            for p in pairs:
+                                confidence.lift_of_pairs(p)
+                    else:
+                        confidence.lift_of_pairs(pairs[0])
+
+                t0 = time.perf_counter()
+                lifts()
+                if repeat == 0:
+                    continue
+                times.append(time.perf_counter() - t0)
+                tracemalloc.start()  # timed apart: tracing slows every allocation
+                lifts()
+                peaks.append(tracemalloc.get_traced_memory()[1] / 1e6)
+                tracemalloc.stop()
+            spread = f"{min(times) * 1000:.0f}-{max(times) * 1000:.0f}"
+            print(
+                f"{f'{n:,} tasks, {label}':24} {statistics.median(peaks):8.1f} "
+                f"{statistics.median(times) * 1000:7.1f} {spread:>12}"
+            )
 
 
 def side_by_side(baseline: Path, rounds: int = 3) -> None:
