@@ -148,8 +148,8 @@ def _count_blocks(n: int) -> Iterator[np.ndarray]:
     """The RESAMPLES × n draws as counts, a block of rows at a time: row r,
     column i holds how many times resample r drew task i. A resample's mean
     is then its row of counts times the differences, over n: a matrix product
-    (BLAS), ~2 ms an interval of 500 tasks, where indexing the differences
-    with every draw takes ~15 ms. numpy's generator gives the same numbers
+    (BLAS), ~2 ms for 500 tasks once the counts are made, where indexing the
+    differences with every draw takes ~15 ms. numpy's generator gives the same numbers
     drawn a block at a time as scipy draws in one call."""
     rng = np.random.default_rng(SEED)
     rows = _rows_at_once(n)

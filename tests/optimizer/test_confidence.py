@@ -94,9 +94,9 @@ def test_lifts_over_the_same_tasks_on_one_page_draw_once_and_keep_their_interval
 
 
 def test_an_interval_over_many_tasks_holds_a_block_of_its_draws_not_all():
-    """The 10,000 resamples of 5,000 tasks are 50 M draws (200 MB as int32):
-    one interval draws, counts and averages them a block at a time, so its
-    peak stays a few MB (tracemalloc sees numpy's arrays)."""
+    """The 10,000 resamples of 5,000 tasks are 50 M draws (400 MB as scipy's
+    int64): one interval draws, counts and averages them a block at a time,
+    so its peak stays a few MB (tracemalloc sees numpy's arrays)."""
     import tracemalloc
 
     d = np.random.default_rng(5).uniform(-1, 1, 5_000)
