@@ -1,0 +1,161 @@
+"""A fresh Celery worker: its first run's time and its processes' memory.
+
+For each pool of --pools (default prefork and threads), --rounds times: starts
+`celery -A dashboard worker --pool <pool> --concurrency <n>` (as
+docker-compose.yml runs it, on a queue of its own), launches one demo run of
+--calls metric calls (0 ms simulated task model), and when the run has
+finished prints the run's own time (finished_at
+minus started_at: the run is queued as the worker starts, so the start-up
+is not in it) and, per process of
+the worker (the parent and each pool child), its RSS, PSS and private memory
+(/proc/<pid>/smaps_rollup: PSS shares each page among the processes mapping
+it, private is what only that process holds). Then it stops the worker.
+Medians of the rounds; `--baseline PATH` runs another checkout's worker
+in the same rounds, alternated.
+
+Usage:  .venv/bin/python bench/worker_start.py [--pools prefork,threads]
+        [--concurrency 2] [--rounds 3] [--calls 200] [--baseline PATH]
+
+Needs PostgreSQL and Redis (BENCH_POSTGRES_URL, BENCH_REDIS_URL: give your own
+Redis DB number); uses a scratch database, queue and channel prefix, removed at
+the end, also when the bench fails or is stopped (the workers are stopped first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+import live
+import scratch
+
+FIELDS = ("Rss", "Pss", "Private")
+
+
+def memory_mb(pid: int) -> dict[str, float]:
+    """RSS, PSS and private (clean + dirty) memory of a process, in MB."""
+    found = dict.fromkeys(FIELDS, 0.0)
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
+        key, value = line.split(":", 1)
+        name = "Private" if key.startswith("Private_") else key
+        if name in found:
+            found[name] += int(value.split()[0]) / 1024
+    return found
+
+
+def worker_pids(parent: int) -> list[int]:
+    """The worker's parent, then its pool children."""
+    children = subprocess.run(
+        ["pgrep", "-P", str(parent)], check=False, capture_output=True, text=True
+    )
+    return [parent, *map(int, children.stdout.split())]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pools", default="prefork,threads")
+    parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument(
+        "--baseline", type=Path, help="another checkout whose worker runs beside ours"
+    )
+    args = parser.parse_args()
+
+    os.environ.update(
+        {**live.ENV, "FRONTIER_QUEUE": live.TAG, "FRONTIER_RUNS_DIR": f"/tmp/{live.TAG}-runs"}
+    )
+    workers: list[subprocess.Popen] = []
+    live.create_database()
+    try:
+        import django
+
+        django.setup()
+        from django.contrib.auth import get_user_model
+        from django.core.management import call_command
+
+        from optimizer.services import run_launch
+        from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
+
+        call_command("migrate", verbosity=0)
+        user = get_user_model().objects.create_superuser("bench")
+        refund_verifier(user)
+        task_set = refund_task_set(user)
+        sides = {"ours": HERE.parent}
+        if args.baseline is not None:
+            sides["baseline"] = args.baseline.resolve()
+
+        def first_run(pool: str, checkout: Path, name: str) -> tuple[float, list[dict[str, float]]]:
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join([str(checkout), str(checkout / "clients/python")])
+            hostname = f"{name}@{live.TAG}"
+            worker = subprocess.Popen(
+                [str(Path(sys.executable).parent / "celery"), "-A", "dashboard", "worker",
+                 "--pool", pool, "--concurrency", str(args.concurrency), "--queues", live.TAG,
+                 "--hostname", hostname, "--loglevel", "WARNING"],
+                cwd=checkout, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                text=True, start_new_session=True,
+            )  # fmt: skip
+            workers.append(worker)
+            # Queued at once: the worker takes it when it is up, and the run's own
+            # timestamps leave the start-up out.
+            lm = {"provider": "demo", "model": "demo-task", "simulated_latency_ms": 0}
+            budget = {"max_metric_calls": args.calls}
+            run = run_launch(owner=user, config=run_config(task_set, task_lm=lm, budget=budget))
+            deadline = time.monotonic() + 300
+            while run.finished_at is None:
+                if worker.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(
+                        f"run {run.pk} did not finish ({run.status}): {worker.stderr.read()[-2000:]}"
+                    )
+                time.sleep(0.2)
+                run.refresh_from_db()
+            memory = [memory_mb(pid) for pid in worker_pids(worker.pid)]
+            scratch.stop(worker)
+            return (run.finished_at - run.started_at).total_seconds(), memory
+
+        for pool in args.pools.split(","):
+            seconds: dict[str, list[float]] = {side: [] for side in sides}
+            memories: dict[str, list[list[dict[str, float]]]] = {side: [] for side in sides}
+            for repeat in range(args.rounds):
+                for side, checkout in sides.items():
+                    run_s, memory = first_run(pool, checkout, f"{side}-{pool}-{repeat}")
+                    seconds[side].append(run_s)
+                    memories[side].append(memory)
+            print(
+                f"\n{pool} pool, --concurrency {args.concurrency}, {args.rounds} rounds, medians (min-max):"
+            )
+            for side in sides:
+                values = seconds[side]
+                print(
+                    f"  {side}: first run of {args.calls} calls {statistics.median(values):.3f} s "
+                    f"({min(values):.3f}-{max(values):.3f})"
+                )
+                processes = len(memories[side][0])
+                for index in range(processes):
+                    what = "parent" if index == 0 else f"child {index}"
+                    if pool != "prefork" and index == 0:
+                        what = "worker"
+                    figures = ", ".join(
+                        f"{field} {statistics.median(m[index][field] for m in memories[side] if len(m) > index):.1f}"
+                        for field in FIELDS
+                    )
+                    print(f"    {what}: {figures} MB")
+                total = statistics.median(sum(p["Pss"] for p in m) for m in memories[side])
+                print(f"    all {processes} processes: PSS {total:.1f} MB")
+    finally:
+        live.clean_up(workers)
+        subprocess.run(["rm", "-rf", f"/tmp/{live.TAG}-runs"], check=False)
+
+
+if __name__ == "__main__":
+    main()
