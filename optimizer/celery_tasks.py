@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from celery import shared_task
 from celery.contrib.testing.worker import test_worker_started, test_worker_stopped
-from celery.signals import worker_process_init, worker_ready, worker_shutdown
+from celery.signals import worker_init, worker_ready, worker_shutdown
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
@@ -226,11 +226,14 @@ def _watch(stop: threading.Event) -> None:
         stop.wait(STALE_AFTER.total_seconds() / 2)
 
 
-@worker_process_init.connect
-def warm_up_worker_process(**_kwargs) -> None:
-    """A process that runs tasks (a prefork child, or a solo worker) loads what
-    runs need before it takes the first one (runner.warm_up)."""
-    warm_up()
+@worker_init.connect
+def warm_up_worker(**_kwargs) -> None:
+    """A worker loads what runs need (runner.warm_up) as it starts, before it
+    makes its pool: prefork children inherit it (and share its pages), a solo
+    or threads pool runs tasks in this process. Not an embedded worker: its
+    web process has loaded them, and freezes nothing out of its collections."""
+    if not settings.EMBEDDED:
+        warm_up()
 
 
 @worker_ready.connect

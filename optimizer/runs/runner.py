@@ -219,13 +219,15 @@ def warm_up() -> None:
     no run pays for it: the URLconf (a run's list-row pushes link to its
     page; loading it imports the whole API: ~0.5 s of CPU in a process that
     has only set Django up, taken from the run's threads) and RE2's Unicode
-    classes (~0.13 s). A worker process calls it once as it starts
-    (optimizer/celery_tasks.py).
+    classes (~0.13 s). A Celery worker calls it once as it starts, before it
+    makes its pool (optimizer/celery_tasks.py).
 
     Then what is loaded is moved out of the cyclic garbage collector's sight
     (`gc.freeze`, after a collection): it lives as long as the process, and
     each full collection during a run walked all of it again (a 20,000-call
-    run with a 0 ms model: 7 of them, 0.45 s of CPU; 0.06 s frozen)."""
+    run with a 0 ms model: 7 of them, 0.45 s of CPU; 0.06 s frozen). Frozen
+    before a fork, the prefork children's collections no longer write to the
+    pages they share with the parent, so the pages stay shared."""
     reverse("runs:detail", args=[1])
     compile_linear(r"\d")
     gc.collect()

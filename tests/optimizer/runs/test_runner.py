@@ -673,7 +673,7 @@ WARM_UP_PROBE = """
 import gc, sys, django
 django.setup()
 import optimizer.celery_tasks
-from celery.signals import worker_process_init
+from celery.signals import worker_init
 from verifiers_app.engine import linear_regexes
 def loaded():
     return (
@@ -682,24 +682,39 @@ def loaded():
         gc.get_freeze_count() > 0,
     )
 before = loaded()
-worker_process_init.send(sender="worker@test")
+worker_init.send(sender=None)
 print(before, loaded())
 """
 
 
-def test_a_worker_process_loads_what_runs_need_before_its_first_run():
-    """A fresh Celery worker process (a prefork child, or a solo worker) loads
-    the URLconf (which a run's list-row pushes reverse, and which imports the
-    whole API) and RE2's Unicode classes as it starts, not inside its first run,
-    where the imports took CPU from the run's threads, then freezes them out of
-    the garbage collector's full collections. Checked in a new interpreter:
-    this one has long loaded both."""
+def _warm_up_probe(**env: str) -> str:
+    """What a new interpreter has loaded before and after Celery's worker_init (its last line)."""
+    environ = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    environ.update(DJANGO_SETTINGS_MODULE="dashboard.settings", **env)
     probe = subprocess.run(
         [sys.executable, "-c", WARM_UP_PROBE],
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "DJANGO_SETTINGS_MODULE": "dashboard.settings"},
+        env=environ,
     )
     assert probe.returncode == 0, probe.stderr[-2000:]
-    assert probe.stdout.split("\n")[-2] == "(False, 0, False) (True, 1, True)"
+    return probe.stdout.split("\n")[-2]
+
+
+def test_a_worker_loads_what_runs_need_before_it_makes_its_pool():
+    """A Celery worker (any pool: prefork children inherit it, a solo or
+    threads pool runs tasks in the worker's own process) loads the URLconf
+    (which a run's list-row pushes reverse, and which imports the whole API)
+    and RE2's Unicode classes as it starts, not inside its first run, where
+    the imports took CPU from the run's threads, then freezes them out of the
+    garbage collector's full collections. Checked in a new interpreter: this
+    one has long loaded both. The worker's broker URL is never dialled here."""
+    worker = _warm_up_probe(REDIS_URL="redis://127.0.0.1:9/0", SECRET_KEY="probe")
+    assert worker == "(False, 0, False) (True, 1, True)"
+
+
+def test_an_embedded_worker_leaves_its_web_process_as_it_is():
+    """Embedded mode (no Redis): the worker runs in the web process, which
+    loads its URLconf itself; nothing is frozen out of its collections."""
+    assert _warm_up_probe() == "(False, 0, False) (False, 0, False)"
