@@ -222,26 +222,13 @@ def main() -> None:
         bare_gepa(args.bare_run, args.bare_run_dir)
         return
 
-    env = {**live.ENV, "FRONTIER_QUEUE": live.TAG, "FRONTIER_RUNS_DIR": f"/tmp/{live.TAG}-runs"}
-    os.environ.update(env)
     children: list[Child] = []
     live.create_database()
     try:
-        import django
-
-        django.setup()
-        from django.contrib.auth import get_user_model
-        from django.core.management import call_command
-
+        user, task_set = live.demo_operator()
         from optimizer.models import Run, run_progress
         from optimizer.services import run_launch
-        from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
-
-        call_command("migrate", verbosity=0)
-        # An operator: may give the simulated model's latency inline.
-        user = get_user_model().objects.create_superuser("bench")
-        refund_verifier(user)
-        task_set = refund_task_set(user)
+        from tests.optimizer.run_helpers import run_config
 
         def launch(latency_ms: float) -> Run:
             lm = {"provider": "demo", "model": "demo-task", "simulated_latency_ms": latency_ms}

@@ -77,6 +77,27 @@ def drop_database() -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{TAG}" WITH (FORCE)')
 
 
+def demo_operator():
+    """For a bench whose workers run demo runs, after `create_database`: the
+    workers' environment (the scratch database, a queue, channel prefix and
+    runs directory of the bench's own), Django set up and migrated, and an
+    operator (who may give the simulated model's latency inline) with the
+    refund example's verifier and task set. Returns (operator, task set)."""
+    os.environ.update({**ENV, "FRONTIER_QUEUE": TAG, "FRONTIER_RUNS_DIR": f"/tmp/{TAG}-runs"})
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    from tests.optimizer.run_helpers import refund_task_set, refund_verifier
+
+    call_command("migrate", verbosity=0)
+    user = get_user_model().objects.create_superuser("bench")
+    refund_verifier(user)
+    return user, refund_task_set(user)
+
+
 def clean_up(processes=(), *, redis: bool = True) -> None:
     """What a bench's `finally` runs: its child processes stopped, the scratch
     database dropped, every Redis key under its prefix deleted."""

@@ -71,25 +71,13 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    os.environ.update(
-        {**live.ENV, "FRONTIER_QUEUE": live.TAG, "FRONTIER_RUNS_DIR": f"/tmp/{live.TAG}-runs"}
-    )
     workers: list[subprocess.Popen] = []
     live.create_database()
     try:
-        import django
-
-        django.setup()
-        from django.contrib.auth import get_user_model
-        from django.core.management import call_command
-
+        user, task_set = live.demo_operator()
         from optimizer.services import run_launch
-        from tests.optimizer.run_helpers import refund_task_set, refund_verifier, run_config
+        from tests.optimizer.run_helpers import run_config
 
-        call_command("migrate", verbosity=0)
-        user = get_user_model().objects.create_superuser("bench")
-        refund_verifier(user)
-        task_set = refund_task_set(user)
         sides = {"ours": HERE.parent}
         if args.baseline is not None:
             sides["baseline"] = args.baseline.resolve()
@@ -97,11 +85,10 @@ def main() -> None:
         def first_run(pool: str, checkout: Path, name: str) -> tuple[float, list[dict[str, float]]]:
             env = dict(os.environ)
             env["PYTHONPATH"] = os.pathsep.join([str(checkout), str(checkout / "clients/python")])
-            hostname = f"{name}@{live.TAG}"
             worker = subprocess.Popen(
                 [str(Path(sys.executable).parent / "celery"), "-A", "dashboard", "worker",
                  "--pool", pool, "--concurrency", str(args.concurrency), "--queues", live.TAG,
-                 "--hostname", hostname, "--loglevel", "WARNING"],
+                 "--hostname", f"{name}@{live.TAG}", "--loglevel", "WARNING"],
                 cwd=checkout, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                 text=True, start_new_session=True,
             )  # fmt: skip
