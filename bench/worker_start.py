@@ -78,6 +78,8 @@ def main() -> None:
         from optimizer.services import run_launch
         from tests.optimizer.run_helpers import run_config
 
+        logs = Path(os.environ["FRONTIER_RUNS_DIR"])  # removed at the end
+        logs.mkdir(parents=True, exist_ok=True)
         sides = {"ours": HERE.parent}
         if args.baseline is not None:
             sides["baseline"] = args.baseline.resolve()
@@ -85,13 +87,15 @@ def main() -> None:
         def first_run(pool: str, checkout: Path, name: str) -> tuple[float, list[dict[str, float]]]:
             env = dict(os.environ)
             env["PYTHONPATH"] = os.pathsep.join([str(checkout), str(checkout / "clients/python")])
-            worker = subprocess.Popen(
-                [str(Path(sys.executable).parent / "celery"), "-A", "dashboard", "worker",
-                 "--pool", pool, "--concurrency", str(args.concurrency), "--queues", live.TAG,
-                 "--hostname", f"{name}@{live.TAG}", "--loglevel", "WARNING"],
-                cwd=checkout, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                text=True, start_new_session=True,
-            )  # fmt: skip
+            log = logs / f"{name}.log"  # a file, not a pipe nobody reads while the worker runs
+            with log.open("w") as stderr:
+                worker = subprocess.Popen(
+                    [str(Path(sys.executable).parent / "celery"), "-A", "dashboard", "worker",
+                     "--pool", pool, "--concurrency", str(args.concurrency), "--queues", live.TAG,
+                     "--hostname", f"{name}@{live.TAG}", "--loglevel", "WARNING"],
+                    cwd=checkout, env=env, stdout=subprocess.DEVNULL, stderr=stderr,
+                    start_new_session=True,
+                )  # fmt: skip
             workers.append(worker)
             # Queued at once: the worker takes it when it is up, and the run's own
             # timestamps leave the start-up out.
@@ -102,7 +106,7 @@ def main() -> None:
             while run.finished_at is None:
                 if worker.poll() is not None or time.monotonic() > deadline:
                     raise SystemExit(
-                        f"run {run.pk} did not finish ({run.status}): {worker.stderr.read()[-2000:]}"
+                        f"run {run.pk} did not finish ({run.status}): {log.read_text()[-2000:]}"
                     )
                 time.sleep(0.2)
                 run.refresh_from_db()
