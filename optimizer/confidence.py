@@ -128,7 +128,7 @@ def bootstrap_interval(differences: np.ndarray) -> tuple[float, float]:
 _shared: ContextVar[dict[int, np.ndarray] | None] = ContextVar("shared_draws", default=None)
 # The draws are made, counted and turned into resampled means a block of
 # resamples at a time: about this many draws at once (1 MB as int64 or
-# float64), not RESAMPLES × n of them (400 MB at 10,000 tasks).
+# float64), not RESAMPLES × n of them (800 MB as int64 at 10,000 tasks).
 _DRAWS_AT_ONCE = 125_000
 
 
