@@ -41,10 +41,15 @@ import scratch
 FIELDS = ("Rss", "Pss", "Private")
 
 
-def memory_mb(pid: int) -> dict[str, float]:
-    """RSS, PSS and private (clean + dirty) memory of a process, in MB."""
+def memory_mb(pid: int) -> dict[str, float] | None:
+    """RSS, PSS and private (clean + dirty) memory of a process, in MB (None:
+    it has just exited)."""
     found = dict.fromkeys(FIELDS, 0.0)
-    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    for line in text.splitlines()[1:]:
         key, value = line.split(":", 1)
         name = "Private" if key.startswith("Private_") else key
         if name in found:
@@ -110,7 +115,9 @@ def main() -> None:
                     )
                 time.sleep(0.2)
                 run.refresh_from_db()
-            memory = [memory_mb(pid) for pid in worker_pids(worker.pid)]
+            if run.status != "completed":
+                raise SystemExit(f"run {run.pk} ended {run.status}: {log.read_text()[-2000:]}")
+            memory = [m for pid in worker_pids(worker.pid) if (m := memory_mb(pid)) is not None]
             scratch.stop(worker)
             return (run.finished_at - run.started_at).total_seconds(), memory
 
