@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -365,14 +366,10 @@ def main() -> None:
         from django.db import connections
 
         connections.close_all()
-        live.drop_database()
-        import redis
-
-        r = redis.Redis.from_url(live.REDIS)
-        keys = list(r.scan_iter(f"*{live.TAG}*"))
-        if keys:
-            r.delete(*keys)
-        subprocess.run(["rm", "-rf", f"/tmp/{live.TAG}-runs"], check=False)
+        try:
+            live.clean_up()
+        finally:
+            shutil.rmtree(f"/tmp/{live.TAG}-runs", ignore_errors=True)
 
 
 if __name__ == "__main__":

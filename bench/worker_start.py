@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -151,8 +152,10 @@ def main() -> None:
                 total = statistics.median(sum(p["Pss"] for p in m) for m in memories[side])
                 print(f"    all {processes} processes: PSS {total:.1f} MB")
     finally:
-        live.clean_up(workers)
-        subprocess.run(["rm", "-rf", f"/tmp/{live.TAG}-runs"], check=False)
+        try:
+            live.clean_up(workers)
+        finally:
+            shutil.rmtree(f"/tmp/{live.TAG}-runs", ignore_errors=True)
 
 
 if __name__ == "__main__":
