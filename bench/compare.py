@@ -16,11 +16,12 @@ checkout (e.g. ``git worktree add ../frontier-main main``) beside this one:
 each side in its own process (its own database, the same data), alternated
 for 3 rounds, printing both medians with their spread and the ratio.
 ``--profile`` prints where that request spends its time (cProfile).
-``--intervals`` prints instead what one lift interval costs (the bootstrap:
-10,000 resamples) at 500, 2,000 and 10,000 tasks: its peak memory
-(tracemalloc, which numpy reports its arrays to) and wall time, alone and
-as one of 7 over the same tasks on a page (``shared_draws``); with
-``BENCH_CHECKOUT=PATH`` for another checkout's code.
+``--intervals`` prints instead what lift intervals cost (the bootstrap:
+10,000 resamples) at 500, 2,000 and 10,000 tasks: the peak memory
+(tracemalloc, which numpy reports its arrays to) and wall time of one
+interval alone, and of 7 over the same tasks as a page computes them
+(``shared_draws``: the 7 together); with ``BENCH_CHECKOUT=PATH`` for
+another checkout's code.
 ``--served`` then times that case as a browser gets it: a web process
 (``manage.py serve``: uvicorn) on the same database, a plain HTTP client
 with the session cookie of a logged-in user, each round on a fresh server
@@ -143,8 +144,8 @@ def main() -> int:
 
 
 def intervals(repeats: int = 5) -> None:
-    """One interval's peak memory and time, alone and as one of a page's 7
-    (the draws shared): medians of `repeats` after one untimed (a fresh
+    """The peak memory and time of one interval alone, and of a page's 7
+    together (the draws shared): medians of `repeats` after one untimed (a fresh
     process's first allocations cost more), each on new differences, the
     time and the peak measured in two runs of the same work."""
     import tracemalloc
@@ -154,9 +155,9 @@ def intervals(repeats: int = 5) -> None:
     from optimizer import confidence
 
     rng = np.random.default_rng(1)
-    print(f"{'one lift interval':24} {'peak MB':>8} {'ms':>7} {'ms min-max':>12}")
+    print(f"{'lift intervals':24} {'peak MB':>8} {'ms':>7} {'ms min-max':>12}")
     for n in (500, 2_000, 10_000):
-        for label, page in (("alone", False), ("7 on a page", True)):
+        for label, page in (("1 alone", False), ("7 on a page", True)):
             peaks, times = [], []
             for repeat in range(repeats + 1):  # the first one warms up, untimed
                 pairs = [rng.uniform(0, 1, (n, 2)).round(3) for _ in range(7 if page else 1)]
