@@ -231,7 +231,8 @@ def warm_up_worker(**_kwargs) -> None:
     """A worker loads what runs need (runner.warm_up) as it starts, before it
     makes its pool: prefork children inherit it (and share its pages), a solo
     or threads pool runs tasks in this process. Not an embedded worker: its
-    web process has loaded them, and freezes nothing out of its collections."""
+    web process loads the URLconf with its first request, and freezing its
+    objects gave a web process nothing (docs/benchmarks.md)."""
     if not settings.EMBEDDED:
         warm_up()
 
