@@ -125,7 +125,7 @@ def bootstrap_interval(differences: np.ndarray) -> tuple[float, float]:
 
 # The draws depend only on the number of tasks: within shared_draws(), intervals
 # over the same number of tasks draw once (n -> the draws, as counts: see _shared_counts).
-_shared: ContextVar[dict[int, np.ndarray] | None] = ContextVar("shared_draws", default=None)
+_shared: ContextVar[dict[int, list[np.ndarray]] | None] = ContextVar("shared_draws", default=None)
 # The draws are made, counted and turned into resampled means a block of
 # resamples at a time: about this many draws at once (1 MB as int64 or
 # float64), not RESAMPLES × n of them (800 MB as int64 at 10,000 tasks).
@@ -147,12 +147,12 @@ def shared_draws() -> Iterator[None]:
 def _count_blocks(n: int) -> Iterator[np.ndarray]:
     """The RESAMPLES × n draws as counts, a block of rows at a time: row r,
     column i holds how many times resample r drew task i. A resample's mean
-    is then its row of counts times the differences, over n: a matrix product
-    (BLAS), ~2 ms for 500 tasks once the counts are made, where indexing the
-    differences with every draw takes ~15 ms. numpy's generator gives the same numbers
-    drawn a block at a time as scipy draws in one call."""
+    is then its row of counts times the differences, over n: a matrix
+    product (BLAS), ~2 ms for 500 tasks once the counts are made, where
+    indexing the differences with every draw takes ~15 ms. numpy's generator
+    gives the same numbers drawn a block at a time as scipy draws in one call."""
     rng = np.random.default_rng(SEED)
-    rows = _rows_at_once(n)
+    rows = max(1, _DRAWS_AT_ONCE // n)
     # Each row's draws shifted into a range of its own, so one bincount counts a block of rows.
     shift = np.arange(rows, dtype=np.int64)[:, None] * n
     for row in range(0, RESAMPLES, rows):
@@ -162,23 +162,14 @@ def _count_blocks(n: int) -> Iterator[np.ndarray]:
         yield np.bincount(block.ravel(), minlength=size * n).reshape(size, n)
 
 
-def _shared_counts(n: int, shared: dict[int, np.ndarray]) -> np.ndarray:
-    """All the counts for n tasks, kept for the other intervals of the block,
-    one byte each (5 MB at 500 tasks): a count above 255 needs 256 of a
-    resample's n draws on one task, impossible below 256 tasks and, above,
-    rarer than 1 in 10**500 (a count is Binomial(n, 1/n), about Poisson(1))."""
+def _shared_counts(n: int, shared: dict[int, list[np.ndarray]]) -> list[np.ndarray]:
+    """The blocks of counts for n tasks, kept for the other intervals of the
+    block, one byte a count (5 MB at 500 tasks): a count above 255 needs 256
+    of a resample's n draws on one task, impossible below 256 tasks and,
+    above, rarer than 1 in 10**500 (a count is Binomial(n, 1/n), about Poisson(1))."""
     if n not in shared:
-        counts = np.empty((RESAMPLES, n), dtype=np.uint8)
-        row = 0
-        for block in _count_blocks(n):
-            counts[row : row + len(block)] = block
-            row += len(block)
-        shared[n] = counts
+        shared[n] = [block.astype(np.uint8) for block in _count_blocks(n)]
     return shared[n]
-
-
-def _rows_at_once(n: int) -> int:
-    return max(1, _DRAWS_AT_ONCE // n)
 
 
 # A finished run's scores never change, and a compare page asks for the same pairs
@@ -186,15 +177,9 @@ def _rows_at_once(n: int) -> int:
 @functools.lru_cache(maxsize=512)
 def _interval(differences: bytes) -> tuple[float, float]:
     d = np.frombuffer(differences, dtype=float)
-    n = len(d)
     shared = _shared.get()
-    if shared is None:
-        blocks: Iterable[np.ndarray] = _count_blocks(n)
-    else:
-        counts = _shared_counts(n, shared)
-        rows = _rows_at_once(n)
-        blocks = (counts[row : row + rows] for row in range(0, RESAMPLES, rows))
-    means = np.concatenate([block.astype(float) @ d for block in blocks]) / n
+    blocks = _count_blocks(len(d)) if shared is None else _shared_counts(len(d), shared)
+    means = np.concatenate([block.astype(float) @ d for block in blocks]) / len(d)
     tail = (1 - LEVEL) / 2 * 100
     low, high = np.percentile(means, [tail, 100 - tail])
     return float(low), float(high)
