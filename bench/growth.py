@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -334,7 +333,7 @@ def main() -> None:
                 peaks.setdefault(latency, []).append(frontier(latency)[1])
         resumable = None
         if args.resumable:
-            resumable = bare(launch(0.0), run_dir=f"/tmp/{live.TAG}-runs/bare-gepa")[0]
+            resumable = bare(launch(0.0), run_dir=str(live.RUNS_DIR / "bare-gepa"))[0]
         print(f"\nworker peak RSS over {args.calls} metric calls (target <= 300 MB):")
         for latency, values in sorted(peaks.items()):
             print(f"  {latency:g} ms model: {spread(values, 'MB')}")
@@ -366,10 +365,7 @@ def main() -> None:
         from django.db import connections
 
         connections.close_all()
-        try:
-            live.clean_up()
-        finally:
-            shutil.rmtree(f"/tmp/{live.TAG}-runs", ignore_errors=True)
+        live.clean_up()
 
 
 if __name__ == "__main__":

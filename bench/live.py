@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -44,6 +45,8 @@ TAG = f"bench_live_{os.getpid()}_{uuid.uuid4().hex[:6]}"
 ADMIN_URL = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 REDIS = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 DATABASE_URL = urlunsplit(urlsplit(ADMIN_URL)._replace(path=f"/{TAG}"))
+# The workers' runs directory of a bench that runs demo runs (demo_operator).
+RUNS_DIR = Path(f"/tmp/{TAG}-runs")
 
 ENV = {
     "DATABASE_URL": DATABASE_URL,
@@ -83,7 +86,7 @@ def demo_operator():
     runs directory of the bench's own), Django set up and migrated, and an
     operator (who may give the simulated model's latency inline) with the
     refund example's verifier and task set. Returns (operator, task set)."""
-    os.environ.update({**ENV, "FRONTIER_QUEUE": TAG, "FRONTIER_RUNS_DIR": f"/tmp/{TAG}-runs"})
+    os.environ.update({**ENV, "FRONTIER_QUEUE": TAG, "FRONTIER_RUNS_DIR": str(RUNS_DIR)})
     import django
 
     django.setup()
@@ -100,14 +103,18 @@ def demo_operator():
 
 def clean_up(processes=(), *, redis: bool = True) -> None:
     """What a bench's `finally` runs: its child processes stopped, the scratch
-    database dropped, every Redis key under its prefix deleted."""
+    database dropped, every Redis key under its prefix deleted, its runs
+    directory removed."""
     try:
         for process in processes:
             scratch.stop(process)
     finally:
-        drop_database()  # WITH (FORCE): the bench's own open connections are closed
-        if redis:
-            scratch.delete_keys(REDIS, TAG)
+        try:
+            drop_database()  # WITH (FORCE): the bench's own open connections are closed
+            if redis:
+                scratch.delete_keys(REDIS, TAG)
+        finally:
+            shutil.rmtree(RUNS_DIR, ignore_errors=True)
 
 
 def bench_snapshot(run) -> None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -84,8 +83,7 @@ def main() -> None:
         from optimizer.services import run_launch
         from tests.optimizer.run_helpers import run_config
 
-        logs = Path(os.environ["FRONTIER_RUNS_DIR"])  # removed at the end
-        logs.mkdir(parents=True, exist_ok=True)
+        live.RUNS_DIR.mkdir(parents=True, exist_ok=True)  # the workers' logs too
         sides = {"ours": HERE.parent}
         if args.baseline is not None:
             sides["baseline"] = args.baseline.resolve()
@@ -93,7 +91,8 @@ def main() -> None:
         def first_run(pool: str, checkout: Path, name: str) -> tuple[float, list[dict[str, float]]]:
             env = dict(os.environ)
             env["PYTHONPATH"] = os.pathsep.join([str(checkout), str(checkout / "clients/python")])
-            log = logs / f"{name}.log"  # a file, not a pipe nobody reads while the worker runs
+            # A file, not a pipe nobody reads while the worker runs.
+            log = live.RUNS_DIR / f"{name}.log"
             with log.open("w") as stderr:
                 worker = subprocess.Popen(
                     [str(Path(sys.executable).parent / "celery"), "-A", "dashboard", "worker",
@@ -152,10 +151,7 @@ def main() -> None:
                 total = statistics.median(sum(p["Pss"] for p in m) for m in memories[side])
                 print(f"    all {processes} processes: PSS {total:.1f} MB")
     finally:
-        try:
-            live.clean_up(workers)
-        finally:
-            shutil.rmtree(f"/tmp/{live.TAG}-runs", ignore_errors=True)
+        live.clean_up(workers)
 
 
 if __name__ == "__main__":
