@@ -2,16 +2,15 @@
 
 For each pool of --pools (default prefork and threads), --rounds times: starts
 `celery -A dashboard worker --pool <pool> --concurrency <n>` (as
-docker-compose.yml runs it, on a queue of its own), launches one demo run of
---calls metric calls (0 ms simulated task model), and when the run has
-finished prints the run's own time (finished_at
-minus started_at: the run is queued as the worker starts, so the start-up
-is not in it) and, per process of
-the worker (the parent and each pool child), its RSS, PSS and private memory
-(/proc/<pid>/smaps_rollup: PSS shares each page among the processes mapping
-it, private is what only that process holds). Then it stops the worker.
-Medians of the rounds; `--baseline PATH` runs another checkout's worker
-in the same rounds, alternated.
+docker-compose.yml runs it, on a queue of its own), queues one demo run of
+--calls metric calls (0 ms simulated task model) at once, and when the run has
+completed prints its own time (finished_at minus started_at, so the worker's
+start-up is not in it) and, for each process of the worker (the parent and
+each pool child), its RSS, PSS and private memory (/proc/<pid>/smaps_rollup:
+PSS shares each page among the processes mapping it; private is what only
+that process holds). Then it stops the worker. Medians of the rounds;
+`--baseline PATH` runs another checkout's worker in the same rounds,
+alternated.
 
 Usage:  .venv/bin/python bench/worker_start.py [--pools prefork,threads]
         [--concurrency 2] [--rounds 3] [--calls 200] [--baseline PATH]
@@ -138,13 +137,14 @@ def main() -> None:
                     f"  {side}: first run of {args.calls} calls {statistics.median(values):.3f} s "
                     f"({min(values):.3f}-{max(values):.3f})"
                 )
-                processes = len(memories[side][0])
+                # A pool child that exited before it was read is missing from its round.
+                processes = min(len(m) for m in memories[side])
                 for index in range(processes):
-                    what = "parent" if index == 0 else f"child {index}"
-                    if pool != "prefork" and index == 0:
-                        what = "worker"
+                    what = (
+                        f"child {index}" if index else "parent" if pool == "prefork" else "worker"
+                    )
                     figures = ", ".join(
-                        f"{field} {statistics.median(m[index][field] for m in memories[side] if len(m) > index):.1f}"
+                        f"{field} {statistics.median(m[index][field] for m in memories[side]):.1f}"
                         for field in FIELDS
                     )
                     print(f"    {what}: {figures} MB")
