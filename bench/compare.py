@@ -148,6 +148,7 @@ def intervals(repeats: int = 5) -> None:
     together (the draws shared): medians of `repeats` after one untimed (a fresh
     process's first allocations cost more), each on new differences, the
     time and the peak measured in two runs of the same work."""
+    import contextlib
     import tracemalloc
 
     import numpy as np
@@ -164,12 +165,9 @@ def intervals(repeats: int = 5) -> None:
 
                 def lifts(pairs=pairs, page=page) -> None:
                     confidence._interval.cache_clear()
-                    if page:
-                        with confidence.shared_draws():
-                            for p in pairs:
-                                confidence.lift_of_pairs(p)
-                    else:
-                        confidence.lift_of_pairs(pairs[0])
+                    with confidence.shared_draws() if page else contextlib.nullcontext():
+                        for p in pairs:
+                            confidence.lift_of_pairs(p)
 
                 t0 = time.perf_counter()
                 lifts()
