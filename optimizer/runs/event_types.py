@@ -229,7 +229,8 @@ class TrialItem(_Payload):
 
 
 class TrialsData(_Payload):
-    """One evaluation batch."""
+    """Evaluations of one candidate on one split, in the order they ran: one evaluation
+    batch, or minibatches of the candidate in a row that the run wrote together."""
 
     type: ClassVar[str] = TRIALS
     candidate: int | None = Field(description="null: a proposal not yet accepted")
