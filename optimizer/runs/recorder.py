@@ -52,9 +52,11 @@ MAX_REASONING_CHARS = 4000
 BUDGET_PUBLISH_SECONDS = 1.0
 MAX_REASONS = 5
 #: Minibatches folded into one trials event (RunRecorder._add_trials) hold at most
-#: this many items (half the run page's tail of trials, dashboard.selectors), so a
-#: message holds at most 60 items' previews however many minibatches a write takes.
+#: this many items (half the run page's tail of trials, dashboard.selectors) and
+#: this many characters of outputs and reasons: an event stays the size of a
+#: large minibatch's however many minibatches a write takes.
 MAX_TRIAL_ITEMS = 60
+MAX_TRIAL_CHARS = 30_000
 #: Stands in `unpublished` for a batch's RUN_BUDGET event until it is published
 #: (RunRecorder._take_reading): a batch replaces it at every budget update.
 BUDGET_DUE: ev.Event = (ev.RUN_BUDGET, {})
@@ -256,6 +258,9 @@ class RunRecorder:
         # Accepted candidates (with their proposal events) waiting for gepa's checkpoint.
         self.pending: list[PendingCandidate] = []
         self.unpublished: list[ev.Event] = []
+        # The trials payload in `unpublished` that _add_trials made last, and its
+        # items' characters: the only one later minibatches may join.
+        self.folding: tuple[JSONObject, int] | None = None
         self.published_at = time.monotonic()
         # While set (a batch of callbacks the writer writes in one transaction),
         # what is published waits in `unpublished` for `publish_waiting`.
@@ -368,29 +373,35 @@ class RunRecorder:
 
     def _add_trials(self, index: int | None, items: list[JSONObject]) -> None:
         """A minibatch's trials, waiting to be published: in the trials event
-        waiting last when it is the same candidate's (only the run's waiting
-        RUN_BUDGET event, which every budget update moves to the end, after it)
-        and the items fit (MAX_TRIAL_ITEMS), else in an event of their own. With
-        a fast model gepa evaluates the same candidate ~70 times between two
-        writes: one event for them, not 70 rows and messages each with its own
-        seq. A new dict, so no row or message already made from one is changed."""
+        waiting last when this method made it for the same candidate (only the
+        run's waiting RUN_BUDGET event, which every budget update moves to the
+        end, after it) and the items fit (MAX_TRIAL_ITEMS, MAX_TRIAL_CHARS), else
+        in an event of their own. With a fast model gepa evaluates the same
+        candidate ~70 times between two writes: one event for them, not 70 rows
+        and messages each with its own seq. A new dict, so no row or message
+        already made from one is changed."""
+        chars = sum(len(item["output"]) + sum(map(len, item["reasons"])) for item in items)
         for n in range(len(self.unpublished) - 1, -1, -1):
             kind, waiting = self.unpublished[n]
             if kind == ev.RUN_BUDGET:
                 continue
+            folding = self.folding
             if (
-                index is not None
-                and kind == ev.TRIALS
+                folding is not None
+                and waiting is folding[0]
                 and waiting["candidate"] == index
-                and waiting["split"] == Split.TRAIN
                 and len(waiting["items"]) + len(items) <= MAX_TRIAL_ITEMS
+                and folding[1] + chars <= MAX_TRIAL_CHARS
             ):
-                self.unpublished[n] = (ev.TRIALS, {**waiting, "items": waiting["items"] + items})
+                payload = {**waiting, "items": waiting["items"] + items}
+                self.unpublished[n] = (ev.TRIALS, payload)
+                self.folding = (payload, folding[1] + chars)
                 return
             break
-        self.unpublished.append(
-            (ev.TRIALS, {"candidate": index, "split": Split.TRAIN, "items": items})
-        )
+        payload = {"candidate": index, "split": Split.TRAIN, "items": items}
+        self.unpublished.append((ev.TRIALS, payload))
+        # A proposal's child (no index yet) is one evaluation: nothing joins it.
+        self.folding = (payload, chars) if index is not None else None
 
     def on_proposal_start(self, event: CallbackEvent) -> None:
         self.proposal_starts += 1
