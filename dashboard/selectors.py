@@ -48,6 +48,7 @@ HOVER_PREVIEW_CHARS = 200
 STREAM_TEXT_CHARS = 600
 PROPOSALS_TAIL = 60
 TRIAL_ITEMS_TAIL = 120
+TRIALS_FIRST_PAGE = 4
 REASONS_SHOWN = 5
 ERRORS_TAIL = 50
 VERDICT_ORDER = ("pass", "borderline", "fail")
@@ -133,11 +134,15 @@ def _stream_tails(run: Run) -> dict:
         events.filter(type=ev.ERROR).order_by("-seq").values_list("seq", "payload")[:ERRORS_TAIL]
     )
     trials: list[dict] = []
-    # A page of the newest trials events: each holds an item or more, so one page is
-    # enough unless some are empty (then the next older page), never the whole log.
+    # Pages of the newest trials events, each page older and larger than the last
+    # (TRIALS_FIRST_PAGE, then 4x, up to TRIAL_ITEMS_TAIL): an event holds an item
+    # or more (up to optimizer.runs.recorder.MAX_TRIAL_ITEMS when a fast run's
+    # minibatches were written together), so the tail is read from a few events,
+    # never the whole log.
     older = events.filter(type=ev.TRIALS).order_by("-seq")
+    size = TRIALS_FIRST_PAGE
     while True:
-        page = list(older.values_list("seq", "payload")[:TRIAL_ITEMS_TAIL])
+        page = list(older.values_list("seq", "payload")[:size])
         for seq, payload in page:
             for item in reversed(payload.get("items", [])):
                 trials.append(
@@ -150,9 +155,10 @@ def _stream_tails(run: Run) -> dict:
                 )
             if len(trials) >= TRIAL_ITEMS_TAIL:
                 break
-        if len(trials) >= TRIAL_ITEMS_TAIL or len(page) < TRIAL_ITEMS_TAIL:
+        if len(trials) >= TRIAL_ITEMS_TAIL or len(page) < size:
             break
         older = older.filter(seq__lt=page[-1][0])
+        size = min(4 * size, TRIAL_ITEMS_TAIL)
     # Every rejected proposal is a faint mark on the score chart, not only those in
     # the tail: a reload must draw what the live page drew. Their numbers were stored
     # apart when the proposals were written: narrow rows, no payload to unpack.

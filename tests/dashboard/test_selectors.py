@@ -203,17 +203,44 @@ def _trials(candidate: int, keys: list[str]) -> dict:
     }
 
 
-def test_the_trials_tail_reads_a_page_of_the_newest_events_not_the_whole_log(user):
+def trials_limits(queries) -> list[int]:
+    """The LIMIT of each query the snapshot made of the trials events."""
+    return [
+        int(q["sql"].rsplit("LIMIT", 1)[1].split()[0])
+        for q in queries.captured_queries
+        if "'trials'" in q["sql"]
+    ]
+
+
+def test_the_trials_tail_reads_pages_of_the_newest_events_not_the_whole_log(user):
+    """Events of one item each (a slow model's minibatches): pages of 4, 16, 64,
+    then TRIAL_ITEMS_TAIL events, newest first, until the tail is full."""
     run = recorded_run(owner=user, candidates=3, val_tasks=3, status=RunStatus.RUNNING)
-    for i in range(selectors.TRIAL_ITEMS_TAIL + 30):
+    for i in range(400):
         publish_run_event(run.pk, ev.TRIALS, _trials(1, [f"k{i}"]))
     run.refresh_from_db()
     with CaptureQueriesContext(connection) as queries:
         snap = selectors.run_snapshot(run)
-    [trials_sql] = [q["sql"] for q in queries.captured_queries if "'trials'" in q["sql"]]
-    assert f"LIMIT {selectors.TRIAL_ITEMS_TAIL}" in trials_sql
+    assert trials_limits(queries) == [4, 16, 64, selectors.TRIAL_ITEMS_TAIL]
     assert [t["task_key"] for t in snap["trials"]] == [
-        f"k{i}" for i in range(30, selectors.TRIAL_ITEMS_TAIL + 30)
+        f"k{i}" for i in range(400 - selectors.TRIAL_ITEMS_TAIL, 400)
+    ]
+
+
+def test_the_trials_tail_of_a_fast_run_comes_from_its_few_newest_events(user):
+    """A fast run writes a candidate's minibatches in a row as one trials event
+    of up to 60 items: the tail is read from the first page of 4 events, not
+    from TRIAL_ITEMS_TAIL events of 60 items each."""
+    run = recorded_run(owner=user, candidates=3, val_tasks=3, status=RunStatus.RUNNING)
+    for e in range(selectors.TRIAL_ITEMS_TAIL):
+        publish_run_event(run.pk, ev.TRIALS, _trials(1, [f"e{e}k{i}" for i in range(60)]))
+    run.refresh_from_db()
+    with CaptureQueriesContext(connection) as queries:
+        snap = selectors.run_snapshot(run)
+    assert trials_limits(queries) == [4]
+    last = selectors.TRIAL_ITEMS_TAIL - 1
+    assert [t["task_key"] for t in snap["trials"]] == [
+        f"e{e}k{i}" for e in (last - 1, last) for i in range(60)
     ]
 
 
