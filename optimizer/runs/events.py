@@ -143,8 +143,14 @@ class EncodedMessage(dict[str, Any]):
         super().__init__(message)
         self.text: str | None = None  # another shape than this: json.dumps encodes it
         if list(message) == ["seq", "type", "data"]:
-            seq, type = json.dumps(message["seq"]), json.dumps(message["type"])
-            self.text = f'{{"seq": {seq}, "type": {type}, "data": {payload}}}'
+            self.text = event_text(message["seq"], message["type"], payload)
+
+
+def event_text(seq: int, type: str, payload: str) -> str:
+    """An event's websocket message (RunEvent.as_message) as JSON text, around its
+    payload's JSON text: the text json.dumps gives the message when `payload` is
+    json.dumps's of the payload."""
+    return f'{{"seq": {json.dumps(seq)}, "type": {json.dumps(type)}, "data": {payload}}}'
 
 
 def message_text(message: JSONObject) -> str:
