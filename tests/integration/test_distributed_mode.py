@@ -59,8 +59,11 @@ def test_a_reconnecting_client_receives_what_it_missed_from_the_database(
         additional_headers={"Cookie": session_cookie(user)},
         origin=web_server.url,
     ) as ws:
-        seqs = [json.loads(ws.recv(timeout=10))["seq"] for _ in range(2)]
-    assert seqs == [2, 3]
+        missed = [json.loads(ws.recv(timeout=10)) for _ in range(2)]
+    assert [(m["seq"], m["type"], m["data"]["note"]) for m in missed] == [
+        (2, "worker.ping", "two"),
+        (3, "worker.ping", "three"),
+    ]
 
 
 def test_the_web_process_refuses_an_anonymous_websocket(web_server, user):
