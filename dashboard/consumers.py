@@ -30,7 +30,7 @@ from optimizer.models import Run, RunEvent
 from optimizer.runs.events import RUNS_GROUP, event_text, run_group
 
 # Events a reconnecting socket reads from the database at a time: a fast run's
-# trials event holds up to optimizer.runs.recorder.MAX_TRIAL_ITEMS items.
+# trials event holds up to optimizer.runs.recorder.MAX_TRIAL_CHARS characters.
 REPLAY_BATCH = 200
 # A run socket asks "may this user still see the run?" again at the first event
 # after this many seconds, besides at once when the run's sharing changes
@@ -76,8 +76,8 @@ def _user_still_can_view_run(user, run_id: int) -> bool:
 
 def _events_after(run_id: int, after: int, limit: int) -> list[tuple[int, str]]:
     """Up to `limit` events after seq `after`: (seq, the message's JSON text). The
-    payloads are read as the database's JSON text, never decoded: a viewer
-    catching up holds a batch's text, not its objects (~4x the bytes)."""
+    payloads are read as the database's JSON text, never decoded and encoded
+    again: a viewer catching up holds a batch's text, not its objects."""
     rows = (
         RunEvent.objects.filter(run_id=run_id, seq__gt=after)
         .order_by("seq")
