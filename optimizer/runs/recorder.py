@@ -51,10 +51,11 @@ MAX_REASONING_CHARS = 4000
 # A run.budget event waits for the iteration's next batch at most this long.
 BUDGET_PUBLISH_SECONDS = 1.0
 MAX_REASONS = 5
-#: Minibatches folded into one trials event (RunRecorder._add_trials) hold at most
-#: this many items (half the run page's tail of trials, dashboard.selectors) and
-#: this many characters of outputs and reasons: an event stays the size of a
-#: large minibatch's however many minibatches a write takes.
+#: A minibatch joins the trials event waiting before it (RunRecorder._add_trials)
+#: only while that event then holds at most this many items (half the run page's
+#: tail of trials, dashboard.selectors) and this many characters of outputs and
+#: reasons, so joining never makes an event larger than that; one minibatch's
+#: event, or a valset's, is as large as its items.
 MAX_TRIAL_ITEMS = 60
 MAX_TRIAL_CHARS = 30_000
 #: Stands in `unpublished` for a batch's RUN_BUDGET event until it is published
@@ -778,6 +779,7 @@ class RunRecorder:
 
     def _published(self) -> None:
         self.unpublished.clear()
+        self.folding = None
         self.published_at = time.monotonic()
 
     def _proposal(

@@ -359,3 +359,57 @@ def test_a_saved_state_reaches_the_writer_only_when_a_candidate_waits_for_it(run
     candidates = Candidate.objects.filter(run=run).count()
     assert relayed.count("on_iteration_start") > 2 * candidates > 2
     assert 0 < relayed.count("on_state_saved") <= candidates
+
+
+def trial(key: str, chars: int = 10) -> dict:
+    return {"task_key": key, "score": 1.0, "verdict": "pass", "output": "x" * chars, "reasons": []}
+
+
+def test_a_minibatch_joins_only_the_same_candidates_trials_event_waiting_last(run):
+    """In a batch of the writer's, a minibatch's trials join the trials event
+    waiting before them when it is the same candidate's and nothing but the
+    floating run.budget event came after it, while the joined event stays within
+    MAX_TRIAL_ITEMS items and MAX_TRIAL_CHARS characters; a proposal's child
+    (no index yet) is never joined, nor is an event already written."""
+    recorder = bare_recorder(run)
+    recorder.deferring = True
+    recorder._add_trials(1, [trial("a"), trial("b")])
+    waiting = recorder.unpublished[-1][1]
+    recorder.on_budget_updated(
+        {"metric_calls_used": 2, "frontier_usage": recorder.meter.snapshot(), "frontier_eta": 1.0}
+    )
+    recorder._add_trials(1, [trial("c")])  # joins, past the waiting budget
+    recorder._add_trials(2, [trial("d")])
+    recorder._add_trials(None, [trial("e")])
+    recorder._add_trials(None, [trial("f")])
+    recorder._add_trials(2, [trial("g")])  # a child's event came between
+    many = recorder_module.MAX_TRIAL_ITEMS
+    recorder._add_trials(3, [trial(f"h{i}") for i in range(many - 1)])
+    recorder._add_trials(3, [trial("i1"), trial("i2")])  # would make MAX_TRIAL_ITEMS + 1
+    recorder._add_trials(4, [trial("j", recorder_module.MAX_TRIAL_CHARS - 5)])
+    recorder._add_trials(4, [trial("k", 10)])  # would pass MAX_TRIAL_CHARS
+    recorder.publish_waiting({})
+    recorder._add_trials(4, [trial("l")])  # the event before it is written
+    recorder.publish_waiting({})
+
+    written = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("type", "payload"))
+    trials = [
+        (p["candidate"], [item["task_key"] for item in p["items"]])
+        for kind, p in written
+        if kind == "trials"
+    ]
+    assert trials == [
+        (1, ["a", "b", "c"]),
+        (2, ["d"]),
+        (None, ["e"]),
+        (None, ["f"]),
+        (2, ["g"]),
+        (3, [f"h{i}" for i in range(many - 1)]),
+        (3, ["i1", "i2"]),
+        (4, ["j"]),
+        (4, ["k"]),
+        (4, ["l"]),
+    ]
+    assert [kind for kind, _ in written].count("run.budget") == 1
+    # The join made a new event: the one it replaced (a row or message may hold it) is as it was.
+    assert [item["task_key"] for item in waiting["items"]] == ["a", "b"]
