@@ -30,7 +30,7 @@ from optimizer.models import Run, RunEvent
 from optimizer.runs.events import RUNS_GROUP, event_text, run_group
 
 # Events a reconnecting socket reads from the database at a time: a fast run's
-# trials event holds up to optimizer.runs.recorder.MAX_TRIAL_CHARS characters.
+# trials events hold several minibatches each (optimizer.runs.recorder.MAX_TRIAL_ITEMS).
 REPLAY_BATCH = 200
 # A run socket asks "may this user still see the run?" again at the first event
 # after this many seconds, besides at once when the run's sharing changes

@@ -8,6 +8,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 
+from dashboard import consumers
 from dashboard.asgi import application
 from optimizer.models import Run, RunEvent, run_progress
 from optimizer.runs.events import publish_run_event, run_group
@@ -54,6 +55,26 @@ async def test_a_new_client_gets_the_whole_log_in_order_then_live_events(user):
     await publish(run, "live")
     message = await communicator.receive_json_from(timeout=5)
     assert message == {"seq": 4, "type": "worker.ping", "data": {"host": "test", "note": "live"}}
+    await communicator.disconnect()
+
+
+async def test_a_client_catching_up_on_several_replay_batches_gets_every_event_as_written(
+    user, monkeypatch
+):
+    """The replay reads a batch of events at a time as the database's JSON text:
+    every event arrives once, in order, with its data as it was written."""
+    monkeypatch.setattr(consumers, "REPLAY_BATCH", 5)
+    run = await database_sync_to_async(Run.objects.create)(owner=user)
+    notes = [f'n{i} "é" \\ \n ✓' for i in range(12)]
+    for note in notes:
+        await publish(run, note)
+    communicator, connected, _ = await connect(user, run, after=0)
+    assert connected
+    received = [await communicator.receive_json_from(timeout=5) for _ in notes]
+    assert received == [
+        {"seq": i + 1, "type": "worker.ping", "data": {"host": "test", "note": note}}
+        for i, note in enumerate(notes)
+    ]
     await communicator.disconnect()
 
 
