@@ -135,10 +135,10 @@ def _stream_tails(run: Run) -> dict:
     )
     trials: list[dict] = []
     # Pages of the newest trials events, each page older and larger than the last
-    # (TRIALS_FIRST_PAGE, then 4x, up to TRIAL_ITEMS_TAIL): an event holds an item
-    # or more (up to optimizer.runs.recorder.MAX_TRIAL_ITEMS when a fast run's
-    # minibatches were written together), so the tail is read from a few events,
-    # never the whole log.
+    # (TRIALS_FIRST_PAGE, then 4x, up to TRIAL_ITEMS_TAIL): an event usually holds
+    # an item or more (up to optimizer.runs.recorder.MAX_TRIAL_ITEMS when a fast
+    # run's minibatches were written together), so the tail is read from a few
+    # events, never the whole log.
     older = events.filter(type=ev.TRIALS).order_by("-seq")
     size = TRIALS_FIRST_PAGE
     while True:

@@ -133,7 +133,9 @@ import { clip } from "../format.js";
  */
 
 /**
- * A trials event's data: one evaluation batch; `candidate` null for a proposal not yet accepted.
+ * A trials event's data: evaluations of one candidate in the order they ran (one batch, or a
+ * fast run's minibatches of that candidate written together); `candidate` null for a proposal
+ * not yet accepted.
  * @typedef {{candidate: number | null, split: string, items?: TrialItem[]}} Trials
  */
 
