@@ -23,11 +23,9 @@ from channels.consumer import AsyncConsumer, get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.contrib.auth import get_user_model
-from django.db.models import TextField
-from django.db.models.functions import Cast
 
-from optimizer.models import Run, RunEvent
-from optimizer.runs.events import RUNS_GROUP, event_text, run_group
+from optimizer.models import Run
+from optimizer.runs.events import RUNS_GROUP, event_texts, run_group
 
 # Events a reconnecting socket reads from the database at a time: a fast run's
 # trials events hold several minibatches each (optimizer.runs.recorder.MAX_TRIAL_ITEMS).
@@ -72,19 +70,6 @@ def _user_still_can_view_run(user, run_id: int) -> bool:
     """Re-read the user too: the scope's copy keeps the flags it had at connect."""
     user = get_user_model().objects.filter(pk=user.pk, is_active=True).first()
     return user is not None and _user_can_view_run(user, run_id)
-
-
-def _events_after(run_id: int, after: int, limit: int) -> list[tuple[int, str]]:
-    """Up to `limit` events after seq `after`: (seq, the message's JSON text). The
-    payloads are read as the database's JSON text, never decoded and encoded
-    again: a viewer catching up holds a batch's text, not its objects."""
-    rows = (
-        RunEvent.objects.filter(run_id=run_id, seq__gt=after)
-        .order_by("seq")
-        .annotate(text=Cast("payload", TextField()))
-        .values_list("seq", "type", "text")[:limit]
-    )
-    return [(seq, event_text(seq, type, text)) for seq, type, text in rows]
 
 
 class GroupMessagesOnTheLoop(AsyncConsumer):
@@ -193,7 +178,7 @@ class RunConsumer(JsonFramesOnly, GroupMessagesOnTheLoop, AsyncJsonWebsocketCons
 
     async def _catch_up(self):
         while True:
-            events = await database_sync_to_async(_events_after)(
+            events = await database_sync_to_async(event_texts)(
                 self.run_id, self.last_seq, REPLAY_BATCH
             )
             for seq, text in events:

@@ -23,7 +23,8 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
 from psycopg import sql
 
@@ -151,6 +152,20 @@ def event_text(seq: int, type: str, payload: str) -> str:
     payload's JSON text: the text json.dumps gives the message when `payload` is
     json.dumps's of the payload."""
     return f'{{"seq": {json.dumps(seq)}, "type": {json.dumps(type)}, "data": {payload}}}'
+
+
+def event_texts(run_id: int, after: int, limit: int) -> list[tuple[int, str]]:
+    """Up to `limit` of the run's events after seq `after`: (seq, the message's JSON
+    text). The payloads are read as the database's JSON text (jsonb::text on
+    PostgreSQL), never decoded and encoded again: a reader of the log (a socket
+    catching up, the API's page) holds a batch's text, not its objects."""
+    rows = (
+        RunEvent.objects.filter(run_id=run_id, seq__gt=after)
+        .order_by("seq")
+        .annotate(text=Cast("payload", TextField()))
+        .values_list("seq", "type", "text")[:limit]
+    )
+    return [(seq, event_text(seq, type, text)) for seq, type, text in rows]
 
 
 def message_text(message: JSONObject) -> str:

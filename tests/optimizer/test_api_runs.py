@@ -475,3 +475,26 @@ def test_a_human_candidate_in_the_api_says_who_edited_it_from_which_and_links_th
     listed = {c["index"]: c for c in user_client.get(f"/api/runs/{run.pk}").json()["candidates"]}
     assert listed[3]["author"] == "alice" and listed[2]["author"] is None
     assert listed[2]["compare_url"] is None
+
+
+def test_the_events_page_holds_the_logs_messages_after_a_seq_up_to_its_limit(user, user_client):
+    """GET /api/runs/{id}/events gives the websocket's messages as the log holds
+    them (read as the database's JSON text): `after` and `limit` page it."""
+    from optimizer.runs.events import publish_run_event
+
+    run = Run.objects.create(owner=user)
+    notes = ['one "é"', "two \\ \n ✓", "three"]
+    for note in notes:
+        publish_run_event(run.pk, "worker.ping", {"host": "test", "note": note})
+    response = user_client.get(f"/api/runs/{run.pk}/events?after=1&limit=1")
+    assert response.status_code == 200 and response["Content-Type"] == "application/json"
+    assert response.json() == [
+        {"seq": 2, "type": "worker.ping", "data": {"host": "test", "note": notes[1]}}
+    ]
+    every = user_client.get(f"/api/runs/{run.pk}/events").json()
+    assert [(e["seq"], e["data"]["note"]) for e in every] == [
+        (1, notes[0]),
+        (2, notes[1]),
+        (3, notes[2]),
+    ]
+    assert user_client.get(f"/api/runs/{run.pk}/events?after=3").json() == []
