@@ -435,6 +435,7 @@ def _run_gepa(
     boundary = Boundary()
 
     steering_read_at = -math.inf  # when stop_requested last read the run's row
+    steering_every = settings.FRONTIER_STEERING_CHECK_MS / 1000  # read once: a run's setting
     read_steering = _steering_reader(run_claim, run.pk)
 
     def stop_requested(gepa_state: State) -> bool:
@@ -451,7 +452,7 @@ def _run_gepa(
         if heartbeat.cancelled.is_set():
             return True
         now = time.monotonic()
-        if now - steering_read_at < settings.FRONTIER_STEERING_CHECK_MS / 1000:
+        if now - steering_read_at < steering_every:
             return False
         steering_read_at = now
         flags = retry_db(read_steering, what=f"run {run.pk}: stop check")
@@ -493,9 +494,7 @@ def _run_gepa(
                 use_merge=config.use_merge,
                 max_merge_invocations=config.max_merge_invocations,
                 max_metric_calls=run.budget_total,
-                # the barrier first: every stop check precedes a save of gepa's state. Then limits:
-                # it must see every between-iterations check (CompositeStopper short-circuits).
-                stop_callbacks=[recording.barrier, limits, stop_requested],
+                stop_callbacks=Stopper(run.budget_total, recording.barrier, limits, stop_requested),
                 logger=GepaLogger(),
                 run_dir=str(directory),
                 # gepa_state.bin only: no run_log.json / candidates.json / candidate tree rewritten per iteration.
@@ -583,6 +582,26 @@ def _steering_reader(run_claim: RunClaim, run_id: int) -> Callable[[], dict[str,
         return None if row is None else dict(zip(STEERING_FLAGS, map(bool, row), strict=True))
 
     return read
+
+
+class Stopper:
+    """gepa's stopper for one run: `checks` in order, stopping at the first that
+    says so, as gepa's CompositeStopper would call them, in one call. Ours are
+    the recorder's barrier first (every stop check precedes a save of gepa's
+    state), then the budget guard (it must see every between-iterations check),
+    then what the users asked.
+
+    `max_metric_calls` is the run's budget, as on gepa's MaxMetricCallsStopper:
+    for every budget update gepa reads the budget left from the first of its
+    stoppers that has one (GEPAEngine._get_remaining_budget), and this one is
+    first, so it asks no other."""
+
+    def __init__(self, max_metric_calls: int, *checks: Callable[[State], bool]) -> None:
+        self.max_metric_calls = max_metric_calls
+        self.checks = checks
+
+    def __call__(self, gepa_state: State) -> bool:
+        return any(check(gepa_state) for check in self.checks)
 
 
 class Boundary:

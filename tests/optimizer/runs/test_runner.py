@@ -383,6 +383,41 @@ def test_the_engine_reads_its_steering_at_most_as_often_as_set(
     assert counted["reads"] == expected
 
 
+def test_the_runs_stopper_asks_its_checks_in_order_up_to_the_first_that_stops():
+    asked = []
+
+    def check(name, stops):
+        def asking(state):
+            asked.append(name)
+            return stops
+
+        return asking
+
+    stopper = runner.Stopper(
+        300, check("barrier", False), check("limits", True), check("steering", False)
+    )
+    assert stopper(object()) is True
+    assert asked == ["barrier", "limits"]
+    assert runner.Stopper(300, check("barrier", False))(object()) is False
+
+
+def test_every_budget_update_tells_the_budget_left(user, task_set, monkeypatch):
+    """gepa reads the budget left from its first stopper that has one: the run's
+    own stopper, which carries the run's budget."""
+    run = launch(user, task_set, budget={"max_metric_calls": 300})
+    updates = []
+    relay = RecorderThread.on_budget_updated
+
+    def noting(self, event):
+        updates.append((event["metric_calls_used"], event["metric_calls_remaining"]))
+        relay(self, event)
+
+    monkeypatch.setattr(RecorderThread, "on_budget_updated", noting)
+    assert execute_run(run.pk) == RunStatus.COMPLETED
+    assert updates
+    assert all(left == max(0, 300 - used) for used, left in updates)
+
+
 def test_a_run_stopped_and_resumed_spends_and_finds_what_the_uninterrupted_run_does(
     user, task_set, monkeypatch
 ):
