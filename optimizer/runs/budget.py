@@ -449,6 +449,22 @@ class BudgetGuard:
         return self.reason is not None
 
     def _reason_to_stop(self, state: GEPAState[Any, Any]) -> str | None:
+        # gepa computes every candidate's average val score to give them: only
+        # the early-stop rules need the best of them.
+        if self.stop_at_perfect or self.patience:
+            reason = self._early_stop(state)
+            if reason is not None:
+                return reason
+        if self.budget_total - self.used < self.iteration_cost:
+            return REASON_BUDGET
+        if (
+            self.max_cost is not None
+            and self.meter.cost + self.expected_iteration_cost() > self.max_cost
+        ):
+            return REASON_COST
+        return None
+
+    def _early_stop(self, state: GEPAState[Any, Any]) -> str | None:
         scores = list(getattr(state, "program_full_scores_val_set", []) or [])
         best = max(scores) if scores else None
         at = getattr(state, "i", None)
@@ -463,13 +479,6 @@ class BudgetGuard:
             return REASON_PERFECT
         if self.patience and self._since_best >= self.patience:
             return no_improvement_reason(self.patience)
-        if self.budget_total - self.used < self.iteration_cost:
-            return REASON_BUDGET
-        if (
-            self.max_cost is not None
-            and self.meter.cost + self.expected_iteration_cost() > self.max_cost
-        ):
-            return REASON_COST
         return None
 
     def carried(self) -> dict[str, Any]:

@@ -427,3 +427,24 @@ def test_the_early_stop_count_carried_across_a_resume_counts_each_boundary_once(
     resumed.restore(first.carried())
     assert resumed(_State(1, [0.5])) is False  # the boundary paused at, checked again
     assert resumed(_State(2, [0.5])) is True
+
+
+class _StateWithoutScores:
+    """A gepa state whose val scores must not be read: gepa computes every candidate's average to give them."""
+
+    i, total_num_evals = 3, 10
+
+    @property
+    def program_full_scores_val_set(self):
+        raise AssertionError("the val scores were read")
+
+
+def test_the_stop_check_reads_no_val_score_when_no_early_stop_rule_is_set():
+    """Only the early-stop rules (a perfect score, iterations without
+    improvement) need the best val score; without them the guard checks the
+    budget and the cost cap alone, before every iteration."""
+    guard = BudgetGuard(budget_total=1000, iteration_cost=5, meter=UsageMeter(), max_cost=1.0)
+    assert guard(_StateWithoutScores()) is False
+    watching = BudgetGuard(budget_total=1000, iteration_cost=5, meter=UsageMeter(), patience=3)
+    with pytest.raises(AssertionError, match="the val scores were read"):
+        watching(_StateWithoutScores())
