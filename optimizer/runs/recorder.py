@@ -64,6 +64,9 @@ BUDGET_DUE: ev.Event = (ev.RUN_BUDGET, {})
 #: The candidates' digests the recorder remembers (RunRecorder._digest), at most.
 MAX_DIGESTS = 256
 
+#: What RunRecorder.on_evaluation_end reads of gepa's event (all the writer is handed of it).
+EVALUATION_END_KEYS = ("iteration", "candidate_idx", "scores", "parent_ids")
+
 #: A gepa callback event as the recorder gets it: gepa's keys plus the `frontier_*`
 #: ones optimizer.runs.recording_thread adds (records, usage readings).
 CallbackEvent = dict[str, Any]
@@ -99,6 +102,12 @@ def item_payload(record: EvalRecord) -> JSONObject:
         # "Passed and verdict"); no verifier, no passed (an external run's adapter).
         "passed": record.passed if record.result.get("verifiers") else None,
     }
+
+
+def trial_items(records: dict[tuple[str, str], EvalRecord]) -> dict[tuple[str, str], JSONObject]:
+    """A minibatch evaluation's records as its trials' items, keyed as the
+    adapter keys the records (candidate_digest, task key)."""
+    return {key: item_payload(record) for key, record in records.items()}
 
 
 def writes(
@@ -253,8 +262,10 @@ class RunRecorder:
         # Appended by the runner's reflection wrapper on the engine's thread; the
         # RecorderThread hands them over with on_iteration_end.
         self.reflection_errors: list[str] = []
-        # The adapter's evaluation records, handed over with each evaluation's events.
+        # The adapter's evaluation records, handed over with each valset evaluation's
+        # events, and a minibatch evaluation's as its trials' items (trial_items).
         self.records: dict[tuple[str, str], EvalRecord] = {}
+        self.trials: dict[tuple[str, str], JSONObject] = {}
         self.optimizing = False
         # Accepted candidates (with their proposal events) waiting for gepa's checkpoint.
         self.pending: list[PendingCandidate] = []
@@ -299,6 +310,7 @@ class RunRecorder:
         self.iteration = event["iteration"]
         self.spent_before = event["frontier_usage"]
         self.records.clear()
+        self.trials.clear()
         if not self.optimizing:
             self._announce_optimizing(event)
 
@@ -349,8 +361,10 @@ class RunRecorder:
         self.started.append((slot, minibatch))
 
     def on_evaluation_end(self, event: CallbackEvent) -> None:
-        """A minibatch evaluation: a parent's (candidate known) or a child's (not yet in the pool)."""
-        self.records.update(event["frontier_records"])
+        """A minibatch evaluation: a parent's (candidate known) or a child's (not
+        yet in the pool). Of gepa's event it reads EVALUATION_END_KEYS only."""
+        # One event may hand over the items of several evaluations (a round of parallel proposals).
+        self.trials.update(event["frontier_trials"])
         if self._is_merge(event) or not self.started:
             return
         slot, minibatch = self.started.popleft()
@@ -367,8 +381,9 @@ class RunRecorder:
             candidate = None
         if self._replayed(event["iteration"]) or candidate is None:
             return
-        records = [self._take_record(candidate, key) for key in minibatch]
-        items = [item_payload(r) for r in records if r is not None]
+        digest = self._digest(candidate)
+        taken = (self.trials.pop((digest, key), None) for key in minibatch)
+        items = [item for item in taken if item is not None]
         if items:  # published with the iteration's next batch (see on_budget_updated)
             self._add_trials(event["candidate_idx"], items)
 

@@ -66,7 +66,7 @@ from optimizer.runs.budget import UsageSnapshot
 from optimizer.runs.checkpoint import State, ThrottledSave, save_through, write_checkpoint
 from optimizer.runs.claims import ClaimLost
 from optimizer.runs.events import background_publisher, publishing_through
-from optimizer.runs.recorder import CallbackEvent, RunRecorder
+from optimizer.runs.recorder import EVALUATION_END_KEYS, CallbackEvent, RunRecorder, trial_items
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +157,10 @@ class RecorderThread:
             relayed = {key: value for key, value in event.items() if key not in LIVE_STATE_KEYS}
         if facts:
             relayed.update(facts)
+        self._hand(name, relayed)
+
+    def _hand(self, name: str, relayed: CallbackEvent) -> None:
+        """Hand the callback `name` with `relayed` (ours, not gepa's event) to the writer."""
         if self.thread is None:
             self._record(name, relayed)
         else:
@@ -208,7 +212,14 @@ class RecorderThread:
         self._relay("on_evaluation_start", event)
 
     def on_evaluation_end(self, event: GepaEvent) -> None:
-        self._relay("on_evaluation_end", event, frontier_records=self.adapter.take_all_records())
+        # A minibatch's records are needed for its trials only: their items are
+        # made here, and the records (each with every check's result) and gepa's
+        # outputs and traces are freed now, not after the writer's next batch.
+        # Held that long they were most of what the garbage collector walked
+        # (docs/benchmarks.md "bench/growth.py").
+        relayed: CallbackEvent = {key: event[key] for key in EVALUATION_END_KEYS}
+        relayed["frontier_trials"] = trial_items(self.adapter.take_all_records())
+        self._hand("on_evaluation_end", relayed)
 
     def on_proposal_start(self, event: GepaEvent) -> None:
         # gepa builds the reflective dataset just before: the notes in it are this proposal's.

@@ -194,12 +194,12 @@ def test_the_engine_waits_for_a_writer_that_is_behind_and_nothing_is_lost_or_reo
     bound = 8
     monkeypatch.setattr(recording_thread, "MAX_WAITING", bound, raising=False)
     relayed, recorded, waiting = [], [], []
-    relay, record = RecorderThread._relay, RecorderThread._record
+    hand, record = RecorderThread._hand, RecorderThread._record
     write_budget = RunRecorder.on_budget_updated
 
-    def relaying(self, name, event, **facts):
+    def relaying(self, name, event):
         relayed.append((name, event.get("iteration")))
-        relay(self, name, event, **facts)
+        hand(self, name, event)
         waiting.append(len(self.items))
 
     def recording(self, name, event, **kwargs):
@@ -211,7 +211,7 @@ def test_the_engine_waits_for_a_writer_that_is_behind_and_nothing_is_lost_or_reo
         time.sleep(0.01)
         write_budget(self, event)
 
-    monkeypatch.setattr(RecorderThread, "_relay", relaying)
+    monkeypatch.setattr(RecorderThread, "_hand", relaying)
     monkeypatch.setattr(RecorderThread, "_record", recording)
     monkeypatch.setattr(RunRecorder, "on_budget_updated", slow_write)
     assert execute_run(run.pk) == RunStatus.COMPLETED
@@ -413,3 +413,29 @@ def test_a_minibatch_joins_only_the_same_candidates_trials_event_waiting_last(ru
     assert [kind for kind, _ in written].count("run.budget") == 1
     # The join made a new event: the one it replaced (a row or message may hold it) is as it was.
     assert [item["task_key"] for item in waiting["items"]] == ["a", "b"]
+
+
+def test_an_evaluations_end_hands_the_writer_its_trials_not_its_records(run, monkeypatch):
+    """What a minibatch evaluation hands the writer is its trials' items and the
+    few fields of gepa's event the recorder reads: no evaluation record (each
+    with every check's result) nor gepa's outputs and traces, which are freed
+    on the engine's thread instead of waiting for the writer's next batch. The
+    trials still reach the event log."""
+    handed = []
+    hand = RecorderThread._hand
+
+    def noting(self, name, event):
+        if name == "on_evaluation_end":
+            handed.append(event)
+        hand(self, name, event)
+
+    monkeypatch.setattr(RecorderThread, "_hand", noting)
+    assert execute_run(run.pk) == RunStatus.COMPLETED
+    assert handed
+    for event in handed:
+        assert set(event) == {*recorder_module.EVALUATION_END_KEYS, "frontier_trials"}
+        for item in event["frontier_trials"].values():
+            assert set(item) == {"task_key", "score", "verdict", "output", "reasons", "passed"}
+    minibatches = RunEvent.objects.filter(run=run, type="trials", payload__split="train")
+    logged = sum(len(payload["items"]) for payload in minibatches.values_list("payload", flat=True))
+    assert logged == sum(len(event["frontier_trials"]) for event in handed) > 0
