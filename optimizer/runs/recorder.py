@@ -117,13 +117,18 @@ def writes(
     (docs/gepa-notes.md §4), so the writing is made safe here: a transient database error
     is retried on a new connection (the callback's transaction rolled back whole,
     and its in-memory state changes only after a commit); once this worker lost
-    its claim the callback does nothing (the runner's stopper ends the run)."""
+    its claim the callback does nothing (the runner's stopper ends the run).
+    Inside a batch of the writer's (`deferring`) nothing is retried here: the
+    batch's transaction rolls back whole, and retry_db never retries inside a
+    transaction anyway."""
 
     @functools.wraps(method)
     def callback(self: RunRecorder, event: CallbackEvent) -> None:
         if self.claim is not None and self.claim.lost.is_set():
             return None
         try:
+            if self.deferring:
+                return method(self, event)
             return retry_db(
                 lambda: method(self, event), what=f"run {self.run_id}: {method.__name__}"
             )
