@@ -239,6 +239,9 @@ class UsageMeter:
         self._pending: deque[tuple[str, int, int, bool]] = deque()
         # The last snapshot, while no call was counted since (None: take a new one).
         self._snapshot: UsageSnapshot | None = None
+        # Each role's Usage in the last snapshot taken, and the roles with a call counted since.
+        self._taken: dict[str, Usage] = {}
+        self._changed: set[str] = set(ROLES)
 
     def start_call(self, max_cost: float) -> bool:
         """Reserve a call; False (nothing reserved) when what is spent plus every call
@@ -284,6 +287,7 @@ class UsageMeter:
             if cost > self._dearest_call:
                 self._dearest_call = cost
             self._cost += cost
+            self._changed.add(role)
             usage = self._totals.roles[role]
             usage.calls += 1
             usage.tokens_in += tokens_in
@@ -293,18 +297,20 @@ class UsageMeter:
     def snapshot(self) -> UsageSnapshot:
         """A copy of the totals, cost rounded as stored (UsageSnapshot.of(as_dict()), without the JSON round trip:
         taken on the engine's thread at every budget update and iteration start). While
-        no call was counted since, the same snapshot again: nobody changes one."""
+        no call was counted since, the same snapshot again: nobody changes one. A role
+        with no call counted since keeps the Usage of the last one (most updates count
+        task calls only)."""
         with self._lock:
             self._add_pending()
             if self._snapshot is None:
-                self._snapshot = UsageSnapshot(
-                    {
-                        role: Usage(
-                            usage.calls, usage.tokens_in, usage.tokens_out, round(usage.cost, 8)
-                        )
-                        for role, usage in self._totals.roles.items()
-                    }
-                )
+                taken = self._taken
+                for role in self._changed:
+                    usage = self._totals.roles[role]
+                    taken[role] = Usage(
+                        usage.calls, usage.tokens_in, usage.tokens_out, round(usage.cost, 8)
+                    )
+                self._changed.clear()
+                self._snapshot = UsageSnapshot({role: taken[role] for role in ROLES})
             return self._snapshot
 
     def totals(self) -> JSONObject:

@@ -14,7 +14,14 @@ from optimizer.lm import build_lm
 from optimizer.models import Candidate, Evaluation, Run, RunEvent, RunStatus
 from optimizer.runs import event_types as ev
 from optimizer.runs.adapter import FrontierAdapter
-from optimizer.runs.budget import BudgetGuard, BudgetReached, MeteredLM, Price, UsageMeter
+from optimizer.runs.budget import (
+    BudgetGuard,
+    BudgetReached,
+    MeteredLM,
+    Price,
+    UsageMeter,
+    UsageSnapshot,
+)
 from optimizer.runs.runner import execute_run
 from optimizer.services import run_launch, run_resume
 from tests.optimizer.fake_openai import KEY_ENV, FakeOpenAIServer
@@ -198,6 +205,23 @@ def test_the_meter_hands_back_the_same_snapshot_until_a_call_is_counted():
     assert second is not first
     assert first.roles["task"].calls == 1 and second.roles["task"].calls == 2
     assert second.roles["task"].tokens_in == 110
+
+
+def test_a_snapshot_keeps_its_figures_when_later_calls_are_counted_in_any_role():
+    """A snapshot taken earlier is not changed by the calls counted after it, in
+    the role that changed nor in the others (whose figures a newer one shares)."""
+    meter = UsageMeter({"task": Price(0.15, 0.60), "reflection": Price(1.0, 2.0)})
+    meter.record("task", 100, 20)
+    first = meter.snapshot()
+    meter.record("reflection", 50, 10)
+    second = meter.snapshot()
+    meter.record("task", 10, 5)
+    third = meter.snapshot()
+    assert first.as_dict()["reflection"]["calls"] == 0 and first.as_dict()["task"]["calls"] == 1
+    assert second.as_dict()["reflection"]["calls"] == 1 and second.as_dict()["task"]["calls"] == 1
+    assert third.as_dict()["reflection"] == second.as_dict()["reflection"]
+    assert third.as_dict()["task"]["calls"] == 2 and third.as_dict()["total"]["calls"] == 3
+    assert third.as_dict() == UsageSnapshot.of(meter.totals()).as_dict()
 
 
 def test_calls_counted_from_many_threads_while_the_totals_are_read_are_each_counted_once_and_end_their_reservations():
