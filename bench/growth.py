@@ -13,13 +13,14 @@ scratch PostgreSQL database, and prints:
   ms; the reflection is the demo's, 0 ms). With a model that answers at once
   gepa reports faster than the recorder commits: the engine then waits for it
   (optimizer/runs/recording_thread.py), so the worker's memory stays flat;
-- wall time with the 0 ms model, --repeats times interleaved: our runner
-  against bare gepa on the same budget. "Bare gepa" is gepa.optimize with our
+- wall time with the 0 ms model, --repeats times interleaved (every other
+  round in the reverse order): our runner against bare gepa on the same budget. "Bare gepa" is gepa.optimize with our
   adapter (the same demo task model and verifier scoring), the demo
   simulator's proposer, the run's seed, minibatch size and budget, and
   nothing of ours around it: no recorder, no run_dir (no checkpoint), no
-  stoppers. Medians with the spread (min-max) and the ratio of the medians,
-  and each side's CPU seconds (the worker process's, PostgreSQL's not
+  stoppers. Medians with the spread (min-max), the ratio of the medians and
+  the median of each round's ratio (on a machine whose speed drifts from one
+  minute to the next the steadier of the two), and each side's CPU seconds (the worker process's, PostgreSQL's not
   counted): on a loaded machine wall time follows the CPU share a process
   gets, CPU time less so.
 
@@ -317,17 +318,21 @@ def main() -> None:
             sides["baseline"] = args.baseline.resolve()
         times: dict[str, list[float]] = {name: [] for name in [*sides, "bare gepa"]}
         cpus: dict[str, list[float]] = {name: [] for name in times}
-        for repeat in range(max(1, args.repeats)):  # interleaved: a busy neighbour slows every side
-            for name, checkout in sides.items():
-                ours = name == "our runner"
-                seconds, peak, cpu = frontier(0.0, growth=ours and repeat == 0, checkout=checkout)
+        # Interleaved, a busy neighbour slows every side; every other round in the
+        # reverse order, so a machine that speeds up or slows down favours none.
+        for repeat in range(max(1, args.repeats)):
+            order = [*sides, "bare gepa"]
+            for name in order if repeat % 2 == 0 else order[::-1]:
+                if name == "bare gepa":
+                    seconds, cpu = bare(launch(0.0))
+                else:
+                    ours = name == "our runner"
+                    growth = ours and repeat == 0
+                    seconds, peak, cpu = frontier(0.0, growth=growth, checkout=sides[name])
+                    if ours:
+                        peaks.setdefault(0.0, []).append(peak)
                 times[name].append(seconds)
                 cpus[name].append(cpu)
-                if ours:
-                    peaks.setdefault(0.0, []).append(peak)
-            seconds, cpu = bare(launch(0.0))
-            times["bare gepa"].append(seconds)
-            cpus["bare gepa"].append(cpu)
         for latency in latencies:
             if latency != 0.0:
                 peaks.setdefault(latency, []).append(frontier(latency)[1])
@@ -354,10 +359,12 @@ def main() -> None:
                 ("CPU", cpus[name], bare_cpus),
             ):
                 target = " (target <= 1.2x)" if label == "wall" else ""
+                rounds = [o / b for o, b in zip(values, plain, strict=True)]
                 print(
                     f"  {name} / bare gepa, {label}: "
-                    f"{statistics.median(values) / statistics.median(plain):.2f}x{target}; per round "
-                    f"{', '.join(f'{o / b:.2f}' for o, b in zip(values, plain, strict=True))}"
+                    f"{statistics.median(values) / statistics.median(plain):.2f}x{target}; "
+                    f"median of the rounds {statistics.median(rounds):.2f}x; per round "
+                    f"{', '.join(f'{r:.2f}' for r in rounds)}"
                 )
     finally:
         for child in children:
