@@ -5,8 +5,9 @@ optimization (docs/gepa-notes.md §4), so a recorder writing rows and events
 there would put SQL on the run's critical path: the next model call would wait
 for it. Here gepa
 calls a `RecorderThread`, which takes on the engine's thread only what cannot
-wait (the adapter's evaluation records, the meter's reading, the budget the
-adapter's guard checks, the proposer's reasoning) and hands each callback, in
+wait (the adapter's evaluation records, a minibatch's as its trials' items;
+the meter's reading, the budget the adapter's guard checks, the proposer's
+reasoning) and hands each callback, in
 gepa's order, to one writer thread that runs the recorder. The recorder's own
 state is touched by that thread alone, so the order of events, their
 consecutive seqs and the claim checks are exactly what they were.
