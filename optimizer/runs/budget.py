@@ -237,10 +237,8 @@ class UsageMeter:
         # added to the totals when next read (deque.append and popleft are atomic: nothing is
         # lost or counted twice).
         self._pending: deque[tuple[str, int, int, bool]] = deque()
-        # The last snapshot, while no call was counted since (None: take a new one).
+        # The last snapshot (None before the first), and the roles with a call counted since.
         self._snapshot: UsageSnapshot | None = None
-        # Each role's Usage in the last snapshot taken, and the roles with a call counted since.
-        self._taken: dict[str, Usage] = {}
         self._changed: set[str] = set(ROLES)
 
     def start_call(self, max_cost: float) -> bool:
@@ -277,8 +275,6 @@ class UsageMeter:
     def _add_pending(self) -> None:
         """Add the calls counted since the last reading to the totals (the lock held)."""
         pending = self._pending
-        if pending:
-            self._snapshot = None
         while pending:
             role, tokens_in, tokens_out, reserved = pending.popleft()
             if reserved:
@@ -302,16 +298,20 @@ class UsageMeter:
         task calls only)."""
         with self._lock:
             self._add_pending()
-            if self._snapshot is None:
-                taken = self._taken
-                for role in self._changed:
-                    usage = self._totals.roles[role]
-                    taken[role] = Usage(
-                        usage.calls, usage.tokens_in, usage.tokens_out, round(usage.cost, 8)
-                    )
-                self._changed.clear()
-                self._snapshot = UsageSnapshot({role: taken[role] for role in ROLES})
-            return self._snapshot
+            changed, last = self._changed, self._snapshot
+            if last is None or changed:
+                self._snapshot = last = UsageSnapshot(
+                    {
+                        role: Usage(
+                            usage.calls, usage.tokens_in, usage.tokens_out, round(usage.cost, 8)
+                        )
+                        if last is None or role in changed
+                        else last.roles[role]
+                        for role, usage in self._totals.roles.items()
+                    }
+                )
+                changed.clear()
+            return last
 
     def totals(self) -> JSONObject:
         """The JSON of Run.usage (UsageSnapshot.as_dict), built once (written with every budget update)."""
