@@ -308,7 +308,7 @@ class RecorderThread:
         (nothing waits for it). Never stops the run itself; raises ClaimLost when
         this worker no longer holds it, and the error of a checkpoint the
         writer could not write."""
-        if gepa_state is not None and (self.save is None or self.save.state is not gepa_state):
+        if gepa_state is not None:
             self.save = save_through(
                 gepa_state, self._checkpoint, adapter_state=self.adapter.carried_state
             )
