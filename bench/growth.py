@@ -14,15 +14,16 @@ scratch PostgreSQL database, and prints:
   gepa reports faster than the recorder commits: the engine then waits for it
   (optimizer/runs/recording_thread.py), so the worker's memory stays flat;
 - wall time with the 0 ms model, --repeats times interleaved (every other
-  round in the reverse order): our runner against bare gepa on the same budget. "Bare gepa" is gepa.optimize with our
-  adapter (the same demo task model and verifier scoring), the demo
-  simulator's proposer, the run's seed, minibatch size and budget, and
-  nothing of ours around it: no recorder, no run_dir (no checkpoint), no
-  stoppers. Medians with the spread (min-max), the ratio of the medians and
-  the median of each round's ratio (on a machine whose speed drifts from one
-  minute to the next the steadier of the two), and each side's CPU seconds (the worker process's, PostgreSQL's not
-  counted): on a loaded machine wall time follows the CPU share a process
-  gets, CPU time less so.
+  round in the reverse order): our runner against bare gepa on the same
+  budget. "Bare gepa" is gepa.optimize with our adapter (the same demo task
+  model and verifier scoring), the demo simulator's proposer, the run's
+  seed, minibatch size and budget, and nothing of ours around it: no
+  recorder, no run_dir (no checkpoint), no stoppers. Medians with the spread
+  (min-max), the ratio of the medians and the median of each round's ratio
+  (on a machine whose speed drifts from one minute to the next the steadier
+  of the two), and each side's CPU seconds (the worker process's,
+  PostgreSQL's not counted): on a loaded machine wall time follows the CPU
+  share a process gets, CPU time less so.
 
 `--baseline PATH` runs the worker of another checkout (the code before a
 change, on the same database schema) beside ours in every interleaved
