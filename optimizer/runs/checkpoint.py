@@ -19,10 +19,11 @@ is written; any other gepa run in the process keeps gepa's behaviour.
 and hands the bytes to a writer (the run's recorder thread, which writes them
 after the rows of everything gepa reported before: optimizer/runs/recording_thread.py).
 
-The pickle holds gepa's whole trace (an entry per iteration), so it grows with
-the run, and gepa saves before every iteration: with a model that answers in
-a few ms, pickling was most of the engine's time. So a save is taken only when
-the pool of candidates changed since the last one written (the recorder
+gepa saves before every iteration: with a model that answers in a few ms,
+hundreds of times a second, each save a pickle on the engine's thread and a
+file for the writer. (The pickle does not grow with the run: `LeanCheckpoint`
+keeps only the current entry of gepa's per-iteration trace.) So a save is
+taken only when the pool of candidates changed since the last one written (the recorder
 announces a candidate only once a checkpoint holds it) or CHECKPOINT_SECONDS
 have passed; `ThrottledSave.flush` takes the one skipped last, which the
 recorder thread calls at the end of the optimization (right after gepa's final
@@ -33,8 +34,9 @@ they only ever rejected proposals, which the recorder does not publish twice.
 
 This reaches into private names of gepa 0.1.4 (`GEPAState._atomic_write_json`,
 `_EXCLUDED_FROM_SERIALIZATION`, `_VALIDATION_SCHEMA_VERSION`,
-`GEPAEngine._log_candidate_tree`); pyproject pins gepa==0.1.4, and the tests in
-tests/optimizer/runs/test_checkpoint.py fail if a new version moves them.
+`GEPAEngine._log_candidate_tree`) and trims `GEPAState.full_program_trace`, of
+which 0.1.4 reads only the last entry; pyproject pins gepa==0.1.4, and the
+tests in tests/optimizer/runs/test_checkpoint.py fail if a new version moves them.
 """
 
 from __future__ import annotations
@@ -179,7 +181,10 @@ def _skip_json(run_dir: str, filename: str, data: Any) -> None:
 
 class LeanCheckpoint:
     """A gepa callback: from the first iteration on, this run's checkpoint is
-    `gepa_state.bin` alone, and the candidate tree is not rebuilt."""
+    `gepa_state.bin` alone, the candidate tree is not rebuilt, and gepa's trace
+    keeps the current iteration's entry only, so neither the pickle nor the
+    worker's memory grows with the iterations (the database holds what the
+    trace said: proposals, scores, lineage)."""
 
     skips_candidate_tree = True  # read by the wrapper of GEPAEngine._log_candidate_tree below
 
@@ -188,6 +193,9 @@ class LeanCheckpoint:
 
     def on_iteration_start(self, event: IterationStartEvent) -> None:
         state = event["state"]
+        # gepa appends an entry per iteration and reads only the last one (this
+        # iteration's, appended just before): the rest was for run_log.json.
+        del state.full_program_trace[:-1]
         if state.__dict__.get("_atomic_write_json") is _skip_json:
             return
         # The state's own attributes, left out of the pickle: a resumed run is

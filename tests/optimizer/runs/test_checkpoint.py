@@ -45,6 +45,21 @@ def test_a_runs_directory_holds_only_the_checkpoint_gepa_resumes_from(user):
     assert not {"_atomic_write_json", "save", "_EXCLUDED_FROM_SERIALIZATION"} & set(state)
 
 
+def test_the_checkpoint_does_not_grow_with_the_iterations(user):
+    """gepa appends an entry to its trace every iteration and pickles the whole
+    trace with each save; our runs keep only the current iteration's entry, in
+    the checkpoint and in the worker's memory."""
+    refund_verifier(user)
+    task_set = refund_task_set(user, splits=["train", "val"] * 4)
+    run = run_launch(owner=user, config=run_config(task_set, budget={"max_metric_calls": 400}))
+    assert execute_run(run.pk) == RunStatus.COMPLETED
+
+    with open(runner.run_dir(run.pk) / "gepa_state.bin", "rb") as f:
+        state = pickle.load(f)
+    assert state["i"] >= 20  # enough iterations for a whole trace to show
+    assert [entry["i"] for entry in state["full_program_trace"]] == [state["i"]]
+
+
 class CountingAdapter:
     """A plain gepa user's adapter: the score is how often the prompt says 'please'."""
 
