@@ -2,8 +2,9 @@
 and the worker as it goes, and what our recording costs against bare gepa.
 
 Runs demo-simulator runs of --calls metric calls (default 20,000) in a
-worker process (`optimizer.runs.runner.execute_run`, what the Celery task runs) on a
-scratch PostgreSQL database, and prints:
+worker process (`optimizer.runs.runner.execute_run` on one CPU, as the Celery
+task runs it in a pool process of `celery worker`; with --unpinned as with
+FRONTIER_WORKER_PIN_CPUS=0) on a scratch PostgreSQL database, and prints:
 
 - per table, `pg_total_relation_size` growth per 1,000 metric calls, for the
   first and the second half of the first run (flat: the second half costs what
@@ -18,7 +19,8 @@ scratch PostgreSQL database, and prints:
   budget. "Bare gepa" is gepa.optimize with our adapter (the same demo task
   model and verifier scoring), the demo simulator's proposer, the run's
   seed, minibatch size and budget, and nothing of ours around it: no
-  recorder, no run_dir (no checkpoint), no stoppers. Medians with the spread
+  recorder, no run_dir (no checkpoint), no stoppers, and on whichever CPUs
+  the kernel gives it, as plain gepa's users run it. Medians with the spread
   (min-max), the ratio of the medians and the median of each round's ratio
   (on a machine whose speed drifts from one minute to the next the steadier
   of the two), and each side's CPU seconds (the worker process's,
@@ -37,7 +39,7 @@ always resumable; this prints what that costs plain gepa (minutes at
 20,000 calls: its saves grow with the run).
 
 Usage:  .venv/bin/python bench/growth.py [--calls 20000] [--latencies 0,20] [--repeats 3]
-        [--baseline PATH] [--resumable]
+        [--baseline PATH] [--resumable] [--unpinned]
 
 Needs PostgreSQL and Redis (BENCH_POSTGRES_URL, BENCH_REDIS_URL: give your own
 Redis DB number); uses a scratch database, queue and channel prefix, removed at
@@ -68,11 +70,16 @@ TABLES = (
     "optimizer_runevent",
 )
 # A Celery worker process warms up as it starts (optimizer/celery_tasks.py), before its
-# first run; a --baseline checkout older than runner.warm_up has nothing to warm.
+# first run, and a pool process runs each run on one CPU (on_one_cpu, unless
+# FRONTIER_WORKER_PIN_CPUS is off); a --baseline checkout older than either does neither.
 WORKER = (
-    "import sys, time, django; django.setup(); from optimizer.runs import runner; "
+    "import contextlib, sys, time, django; django.setup(); from optimizer.runs import runner; "
     "getattr(runner, 'warm_up', lambda: None)(); "
-    "started, cpu = time.perf_counter(), time.process_time(); status = runner.execute_run(int(sys.argv[1])); "
+    "from django.conf import settings; from optimizer import celery_tasks; "
+    "pin = getattr(settings, 'FRONTIER_WORKER_PIN_CPUS', False) and hasattr(celery_tasks, 'on_one_cpu'); "
+    "started, cpu = time.perf_counter(), time.process_time()\n"
+    "with celery_tasks.on_one_cpu() if pin else contextlib.nullcontext():\n"
+    "    status = runner.execute_run(int(sys.argv[1]))\n"
     "print(status, time.perf_counter() - started, time.process_time() - cpu)"
 )
 
@@ -217,12 +224,19 @@ def main() -> None:
         action="store_true",
         help="once more: bare gepa with a run_dir (gepa's own checkpoint, which resume needs)",
     )
+    parser.add_argument(
+        "--unpinned",
+        action="store_true",
+        help="our workers (and a --baseline's) with FRONTIER_WORKER_PIN_CPUS=0",
+    )
     parser.add_argument("--bare-run", type=int, help=argparse.SUPPRESS)  # the bare gepa child
     parser.add_argument("--bare-run-dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.bare_run is not None:
         bare_gepa(args.bare_run, args.bare_run_dir)
         return
+    if args.unpinned:
+        os.environ["FRONTIER_WORKER_PIN_CPUS"] = "0"  # the workers' setting; bare gepa has none
 
     children: list[Child] = []
     live.create_database()
@@ -345,7 +359,8 @@ def main() -> None:
             print(f"  {latency:g} ms model: {spread(values, 'MB')}")
         bare_times = times["bare gepa"]
         for label, values in (("wall time", times), ("CPU time", cpus)):
-            print(f"{label}, 0 ms model, {len(bare_times)} interleaved runs of each:")
+            pinned = " (our workers unpinned)" if args.unpinned else ""
+            print(f"{label}, 0 ms model, {len(bare_times)} interleaved runs of each{pinned}:")
             for name, seconds in values.items():
                 print(f"  {name + ':':<12} {spread(seconds)}")
         if resumable is not None:

@@ -195,6 +195,11 @@ EMBEDDED_WORKER = EMBEDDED and env_bool("FRONTIER_EMBEDDED_WORKER", True)
 # contract, the recorder's hot path need not pay for re-checking it).
 FRONTIER_VALIDATE_EVENTS = env_bool("FRONTIER_VALIDATE_EVENTS", False)
 EMBEDDED_WORKER_CONCURRENCY = env_int("FRONTIER_WORKER_CONCURRENCY", 2)
+# A prefork child of `celery worker` runs each optimization on one CPU, the least
+# busy one no other run on this machine holds (optimizer.celery_tasks.on_one_cpu):
+# a run's threads share one interpreter lock, which changes hands faster within
+# one core (docs/deployment.md). Off: the kernel places them.
+FRONTIER_WORKER_PIN_CPUS = env_bool("FRONTIER_WORKER_PIN_CPUS", True)
 
 # A running run whose worker has not beaten its heartbeat for this long is
 # considered orphaned (its worker died) and is resumed by another worker.

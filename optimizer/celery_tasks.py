@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import tempfile
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import timedelta
+from pathlib import Path
 
 from celery import shared_task
 from celery.contrib.testing.worker import test_worker_started, test_worker_stopped
-from celery.signals import worker_init, worker_ready, worker_shutdown
+from celery.signals import worker_init, worker_process_init, worker_ready, worker_shutdown
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
@@ -22,6 +29,9 @@ from optimizer.runs.status import run_set_status
 log = logging.getLogger(__name__)
 _watchdog_lock = threading.Lock()
 _watchdog_stop: threading.Event | None = None  # set while a watchdog runs in this process
+_pin_runs = False  # this process is a prefork child that pins its runs (pin_pool_child_runs)
+#: One lock file per CPU, so two runs on this machine (in one container) take different ones.
+CPU_LOCKS = Path(tempfile.gettempdir()) / "frontier-cpus"
 
 
 @shared_task(
@@ -32,8 +42,10 @@ _watchdog_stop: threading.Event | None = None  # set while a watchdog runs in th
 )
 def run_optimization(run_id: int) -> str | None:
     """Run or resume one optimization. Delivered twice, it does nothing harmful:
-    a finished run, or one whose worker is alive, is skipped (runner.claim)."""
-    return execute_run(run_id)
+    a finished run, or one whose worker is alive, is skipped (runner.claim).
+    In a prefork child, on one CPU (on_one_cpu)."""
+    with on_one_cpu() if _pin_runs else contextlib.nullcontext():
+        return execute_run(run_id)
 
 
 # A queued run handed to the broker this long ago and still not started is sent
@@ -235,6 +247,86 @@ def warm_up_worker(**_kwargs) -> None:
     objects gave a web process nothing (docs/benchmarks.md)."""
     if not settings.EMBEDDED:
         warm_up()
+
+
+@worker_process_init.connect
+def pin_pool_child_runs(**_kwargs) -> None:
+    """A prefork child (the only kind this signal starts) runs each optimization
+    on one CPU (on_one_cpu), unless FRONTIER_WORKER_PIN_CPUS is off."""
+    global _pin_runs
+    _pin_runs = settings.FRONTIER_WORKER_PIN_CPUS
+
+
+@contextmanager
+def on_one_cpu(*, sample_seconds: float = 0.05) -> Iterator[int | None]:
+    """Within: every thread of this process, and those it starts, runs on one
+    CPU, the least busy of those it may use whose lock no other run here holds
+    (yields it; None: not pinned). A run's threads (the engine, the evaluations,
+    the writer) take turns holding one interpreter lock: within one core it
+    changes hands in the same cache, while across cores each hand-off wakes the
+    other core, and with a fast model that took a run much longer
+    (docs/deployment.md). Busy is measured over `sample_seconds` (/proc/stat),
+    so a CPU that a run in another container holds looks taken too. Not pinned:
+    one CPU, no affinity or flock on this system, or every CPU held."""
+    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_setaffinity") else set()
+    if len(allowed) < 2:
+        yield None
+        return
+    busy = cpu_busy(allowed, sample_seconds)
+    for cpu in sorted(allowed, key=lambda c: (busy.get(c, 0.0), c)):
+        lock = ExitStack()
+        try:
+            held = lock.enter_context(process_lock(CPU_LOCKS / str(cpu)))
+        except OSError:  # a lock directory this user may not write (another user's)
+            break
+        if not held:
+            lock.close()
+            if held is None:
+                break  # no flock: runs could not tell each other apart
+            continue  # another run here holds it
+        with lock:
+            _set_affinity({cpu})
+            try:
+                yield cpu
+            finally:
+                _set_affinity(allowed)
+            return
+    yield None
+
+
+def _set_affinity(cpus: set[int]) -> None:
+    for tid in os.listdir("/proc/self/task"):  # sched_setaffinity sets one thread's
+        with contextlib.suppress(ProcessLookupError):  # the thread ended meanwhile
+            os.sched_setaffinity(int(tid), cpus)
+
+
+def cpu_busy(cpus: set[int], seconds: float) -> dict[int, float]:
+    """The share of `seconds` each of `cpus` spent busy (not idle or waiting for
+    I/O), from /proc/stat; empty where there is none."""
+
+    def read() -> dict[int, tuple[int, int]]:
+        try:
+            lines = Path("/proc/stat").read_text().splitlines()
+        except OSError:
+            return {}
+        times = {}
+        for line in lines:
+            name, _, fields = line.partition(" ")
+            if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
+                # user nice system idle iowait irq softirq steal
+                ticks = [int(v) for v in fields.split()[:8]]
+                times[int(name[3:])] = (sum(ticks), ticks[3] + ticks[4])
+        return times
+
+    before = read()
+    time.sleep(seconds)
+    after = read()
+    busy = {}
+    for cpu, (total, idle) in after.items():
+        was_total, was_idle = before.get(cpu, (total, idle))
+        if total > was_total:
+            busy[cpu] = 1 - (idle - was_idle) / (total - was_total)
+    return busy
 
 
 @worker_ready.connect

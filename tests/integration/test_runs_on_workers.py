@@ -1,8 +1,11 @@
 """A real optimization run in distributed mode: launched here, executed by a
 `celery worker` process, streamed by a web process, and resumed by another
-worker when its first worker is killed."""
+worker when its first worker is killed; and the CPUs a worker's pool
+processes run on."""
 
 import json
+import os
+from pathlib import Path
 
 from websockets.sync.client import connect
 
@@ -90,3 +93,88 @@ def test_a_run_whose_worker_is_killed_is_resumed_by_another_worker_without_gaps_
     assert run.candidates.count() >= killed_at
     assert_event_log_is_whole(run)
     assert RunEvent.objects.filter(run=run, type="run.finished").count() == 1
+
+
+def allowed_cpus(pid: int | str = "self") -> str:
+    """The CPUs a process may run on, as /proc lists them ("0-1", "1")."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return status.split("Cpus_allowed_list:")[1].split()[0]
+
+
+def pool_cpus(worker) -> list[str]:
+    """allowed_cpus of each pool process of a `celery worker`, by pid."""
+    pid = worker.popen.pid
+    children: list[str] = []
+
+    def started() -> bool:
+        children[:] = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        return len(children) == 2  # start_worker's --concurrency
+
+    wait_until(started, timeout=30, what="the worker's two pool processes")
+    return [allowed_cpus(child) for child in sorted(children, key=int)]
+
+
+def fast_runs(user, count: int) -> list[Run]:
+    """`count` demo runs whose model answers at once, too long to end on their own
+    while a test looks at them (stopped with stop_runs)."""
+    refund_verifier(user)
+    task_set = refund_task_set(user)
+    lm = {"provider": "demo", "model": "demo-task", "simulated_latency_ms": 0}
+    config = run_config(task_set, task_lm=lm, budget={"max_metric_calls": 50_000})
+    return [run_launch(owner=user, config=config) for _ in range(count)]
+
+
+def stop_runs(runs: list[Run]) -> None:
+    Run.objects.filter(pk__in=[r.pk for r in runs]).update(stop_requested=True)
+    for run in runs:
+        wait_until(
+            lambda run=run: (
+                Run.objects.get(pk=run.pk).status in {RunStatus.STOPPED, RunStatus.COMPLETED}
+            ),
+            timeout=60,
+            what=f"run {run.pk} to stop",
+        )
+
+
+def test_a_worker_runs_each_optimization_on_a_cpu_of_its_own(celery_worker, user):
+    """A run's threads share one interpreter lock, handed over faster within a
+    core: a prefork child pins itself to one CPU for each run, the least busy
+    one no other run holds, so two runs at once take one each; between runs
+    (and the worker itself) every CPU. This machine has two (CI's too)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    assert len(cpus) >= 2, "pinning needs two CPUs; this machine has one"
+    assert pool_cpus(celery_worker) == [allowed_cpus(), allowed_cpus()]
+    runs = fast_runs(user, 2)
+    try:
+
+        def each_on_one_cpu() -> list[str] | None:
+            seen = pool_cpus(celery_worker)
+            return seen if not any("-" in c or "," in c for c in seen) else None
+
+        pinned = wait_until(each_on_one_cpu, timeout=60, what="both pool processes on one CPU each")
+        assert sorted(pinned) == sorted([str(cpus[0]), str(cpus[1])])
+        assert allowed_cpus(celery_worker.popen.pid) == allowed_cpus()
+    finally:
+        stop_runs(runs)
+    wait_until(
+        lambda: pool_cpus(celery_worker) == [allowed_cpus(), allowed_cpus()],
+        timeout=10,
+        what="the pool processes back on every CPU",
+    )
+
+
+def test_a_worker_told_not_to_pin_leaves_its_runs_on_every_cpu(services_env, user, tmp_path):
+    worker = start_worker(
+        {**services_env, "FRONTIER_WORKER_PIN_CPUS": "0"}, tmp_path / "unpinned-worker.log"
+    )
+    runs = fast_runs(user, 1)
+    try:
+        wait_until(
+            lambda: Run.objects.get(pk=runs[0].pk).budget_used > 100,
+            timeout=60,
+            what="the run under way",
+        )
+        assert pool_cpus(worker) == [allowed_cpus(), allowed_cpus()]
+    finally:
+        stop_runs(runs)
+        worker.stop()
