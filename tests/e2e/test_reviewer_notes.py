@@ -54,9 +54,11 @@ def test_a_note_written_in_a_live_run_s_drill_down_is_listed_everywhere_and_read
     button = page.locator("#stream-trials [data-action=note-for-gepa]").first
     expect(button).to_be_visible(timeout=60_000)
     task_key = button.get_attribute("data-task-key")
+    # The live stream prepends trials several times a second: on a loaded machine
+    # (slow frames) the click waits longer for a frame in which its button holds still.
     page.locator(
         f"#stream-trials [data-action=note-for-gepa][data-task-key='{task_key}']"
-    ).first.click()
+    ).first.click(timeout=60_000)
     editor = page.locator("#note-editor")
     expect(editor.locator("[data-field=note-task]")).to_have_text(task_key)
     editor.get_by_label(f"Note for GEPA on {task_key}").fill('should mention "tracking number"')
