@@ -2,8 +2,8 @@
 and the worker as it goes, and what our recording costs against bare gepa.
 
 Runs demo-simulator runs of --calls metric calls (default 20,000) in a
-worker process (`optimizer.runs.runner.execute_run` on one CPU, as the Celery
-task runs it in a pool process of `celery worker`; with --unpinned as with
+worker process (the Celery task `optimizer.celery_tasks.run_optimization`, as a
+pool process of `celery worker` runs it: on one CPU; with --unpinned as with
 FRONTIER_WORKER_PIN_CPUS=0) on a scratch PostgreSQL database, and prints:
 
 - per table, `pg_total_relation_size` growth per 1,000 metric calls, for the
@@ -70,16 +70,14 @@ TABLES = (
     "optimizer_runevent",
 )
 # A Celery worker process warms up as it starts (optimizer/celery_tasks.py), before its
-# first run, and a pool process runs each run on one CPU (on_one_cpu, unless
-# FRONTIER_WORKER_PIN_CPUS is off); a --baseline checkout older than either does neither.
+# first run, and its pool processes are set up to run each run on one CPU
+# (pin_pool_child_runs); a --baseline checkout older than either does neither.
 WORKER = (
-    "import contextlib, sys, time, django; django.setup(); from optimizer.runs import runner; "
+    "import sys, time, django; django.setup(); from optimizer.runs import runner; "
     "getattr(runner, 'warm_up', lambda: None)(); "
-    "from django.conf import settings; from optimizer import celery_tasks; "
-    "pin = getattr(settings, 'FRONTIER_WORKER_PIN_CPUS', False) and hasattr(celery_tasks, 'on_one_cpu'); "
-    "started, cpu = time.perf_counter(), time.process_time()\n"
-    "with celery_tasks.on_one_cpu() if pin else contextlib.nullcontext():\n"
-    "    status = runner.execute_run(int(sys.argv[1]))\n"
+    "from optimizer import celery_tasks; getattr(celery_tasks, 'pin_pool_child_runs', lambda: None)(); "
+    "started, cpu = time.perf_counter(), time.process_time(); "
+    "status = celery_tasks.run_optimization(int(sys.argv[1])); "
     "print(status, time.perf_counter() - started, time.process_time() - cpu)"
 )
 

@@ -273,25 +273,30 @@ def on_one_cpu(*, sample_seconds: float = 0.05) -> Iterator[int | None]:
         yield None
         return
     busy = cpu_busy(allowed, sample_seconds)
-    for cpu in sorted(allowed, key=lambda c: (busy.get(c, 0.0), c)):
-        lock = ExitStack()
-        try:
-            held = lock.enter_context(process_lock(CPU_LOCKS / str(cpu)))
-        except OSError:  # a lock directory this user may not write (another user's)
-            break
-        if not held:
-            lock.close()
-            if held is None:
-                break  # no flock: runs could not tell each other apart
-            continue  # another run here holds it
-        with lock:
-            _set_affinity({cpu})
-            try:
-                yield cpu
-            finally:
-                _set_affinity(allowed)
+    with ExitStack() as locks:
+        cpu = _hold_a_cpu(locks, sorted(allowed, key=lambda c: (busy.get(c, 0.0), c)))
+        if cpu is None:
+            yield None
             return
-    yield None
+        _set_affinity({cpu})
+        try:
+            yield cpu
+        finally:
+            _set_affinity(allowed)
+
+
+def _hold_a_cpu(locks: ExitStack, cpus: list[int]) -> int | None:
+    """The first of `cpus` whose lock this process now holds (in `locks`), or None:
+    every one held by another run, no flock on this system (runs could not tell
+    each other apart), or a lock directory this user may not write."""
+    for cpu in cpus:
+        try:
+            held = locks.enter_context(process_lock(CPU_LOCKS / str(cpu)))
+        except OSError:
+            return None
+        if held is not False:
+            return cpu if held else None
+    return None
 
 
 def _set_affinity(cpus: set[int]) -> None:
