@@ -181,7 +181,15 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # instead: a run whose worker died is re-queued by the watchdog once its
 # heartbeat is stale, and a queued run that never started is sent again
 # (optimizer/celery_tasks.py), so a message the broker forgets costs nothing.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"ack_emulation": False}
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {"ack_emulation": False}
+# Put before every Redis key and channel name Celery uses, so that processes
+# sharing one Redis DB keep all of their Celery keys apart (FRONTIER_QUEUE keeps
+# only the queue apart; the workers' control and event bindings, and the
+# deadlines kombu keeps for them, are named by exchange). Empty by default;
+# every web process and worker of one installation must give the same value.
+BROKER_KEY_PREFIX = env_str("FRONTIER_BROKER_KEY_PREFIX", "")
+if BROKER_KEY_PREFIX:
+    CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"] = BROKER_KEY_PREFIX
 # Keep reconnecting to a broker that went away, for as long as it takes.
 CELERY_BROKER_CONNECTION_RETRY = True
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None
