@@ -52,6 +52,9 @@ ENV = {
     "DATABASE_URL": DATABASE_URL,
     "REDIS_URL": REDIS,
     "FRONTIER_CHANNEL_PREFIX": TAG,
+    # Every Celery key, also those kombu names by exchange (the workers' control
+    # and event bindings and their deadlines), holds the tag: clean_up finds them.
+    "FRONTIER_BROKER_KEY_PREFIX": f"{TAG}.",
     "SECRET_KEY": f"bench-only-{uuid.uuid4().hex}",
     "DEBUG": "0",
     "ALLOWED_HOSTS": "127.0.0.1,localhost",

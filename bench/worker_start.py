@@ -10,14 +10,15 @@ each pool child), its RSS, PSS and private memory (/proc/<pid>/smaps_rollup:
 PSS shares each page among the processes mapping it; private is what only
 that process holds). Then it stops the worker. Medians of the rounds;
 `--baseline PATH` runs another checkout's worker in the same rounds,
-alternated.
+alternated. Each side queues its runs with its own code.
 
 Usage:  .venv/bin/python bench/worker_start.py [--pools prefork,threads]
         [--concurrency 2] [--rounds 3] [--calls 200] [--baseline PATH]
 
 Needs PostgreSQL and Redis (BENCH_POSTGRES_URL, BENCH_REDIS_URL: give your own
-Redis DB number); uses a scratch database, queue and channel prefix, removed at
+Redis DB number); uses a scratch database, queue and key prefix, removed at
 the end, also when the bench fails or is stopped (the workers are stopped first).
+A baseline older than FRONTIER_BROKER_KEY_PREFIX leaves `_kombu.binding_deadlines`.
 """
 
 from __future__ import annotations
@@ -38,6 +39,27 @@ import live
 import scratch
 
 FIELDS = ("Rss", "Pss", "Private")
+
+# Each side queues its runs with its own code: the checkout's settings name the
+# Celery keys its worker reads (one that predates FRONTIER_BROKER_KEY_PREFIX
+# names them without the bench's prefix). Prints the run's id.
+LAUNCH = """
+import sys
+
+import django
+
+django.setup()
+from django.contrib.auth import get_user_model
+
+from optimizer.models import TaskSet
+from optimizer.services import run_launch
+from tests.optimizer.run_helpers import run_config
+
+user_id, task_set_id, calls = map(int, sys.argv[1:])
+lm = {"provider": "demo", "model": "demo-task", "simulated_latency_ms": 0}
+config = run_config(TaskSet.objects.get(pk=task_set_id), task_lm=lm, budget={"max_metric_calls": calls})
+print(run_launch(owner=get_user_model().objects.get(pk=user_id), config=config).pk)
+"""
 
 
 def memory_mb(pid: int) -> dict[str, float] | None:
@@ -79,8 +101,7 @@ def main() -> None:
     live.create_database()
     try:
         user, task_set = live.demo_operator()
-        from optimizer.services import run_launch
-        from tests.optimizer.run_helpers import run_config
+        from optimizer.models import Run
 
         live.RUNS_DIR.mkdir(parents=True, exist_ok=True)  # the workers' logs too
         sides = {"ours": HERE.parent}
@@ -103,9 +124,13 @@ def main() -> None:
             workers.append(worker)
             # Queued at once: the worker takes it when it is up, and the run's own
             # timestamps leave the start-up out.
-            lm = {"provider": "demo", "model": "demo-task", "simulated_latency_ms": 0}
-            budget = {"max_metric_calls": args.calls}
-            run = run_launch(owner=user, config=run_config(task_set, task_lm=lm, budget=budget))
+            launch = [sys.executable, "-c", LAUNCH, str(user.pk), str(task_set.pk), str(args.calls)]
+            launched = subprocess.run(
+                launch, check=False, cwd=checkout, env=env, capture_output=True, text=True
+            )
+            if launched.returncode:
+                raise SystemExit(f"{name}: the run was not launched: {launched.stderr[-2000:]}")
+            run = Run.objects.get(pk=int(launched.stdout.split()[-1]))
             deadline = time.monotonic() + 300
             while run.finished_at is None:
                 if worker.poll() is not None or time.monotonic() > deadline:

@@ -101,3 +101,28 @@ def test_a_bench_stopped_half_way_leaves_no_database_keys_or_processes(signum, t
             for key in r.scan_iter(f"*{tag}*"):
                 r.delete(key)
         r.close()
+
+
+def test_a_bench_that_starts_celery_workers_leaves_its_redis_empty(own_redis, tmp_path):
+    """bench/worker_start.py starts real `celery worker` processes (ours and,
+    with --baseline, another checkout's) on a redis-server of the test's own.
+    Afterwards that Redis holds no key at all: not the bench's queue, nor the
+    control and event bindings its workers declared, nor the deadlines kombu
+    keeps for them (`_kombu.binding_deadlines`, named by exchange, not by the
+    bench's tag, unless the bench gives its processes a key prefix)."""
+    own_redis.start()
+    db = settings.DATABASES["default"]
+    admin = f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/postgres"
+    env = {**os.environ, "BENCH_POSTGRES_URL": admin, "BENCH_REDIS_URL": own_redis.url}
+    bench = subprocess.run(
+        [sys.executable, "bench/worker_start.py", "--pools", "threads", "--rounds", "1",
+         "--calls", "10", "--concurrency", "1", "--baseline", str(ROOT)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert bench.returncode == 0, bench.stdout + bench.stderr
+    assert "baseline: first run of 10 calls" in bench.stdout, bench.stdout
+    r = redis.Redis.from_url(own_redis.url)
+    try:
+        assert sorted(r.scan_iter("*")) == []
+    finally:
+        r.close()
