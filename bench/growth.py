@@ -237,8 +237,8 @@ def main() -> None:
         os.environ["FRONTIER_WORKER_PIN_CPUS"] = "0"  # the workers' setting; bare gepa has none
 
     children: list[Child] = []
-    live.create_database()
     try:
+        live.create_database()
         user, task_set = live.demo_operator()
         from optimizer.models import Run, run_progress
         from optimizer.services import run_launch
@@ -385,12 +385,11 @@ def main() -> None:
                     f"{', '.join(f'{r:.2f}' for r in rounds)}"
                 )
     finally:
-        for child in children:
-            child.stop()
-        from django.db import connections
-
-        connections.close_all()
-        live.clean_up()
+        try:
+            for child in children:
+                child.stop()
+        finally:
+            live.clean_up()  # drops the database WITH (FORCE), this process's connections too
 
 
 if __name__ == "__main__":

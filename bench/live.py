@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import shutil
@@ -107,17 +108,22 @@ def demo_operator():
 def clean_up(processes=(), *, redis: bool = True) -> None:
     """What a bench's `finally` runs: its child processes stopped, the scratch
     database dropped, every Redis key under its prefix deleted, its runs
-    directory removed."""
-    try:
-        for process in processes:
-            scratch.stop(process)
-    finally:
+    directory removed. Each step runs also when one before it fails
+    (PostgreSQL gone: the keys are still deleted); the first failure is raised
+    after the last step, chained to the error the bench stopped on, if any."""
+    steps = [functools.partial(scratch.stop, process) for process in processes]
+    steps.append(drop_database)  # WITH (FORCE): the bench's own open connections are closed
+    if redis:
+        steps.append(functools.partial(scratch.delete_keys, REDIS, TAG))
+    steps.append(functools.partial(shutil.rmtree, RUNS_DIR, ignore_errors=True))
+    failure = None
+    for step in steps:
         try:
-            drop_database()  # WITH (FORCE): the bench's own open connections are closed
-            if redis:
-                scratch.delete_keys(REDIS, TAG)
-        finally:
-            shutil.rmtree(RUNS_DIR, ignore_errors=True)
+            step()
+        except Exception as error:  # the next steps still run
+            failure = failure or error
+    if failure is not None:
+        raise failure
 
 
 def bench_snapshot(run) -> None:

@@ -98,8 +98,8 @@ def main() -> None:
     args = parser.parse_args()
 
     workers: list[subprocess.Popen] = []
-    live.create_database()
     try:
+        live.create_database()
         user, task_set = live.demo_operator()
         from optimizer.models import Run
 

@@ -4,9 +4,12 @@ scratch database, no Redis keys under its prefix, no child process."""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,6 +21,20 @@ import redis
 from django.conf import settings
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _admin_url() -> str:
+    db = settings.DATABASES["default"]
+    return f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/postgres"
+
+
+def _scratch_databases(pid: int) -> list[str]:
+    """The scratch databases of the bench process `pid` (bench/live.py's TAG)."""
+    with psycopg.connect(_admin_url()) as conn:
+        rows = conn.execute(
+            "SELECT datname FROM pg_database WHERE datname LIKE %s", [f"bench_live_{pid}_%"]
+        ).fetchall()
+    return [name for (name,) in rows]
 
 
 def _children(pid: int) -> list[int]:
@@ -49,8 +66,7 @@ def test_a_bench_stopped_half_way_leaves_no_database_keys_or_processes(signum, t
     """bench/live.py is stopped while its web process pushes events to websocket
     clients through Redis: afterwards its scratch database, every Redis key
     under its channel prefix and its web process are gone."""
-    db = settings.DATABASES["default"]
-    admin = f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/postgres"
+    admin = _admin_url()
     env = {
         **os.environ,
         "BENCH_POSTGRES_URL": admin,
@@ -111,8 +127,7 @@ def test_a_bench_that_starts_celery_workers_leaves_its_redis_empty(own_redis, tm
     keeps for them (`_kombu.binding_deadlines`, named by exchange, not by the
     bench's tag, unless the bench gives its processes a key prefix)."""
     own_redis.start()
-    db = settings.DATABASES["default"]
-    admin = f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/postgres"
+    admin = _admin_url()
     env = {**os.environ, "BENCH_POSTGRES_URL": admin, "BENCH_REDIS_URL": own_redis.url}
     bench = subprocess.run(
         [sys.executable, "bench/worker_start.py", "--pools", "threads", "--rounds", "1",
@@ -126,3 +141,56 @@ def test_a_bench_that_starts_celery_workers_leaves_its_redis_empty(own_redis, tm
         assert sorted(r.scan_iter("*")) == []
     finally:
         r.close()
+
+
+def test_a_bench_whose_database_went_away_still_deletes_its_keys(own_redis, monkeypatch):
+    """bench/live.py's clean_up with PostgreSQL unreachable (its DROP DATABASE
+    fails): the failure is raised, and the bench's Redis keys and its runs
+    directory are removed all the same."""
+    own_redis.start()
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    with socket.socket() as s:  # a port nothing listens on: PostgreSQL is gone
+        s.bind(("127.0.0.1", 0))
+        gone = s.getsockname()[1]
+    monkeypatch.setenv("BENCH_POSTGRES_URL", f"postgres://postgres@127.0.0.1:{gone}/postgres")
+    monkeypatch.setenv("BENCH_REDIS_URL", own_redis.url)
+    spec = importlib.util.spec_from_file_location(
+        "bench_live_under_test", ROOT / "bench" / "live.py"
+    )
+    live = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(live)
+    r = redis.Redis.from_url(own_redis.url)
+    try:
+        r.set(f"{live.TAG}:1:a-cached-value", "x")
+        live.RUNS_DIR.mkdir()
+        with pytest.raises(psycopg.OperationalError):
+            live.clean_up()
+        assert list(r.scan_iter("*")) == []
+        assert not live.RUNS_DIR.exists()
+    finally:
+        r.close()
+        shutil.rmtree(live.RUNS_DIR, ignore_errors=True)
+
+
+def test_a_bench_that_fails_as_django_starts_drops_its_database():
+    """bench/growth.py with a Redis URL Django refuses (its settings raise
+    ImproperlyConfigured as the bench sets Django up, after the scratch database
+    exists): it exits with the error, and its scratch database is gone."""
+    env = {
+        **os.environ,
+        "BENCH_POSTGRES_URL": _admin_url(),
+        "BENCH_REDIS_URL": "http://127.0.0.1:1/",
+    }
+    bench = subprocess.Popen(
+        [sys.executable, "bench/growth.py", "--calls", "20"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        output, _ = bench.communicate(timeout=120)
+        assert bench.returncode != 0
+        assert "REDIS_URL" in output, output
+        assert _scratch_databases(bench.pid) == [], output
+    finally:
+        with psycopg.connect(_admin_url(), autocommit=True) as conn:
+            for name in _scratch_databases(bench.pid):
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
