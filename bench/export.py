@@ -435,9 +435,8 @@ def main() -> None:
         Path(custom, "sitecustomize.py").write_text(
             "import os, sys\nsys.setswitchinterval(float(os.environ['BENCH_SWITCH_INTERVAL']))\n"
         )
-        hogs += [
-            subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.hogs)
-        ]
+        for _ in range(args.hogs):  # one by one: clean_up stops those that started
+            hogs.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
         import django
 
         django.setup()

@@ -262,7 +262,9 @@ def main() -> None:
         ports: dict[str, list[int]] = {}
         for server in servers:
             ports[server] = [scratch.free_port() for _ in range(args.webs)]
-            webs[server] = [live.start_web(port, server) for port in ports[server]]
+            webs[server] = []  # filled as they start: clean_up stops those that did
+            for port in ports[server]:
+                webs[server].append(live.start_web(port, server))
         rounds: dict[tuple[str, str], list[dict]] = {variant: [] for variant in variants}
         for repeat in range(args.repeats):
             for server, deflate in variants:

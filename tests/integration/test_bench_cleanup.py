@@ -172,6 +172,47 @@ def test_a_bench_whose_database_went_away_still_deletes_its_keys(own_redis, monk
         shutil.rmtree(live.RUNS_DIR, ignore_errors=True)
 
 
+def test_a_bench_stopped_while_its_web_processes_start_stops_those_that_started(tmp_path):
+    """bench/fanout.py --webs 2 gets SIGTERM while its second web process starts:
+    the first one, already serving (in a session of its own, so the signal does
+    not reach it), is stopped too, and the scratch database is dropped."""
+    env = {
+        **os.environ,
+        "BENCH_POSTGRES_URL": _admin_url(),
+        "BENCH_REDIS_URL": settings.REDIS_URL,
+        "PYTHONUNBUFFERED": "1",
+    }
+    log = tmp_path / "bench.log"
+    with open(log, "w") as out:
+        bench = subprocess.Popen(
+            [sys.executable, "bench/fanout.py", "--webs", "2", "--viewers", "1",
+             "--seconds", "1", "--repeats", "1", "--servers", "uvicorn"],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    children: list[int] = []
+    try:
+        # start_web returns once a web process serves: a second child means the first serves.
+        children = _wait_for(
+            lambda: len(found := _children(bench.pid)) >= 2 and found,
+            180,
+            log,
+            "the bench started no second web process",
+        )
+        os.kill(bench.pid, signal.SIGTERM)
+        bench.wait(timeout=60)
+        time.sleep(0.5)  # an orphan is reaped by init
+        assert [pid for pid in children if _alive(pid)] == [], log.read_text(errors="replace")
+        assert _scratch_databases(bench.pid) == []
+    finally:
+        for pid in [bench.pid, *children]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+        bench.wait(timeout=10)
+        with psycopg.connect(_admin_url(), autocommit=True) as conn:
+            for name in _scratch_databases(bench.pid):
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 def test_a_bench_that_fails_as_django_starts_drops_its_database():
     """bench/growth.py with a Redis URL Django refuses (its settings raise
     ImproperlyConfigured as the bench sets Django up, after the scratch database
