@@ -48,6 +48,8 @@ REDIS = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 DATABASE_URL = urlunsplit(urlsplit(ADMIN_URL)._replace(path=f"/{TAG}"))
 # The workers' runs directory of a bench that runs demo runs (demo_operator).
 RUNS_DIR = Path(f"/tmp/{TAG}-runs")
+# The web processes' data directory (scratch.web_data_env).
+DATA_DIR = Path(f"/tmp/{TAG}-data")
 
 ENV = {
     "DATABASE_URL": DATABASE_URL,
@@ -107,15 +109,17 @@ def demo_operator():
 
 def clean_up(processes=(), *, redis: bool = True) -> None:
     """What a bench's `finally` runs: its child processes stopped, the scratch
-    database dropped, every Redis key under its prefix deleted, its runs
-    directory removed. Each step runs also when one before it fails
+    database dropped, every Redis key under its prefix deleted, its runs and
+    data directories removed. Each step runs also when one before it fails
     (PostgreSQL gone: the keys are still deleted); the first failure is raised
     after the last step, chained to the error the bench stopped on, if any."""
     steps = [functools.partial(scratch.stop, process) for process in processes]
     steps.append(drop_database)  # WITH (FORCE): the bench's own open connections are closed
     if redis:
         steps.append(functools.partial(scratch.delete_keys, REDIS, TAG))
-    steps.append(functools.partial(shutil.rmtree, RUNS_DIR, ignore_errors=True))
+    steps += [
+        functools.partial(shutil.rmtree, path, ignore_errors=True) for path in (RUNS_DIR, DATA_DIR)
+    ]
     failure = None
     for step in steps:
         try:
@@ -174,7 +178,7 @@ def start_web(
     process = subprocess.Popen(
         command,
         cwd=root,
-        env={**os.environ, **ENV, **(extra_env or {})},
+        env={**os.environ, **ENV, **scratch.web_data_env(DATA_DIR, root), **(extra_env or {})},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,  # scratch.stop stops it with what it starts

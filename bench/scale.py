@@ -42,6 +42,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -60,6 +61,8 @@ DATABASE_URL = os.environ.get(
 )
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/15")
 PREFIX = f"bench-scale-{os.getpid()}"
+# The web processes' data directory (scratch.web_data_env).
+DATA_DIR = Path(f"/tmp/{PREFIX}-data")
 ENV = {
     "DATABASE_URL": DATABASE_URL,
     "REDIS_URL": REDIS_URL,
@@ -476,11 +479,12 @@ def measure_view(client, url: str, repeat: int) -> tuple[list[float], int, int]:
     return times, len(body), len(queries)
 
 
-def start_daphne(port: int) -> subprocess.Popen:
+def start_web(port: int, root: Path) -> subprocess.Popen:
+    """The checkout at `root` served by its `manage.py serve` on `port`."""
     process = subprocess.Popen(
         [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=ROOT,
-        env={**os.environ, **ENV},
+        cwd=root,
+        env={**os.environ, **ENV, **scratch.web_data_env(DATA_DIR, root)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,  # scratch.stop stops it with what it starts
@@ -528,7 +532,8 @@ def collect_static(root: Path) -> None:
         "try:\n    from dashboard.staticfiles import collect_static_files\nexcept ImportError:\n    pass\n"
         "else:\n    collect_static_files(log=print)"
     )
-    subprocess.run([sys.executable, "-c", script], cwd=root, env={**os.environ, **ENV}, check=True)
+    env = {**os.environ, **ENV, **scratch.web_data_env(DATA_DIR, root)}
+    subprocess.run([sys.executable, "-c", script], cwd=root, env=env, check=True)
 
 
 def load_cold(browser, base: str, session: str, url: str) -> dict:
@@ -598,11 +603,9 @@ def measure_page_live(
 ) -> dict[str, dict[int, list[dict]]]:
     """For each checkout in `roots` (label → path): its server, then per run one
     warm-up load and `repeat` cold ones."""
-    global ROOT
     from playwright.sync_api import sync_playwright
 
     out: dict[str, dict[int, list[dict]]] = {}
-    ours = ROOT
     with sync_playwright() as p:
         browser = p.chromium.launch(
             executable_path=CHROMIUM,
@@ -610,10 +613,8 @@ def measure_page_live(
         )
         for label, root in roots.items():
             collect_static(root)
-            ROOT = root  # start_daphne serves the checkout at ROOT (its `manage.py serve`)
             port = scratch.free_port()
-            server = start_daphne(port)
-            ROOT = ours
+            server = start_web(port, root)
             base = f"http://127.0.0.1:{port}"
             try:
                 for run_id in run_ids:
@@ -769,9 +770,12 @@ def main() -> None:
                     )
         connections.close_all()
     finally:
-        if not args.keep:
-            drop_database()
-        scratch.delete_keys(REDIS_URL, PREFIX)
+        try:
+            if not args.keep:
+                drop_database()
+        finally:
+            scratch.delete_keys(REDIS_URL, PREFIX)
+            shutil.rmtree(DATA_DIR, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,15 @@ import redis
 from django.conf import settings
 
 ROOT = Path(__file__).resolve().parents[2]
+# Where `manage.py serve` of this checkout records its address (dashboard/lib/site_url.py).
+SERVED_URL = ROOT / "var" / "served-url"
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return None
 
 
 def _admin_url() -> str:
@@ -76,6 +85,7 @@ def test_a_bench_stopped_half_way_leaves_no_database_keys_or_processes(signum, t
     log = tmp_path / "bench.log"
     r = redis.Redis.from_url(settings.REDIS_URL)
     tag, children = None, []
+    served_url = _read(SERVED_URL)
     with open(log, "w") as out:
         bench = subprocess.Popen(
             [sys.executable, "bench/live.py", "--clients", "2", "--events", "3000"],
@@ -106,6 +116,10 @@ def test_a_bench_stopped_half_way_leaves_no_database_keys_or_processes(signum, t
         assert left == [], f"the scratch database {tag} is left"
         time.sleep(0.5)  # an orphan is reaped by init
         assert [pid for pid in children if _alive(pid)] == []
+        assert not list(Path("/tmp").glob(f"{tag}-*")), "its runs or data directory is left"
+        # Its web process recorded its address in a data directory of the bench's
+        # own, not in the checkout's, where the CLI would link to it after it is gone.
+        assert _read(SERVED_URL) == served_url
     finally:  # what a failing bench left: removed here, so the test itself leaves nothing
         for pid in [bench.pid, *children]:
             with contextlib.suppress(ProcessLookupError, PermissionError):
