@@ -127,7 +127,7 @@ def main() -> None:
     scratch.exit_on_signals()
     data_dir = tempfile.mkdtemp(prefix="frontier-bench-upload-")
     atexit.register(shutil.rmtree, data_dir, ignore_errors=True)  # also if migrate fails
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    env = {k: v for k, v in os.environ.items() if k not in scratch.OWN_PLACES}
     env.update(FRONTIER_DATA_DIR=data_dir, DEBUG="1", DJANGO_SETTINGS_MODULE="dashboard.settings")
     subprocess.run(
         [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],

@@ -60,7 +60,7 @@ DATABASE_URL = os.environ.get(
     "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/frontier_bench"
 )
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/15")
-PREFIX = f"bench-scale-{os.getpid()}"
+PREFIX = f"bench-scale-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 # The web processes' data directory (scratch.web_data_env).
 DATA_DIR = Path(f"/tmp/{PREFIX}-data")
 ENV = {

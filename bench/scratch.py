@@ -31,6 +31,15 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# What points Django at a user's own services and files: a bench that makes
+# its own in a scratch data directory drops them from its environment.
+OWN_PLACES = (
+    "DATABASE_URL",
+    "REDIS_URL",
+    "SQLITE_PATH",
+    "FRONTIER_RUNS_DIR",
+    "FRONTIER_STATIC_ROOT",
+)
 
 
 def setup(name: str, *, debug: bool = False) -> str:
@@ -41,7 +50,7 @@ def setup(name: str, *, debug: bool = False) -> str:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
     os.environ["FRONTIER_DATA_DIR"] = data_dir = tempfile.mkdtemp(prefix=f"frontier-bench-{name}-")
     atexit.register(shutil.rmtree, data_dir, ignore_errors=True)
-    for variable in ("DATABASE_URL", "REDIS_URL", "SQLITE_PATH", "FRONTIER_RUNS_DIR"):
+    for variable in OWN_PLACES:
         os.environ.pop(variable, None)
     os.environ["DEBUG"] = "1" if debug else "0"
     os.environ.setdefault("SECRET_KEY", "bench-only-secret-key")
