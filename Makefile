@@ -104,12 +104,14 @@ test-unit: install
 # skip (with the reason) when they are not set, and fail instead when CI=true.
 # The `standalone` ones (they spawn processes: the CLI, `serve`, settings in a
 # fresh process) need neither and always run. Each run has a Celery queue of
-# its own ($FRONTIER_TEST_QUEUE, else frontier-test-<pid>), which it purges
-# and whose Redis keys it deletes at the end (tests/integration/conftest.py):
-# two runs on one Redis never take or purge each other's tasks.
+# its own ($FRONTIER_TEST_QUEUE, else frontier-test-<pid>), which it purges,
+# and every Celery key under that name (FRONTIER_BROKER_KEY_PREFIX), which it
+# deletes at the end (tests/integration/conftest.py): two runs on one Redis
+# never take or purge each other's tasks, and leave nothing there.
 test-integration: install
 	queue=$${FRONTIER_TEST_QUEUE:-frontier-test-$$$$}; \
-	FRONTIER_QUEUE=$$queue FRONTIER_CHANNEL_PREFIX=$$queue $(PYTEST) tests/integration -q $(ALLOW_EMPTY)
+	FRONTIER_QUEUE=$$queue FRONTIER_CHANNEL_PREFIX=$$queue FRONTIER_BROKER_KEY_PREFIX=$$queue. \
+	$(PYTEST) tests/integration -q $(ALLOW_EMPTY)
 
 test-e2e: install
 	env -u DATABASE_URL -u REDIS_URL $(PYTEST) tests/e2e -q $(ALLOW_EMPTY)

@@ -8,6 +8,7 @@ no services) they skip with the reason; under CI (CI=true) they fail instead.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -57,19 +58,27 @@ OWN_QUEUE_PREFIX = "frontier-test-"
 @pytest.fixture(scope="session", autouse=True)
 def _own_redis_keys_removed():
     """At the end of the session, the keys Celery made in the project's Redis
-    for this run: its queue's (list and bindings, only for a queue named as
-    `make test-integration` names one per run) and its workers' control
-    bindings. Other runs' keys, and the sets Celery shares between workers,
-    are left as they are."""
+    for this run. Run as `make test-integration` runs it, every one of them is
+    under the run's own key prefix (FRONTIER_BROKER_KEY_PREFIX, named as its
+    queue is), and all of them go. Run with a queue so named but no prefix: the
+    queue's list and bindings and its workers' control bindings go, and the
+    sets Celery shares between workers stay. Other runs' keys are left as they
+    are."""
     yield
     queue = settings.CELERY_TASK_DEFAULT_QUEUE
+    own_prefix = settings.BROKER_KEY_PREFIX.startswith(OWN_QUEUE_PREFIX)
     own_queue = queue.startswith(OWN_QUEUE_PREFIX)
-    if not settings.REDIS_URL or not (own_queue or _WORKERS):
+    if not settings.REDIS_URL or not (own_prefix or own_queue or _WORKERS):
         return
     import redis
 
     client = redis.Redis.from_url(settings.REDIS_URL)
     try:
+        if own_prefix:
+            pattern = re.sub(r"([*?\[\]\\])", r"\\\1", settings.BROKER_KEY_PREFIX) + "*"
+            if names := list(client.scan_iter(match=pattern)):
+                client.delete(*names)
+            return
         if own_queue:
             names = [queue, f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}"]
             names += client.scan_iter(match=f"{queue}\x06\x16*")  # its priority lists
@@ -281,6 +290,12 @@ class RedisServer:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.popen: subprocess.Popen | None = None
+
+    def env(self, env: dict) -> dict:
+        """`env` (services_env) on this Redis, configured as a deployment is by
+        default: without the run's key prefix, since nothing else is on this
+        Redis to keep apart from."""
+        return {**env, "REDIS_URL": self.url, "FRONTIER_BROKER_KEY_PREFIX": ""}
 
     def start(self) -> None:
         self.popen = subprocess.Popen(

@@ -130,7 +130,7 @@ def test_a_run_launched_while_redis_is_down_is_queued_and_starts_once_redis_is_b
 ):
     refund_verifier(user)
     task_set = refund_task_set(user)
-    env = {**services_env, "REDIS_URL": own_redis.url}  # not started yet: Redis is down
+    env = own_redis.env(services_env)  # not started yet: Redis is down
     web = start_web(env, tmp_path / "web.log")
     try:
         status, body = launch_through_the_api(
@@ -223,7 +223,7 @@ def test_a_redis_outage_mid_run_neither_kills_the_worker_nor_loses_the_run(
     refund_verifier(user)
     task_set = refund_task_set(user)
     own_redis.start()
-    env = {**services_env, "REDIS_URL": own_redis.url}
+    env = own_redis.env(services_env)
     web = start_web(env, tmp_path / "web.log")
     worker = start_worker(env, tmp_path / "worker.log")
     cookie = session_cookie(user)
