@@ -128,7 +128,10 @@ def services_env(transactional_db, tmp_path):
     """Environment for child processes: the *test* database, Redis, this test
     process's queue (`make test-integration` names one of its own, so a local
     deployment on the same Redis is never touched), emptied first, and a channel
-    prefix and runs directory of their own."""
+    prefix, runs and data directory of their own (a web process records its
+    address in its data directory: in the checkout's, the CLI of a `make demo`
+    there would link to a test's server after it has gone), with the
+    checkout's collected static files."""
     from django.db import connection
 
     from dashboard.celery import app
@@ -136,7 +139,8 @@ def services_env(transactional_db, tmp_path):
     app.control.purge()
     db = connection.settings_dict
     token = uuid.uuid4().hex[:10]
-    env = {k: v for k, v in os.environ.items() if k not in {"FRONTIER_DATA_DIR"}}
+    (tmp_path / "data").mkdir(exist_ok=True)
+    env = dict(os.environ)
     env.update(
         DATABASE_URL=f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
         REDIS_URL=settings.REDIS_URL,
@@ -146,6 +150,8 @@ def services_env(transactional_db, tmp_path):
         FRONTIER_CHANNEL_PREFIX=f"frontier-it-{token}",
         FRONTIER_QUEUE=settings.CELERY_TASK_DEFAULT_QUEUE,
         FRONTIER_RUNS_DIR=str(tmp_path / "runs"),
+        FRONTIER_DATA_DIR=str(tmp_path / "data"),
+        FRONTIER_STATIC_ROOT=str(settings.STATIC_ROOT),
         FRONTIER_RUN_STALE_SECONDS="3",
         FRONTIER_VALIDATE_EVENTS="1",  # the workers check every event against its model, as the unit tests do
         PYTHONUNBUFFERED="1",

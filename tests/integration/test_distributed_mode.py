@@ -12,7 +12,7 @@ from websockets.sync.client import connect
 
 from dashboard.celery_tasks import worker_ping
 from optimizer.models import Run
-from tests.integration.conftest import session_cookie
+from tests.integration.conftest import ROOT, session_cookie, start_web
 
 
 def ws_url(server, run_id: int, after: int = 0) -> str:
@@ -92,6 +92,21 @@ def test_the_web_process_serves_static_files_hashed_compressed_and_cached_with_d
                 assert response.headers["Cache-Control"] == "max-age=31536000, public, immutable"
             else:  # a plain name (no page links one) is not cached for long
                 assert response.headers["Cache-Control"] == "max-age=60, public"
+
+
+def test_a_web_process_of_the_tests_leaves_the_checkouts_served_address_alone(
+    services_env, tmp_path
+):
+    """`manage.py serve` records the address it listens on in its data
+    directory, where the CLI of that directory reads it (dashboard/lib/site_url.py).
+    A test's web process records it in a directory of the test's own: the
+    checkout's var/served-url, a `make demo`'s, is what it was."""
+    served_url = ROOT / "var" / "served-url"
+    before = served_url.read_text() if served_url.exists() else None
+    web = start_web(services_env, tmp_path / "web.log")
+    web.stop()
+    assert (served_url.read_text() if served_url.exists() else None) == before
+    assert (tmp_path / "data" / "served-url").read_text() == web.url + "/\n"
 
 
 def test_a_session_is_checked_on_postgresql_before_a_large_body_is_read(web_server, user):
