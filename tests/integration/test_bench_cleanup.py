@@ -1,5 +1,6 @@
-"""A bench stopped half-way leaves nothing behind (bench/scratch.py): no
-scratch database, no Redis keys under its prefix, no child process."""
+"""A bench leaves nothing behind (bench/scratch.py, bench/live.py), also when
+it is stopped or fails half-way: no scratch database, no Redis key, no child
+process, no directory, and nothing written into the checkout."""
 
 from __future__ import annotations
 
