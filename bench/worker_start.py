@@ -126,8 +126,9 @@ def main() -> None:
             # timestamps leave the start-up out.
             launch = [sys.executable, "-c", LAUNCH, str(user.pk), str(task_set.pk), str(args.calls)]
             launched = subprocess.run(
-                launch, check=False, cwd=checkout, env=env, capture_output=True, text=True
-            )
+                launch, check=False, cwd=checkout, env=env, capture_output=True, text=True,
+                timeout=120,  # a launch takes ~2 s; one that hangs ends the bench, cleaned up
+            )  # fmt: skip
             if launched.returncode:
                 raise SystemExit(f"{name}: the run was not launched: {launched.stderr[-2000:]}")
             run = Run.objects.get(pk=int(launched.stdout.split()[-1]))
