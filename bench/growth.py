@@ -61,6 +61,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import live
+import scratch
 
 TABLES = (
     "optimizer_run",
@@ -384,12 +385,8 @@ def main() -> None:
                     f"median of the rounds {statistics.median(rounds):.2f}x; per round "
                     f"{', '.join(f'{r:.2f}' for r in rounds)}"
                 )
-    finally:
-        try:
-            for child in children:
-                child.stop()
-        finally:
-            live.clean_up()  # drops the database WITH (FORCE), this process's connections too
+    finally:  # clean_up drops the database WITH (FORCE), this process's connections too
+        scratch.run_each(*(child.stop for child in children), live.clean_up)
 
 
 if __name__ == "__main__":

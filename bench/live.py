@@ -110,24 +110,15 @@ def demo_operator():
 def clean_up(processes=(), *, redis: bool = True) -> None:
     """What a bench's `finally` runs: its child processes stopped, the scratch
     database dropped, every Redis key under its prefix deleted, its runs and
-    data directories removed. Each step runs also when one before it fails
-    (PostgreSQL gone: the keys are still deleted); the first failure is raised
-    after the last step, chained to the error the bench stopped on, if any."""
-    steps = [functools.partial(scratch.stop, process) for process in processes]
-    steps.append(drop_database)  # WITH (FORCE): the bench's own open connections are closed
-    if redis:
-        steps.append(functools.partial(scratch.delete_keys, REDIS, TAG))
-    steps += [
-        functools.partial(shutil.rmtree, path, ignore_errors=True) for path in (RUNS_DIR, DATA_DIR)
-    ]
-    failure = None
-    for step in steps:
-        try:
-            step()
-        except Exception as error:  # the next steps still run
-            failure = failure or error
-    if failure is not None:
-        raise failure
+    data directories removed; each step also when one before it fails
+    (scratch.run_each)."""
+    scratch.run_each(
+        *(functools.partial(scratch.stop, process) for process in processes),
+        drop_database,  # WITH (FORCE): the bench's own open connections are closed
+        *([functools.partial(scratch.delete_keys, REDIS, TAG)] if redis else []),
+        functools.partial(shutil.rmtree, RUNS_DIR, ignore_errors=True),
+        functools.partial(shutil.rmtree, DATA_DIR, ignore_errors=True),
+    )
 
 
 def bench_snapshot(run) -> None:

@@ -39,6 +39,7 @@ Usage: .venv/bin/python bench/scale.py [--sizes 2000x300] [--repeat 3] [--keep] 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
@@ -479,12 +480,17 @@ def measure_view(client, url: str, repeat: int) -> tuple[list[float], int, int]:
     return times, len(body), len(queries)
 
 
+def web_env(root: Path) -> dict[str, str]:
+    """The environment of the checkout `root`'s processes that serve it."""
+    return {**os.environ, **ENV, **scratch.web_data_env(DATA_DIR, root)}
+
+
 def start_web(port: int, root: Path) -> subprocess.Popen:
     """The checkout at `root` served by its `manage.py serve` on `port`."""
     process = subprocess.Popen(
         [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port)],
         cwd=root,
-        env={**os.environ, **ENV, **scratch.web_data_env(DATA_DIR, root)},
+        env=web_env(root),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,  # scratch.stop stops it with what it starts
@@ -532,8 +538,7 @@ def collect_static(root: Path) -> None:
         "try:\n    from dashboard.staticfiles import collect_static_files\nexcept ImportError:\n    pass\n"
         "else:\n    collect_static_files(log=print)"
     )
-    env = {**os.environ, **ENV, **scratch.web_data_env(DATA_DIR, root)}
-    subprocess.run([sys.executable, "-c", script], cwd=root, env=env, check=True)
+    subprocess.run([sys.executable, "-c", script], cwd=root, env=web_env(root), check=True)
 
 
 def load_cold(browser, base: str, session: str, url: str) -> dict:
@@ -770,12 +775,11 @@ def main() -> None:
                     )
         connections.close_all()
     finally:
-        try:
-            if not args.keep:
-                drop_database()
-        finally:
-            scratch.delete_keys(REDIS_URL, PREFIX)
-            shutil.rmtree(DATA_DIR, ignore_errors=True)
+        scratch.run_each(
+            *([] if args.keep else [drop_database]),
+            functools.partial(scratch.delete_keys, REDIS_URL, PREFIX),
+            functools.partial(shutil.rmtree, DATA_DIR, ignore_errors=True),
+        )
 
 
 if __name__ == "__main__":

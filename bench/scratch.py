@@ -28,6 +28,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,6 +79,21 @@ def exit_on_signals() -> None:
     process on the spot. Signals that come during that clean-up are ignored."""
     for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(signum, _exit)
+
+
+def run_each(*steps: Callable[[], object]) -> None:
+    """A clean-up: run every step, also when one before it fails, then raise
+    the first failure (PostgreSQL gone: the Redis keys are still deleted). It
+    is raised chained to the error the bench stopped on, if any, which
+    contextlib.ExitStack would drop: the user sees why the bench stopped."""
+    failure = None
+    for step in steps:
+        try:
+            step()
+        except Exception as error:  # the next steps still run
+            failure = failure or error
+    if failure is not None:
+        raise failure
 
 
 def web_data_env(data_dir: Path, root: Path) -> dict[str, str]:

@@ -117,6 +117,16 @@ def _reachable(host: str, port: int) -> bool:
         return False
 
 
+def checkout_served_url() -> str | None:
+    """What the checkout's var/served-url holds, where `manage.py serve` of
+    this checkout's default data directory records its address
+    (dashboard/lib/site_url.py): a `make demo`'s, which no test may change."""
+    try:
+        return (ROOT / "var" / "served-url").read_text()
+    except FileNotFoundError:
+        return None
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -21,16 +21,9 @@ import pytest
 import redis
 from django.conf import settings
 
+from tests.integration.conftest import checkout_served_url
+
 ROOT = Path(__file__).resolve().parents[2]
-# Where `manage.py serve` of this checkout records its address (dashboard/lib/site_url.py).
-SERVED_URL = ROOT / "var" / "served-url"
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text()
-    except FileNotFoundError:
-        return None
 
 
 def _admin_url() -> str:
@@ -45,6 +38,18 @@ def _scratch_databases(pid: int) -> list[str]:
             "SELECT datname FROM pg_database WHERE datname LIKE %s", [f"bench_live_{pid}_%"]
         ).fetchall()
     return [name for (name,) in rows]
+
+
+def _remove_what_is_left(bench: subprocess.Popen, children: list[int]) -> None:
+    """What a failing bench left, removed so that the test itself leaves nothing:
+    its processes (killed with their groups) and its scratch databases."""
+    for pid in [bench.pid, *children]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+    bench.wait(timeout=10)
+    with psycopg.connect(_admin_url(), autocommit=True) as conn:
+        for name in _scratch_databases(bench.pid):
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _children(pid: int) -> list[int]:
@@ -86,7 +91,7 @@ def test_a_bench_stopped_half_way_leaves_no_database_keys_or_processes(signum, t
     log = tmp_path / "bench.log"
     r = redis.Redis.from_url(settings.REDIS_URL)
     tag, children = None, []
-    served_url = _read(SERVED_URL)
+    served_url = checkout_served_url()
     with open(log, "w") as out:
         bench = subprocess.Popen(
             [sys.executable, "bench/live.py", "--clients", "2", "--events", "3000"],
@@ -120,15 +125,10 @@ def test_a_bench_stopped_half_way_leaves_no_database_keys_or_processes(signum, t
         assert not list(Path("/tmp").glob(f"{tag}-*")), "its runs or data directory is left"
         # Its web process recorded its address in a data directory of the bench's
         # own, not in the checkout's, where the CLI would link to it after it is gone.
-        assert _read(SERVED_URL) == served_url
-    finally:  # what a failing bench left: removed here, so the test itself leaves nothing
-        for pid in [bench.pid, *children]:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
-        bench.wait(timeout=10)
+        assert checkout_served_url() == served_url
+    finally:
+        _remove_what_is_left(bench, children)
         if tag:
-            with psycopg.connect(admin, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{tag}" WITH (FORCE)')
             for key in r.scan_iter(f"*{tag}*"):
                 r.delete(key)
         r.close()
@@ -219,13 +219,7 @@ def test_a_bench_stopped_while_its_web_processes_start_stops_those_that_started(
         assert [pid for pid in children if _alive(pid)] == [], log.read_text(errors="replace")
         assert _scratch_databases(bench.pid) == []
     finally:
-        for pid in [bench.pid, *children]:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
-        bench.wait(timeout=10)
-        with psycopg.connect(_admin_url(), autocommit=True) as conn:
-            for name in _scratch_databases(bench.pid):
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        _remove_what_is_left(bench, children)
 
 
 def test_a_bench_that_fails_as_django_starts_drops_its_database():
@@ -247,6 +241,4 @@ def test_a_bench_that_fails_as_django_starts_drops_its_database():
         assert "REDIS_URL" in output, output
         assert _scratch_databases(bench.pid) == [], output
     finally:
-        with psycopg.connect(_admin_url(), autocommit=True) as conn:
-            for name in _scratch_databases(bench.pid):
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        _remove_what_is_left(bench, [])

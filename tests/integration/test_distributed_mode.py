@@ -12,7 +12,7 @@ from websockets.sync.client import connect
 
 from dashboard.celery_tasks import worker_ping
 from optimizer.models import Run
-from tests.integration.conftest import ROOT, session_cookie, start_web
+from tests.integration.conftest import checkout_served_url, session_cookie, start_web
 
 
 def ws_url(server, run_id: int, after: int = 0) -> str:
@@ -101,11 +101,10 @@ def test_a_web_process_of_the_tests_leaves_the_checkouts_served_address_alone(
     directory, where the CLI of that directory reads it (dashboard/lib/site_url.py).
     A test's web process records it in a directory of the test's own: the
     checkout's var/served-url, a `make demo`'s, is what it was."""
-    served_url = ROOT / "var" / "served-url"
-    before = served_url.read_text() if served_url.exists() else None
+    before = checkout_served_url()
     web = start_web(services_env, tmp_path / "web.log")
     web.stop()
-    assert (served_url.read_text() if served_url.exists() else None) == before
+    assert checkout_served_url() == before
     assert (tmp_path / "data" / "served-url").read_text() == web.url + "/\n"
 
 
